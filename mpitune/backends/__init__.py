@@ -1,0 +1,23 @@
+"""Backends run one configuration on one device. One module per language, imported lazily
+so that ``import mpitune`` needs neither a GPU nor CuPy."""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import Backend
+
+_MODULES = {"C": "c", "cupy": "cupy_nvrtc"}
+
+
+def _module(lang: str):
+    return importlib.import_module(f"{__name__}.{_MODULES[lang]}")
+
+
+def check(problem) -> None:
+    """Refuse, with ValueError, what this problem's backend cannot run; touches no device."""
+    _module(problem.lang).check(problem)
+
+
+def create(problem, workdir: str) -> Backend:
+    return _module(problem.lang).create(problem, workdir)

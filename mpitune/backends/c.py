@@ -1,0 +1,146 @@
+"""C kernels on the CPU: gcc builds a shared library per configuration, ctypes calls it.
+
+This backend exists so that everything except the GPU (spec, scheduling, cache,
+strategies) runs for real on machines without one. The kernel is ``void kernel_name(...)``;
+every tunable parameter becomes ``-DNAME=value``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import shlex
+import subprocess
+import time
+
+import numpy as np
+
+from ..result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
+from ..timeline import Timeline
+from .base import Backend, median_ms, mismatch, shorten
+
+_SCALARS = {
+    np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.bool_): ctypes.c_bool,
+}
+DEFAULT_FLAGS = ["-O3", "-fPIC", "-shared"]
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def define(name: str, value) -> str:
+    if isinstance(value, bool):
+        value = int(value)
+    return f"-D{name}={value}"
+
+
+class CBackend(Backend):
+    def __init__(self, problem, workdir: str):
+        self.problem = problem
+        self.workdir = workdir
+        self.compiler = shlex.split(os.environ.get("CC", "gcc"))
+        self.device_name = cpu_name()
+        self.source_path = os.path.join(workdir, "kernel.c")
+        self.argtypes = [ctypes.c_void_p if isinstance(a, np.ndarray) else _SCALARS[a.dtype]
+                         for a in problem.arguments]
+
+    def prepare(self) -> None:
+        with open(self.source_path, "w", encoding="utf-8") as fh:
+            fh.write(self.problem.kernel_source)
+
+    def _compile(self, config_id: int, config: dict) -> tuple[str, str]:
+        """Path of the built library, or '' and the compiler's complaint."""
+        lib = os.path.join(self.workdir, f"config{config_id}.so")
+        cmd = (self.compiler + DEFAULT_FLAGS + [define(k, v) for k, v in config.items()]
+               + self.problem.compiler_options + ["-o", lib, self.source_path])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return "", shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}")
+        return lib, ""
+
+    def _call_args(self, arrays: list) -> list:
+        return [ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else ctype(a.item())
+                for a, ctype in zip(arrays, self.argtypes)]
+
+    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+        result = Result(config_id=config_id, status=OK)
+        with timeline.phase("compile", config_id) as t:
+            lib_path, log = self._compile(config_id, config)
+            lib = fn = None
+            if lib_path:
+                try:
+                    lib = ctypes.CDLL(lib_path)
+                    fn = getattr(lib, self.problem.kernel_name)
+                except (OSError, AttributeError) as exc:
+                    log = f"cannot load {self.problem.kernel_name}: {exc}"
+                finally:
+                    os.unlink(lib_path)
+        result.compile_s = t.elapsed_s
+        if fn is None:
+            result.status, result.error = COMPILE_ERROR, log
+            return result
+        fn.argtypes, fn.restype = self.argtypes, None
+        try:
+            self._verify_and_time(fn, result, timeline)
+        finally:
+            _unload(lib)
+        return result
+
+    def _verify_and_time(self, fn, result: Result, timeline: Timeline) -> None:
+        # Fresh copies of the arguments: a configuration that writes nothing cannot pass
+        # on the output a previous configuration left behind. This call is also the warm-up.
+        with timeline.phase("verify", result.config_id) as t:
+            arrays = [a.copy() for a in self.problem.arguments]
+            args = self._call_args(arrays)
+            try:
+                fn(*args)
+                result.error = mismatch(arrays, self.problem.answer, self.problem.atol)
+            except Exception as exc:  # ctypes turns some faults into exceptions
+                result.status, result.error = RUNTIME_ERROR, f"{type(exc).__name__}: {exc}"
+        result.verify_s = t.elapsed_s
+        if result.status != OK:
+            return
+        if result.error:
+            result.status = VERIFY_FAILED
+            return
+        with timeline.phase("benchmark", result.config_id) as t:
+            times = []
+            for _ in range(self.problem.iterations):
+                start = time.perf_counter_ns()
+                fn(*args)
+                times.append((time.perf_counter_ns() - start) / 1e6)
+        result.benchmark_s = t.elapsed_s
+        result.times_ms = times
+        result.time_ms = median_ms(times)
+
+
+def _unload(lib) -> None:
+    """Each configuration is a new library; without dlclose a long run leaks them all."""
+    if lib is not None:
+        import _ctypes
+
+        _ctypes.dlclose(lib._handle)
+
+
+def check(problem) -> None:
+    for i, arg in enumerate(problem.arguments):
+        if not isinstance(arg, np.ndarray) and arg.dtype not in _SCALARS:
+            raise ValueError(f"argument {i}: the C backend cannot pass a {arg.dtype} scalar by value")
+
+
+def create(problem, workdir: str) -> Backend:
+    return CBackend(problem, workdir)

@@ -1,0 +1,92 @@
+"""Command line: ``python -m mpitune SPEC [flags]`` tunes, ``python -m mpitune report CACHE`` reads.
+
+Errors the user can fix end every rank with one line on stderr and exit code 2;
+``--debug`` shows the traceback behind it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+
+from .errors import UserError
+
+VERBS = ("report",)
+
+
+def _tune_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mpitune", description=(
+        "Tune the kernel described by SPEC on every MPI rank. Other verbs: "
+        "'report CACHE' summarises a cache file."))
+    p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
+    p.add_argument("--strategy", help="search strategy (overrides the spec)")
+    p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
+    p.add_argument("--time-limit", type=float, metavar="S", help="stop handing out batches after S seconds")
+    p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
+    p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
+    p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
+    _common(p)
+    return p
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mpitune report", description="Summarise a cache file.")
+    p.add_argument("cache", help="an mpitune HDF5 file")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="show the K best configurations")
+    _common(p)
+    return p
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what each rank does")
+
+
+def _setup_logging(args, rank: int) -> None:
+    level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format=f"%(asctime)s rank {rank} %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "report":
+        return _report(_report_parser().parse_args(argv[1:]))
+    return _tune(_tune_parser().parse_args(argv), argv)
+
+
+def _report(args) -> int:
+    from . import report
+
+    _setup_logging(args, 0)
+    try:
+        print(report.render(args.cache, as_json=args.json, top=args.top))
+    except UserError as exc:
+        if args.debug:
+            raise
+        print(f"mpitune: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _tune(args, argv: list[str]) -> int:
+    from . import tuner  # imports mpi4py, which initialises MPI
+
+    rank = tuner.MPI.COMM_WORLD.rank
+    _setup_logging(args, rank)
+    overrides = {"strategy": args.strategy, "max_fevals": args.max_fevals, "time_limit": args.time_limit,
+                 "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size}
+    command = shlex.join(["python", "-m", "mpitune", *argv])
+    try:
+        return tuner.tune(args.spec, overrides, command, debug=args.debug)
+    except BaseException:
+        # A bug or a crash on this rank: the others would wait for it forever in the next
+        # collective, so end the whole job now. Every finished batch is already on disk.
+        logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank,
+                                              exc_info=True)
+        sys.stderr.flush()
+        tuner.MPI.COMM_WORLD.Abort(1)
+        return 1  # not reached

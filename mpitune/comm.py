@@ -1,0 +1,86 @@
+"""Everything that touches MPI: the shared clock, broadcasting the problem, agreeing on errors.
+
+Only this module and the scheduler (tuner.py) import mpi4py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+from mpi4py import MPI
+
+from .problem import Problem
+
+
+class RunClock:
+    """Seconds since a barrier all ranks left together: one clock for every rank's timeline.
+
+    The ranks leave the barrier within microseconds of each other, far below the
+    millisecond phases it times; each rank then counts with its own monotonic clock.
+    """
+
+    def __init__(self, comm: MPI.Comm):
+        comm.Barrier()
+        self._t0 = time.perf_counter()
+        self.started_unix = comm.bcast(time.time(), root=0)
+
+    def now(self) -> float:
+        return time.perf_counter() - self._t0
+
+
+@dataclass
+class _ArrayRef:
+    index: int
+
+
+def bcast_arrays(comm: MPI.Comm, arrays: list[np.ndarray] | None) -> list[np.ndarray]:
+    """Broadcast numpy arrays as raw buffers (no pickling of the data)."""
+    meta = comm.bcast([(a.shape, a.dtype.str) for a in arrays] if comm.rank == 0 else None, root=0)
+    out = []
+    for i, (shape, dtype) in enumerate(meta):
+        buf = np.ascontiguousarray(arrays[i]) if comm.rank == 0 else np.empty(shape, dtype)
+        comm.Bcast(buf, root=0)
+        out.append(buf)
+    return out
+
+
+def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray | None
+                  ) -> tuple[Problem, np.ndarray]:
+    """Send the problem (without restrictions) and the search space's index table once.
+
+    Arrays travel as buffers; the rest is small and pickled.
+    """
+    arrays: list[np.ndarray] = []
+    skeleton = None
+    if comm.rank == 0:
+        def ref(a):
+            if isinstance(a, np.ndarray):
+                arrays.append(a)
+                return _ArrayRef(len(arrays) - 1)
+            return a
+
+        slim = problem.for_workers()
+        skeleton = replace(slim, arguments=[ref(a) for a in slim.arguments],
+                           answer=None if slim.answer is None else [ref(a) for a in slim.answer])
+        arrays.append(indices)
+    skeleton = comm.bcast(skeleton, root=0)
+    arrays = bcast_arrays(comm, arrays if comm.rank == 0 else None)
+
+    def deref(a):
+        return arrays[a.index] if isinstance(a, _ArrayRef) else a
+
+    problem = replace(skeleton, arguments=[deref(a) for a in skeleton.arguments],
+                      answer=None if skeleton.answer is None else [deref(a) for a in skeleton.answer])
+    return problem, arrays[-1]
+
+
+def first_error(comm: MPI.Comm, error: str | None) -> str | None:
+    """Collective: every rank learns the first rank's error, so all of them stop together."""
+    errors = comm.allgather(error)
+    for rank, err in enumerate(errors):
+        if err:
+            return err if comm.size == 1 or rank == 0 else f"rank {rank}: {err}"
+    return None
+

@@ -1,0 +1,369 @@
+"""Loading and validating a spec file: the only place user input is checked.
+
+A spec is a Python file whose module-level names follow Kernel Tuner's ``tune_kernel``
+arguments, so a Kernel Tuner script ports by copying. Everything is checked here, once,
+on rank 0, before any rank compiles anything; every problem becomes a ``SpecError``
+naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import numbers
+import os
+import runpy
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import SpecError
+from .restrictions import Restriction, RestrictionError
+
+LANGS = {"c": "C", "cupy": "cupy"}
+BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
+# Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
+UNSUPPORTED = ("metrics", "observers", "cmem_args", "smem_args", "texmem_args", "simulation_mode",
+               "verify", "objective_higher_is_better", "defines", "device", "platform")
+# Kernel Tuner arguments that are accepted and have no effect here.
+IGNORED = ("verbose", "quiet", "log")
+# Names of result fields; a tunable parameter may not shadow them in the results table.
+RESERVED = ("config_id", "status", "time_ms", "times_ms", "compile_s", "verify_s", "benchmark_s",
+            "error", "rank", "batch", "run", "host", "device", "started_s", "finished_s")
+DEFAULTS: dict[str, Any] = {
+    "kernel_name": None, "kernel_source": None, "problem_size": None, "arguments": None,
+    "tune_params": None, "restrictions": None, "grid_div_x": None, "grid_div_y": None,
+    "grid_div_z": None, "block_size_names": None, "answer": None, "atol": 1e-6,
+    "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
+    "strategy": "brute_force", "strategy_options": None, "cache": None,
+}
+KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
+
+
+@dataclass
+class Problem:
+    """What is tuned. Everything a worker rank needs, and (on rank 0) the restrictions."""
+
+    spec_path: str
+    kernel_name: str
+    kernel_source: str
+    lang: str
+    problem_size: tuple[int, ...]
+    arguments: list[Any]
+    answer: list[Any] | None
+    atol: float
+    tune_params: dict[str, list]
+    restrictions: list[Restriction | Callable] = field(default_factory=list)
+    grid_div: dict[str, Any] = field(default_factory=dict)
+    block_size_names: list[str] = field(default_factory=lambda: ["block_size_x", "block_size_y", "block_size_z"])
+    iterations: int = 7
+    objective: str = "time"
+    compiler_options: list[str] = field(default_factory=list)
+
+    def for_workers(self) -> "Problem":
+        """A copy without restrictions: callables need not travel, workers only run ids."""
+        return replace(self, restrictions=[])
+
+    def identity(self) -> dict:
+        """What defines the problem: changing any of it invalidates measured results."""
+        return {
+            "kernel_name": self.kernel_name,
+            "kernel_source": self.kernel_source,
+            "lang": self.lang,
+            "problem_size": list(self.problem_size),
+            "arguments": [_describe(a) for a in self.arguments],
+            "tune_params": {k: [_plain(v) for v in vs] for k, vs in self.tune_params.items()},
+            "restrictions": [r.text if isinstance(r, Restriction) else _callable_text(r)
+                             for r in self.restrictions],
+            "grid_div": {k: v if isinstance(v, (str, type(None))) else list(v) for k, v in self.grid_div.items()},
+            "block_size_names": list(self.block_size_names),
+            "iterations": self.iterations,
+            "compiler_options": list(self.compiler_options),
+        }
+
+
+@dataclass
+class RunSettings:
+    """How to search: strategy, budget, cache and batching. Overridable from the command line."""
+
+    strategy: str = "brute_force"
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+    max_fevals: int | None = None
+    time_limit_s: float | None = None
+    seed: int = 0
+    cache_path: str = ""
+    batch_size: int | None = None
+
+
+def _describe(arg: Any) -> str:
+    arr = np.asarray(arg)
+    return f"{arr.dtype.str}{list(arr.shape)}"
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _callable_text(fn: Callable) -> str:
+    try:
+        return inspect.getsource(fn).strip()
+    except (OSError, TypeError):
+        return getattr(fn, "__qualname__", repr(fn))
+
+
+class _Checker:
+    """Raises SpecError for one spec file; keeps the file name in one place."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, name: str, message: str) -> None:
+        raise SpecError(self.path, name, message)
+
+    def int_(self, name: str, value: Any, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            self.fail(name, f"must be an integer, got {type(value).__name__} {value!r}")
+        if value < minimum:
+            self.fail(name, f"must be at least {minimum}, got {value}")
+        return int(value)
+
+    def number(self, name: str, value: Any, positive: bool = True) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            self.fail(name, f"must be a number, got {type(value).__name__} {value!r}")
+        if positive and not value > 0:
+            self.fail(name, f"must be greater than 0, got {value}")
+        return float(value)
+
+    def str_list(self, name: str, value: Any) -> list[str]:
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or \
+                not all(isinstance(v, str) for v in value):
+            self.fail(name, f"must be a list of strings, got {value!r}")
+        return list(value)
+
+
+def read_spec_module(path: str) -> dict[str, Any]:
+    """Execute the spec file; any failure inside it is the spec's, reported with its line."""
+    if not os.path.isfile(path):
+        raise SpecError(path, "spec", "no such file")
+    try:
+        return runpy.run_path(path, run_name="__mpitune_spec__")
+    except SyntaxError as exc:
+        raise SpecError(path, "syntax", f"line {exc.lineno}: {exc.msg}") from None
+    except Exception as exc:  # the user's code failed while defining the problem
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        where = f"line {frames[-1].lineno}" if frames else "while loading"
+        raise SpecError(path, where, f"{type(exc).__name__}: {exc}") from None
+
+
+def _misspellings(names: dict[str, Any]) -> list[tuple[str, str]]:
+    found = []
+    for name, value in names.items():
+        if name.startswith("_") or name in KNOWN or inspect.ismodule(value):
+            continue
+        close = difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.85)
+        if close:
+            found.append((name, close[0]))
+    return found
+
+
+def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Problem, RunSettings]:
+    """Read, check and normalise a spec file; ``overrides`` come from the command line."""
+    path = os.path.abspath(path)
+    names = read_spec_module(path)
+    check = _Checker(path)
+    for wrong, right in _misspellings(names):
+        check.fail(wrong, f"unknown name; did you mean {right!r}?")
+    for name in UNSUPPORTED:
+        if name in names:
+            check.fail(name, "is a Kernel Tuner argument that mpitune does not support yet")
+    spec = {k: names.get(k, default) for k, default in DEFAULTS.items()}
+
+    lang = spec["lang"]
+    if not isinstance(lang, str) or lang.lower() not in LANGS:
+        check.fail("lang", f"must be one of {', '.join(sorted(set(LANGS.values())))}, got {lang!r}")
+    lang = LANGS[lang.lower()]
+
+    kernel_name = spec["kernel_name"]
+    if not isinstance(kernel_name, str) or not kernel_name.strip():
+        check.fail("kernel_name", "is required and must be a non-empty string")
+    if lang == "C" and not kernel_name.isidentifier():
+        check.fail("kernel_name", f"{kernel_name!r} is not a C identifier")
+
+    kernel_source = _kernel_source(check, spec["kernel_source"], os.path.dirname(path))
+    tune_params = _tune_params(check, spec["tune_params"])
+    arguments = _arguments(check, spec["arguments"])
+    answer = _answer(check, spec["answer"], arguments)
+    restrictions = _restrictions(check, spec["restrictions"], list(tune_params))
+
+    problem_size = spec["problem_size"]
+    if problem_size is None:
+        problem_size = (1,)
+    if isinstance(problem_size, numbers.Integral) and not isinstance(problem_size, bool):
+        problem_size = (problem_size,)
+    if not isinstance(problem_size, (list, tuple)) or not 1 <= len(problem_size) <= 3:
+        check.fail("problem_size", f"must be an integer or a list of 1 to 3 integers, got {problem_size!r}")
+    problem_size = tuple(check.int_("problem_size", int(v) if isinstance(v, np.integer) else v, 1)
+                         for v in problem_size)
+
+    block_size_names = spec["block_size_names"]
+    if block_size_names is None:
+        block_size_names = ["block_size_x", "block_size_y", "block_size_z"]
+    block_size_names = check.str_list("block_size_names", block_size_names)
+    if not 1 <= len(block_size_names) <= 3:
+        check.fail("block_size_names", "must name 1 to 3 parameters")
+
+    grid_div = {}
+    for axis in "xyz":
+        value = spec[f"grid_div_{axis}"]
+        if value is not None and not isinstance(value, str):
+            value = check.str_list(f"grid_div_{axis}", value)
+            for name in value:
+                if name not in tune_params:
+                    check.fail(f"grid_div_{axis}", f"{name!r} is not a tunable parameter")
+        grid_div[axis] = value
+
+    objective = spec["objective"]
+    if objective != "time":
+        check.fail("objective", f"only 'time' (median kernel time, lower is better) is supported, got {objective!r}")
+
+    compiler_options = spec["compiler_options"] or []
+    compiler_options = check.str_list("compiler_options", compiler_options)
+
+    problem = Problem(
+        spec_path=path, kernel_name=kernel_name, kernel_source=kernel_source, lang=lang,
+        problem_size=problem_size, arguments=arguments, answer=answer,
+        atol=check.number("atol", spec["atol"]), tune_params=tune_params,
+        restrictions=restrictions, grid_div=grid_div, block_size_names=block_size_names,
+        iterations=check.int_("iterations", spec["iterations"], 1), objective=objective,
+        compiler_options=compiler_options,
+    )
+    return problem, _settings(check, spec, overrides or {})
+
+
+def _kernel_source(check: _Checker, source: Any, spec_dir: str) -> str:
+    if isinstance(source, Path):
+        source = str(source)
+    if not isinstance(source, str) or not source.strip():
+        check.fail("kernel_source", "is required: the kernel's source text or the path of a file holding it")
+    if "\n" in source or "(" in source:
+        return source
+    file = os.path.join(spec_dir, source)
+    if not os.path.isfile(file):
+        check.fail("kernel_source", f"file {source!r} not found (looked in {spec_dir})")
+    with open(file, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _tune_params(check: _Checker, tune_params: Any) -> dict[str, list]:
+    if not isinstance(tune_params, dict) or not tune_params:
+        check.fail("tune_params", "is required: a dict of parameter name -> list of values")
+    result = {}
+    for name, values in tune_params.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            check.fail("tune_params", f"parameter name {name!r} is not an identifier")
+        if name in RESERVED:
+            check.fail("tune_params", f"parameter name {name!r} is reserved for a result field")
+        if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)):
+            check.fail("tune_params", f"{name!r} must be a list of values, got {type(values).__name__}")
+        values = [_plain(v) for v in values]
+        if not values:
+            check.fail("tune_params", f"{name!r} has an empty list of values")
+        for v in values:
+            if not isinstance(v, (int, float, str)) or (isinstance(v, float) and not np.isfinite(v)):
+                check.fail("tune_params", f"{name!r} has value {v!r}; values must be finite numbers or strings")
+        kinds = {str if isinstance(v, str) else float if isinstance(v, float) else int for v in values}
+        if str in kinds and len(kinds) > 1:
+            check.fail("tune_params", f"{name!r} mixes strings and numbers")
+        if len(set(values)) != len(values):
+            dup = next(v for v in values if values.count(v) > 1)
+            check.fail("tune_params", f"{name!r} lists the value {dup!r} more than once")
+        result[name] = values
+    return result
+
+
+def _arguments(check: _Checker, arguments: Any) -> list:
+    if not isinstance(arguments, (list, tuple)) or not arguments:
+        check.fail("arguments", "is required: a list of numpy arrays and numpy scalars")
+    for i, arg in enumerate(arguments):
+        if isinstance(arg, np.ndarray):
+            if arg.dtype.hasobject or arg.dtype.kind not in "biufc":
+                check.fail("arguments", f"argument {i} has dtype {arg.dtype}; use a numeric dtype")
+        elif not isinstance(arg, np.generic) or arg.dtype.kind not in "biufc":
+            check.fail("arguments", f"argument {i} is a {type(arg).__name__}; use a numpy array or a numpy "
+                                    f"scalar such as np.int32({arg!r}) so its C type is unambiguous")
+    return [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in arguments]
+
+
+def _answer(check: _Checker, answer: Any, arguments: list) -> list | None:
+    if answer is None:
+        return None
+    if not isinstance(answer, (list, tuple)):
+        check.fail("answer", "must be a list like arguments, with None where nothing is checked")
+    if len(answer) != len(arguments):
+        check.fail("answer", f"has {len(answer)} entries but arguments has {len(arguments)}")
+    for i, (expected, arg) in enumerate(zip(answer, arguments)):
+        if expected is None:
+            continue
+        if not isinstance(arg, np.ndarray):
+            check.fail("answer", f"entry {i} checks a scalar argument; only arrays can be outputs")
+        expected = np.asarray(expected)
+        if expected.shape != arg.shape:
+            check.fail("answer", f"entry {i} has shape {expected.shape} but argument {i} has {arg.shape}")
+    if all(a is None for a in answer):
+        return None
+    return [None if a is None else np.ascontiguousarray(a) for a in answer]
+
+
+def _restrictions(check: _Checker, restrictions: Any, names: list[str]) -> list:
+    if restrictions is None:
+        return []
+    if isinstance(restrictions, str) or callable(restrictions):
+        restrictions = [restrictions]
+    if not isinstance(restrictions, (list, tuple)):
+        check.fail("restrictions", "must be a string, a callable, or a list of them")
+    parsed = []
+    for r in restrictions:
+        if isinstance(r, str):
+            try:
+                parsed.append(Restriction(r, names))
+            except RestrictionError as exc:
+                check.fail("restrictions", str(exc))
+        elif callable(r):
+            parsed.append(r)
+        else:
+            check.fail("restrictions", f"{r!r} is neither a string nor a callable")
+    return parsed
+
+
+def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
+    from .strategies import available  # strategies are plug-ins; only their names matter here
+
+    options = spec["strategy_options"] or {}
+    if not isinstance(options, dict):
+        check.fail("strategy_options", "must be a dict")
+    options = dict(options)
+    budget = {k: options.pop(k) for k in BUDGET_OPTIONS if k in options}
+    strategy = overrides.get("strategy") or spec["strategy"]
+    if not isinstance(strategy, str) or strategy not in available():
+        check.fail("strategy", f"unknown strategy {strategy!r}; available: {', '.join(available())}")
+    for key in ("max_fevals", "time_limit", "seed"):
+        if overrides.get(key) is not None:
+            budget[key] = overrides[key]
+    settings = RunSettings(strategy=strategy, strategy_options=options)
+    if budget.get("max_fevals") is not None:
+        settings.max_fevals = check.int_("max_fevals", budget["max_fevals"], 1)
+    if budget.get("time_limit") is not None:
+        settings.time_limit_s = check.number("time_limit", budget["time_limit"])
+    if budget.get("seed") is not None:
+        settings.seed = check.int_("seed", budget["seed"], 0)
+    if overrides.get("batch_size") is not None:
+        settings.batch_size = check.int_("batch_size", overrides["batch_size"], 1)
+    cache = overrides.get("cache") or spec["cache"]
+    if cache is not None and not isinstance(cache, (str, Path)):
+        check.fail("cache", f"must be a file path, got {cache!r}")
+    settings.cache_path = os.path.abspath(cache or Path(check.path).stem + ".h5")
+    return settings

@@ -1,0 +1,85 @@
+"""The valid configurations of a problem, with stable integer ids.
+
+The space is held as one small integer matrix: row ``i`` is configuration id ``i`` and
+holds, per parameter, the index of its value in ``tune_params``. Rows are in
+Cartesian-product order (last parameter fastest, like ``itertools.product``), so the
+same problem always gives the same ids, on every rank and in every rerun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from .restrictions import Restriction
+
+
+def _index_dtype(n_values: int) -> np.dtype:
+    return np.dtype(np.uint8 if n_values <= 256 else np.uint16 if n_values <= 65536 else np.uint32)
+
+
+class SearchSpace:
+    def __init__(self, tune_params: dict[str, list], indices: np.ndarray):
+        self.tune_params = tune_params
+        self.names = list(tune_params)
+        self.indices = indices
+        self._values = [np.asarray(v) if not isinstance(v[0], str) else np.asarray(v, dtype=object)
+                        for v in tune_params.values()]
+
+    @classmethod
+    def build(cls, tune_params: dict[str, list],
+              restrictions: Iterable[Restriction | Callable] = ()) -> "SearchSpace":
+        """Enumerate the Cartesian product and keep the rows every restriction accepts.
+
+        String restrictions run on whole columns (numpy); callables, which may do anything,
+        run once per configuration that survived the strings, with the config as a dict.
+        """
+        sizes = [len(v) for v in tune_params.values()]
+        total = int(np.prod(sizes, dtype=np.int64))
+        dtype = _index_dtype(max(sizes))
+        flat = np.arange(total, dtype=np.int64)
+        columns = {}
+        for name, size, stride in zip(tune_params, sizes, _strides(sizes)):
+            columns[name] = ((flat // stride) % size).astype(dtype)
+        del flat
+        values = {name: np.asarray(v, dtype=object if isinstance(v[0], str) else None)
+                  for name, v in tune_params.items()}
+        keep = np.ones(total, dtype=bool)
+        callables = []
+        for r in restrictions:
+            if isinstance(r, Restriction):
+                rows = np.flatnonzero(keep)
+                cols = {n: values[n][columns[n][rows]] for n in r.names}
+                keep[rows[~r.evaluate(cols)]] = False
+            else:
+                callables.append(r)
+        indices = np.stack([columns[name][keep] for name in tune_params], axis=1)
+        space = cls(tune_params, indices)
+        if callables:
+            ok = np.fromiter((all(bool(fn(space.config(i))) for fn in callables)
+                              for i in range(len(space))), dtype=bool, count=len(space))
+            space = cls(tune_params, indices[ok])
+        return space
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def config(self, config_id: int) -> dict:
+        """Parameter name -> value of one configuration, as plain Python values."""
+        row = self.indices[config_id]
+        return {name: self.tune_params[name][int(i)] for name, i in zip(self.names, row)}
+
+    def column(self, name: str, ids: np.ndarray | None = None) -> np.ndarray:
+        """Values of one parameter for the given ids (all when None)."""
+        j = self.names.index(name)
+        rows = self.indices if ids is None else self.indices[ids]
+        return self._values[j][rows[:, j]]
+
+
+def _strides(sizes: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for size in reversed(sizes):
+        strides.append(acc)
+        acc *= size
+    return strides[::-1]

@@ -1,0 +1,57 @@
+"""Phases of work on one rank, on the run's shared clock.
+
+Every figure mpitune reports (wall time, busy and idle time, efficiency) is derived from
+these intervals, never from sums of per-configuration durations.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+# Phases in which a rank waits for others; everything else is work.
+IDLE_PHASES = ("wait",)
+
+
+@dataclass
+class Interval:
+    start_s: float = 0.0
+    end_s: float = 0.0
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass
+class PhaseRow:
+    batch: int
+    config_id: int
+    phase: str
+    start_s: float
+    end_s: float
+
+
+class Timeline:
+    """Records contiguous phases; ``clock`` returns seconds since the run's start."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self.batch = -1
+        self.rows: list[PhaseRow] = []
+
+    @contextmanager
+    def phase(self, name: str, config_id: int = -1) -> Iterator[Interval]:
+        interval = Interval(start_s=self.clock())
+        try:
+            yield interval
+        finally:
+            interval.end_s = self.clock()
+            self.rows.append(PhaseRow(self.batch, config_id, name, interval.start_s, interval.end_s))
+
+    def take(self) -> list[PhaseRow]:
+        """Hand over the rows recorded so far (to be sent to rank 0) and forget them."""
+        rows, self.rows = self.rows, []
+        return rows
