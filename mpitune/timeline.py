@@ -34,21 +34,29 @@ class PhaseRow:
     end_s: float
 
 
+# Time between named phases longer than this is recorded as phase "other", so that the
+# phases of a rank cover its whole wall time (a descheduled process, bookkeeping).
+GAP_S = 1e-3
+
+
 class Timeline:
-    """Records contiguous phases; ``clock`` returns seconds since the run's start."""
+    """Records the phases of one rank; ``clock`` returns seconds since the run's start."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self.clock = clock
         self.batch = -1
         self.rows: list[PhaseRow] = []
+        self._last_end_s = 0.0
 
     @contextmanager
     def phase(self, name: str, config_id: int = -1) -> Iterator[Interval]:
         interval = Interval(start_s=self.clock())
+        if interval.start_s - self._last_end_s > GAP_S:
+            self.rows.append(PhaseRow(self.batch, -1, "other", self._last_end_s, interval.start_s))
         try:
             yield interval
         finally:
-            interval.end_s = self.clock()
+            interval.end_s = self._last_end_s = self.clock()
             self.rows.append(PhaseRow(self.batch, config_id, name, interval.start_s, interval.end_s))
 
     def take(self) -> list[PhaseRow]:

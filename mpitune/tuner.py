@@ -228,7 +228,7 @@ def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: 
                 manager.record(results, phases)
             with timeline.phase("strategy"):
                 manager.tell(results)
-            say(manager.progress_line())
+                say(manager.progress_line())
     # The last rows of every rank (their final waits) reach rank 0 with one more gather.
     leftovers = comm.gather(timeline.take(), root=0)
     if manager:

@@ -1,0 +1,103 @@
+"""Shared helpers: real mpiexec runs of mpitune and small real C tuning problems."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+SCALE_C = r"""
+/* y = 2 * x, STEP elements per step. MODE 1 does not compile, MODE 2 computes 3 * x. */
+#if MODE == 1
+#error "MODE 1 is a configuration that does not compile"
+#endif
+void scale(float *y, const float *x, int n)
+{
+    for (int i = 0; i < n; i += STEP)
+        for (int u = 0; u < STEP && i + u < n; u++)
+            y[i + u] = (MODE == 2 ? 3.0f : 2.0f) * x[i + u];
+}
+"""
+
+SCALE_SPEC = '''
+import numpy as np
+
+n = 4096
+x = np.arange(n, dtype=np.float32)
+lang = "C"
+kernel_name = "scale"
+kernel_source = "scale.c"
+arguments = [np.zeros(n, np.float32), x, np.int32(n)]
+answer = [2 * x, None, None]
+tune_params = {tune_params}
+restrictions = {restrictions}
+iterations = 3
+'''
+
+
+def mpiexec() -> str:
+    """The mpiexec that belongs to this Python's MPI: the venv's (mpich wheel) first."""
+    local = Path(sys.executable).parent / "mpiexec"
+    found = os.environ.get("MPITUNE_MPIEXEC") or (str(local) if local.exists() else shutil.which("mpiexec"))
+    if not found:
+        pytest.fail("no mpiexec found: install the test extra with the mpich wheel or a system MPI")
+    return found
+
+
+def mpi_env() -> dict:
+    env = dict(os.environ)
+    # More ranks than cores: stop mpich's busy polling from starving the ranks that work.
+    env.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE", "1")
+    env.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def mpirun(n: int, args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
+    return subprocess.run(cmd, cwd=cwd, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def mpitune(n: int, args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return mpirun(n, ["-m", "mpitune", *args], cwd, timeout)
+
+
+def report_json(cache: Path) -> dict:
+    import json
+
+    proc = subprocess.run([sys.executable, "-m", "mpitune", "report", str(cache), "--json"],
+                          env=mpi_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def write_scale_spec(directory: Path, tune_params: str = '{"STEP": [1, 2, 4, 8], "MODE": [0]}',
+                     restrictions: str = "None", extra: str = "") -> Path:
+    """A small real C problem: 'MODE' 1 fails to compile and 'MODE' 2 gives a wrong answer."""
+    (directory / "scale.c").write_text(SCALE_C)
+    spec = directory / "spec.py"
+    spec.write_text(SCALE_SPEC.format(tune_params=tune_params, restrictions=restrictions)
+                    + textwrap.dedent(extra))
+    return spec
+
+
+@pytest.fixture
+def scale_spec(tmp_path: Path) -> Path:
+    return write_scale_spec(tmp_path)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Under ``mpiexec ... pytest --with-mpi`` every rank's failures count, not only rank 0's."""
+    if session.config.getoption("with_mpi", default=False):
+        from mpi4py import MPI
+
+        session.exitstatus = MPI.COMM_WORLD.allreduce(int(exitstatus), op=MPI.MAX)

@@ -1,0 +1,136 @@
+"""End to end: real mpiexec, real gcc, real HDF5 files."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import mpitune, report_json, write_scale_spec
+from mpitune.problem import load_spec
+from mpitune.searchspace import SearchSpace
+
+
+def space_size(spec) -> int:
+    problem, _ = load_spec(str(spec))
+    return len(SearchSpace.build(problem.tune_params, problem.restrictions))
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_brute_force_records_every_configuration_once(tmp_path, ranks):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16], "MODE": [0]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(ranks, [str(spec), "--cache", str(cache)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "best:" in proc.stdout
+    with h5py.File(cache, "r") as f:
+        ids = f["results"]["config_id"]
+        ranks_used = set(f["results"]["rank"])
+    assert sorted(ids) == list(range(5))
+    assert ranks_used == set(range(min(ranks, 5)))
+    summary = report_json(cache)
+    assert summary["configs"] == space_size(spec) == 5
+    assert summary["ranks"] == ranks and summary["runs"] == 1
+
+
+def test_failures_are_statuses_and_the_run_goes_on(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 4], "MODE": [0, 1, 2]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = report_json(cache)
+    assert summary["configs"] == 6
+    assert summary["ok"] == 2
+    assert summary["failed"] == {"compile_error": 2, "verify_failed": 2}
+    assert summary["best"]["config"]["MODE"] == 0
+    with h5py.File(cache, "r") as f:
+        rows = f["results"][...]
+    errors = {r["status"].decode(): r["error"].decode() for r in rows}
+    assert "does not compile" in errors["compile_error"]
+    assert "differ by more than atol" in errors["verify_failed"]
+
+
+def test_more_ranks_than_configurations(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2], "MODE": [0]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(4, [str(spec), "--cache", str(cache)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert report_json(cache)["configs"] == 2
+
+
+def test_rerun_resumes_and_measures_nothing_again(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0]}')
+    cache = tmp_path / "out.h5"
+    first = mpitune(2, [str(spec), "--cache", str(cache), "--max-fevals", "4"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert report_json(cache)["configs"] == 4
+    second = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
+    assert second.returncode == 0, second.stderr
+    third = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    assert third.returncode == 0, third.stderr
+    assert "0 configurations measured" in third.stdout
+    with h5py.File(cache, "r") as f:
+        ids = list(f["results"]["config_id"])
+        runs = f["runs"][...]
+    assert sorted(ids) == list(range(6))  # each exactly once
+    assert list(runs["measured"]) == [4, 2, 0]
+    assert [s.decode() for s in runs["status"]] == ["max_fevals", "finished", "finished"]
+    summary = report_json(cache)
+    assert summary["runs"] == 3 and summary["ranks"] == 3
+
+
+def test_a_different_problem_in_the_same_cache_is_refused(tmp_path):
+    spec = write_scale_spec(tmp_path)
+    cache = tmp_path / "out.h5"
+    assert mpitune(1, [str(spec), "--cache", str(cache)], tmp_path).returncode == 0
+    spec.write_text(spec.read_text().replace("iterations = 3", "iterations = 4"))
+    proc = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    assert proc.returncode == 2
+    assert "different problem" in proc.stderr and "iterations" in proc.stderr
+    assert report_json(cache)["configs"] == 4  # untouched
+
+
+def test_random_sample_respects_max_fevals_and_seed(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 3, 4, 5, 6, 7, 8], "MODE": [0]}')
+    picked = []
+    for name in ("a.h5", "b.h5"):
+        proc = mpitune(2, [str(spec), "--cache", str(tmp_path / name), "--strategy", "random_sample",
+                           "--max-fevals", "5", "--seed", "7"], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        with h5py.File(tmp_path / name, "r") as f:
+            picked.append(list(f["results"]["config_id"]))
+    assert len(picked[0]) == 5 and len(set(picked[0])) == 5
+    assert sorted(picked[0]) == sorted(picked[1])
+
+
+def test_time_limit_stops_handing_out_batches(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 41)), "MODE": [0]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(2, [str(spec), "--cache", str(cache), "--time-limit", "0.5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with h5py.File(cache, "r") as f:
+        run = f["runs"][0]
+    assert run["status"].decode() == "time_limit"
+    assert 0 < run["measured"] < 40
+
+
+def test_report_figures_add_up_to_measured_wall_time(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 2]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    s = report_json(cache)
+    assert len(s["per_rank"]) == 3
+    for r in s["per_rank"]:
+        assert r["busy_s"] + r["idle_s"] == pytest.approx(r["wall_s"], rel=0.03)
+        assert r["compile_s"] > 0 and r["wall_s"] <= s["wall_s"] * 1.01
+    # Ranks run side by side: the run's wall time is not the sum of their work.
+    work = sum(r["busy_s"] for r in s["per_rank"])
+    assert s["wall_s"] < work
+    assert 0 < s["efficiency"] <= 1
+    with h5py.File(cache, "r") as f:
+        timeline = f["timeline"][...]
+    for rank in range(3):
+        mine = np.sort(timeline[timeline["rank"] == rank], order="start_s")
+        gaps = mine["start_s"][1:] - mine["end_s"][:-1]
+        assert gaps.min() > -1e-6  # phases of one rank never overlap
