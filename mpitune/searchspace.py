@@ -24,8 +24,6 @@ class SearchSpace:
         self.tune_params = tune_params
         self.names = list(tune_params)
         self.indices = indices
-        self._values = [np.asarray(v) if not isinstance(v[0], str) else np.asarray(v, dtype=object)
-                        for v in tune_params.values()]
 
     @classmethod
     def build(cls, tune_params: dict[str, list],
@@ -69,12 +67,6 @@ class SearchSpace:
         """Parameter name -> value of one configuration, as plain Python values."""
         row = self.indices[config_id]
         return {name: self.tune_params[name][int(i)] for name, i in zip(self.names, row)}
-
-    def column(self, name: str, ids: np.ndarray | None = None) -> np.ndarray:
-        """Values of one parameter for the given ids (all when None)."""
-        j = self.names.index(name)
-        rows = self.indices if ids is None else self.indices[ids]
-        return self._values[j][rows[:, j]]
 
 
 def _strides(sizes: list[int]) -> list[int]:

@@ -1,0 +1,90 @@
+"""The HDF5 file: real files written, closed, reopened and read with plain h5py."""
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from mpitune.cache import Cache, RunInfo, read
+from mpitune.errors import CacheMismatchError
+from mpitune.result import Result
+from mpitune.timeline import PhaseRow
+
+PARAMS = {"bs": [32, 64], "kind": ["a", "b"], "f": [0.5, 1.0]}
+IDENTITY = {"kernel_name": "k", "tune_params": PARAMS}
+
+
+def info(**kw):
+    base = dict(started_unix=1.0, ranks=2, strategy="brute_force", seed=0, max_fevals=None,
+                time_limit_s=None, batch_size=2, space_size=8, command="cmd", version="0")
+    base.update(kw)
+    return RunInfo(**base)
+
+
+def write_run(path, ids):
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h0", "h1"], ["d0", "d1"], [10, 11])
+    results = [Result(i, "ok", time_ms=float(i), times_ms=[i, i, i], compile_s=0.1, rank=i % 2, batch=0)
+               for i in ids]
+    configs = [{"bs": 32, "kind": "b", "f": 0.5} for _ in ids]
+    cache.append(results, configs, ["h0", "h1"], ["d0", "d1"], [(0, PhaseRow(0, -1, "wait", 0.0, 1.0))])
+    cache.finish_run(2.0, "finished", len(ids))
+    return cache
+
+
+def test_round_trip_with_plain_h5py(tmp_path):
+    path = tmp_path / "c.h5"
+    write_run(path, [0, 1]).close()
+    with h5py.File(path, "r") as f:
+        assert f.attrs["schema_version"] == 1
+        res = f["results"][...]
+        assert list(res["config_id"]) == [0, 1]
+        assert res["kind"][0] == b"b" and res["f"][0] == 0.5 and res["bs"][0] == 32
+        assert res["times_ms"].shape == (2, 3)
+        assert res["host"][1] == b"h1"
+        assert f["runs"][0]["status"] == b"finished" and f["runs"][0]["wall_s"] == 2.0
+        assert len(f["ranks"]) == 2 and len(f["timeline"]) == 1
+
+
+def test_reopen_resumes_and_appends_a_run(tmp_path):
+    path = tmp_path / "c.h5"
+    write_run(path, [0, 1]).close()
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    assert [r.config_id for r in cache.recorded()] == [0, 1]
+    assert cache.start_run(info(), ["h"], ["d"], [1]) == 1
+    cache.close()
+    data = read(str(path))
+    assert list(data["runs"]["run"]) == [0, 1]
+    assert data["runs"]["status"][1] == "running"  # decoded to str for readers
+
+
+def test_data_is_on_disk_before_close(tmp_path):
+    """Flushed after every batch: a reader sees it while the writer still holds the file."""
+    path = tmp_path / "c.h5"
+    cache = write_run(path, [0, 1, 2])
+    code = f"import h5py; print(len(h5py.File({str(path)!r}, 'r', locking=False)['results']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    cache.close()
+    assert out.stdout.strip() == "3", out.stderr
+
+
+def test_other_problem_is_refused_naming_what_differs(tmp_path):
+    path = tmp_path / "c.h5"
+    write_run(path, [0]).close()
+    other = dict(IDENTITY, kernel_name="other")
+    with pytest.raises(CacheMismatchError, match="kernel_name"):
+        Cache(str(path), other, PARAMS, iterations=3)
+    assert len(read(str(path))["results"]) == 1
+
+
+def test_nan_padding_for_short_times(tmp_path):
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h"], ["d"], [1])
+    cache.append([Result(5, "compile_error", error="bad", rank=0)], [{"bs": 64, "kind": "a", "f": 1.0}],
+                 ["h"], ["d"], [])
+    cache.close()
+    row = read(str(path))["results"][0]
+    assert np.isnan(row["times_ms"]).all() and row["error"] == "bad" and row["status"] == "compile_error"
