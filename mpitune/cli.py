@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 
@@ -72,7 +73,17 @@ def _report(args) -> int:
     return 0
 
 
+def _calm_oversubscribed_mpich() -> None:
+    """With more ranks on a node than cores, MPICH's busy polling starves the ranks that
+    work; its progress throttle makes idle ranks yield. Read at MPI_Init, so set before it."""
+    local_ranks = os.environ.get("MPI_LOCALNRANKS")
+    if local_ranks and local_ranks.isdigit() and int(local_ranks) > (os.cpu_count() or 1):
+        os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE", "1")
+        os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
+
+
 def _tune(args, argv: list[str]) -> int:
+    _calm_oversubscribed_mpich()
     from . import tuner  # imports mpi4py, which initialises MPI
 
     rank = tuner.MPI.COMM_WORLD.rank
