@@ -1,4 +1,5 @@
-"""Command line: ``python -m mpitune SPEC [flags]`` tunes, ``python -m mpitune report CACHE`` reads.
+"""Command line: ``python -m mpitune SPEC [flags]`` tunes under MPI; ``python -m mpitune VERB ...``
+runs an offline verb from ``mpitune.commands`` (report, ...), which needs neither MPI nor a GPU.
 
 Errors the user can fix end every rank with one line on stderr and exit code 2;
 ``--debug`` shows the traceback behind it.
@@ -12,15 +13,14 @@ import os
 import shlex
 import sys
 
+from . import commands
 from .errors import UserError
-
-VERBS = ("report",)
 
 
 def _tune_parser() -> argparse.ArgumentParser:
+    verbs = "; ".join(f"'{verb}': {commands.load(verb).HELP}" for verb in sorted(commands.available()))
     p = argparse.ArgumentParser(prog="python -m mpitune", description=(
-        "Tune the kernel described by SPEC on every MPI rank. Other verbs: "
-        "'report CACHE' summarises a cache file."))
+        f"Tune the kernel described by SPEC on every MPI rank. Other verbs: {verbs}."))
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
     p.add_argument("--strategy", help="search strategy (overrides the spec)")
     p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
@@ -28,15 +28,6 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
     p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
-    _common(p)
-    return p
-
-
-def _report_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mpitune report", description="Summarise a cache file.")
-    p.add_argument("cache", help="an mpitune HDF5 file")
-    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
-    p.add_argument("--top", type=int, default=5, metavar="K", help="show the K best configurations")
     _common(p)
     return p
 
@@ -54,23 +45,25 @@ def _setup_logging(args, rank: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "report":
-        return _report(_report_parser().parse_args(argv[1:]))
+    if argv and argv[0] in commands.available():
+        return _offline(argv[0], argv[1:])
     return _tune(_tune_parser().parse_args(argv), argv)
 
 
-def _report(args) -> int:
-    from . import report
-
+def _offline(verb: str, argv: list[str]) -> int:
+    module = commands.load(verb)
+    parser = argparse.ArgumentParser(prog=f"python -m mpitune {verb}", description=module.HELP)
+    module.add_arguments(parser)
+    _common(parser)
+    args = parser.parse_args(argv)
     _setup_logging(args, 0)
     try:
-        print(report.render(args.cache, as_json=args.json, top=args.top))
+        return module.run(args)
     except UserError as exc:
         if args.debug:
             raise
         print(f"mpitune: error: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 def _calm_oversubscribed_mpich() -> None:

@@ -1,0 +1,496 @@
+"""CUDA kernels on one GPU: NVRTC compiles each configuration through CuPy, CuPy events time it.
+
+One backend per rank, one GPU per backend. Arguments and answers are uploaded once in
+``prepare``; every configuration is compiled with its parameters as ``#define`` lines,
+run once on freshly reset outputs (verification, which doubles as the untimed warm-up),
+compared with the answers on the GPU, and then timed ``iterations`` times with events on
+the backend's own stream. See docs/cupy-backend.md.
+
+CuPy is imported only when a backend is created, so that ``check`` and the rest of the
+package work on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..errors import UserError
+from ..result import COMPILE_ERROR, LAUNCH_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
+from ..timeline import Timeline
+from .base import Backend, median_ms, shorten
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "lang='cupy' needs CuPy: pip install cupy-cuda12x (or the wheel matching your CUDA)"
+
+# Launchers that know a rank's place on its node, most specific first. SLURM_LOCALID comes
+# last: under mpirun inside a Slurm job every rank inherits the launcher daemon's value (0).
+LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID")
+
+# CUDA error codes (driver and runtime share these numbers) after which the context is
+# unusable for the rest of the process: illegal/misaligned address, assert, trap, timeout...
+STICKY_CODES = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 999})
+# Codes a launch returns for a configuration the device cannot run; the context survives.
+LAUNCH_CODES = frozenset({1, 9, 98, 209, 701, 720})
+
+AXES = "xyz"
+_KERNEL_NAME = re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$")
+_EXPR_FUNCTIONS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round}
+_EXPR_NODES = (
+    ast.Expression, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.BoolOp, ast.Call, ast.Name,
+    ast.Load, ast.Constant, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
+    ast.USub, ast.UAdd, ast.And, ast.Or, ast.Not, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+)
+
+
+class DeviceLostError(UserError):
+    """The GPU context of this rank hit a sticky error; nothing it measures can be trusted."""
+
+
+# --------------------------------------------------------------------------------------
+# Launch geometry: pure functions, usable and tested without a GPU.
+# --------------------------------------------------------------------------------------
+
+def parse_expression(text: str, names: Sequence[str]) -> ast.Expression:
+    """Parse a grid_div expression once and refuse anything but arithmetic over parameters."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"{text!r} does not parse: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _EXPR_NODES):
+            raise ValueError(f"{text!r} uses {type(node).__name__}, which is not allowed")
+        if isinstance(node, ast.Call) and (not isinstance(node.func, ast.Name)
+                                           or node.func.id not in _EXPR_FUNCTIONS or node.keywords):
+            raise ValueError(f"{text!r} calls something other than {', '.join(sorted(_EXPR_FUNCTIONS))}")
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called - set(names))
+    if unknown:
+        raise ValueError(f"{text!r} names {', '.join(unknown)}, which is not a tunable parameter")
+    return tree
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(text: str, names: tuple[str, ...]):
+    return compile(parse_expression(text, names), f"<grid_div {text!r}>", "eval")
+
+
+def evaluate(text: str, config: Mapping) -> float:
+    """Value of a grid_div expression for one configuration (parsed once per text)."""
+    code = _compiled(text, tuple(config))
+    return eval(code, {"__builtins__": {}, **_EXPR_FUNCTIONS}, dict(config))  # noqa: S307 (checked above)
+
+
+def block_dims(config: Mapping, block_size_names: Sequence[str]) -> tuple[int, int, int]:
+    """Threads per block: the parameters named in block_size_names, 1 where one is not tuned."""
+    dims = [int(config.get(name, 1)) for name in block_size_names]
+    return tuple((dims + [1, 1, 1])[:3])
+
+
+def _divisor(axis: int, grid_div, config: Mapping, block_size_names: Sequence[str]):
+    if grid_div is None:
+        # Kernel Tuner's default: divide by this axis' block size when it is tuned.
+        name = block_size_names[axis] if axis < len(block_size_names) else None
+        return config[name] if name in config else 1
+    if isinstance(grid_div, str):
+        return evaluate(grid_div, config)
+    return math.prod(evaluate(entry, config) for entry in grid_div)
+
+
+def grid_dims(problem_size: Sequence[int], config: Mapping, grid_div: Mapping,
+              block_size_names: Sequence[str]) -> tuple[int, int, int]:
+    """Blocks per grid: ceil(problem_size / divisor) per axis, with Kernel Tuner's grid_div rules.
+
+    ``grid_div[axis]`` is None (the axis' block size), a list of parameter names whose
+    product divides, or an expression over the parameters.
+    """
+    dims = []
+    for axis, name in enumerate(AXES):
+        size = problem_size[axis] if axis < len(problem_size) else 1
+        div = _divisor(axis, grid_div.get(name), config, block_size_names)
+        if not div > 0:
+            raise ValueError(f"grid_div_{name} is {div!r} for this configuration; it must be positive")
+        exact = isinstance(div, (int, np.integer)) and not isinstance(div, bool)
+        dims.append(-(-int(size) // int(div)) if exact else math.ceil(size / div))
+    return tuple(dims)
+
+
+def _define_value(value) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    return str(value)
+
+
+def kernel_code(source: str, config: Mapping, block: Sequence[int], grid: Sequence[int]) -> str:
+    """The source with a #define per parameter and for block_size_x/y/z, grid_size_x/y/z.
+
+    ``#line 1`` keeps NVRTC's line numbers those of the user's file.
+    """
+    defines = {k: _define_value(v) for k, v in config.items()}
+    for axis, b, g in zip(AXES, block, grid):
+        defines.setdefault(f"block_size_{axis}", str(b))
+        defines.setdefault(f"grid_size_{axis}", str(g))
+    lines = [f"#define {k} {v}" for k, v in defines.items()]
+    return "\n".join(lines) + "\n#line 1\n" + source
+
+
+# --------------------------------------------------------------------------------------
+# Device selection
+# --------------------------------------------------------------------------------------
+
+def local_rank(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """This process' rank on its node and the variable it came from (0, '' when unknown)."""
+    environ = os.environ if environ is None else environ
+    for var in LOCAL_RANK_VARS:
+        value = environ.get(var, "").strip()
+        if value.isdigit():
+            return int(value), var
+    return 0, ""
+
+
+def select_device(rank_on_node: int, device_count: int) -> int:
+    """One GPU per rank: the node-local rank modulo the GPUs this process can see."""
+    if device_count < 1:
+        raise ValueError("no GPU visible")
+    return rank_on_node % device_count
+
+
+# --------------------------------------------------------------------------------------
+# Checks without a device
+# --------------------------------------------------------------------------------------
+
+def check(problem) -> None:
+    """Refuse, with ValueError, what this backend cannot run. Imports no CuPy, touches no GPU."""
+    if not _KERNEL_NAME.match(problem.kernel_name):
+        raise ValueError(f"kernel_name {problem.kernel_name!r} is neither a C++ function name nor a "
+                         f"template instance such as 'name<float, 64>'")
+    for i, arg in enumerate(problem.arguments):
+        dtype = np.asarray(arg).dtype
+        if (dtype.kind == "f" and dtype.itemsize > 8) or (dtype.kind == "c" and dtype.itemsize > 16):
+            raise ValueError(f"argument {i}: CUDA has no {dtype} type")
+    for name in problem.block_size_names:
+        for value in problem.tune_params.get(name, []):
+            if isinstance(value, (str, float)) or int(value) < 1:
+                raise ValueError(f"block size parameter {name!r} has value {value!r}; "
+                                 f"block sizes must be positive integers")
+    names = list(problem.tune_params)
+    for axis in AXES:
+        div = problem.grid_div.get(axis)
+        entries = [div] if isinstance(div, str) else div or []
+        for entry in entries:
+            try:
+                parse_expression(entry, names)
+            except ValueError as exc:
+                raise ValueError(f"grid_div_{axis}: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------
+# The backend
+# --------------------------------------------------------------------------------------
+
+def _import_cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise UserError(f"{INSTALL_HINT} ({exc})") from None
+    except Exception as exc:  # a broken CUDA installation fails inside cupy's import
+        raise UserError(f"CuPy failed to load: {type(exc).__name__}: {exc}") from None
+    return cupy
+
+
+def _cuda_code(exc: BaseException) -> int | None:
+    """The CUDA error number of a CuPy CUDA exception, None for anything else."""
+    code = getattr(exc, "status", None)
+    return int(code) if isinstance(code, (int, np.integer)) else None
+
+
+class CupyBackend(Backend):
+    """One GPU, chosen by this rank's place on its node; see the module docstring."""
+
+    def __init__(self, problem, workdir: str):
+        self.cp = _import_cupy()
+        self.problem = problem
+        self.workdir = workdir
+        self.fatal_error = ""  # set once the CUDA context is lost; run() then refuses
+        self.device_id = self._open_device()
+        props = self.cp.cuda.runtime.getDeviceProperties(self.device_id)
+        self.device_name = _text(props.get("name", b"unknown GPU"))
+        self.device_uuid = _uuid(props.get("uuid"))
+        self.device_pci_bus_id = self._pci_bus_id()
+        self.name_expressions = [problem.kernel_name.strip()]
+        self.options = tuple(problem.compiler_options)
+        self._args: list = []
+        self._pristine: list = []
+        self._answers: list = []
+        self._probe = None
+        self._reduce = None
+        log.info("GPU %d of this node: %s (%s, PCI %s)", self.device_id, self.device_name,
+                 self.device_uuid, self.device_pci_bus_id)
+
+    def _open_device(self) -> int:
+        cp = self.cp
+        try:
+            count = cp.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise UserError(f"no usable CUDA GPU on this node ({_text(exc)})") from None
+        if count < 1:
+            raise UserError("no CUDA GPU visible to this process (check CUDA_VISIBLE_DEVICES)")
+        rank, var = local_rank()
+        device_id = select_device(rank, count)
+        if rank >= count:
+            log.warning("local rank %d but only %d GPU(s) visible: GPU %d is shared and its "
+                        "timings will interfere", rank, count, device_id)
+        log.debug("local rank %d (from %s) -> GPU %d of %d", rank, var or "no launcher variable",
+                  device_id, count)
+        cp.cuda.Device(device_id).use()
+        return device_id
+
+    def _pci_bus_id(self) -> str:
+        try:
+            return self.cp.cuda.Device(self.device_id).pci_bus_id
+        except Exception:  # older CuPy or a driver that does not say
+            return ""
+
+    # -- once per run ----------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Upload arguments, pristine copies of them and the answers once per run."""
+        cp = self.cp
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        n = self.problem.iterations
+        self._starts = [cp.cuda.Event() for _ in range(n)]
+        self._ends = [cp.cuda.Event() for _ in range(n)]
+        try:
+            with self.stream:
+                self._pristine = [cp.asarray(a) if isinstance(a, np.ndarray) else None
+                                  for a in self.problem.arguments]
+                self._args = [cp.empty_like(p) if p is not None else a
+                              for p, a in zip(self._pristine, self.problem.arguments)]
+                answer = self.problem.answer or [None] * len(self._args)
+                self._answers = [None if a is None else cp.asarray(a) for a in answer]
+                self._probe = cp.full(1, 42, dtype=np.int32)
+                self._reduce = _count_bad_kernel(cp)
+                # Load the comparison kernels now, not during the first configuration.
+                for expected in self._answers:
+                    if expected is not None:
+                        self._count_bad(expected, expected)
+            self.stream.synchronize()
+        except cp.cuda.memory.OutOfMemoryError as exc:
+            raise UserError(f"the arguments and answers do not fit on {self.device_name}: {exc}") from None
+
+    def close(self) -> None:
+        """Free device memory; after a lost context only drop the references."""
+        try:
+            if not self.fatal_error and self._args:
+                self.stream.synchronize()
+        except Exception:  # closing must never hide the error that ended the run
+            log.debug("synchronising on close failed", exc_info=True)
+        self._args, self._pristine, self._answers, self._probe = [], [], [], None
+        try:
+            self.cp.get_default_memory_pool().free_all_blocks()
+        except Exception:
+            log.debug("freeing the memory pool failed", exc_info=True)
+
+    # -- once per configuration ------------------------------------------------------
+
+    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+        if self.fatal_error:
+            raise DeviceLostError(self.fatal_error)
+        result = Result(config_id=config_id, status=OK)
+        try:
+            block = block_dims(config, self.problem.block_size_names)
+            grid = grid_dims(self.problem.problem_size, config, self.problem.grid_div,
+                             self.problem.block_size_names)
+        except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
+            result.status, result.error = LAUNCH_ERROR, f"cannot compute the launch geometry: {exc}"
+            return result
+        with timeline.phase("compile", config_id) as t:
+            kernel, error = self._compile(kernel_code(self.problem.kernel_source, config, block, grid))
+        result.compile_s = t.elapsed_s
+        if kernel is None:
+            result.status, result.error = COMPILE_ERROR, error
+            return result
+        try:
+            self._measure(kernel, grid, block, result, timeline)
+        finally:
+            del kernel
+            self._release_modules()
+        return result
+
+    def _compile(self, code: str):
+        """(kernel, '') or (None, why): NVRTC's log, or the loader's complaint."""
+        cp = self.cp
+        try:
+            module = cp.RawModule(code=code, options=self.options, name_expressions=self.name_expressions)
+            return module.get_function(self.name_expressions[0]), ""  # compiles and loads
+        except cp.cuda.compiler.CompileException as exc:
+            return None, shorten(str(exc))
+        except Exception as exc:  # e.g. ptxas limits at load time, an unknown name expression
+            if _cuda_code(exc) in STICKY_CODES:
+                self._lose_context(exc, "loading the module")
+                return None, self.fatal_error
+            return None, shorten(f"{type(exc).__name__}: {_text(exc)}")
+
+    def _measure(self, kernel, grid, block, result: Result, timeline: Timeline) -> None:
+        """Verify (also the warm-up), then time; any failure becomes the result's status."""
+        phase, failure, times = "verify", None, []
+        with timeline.phase("verify", result.config_id) as t:
+            try:
+                result.error = self._verify(kernel, grid, block)
+            except Exception as exc:
+                failure = exc
+        result.verify_s = t.elapsed_s
+        if failure is None and result.error:
+            result.status = VERIFY_FAILED
+            return
+        if failure is None:
+            phase = "benchmark"
+            with timeline.phase("benchmark", result.config_id) as t:
+                try:
+                    times = self._benchmark(kernel, grid, block)
+                except Exception as exc:
+                    failure = exc
+            result.benchmark_s = t.elapsed_s
+        if failure is not None:
+            result.status, result.error = self._failure(failure, kernel, grid, block, phase)
+            return
+        result.times_ms, result.time_ms = times, median_ms(times)
+
+    def _launch(self, kernel, grid, block) -> None:
+        with self.stream:
+            kernel(grid, block, self._args)
+
+    def _verify(self, kernel, grid, block) -> str:
+        """Reset every array, run once (this is also the warm-up) and compare on the GPU."""
+        with self.stream:
+            for dst, src in zip(self._args, self._pristine):
+                if src is not None:
+                    dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)
+        self._launch(kernel, grid, block)
+        self.stream.synchronize()
+        if self.problem.answer is None:
+            return ""
+        return self._mismatch()
+
+    def _benchmark(self, kernel, grid, block) -> list[float]:
+        """Every iteration between its own pair of events; one host sync at the end."""
+        for start, end in zip(self._starts, self._ends):
+            start.record(self.stream)
+            self._launch(kernel, grid, block)
+            end.record(self.stream)
+        self._ends[-1].synchronize()
+        return [float(self.cp.cuda.get_elapsed_time(s, e)) for s, e in zip(self._starts, self._ends)]
+
+    # -- verification on the GPU -------------------------------------------------------
+
+    def _count_bad(self, got, expected) -> int:
+        """How many values differ by more than atol (NaN counts as different), as base.mismatch."""
+        cp = self.cp
+        atol = np.float64(self.problem.atol)
+        with self.stream:
+            if got.dtype.kind == "c" or expected.dtype.kind == "c":
+                diff = cp.abs(got.astype(np.complex128) - expected.astype(np.complex128))
+                return int(cp.count_nonzero(~(diff <= atol)))
+            return int(self._reduce(got, expected, atol))
+
+    def _mismatch(self) -> str:
+        for i, (got, expected) in enumerate(zip(self._args, self._answers)):
+            if expected is None:
+                continue
+            bad = self._count_bad(got, expected)
+            if bad:
+                return (f"argument {i}: {bad} of {got.size} values differ by more than "
+                        f"atol={self.problem.atol:g} (largest difference {self._largest_diff(got, expected):g})")
+        return ""
+
+    def _largest_diff(self, got, expected) -> float:
+        cp = self.cp
+        with self.stream:
+            kind = np.complex128 if "c" in (got.dtype.kind, expected.dtype.kind) else np.float64
+            diff = cp.abs(got.astype(kind) - expected.astype(kind))
+            return float(cp.nanmax(diff)) if not bool(cp.isnan(diff).all()) else float("nan")
+
+    # -- failures --------------------------------------------------------------------
+
+    def _failure(self, exc: Exception, kernel, grid, block, phase: str) -> tuple[str, str]:
+        """Status and message of an exception while running a configuration."""
+        code = _cuda_code(exc)
+        text = f"{type(exc).__name__}: {_text(exc)}"
+        if code in STICKY_CODES or not self._context_ok():
+            self._lose_context(exc, f"the {phase} run")
+            return RUNTIME_ERROR, self.fatal_error
+        if code in LAUNCH_CODES:
+            return LAUNCH_ERROR, f"{text} ({self._launch_limits(kernel, grid, block)})"
+        return RUNTIME_ERROR, text
+
+    def _launch_limits(self, kernel, grid, block) -> str:
+        """Why a launch may not fit: threads asked for against what this kernel allows."""
+        threads = math.prod(block)
+        try:
+            return (f"grid {grid}, block {block} = {threads} threads; this kernel allows at most "
+                    f"{kernel.max_threads_per_block} threads per block with {kernel.num_regs} registers "
+                    f"per thread and {kernel.shared_size_bytes} bytes of static shared memory")
+        except Exception:
+            return f"grid {grid}, block {block} = {threads} threads"
+
+    def _context_ok(self) -> bool:
+        """A tiny round trip: a lost context fails it even when the first error looked mild."""
+        try:
+            self.cp.cuda.runtime.deviceSynchronize()
+            return int(self._probe.get()[0]) == 42
+        except Exception:
+            return False
+
+    def _lose_context(self, exc: Exception, where: str) -> None:
+        self.fatal_error = (
+            f"GPU {self.device_id} ({self.device_name}) failed during {where}: {type(exc).__name__}: "
+            f"{_text(exc)}. This error poisons the CUDA context of the process, so this rank measures "
+            f"nothing more; the configuration is recorded as runtime_error and a rerun resumes after it")
+        log.error("%s", self.fatal_error)
+
+    def _release_modules(self) -> None:
+        """Unload this configuration's module: CuPy memoises every module it ever loaded.
+
+        ``cupy.clear_memo`` drops those references (CuPy's own small kernels reload from
+        its disk cache when next used), so a long run does not keep thousands of modules
+        resident on the GPU.
+        """
+        if not self.fatal_error:
+            self.cp.clear_memo()
+
+
+def _count_bad_kernel(cp):
+    """A fused reduction: no temporary arrays the size of the output."""
+    return cp.ReductionKernel(
+        "T got, U expected, float64 atol", "int64 bad",
+        "!(fabs((double)got - (double)expected) <= atol)", "a + b", "bad = a", "0",
+        "mpitune_count_bad")
+
+
+def _text(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace").rstrip("\x00")
+    return str(value)
+
+
+def _uuid(raw) -> str:
+    """nvidia-smi's spelling of a device UUID (GPU-xxxxxxxx-...), '' when CuPy does not say."""
+    if not raw:
+        return ""
+    h = bytes(raw).hex() if not isinstance(raw, str) else raw.encode("latin-1").hex()
+    if len(h) != 32:
+        return ""
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def create(problem, workdir: str) -> Backend:
+    """The backend of this rank; raises UserError when CuPy or a GPU is missing."""
+    return CupyBackend(problem, workdir)
