@@ -60,6 +60,16 @@ class SearchSpace:
             space = cls(tune_params, indices[ok])
         return space
 
+    @classmethod
+    def from_configs(cls, tune_params: dict[str, list], configs: Iterable[tuple]) -> "SearchSpace":
+        """A space of exactly the given configurations (value tuples in ``tune_params`` order),
+        e.g. those present in measured data; ids follow Cartesian order as in ``build``."""
+        position = [{v: i for i, v in enumerate(values)} for values in tune_params.values()]
+        dtype = _index_dtype(max(len(v) for v in tune_params.values()))
+        rows = sorted({tuple(p[v] for p, v in zip(position, config)) for config in configs})
+        indices = np.array(rows, dtype=dtype).reshape(len(rows), len(tune_params))
+        return cls(tune_params, indices)
+
     def __len__(self) -> int:
         return len(self.indices)
 

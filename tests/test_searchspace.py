@@ -30,3 +30,10 @@ def test_same_problem_gives_same_ids():
 
 def test_restriction_removing_everything_gives_empty_space():
     assert len(SearchSpace.build(PARAMS, [Restriction("a > 100", list(PARAMS))])) == 0
+
+
+def test_space_from_measured_configs_keeps_cartesian_ids():
+    space = SearchSpace.from_configs(PARAMS, [(8, 64, "y"), (1, 16, "x"), (2, 32, "x"), (1, 16, "x")])
+    assert len(space) == 3
+    assert [space.config(i) for i in range(3)] == [
+        {"a": 1, "b": 16, "c": "x"}, {"a": 2, "b": 32, "c": "x"}, {"a": 8, "b": 64, "c": "y"}]
