@@ -78,6 +78,7 @@ def _calm_oversubscribed_mpich() -> None:
 def _tune(args, argv: list[str]) -> int:
     _calm_oversubscribed_mpich()
     from . import tuner  # imports mpi4py, which initialises MPI
+    from .problem import load_spec
 
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
@@ -85,7 +86,7 @@ def _tune(args, argv: list[str]) -> int:
                  "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size}
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        return tuner.tune(args.spec, overrides, command, debug=args.debug)
+        return tuner.tune(lambda: load_spec(args.spec, overrides), command, debug=args.debug)
     except BaseException:
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.

@@ -12,22 +12,18 @@ import numpy as np
 from mpi4py import MPI
 
 from .problem import Problem
+from .timeline import Clock
 
 
-class RunClock:
-    """Seconds since a barrier all ranks left together: one clock for every rank's timeline.
+def start_clock(comm: MPI.Comm, simulated: bool = False) -> tuple[Clock, float]:
+    """One clock for every rank's timeline, and the run's start in Unix time.
 
     The ranks leave the barrier within microseconds of each other, far below the
     millisecond phases it times; each rank then counts with its own monotonic clock.
     """
-
-    def __init__(self, comm: MPI.Comm):
-        comm.Barrier()
-        self._t0 = time.perf_counter()
-        self.started_unix = comm.bcast(time.time(), root=0)
-
-    def now(self) -> float:
-        return time.perf_counter() - self._t0
+    comm.Barrier()
+    clock = Clock(simulated)
+    return clock, comm.bcast(time.time(), root=0)
 
 
 @dataclass

@@ -28,36 +28,37 @@ class SearchSpace:
     @classmethod
     def build(cls, tune_params: dict[str, list],
               restrictions: Iterable[Restriction | Callable] = ()) -> "SearchSpace":
-        """Enumerate the Cartesian product and keep the rows every restriction accepts.
+        """Enumerate the Cartesian product and keep the rows every restriction accepts."""
+        sizes = [len(v) for v in tune_params.values()]
+        total = int(np.prod(sizes, dtype=np.int64))
+        flat = np.arange(total, dtype=np.int64)
+        indices = np.empty((total, len(sizes)), dtype=_index_dtype(max(sizes)))
+        for j, (size, stride) in enumerate(zip(sizes, _strides(sizes))):
+            indices[:, j] = (flat // stride) % size
+        return cls(tune_params, indices).restricted(restrictions)
+
+    def restricted(self, restrictions: Iterable[Restriction | Callable]) -> "SearchSpace":
+        """The configurations every restriction accepts, in the same order.
 
         String restrictions run on whole columns (numpy); callables, which may do anything,
         run once per configuration that survived the strings, with the config as a dict.
         """
-        sizes = [len(v) for v in tune_params.values()]
-        total = int(np.prod(sizes, dtype=np.int64))
-        dtype = _index_dtype(max(sizes))
-        flat = np.arange(total, dtype=np.int64)
-        columns = {}
-        for name, size, stride in zip(tune_params, sizes, _strides(sizes)):
-            columns[name] = ((flat // stride) % size).astype(dtype)
-        del flat
-        values = {name: np.asarray(v, dtype=object if isinstance(v[0], str) else None)
-                  for name, v in tune_params.items()}
-        keep = np.ones(total, dtype=bool)
+        values = [np.asarray(v, dtype=object if isinstance(v[0], str) else None)
+                  for v in self.tune_params.values()]
+        keep = np.ones(len(self), dtype=bool)
         callables = []
         for r in restrictions:
             if isinstance(r, Restriction):
                 rows = np.flatnonzero(keep)
-                cols = {n: values[n][columns[n][rows]] for n in r.names}
+                cols = {n: values[j][self.indices[rows, j]] for j, n in enumerate(self.names) if n in r.names}
                 keep[rows[~r.evaluate(cols)]] = False
             else:
                 callables.append(r)
-        indices = np.stack([columns[name][keep] for name in tune_params], axis=1)
-        space = cls(tune_params, indices)
+        space = SearchSpace(self.tune_params, self.indices[keep])
         if callables:
             ok = np.fromiter((all(bool(fn(space.config(i))) for fn in callables)
                               for i in range(len(space))), dtype=bool, count=len(space))
-            space = cls(tune_params, indices[ok])
+            space = SearchSpace(self.tune_params, space.indices[ok])
         return space
 
     @classmethod

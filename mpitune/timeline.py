@@ -7,7 +7,7 @@ these intervals, never from sums of per-configuration durations.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -39,24 +39,51 @@ class PhaseRow:
 GAP_S = 1e-3
 
 
-class Timeline:
-    """Records the phases of one rank; ``clock`` returns seconds since the run's start."""
+class Clock:
+    """Seconds since the run started, on one rank.
 
-    def __init__(self, clock: Callable[[], float] = time.perf_counter):
-        self.clock = clock
+    Real: a monotonic clock counted from a moment all ranks share. Simulated (replay of
+    measured data): it stands still except where measured durations ``advance`` it, and at
+    every collective it ``sync``s to the latest rank, as waiting would make it in a real run.
+    """
+
+    def __init__(self, simulated: bool = False):
+        self.simulated = simulated
+        self._t0 = time.perf_counter()
+        self._simulated_s = 0.0
+
+    def now(self) -> float:
+        return self._simulated_s if self.simulated else time.perf_counter() - self._t0
+
+    def advance(self, seconds: float) -> None:
+        if not self.simulated:
+            raise RuntimeError("only a simulated clock can be advanced")
+        self._simulated_s += seconds
+
+    def sync(self, other_s: float) -> None:
+        """Another rank's time at a collective this rank took part in."""
+        if self.simulated:
+            self._simulated_s = max(self._simulated_s, other_s)
+
+
+class Timeline:
+    """Records the phases of one rank on its ``Clock``."""
+
+    def __init__(self, clock: Clock | None = None):
+        self.clock = clock or Clock()
         self.batch = -1
         self.rows: list[PhaseRow] = []
         self._last_end_s = 0.0
 
     @contextmanager
     def phase(self, name: str, config_id: int = -1) -> Iterator[Interval]:
-        interval = Interval(start_s=self.clock())
+        interval = Interval(start_s=self.clock.now())
         if interval.start_s - self._last_end_s > GAP_S:
             self.rows.append(PhaseRow(self.batch, -1, "other", self._last_end_s, interval.start_s))
         try:
             yield interval
         finally:
-            interval.end_s = self._last_end_s = self.clock()
+            interval.end_s = self._last_end_s = self.clock.now()
             self.rows.append(PhaseRow(self.batch, config_id, name, interval.start_s, interval.end_s))
 
     def take(self) -> list[PhaseRow]:

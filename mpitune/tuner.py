@@ -14,17 +14,18 @@ import shutil
 import socket
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import __version__, backends, strategies
 from .cache import Cache, RunInfo
-from .comm import MPI, RunClock, bcast_problem, first_error
+from .comm import MPI, bcast_problem, first_error, start_clock
 from .errors import SpecError, UserError
-from .problem import Problem, RunSettings, load_spec
+from .problem import Problem, RunSettings
 from .result import Result
 from .searchspace import SearchSpace
 from .strategies.base import Strategy
-from .timeline import Timeline
+from .timeline import Clock, Timeline
 from .worker import run_chunk
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,8 @@ class Setup:
     strategy: Strategy
 
 
-def prepare(spec_path: str, overrides: dict) -> Setup:
+def prepare(problem: Problem, settings: RunSettings) -> Setup:
     """Everything that can be wrong with the user's input is found here, on rank 0."""
-    problem, settings = load_spec(spec_path, overrides)
     try:
         backends.check(problem)
     except ValueError as exc:
@@ -61,7 +61,7 @@ class Manager:
     """Rank 0's side of the loop: budget, strategy, cache and the progress a person reads."""
 
     def __init__(self, setup: Setup, cache: Cache, hosts: tuple[str, ...], devices: tuple[str, ...],
-                 clock: RunClock):
+                 clock: Clock):
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
@@ -130,20 +130,24 @@ def say(text: str) -> None:
     print(f"mpitune: {text}", flush=True)
 
 
-def tune(spec_path: str, overrides: dict, command: str = "", debug: bool = False) -> int:
-    """Run one tuning job on every rank of COMM_WORLD; returns the exit code."""
+def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", debug: bool = False) -> int:
+    """Run one tuning job on every rank of COMM_WORLD; returns the exit code.
+
+    ``load`` is called on rank 0 only and returns the checked problem and settings (from a
+    spec file, or from measured data to replay).
+    """
     comm = MPI.COMM_WORLD
     rank, size = comm.rank, comm.size
-    clock = RunClock(comm)
-    timeline = Timeline(clock.now)
+    clock, started_unix = start_clock(comm)
+    timeline = Timeline(clock)
 
     setup, error = None, None
     if rank == 0:
         with timeline.phase("startup"):
             try:
-                setup = prepare(spec_path, overrides)
+                setup = prepare(*load())
             except UserError as exc:
-                log.debug("the spec was refused", exc_info=debug)
+                log.debug("the input was refused", exc_info=debug)
                 error = str(exc)
     with timeline.phase("wait"):
         error = comm.bcast(error, root=0)
@@ -152,6 +156,12 @@ def tune(spec_path: str, overrides: dict, command: str = "", debug: bool = False
 
     with timeline.phase("startup"):
         problem, indices = bcast_problem(comm, setup and setup.problem, setup and setup.space.indices)
+    if problem.lang == "replay":
+        # A replay's time is the measured time of the real run it stands for; the start-up
+        # of the replay itself is no part of that.
+        clock = Clock(simulated=True)
+        timeline = Timeline(clock)
+    with timeline.phase("startup"):
         space = SearchSpace(problem.tune_params, indices)
         workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
         backend = None
@@ -170,16 +180,7 @@ def tune(spec_path: str, overrides: dict, command: str = "", debug: bool = False
         manager = None
         if rank == 0:
             with timeline.phase("startup"):
-                hosts, devices, pids = zip(*where)
-                manager, error = _open(setup, hosts, devices, size, clock)
-                if manager:
-                    info = RunInfo(clock.started_unix, size, setup.settings.strategy, setup.settings.seed,
-                                   setup.settings.max_fevals, setup.settings.time_limit_s,
-                                   manager.batch_size, len(space), command, __version__)
-                    manager.cache.start_run(info, hosts, devices, pids)
-                    say(f"tuning {problem.kernel_name} ({problem.lang}) on {size} rank(s): "
-                        f"{len(space)} configurations, {manager.known} already in {setup.settings.cache_path}, "
-                        f"strategy {setup.settings.strategy}")
+                manager, error = _open(setup, where, clock, started_unix, command)
         with timeline.phase("wait"):
             error = comm.bcast(error, root=0)
         if error:
@@ -187,7 +188,7 @@ def tune(spec_path: str, overrides: dict, command: str = "", debug: bool = False
 
         _loop(comm, manager, backend, space, timeline)
         if rank == 0:
-            _finish(manager, timeline, clock)
+            _finish(manager, timeline)
         return 0
     finally:
         if backend is not None:
@@ -195,15 +196,24 @@ def tune(spec_path: str, overrides: dict, command: str = "", debug: bool = False
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _open(setup: Setup, hosts, devices, size: int, clock: RunClock) -> tuple[Manager | None, str | None]:
-    identity = setup.problem.identity()
+def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
+          command: str) -> tuple[Manager | None, str | None]:
+    """Open (or resume) the cache and record the run; an error string if the cache refuses."""
+    hosts, devices, pids = zip(*where)
+    problem, settings = setup.problem, setup.settings
+    identity = problem.identity()
     identity["devices"] = sorted(set(devices))
     try:
-        cache = Cache(setup.settings.cache_path, identity, setup.problem.tune_params,
-                      setup.problem.iterations)
+        cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
     except UserError as exc:
         return None, str(exc)
-    return Manager(setup, cache, hosts, devices, clock), None
+    manager = Manager(setup, cache, hosts, devices, clock)
+    cache.start_run(RunInfo(started_unix, len(hosts), settings.strategy, settings.seed, settings.max_fevals,
+                            settings.time_limit_s, manager.batch_size, len(setup.space), command, __version__),
+                    hosts, devices, pids)
+    say(f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
+        f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}")
+    return manager, None
 
 
 def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: Timeline) -> None:
@@ -212,18 +222,23 @@ def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: 
         if manager:
             with timeline.phase("strategy"):
                 chunks = manager.next_chunks()
-                messages = [None if c is None else (manager.batch, c) for c in chunks]
+                now = timeline.clock.now()
+                messages = [None if c is None else (manager.batch, c, now) for c in chunks]
         with timeline.phase("wait"):
             message = comm.scatter(messages, root=0)
+            if message is not None:
+                timeline.clock.sync(message[2])
         if message is None:
             break
-        batch, chunk = message
+        batch, chunk, _ = message
         results = run_chunk(backend, space, chunk, comm.rank, batch, timeline)
         with timeline.phase("wait"):
-            gathered = comm.gather((results, timeline.take()), root=0)
+            gathered = comm.gather((results, timeline.take(), timeline.clock.now()), root=0)
+            if manager:
+                timeline.clock.sync(max(now for _, _, now in gathered))
         if manager:
-            results = [r for rank_results, _ in gathered for r in rank_results]
-            phases = [(r, p) for r, (_, rows) in enumerate(gathered) for p in rows]
+            results = [r for rank_results, _, _ in gathered for r in rank_results]
+            phases = [(r, p) for r, (_, rows, _) in enumerate(gathered) for p in rows]
             with timeline.phase("write"):
                 manager.record(results, phases)
             with timeline.phase("strategy"):
@@ -235,7 +250,8 @@ def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: 
         manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
 
 
-def _finish(manager: Manager, timeline: Timeline, clock: RunClock) -> None:
+def _finish(manager: Manager, timeline: Timeline) -> None:
+    clock = timeline.clock
     with timeline.phase("write"):
         manager.cache.finish_run(clock.now(), manager.stop_reason, manager.measured)
     manager.cache.append_phases([(0, p) for p in timeline.take()])
@@ -245,7 +261,8 @@ def _finish(manager: Manager, timeline: Timeline, clock: RunClock) -> None:
     else:
         best = manager.best
         say(f"best: {best.time_ms:.4g} ms {_format_config(manager.space.config(best.config_id))}")
-    say(f"{manager.measured} configurations measured in {clock.now():.1f} s ({manager.stop_reason}); "
+    kind = "simulated " if clock.simulated else ""
+    say(f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({manager.stop_reason}); "
         f"results in {manager.cache.path}")
 
 

@@ -16,9 +16,9 @@ def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], r
     timeline.batch = batch
     results = []
     for config_id in config_ids:
-        started_s = timeline.clock()
+        started_s = timeline.clock.now()
         result = backend.run(int(config_id), space.config(int(config_id)), timeline)
         result.rank, result.batch = rank, batch
-        result.started_s, result.finished_s = started_s, timeline.clock()
+        result.started_s, result.finished_s = started_s, timeline.clock.now()
         results.append(result)
     return results
