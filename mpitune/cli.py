@@ -15,6 +15,7 @@ import sys
 
 from . import commands
 from .errors import UserError
+from .problem import load_spec, replay_problem
 
 
 def _tune_parser() -> argparse.ArgumentParser:
@@ -27,6 +28,21 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, metavar="S", help="stop handing out batches after S seconds")
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
+    p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
+    _common(p)
+    return p
+
+
+def _replay_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mpitune replay", description=(
+        "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
+        ".h5 file) instead of running kernels; time is simulated from the recorded durations."))
+    p.add_argument("cache", help="the measured data")
+    p.add_argument("--strategy", default="brute_force", help="search strategy")
+    p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
+    p.add_argument("--time-limit", type=float, metavar="S", help="stop after S simulated seconds")
+    p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
+    p.add_argument("--output", metavar="OUT.h5", help="results file (default: CACHE's name with .replay.h5)")
     p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
     _common(p)
     return p
@@ -45,9 +61,14 @@ def _setup_logging(args, rank: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "replay":
+        args = _replay_parser().parse_args(argv[1:])
+        args.cache, source = args.output, args.cache
+        return _tune(args, argv, lambda overrides: replay_problem(source, overrides, args.strategy))
     if argv and argv[0] in commands.available():
         return _offline(argv[0], argv[1:])
-    return _tune(_tune_parser().parse_args(argv), argv)
+    args = _tune_parser().parse_args(argv)
+    return _tune(args, argv, lambda overrides: load_spec(args.spec, overrides))
 
 
 def _offline(verb: str, argv: list[str]) -> int:
@@ -75,10 +96,10 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def _tune(args, argv: list[str]) -> int:
+def _tune(args, argv: list[str], load) -> int:
+    """``load(overrides)`` gives the problem and settings; it runs on rank 0 only."""
     _calm_oversubscribed_mpich()
     from . import tuner  # imports mpi4py, which initialises MPI
-    from .problem import load_spec
 
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
@@ -86,7 +107,7 @@ def _tune(args, argv: list[str]) -> int:
                  "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size}
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        return tuner.tune(lambda: load_spec(args.spec, overrides), command, debug=args.debug)
+        return tuner.tune(lambda: load(overrides), command, debug=args.debug)
     except BaseException:
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.

@@ -134,5 +134,6 @@ def _from_mpitune(path: str) -> MeasuredData:
         raise UserError(f"{path}: the file holds no configurations")
     devices = problem.get("devices") or [""]
     return MeasuredData(source=path, kernel_name=problem.get("kernel_name", ""), device_name=devices[0],
-                        problem_size=problem.get("problem_size", []), tune_params=problem["tune_params"],
+                        problem_size=problem.get("problem_size", []),
+                        tune_params={n: problem["tune_params"][n] for n in names},
                         configs=configs, measurements=measurements)

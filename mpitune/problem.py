@@ -27,7 +27,7 @@ from .restrictions import Restriction, RestrictionError
 LANGS = {"c": "C", "cupy": "cupy"}
 BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
 # Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
-UNSUPPORTED = ("metrics", "observers", "cmem_args", "smem_args", "texmem_args", "simulation_mode",
+UNSUPPORTED = ("metrics", "observers", "cmem_args", "smem_args", "texmem_args",
                "verify", "objective_higher_is_better", "defines", "device", "platform")
 # Kernel Tuner arguments that are accepted and have no effect here.
 IGNORED = ("verbose", "quiet", "log")
@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "tune_params": None, "restrictions": None, "grid_div_x": None, "grid_div_y": None,
     "grid_div_z": None, "block_size_names": None, "answer": None, "atol": 1e-6,
     "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
-    "strategy": "brute_force", "strategy_options": None, "cache": None,
+    "strategy": "brute_force", "strategy_options": None, "cache": None, "simulation_mode": False,
 }
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
 
@@ -63,10 +63,15 @@ class Problem:
     iterations: int = 7
     objective: str = "time"
     compiler_options: list[str] = field(default_factory=list)
+    # Replays only: the measured data answering for the kernel, and the configurations in it,
+    # which are the whole space.
+    replay_source: str = ""
+    configs: list[tuple] | None = None
 
     def for_workers(self) -> "Problem":
-        """A copy without restrictions: callables need not travel, workers only run ids."""
-        return replace(self, restrictions=[])
+        """A copy without what workers never need: restrictions (callables need not travel)
+        and the configuration list (they receive the space's index table)."""
+        return replace(self, restrictions=[], configs=None)
 
     def identity(self) -> dict:
         """What defines the problem: changing any of it invalidates measured results."""
@@ -83,6 +88,7 @@ class Problem:
             "block_size_names": list(self.block_size_names),
             "iterations": self.iterations,
             "compiler_options": list(self.compiler_options),
+            "replay_source": self.replay_source,
         }
 
 
@@ -181,6 +187,8 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
         if name in names:
             check.fail(name, "is a Kernel Tuner argument that mpitune does not support yet")
     spec = {k: names.get(k, default) for k, default in DEFAULTS.items()}
+    if spec["simulation_mode"]:
+        return _simulation(check, spec, overrides or {})
 
     lang = spec["lang"]
     if not isinstance(lang, str) or lang.lower() not in LANGS:
@@ -367,3 +375,40 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
         check.fail("cache", f"must be a file path, got {cache!r}")
     settings.cache_path = os.path.abspath(cache or Path(check.path).stem + ".h5")
     return settings
+
+
+def _simulation(check: _Checker, spec: dict, overrides: dict) -> tuple[Problem, RunSettings]:
+    """``simulation_mode = True``: as in Kernel Tuner, ``cache`` names the measured data to
+    replay; the results go to ``--cache`` (default: the spec's name with .replay.h5)."""
+    source = spec["cache"]
+    if not isinstance(source, (str, Path)) or not str(source):
+        check.fail("cache", "simulation_mode needs cache = the measured data to replay "
+                            "(a Kernel Tuner JSON cache or an mpitune .h5 file)")
+    source = os.path.join(os.path.dirname(check.path), str(source))
+    if not os.path.isfile(source):
+        check.fail("cache", f"file {spec['cache']!r} not found")
+    output = overrides.get("cache") or Path(check.path).stem + ".replay.h5"
+    problem, settings = replay_problem(source, {**overrides, "cache": output},
+                                       spec["strategy"], spec["strategy_options"])
+    problem.spec_path = check.path
+    problem.restrictions = _restrictions(check, spec["restrictions"], list(problem.tune_params))
+    return problem, settings
+
+
+def replay_problem(source: str, overrides: dict, strategy: str = "brute_force",
+                   strategy_options: dict | None = None) -> tuple[Problem, RunSettings]:
+    """A problem answered from measured data: its parameters and configurations are the space."""
+    from . import measured
+
+    data = measured.load(source)
+    check = _Checker(source)
+    sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
+    iterations = max((len(m.times_ms) for m in data.measurements), default=1) or 1
+    problem = Problem(spec_path=os.path.abspath(source), kernel_name=data.kernel_name or "replay",
+                      kernel_source="", lang="replay", problem_size=tuple(sizes), arguments=[], answer=None,
+                      atol=1e-6, tune_params=data.tune_params, iterations=iterations,
+                      replay_source=os.path.abspath(source), configs=data.configs)
+    name = Path(source).name.split(".")[0]
+    spec = {"strategy": strategy, "strategy_options": strategy_options,
+            "cache": overrides.get("cache") or f"{name}.replay.h5"}
+    return problem, _settings(check, spec, overrides)

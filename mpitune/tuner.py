@@ -47,7 +47,10 @@ def prepare(problem: Problem, settings: RunSettings) -> Setup:
         backends.check(problem)
     except ValueError as exc:
         raise SpecError(problem.spec_path, "arguments", str(exc)) from None
-    space = SearchSpace.build(problem.tune_params, problem.restrictions)
+    if problem.configs is None:
+        space = SearchSpace.build(problem.tune_params, problem.restrictions)
+    else:
+        space = SearchSpace.from_configs(problem.tune_params, problem.configs).restricted(problem.restrictions)
     if len(space) == 0:
         raise SpecError(problem.spec_path, "restrictions", "no configuration satisfies the restrictions")
     try:

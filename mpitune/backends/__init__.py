@@ -7,7 +7,7 @@ import importlib
 
 from .base import Backend
 
-_MODULES = {"C": "c", "cupy": "cupy_nvrtc"}
+_MODULES = {"C": "c", "cupy": "cupy_nvrtc", "replay": "replay"}
 
 
 def _module(lang: str):

@@ -1,0 +1,49 @@
+"""Answers each configuration from measured data instead of running a kernel.
+
+Time is emulated: the rank's simulated clock advances by the recorded compile, verify and
+benchmark durations, so a replay on N ranks reports the wall time the real run would have
+taken, and a time limit applies in that simulated time. Strategies can thus be compared on
+real search spaces in seconds, with the parallelism they would really get.
+"""
+
+from __future__ import annotations
+
+from .. import measured
+from ..result import COMPILE_ERROR, INVALID, OK, Result
+from ..timeline import Timeline
+from .base import Backend
+
+
+class ReplayBackend(Backend):
+    def __init__(self, problem):
+        data = measured.load(problem.replay_source)
+        self.names = list(problem.tune_params)
+        self.lookup = data.lookup()
+        self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
+
+    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+        m = self.lookup.get(tuple(config[n] for n in self.names))
+        if m is None:
+            return Result(config_id, INVALID, error="not in the measured data")
+        result = Result(config_id, m.status, error=m.error, compile_s=m.compile_s)
+        with timeline.phase("compile", config_id):
+            timeline.clock.advance(m.compile_s)
+        if m.status == COMPILE_ERROR:
+            return result
+        with timeline.phase("verify", config_id):
+            timeline.clock.advance(m.verify_s)
+        with timeline.phase("benchmark", config_id):
+            timeline.clock.advance(m.benchmark_s)
+        result.verify_s, result.benchmark_s = m.verify_s, m.benchmark_s
+        if m.status == OK:
+            result.time_ms, result.times_ms = m.time_ms, list(m.times_ms)
+        return result
+
+
+def check(problem) -> None:
+    if not problem.replay_source:
+        raise ValueError("a replay needs measured data")
+
+
+def create(problem, workdir: str) -> Backend:
+    return ReplayBackend(problem)

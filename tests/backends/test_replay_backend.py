@@ -1,0 +1,26 @@
+import pytest
+
+from mpitune.backends import replay
+from mpitune.problem import replay_problem
+from mpitune.timeline import Clock, Timeline
+from test_measured import kt_cache
+
+
+def test_replay_answers_from_data_and_advances_simulated_time(tmp_path):
+    problem, _ = replay_problem(kt_cache(str(tmp_path / "c.json")), {})
+    backend = replay.create(problem, str(tmp_path))
+    timeline = Timeline(Clock(simulated=True))
+    r = backend.run(0, {"x": 1, "y": 1}, timeline)
+    assert r.status == "ok" and r.time_ms == 2.0 and r.times_ms == [2.1, 2.0, 1.9]
+    assert timeline.clock.now() == pytest.approx(0.1 + 0.005 + 0.02)
+    assert [p.phase for p in timeline.rows] == ["compile", "verify", "benchmark"]
+    failed = backend.run(1, {"x": 2, "y": 1}, timeline)
+    assert failed.status == "compile_error"
+    assert timeline.clock.now() == pytest.approx(0.125 + 0.05)
+    assert backend.run(2, {"x": 9, "y": 9}, timeline).status == "invalid"
+    assert "(replayed)" in backend.device_name
+
+
+def test_real_clock_cannot_be_advanced():
+    with pytest.raises(RuntimeError):
+        Clock().advance(1.0)

@@ -1,0 +1,79 @@
+"""Replays under a real mpiexec: budgets, simulated time, every strategy on the real caches."""
+
+import os
+
+import h5py
+import pytest
+
+from conftest import mpitune, report_json, write_scale_spec
+from mpitune import strategies
+from test_measured import SHARED, kt_cache
+
+
+def test_replay_verb_records_every_measured_configuration(tmp_path):
+    source = kt_cache(str(tmp_path / "c.json"), dangling=True)
+    out = tmp_path / "out.h5"
+    proc = mpitune(2, ["replay", source, "--output", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "simulated s" in proc.stdout
+    s = report_json(out)
+    assert s["configs"] == 6 and s["ok"] == 2 and s["best"]["config"] == {"x": 1, "y": 2}
+    assert s["failed"] == {"compile_error": 1, "invalid": 1, "runtime_error": 2}
+    with h5py.File(out, "r") as f:
+        assert '"lang": "replay"' in f.attrs["problem"]
+        assert f["ranks"][0]["device"].decode() == "Test GPU (replayed)"
+
+
+def test_simulated_wall_time_shrinks_with_ranks(tmp_path):
+    source = kt_cache(str(tmp_path / "c.json"))
+    walls = {}
+    for ranks in (1, 3):
+        out = tmp_path / f"r{ranks}.h5"
+        assert mpitune(ranks, ["replay", source, "--output", str(out)], tmp_path).returncode == 0
+        walls[ranks] = report_json(out)["wall_s"]
+    # One rank does all the recorded work, one after the other.
+    assert walls[1] == pytest.approx(0.1 + 0.005 + 0.02 + 0.2 + 0.005 + 0.01 + 0.05 + 0.08 + 0.001 + 0.01, rel=1e-6)
+    # Three ranks: two rounds, each as long as its slowest configuration.
+    assert walls[3] == pytest.approx((0.2 + 0.005 + 0.01) + (0.08 + 0.001), rel=1e-6)
+
+
+def test_simulation_mode_in_a_spec_and_simulated_time_limit(tmp_path):
+    kt_cache(str(tmp_path / "measured.json"))
+    spec = tmp_path / "sim.py"
+    spec.write_text('simulation_mode = True\ncache = "measured.json"\nrestrictions = ["x < 3"]\n')
+    proc = mpitune(1, [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with h5py.File(tmp_path / "o.h5", "r") as f:
+        run = f["runs"][0]
+        ids = sorted(f["results"]["x"])
+    assert run["status"].decode() == "time_limit"
+    assert ids == [1, 1]  # after 0.335 simulated s the limit of 0.2 s has passed; x == 3 is restricted
+
+
+def test_replay_of_an_mpitune_file(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4], "MODE": [0, 2]}')
+    first = tmp_path / "real.h5"
+    assert mpitune(2, [str(spec), "--cache", str(first)], tmp_path).returncode == 0
+    out = tmp_path / "replayed.h5"
+    proc = mpitune(2, ["replay", str(first), "--output", str(out), "--strategy", "random_sample"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    real, replayed = report_json(first), report_json(out)
+    assert replayed["configs"] == real["configs"] == 6
+    assert replayed["best"]["config"] == real["best"]["config"]
+    assert replayed["failed"] == real["failed"] == {"verify_failed": 3}
+
+
+CACHES = sorted(f for f in os.listdir(SHARED) if f.endswith(".json.gz")) if os.path.isdir(SHARED) else []
+
+
+@pytest.mark.skipif(not CACHES, reason="the shared measured caches are not beside this checkout")
+@pytest.mark.parametrize("strategy", strategies.available())
+def test_every_strategy_on_every_real_cache_respects_the_budget(tmp_path, strategy):
+    for name in CACHES:
+        out = tmp_path / f"{name}.h5"
+        proc = mpitune(4, ["replay", os.path.join(SHARED, name), "--strategy", strategy,
+                           "--max-fevals", "200", "--seed", "3", "--output", str(out)], tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        with h5py.File(out, "r") as f:
+            ids = list(f["results"]["config_id"])
+        assert len(ids) == 200 and len(set(ids)) == 200, name
