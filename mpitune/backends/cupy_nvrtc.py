@@ -227,7 +227,7 @@ class CupyBackend(Backend):
         self.device_pci_bus_id = self._pci_bus_id()
         self.name_expressions = [problem.kernel_name.strip()]
         self.options = tuple(problem.compiler_options)
-        self._args: list = []
+        self._args: tuple = ()
         self._pristine: list = []
         self._answers: list = []
         self._probe = None
@@ -272,8 +272,8 @@ class CupyBackend(Backend):
             with self.stream:
                 self._pristine = [cp.asarray(a) if isinstance(a, np.ndarray) else None
                                   for a in self.problem.arguments]
-                self._args = [cp.empty_like(p) if p is not None else a
-                              for p, a in zip(self._pristine, self.problem.arguments)]
+                self._args = tuple(cp.empty_like(p) if p is not None else a
+                                   for p, a in zip(self._pristine, self.problem.arguments))
                 answer = self.problem.answer or [None] * len(self._args)
                 self._answers = [None if a is None else cp.asarray(a) for a in answer]
                 self._probe = cp.full(1, 42, dtype=np.int32)
@@ -293,7 +293,7 @@ class CupyBackend(Backend):
                 self.stream.synchronize()
         except Exception:  # closing must never hide the error that ended the run
             log.debug("synchronising on close failed", exc_info=True)
-        self._args, self._pristine, self._answers, self._probe = [], [], [], None
+        self._args, self._pristine, self._answers, self._probe = (), [], [], None
         try:
             self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:
@@ -316,7 +316,8 @@ class CupyBackend(Backend):
             kernel, error = self._compile(kernel_code(self.problem.kernel_source, config, block, grid))
         result.compile_s = t.elapsed_s
         if kernel is None:
-            result.status, result.error = COMPILE_ERROR, error
+            result.status = RUNTIME_ERROR if self.fatal_error else COMPILE_ERROR
+            result.error = error
             return result
         try:
             self._measure(kernel, grid, block, result, timeline)
@@ -370,10 +371,9 @@ class CupyBackend(Backend):
 
     def _verify(self, kernel, grid, block) -> str:
         """Reset every array, run once (this is also the warm-up) and compare on the GPU."""
-        with self.stream:
-            for dst, src in zip(self._args, self._pristine):
-                if src is not None:
-                    dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)
+        for dst, src in zip(self._args, self._pristine):
+            if src is not None and src.nbytes:
+                dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)
         self._launch(kernel, grid, block)
         self.stream.synchronize()
         if self.problem.answer is None:

@@ -1,0 +1,369 @@
+"""The CuPy backend: launch geometry and checks everywhere, compiling and timing on a real GPU.
+
+Tests that take the ``cp`` fixture skip where CuPy or a CUDA GPU is missing (CI); the
+rest run on any machine and prove that nothing here needs a GPU to be checked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from mpitune.backends.cupy_nvrtc import (block_dims, check, create, grid_dims,
+                                         kernel_code, local_rank, select_device)
+from mpitune.errors import UserError
+from mpitune.problem import Problem
+from mpitune.timeline import Timeline
+
+DEFAULT_NAMES = ["block_size_x", "block_size_y", "block_size_z"]
+NO_DIV = {"x": None, "y": None, "z": None}
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def problem(source: str, kernel_name: str, arguments: list, answer: list | None, tune_params: dict,
+            problem_size=(1,), **kw) -> Problem:
+    kw.setdefault("grid_div", dict(NO_DIV))
+    kw.setdefault("iterations", 5)
+    return Problem(spec_path="test_cupy_nvrtc", kernel_name=kernel_name, kernel_source=source,
+                   lang="cupy", problem_size=tuple(problem_size), arguments=arguments, answer=answer,
+                   atol=kw.pop("atol", 1e-6), tune_params=tune_params, **kw)
+
+
+# ------------------------------------------------------------------------------------
+# Without a GPU
+# ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size, config, grid_div, names, expected", [
+    ((1000,), {"block_size_x": 256}, NO_DIV, DEFAULT_NAMES, (4, 1, 1)),
+    ((1024, 300), {"block_size_x": 32, "block_size_y": 4}, NO_DIV, DEFAULT_NAMES, (32, 75, 1)),
+    ((1000,), {"other": 7}, NO_DIV, DEFAULT_NAMES, (1000, 1, 1)),  # block size not tuned: divisor 1
+    ((1000, 300), {"block_size_x": 32, "tile": 4}, {"x": ["block_size_x", "tile"], "y": None, "z": None},
+     DEFAULT_NAMES, (8, 300, 1)),
+    ((1000, 300), {"block_size_y": 4, "tile": 4}, {"x": None, "y": "block_size_y*tile*2", "z": None},
+     DEFAULT_NAMES, (1000, 10, 1)),
+    ((1000,), {"block_size_x": 32}, {"x": "block_size_x / 2.5", "y": None, "z": None},
+     DEFAULT_NAMES, (79, 1, 1)),
+    ((64, 64, 10), {"bx": 16, "by": 8}, NO_DIV, ["bx", "by"], (4, 8, 10)),
+])
+def test_grid_follows_kernel_tuner_conventions(size, config, grid_div, names, expected):
+    assert grid_dims(size, config, grid_div, names) == expected
+
+
+def test_grid_refuses_a_zero_divisor():
+    with pytest.raises(ValueError, match="positive"):
+        grid_dims((10,), {"t": 0}, {"x": "t", "y": None, "z": None}, DEFAULT_NAMES)
+
+
+def test_block_takes_named_parameters_and_defaults_to_one():
+    assert block_dims({"block_size_x": 64, "x": 3}, DEFAULT_NAMES) == (64, 1, 1)
+    assert block_dims({"bx": 8, "by": 4}, ["bx", "by"]) == (8, 4, 1)
+
+
+def test_source_gets_defines_before_the_users_first_line():
+    code = kernel_code("__global__ void k() {}", {"block_size_x": 128, "T": "float", "F": True},
+                       (128, 1, 1), (8, 1, 1))
+    head, body = code.split("#line 1\n")
+    assert body == "__global__ void k() {}"
+    lines = head.splitlines()
+    assert "#define block_size_x 128" in lines and "#define T float" in lines
+    assert "#define F 1" in lines and "#define grid_size_x 8" in lines
+    assert "#define block_size_z 1" in lines and "#define grid_size_z 1" in lines
+    assert sum(line.startswith("#define block_size_x ") for line in lines) == 1
+
+
+def test_local_rank_prefers_the_launcher_over_slurm():
+    # Under mpirun inside a Slurm job every rank inherits SLURM_LOCALID=0 from the launcher.
+    assert local_rank({"SLURM_LOCALID": "0", "OMPI_COMM_WORLD_LOCAL_RANK": "3"}) == (3, "OMPI_COMM_WORLD_LOCAL_RANK")
+    assert local_rank({"MPI_LOCALRANKID": "2"}) == (2, "MPI_LOCALRANKID")
+    assert local_rank({"PMI_LOCAL_RANK": "5"}) == (5, "PMI_LOCAL_RANK")
+    assert local_rank({"SLURM_LOCALID": "1"}) == (1, "SLURM_LOCALID")
+    assert local_rank({}) == (0, "")
+
+
+def test_device_is_local_rank_modulo_visible_gpus():
+    assert [select_device(r, 2) for r in range(5)] == [0, 1, 0, 1, 0]
+    assert select_device(3, 1) == 0
+    with pytest.raises(ValueError):
+        select_device(0, 0)
+
+
+def _vadd_problem(**kw) -> Problem:
+    a = np.ones(16, np.float32)
+    return problem(VADD, "vadd", [np.zeros_like(a), a, a, np.int32(16)], None,
+                   kw.pop("tune_params", {"block_size_x": [32, 64]}), (16,), **kw)
+
+
+def test_check_accepts_a_good_problem_without_importing_cupy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # any import of cupy now fails
+    check(_vadd_problem())
+    check(_vadd_problem(grid_div={"x": "block_size_x * 2", "y": None, "z": None}))
+    check(problem(VADD, "ns::vadd_t<float, 64>", [np.zeros(4, np.float32)], None, {"block_size_x": [32]}))
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"kernel_name": "two words"}, "kernel_name"),
+    ({"kernel_name": "9lives"}, "kernel_name"),
+    ({"tune_params": {"block_size_x": [0, 32]}}, "positive integers"),
+    ({"tune_params": {"block_size_x": [32.0]}}, "positive integers"),
+    ({"tune_params": {"block_size_x": [32]}, "grid_div": {"x": "block_size_x * nope", "y": None, "z": None}},
+     "nope"),
+    ({"tune_params": {"block_size_x": [32]}, "grid_div": {"x": "block_size_x *", "y": None, "z": None}},
+     "does not parse"),
+    ({"tune_params": {"block_size_x": [32]}, "grid_div": {"x": "__import__('os')", "y": None, "z": None}},
+     "calls something other"),
+])
+def test_check_refuses_what_cannot_run(kw, match):
+    p = _vadd_problem(**{k: v for k, v in kw.items() if k != "kernel_name"})
+    if "kernel_name" in kw:
+        p.kernel_name = kw["kernel_name"]
+    with pytest.raises(ValueError, match=match):
+        check(p)
+
+
+@pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8, reason="long double is double here")
+def test_check_refuses_long_double():
+    p = _vadd_problem()
+    p.arguments[0] = np.zeros(4, np.longdouble)
+    with pytest.raises(ValueError, match="no .* type"):
+        check(p)
+
+
+def test_missing_cupy_is_one_line_with_the_install_hint(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(UserError, match="pip install cupy-cuda12x") as info:
+        create(_vadd_problem(), str(tmp_path))
+    assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------------------------
+# On a GPU
+# ------------------------------------------------------------------------------------
+
+VADD = r"""
+extern "C" __global__ void vadd(float *c, const float *a, const float *b, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+#if BROKEN
+    this is not C++;
+#endif
+#if WRONG
+    if (i < n) c[i] = a[i] - b[i];
+#elif SKIP
+    /* writes nothing: must fail, whatever an earlier configuration left in c */
+#else
+    if (i < n) c[i] = a[i] + b[i];
+#endif
+}
+"""
+
+TEMPLATED = r"""
+template <typename T>
+__global__ void vadd_t(T *c, const T *a, const T *b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+// C++ linkage without a template: found through its name expression as well.
+__global__ void vadd_cpp(float *c, const float *a, const float *b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+GEOMETRY = r"""
+extern "C" __global__ void geometry(int *out) {
+    if (blockIdx.x + blockIdx.y + blockIdx.z + threadIdx.x + threadIdx.y + threadIdx.z == 0) {
+        out[0] = gridDim.x;  out[1] = gridDim.y;  out[2] = gridDim.z;
+        out[3] = blockDim.x; out[4] = blockDim.y; out[5] = blockDim.z;
+        out[6] = grid_size_x; out[7] = grid_size_y; out[8] = grid_size_z;
+    }
+}
+"""
+
+SPIN = r"""
+extern "C" __global__ void spin(int *out) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < SPIN_NS);
+    if (threadIdx.x == 0) out[0] = 1;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def cp():
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        count = 0
+    if count < 1:
+        pytest.skip("no CUDA GPU")
+    return cupy
+
+
+def measure(p: Problem, configs: list[dict], tmp_path) -> tuple[list, Timeline, object]:
+    backend = create(p, str(tmp_path))
+    backend.prepare()
+    timeline = Timeline()
+    try:
+        return [backend.run(i, c, timeline) for i, c in enumerate(configs)], timeline, backend
+    finally:
+        backend.close()
+
+
+def vadd(n: int = 1_000_003, **kw) -> Problem:
+    rng = np.random.default_rng(0)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    return problem(kw.pop("source", VADD), kw.pop("kernel_name", "vadd"),
+                   [np.zeros(n, np.float32), a, b, np.int32(n)], [a + b, None, None, None],
+                   kw.pop("tune_params", {"block_size_x": [64, 256, 1000]}), (n,), **kw)
+
+
+def statuses(results) -> list[str]:
+    return [r.status for r in results]
+
+
+def test_ok_configurations_are_verified_and_timed_with_events(cp, tmp_path):
+    results, timeline, backend = measure(vadd(), [{"block_size_x": b} for b in (64, 256, 1000)], tmp_path)
+    assert statuses(results) == ["ok"] * 3, [r.error for r in results]
+    for r in results:
+        assert len(r.times_ms) == 5 and all(t > 0 for t in r.times_ms)
+        assert r.time_ms == pytest.approx(float(np.median(r.times_ms)))
+        assert r.compile_s > 0 and r.verify_s > 0 and r.benchmark_s > 0
+    phases = [(row.config_id, row.phase) for row in timeline.rows if row.phase != "other"]
+    assert phases == [(i, p) for i in range(3) for p in ("compile", "verify", "benchmark")]
+    assert backend.device_name and backend.device_name != "unknown"
+    assert backend.stream.ptr != 0  # its own stream, not the legacy default stream
+
+
+def test_wrong_answers_and_unwritten_outputs_fail_verification(cp, tmp_path):
+    p = vadd(tune_params={"block_size_x": [256], "WRONG": [0, 1], "SKIP": [0, 1]})
+    configs = [{"block_size_x": 256, "WRONG": w, "SKIP": s} for w, s in ((0, 0), (1, 0), (0, 1), (0, 0))]
+    results, _, _ = measure(p, configs, tmp_path)
+    assert statuses(results) == ["ok", "verify_failed", "verify_failed", "ok"]
+    assert "differ by more than atol" in results[1].error
+    assert results[1].times_ms == [] and np.isnan(results[1].time_ms)
+
+
+def test_nan_output_fails_verification(cp, tmp_path):
+    n = 1024
+    p = problem(r'extern "C" __global__ void nan_out(float *x) { x[threadIdx.x + blockIdx.x * blockDim.x] = 0.0f / 0.0f; }',
+                "nan_out", [np.zeros(n, np.float32)], [np.zeros(n, np.float32)], {"block_size_x": [256]}, (n,),
+                atol=1e30)
+    results, _, _ = measure(p, [{"block_size_x": 256}], tmp_path)
+    assert statuses(results) == ["verify_failed"]
+
+
+def test_compile_errors_keep_a_short_log_and_the_run_goes_on(cp, tmp_path):
+    p = vadd(tune_params={"block_size_x": [256], "BROKEN": [0, 1]})
+    results, _, _ = measure(p, [{"block_size_x": 256, "BROKEN": 1}, {"block_size_x": 256, "BROKEN": 0}], tmp_path)
+    assert statuses(results) == ["compile_error", "ok"]
+    assert "error" in results[0].error and len(results[0].error.splitlines()) <= 13
+    assert results[0].compile_s > 0
+
+
+def test_unknown_kernel_name_is_a_compile_error(cp, tmp_path):
+    results, _, _ = measure(vadd(kernel_name="no_such_kernel"), [{"block_size_x": 256}], tmp_path)
+    assert statuses(results) == ["compile_error"]
+
+
+def test_impossible_launches_are_launch_errors_and_the_context_survives(cp, tmp_path):
+    results, _, _ = measure(vadd(tune_params={"block_size_x": [2048, 256]}),
+                            [{"block_size_x": 2048}, {"block_size_x": 256}], tmp_path)
+    assert statuses(results) == ["launch_error", "ok"]
+    assert "2048 threads" in results[0].error
+
+
+def test_block_z_beyond_the_device_limit_is_a_launch_error(cp, tmp_path):
+    out = np.zeros(9, np.int32)
+    p = problem(GEOMETRY, "geometry", [out], None, {"block_size_z": [128]}, (1, 1, 128))
+    results, _, _ = measure(p, [{"block_size_z": 128}], tmp_path)
+    assert statuses(results) == ["launch_error"]
+
+
+def test_templated_and_cpp_linkage_kernels(cp, tmp_path):
+    for name in ("vadd_t<float>", "vadd_cpp"):
+        results, _, _ = measure(vadd(source=TEMPLATED, kernel_name=name, tune_params={"block_size_x": [128]}),
+                                [{"block_size_x": 128}], tmp_path)
+        assert statuses(results) == ["ok"], (name, results[0].error)
+
+
+@pytest.mark.parametrize("size, config, grid_div, names", [
+    ((1000, 300), {"block_size_x": 32, "block_size_y": 4}, NO_DIV, DEFAULT_NAMES),
+    ((1000, 300), {"block_size_x": 32, "block_size_y": 4, "tile": 4},
+     {"x": ["block_size_x", "tile"], "y": "block_size_y*tile*2", "z": None}, DEFAULT_NAMES),
+    ((1000,), {"block_size_x": 32}, {"x": "block_size_x / 2.5", "y": None, "z": None}, DEFAULT_NAMES),
+    ((64, 64, 10), {"bx": 16, "by": 8}, NO_DIV, ["bx", "by"]),
+])
+def test_launch_geometry_on_the_gpu(cp, tmp_path, size, config, grid_div, names):
+    grid = grid_dims(size, config, grid_div, names)
+    block = block_dims(config, names)
+    expected = np.array(grid + block + grid, np.int32)
+    p = problem(GEOMETRY, "geometry", [np.zeros(9, np.int32)], [expected], {k: [v] for k, v in config.items()},
+                size, grid_div=grid_div, block_size_names=names)
+    results, _, _ = measure(p, [config], tmp_path)
+    assert statuses(results) == ["ok"], results[0].error
+
+
+def test_event_times_match_a_kernel_of_known_duration(cp, tmp_path):
+    p = problem(SPIN, "spin", [np.zeros(1, np.int32)], [np.ones(1, np.int32)],
+                {"SPIN_NS": [2_000_000], "block_size_x": [32]}, (32,), iterations=4)
+    results, _, _ = measure(p, [{"SPIN_NS": 2_000_000, "block_size_x": 32}], tmp_path)
+    (r,) = results
+    assert r.status == "ok", r.error
+    assert len(r.times_ms) == 4
+    assert all(1.95 <= t <= 3.0 for t in r.times_ms), r.times_ms
+    assert r.benchmark_s >= 4 * 0.00195
+
+
+def test_device_follows_the_local_rank(cp, tmp_path, monkeypatch):
+    count = cp.cuda.runtime.getDeviceCount()
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+    backend = create(vadd(n=16), str(tmp_path))
+    try:
+        assert backend.device_id == 1 % count
+        assert backend.device_uuid == "" or backend.device_uuid.startswith("GPU-")
+    finally:
+        backend.close()
+        cp.cuda.Device(0).use()
+
+
+ILLEGAL_ADDRESS = textwrap.dedent(r"""
+    import numpy as np
+    from mpitune.backends.cupy_nvrtc import DeviceLostError, create
+    from mpitune.problem import Problem
+    from mpitune.timeline import Timeline
+
+    src = 'extern "C" __global__ void bad(float *x) { x[threadIdx.x + ((size_t)1 << 40)] = 1.0f; }'
+    p = Problem(spec_path="t", kernel_name="bad", kernel_source=src, lang="cupy", problem_size=(32,),
+                arguments=[np.zeros(32, np.float32)], answer=None, atol=1e-6,
+                tune_params={"block_size_x": [32]}, grid_div={"x": None, "y": None, "z": None})
+    backend = create(p, ".")
+    backend.prepare()
+    r = backend.run(0, {"block_size_x": 32}, Timeline())
+    print("STATUS", r.status)
+    print("ERROR", r.error)
+    try:
+        backend.run(1, {"block_size_x": 32}, Timeline())
+        print("NOT RAISED")
+    except DeviceLostError as exc:
+        print("LOST", exc)
+    backend.close()
+""")
+
+
+def test_illegal_address_is_recorded_then_the_rank_refuses_to_go_on(cp, tmp_path):
+    # In a child process: the error poisons the CUDA context of the whole process.
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", ILLEGAL_ADDRESS], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "STATUS runtime_error" in proc.stdout, proc.stdout
+    assert "LOST" in proc.stdout and "NOT RAISED" not in proc.stdout
+    assert "illegal" in proc.stdout.lower()
