@@ -24,6 +24,9 @@ class SearchSpace:
         self.tune_params = tune_params
         self.names = list(tune_params)
         self.indices = indices
+        self.sizes = np.array([len(v) for v in tune_params.values()], dtype=np.int64)
+        self._lookup: np.ndarray | dict | None = None  # built on first id_of
+        self._unit: np.ndarray | None = None
 
     @classmethod
     def build(cls, tune_params: dict[str, list],
@@ -78,6 +81,57 @@ class SearchSpace:
         """Parameter name -> value of one configuration, as plain Python values."""
         row = self.indices[config_id]
         return {name: self.tune_params[name][int(i)] for name, i in zip(self.names, row)}
+
+
+    def id_of(self, rows: np.ndarray) -> np.ndarray:
+        """Config id of each index row (one row or a matrix of them), -1 where a row is not a
+        valid configuration (a value index out of range, or a row the restrictions removed).
+
+        Rows are stored in Cartesian order, so their mixed-radix keys are already sorted and a
+        lookup is one ``searchsorted``; strategies map thousands of candidate rows per batch.
+        """
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(self.names))
+        inside = np.all((rows >= 0) & (rows < self.sizes), axis=1)
+        if len(self) == 0:
+            return np.full(len(rows), -1, dtype=np.int64)
+        if self._lookup is None:
+            self._lookup = self._build_lookup()
+        if isinstance(self._lookup, dict):  # mixed-radix keys would overflow int64
+            found = [self._lookup.get(tuple(r), -1) if ok else -1 for r, ok in zip(rows.tolist(), inside)]
+            return np.array(found, dtype=np.int64)
+        keys = rows @ np.array(_strides(self.sizes.tolist()), dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self._lookup, keys), len(self) - 1)
+        return np.where(inside & (self._lookup[pos] == keys), pos, -1)
+
+    def _build_lookup(self) -> np.ndarray | dict:
+        if int(np.prod(self.sizes.astype(object))) >= 2**62:
+            return {tuple(r): i for i, r in enumerate(self.indices.tolist())}
+        return self.indices.astype(np.int64) @ np.array(_strides(self.sizes.tolist()), dtype=np.int64)
+
+    def neighbours(self, config_id: int, adjacent: bool = False) -> np.ndarray:
+        """Ids of the valid configurations that differ from ``config_id`` in one parameter:
+        in any value (Hamming distance 1), or with ``adjacent`` only in the next value up or
+        down, for parameters whose values are ordered. Ascending per parameter."""
+        row = self.indices[config_id].astype(np.int64)
+        blocks = []
+        for p, size in enumerate(self.sizes.tolist()):
+            if adjacent:
+                values = np.array([v for v in (row[p] - 1, row[p] + 1) if 0 <= v < size], dtype=np.int64)
+            else:
+                values = np.delete(np.arange(size, dtype=np.int64), row[p])
+            block = np.repeat(row[None, :], len(values), axis=0)
+            block[:, p] = values
+            blocks.append(block)
+        ids = self.id_of(np.concatenate(blocks)) if blocks else np.empty(0, dtype=np.int64)
+        return ids[ids >= 0]
+
+    def unit_coordinates(self) -> np.ndarray:
+        """Every configuration as a point in [0, 1]^n_params (value index / (n_values - 1)), for
+        strategies that move through a continuous space and snap back to configurations."""
+        if self._unit is None:
+            scale = np.maximum(self.sizes - 1, 1).astype(np.float64)
+            self._unit = self.indices.astype(np.float64) / scale
+        return self._unit
 
 
 def _strides(sizes: list[int]) -> list[int]:

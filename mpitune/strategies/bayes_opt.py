@@ -1,0 +1,151 @@
+"""Batch Bayesian optimisation: a Gaussian process in plain numpy, expected improvement, and
+a constant liar to fill a batch.
+
+The first ``initial_samples`` results are random configurations. Then, per batch, a GP with a
+Matern-5/2 kernel on unit coordinates is fitted to the log kernel times (standardised; the
+length scale is picked from a small grid by marginal likelihood). Failures are penalised:
+they enter the GP at the worst value seen, so the surrogate learns where not to go. The
+acquisition is scored on at most ``candidates`` unseen configurations: the unseen neighbours
+of the best few results plus a random sample of the rest, which keeps a batch to a few tens
+of milliseconds on spaces of 20,000 configurations. The batch is built one point at a time
+with the constant liar: after choosing the point of highest expected improvement, the GP is
+conditioned on a fake observation there (the mean of the observed values), which lowers the
+uncertainty around it, so the next point goes elsewhere. The conditioning is a rank-one update
+of the candidates' posterior, exact for a GP, so a batch of n costs one fit and n updates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Strategy, check
+
+LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8)  # in unit coordinates, scaled by sqrt(n_params)
+NOISE = 1e-2  # measured times are not exactly repeatable, and snapping to a grid is rough
+SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candidates
+
+
+class BayesOpt(Strategy):
+    def __init__(self, space, seed: int, initial_samples: int, candidates: int, max_observations: int,
+                 exploration: float):
+        super().__init__(space, seed)
+        self.initial_samples = initial_samples
+        self.candidates = candidates
+        self.max_observations = max_observations
+        self.exploration = exploration
+        self.rng = np.random.default_rng(seed)
+
+    def ask(self, n: int) -> list[int]:
+        if len(self.values) < self.initial_samples:
+            return self.random_unseen(n)
+        observed = self._observations()
+        cand = self._candidates()
+        if not len(cand):
+            return []
+        coords = self.space.unit_coordinates()
+        x, y = coords[observed], self._targets(observed)
+        scale = self._fit_scale(x, y)
+        k_xx = _matern(x, x, scale) + NOISE * np.eye(len(x))
+        chol = np.linalg.cholesky(k_xx)
+        k_xc = _matern(x, coords[cand], scale)
+        a = _chol_solve(chol, k_xc)
+        mean = a.T @ y
+        var = np.maximum(1.0 - np.einsum("ij,ij->j", k_xc, a), 1e-12)
+        lie, best = float(np.mean(y)), float(np.min(y))
+        updates: list[np.ndarray] = []  # posterior covariance of candidates with each lie
+        chosen = np.zeros(len(cand), dtype=bool)
+        batch: list[int] = []
+        for _ in range(min(n, len(cand))):
+            gain = _expected_improvement(mean, var, best - self.exploration)
+            gain[chosen] = -np.inf
+            j = int(np.argmax(gain))
+            chosen[j] = True
+            batch.append(int(cand[j]))
+            cov = _matern(coords[cand], coords[cand[j]][None, :], scale)[:, 0] - k_xc.T @ a[:, j]
+            for u in updates:
+                cov -= u * u[j]
+            u = cov / math.sqrt(var[j] + NOISE)
+            mean = mean + u * (lie - mean[j]) / math.sqrt(var[j] + NOISE)
+            var = np.maximum(var - u * u, 1e-12)
+            updates.append(u)
+        self.seen.update(batch)
+        return batch + self.random_unseen(n - len(batch))
+
+    def _observations(self) -> np.ndarray:
+        """The configurations the GP learns from: all, or the best half of the budget plus a
+        seeded random share of the rest, to bound the cubic cost of a fit."""
+        ranked = self.best(len(self.values))
+        if len(ranked) <= self.max_observations:
+            return np.array(ranked)
+        keep = self.max_observations // 2
+        rest = self.rng.choice(ranked[keep:], self.max_observations - keep, replace=False)
+        return np.concatenate([ranked[:keep], rest])
+
+    def _targets(self, observed: np.ndarray) -> np.ndarray:
+        values = np.array([self.values[i] for i in observed])
+        finite = np.isfinite(values)
+        logs = np.log(np.where(finite, np.maximum(values, 1e-12), 1.0))
+        worst = logs[finite].max() if finite.any() else 0.0
+        logs = np.where(finite, logs, worst)  # failures: as bad as the worst success
+        return (logs - logs.mean()) / (logs.std() or 1.0)
+
+    def _candidates(self) -> np.ndarray:
+        near = [self.space.neighbours(i) for i in self.best(SEEDS_FOR_NEIGHBOURS)]
+        unseen = ~self.seen_mask()
+        near = np.unique(np.concatenate(near)) if near else np.empty(0, dtype=np.int64)
+        near = near[unseen[near]]
+        unseen[near] = False
+        rest = np.flatnonzero(unseen)
+        take = max(0, self.candidates - len(near))
+        if len(rest) > take:
+            rest = np.sort(self.rng.choice(rest, take, replace=False))
+        return np.concatenate([near, rest]).astype(np.int64)
+
+    def _fit_scale(self, x: np.ndarray, y: np.ndarray) -> float:
+        """The length scale of highest log marginal likelihood on the grid."""
+        best_scale, best_ll = 0.0, -np.inf
+        for base in LENGTH_SCALES:
+            scale = base * math.sqrt(x.shape[1])
+            chol = np.linalg.cholesky(_matern(x, x, scale) + NOISE * np.eye(len(x)))
+            alpha = _chol_solve(chol, y)
+            ll = -0.5 * y @ alpha - np.log(np.diag(chol)).sum()
+            if ll > best_ll:
+                best_scale, best_ll = scale, ll
+        return best_scale
+
+
+def _matern(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
+    sq = (a ** 2).sum(1)[:, None] - 2 * a @ b.T + (b ** 2).sum(1)[None, :]
+    r = math.sqrt(5) * np.sqrt(np.maximum(sq, 0.0)) / scale
+    return (1 + r + r * r / 3) * np.exp(-r)
+
+
+def _chol_solve(chol: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.linalg.solve(chol.T, np.linalg.solve(chol, b))
+
+
+def _expected_improvement(mean: np.ndarray, var: np.ndarray, target: float) -> np.ndarray:
+    """For minimisation; the normal cdf through erf, to stay with numpy alone."""
+    sd = np.sqrt(var)
+    z = (target - mean) / sd
+    cdf = 0.5 * (1 + _erf(z / math.sqrt(2)))
+    pdf = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    return (target - mean) * cdf + sd * pdf
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7."""
+    sign, x = np.sign(x), np.abs(x)
+    t = 1 / (1 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return sign * (1 - poly * np.exp(-x * x))
+
+
+def create(space, seed: int, initial_samples: int = 20, candidates: int = 2000, max_observations: int = 400,
+           exploration: float = 0.01) -> Strategy:
+    return BayesOpt(space, seed, check("initial_samples", initial_samples, 1, 10**6, integer=True),
+                    check("candidates", candidates, 1, 10**7, integer=True),
+                    check("max_observations", max_observations, 2, 10**5, integer=True),
+                    check("exploration", exploration, 0, 10))

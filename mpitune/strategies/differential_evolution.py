@@ -1,0 +1,72 @@
+"""Differential evolution (best/1/bin) in unit coordinates, one trial vector per batch slot.
+
+The first ``population`` results (random configurations, or a resumed cache) form the
+population. Each batch slot takes the next member in turn as its target and proposes the
+trial ``best + F * (x_r1 - x_r2)``, crossed over with the target per parameter with
+probability ``crossover_rate``; the trial point is snapped to the nearest unseen
+configuration. When the trial's result arrives it replaces its target if it is better, so a
+batch of n trials is n independent target updates of one generation. Failures have an
+infinite objective and therefore never replace a member. Results for configurations the
+strategy did not propose replace the worst member when they are better.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..result import Result
+from .base import Strategy, check, objective
+
+
+class DifferentialEvolution(Strategy):
+    def __init__(self, space, seed: int, population: int, differential_weight: float, crossover_rate: float):
+        super().__init__(space, seed)
+        self.population = population
+        self.weight = differential_weight
+        self.crossover_rate = crossover_rate
+        self.rng = np.random.default_rng(seed)
+        self.members: list[int] = []  # config ids, formed once enough results are told
+        self.pending: dict[int, int] = {}  # trial config id -> index of its target member
+        self._turn = 0
+
+    def ask(self, n: int) -> list[int]:
+        if not self.members and len(self.values) >= self.population:
+            self.members = self.best(self.population)
+        if not self.members:
+            return self.random_unseen(n)
+        coords = self.space.unit_coordinates()
+        k, d = len(self.members), coords.shape[1]
+        targets = [(self._turn + i) % k for i in range(n)]
+        self._turn = (self._turn + n) % k
+        member_coords = coords[self.members]
+        best = coords[self.best(1)[0]]
+        r = np.array([self.rng.choice(k, 2, replace=False) for _ in targets]).reshape(-1, 2)
+        mutants = best + self.weight * (member_coords[r[:, 0]] - member_coords[r[:, 1]])
+        cross = self.rng.random((n, d)) < self.crossover_rate
+        cross[np.arange(n), self.rng.integers(0, d, n)] = True  # at least one parameter changes
+        trials = np.clip(np.where(cross, mutants, member_coords[targets]), 0.0, 1.0)
+        batch = self.nearest_unseen(trials)
+        self.pending.update(zip(batch, targets))
+        return batch + self.random_unseen(n - len(batch))
+
+    def tell(self, results: Iterable[Result]) -> None:
+        results = list(results)
+        super().tell(results)
+        for r in results:
+            value = objective(r)
+            target = self.pending.pop(r.config_id, None)
+            if not self.members:
+                continue
+            if target is None:  # not a trial of ours: compete with the worst member
+                target = max(range(len(self.members)), key=lambda i: self.values[self.members[i]])
+            if value < self.values[self.members[target]]:
+                self.members[target] = r.config_id
+
+
+def create(space, seed: int, population: int = 20, differential_weight: float = 0.5,
+           crossover_rate: float = 0.7) -> Strategy:
+    return DifferentialEvolution(space, seed, check("population", population, 3, 10**6, integer=True),
+                                 check("differential_weight", differential_weight, 0, 2),
+                                 check("crossover_rate", crossover_rate, 0, 1))

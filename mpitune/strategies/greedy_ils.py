@@ -1,0 +1,69 @@
+"""Greedy iterated local search whose neighbourhoods are evaluated as batches.
+
+A batch is filled with unseen neighbours (one parameter changed) of the current
+configuration, in random order. After the results come back, the search moves to the best
+configuration of the batch if it beats the current one (first improvement, at batch
+granularity). When the current configuration's neighbourhood is used up it is a local
+optimum; the search then kicks: a random walk of ``perturbation`` steps from the best
+configuration found so far gives a new current configuration, and the rest of the batch is
+filled from its neighbourhood. So a batch never waits: a small neighbourhood is followed by
+the kick in the same batch. Failures have an infinite objective and are never moved to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..result import Result
+from .base import FAILED, Strategy, check
+
+MAX_KICKS_PER_BATCH = 8  # then fill with random configurations: the space is nearly used up
+
+
+class GreedyILS(Strategy):
+    def __init__(self, space, seed: int, perturbation: int):
+        super().__init__(space, seed)
+        self.perturbation = perturbation
+        self.rng = np.random.default_rng(seed)
+        self.current = -1
+
+    def ask(self, n: int) -> list[int]:
+        batch: list[int] = []
+        if self.current < 0:
+            self.current = self.best(1)[0] if self.values else -1
+            if self.current < 0:
+                batch += self.random_unseen(min(1, n))
+                self.current = batch[0] if batch else -1
+        kicks = 0
+        while self.current >= 0 and len(batch) < n and kicks <= MAX_KICKS_PER_BATCH:
+            batch += self.claim(self.rng.permutation(self.space.neighbours(self.current)), n - len(batch))
+            if len(batch) < n:
+                kicks += 1
+                self.current = self._kick()
+                batch += self.claim([self.current], n - len(batch))
+        return batch + self.random_unseen(n - len(batch))
+
+    def _kick(self) -> int:
+        config_id = self.best(1)[0] if self.values else self.current
+        for _ in range(self.perturbation):
+            neighbours = self.space.neighbours(config_id)
+            if not len(neighbours):
+                break
+            config_id = int(self.rng.choice(neighbours))
+        return config_id
+
+    def tell(self, results: Iterable[Result]) -> None:
+        results = list(results)
+        super().tell(results)
+        told = [r.config_id for r in results]
+        if not told or self.current < 0:
+            return
+        candidate = min(told, key=lambda i: (self.values[i], i))
+        if self.values[candidate] < self.values.get(self.current, FAILED):
+            self.current = candidate
+
+
+def create(space, seed: int, perturbation: int = 3) -> Strategy:
+    return GreedyILS(space, seed, check("perturbation", perturbation, 1, 10**6, integer=True))

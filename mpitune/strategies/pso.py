@@ -1,0 +1,81 @@
+"""Particle swarm optimisation in unit coordinates, one particle move per batch slot.
+
+A swarm of ``swarm_size`` particles; each batch slot moves the next particle in turn
+(round robin), so batches smaller or larger than the swarm both work. A particle starts at a
+random configuration; a move is ``v = w v + c1 r1 (personal best - x) + c2 r2 (global best - x)``
+and the new point is snapped to the nearest unseen configuration, which becomes the
+particle's position. The global best is the best configuration told so far, including
+results the swarm did not propose (a resumed cache). Failures have an infinite objective:
+they are never a personal or global best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ..result import Result
+from .base import FAILED, Strategy, check, objective
+
+
+class ParticleSwarm(Strategy):
+    def __init__(self, space, seed: int, swarm_size: int, inertia: float, cognitive: float, social: float):
+        super().__init__(space, seed)
+        self.inertia, self.cognitive, self.social = inertia, cognitive, social
+        self.rng = np.random.default_rng(seed)
+        d = len(space.names)
+        self.position = np.zeros((swarm_size, d))
+        self.velocity = np.zeros((swarm_size, d))
+        self.personal = np.zeros((swarm_size, d))
+        self.personal_value = np.full(swarm_size, FAILED)
+        self.started = np.zeros(swarm_size, dtype=bool)
+        self.pending: dict[int, int] = {}  # config id -> particle
+        self._turn = 0
+
+    def ask(self, n: int) -> list[int]:
+        size = len(self.position)
+        particles = [(self._turn + i) % size for i in range(n)]
+        self._turn = (self._turn + n) % size
+        coords = self.space.unit_coordinates()
+        moving = [p for p in particles if self.started[p] and self.values]
+        batch, owners = [], []
+        if moving:
+            m = np.array(moving)
+            glob = coords[self.best(1)[0]]
+            r1, r2 = self.rng.random((2, len(m), coords.shape[1]))
+            self.velocity[m] = (self.inertia * self.velocity[m]
+                                + self.cognitive * r1 * (self.personal[m] - self.position[m])
+                                + self.social * r2 * (glob - self.position[m]))
+            ids = self.nearest_unseen(np.clip(self.position[m] + self.velocity[m], 0.0, 1.0))
+            batch += ids
+            owners += moving[: len(ids)]
+        starting = [p for p in particles if p not in moving]
+        ids = self.random_unseen(len(starting))
+        batch += ids
+        owners += starting[: len(ids)]
+        for config_id, p in zip(batch, owners):
+            self.position[p] = coords[config_id]
+            if not self.started[p]:  # until it has a result, a particle's best is where it starts
+                self.personal[p] = coords[config_id]
+                self.started[p] = True
+            self.pending[config_id] = p
+        return batch + self.random_unseen(n - len(batch))
+
+    def tell(self, results: Iterable[Result]) -> None:
+        results = list(results)
+        super().tell(results)
+        coords = self.space.unit_coordinates()
+        for r in results:
+            p = self.pending.pop(r.config_id, None)
+            value = objective(r)
+            if p is not None and value < self.personal_value[p]:
+                self.personal_value[p] = value
+                self.personal[p] = coords[r.config_id]
+
+
+def create(space, seed: int, swarm_size: int = 20, inertia: float = 0.5, cognitive: float = 2.0,
+           social: float = 1.0) -> Strategy:
+    return ParticleSwarm(space, seed, check("swarm_size", swarm_size, 1, 10**6, integer=True),
+                         check("inertia", inertia, 0, 2), check("cognitive", cognitive, 0, 10),
+                         check("social", social, 0, 10))

@@ -1,0 +1,124 @@
+"""Every search strategy against the ask/tell contract, failures, resumes, and a landscape
+on which it must beat random sampling."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from mpitune import strategies
+from mpitune.restrictions import Restriction
+from mpitune.result import Result
+from mpitune.searchspace import SearchSpace
+
+SEARCHERS = ["bayes_opt", "differential_evolution", "genetic_algorithm", "greedy_ils", "pso",
+             "simulated_annealing"]
+TINY = SearchSpace.build({"a": [1, 2, 3, 4], "b": [1, 2, 3]}, [Restriction("a + b != 5", ["a", "b"])])
+# Small enough options that the populations, swarms and initial designs fit the tiny space.
+SMALL = {"bayes_opt": {"initial_samples": 4}, "differential_evolution": {"population": 4},
+         "genetic_algorithm": {"population": 4}, "pso": {"swarm_size": 4}}
+
+LANDSCAPE_PARAMS = {"bx": [16, 32, 64, 128, 256, 512, 1024, 2048], "by": [1, 2, 4, 8, 16, 32, 64, 128],
+                    "tile": [1, 2, 3, 4, 5, 6], "unroll": [0, 1, 2, 3], "shared": [0, 1, 2]}
+LANDSCAPE = SearchSpace.build(LANDSCAPE_PARAMS, [Restriction("bx * by <= 32768", list(LANDSCAPE_PARAMS))])
+
+
+def landscape_ms(config_id: int) -> float:
+    """A kernel-like landscape: a smooth valley with interacting parameters, a deterministic
+    rugged term, and a failing corner (too many threads with big tiles); NaN = failure."""
+    x = LANDSCAPE.indices[config_id].astype(float)
+    if x[0] + x[1] >= 11 and x[2] >= 3:
+        return math.nan
+    valley = (x[0] - 4.6) ** 2 + 0.7 * (x[1] - 2.3) ** 2 + 0.8 * (x[2] - 3.4) ** 2 + 0.3 * (x[0] - x[1] - 2) ** 2
+    rugged = 0.2 * math.sin(7.0 * config_id) + 0.6 * (x[3] - 2) ** 2 + 0.5 * (x[4] == 1)
+    return 1.0 + valley + rugged
+
+
+def result(config_id: int, ms: float) -> Result:
+    return Result(config_id, "ok" if math.isfinite(ms) else "runtime_error", time_ms=ms)
+
+
+def run(strategy, n: int, budget: int, measure) -> list[int]:
+    out: list[int] = []
+    while len(out) < budget and (batch := strategy.ask(min(n, budget - len(out)))):
+        assert len(batch) <= n
+        out.extend(batch)
+        strategy.tell([result(i, measure(i)) for i in batch])
+    return out
+
+
+def make(name, space=LANDSCAPE, seed=0, **options):
+    return strategies.create(name, space, seed, {**(SMALL.get(name, {}) if space is TINY else {}), **options})
+
+
+def test_all_searchers_are_registered():
+    assert set(SEARCHERS) <= set(strategies.available())
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_drains_a_tiny_space_without_repeating(name, n):
+    got = run(make(name, TINY), n, 10**6, lambda i: float(i % 5 + 1))
+    assert sorted(got) == list(range(len(TINY)))
+    assert make(name, TINY).ask(0) == []
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_same_seed_same_search_and_another_seed_another(name):
+    def measure(i):
+        return landscape_ms(i)
+    a = run(make(name, seed=3), 4, 80, measure)
+    assert a == run(make(name, seed=3), 4, 80, measure)
+    assert a != run(make(name, seed=4), 4, 80, measure)
+    assert len(set(a)) == len(a) == 80
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_failures_steer_but_do_not_stop_the_search(name):
+    half = run(make(name), 5, 120, lambda i: math.nan if i % 2 else landscape_ms(i))
+    assert len(set(half)) == len(half) == 120
+    nothing = run(make(name), 5, 60, lambda i: math.nan)
+    assert len(set(nothing)) == len(nothing) == 60
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_results_it_never_asked_for_are_learned_and_never_proposed(name):
+    strategy = make(name)
+    known = list(np.random.default_rng(0).choice(len(LANDSCAPE), 40, replace=False))
+    strategy.tell([result(int(i), landscape_ms(int(i))) for i in known])
+    got = run(strategy, 6, 90, landscape_ms)
+    assert len(got) == 90 and not set(got) & set(known) and len(set(got)) == 90
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_a_pickled_search_continues_identically(name):
+    strategy = make(name, seed=1)
+    run(strategy, 4, 40, landscape_ms)
+    copy = pickle.loads(pickle.dumps(strategy))
+    assert run(strategy, 4, 40, landscape_ms) == run(copy, 4, 40, landscape_ms)
+
+
+@pytest.mark.parametrize("name, option, value", [
+    ("genetic_algorithm", "population", 1), ("genetic_algorithm", "mutation_rate", 1.5),
+    ("differential_evolution", "crossover_rate", -0.1), ("differential_evolution", "population", 2.5),
+    ("pso", "swarm_size", 0), ("pso", "inertia", "fast"), ("simulated_annealing", "cooling", 1.5),
+    ("greedy_ils", "perturbation", 0), ("bayes_opt", "candidates", 0), ("bayes_opt", "initial_samples", True)])
+def test_bad_options_name_the_option(name, option, value):
+    with pytest.raises(ValueError, match=f"{name}.*{option}"):
+        strategies.create(name, LANDSCAPE, 0, {option: value})
+
+
+def best_found(name: str, seed: int, budget: int = 100, n: int = 4) -> float:
+    ids = run(strategies.create(name, LANDSCAPE, seed, {}), n, budget, landscape_ms)
+    return min(t for t in map(landscape_ms, ids) if math.isfinite(t))
+
+
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_beats_random_sampling_on_a_kernel_like_landscape(name):
+    seeds = range(8)
+    random = np.mean([best_found("random_sample", s) for s in seeds])
+    found = np.mean([best_found(name, s) for s in seeds])
+    optimum = min(t for t in map(landscape_ms, range(len(LANDSCAPE))) if math.isfinite(t))
+    # At least a quarter of the way from random sampling's result to the optimum.
+    assert found - optimum < 0.75 * (random - optimum), (found, random, optimum)
