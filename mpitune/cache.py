@@ -174,6 +174,20 @@ class Cache:
         self.runs[self.run] = row
         self.file.flush()
 
+    def save_strategy(self, key: str, state: bytes) -> None:
+        """The strategy's pickled state, so that a resumed run continues its search."""
+        if "strategy_state" in self.file:
+            del self.file["strategy_state"]
+        ds = self.file.create_dataset("strategy_state", data=np.frombuffer(state, dtype=np.uint8))
+        ds.attrs["key"] = key
+        self.file.flush()
+
+    def load_strategy(self, key: str) -> bytes | None:
+        ds = self.file.get("strategy_state")
+        if ds is None or ds.attrs.get("key") != key:
+            return None
+        return ds[...].tobytes()
+
     def close(self) -> None:
         self.file.close()
 

@@ -55,6 +55,10 @@ class Clock:
     def now(self) -> float:
         return self._simulated_s if self.simulated else time.perf_counter() - self._t0
 
+    def shift(self, seconds: float) -> None:
+        """Correct a real clock to agree with rank 0's (see comm.start_clock)."""
+        self._t0 -= seconds
+
     def advance(self, seconds: float) -> None:
         if not self.simulated:
             raise RuntimeError("only a simulated clock can be advanced")

@@ -8,14 +8,21 @@ and prints a progress line. A chunk of ``None`` tells every rank to stop.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
+import pickle
+import signal
 import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import __version__, backends, strategies
 from .cache import Cache, RunInfo
@@ -29,6 +36,11 @@ from .timeline import Clock, Timeline
 from .worker import run_chunk
 
 log = logging.getLogger(__name__)
+
+# Exit code of every rank when a run stopped before its search was done (signal or time
+# limit) and a rerun continues it; 75 is EX_TEMPFAIL, "try again later".
+EXIT_RESUMABLE = 75
+RESUMABLE = ("signal", "time_limit")
 
 
 @dataclass
@@ -60,6 +72,16 @@ def prepare(problem: Problem, settings: RunSettings) -> Setup:
     return Setup(problem, settings, space, strategy)
 
 
+@dataclass
+class Order:
+    """Rank 0's message to one rank each round: the ids of its chunk, or stop (``ids`` None)."""
+
+    now_s: float  # rank 0's clock, to which a simulated clock catches up
+    batch: int = -1
+    ids: list[int] | None = None
+    exit_code: int = 0
+
+
 class Manager:
     """Rank 0's side of the loop: budget, strategy, cache and the progress a person reads."""
 
@@ -74,29 +96,60 @@ class Manager:
         self.measured = 0
         self.batch = -1
         self.stop_reason = ""
+        self.stop_requested = ""  # set by a signal handler: the job is about to be ended
+        self.batch_s: list[float] = []
+        self._batch_start_s = math.nan
         known = cache.recorded()
         self.known = len(known)
         self.best: Result | None = None
         self._update_best(known)
+        self._resume_strategy(known)
+
+    def _strategy_key(self) -> str:
+        return json.dumps([self.settings.strategy, self.settings.seed, self.settings.strategy_options],
+                          sort_keys=True, default=str)
+
+    def _resume_strategy(self, known: list[Result]) -> None:
+        """Continue the search a stopped run saved (population, RNG, ...), if it was the same
+        strategy with the same seed and options; else start afresh knowing the cache."""
+        state = self.cache.load_strategy(self._strategy_key())
+        if state is not None:
+            self.strategy = pickle.loads(state)
+            known = [r for r in known if r.config_id not in self.strategy.seen]
+            log.info("resuming the saved state of strategy %s", self.settings.strategy)
         self.strategy.tell(known)
 
-    def next_chunks(self) -> list[list[int] | None]:
-        """One chunk of config ids per rank, or ``None`` for every rank when the run ends."""
-        limit = self.settings.max_fevals
+    def save_strategy(self) -> None:
+        self.cache.save_strategy(self._strategy_key(), pickle.dumps(self.strategy))
+
+    def next_orders(self) -> list[Order]:
+        """What every rank does next: a chunk of config ids each, or stop."""
+        now = self.clock.now()
+        if not math.isnan(self._batch_start_s):
+            self.batch_s.append(now - self._batch_start_s)
+        limit, time_limit = self.settings.max_fevals, self.settings.time_limit_s
         n = self.batch_size if limit is None else min(self.batch_size, limit - self.handed_out)
-        if limit is not None and n <= 0:
+        if self.stop_requested:
+            self.stop_reason = self.stop_requested
+        elif limit is not None and n <= 0:
             self.stop_reason = "max_fevals"
-        elif self.settings.time_limit_s is not None and self.clock.now() >= self.settings.time_limit_s:
+        elif time_limit is not None and now + self._typical_batch_s() > time_limit:
             self.stop_reason = "time_limit"
         else:
             ids = self.strategy.ask(n)
             if ids:
                 self.handed_out += len(ids)
                 self.batch += 1
+                self._batch_start_s = now
                 # Interleaved, so neighbouring (similarly costly) configurations spread out.
-                return [ids[r::self.ranks] for r in range(self.ranks)]
+                return [Order(now, self.batch, ids[r::self.ranks]) for r in range(self.ranks)]
             self.stop_reason = "finished"
-        return [None] * self.ranks
+        code = EXIT_RESUMABLE if self.stop_reason in RESUMABLE else 0
+        return [Order(now, exit_code=code)] * self.ranks
+
+    def _typical_batch_s(self) -> float:
+        """How long the next batch will likely take: the median of the last few."""
+        return float(np.median(self.batch_s[-5:])) if self.batch_s else 0.0
 
     def record(self, results: list[Result], phases) -> None:
         configs = [self.space.config(r.config_id) for r in results]
@@ -189,10 +242,11 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
         if error:
             return _refuse(rank, error)
 
-        _loop(comm, manager, backend, space, timeline)
+        with _stop_requests(manager):
+            exit_code = _loop(comm, manager, backend, space, timeline)
         if rank == 0:
             _finish(manager, timeline)
-        return 0
+        return exit_code
     finally:
         if backend is not None:
             backend.close()
@@ -219,22 +273,19 @@ def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
     return manager, None
 
 
-def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: Timeline) -> None:
+def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: Timeline) -> int:
+    """Rounds until rank 0 says stop; returns the exit code it sent."""
     while True:
-        messages = None
+        orders = None
         if manager:
             with timeline.phase("strategy"):
-                chunks = manager.next_chunks()
-                now = timeline.clock.now()
-                messages = [None if c is None else (manager.batch, c, now) for c in chunks]
+                orders = manager.next_orders()
         with timeline.phase("wait"):
-            message = comm.scatter(messages, root=0)
-            if message is not None:
-                timeline.clock.sync(message[2])
-        if message is None:
+            order = comm.scatter(orders, root=0)
+            timeline.clock.sync(order.now_s)
+        if order.ids is None:
             break
-        batch, chunk, _ = message
-        results = run_chunk(backend, space, chunk, comm.rank, batch, timeline)
+        results = run_chunk(backend, space, order.ids, comm.rank, order.batch, timeline)
         with timeline.phase("wait"):
             gathered = comm.gather((results, timeline.take(), timeline.clock.now()), root=0)
             if manager:
@@ -251,11 +302,32 @@ def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: 
     leftovers = comm.gather(timeline.take(), root=0)
     if manager:
         manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
+    return order.exit_code
+
+
+@contextmanager
+def _stop_requests(manager: Manager | None) -> Iterator[None]:
+    """SIGTERM and SIGUSR1 (what Slurm sends before a job's end, with ``--signal``) ask rank 0
+    to stop handing out batches; the batch in flight finishes and is recorded. Other ranks
+    ignore them so that they can finish their chunk and hear the stop from rank 0."""
+    def handler(signum, frame):
+        if manager:
+            manager.stop_requested = "signal"
+            log.warning("received %s: finishing the batch in flight, then stopping",
+                        signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _finish(manager: Manager, timeline: Timeline) -> None:
     clock = timeline.clock
     with timeline.phase("write"):
+        manager.save_strategy()
         manager.cache.finish_run(clock.now(), manager.stop_reason, manager.measured)
     manager.cache.append_phases([(0, p) for p in timeline.take()])
     manager.cache.close()
@@ -267,6 +339,9 @@ def _finish(manager: Manager, timeline: Timeline) -> None:
     kind = "simulated " if clock.simulated else ""
     say(f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({manager.stop_reason}); "
         f"results in {manager.cache.path}")
+    if manager.stop_reason in RESUMABLE:
+        say(f"stopped early ({manager.stop_reason}); run the same command again to resume "
+            f"(exit code {EXIT_RESUMABLE})")
 
 
 def _refuse(rank: int, error: str) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import h5py
 import numpy as np
 import pytest
@@ -103,15 +105,70 @@ def test_random_sample_respects_max_fevals_and_seed(tmp_path):
     assert sorted(picked[0]) == sorted(picked[1])
 
 
-def test_time_limit_stops_handing_out_batches(tmp_path):
+def test_time_limit_stops_early_with_the_resumable_exit_code(tmp_path):
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 41)), "MODE": [0]}')
     cache = tmp_path / "out.h5"
     proc = mpitune(2, [str(spec), "--cache", str(cache), "--time-limit", "0.5"], tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 75, proc.stderr
+    assert "run the same command again to resume" in proc.stdout
     with h5py.File(cache, "r") as f:
         run = f["runs"][0]
     assert run["status"].decode() == "time_limit"
     assert 0 < run["measured"] < 40
+    assert run["wall_s"] < 0.5 + 0.3  # the last batch was not expected to fit, so none started late
+    resumed = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    with h5py.File(cache, "r") as f:
+        assert sorted(f["results"]["config_id"]) == list(range(40))
+
+
+@pytest.mark.parametrize("signame", ["SIGUSR1", "SIGTERM"])
+def test_signal_drains_the_batch_in_flight_and_exits_resumable(tmp_path, signame):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import mpi_env, mpiexec
+
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 121)), "MODE": [0]}')
+    cache = tmp_path / "out.h5"
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until batches are being recorded
+        line = proc.stdout.readline()
+        if line.startswith("mpitune: batch 3:"):
+            break
+    # What Slurm does: signal every task of the step.
+    ranks = subprocess.run(["pgrep", "-f", f"mpitune {spec}"], capture_output=True, text=True).stdout.split()
+    for pid in ranks:
+        if int(pid) != proc.pid:
+            os.kill(int(pid), getattr(signal, signame))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert f"received {signame}" in err and "(signal)" in out
+    with h5py.File(cache, "r") as f:
+        ids = list(f["results"]["config_id"])
+        assert f["runs"][0]["status"] == b"signal"
+    assert 0 < len(ids) < 120 and len(set(ids)) == len(ids)
+    resumed = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    with h5py.File(cache, "r") as f:
+        assert sorted(f["results"]["config_id"]) == list(range(120))
+
+
+def test_resumed_random_search_continues_its_saved_state(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 31)), "MODE": [0]}')
+    split, whole = tmp_path / "split.h5", tmp_path / "whole.h5"
+    args = ["--strategy", "random_sample", "--seed", "11", "--batch-size", "2"]
+    assert mpitune(2, [str(spec), "--cache", str(split), *args, "--max-fevals", "6"], tmp_path).returncode == 0
+    assert mpitune(2, [str(spec), "--cache", str(split), *args, "--max-fevals", "6"], tmp_path).returncode == 0
+    assert mpitune(2, [str(spec), "--cache", str(whole), *args, "--max-fevals", "12"], tmp_path).returncode == 0
+    with h5py.File(split, "r") as a, h5py.File(whole, "r") as b:
+        assert list(a["results"]["config_id"]) == list(b["results"]["config_id"])
+        assert "strategy_state" in a
 
 
 def test_report_figures_add_up_to_measured_wall_time(tmp_path):
