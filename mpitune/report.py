@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from .result import OK
 from .timeline import IDLE_PHASES
 
 MEASURING = ("compile", "verify", "benchmark")
+# Columns of the per-rank table, in the order a run goes through them.
+PHASE_COLUMNS = ("startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait")
 
 
 def _plain(value):
@@ -29,7 +32,8 @@ def _config(row, names: list[str]) -> dict:
 
 
 def _run_walls(runs: np.ndarray, timeline: np.ndarray) -> list[float]:
-    """A run that never finished (killed) has no wall_s; its last recorded phase stands in."""
+    """A run that never finished (killed, or still running) has no wall_s; its last
+    recorded phase stands in."""
     walls = []
     for run in runs:
         wall = float(run["wall_s"])
@@ -42,8 +46,11 @@ def _run_walls(runs: np.ndarray, timeline: np.ndarray) -> list[float]:
 
 def per_rank(data: dict) -> list[dict]:
     """Phase totals per rank over all runs. A rank's wall time runs from the start of the
-    run's clock to its last recorded phase."""
-    timeline, ranks = data["timeline"], data["ranks"]
+    run's clock to its last recorded phase.
+
+    ``other_s`` is all busy time outside compile/verify/benchmark (start-up, strategy,
+    writing and unnamed gaps); ``phases`` splits every second by phase name."""
+    timeline, ranks, results = data["timeline"], data["ranks"], data["results"]
     totals: dict[int, dict] = defaultdict(lambda: defaultdict(float))
     for run in np.unique(timeline["run"]):
         rows = timeline[timeline["run"] == run]
@@ -54,23 +61,66 @@ def per_rank(data: dict) -> list[dict]:
             for phase, start, end in zip(mine["phase"], mine["start_s"], mine["end_s"]):
                 t[phase] += float(end - start)
     where = {int(r["rank"]): (r["host"], r["device"]) for r in ranks}  # latest run wins
+    measured = Counter(results["rank"].tolist())
     out = []
     for rank in sorted(totals):
         t = totals[rank]
         idle = sum(t[p] for p in IDLE_PHASES)
         busy = sum(v for k, v in t.items() if k not in IDLE_PHASES and k != "wall_s")
         host, device = where.get(rank, ("?", "?"))
+        phases = {p: t[p] for p in PHASE_COLUMNS}
+        phases.update({k: v for k, v in t.items() if k not in phases and k != "wall_s"})
+        measuring = sum(t[p] for p in MEASURING)
         out.append({
             "rank": rank, "host": host, "device": device,
             "compile_s": t["compile"], "verify_s": t["verify"], "benchmark_s": t["benchmark"],
-            "other_s": busy - sum(t[p] for p in MEASURING), "busy_s": busy, "idle_s": idle,
+            "other_s": busy - measuring, "busy_s": busy, "idle_s": idle,
             "wall_s": t["wall_s"],
+            "startup_s": t["startup"], "strategy_s": t["strategy"], "write_s": t["write"],
+            "wait_s": t["wait"], "phases": phases, "configs": int(measured.get(rank, 0)),
+            "efficiency": measuring / t["wall_s"] if t["wall_s"] > 0 else None,
         })
     return out
 
 
+def _devices(ranks: np.ndarray) -> list[dict]:
+    """Each (host, device) pair with the ranks that used it, over all runs."""
+    found: dict[tuple, set] = defaultdict(set)
+    for r in ranks:
+        found[(str(r["host"]), str(r["device"]))].add(int(r["rank"]))
+    return [{"host": h, "device": d, "ranks": sorted(rs)} for (h, d), rs in sorted(found.items())]
+
+
+def _iso(unix: float) -> str:
+    return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="seconds")
+
+
+def _runs(runs: np.ndarray, walls: list[float]) -> list[dict]:
+    out = []
+    for run, wall in zip(runs, walls):
+        out.append({
+            "run": int(run["run"]), "started": _iso(float(run["started_unix"])),
+            "wall_s": wall, "finished": not math.isnan(float(run["wall_s"])),
+            "status": str(run["status"]), "ranks": int(run["ranks"]), "strategy": str(run["strategy"]),
+            "seed": int(run["seed"]), "max_fevals": None if run["max_fevals"] < 0 else int(run["max_fevals"]),
+            "time_limit_s": None if math.isnan(run["time_limit_s"]) else float(run["time_limit_s"]),
+            "batch_size": int(run["batch_size"]), "space_size": int(run["space_size"]),
+            "measured": int(run["measured"]), "command": str(run["command"]), "version": str(run["version"]),
+        })
+    return out
+
+
+def _spread(times: np.ndarray) -> dict:
+    times = times[~np.isnan(times)]
+    if not len(times):
+        return {"min_ms": math.nan, "max_ms": math.nan, "std_ms": math.nan, "iterations": 0}
+    return {"min_ms": float(times.min()), "max_ms": float(times.max()), "std_ms": float(times.std()),
+            "iterations": int(len(times))}
+
+
 def summarize(data: dict, top: int = 5) -> dict:
     results, names = data["results"], data["param_names"]
+    problem = data["problem"]
     statuses = Counter(results["status"])
     ok = results[results["status"] == OK]
     order = np.argsort(ok["time_ms"], kind="stable")
@@ -79,24 +129,34 @@ def summarize(data: dict, top: int = 5) -> dict:
     wall_rank_s = sum(r["wall_s"] for r in ranks)
     measuring_s = sum(r["compile_s"] + r["verify_s"] + r["benchmark_s"] for r in ranks)
     runs = data["runs"]
+    walls = _run_walls(runs, data["timeline"])
+    tune_params = problem.get("tune_params", {})
     summary = {
-        "kernel": data["problem"].get("kernel_name"),
-        "lang": data["problem"].get("lang"),
+        "kernel": problem.get("kernel_name"),
+        "lang": problem.get("lang"),
         "space_size": int(runs["space_size"][-1]) if len(runs) else None,
         "configs": int(len(np.unique(results["config_id"]))),
         "ok": int(statuses.get(OK, 0)),
         "failed": {k: int(v) for k, v in sorted(statuses.items()) if k != OK},
         "best": None,
-        "top": [{"config": _config(r, names), "time_ms": float(r["time_ms"]),
-                 "min_ms": float(np.nanmin(r["times_ms"])), "max_ms": float(np.nanmax(r["times_ms"]))}
+        "top": [{"config": _config(r, names), "config_id": int(r["config_id"]), "time_ms": float(r["time_ms"]),
+                 **_spread(np.asarray(r["times_ms"], dtype=float).ravel())}
                 for r in best_rows],
         "median_ms": float(np.median(ok["time_ms"])) if len(ok) else None,
         "worst_ms": float(ok["time_ms"].max()) if len(ok) else None,
         "runs": int(len(runs)),
         "ranks": int(runs["ranks"].max()) if len(runs) else 0,
-        "wall_s": float(sum(_run_walls(runs, data["timeline"]))),
+        "wall_s": float(sum(walls)),
         "per_rank": ranks,
         "efficiency": measuring_s / wall_rank_s if wall_rank_s > 0 else None,
+        "problem": {
+            "kernel": problem.get("kernel_name"), "lang": problem.get("lang"),
+            "problem_size": problem.get("problem_size"), "iterations": problem.get("iterations"),
+            "params": {n: len(tune_params.get(n, [])) for n in names},
+            "imported_from": problem.get("imported_from"),
+        },
+        "devices": _devices(data["ranks"]),
+        "run_list": _runs(runs, walls),
     }
     if len(best_rows):
         summary["best"] = {"config": _config(best_rows[0], names), "config_id": int(best_rows[0]["config_id"]),
@@ -111,27 +171,75 @@ def render(path: str, as_json: bool = False, top: int = 5) -> str:
     return _text(path, summary)
 
 
+def _size(size) -> str:
+    if isinstance(size, (list, tuple)):
+        return " x ".join(str(s) for s in size) if size else "-"
+    return str(size)
+
+
+def _rank_ranges(ranks: list[int]) -> str:
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+
+
+def _seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
 def _text(path: str, s: dict) -> str:
-    lines = [f"{path}: kernel {s['kernel']} ({s['lang']})",
-             f"  {s['configs']} of {s['space_size']} configurations recorded in {s['runs']} run(s) "
-             f"on up to {s['ranks']} rank(s), {s['wall_s']:.1f} s wall time",
-             f"  ok {s['ok']}" + "".join(f", {k} {v}" for k, v in s["failed"].items())]
+    p = s["problem"]
+    params = ", ".join(f"{n} {k}" for n, k in p["params"].items())
+    lines = [f"{path}: kernel {s['kernel']} ({s['lang'] or '-'}), problem size {_size(p['problem_size'])}"]
+    if p.get("imported_from"):
+        lines.append(f"  imported from {p['imported_from']}")
+    lines.append(f"  space: {s['space_size']} configurations of {len(p['params'])} parameters "
+                 f"(values: {params}); {p['iterations']} timed iterations each")
+    lines.append("  devices: " + "; ".join(f"{d['host']}: {d['device']} ({_rank_ranges(d['ranks'])})"
+                                           for d in s["devices"]))
+    lines.append(f"\n  {s['runs']} run(s), {_seconds(s['wall_s'])} wall time in all:")
+    for r in s["run_list"]:
+        budget = [f"max_fevals {r['max_fevals']}"] if r["max_fevals"] is not None else []
+        budget += [f"time limit {r['time_limit_s']:g} s"] if r["time_limit_s"] is not None else []
+        wall = _seconds(r["wall_s"]) + ("" if r["finished"] else " so far")
+        started = r["started"].replace("T", " ").replace("+00:00", " UTC")
+        lines.append(f"  {r['run']:>4}. {started}, {wall}, {r['status']}: {r['measured']} configurations "
+                     f"measured on {r['ranks']} rank(s) in batches of {r['batch_size']}, "
+                     f"strategy {r['strategy']} (seed {r['seed']}" + "".join(f", {b}" for b in budget) + ")")
+        if r["command"]:
+            lines.append(f"        {r['command']}")
+    lines.append(f"\n  {s['configs']} of {s['space_size']} configurations recorded: ok {s['ok']}"
+                 + "".join(f", {k} {v}" for k, v in s["failed"].items()))
     if s["best"]:
         b = s["best"]
         lines.append(f"  best {b['time_ms']:.4g} ms; median {s['median_ms']:.4g} ms "
-                     f"({s['median_ms'] / b['time_ms']:.2f}x), worst {s['worst_ms']:.4g} ms "
+                     f"({s['median_ms'] / b['time_ms']:.2f}x the best), worst {s['worst_ms']:.4g} ms "
                      f"({s['worst_ms'] / b['time_ms']:.2f}x)")
-        lines.append(f"\n  top {len(s['top'])} (median of iterations, [min, max]):")
+        lines.append(f"\n  top {len(s['top'])} (objective in ms; spread of the timed iterations: "
+                     "[min, max] and standard deviation):")
         for i, t in enumerate(s["top"], 1):
             cfg = ", ".join(f"{k}={v}" for k, v in t["config"].items())
-            lines.append(f"  {i:>3}. {t['time_ms']:10.4g} ms  [{t['min_ms']:.4g}, {t['max_ms']:.4g}]  {cfg}")
-    lines.append("\n  rank  host / device                      compile_s  verify_s  bench_s  other_s"
-                 "   idle_s   wall_s")
+            spread = f"[{t['min_ms']:.4g}, {t['max_ms']:.4g}] ±{t['std_ms']:.2g}"
+            lines.append(f"  {i:>3}. {t['time_ms']:10.4g}  {spread:<28} {cfg}")
+    lines.append("\n  seconds per rank (all runs):")
+    lines.append("  rank  host / device                  startup strategy  compile   verify "
+                 "benchmark   write   other    wait    wall  configs  eff")
     for r in s["per_rank"]:
-        where = f"{r['host']} / {r['device']}"[:34]
-        lines.append(f"  {r['rank']:>4}  {where:<34} {r['compile_s']:9.2f} {r['verify_s']:9.2f} "
-                     f"{r['benchmark_s']:8.2f} {r['other_s']:8.2f} {r['idle_s']:8.2f} {r['wall_s']:8.2f}")
+        where = f"{r['host']} / {r['device']}"[:30]
+        figures = "".join(f"{r['phases'][p]:{9 if p == 'benchmark' else 8}.2f}" for p in PHASE_COLUMNS)
+        eff = f"{100 * r['efficiency']:3.0f}%" if r["efficiency"] is not None else "   -"
+        lines.append(f"  {r['rank']:>4}  {where:<30}{figures}{r['wall_s']:8.2f} {r['configs']:8d} {eff}")
     if s["efficiency"] is not None:
-        lines.append(f"\n  efficiency {100 * s['efficiency']:.1f}% (share of the ranks' wall time spent "
-                     f"compiling, verifying and benchmarking)")
+        lines.append(f"\n  parallel efficiency {100 * s['efficiency']:.1f}%: the share of the ranks' wall time "
+                     "spent compiling, verifying and benchmarking;\n  the rest went to start-up, the "
+                     "strategy, writing the file, other work and waiting for other ranks")
     return "\n".join(lines)

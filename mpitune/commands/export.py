@@ -1,0 +1,23 @@
+"""``export CACHE --format kt-json|t4 --out FILE``: results for Kernel Tuner's ecosystem."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "write a cache file as a Kernel Tuner JSON cache (replayable in its simulation mode) or T4 results"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cache", help="an mpitune HDF5 file")
+    p.add_argument("--format", required=True, choices=("kt-json", "t4"),
+                   help="kt-json: Kernel Tuner cache; t4: T4 results (schema 1.0.0)")
+    p.add_argument("--out", required=True, metavar="FILE", help="file to write (gzipped if it ends in .gz)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..exchange import export_kt_json, export_t4
+
+    write = export_kt_json if args.format == "kt-json" else export_t4
+    count = write(args.cache, args.out)
+    print(f"mpitune: wrote {count} configurations to {args.out} ({args.format})")
+    return 0

@@ -1,0 +1,25 @@
+"""``plot CACHE --out DIR``: PNG pictures of a cache file (needs matplotlib)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "draw PNGs of a cache file: convergence, per-rank timeline, distribution, each parameter"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..plots import PLOTS
+
+    p.add_argument("cache", help="an mpitune HDF5 file (a running job's file works too)")
+    p.add_argument("--out", default=".", metavar="DIR", help="folder for the PNG files (default: here)")
+    p.add_argument("--only", nargs="+", choices=PLOTS, metavar="PLOT",
+                   help=f"draw only these: {', '.join(PLOTS)}")
+    p.add_argument("--dpi", type=int, default=100, help="resolution of the PNG files (default 100)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..plots import PLOTS, plot
+
+    for path in plot(args.cache, args.out, args.only or PLOTS, args.dpi):
+        print(path)
+    return 0
