@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 # Exit code of every rank when a run stopped before its search was done (signal or time
 # limit) and a rerun continues it; 75 is EX_TEMPFAIL, "try again later".
 EXIT_RESUMABLE = 75
-RESUMABLE = ("signal", "time_limit")
+RESUMABLE = ("signal", "time_limit", "device_error")
 
 
 @dataclass
@@ -287,12 +287,17 @@ def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: 
             break
         results = run_chunk(backend, space, order.ids, comm.rank, order.batch, timeline)
         with timeline.phase("wait"):
-            gathered = comm.gather((results, timeline.take(), timeline.clock.now()), root=0)
+            gathered = comm.gather((results, timeline.take(), timeline.clock.now(), backend.fatal_error), root=0)
             if manager:
-                timeline.clock.sync(max(now for _, _, now in gathered))
+                timeline.clock.sync(max(now for _, _, now, _ in gathered))
         if manager:
-            results = [r for rank_results, _, _ in gathered for r in rank_results]
-            phases = [(r, p) for r, (_, rows, _) in enumerate(gathered) for p in rows]
+            results = [r for rank_results, _, _, _ in gathered for r in rank_results]
+            phases = [(r, p) for r, (_, rows, _, _) in enumerate(gathered) for p in rows]
+            lost = [(r, fatal) for r, (_, _, _, fatal) in enumerate(gathered) if fatal]
+            if lost:
+                rank, fatal = lost[0]
+                log.error("rank %d (%s): %s", rank, manager.hosts[rank], fatal)
+                manager.stop_requested = "device_error"
             with timeline.phase("write"):
                 manager.record(results, phases)
             with timeline.phase("strategy"):

@@ -12,7 +12,11 @@ from .timeline import Timeline
 
 def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], rank: int,
               batch: int, timeline: Timeline) -> list[Result]:
-    """Measure each configuration in turn; failures are statuses, never exceptions."""
+    """Measure each configuration in turn; failures are statuses, never exceptions.
+
+    Stops early when the backend reports its device lost (``backend.fatal_error``): what
+    it measured so far is returned, and nothing after it is trusted.
+    """
     timeline.batch = batch
     results = []
     for config_id in config_ids:
@@ -21,4 +25,6 @@ def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], r
         result.rank, result.batch = rank, batch
         result.started_s, result.finished_s = started_s, timeline.clock.now()
         results.append(result)
+        if backend.fatal_error:
+            break
     return results

@@ -18,6 +18,9 @@ class Backend:
     """
 
     device_name: str = "unknown"
+    # Set when the device can no longer be trusted (a lost CUDA context): the scheduler then
+    # stops giving this rank work and ends the run, rather than record garbage.
+    fatal_error: str = ""
 
     def prepare(self) -> None:
         pass
