@@ -29,8 +29,14 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
     p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
+    _stop_file(p)
     _common(p)
     return p
+
+
+def _stop_file(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stop-file", metavar="PATH",
+                   help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)")
 
 
 def _replay_parser() -> argparse.ArgumentParser:
@@ -44,6 +50,7 @@ def _replay_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument("--output", metavar="OUT.h5", help="results file (default: CACHE's name with .replay.h5)")
     p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
+    _stop_file(p)
     _common(p)
     return p
 
@@ -104,7 +111,8 @@ def _tune(args, argv: list[str], load) -> int:
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
     overrides = {"strategy": args.strategy, "max_fevals": args.max_fevals, "time_limit": args.time_limit,
-                 "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size}
+                 "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size,
+                 "stop_file": args.stop_file}
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
         return tuner.tune(lambda: load(overrides), command, debug=args.debug)

@@ -6,6 +6,7 @@ Only this module and the scheduler (tuner.py) import mpi4py.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, replace
 
@@ -92,6 +93,17 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
     problem = replace(skeleton, arguments=[deref(a) for a in skeleton.arguments],
                       answer=None if skeleton.answer is None else [deref(a) for a in skeleton.answer])
     return problem, arrays[-1]
+
+
+def slurm_world_error(comm: MPI.Comm) -> str | None:
+    """srun with an --mpi plugin that does not match the MPI library starts every task as
+    its own world of one rank: N copies would each tune everything. Refuse that."""
+    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", "")
+    if comm.size == 1 and tasks.isdigit() and int(tasks) > 1:
+        return (f"srun started {tasks} tasks but MPI sees a world of 1 rank in each: srun's --mpi plugin "
+                f"does not match the MPI library ({MPI.Get_library_version().splitlines()[0].strip()}); "
+                f"use --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH, or mpirun inside the allocation")
+    return None
 
 
 def first_error(comm: MPI.Comm, error: str | None) -> str | None:

@@ -103,6 +103,7 @@ class RunSettings:
     seed: int = 0
     cache_path: str = ""
     batch_size: int | None = None
+    stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
 
 
 def _describe(arg: Any) -> str:
@@ -368,6 +369,7 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
         settings.time_limit_s = check.number("time_limit", budget["time_limit"])
     if budget.get("seed") is not None:
         settings.seed = check.int_("seed", budget["seed"], 0)
+    settings.stop_file = overrides.get("stop_file") or ""
     if overrides.get("batch_size") is not None:
         settings.batch_size = check.int_("batch_size", overrides["batch_size"], 1)
     cache = overrides.get("cache") or spec["cache"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import __version__, backends, strategies
 from .cache import Cache, RunInfo
-from .comm import MPI, bcast_problem, first_error, start_clock
+from .comm import MPI, bcast_problem, first_error, slurm_world_error, start_clock
 from .errors import SpecError, UserError
 from .problem import Problem, RunSettings
 from .result import Result
@@ -129,6 +129,9 @@ class Manager:
             self.batch_s.append(now - self._batch_start_s)
         limit, time_limit = self.settings.max_fevals, self.settings.time_limit_s
         n = self.batch_size if limit is None else min(self.batch_size, limit - self.handed_out)
+        if not self.stop_requested and self.settings.stop_file and os.path.exists(self.settings.stop_file):
+            self.stop_requested = "signal"
+            log.warning("found %s: finishing, then stopping", self.settings.stop_file)
         if self.stop_requested:
             self.stop_reason = self.stop_requested
         elif limit is not None and n <= 0:
@@ -194,6 +197,9 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
     """
     comm = MPI.COMM_WORLD
     rank, size = comm.rank, comm.size
+    error = slurm_world_error(comm)
+    if error:
+        return _refuse(int(os.environ.get("SLURM_PROCID", "0")), error)
     clock, started_unix = start_clock(comm)
     timeline = Timeline(clock)
 

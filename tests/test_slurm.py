@@ -1,0 +1,115 @@
+"""jobscripts/das6.sh on a real (local, single-node) Slurm: drain at the time limit, resume.
+
+Needs root and Debian's slurmctld, slurmd, slurm-client and munge (.ci/run installs them);
+skipped where they are missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+
+from conftest import REPO, mpi_env, report_json
+
+pytestmark = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("slurmctld", "slurmd", "sbatch", "munged")) or os.geteuid() != 0,
+    reason="needs root and a Slurm installation (slurmctld, slurmd, slurm-client, munge)")
+
+# Each call spins for about 50 ms, so a configuration (compile, warm-up, 3 timed calls)
+# takes about 0.25 s and the whole search well over the job's one minute.
+SPIN_C = r"""
+#include <time.h>
+void spin(float *out, int n)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 50000000L);
+    for (int i = 0; i < n; i++)
+        out[i] = (float)(VARIANT % 1 + 1);
+}
+"""
+SPEC = """
+import numpy as np
+lang = "C"
+kernel_name = "spin"
+kernel_source = "spin.c"
+arguments = [np.zeros(16, np.float32), np.int32(16)]
+answer = [np.ones(16, np.float32), None]
+tune_params = {"VARIANT": list(range(400))}
+iterations = 3
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    state = tmp_path_factory.mktemp("slurm")
+    script = REPO / "tests" / "slurm" / "cluster.sh"
+    subprocess.run(["bash", str(script), "start", str(state)], check=True, timeout=120)
+    env = mpi_env()
+    env["SLURM_CONF"] = str(state / "slurm.conf")
+    env["MPITUNE_ENV"] = str(Path(sys.executable).parent.parent)
+    env["MPITUNE_REQUEUE"] = "0"
+    try:
+        yield env
+    finally:
+        subprocess.run(["scancel", "--user", "root"], env=env, timeout=30)
+        subprocess.run(["bash", str(script), "stop", str(state)], timeout=60)
+
+
+def sbatch(env, cwd: Path, args: list[str], timeout: float) -> tuple[int, str]:
+    """Submit, wait for the job, return its exit code and its output."""
+    out = cwd / f"job-{time.monotonic_ns()}.out"
+    proc = subprocess.run(["timeout", str(timeout), "sbatch", "--wait", "--output", str(out), *args],
+                          cwd=cwd, env=env, capture_output=True, text=True)
+    assert proc.returncode != 124, f"sbatch --wait timed out: {proc.stdout}{proc.stderr}"
+    return proc.returncode, out.read_text() if out.exists() else proc.stderr
+
+
+def test_das6_job_drains_at_its_time_limit_and_the_next_job_resumes(slurm, tmp_path):
+    (tmp_path / "spin.c").write_text(SPIN_C)
+    (tmp_path / "spec.py").write_text(SPEC)
+    cache = tmp_path / "spin.h5"
+    job = [str(REPO / "jobscripts" / "das6.sh"), "spec.py", "--cache", str(cache)]
+    shape = ["--ntasks-per-node=2", "--gres=gpu:2"]
+
+    rc, log = sbatch(slurm, tmp_path, [*shape, "--time=1", "--signal=B:USR1@50", *job], timeout=170)
+    assert rc == 75, log
+    assert "the time limit is near" in log and "stopped early" in log
+    with h5py.File(cache, "r") as f:
+        first = len(f["results"])
+        assert f["runs"][0]["status"] == b"signal" and f["runs"][0]["ranks"] == 2
+    assert 0 < first < 400
+
+    rc, log = sbatch(slurm, tmp_path, [*shape, "--time=10", *job], timeout=400)
+    assert rc == 0, log
+    with h5py.File(cache, "r") as f:
+        ids = sorted(f["results"]["config_id"])
+        runs = f["runs"][...]
+        ranks = f["ranks"][...]
+    assert ids == list(range(400))  # every configuration exactly once
+    assert [r.decode() for r in runs["status"]] == ["signal", "finished"]
+    assert list(runs["measured"]) == [first, 400 - first]
+    assert sorted(zip(ranks["run"], ranks["rank"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    summary = report_json(cache)
+    assert summary["configs"] == 400 and summary["runs"] == 2
+    for r in summary["per_rank"]:  # both jobs' time, and it adds up
+        assert r["busy_s"] + r["idle_s"] == pytest.approx(r["wall_s"], rel=0.03)
+
+
+def test_srun_with_the_wrong_mpi_plugin_is_refused(slurm, tmp_path):
+    (tmp_path / "spin.c").write_text(SPIN_C)
+    (tmp_path / "spec.py").write_text(SPEC)
+    env = dict(slurm, MPITUNE_SRUN_MPI="none")
+    rc, log = sbatch(env, tmp_path, ["--ntasks-per-node=2", "--gres=gpu:2", "--time=2",
+                                     str(REPO / "jobscripts" / "das6.sh"), "spec.py"], timeout=120)
+    assert rc == 2, log
+    assert log.count("MPI sees a world of 1 rank") == 1
+    assert "--mpi=pmi2 for MPICH" in log
