@@ -82,7 +82,7 @@ def test_das6_job_drains_at_its_time_limit_and_the_next_job_resumes(slurm, tmp_p
 
     rc, log = sbatch(slurm, tmp_path, [*shape, "--time=1", "--signal=B:USR1@50", *job], timeout=170)
     assert rc == 75, log
-    assert "the time limit is near" in log and "stopped early" in log
+    assert "the time limit is near" in log and "stopped early" in log and "USR1" in log
     with h5py.File(cache, "r") as f:
         first = len(f["results"])
         assert f["runs"][0]["status"] == b"signal" and f["runs"][0]["ranks"] == 2

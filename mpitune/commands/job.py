@@ -1,0 +1,95 @@
+"""``job SPEC [flags]``: run one tuning job inside a Slurm allocation (what the job scripts call).
+
+It starts one rank per task with srun (or mpirun), turns Slurm's warning before the time
+limit (``--signal=B:USR1@T``) or its SIGTERM into a clean stop (rank 0 sees the stop file
+before the next batch, the batch in flight finishes, results are flushed, every rank exits
+with 75), and then requeues the job so that the next one resumes. Keeping this in Python,
+not in each site's job script, leaves the scripts to the site-specific lines only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+
+HELP = "run SPEC on the tasks of this Slurm job, stop cleanly before its limit and requeue"
+EXIT_RESUMABLE = 75
+log = logging.getLogger(__name__)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--launcher", choices=("srun", "mpirun"),
+                   default=os.environ.get("MPITUNE_LAUNCHER", "srun"),
+                   help="how to start the ranks (default: srun, or $MPITUNE_LAUNCHER)")
+    p.add_argument("--srun-mpi", default=os.environ.get("MPITUNE_SRUN_MPI"),
+                   help="srun's --mpi plugin (default: pmix for Open MPI, pmi2 for MPICH)")
+    p.add_argument("--requeue", default=os.environ.get("MPITUNE_REQUEUE", "1") == "1",
+                   action=argparse.BooleanOptionalAction,
+                   help="requeue the job when the run stopped early and can resume (default: yes)")
+    p.add_argument("--margin", type=float, default=os.environ.get("MPITUNE_MARGIN_S"), metavar="S",
+                   help="also stop by --time-limit, S seconds before the job's end")
+    p.add_argument("mpitune_args", nargs=argparse.REMAINDER, help="SPEC and mpitune flags")
+
+
+def srun_mpi_plugin(python: str) -> str:
+    """The plugin matching the MPI library mpi4py loads; a mismatch gives worlds of 1 rank."""
+    probe = subprocess.run([python, "-c", "from mpi4py import MPI; print(MPI.Get_library_version())"],
+                           capture_output=True, text=True, timeout=120)
+    return "pmix" if "Open MPI" in probe.stdout else "pmi2"
+
+
+def seconds_left(squeue_time: str) -> int:
+    """Parse squeue's %L: [days-][hours:]minutes:seconds."""
+    days, _, clock = squeue_time.strip().rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    hours, minutes, secs = parts
+    return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + secs
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.mpitune_args:
+        raise UserError("job needs a spec: python -m mpitune job SPEC [mpitune flags]")
+    job_id = os.environ.get("SLURM_JOB_ID", "")
+    python = sys.executable
+    if args.launcher == "srun":
+        start = ["srun", f"--mpi={args.srun_mpi or srun_mpi_plugin(python)}", "--kill-on-bad-exit=1"]
+    else:
+        start = ["mpirun", "-n", os.environ.get("SLURM_NTASKS", "1")]
+    stop_file = Path.cwd() / f".mpitune-stop-{job_id or os.getpid()}"
+    stop_file.unlink(missing_ok=True)
+    extra = ["--stop-file", str(stop_file)]
+    if args.margin is not None and job_id:
+        left = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True)
+        limit_s = seconds_left(left.stdout) - float(args.margin) if left.returncode == 0 else 0
+        if limit_s > 0:
+            extra += ["--time-limit", str(limit_s)]
+
+    def ask_to_stop(signum, frame):
+        print(f"mpitune job: {signal.Signals(signum).name}: the time limit is near, asking the run to stop",
+              flush=True)
+        stop_file.touch()
+
+    for sig in (signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(sig, ask_to_stop)
+    cmd = [*start, python, "-m", "mpitune", *args.mpitune_args, *extra]
+    print(f"mpitune job {job_id}: {os.environ.get('SLURM_NTASKS', '1')} rank(s) on "
+          f"{os.environ.get('SLURM_JOB_NODELIST', os.uname().nodename)}: {' '.join(cmd)}", flush=True)
+    try:
+        rc = subprocess.run(cmd).returncode
+    finally:
+        stop_file.unlink(missing_ok=True)
+    if rc == EXIT_RESUMABLE:
+        print("mpitune job: stopped early; the results so far are saved and a rerun resumes", flush=True)
+        if args.requeue and job_id:
+            requeued = subprocess.run(["scontrol", "requeue", job_id]).returncode == 0
+            print(f"mpitune job: {'requeued' if requeued else 'could not requeue'} job {job_id}", flush=True)
+    return rc

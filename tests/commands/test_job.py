@@ -1,0 +1,26 @@
+import subprocess
+import sys
+
+import pytest
+
+from conftest import mpi_env
+from mpitune.commands.job import seconds_left, srun_mpi_plugin
+
+
+@pytest.mark.parametrize("text,expected", [("14:59", 899), ("1:02:03", 3723), ("2-00:00:10", 172810),
+                                           ("0:05\n", 5)])
+def test_squeue_time_left(text, expected):
+    assert seconds_left(text) == expected
+
+
+def test_plugin_follows_the_mpi_library_mpi4py_loads():
+    from mpi4py import MPI
+
+    expected = "pmix" if "Open MPI" in MPI.Get_library_version() else "pmi2"
+    assert srun_mpi_plugin(sys.executable) == expected
+
+
+def test_job_without_a_spec_is_refused():
+    proc = subprocess.run([sys.executable, "-m", "mpitune", "job"], env=mpi_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "needs a spec" in proc.stderr
