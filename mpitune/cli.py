@@ -44,7 +44,7 @@ def _replay_parser() -> argparse.ArgumentParser:
         "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
         ".h5 file) instead of running kernels; time is simulated from the recorded durations."))
     p.add_argument("cache", help="the measured data")
-    p.add_argument("--strategy", default="brute_force", help="search strategy")
+    p.add_argument("--strategy", help="search strategy (default: as for a spec, see docs/spec.md)")
     p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
     p.add_argument("--time-limit", type=float, metavar="S", help="stop after S simulated seconds")
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")

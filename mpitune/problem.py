@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "tune_params": None, "restrictions": None, "grid_div_x": None, "grid_div_y": None,
     "grid_div_z": None, "block_size_names": None, "answer": None, "atol": 1e-6,
     "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
-    "strategy": "brute_force", "strategy_options": None, "cache": None, "simulation_mode": False,
+    "strategy": None, "strategy_options": None, "cache": None, "simulation_mode": False,
 }
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
 
@@ -348,6 +348,14 @@ def _restrictions(check: _Checker, restrictions: Any, names: list[str]) -> list:
     return parsed
 
 
+def _default_strategy(budget: dict) -> str:
+    """With a budget, the strategy that did best on the replayed real search spaces
+    (docs/strategies.md); without one every strategy measures the whole space, and brute
+    force does so in order, at the least cost."""
+    has_budget = budget.get("max_fevals") is not None or budget.get("time_limit") is not None
+    return "genetic_algorithm" if has_budget else "brute_force"
+
+
 def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
     from .strategies import available  # strategies are plug-ins; only their names matter here
 
@@ -356,12 +364,12 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
         check.fail("strategy_options", "must be a dict")
     options = dict(options)
     budget = {k: options.pop(k) for k in BUDGET_OPTIONS if k in options}
-    strategy = overrides.get("strategy") or spec["strategy"]
-    if not isinstance(strategy, str) or strategy not in available():
-        check.fail("strategy", f"unknown strategy {strategy!r}; available: {', '.join(available())}")
     for key in ("max_fevals", "time_limit", "seed"):
         if overrides.get(key) is not None:
             budget[key] = overrides[key]
+    strategy = overrides.get("strategy") or spec["strategy"] or _default_strategy(budget)
+    if not isinstance(strategy, str) or strategy not in available():
+        check.fail("strategy", f"unknown strategy {strategy!r}; available: {', '.join(available())}")
     settings = RunSettings(strategy=strategy, strategy_options=options)
     if budget.get("max_fevals") is not None:
         settings.max_fevals = check.int_("max_fevals", budget["max_fevals"], 1)
@@ -397,7 +405,7 @@ def _simulation(check: _Checker, spec: dict, overrides: dict) -> tuple[Problem, 
     return problem, settings
 
 
-def replay_problem(source: str, overrides: dict, strategy: str = "brute_force",
+def replay_problem(source: str, overrides: dict, strategy: str | None = None,
                    strategy_options: dict | None = None) -> tuple[Problem, RunSettings]:
     """A problem answered from measured data: its parameters and configurations are the space."""
     from . import measured

@@ -40,6 +40,13 @@ def test_good_spec_loads_with_defaults(tmp_path):
     assert settings.cache_path.endswith("bad.h5")
 
 
+def test_default_strategy_follows_the_budget(tmp_path):
+    spec = write(tmp_path, GOOD)
+    assert load_spec(str(spec), {"max_fevals": 10})[1].strategy == "genetic_algorithm"
+    assert load_spec(str(spec), {"time_limit": 60})[1].strategy == "genetic_algorithm"
+    assert load_spec(str(spec), {"max_fevals": 10, "strategy": "random_sample"})[1].strategy == "random_sample"
+
+
 def test_command_line_overrides_the_spec(tmp_path):
     spec = write(tmp_path, GOOD + 'strategy = "brute_force"\nstrategy_options = {"max_fevals": 5, "seed": 1}\n')
     _, settings = load_spec(str(spec), {"strategy": "random_sample", "max_fevals": 2, "time_limit": 9.5,
