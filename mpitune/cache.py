@@ -1,30 +1,48 @@
 """The HDF5 file: results, timeline and runs of one tuning problem.
 
 It is the resume cache and the data for analysis at once. Only rank 0 writes it, and it
-is flushed after every batch, so a killed run loses at most the batch in flight. The
-layout is documented in docs/cache-format.md; it is plain compound datasets, readable
-with nothing but h5py.
+is flushed after every batch, so a killed run loses at most the batch in flight. It is
+written in HDF5's single-writer/multiple-reader mode (SWMR), so reports, plots and
+``watch`` can read it while the run goes on; SWMR readers cannot follow variable-length
+data, which is why every string is a fixed-length UTF-8 field. The layout is documented
+in docs/cache-format.md; it is plain compound datasets, readable with nothing but h5py.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import logging
 import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 import h5py
 import numpy as np
 
 from .errors import CacheMismatchError, UserError
+from .h5repair import clear_write_flags
 from .result import Result
 from .timeline import PhaseRow
 
+log = logging.getLogger(__name__)
+
 SCHEMA_VERSION = 1
-_STR = h5py.string_dtype()
 _CHUNK_ROWS = 256
+# Field widths in bytes of UTF-8; longer text is cut (compression makes the padding cheap).
+_SHORT, _NAME, _TEXT = "S16", "S96", "S1024"
+
+
+def _b(text: str, width: str) -> bytes:
+    """Text for a fixed-length field: UTF-8, cut to the field's width."""
+    return str(text).encode()[: np.dtype(width).itemsize]
+
+
+def _key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).hexdigest().encode()
 
 
 def problem_hash(identity: dict) -> str:
@@ -33,7 +51,7 @@ def problem_hash(identity: dict) -> str:
 
 def _param_dtype(values: list):
     if isinstance(values[0], str):
-        return _STR
+        return f"S{max(len(v.encode()) for v in values)}"
     return np.float64 if any(isinstance(v, float) for v in values) else np.int64
 
 
@@ -41,22 +59,22 @@ def results_dtype(tune_params: dict[str, list], iterations: int) -> np.dtype:
     return np.dtype(
         [("config_id", np.int64)]
         + [(name, _param_dtype(values)) for name, values in tune_params.items()]
-        + [("status", _STR), ("time_ms", np.float64), ("times_ms", np.float64, (iterations,)),
+        + [("status", _SHORT), ("time_ms", np.float64), ("times_ms", np.float64, (iterations,)),
            ("compile_s", np.float64), ("verify_s", np.float64), ("benchmark_s", np.float64),
-           ("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("host", _STR),
-           ("device", _STR), ("started_s", np.float64), ("finished_s", np.float64),
-           ("error", _STR)])
+           ("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("host", _NAME),
+           ("device", _NAME), ("started_s", np.float64), ("finished_s", np.float64),
+           ("error", _TEXT)])
 
 
 TIMELINE_DTYPE = np.dtype([("run", np.int32), ("rank", np.int32), ("batch", np.int64),
-                           ("config_id", np.int64), ("phase", _STR), ("start_s", np.float64),
+                           ("config_id", np.int64), ("phase", _SHORT), ("start_s", np.float64),
                            ("end_s", np.float64)])
 RUNS_DTYPE = np.dtype([("run", np.int32), ("started_unix", np.float64), ("wall_s", np.float64),
-                       ("ranks", np.int32), ("strategy", _STR), ("seed", np.int64),
+                       ("ranks", np.int32), ("strategy", _NAME), ("seed", np.int64),
                        ("max_fevals", np.int64), ("time_limit_s", np.float64),
-                       ("batch_size", np.int32), ("space_size", np.int64), ("measured", np.int64), ("status", _STR),
-                       ("command", _STR), ("version", _STR)])
-RANKS_DTYPE = np.dtype([("run", np.int32), ("rank", np.int32), ("host", _STR), ("device", _STR),
+                       ("batch_size", np.int32), ("space_size", np.int64), ("measured", np.int64), ("status", _SHORT),
+                       ("command", _TEXT), ("version", _SHORT)])
+RANKS_DTYPE = np.dtype([("run", np.int32), ("rank", np.int32), ("host", _NAME), ("device", _NAME),
                         ("pid", np.int64)])
 
 
@@ -74,6 +92,31 @@ class RunInfo:
     version: str
 
 
+def _writer_lock(path: str) -> IO:
+    """An exclusive lock on PATH.lock for as long as this writer lives.
+
+    HDF5 drops its own file lock in SWMR mode, and its open-for-write mark outlives a
+    killed writer, so only this lock tells a live writer from a dead one.
+    """
+    lock = open(path + ".lock", "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise UserError(f"another mpitune run is writing {path}; wait for it or use another --cache") from None
+    return lock
+
+
+def _open_for_writing(path: str) -> h5py.File:
+    try:
+        return h5py.File(path, "a", libver="latest")
+    except OSError as exc:
+        if "h5clear" not in str(exc) or not clear_write_flags(path):
+            raise UserError(f"cannot open cache {path}: {exc}") from None
+    log.warning("%s: the run that wrote it last was killed; its results are kept", path)
+    return h5py.File(path, "a", libver="latest")
+
+
 def _append(ds: h5py.Dataset, rows: np.ndarray) -> None:
     if len(rows):
         n = ds.shape[0]
@@ -89,16 +132,18 @@ class Cache:
         self.tune_params = tune_params
         digest = problem_hash(identity)
         exists = os.path.exists(path)
+        self._lock = _writer_lock(path)
         try:
-            self.file = h5py.File(path, "a")
-        except OSError as exc:
-            raise UserError(f"cannot open cache {path}: {exc}") from None
+            self.file = _open_for_writing(path)
+        except BaseException:
+            self._lock.close()
+            raise
         if not exists or "results" not in self.file:
             self._create(identity, digest, iterations)
         elif self.file.attrs.get("problem_hash") != digest:
             stored = json.loads(self.file.attrs.get("problem", "{}"))
             differ = sorted(k for k in set(stored) | set(identity) if stored.get(k) != identity.get(k))
-            self.file.close()
+            self.close()
             raise CacheMismatchError(
                 f"{path} holds results of a different problem ({', '.join(differ) or 'schema'} "
                 f"differ); pass --cache NEW.h5 to tune this one into another file")
@@ -106,7 +151,11 @@ class Cache:
         self.timeline = self.file["timeline"]
         self.runs = self.file["runs"]
         self.ranks = self.file["ranks"]
+        self.strategy_state = self.file["strategy_state"]
+        self.strategy_key = self.file["strategy_key"]
         self.run = -1
+        # From here on no dataset or attribute may be created, only appended to and written.
+        self.file.swmr_mode = True
 
     def _create(self, identity: dict, digest: str, iterations: int) -> None:
         f = self.file
@@ -118,12 +167,14 @@ class Cache:
                             ("timeline", TIMELINE_DTYPE), ("runs", RUNS_DTYPE), ("ranks", RANKS_DTYPE)):
             f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype,
                              chunks=(_CHUNK_ROWS,), compression="gzip" if name != "runs" else None)
+        f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
+        f.create_dataset("strategy_key", shape=(1,), dtype="S64")
         f.flush()
 
     def recorded(self) -> list[Result]:
         """Every configuration measured in earlier runs, to tell the strategy on resume."""
         rows = self.results[...]
-        return [Result(config_id=int(r["config_id"]), status=r["status"].decode(),
+        return [Result(config_id=int(r["config_id"]), status=r["status"].decode(errors="replace"),
                        time_ms=float(r["time_ms"]), compile_s=float(r["compile_s"]),
                        verify_s=float(r["verify_s"]), benchmark_s=float(r["benchmark_s"]))
                 for r in rows]
@@ -132,14 +183,15 @@ class Cache:
                   pids: Sequence[int]) -> int:
         self.run = len(self.runs)
         row = np.zeros(1, RUNS_DTYPE)
-        row[0] = (self.run, info.started_unix, math.nan, info.ranks, info.strategy, info.seed,
+        row[0] = (self.run, info.started_unix, math.nan, info.ranks, _b(info.strategy, _NAME), info.seed,
                   -1 if info.max_fevals is None else info.max_fevals,
                   math.nan if info.time_limit_s is None else info.time_limit_s,
-                  info.batch_size, info.space_size, 0, "running", info.command, info.version)
+                  info.batch_size, info.space_size, 0, b"running", _b(info.command, _TEXT),
+                  _b(info.version, _SHORT))
         _append(self.runs, row)
         ranks = np.zeros(len(hosts), RANKS_DTYPE)
         for rank, (host, device, pid) in enumerate(zip(hosts, devices, pids)):
-            ranks[rank] = (self.run, rank, host, device, pid)
+            ranks[rank] = (self.run, rank, _b(host, _NAME), _b(device, _NAME), pid)
         _append(self.ranks, ranks)
         self.file.flush()
         return self.run
@@ -148,21 +200,24 @@ class Cache:
                devices: Sequence[str], phases: Iterable[tuple[int, PhaseRow]]) -> None:
         """Write one batch (results with their configs, and timeline rows) and flush."""
         results = list(results)
-        rows = np.zeros(len(results), self.results.dtype)
-        iterations = self.results.dtype["times_ms"].shape[0]
+        dtype = self.results.dtype
+        rows = np.zeros(len(results), dtype)
+        iterations = dtype["times_ms"].shape[0]
         for i, (r, config) in enumerate(zip(results, configs)):
             times = np.full(iterations, np.nan)
             times[: len(r.times_ms)] = r.times_ms[:iterations]
-            rows[i] = ((r.config_id,) + tuple(config[n] for n in self.tune_params)
-                       + (r.status, r.time_ms, times, r.compile_s, r.verify_s, r.benchmark_s,
-                          self.run, r.batch, r.rank, hosts[r.rank], devices[r.rank],
-                          r.started_s, r.finished_s, r.error))
+            values = tuple(_b(config[n], dtype[n]) if isinstance(config[n], str) else config[n]
+                           for n in self.tune_params)
+            rows[i] = ((r.config_id,) + values
+                       + (_b(r.status, _SHORT), r.time_ms, times, r.compile_s, r.verify_s, r.benchmark_s,
+                          self.run, r.batch, r.rank, _b(hosts[r.rank], _NAME), _b(devices[r.rank], _NAME),
+                          r.started_s, r.finished_s, _b(r.error, _TEXT)))
         _append(self.results, rows)
         self.append_phases(phases, flush=False)
         self.file.flush()
 
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]], flush: bool = True) -> None:
-        rows = np.array([(self.run, rank, p.batch, p.config_id, p.phase, p.start_s, p.end_s)
+        rows = np.array([(self.run, rank, p.batch, p.config_id, _b(p.phase, _SHORT), p.start_s, p.end_s)
                          for rank, p in phases], dtype=TIMELINE_DTYPE)
         _append(self.timeline, rows)
         if flush:
@@ -170,32 +225,32 @@ class Cache:
 
     def finish_run(self, wall_s: float, status: str, measured: int) -> None:
         row = self.runs[self.run]
-        row["wall_s"], row["status"], row["measured"] = wall_s, status, measured
+        row["wall_s"], row["status"], row["measured"] = wall_s, _b(status, _SHORT), measured
         self.runs[self.run] = row
         self.file.flush()
 
     def save_strategy(self, key: str, state: bytes) -> None:
-        """The strategy's pickled state, so that a resumed run continues its search."""
-        if "strategy_state" in self.file:
-            del self.file["strategy_state"]
-        ds = self.file.create_dataset("strategy_state", data=np.frombuffer(state, dtype=np.uint8))
-        ds.attrs["key"] = key
+        """The strategy's pickled state, so that a resumed run continues its search; ``key``
+        says which strategy, seed and options it belongs to."""
+        self.strategy_state.resize((len(state),))
+        self.strategy_state[:] = np.frombuffer(state, dtype=np.uint8)
+        self.strategy_key[0] = _key_digest(key)
         self.file.flush()
 
     def load_strategy(self, key: str) -> bytes | None:
-        ds = self.file.get("strategy_state")
-        if ds is None or ds.attrs.get("key") != key:
+        if self.strategy_key[0] != _key_digest(key) or not len(self.strategy_state):
             return None
-        return ds[...].tobytes()
+        return self.strategy_state[...].tobytes()
 
     def close(self) -> None:
         self.file.close()
+        self._lock.close()
 
 
 def read(path: str) -> dict:
     """Everything in a cache file as numpy structured arrays plus the problem description."""
     try:
-        with h5py.File(path, "r") as f:
+        with h5py.File(path, "r", libver="latest", swmr=True) as f:
             if "results" not in f:
                 raise UserError(f"{path} is not an mpitune cache (no results dataset)")
             return {
@@ -209,8 +264,11 @@ def read(path: str) -> dict:
 
 
 def _decoded(rows: np.ndarray) -> np.ndarray:
-    """h5py returns variable-length strings inside compound rows as bytes; make them str."""
-    for name in rows.dtype.names:
-        if rows.dtype[name] == object:
-            rows[name] = [v.decode() if isinstance(v, bytes) else v for v in rows[name]]
-    return rows
+    """The same rows with every fixed-length UTF-8 field as str (numpy unicode)."""
+    fields = [(name, rows.dtype[name]) for name in rows.dtype.names]
+    if not any(dt.kind == "S" for _, dt in fields):
+        return rows
+    out = np.empty(rows.shape, [(n, f"U{dt.itemsize}" if dt.kind == "S" else dt) for n, dt in fields])
+    for name, dt in fields:
+        out[name] = np.char.decode(rows[name], "utf-8", errors="replace") if dt.kind == "S" else rows[name]
+    return out

@@ -2,13 +2,14 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
 from mpitune.cache import Cache, RunInfo, read
-from mpitune.errors import CacheMismatchError
+from mpitune.errors import CacheMismatchError, UserError
 from mpitune.result import Result
 from mpitune.timeline import PhaseRow
 
@@ -64,7 +65,7 @@ def test_data_is_on_disk_before_close(tmp_path):
     """Flushed after every batch: a reader sees it while the writer still holds the file."""
     path = tmp_path / "c.h5"
     cache = write_run(path, [0, 1, 2])
-    code = f"import h5py; print(len(h5py.File({str(path)!r}, 'r', locking=False)['results']))"
+    code = f"import h5py; print(len(h5py.File({str(path)!r}, 'r', libver='latest', swmr=True)['results']))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     cache.close()
     assert out.stdout.strip() == "3", out.stderr
@@ -88,3 +89,51 @@ def test_nan_padding_for_short_times(tmp_path):
     cache.close()
     row = read(str(path))["results"][0]
     assert np.isnan(row["times_ms"]).all() and row["error"] == "bad" and row["status"] == "compile_error"
+
+
+KILLED_WRITER = """
+import os, signal, sys
+sys.path.insert(0, {repo!r})
+from mpitune.cache import Cache, RunInfo
+from mpitune.result import Result
+from test_cache import IDENTITY, PARAMS, info
+cache = Cache({path!r}, IDENTITY, PARAMS, iterations=3)
+cache.start_run(info(), ["h"], ["d"], [1])
+cache.append([Result(3, "ok", time_ms=1.0, rank=0)], [{{"bs": 64, "kind": "a", "f": 1.0}}], ["h"], ["d"], [])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_writer_loses_nothing_written_and_the_file_reopens(tmp_path):
+    path = tmp_path / "c.h5"
+    code = KILLED_WRITER.format(repo=str(Path(__file__).parent.parent), path=str(path))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, capture_output=True)
+    assert proc.returncode == -9
+    with open(path, "rb") as fh:
+        assert fh.read(12)[11] != 0  # the killed writer's open-for-write mark is still there
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    assert [r.config_id for r in cache.recorded()] == [3]
+    cache.close()
+    assert read(str(path))["runs"]["status"][0] == "running"
+
+
+def test_a_second_writer_is_refused_while_the_first_lives(tmp_path):
+    path = str(tmp_path / "c.h5")
+    first = write_run(path, [0])
+    with pytest.raises(UserError, match="another mpitune run is writing"):
+        Cache(path, IDENTITY, PARAMS, iterations=3)
+    first.close()
+    Cache(path, IDENTITY, PARAMS, iterations=3).close()
+
+
+def test_strings_are_utf8_and_cut_to_their_field(tmp_path):
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, {"kind": ["ä", "bb"]}, iterations=1)
+    cache.start_run(info(command="python -m mpitune spëc.py"), ["hôst"], ["d"], [1])
+    cache.append([Result(0, "compile_error", error="ü" * 5000, rank=0)], [{"kind": "ä"}], ["hôst"], ["d"], [])
+    cache.close()
+    data = read(str(path))
+    row = data["results"][0]
+    assert row["kind"] == "ä" and row["host"] == "hôst" and row["error"].startswith("üüü")
+    assert len(row["error"].encode()) <= 1024
+    assert data["runs"]["command"][0] == "python -m mpitune spëc.py"

@@ -191,3 +191,34 @@ def test_report_figures_add_up_to_measured_wall_time(tmp_path):
         mine = np.sort(timeline[timeline["rank"] == rank], order="start_s")
         gaps = mine["start_s"][1:] - mine["end_s"][:-1]
         assert gaps.min() > -1e-6  # phases of one rank never overlap
+
+
+def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import mpi_env, mpiexec
+
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 101)), "MODE": [0]}')
+    cache = tmp_path / "out.h5"
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    done = 0
+    while time.monotonic() < deadline and done < 10:
+        line = proc.stdout.readline()
+        if line.startswith("mpitune: batch"):
+            done = int(line.split()[3].split("/")[0])  # "mpitune: batch N: DONE/TOTAL configs"
+    os.killpg(proc.pid, signal.SIGKILL)  # mpiexec and every rank, mid-batch
+    proc.communicate(timeout=30)
+    with h5py.File(cache, "r", libver="latest", swmr=True) as f:
+        kept = list(f["results"]["config_id"])
+    assert len(kept) >= done - 2 and len(set(kept)) == len(kept)
+    resumed = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    with h5py.File(cache, "r") as f:
+        assert sorted(f["results"]["config_id"]) == list(range(100))
+        assert [s.decode() for s in f["runs"]["status"]] == ["running", "finished"]
