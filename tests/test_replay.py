@@ -41,7 +41,8 @@ def test_simulation_mode_in_a_spec_and_simulated_time_limit(tmp_path):
     kt_cache(str(tmp_path / "measured.json"))
     spec = tmp_path / "sim.py"
     spec.write_text('simulation_mode = True\ncache = "measured.json"\nrestrictions = ["x < 3"]\n')
-    proc = mpitune(1, [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3"], tmp_path)
+    proc = mpitune(1, [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3",
+                       "--strategy", "brute_force"], tmp_path)
     assert proc.returncode == 75, proc.stderr
     with h5py.File(tmp_path / "o.h5", "r") as f:
         run = f["runs"][0]
