@@ -107,6 +107,16 @@ def _writer_lock(path: str) -> IO:
     return lock
 
 
+def writer_alive(path: str) -> bool:
+    """Whether a run is writing PATH now (it holds the writer lock)."""
+    try:
+        with open(path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+    except OSError:
+        return True
+
+
 def _open_for_writing(path: str) -> h5py.File:
     try:
         return h5py.File(path, "a", libver="latest")

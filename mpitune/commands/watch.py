@@ -1,0 +1,55 @@
+"""``watch CACHE``: follow a running job's file from a login node, until the run ends.
+
+Reads the file as an HDF5 SWMR reader, so it never disturbs the writer; a run whose writer
+is gone while its row still says "running" was killed, and watch says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+HELP = "print the progress of a running job's cache file every few seconds until the run ends"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cache", help="an mpitune HDF5 file, while its run goes on")
+    p.add_argument("--interval", type=float, default=5.0, metavar="S", help="seconds between lines (default 5)")
+
+
+def progress(data: dict) -> str:
+    """One line: the newest run's count, rate and best, and the file's overall best."""
+    runs, results = data["runs"], data["results"]
+    if not len(runs):
+        return "no run recorded yet"
+    run = runs[-1]
+    mine = results[results["run"] == run["run"]]
+    ok = results[results["status"] == "ok"]
+    elapsed_s = time.time() - run["started_unix"] if run["status"] == "running" else run["wall_s"]
+    line = (f"run {run['run']} ({run['status']}): {len(mine)} measured, {len(results)}/{run['space_size']} "
+            f"recorded, {len(mine) - int((mine['status'] == 'ok').sum())} failed")
+    if elapsed_s and not math.isnan(elapsed_s) and elapsed_s > 0:
+        line += f", {len(mine) / elapsed_s:.3g} configs/s over {elapsed_s:.0f} s"
+    if len(ok):
+        best = ok[ok["time_ms"].argmin()]
+        config = ", ".join(f"{n}={best[n]}" for n in data["param_names"])
+        line += f"; best {best['time_ms']:.4g} ms ({config})"
+    return line
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cache import read, writer_alive
+
+    while True:
+        data = read(args.cache)
+        print(f"mpitune: {progress(data)}", flush=True)
+        runs = data["runs"]
+        running = len(runs) and runs[-1]["status"] == "running"
+        if not running:
+            return 0
+        if not writer_alive(args.cache):
+            print("mpitune: no process is writing this file any more: the run was killed; "
+                  "rerun it to resume", flush=True)
+            return 1
+        time.sleep(args.interval)
