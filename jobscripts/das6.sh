@@ -18,17 +18,17 @@
 #
 # Knobs, as environment variables:
 #   MPITUNE_ENV       virtual environment or conda prefix to activate (default: ./.venv if present)
-#   MPITUNE_MODULES   modules to load (default: "prun cuda12.6/toolkit"); skipped without `module`
+#   MPITUNE_MODULES   modules to load (default: "prun"; add your MPI module); skipped without `module`
 #   MPITUNE_LAUNCHER  srun (default) or mpirun (inside this allocation)
 #   MPITUNE_SRUN_MPI  srun's --mpi plugin (default: pmix for Open MPI, pmi2 for MPICH)
 #   MPITUNE_REQUEUE   1 (default) to requeue after an early, resumable stop; 0 not to
 #   MPITUNE_MARGIN_S  also stop by --time-limit this many seconds before the job's end
 set -eo pipefail
 
-# DAS-6: Slurm comes with prun; CUDA for CuPy's NVRTC. Pick the MPI module your mpi4py was built against.
+# DAS-6: Slurm comes with prun; add the MPI module your mpi4py was built against.
 if type module >/dev/null 2>&1; then
     # shellcheck disable=SC2086
-    module load ${MPITUNE_MODULES:-prun cuda12.6/toolkit}
+    module load ${MPITUNE_MODULES:-prun}
 fi
 
 env_dir=${MPITUNE_ENV:-$PWD/.venv}
