@@ -75,7 +75,7 @@ RUNS_DTYPE = np.dtype([("run", np.int32), ("started_unix", np.float64), ("wall_s
                        ("batch_size", np.int32), ("space_size", np.int64), ("measured", np.int64), ("status", _SHORT),
                        ("command", _TEXT), ("version", _SHORT)])
 RANKS_DTYPE = np.dtype([("run", np.int32), ("rank", np.int32), ("host", _NAME), ("device", _NAME),
-                        ("pid", np.int64)])
+                        ("device_detail", _NAME), ("pid", np.int64)])
 
 
 @dataclass
@@ -190,7 +190,9 @@ class Cache:
                 for r in rows]
 
     def start_run(self, info: RunInfo, hosts: Sequence[str], devices: Sequence[str],
-                  pids: Sequence[int]) -> int:
+                  pids: Sequence[int], details: Sequence[str] = ()) -> int:
+        """Record a new run and where its ranks are; ``details`` says which device exactly
+        (index, PCI bus, UUID of a GPU), one per rank."""
         self.run = len(self.runs)
         row = np.zeros(1, RUNS_DTYPE)
         row[0] = (self.run, info.started_unix, math.nan, info.ranks, _b(info.strategy, _NAME), info.seed,
@@ -200,8 +202,9 @@ class Cache:
                   _b(info.version, _SHORT))
         _append(self.runs, row)
         ranks = np.zeros(len(hosts), RANKS_DTYPE)
-        for rank, (host, device, pid) in enumerate(zip(hosts, devices, pids)):
-            ranks[rank] = (self.run, rank, _b(host, _NAME), _b(device, _NAME), pid)
+        details = list(details) or [""] * len(hosts)
+        for rank, (host, device, detail, pid) in enumerate(zip(hosts, devices, details, pids)):
+            ranks[rank] = (self.run, rank, _b(host, _NAME), _b(device, _NAME), _b(detail, _NAME), pid)
         _append(self.ranks, ranks)
         self.file.flush()
         return self.run

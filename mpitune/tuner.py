@@ -235,7 +235,8 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
     try:
         with timeline.phase("wait"):
             error = first_error(comm, error)
-            where = comm.gather((socket.gethostname(), backend and backend.device_name, os.getpid()), root=0)
+            where = comm.gather((socket.gethostname(), backend and backend.device_name,
+                                 backend and backend.device_detail, os.getpid()), root=0)
         if error:
             return _refuse(rank, error)
 
@@ -262,7 +263,7 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
 def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
           command: str) -> tuple[Manager | None, str | None]:
     """Open (or resume) the cache and record the run; an error string if the cache refuses."""
-    hosts, devices, pids = zip(*where)
+    hosts, devices, details, pids = zip(*where)
     problem, settings = setup.problem, setup.settings
     identity = problem.identity()
     identity["devices"] = sorted(set(devices))
@@ -273,7 +274,7 @@ def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
     manager = Manager(setup, cache, hosts, devices, clock)
     cache.start_run(RunInfo(started_unix, len(hosts), settings.strategy, settings.seed, settings.max_fevals,
                             settings.time_limit_s, manager.batch_size, len(setup.space), command, __version__),
-                    hosts, devices, pids)
+                    hosts, devices, pids, details)
     say(f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}")
     return manager, None

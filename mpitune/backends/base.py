@@ -17,7 +17,8 @@ class Backend:
     on the timeline it is given, which also fills ``compile_s``/``verify_s``/``benchmark_s``.
     """
 
-    device_name: str = "unknown"
+    device_name: str = "unknown"  # the model: part of what defines a problem's results
+    device_detail: str = ""  # which device exactly (index, PCI bus, UUID), for the record
     # Set when the device can no longer be trusted (a lost CUDA context): the scheduler then
     # stops giving this rank work and ends the run, rather than record garbage.
     fatal_error: str = ""

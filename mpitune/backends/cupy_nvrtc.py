@@ -225,6 +225,7 @@ class CupyBackend(Backend):
         self.device_name = _text(props.get("name", b"unknown GPU"))
         self.device_uuid = _uuid(props.get("uuid"))
         self.device_pci_bus_id = self._pci_bus_id()
+        self.device_detail = f"GPU {self.device_id}, PCI {self.device_pci_bus_id}, {self.device_uuid}"
         self.name_expressions = [problem.kernel_name.strip()]
         self.options = tuple(problem.compiler_options)
         self._args: tuple = ()
