@@ -82,6 +82,15 @@ class Order:
     exit_code: int = 0
 
 
+def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
+    """One chunk per rank: interleaved, so that neighbouring (similarly costly)
+    configurations spread out, and rotated by batch, so that a parameter that alternates in
+    id order (a cheap and a costly value) does not always land on the same rank."""
+    chunks = [ids[r::ranks] for r in range(ranks)]
+    shift = batch % ranks
+    return chunks[shift:] + chunks[:shift]
+
+
 class Manager:
     """Rank 0's side of the loop: budget, strategy, cache and the progress a person reads."""
 
@@ -144,8 +153,7 @@ class Manager:
                 self.handed_out += len(ids)
                 self.batch += 1
                 self._batch_start_s = now
-                # Interleaved, so neighbouring (similarly costly) configurations spread out.
-                return [Order(now, self.batch, ids[r::self.ranks]) for r in range(self.ranks)]
+                return [Order(now, self.batch, chunk) for chunk in deal(ids, self.ranks, self.batch)]
             self.stop_reason = "finished"
         code = EXIT_RESUMABLE if self.stop_reason in RESUMABLE else 0
         return [Order(now, exit_code=code)] * self.ranks

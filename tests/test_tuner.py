@@ -222,3 +222,17 @@ def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
     with h5py.File(cache, "r") as f:
         assert sorted(f["results"]["config_id"]) == list(range(100))
         assert [s.decode() for s in f["runs"]["status"]] == ["running", "finished"]
+
+
+def test_dealing_interleaves_and_rotates_by_batch():
+    from mpitune.tuner import deal
+
+    assert deal([10, 11, 12, 13, 14], 2, 0) == [[10, 12, 14], [11, 13]]
+    assert deal([10, 11, 12, 13, 14], 2, 1) == [[11, 13], [10, 12, 14]]
+    assert deal([7], 3, 4) == [[], [7], []]
+    # Over consecutive batches of one id per rank, odd and even ids reach both ranks.
+    seen = {0: set(), 1: set()}
+    for batch in range(4):
+        for rank, chunk in enumerate(deal([2 * batch, 2 * batch + 1], 2, batch)):
+            seen[rank].update(i % 2 for i in chunk)
+    assert seen == {0: {0, 1}, 1: {0, 1}}
