@@ -229,7 +229,7 @@ def test_dealing_interleaves_and_rotates_by_batch():
 
     assert deal([10, 11, 12, 13, 14], 2, 0) == [[10, 12, 14], [11, 13]]
     assert deal([10, 11, 12, 13, 14], 2, 1) == [[11, 13], [10, 12, 14]]
-    assert deal([7], 3, 4) == [[], [7], []]
+    assert deal([7], 3, 4) == [[], [], [7]]
     # Over consecutive batches of one id per rank, odd and even ids reach both ranks.
     seen = {0: set(), 1: set()}
     for batch in range(4):
