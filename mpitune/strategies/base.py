@@ -58,8 +58,8 @@ class Strategy:
     def random_unseen(self, n: int) -> list[int]:
         """Up to ``n`` uniformly random unseen ids: the fallback that keeps every budget usable
         when a strategy has nothing better to propose. [] only when the space is exhausted."""
-        if self._spare is None:
-            self._spare = np.random.default_rng([self.seed, 0x5EED]).permutation(len(self.space))
+        if self._spare is None:  # the same permutation as random_sample: one shared random design
+            self._spare = np.random.default_rng(self.seed).permutation(len(self.space))
         batch: list[int] = []
         while len(batch) < n and self._spare_pos < len(self._spare):
             config_id = int(self._spare[self._spare_pos])

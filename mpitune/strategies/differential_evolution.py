@@ -8,6 +8,13 @@ configuration. When the trial's result arrives it replaces its target if it is b
 batch of n trials is n independent target updates of one generation. Failures have an
 infinite objective and therefore never replace a member. Results for configurations the
 strategy did not propose replace the worst member when they are better.
+
+Best/1/bin converges: the population collapses onto the best member, the difference vectors
+shrink to nothing, and the trials become snaps to the nearest unseen configuration around the
+best. So when ``patience`` generations in a row (``patience * population`` trials) have not
+improved the best, the population restarts: the best member stays, every other member is
+replaced by a random unseen configuration (the next batches are that random sample), and the
+evolution continues from the new population.
 """
 
 from __future__ import annotations
@@ -19,23 +26,41 @@ import numpy as np
 from ..result import Result
 from .base import Strategy, check, objective
 
+NEWCOMER = -1  # pending value of a random configuration that joins the population on a restart
+
 
 class DifferentialEvolution(Strategy):
-    def __init__(self, space, seed: int, population: int, differential_weight: float, crossover_rate: float):
+    def __init__(self, space, seed: int, population: int, differential_weight: float, crossover_rate: float,
+                 patience: int):
         super().__init__(space, seed)
         self.population = population
         self.weight = differential_weight
         self.crossover_rate = crossover_rate
+        self.patience = patience
         self.rng = np.random.default_rng(seed)
         self.members: list[int] = []  # config ids, formed once enough results are told
-        self.pending: dict[int, int] = {}  # trial config id -> index of its target member
+        self.pending: dict[int, int] = {}  # trial config id -> index of its target member, or NEWCOMER
         self._turn = 0
+        self._stale = 0  # trials told since the best member last improved
+        self._newcomers = 0  # random members still to hand out after a restart
 
     def ask(self, n: int) -> list[int]:
         if not self.members and len(self.values) >= self.population:
             self.members = self.best(self.population)
         if not self.members:
             return self.random_unseen(n)
+        batch: list[int] = []
+        if self._newcomers:
+            fresh = self.random_unseen(min(n, self._newcomers))
+            self._newcomers -= len(fresh)
+            self.pending.update((i, NEWCOMER) for i in fresh)
+            batch += fresh
+        k = len(self.members)
+        if len(batch) < n and k >= 3:
+            batch += self._trials(n - len(batch))
+        return batch + self.random_unseen(n - len(batch))
+
+    def _trials(self, n: int) -> list[int]:
         coords = self.space.unit_coordinates()
         k, d = len(self.members), coords.shape[1]
         targets = [(self._turn + i) % k for i in range(n)]
@@ -49,24 +74,46 @@ class DifferentialEvolution(Strategy):
         trials = np.clip(np.where(cross, mutants, member_coords[targets]), 0.0, 1.0)
         batch = self.nearest_unseen(trials)
         self.pending.update(zip(batch, targets))
-        return batch + self.random_unseen(n - len(batch))
+        return batch
 
     def tell(self, results: Iterable[Result]) -> None:
         results = list(results)
+        before = min((self.values[i] for i in self.members), default=None)
         super().tell(results)
         for r in results:
             value = objective(r)
             target = self.pending.pop(r.config_id, None)
             if not self.members:
                 continue
+            if target == NEWCOMER:
+                self.members.append(r.config_id)
+                continue
             if target is None:  # not a trial of ours: compete with the worst member
                 target = max(range(len(self.members)), key=lambda i: self.values[self.members[i]])
-            if value < self.values[self.members[target]]:
+            if target < len(self.members) and value < self.values[self.members[target]]:
                 self.members[target] = r.config_id
+        if before is None or not self.members:
+            return
+        if min(self.values[i] for i in self.members) < before:
+            self._stale = 0
+        else:
+            self._stale += len(results)
+            if self._stale >= self.patience * self.population and not self._newcomers:
+                self._restart()
+
+    def _restart(self) -> None:
+        """Keep the best member, replace the others by random configurations."""
+        best = min(self.members, key=lambda i: (self.values[i], i))
+        self.members = [best]
+        self._turn = 0
+        self._stale = 0
+        self._newcomers = self.population - 1
+        self.pending = {i: t for i, t in self.pending.items() if t == NEWCOMER}
 
 
 def create(space, seed: int, population: int = 20, differential_weight: float = 0.5,
-           crossover_rate: float = 0.7) -> Strategy:
+           crossover_rate: float = 0.7, patience: int = 2) -> Strategy:
     return DifferentialEvolution(space, seed, check("population", population, 3, 10**6, integer=True),
                                  check("differential_weight", differential_weight, 0, 2),
-                                 check("crossover_rate", crossover_rate, 0, 1))
+                                 check("crossover_rate", crossover_rate, 0, 1),
+                                 check("patience", patience, 1, 10**6, integer=True))

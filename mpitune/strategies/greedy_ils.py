@@ -1,13 +1,19 @@
 """Greedy iterated local search whose neighbourhoods are evaluated as batches.
 
-A batch is filled with unseen neighbours (one parameter changed) of the current
-configuration, in random order. After the results come back, the search moves to the best
-configuration of the batch if it beats the current one (first improvement, at batch
-granularity). When the current configuration's neighbourhood is used up it is a local
-optimum; the search then kicks: a random walk of ``perturbation`` steps from the best
-configuration found so far gives a new current configuration, and the rest of the batch is
-filled from its neighbourhood. So a batch never waits: a small neighbourhood is followed by
-the kick in the same batch. Failures have an infinite objective and are never moved to.
+The first batch is a random sample (one configuration per batch slot), so a search on n
+ranks starts from the best of n random points instead of spending its first batches around
+one arbitrary configuration. Then a batch is filled with unseen neighbours (one parameter
+changed) of the current configuration: first those one value up or down, then the others, each
+group in random order. After the results come back, the search moves to the best configuration
+of the batch if it beats the current one (first improvement, at batch granularity). A share
+``exploration`` of every batch (rounded down: one slot in eight by default, none below eight
+ranks) goes to random configurations, which keeps looking at other basins while the local search
+runs; any of them that beats the current configuration becomes the current one. When the
+current configuration's neighbourhood is used up it is a local optimum; the search then kicks: a
+random walk of ``perturbation`` steps from the best configuration found so far gives a new
+current configuration, and the rest of the batch is filled from its neighbourhood. So a batch
+never waits: a small neighbourhood is followed by the kick in the same batch. Failures have an
+infinite objective and are never moved to.
 """
 
 from __future__ import annotations
@@ -23,27 +29,33 @@ MAX_KICKS_PER_BATCH = 8  # then fill with random configurations: the space is ne
 
 
 class GreedyILS(Strategy):
-    def __init__(self, space, seed: int, perturbation: int):
+    def __init__(self, space, seed: int, perturbation: int, exploration: float):
         super().__init__(space, seed)
         self.perturbation = perturbation
+        self.exploration = exploration
         self.rng = np.random.default_rng(seed)
         self.current = -1
 
     def ask(self, n: int) -> list[int]:
-        batch: list[int] = []
         if self.current < 0:
             self.current = self.best(1)[0] if self.values else -1
             if self.current < 0:
-                batch += self.random_unseen(min(1, n))
-                self.current = batch[0] if batch else -1
+                return self.random_unseen(n)  # the start: a random sample; tell picks the best
+        batch: list[int] = self.random_unseen(int(n * self.exploration))
         kicks = 0
-        while self.current >= 0 and len(batch) < n and kicks <= MAX_KICKS_PER_BATCH:
-            batch += self.claim(self.rng.permutation(self.space.neighbours(self.current)), n - len(batch))
+        while len(batch) < n and kicks <= MAX_KICKS_PER_BATCH:
+            batch += self.claim(self._neighbourhood(self.current), n - len(batch))
             if len(batch) < n:
                 kicks += 1
                 self.current = self._kick()
                 batch += self.claim([self.current], n - len(batch))
         return batch + self.random_unseen(n - len(batch))
+
+    def _neighbourhood(self, config_id: int) -> np.ndarray:
+        adjacent = self.space.neighbours(config_id, adjacent=True)
+        every = self.space.neighbours(config_id)
+        rest = np.setdiff1d(every, adjacent, assume_unique=True)
+        return np.concatenate([self.rng.permutation(adjacent), self.rng.permutation(rest)])
 
     def _kick(self) -> int:
         config_id = self.best(1)[0] if self.values else self.current
@@ -58,12 +70,13 @@ class GreedyILS(Strategy):
         results = list(results)
         super().tell(results)
         told = [r.config_id for r in results]
-        if not told or self.current < 0:
+        if not told:
             return
         candidate = min(told, key=lambda i: (self.values[i], i))
-        if self.values[candidate] < self.values.get(self.current, FAILED):
+        if self.current < 0 or self.values[candidate] < self.values.get(self.current, FAILED):
             self.current = candidate
 
 
-def create(space, seed: int, perturbation: int = 3) -> Strategy:
-    return GreedyILS(space, seed, check("perturbation", perturbation, 1, 10**6, integer=True))
+def create(space, seed: int, perturbation: int = 3, exploration: float = 0.125) -> Strategy:
+    return GreedyILS(space, seed, check("perturbation", perturbation, 1, 10**6, integer=True),
+                     check("exploration", exploration, 0, 1))

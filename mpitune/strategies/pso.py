@@ -7,6 +7,11 @@ and the new point is snapped to the nearest unseen configuration, which becomes 
 particle's position. The global best is the best configuration told so far, including
 results the swarm did not propose (a resumed cache). Failures have an infinite objective:
 they are never a personal or global best.
+
+A swarm converges onto its global best and then only snaps to unseen configurations around
+it. So a particle whose personal best has not improved for ``patience`` of its moves starts
+again at a random unseen configuration, with no velocity and no memory; the swarm keeps its
+global best, so the restarted particle is still pulled towards it, but from somewhere new.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from .base import FAILED, Strategy, check, objective
 
 
 class ParticleSwarm(Strategy):
-    def __init__(self, space, seed: int, swarm_size: int, inertia: float, cognitive: float, social: float):
+    def __init__(self, space, seed: int, swarm_size: int, inertia: float, cognitive: float, social: float,
+                 patience: int):
         super().__init__(space, seed)
+        self.patience = patience
         self.inertia, self.cognitive, self.social = inertia, cognitive, social
         self.rng = np.random.default_rng(seed)
         d = len(space.names)
@@ -30,6 +37,7 @@ class ParticleSwarm(Strategy):
         self.personal = np.zeros((swarm_size, d))
         self.personal_value = np.full(swarm_size, FAILED)
         self.started = np.zeros(swarm_size, dtype=bool)
+        self.stale = np.zeros(swarm_size, dtype=np.int64)  # moves since the personal best improved
         self.pending: dict[int, int] = {}  # config id -> particle
         self._turn = 0
 
@@ -38,6 +46,12 @@ class ParticleSwarm(Strategy):
         particles = [(self._turn + i) % size for i in range(n)]
         self._turn = (self._turn + n) % size
         coords = self.space.unit_coordinates()
+        for p in particles:
+            if self.started[p] and self.stale[p] >= self.patience:  # stagnated: start afresh
+                self.started[p] = False
+                self.velocity[p] = 0.0
+                self.personal_value[p] = FAILED
+                self.stale[p] = 0
         moving = [p for p in particles if self.started[p] and self.values]
         batch, owners = [], []
         if moving:
@@ -69,13 +83,18 @@ class ParticleSwarm(Strategy):
         for r in results:
             p = self.pending.pop(r.config_id, None)
             value = objective(r)
-            if p is not None and value < self.personal_value[p]:
+            if p is None:
+                continue
+            if value < self.personal_value[p]:
                 self.personal_value[p] = value
                 self.personal[p] = coords[r.config_id]
+                self.stale[p] = 0
+            else:
+                self.stale[p] += 1
 
 
 def create(space, seed: int, swarm_size: int = 20, inertia: float = 0.5, cognitive: float = 2.0,
-           social: float = 1.0) -> Strategy:
+           social: float = 1.0, patience: int = 5) -> Strategy:
     return ParticleSwarm(space, seed, check("swarm_size", swarm_size, 1, 10**6, integer=True),
                          check("inertia", inertia, 0, 2), check("cognitive", cognitive, 0, 10),
-                         check("social", social, 0, 10))
+                         check("social", social, 0, 10), check("patience", patience, 1, 10**6, integer=True))

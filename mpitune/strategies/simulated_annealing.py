@@ -1,13 +1,26 @@
 """Simulated annealing with one independent chain per batch slot.
 
 A batch of n asks each of the first n chains for its next step (chains are created on
-demand, so the number of chains follows the batch size, i.e. the number of ranks). A step
-proposes a random unseen neighbour (one parameter changed) of the chain's current
-configuration; when it comes back, the chain moves there if it is better, or with
-probability ``exp(-relative_worsening / T)``. Each step cools the chain's temperature by
-``cooling`` down to ``min_temperature``. A chain whose neighbourhood is used up (other
-chains and earlier steps saw it all) restarts at a random unseen configuration. Failures
-have an infinite objective: they are never accepted, a chain only steps over them.
+demand, so the number of chains follows the batch size, i.e. the number of ranks). Every
+chain starts at a random configuration, so the first batch is a random sample spread over
+the space rather than n steps around one point. A step proposes a random unseen neighbour
+of the chain's current configuration (one parameter changed: with probability one half to
+the next value up or down, otherwise to any value); when it comes back, the chain moves
+there if it is better, or with probability ``exp(-log(new / current) / T)``.
+
+The temperature is adaptive: ``T = temperature * spread * cooling ** steps``, where
+``spread`` is the standard deviation of the log kernel times seen so far, so the same option
+values work for kernels whose configurations differ by 5 % or by 50x, and ``steps`` counts
+the chain's steps since it (re)started; ``T`` never drops below ``min_temperature * spread``.
+
+A chain that has not improved on its own best for ``patience`` steps has stagnated: it
+restarts, alternately at one of the best configurations found so far by all chains (to
+intensify there) and at a random unseen configuration (to explore), with a fresh temperature.
+A chain whose neighbourhood is used up restarts the same way. A chain whose current
+configuration is worse than the median of everything seen restarts at once, and always from
+one of the best: with 8 chains and a few hundred evaluations, walking out of a poor region
+costs more steps than there are. Failures have an infinite
+objective: they are never accepted, a chain only steps over them.
 """
 
 from __future__ import annotations
@@ -21,28 +34,36 @@ import numpy as np
 from ..result import Result
 from .base import FAILED, Strategy, check, objective
 
+ADJACENT_SHARE = 0.5  # of the steps that go to the next value up or down of one parameter
+
 
 @dataclass
 class Chain:
     current: int = -1  # -1 until the first configuration's result is in
     value: float = FAILED
-    temperature: float = 1.0
+    best: float = FAILED  # the best value this chain has seen since it (re)started
+    steps: int = 0  # since the (re)start: drives the cooling
+    stale: int = 0  # steps since ``best`` last improved
     pending: int = -1
+    restarts: int = 0
 
 
 class SimulatedAnnealing(Strategy):
-    def __init__(self, space, seed: int, temperature: float, cooling: float, min_temperature: float):
+    def __init__(self, space, seed: int, temperature: float, cooling: float, min_temperature: float,
+                 patience: int):
         super().__init__(space, seed)
         self.start_temperature = temperature
         self.cooling = cooling
         self.min_temperature = min_temperature
+        self.patience = patience
         self.rng = np.random.default_rng(seed)
         self.chains: list[Chain] = []
         self.pending: dict[int, Chain] = {}
+        self._logs: list[float] = []  # log of every finite objective told, for the spread
 
     def ask(self, n: int) -> list[int]:
         while len(self.chains) < n:
-            self.chains.append(Chain(temperature=self.start_temperature))
+            self.chains.append(Chain())
         batch = []
         for chain in self.chains[:n]:
             if chain.pending >= 0:
@@ -55,17 +76,54 @@ class SimulatedAnnealing(Strategy):
         return batch + self.random_unseen(n - len(batch))
 
     def _step(self, chain: Chain) -> list[int]:
+        if chain.current >= 0 and (chain.stale >= self.patience or self._poor(chain)):
+            self._restart(chain)
         if chain.current >= 0:
-            neighbours = self.space.neighbours(chain.current)
-            step = self.claim(self.rng.permutation(neighbours), 1)
+            step = self.claim(self._proposals(chain.current), 1)
             if step:
                 return step
-        chain.current, chain.value = -1, FAILED  # start, or restart from a used-up neighbourhood
+            self._restart(chain)  # neighbourhood used up
+            if chain.current >= 0:
+                step = self.claim(self._proposals(chain.current), 1)
+                if step:
+                    return step
+        chain.current, chain.value = -1, FAILED  # start afresh at random
         return self.random_unseen(1)
+
+    def _poor(self, chain: Chain) -> bool:
+        """Whether the chain sits in the worse half of everything seen so far."""
+        if len(self._logs) < 2:
+            return False
+        return not math.isfinite(chain.value) or math.log(chain.value) > float(np.median(self._logs))
+
+    def _proposals(self, config_id: int) -> np.ndarray:
+        """The neighbours of ``config_id`` in the order a step tries them."""
+        every = self.rng.permutation(self.space.neighbours(config_id))
+        if self.rng.random() >= ADJACENT_SHARE:
+            return every
+        adjacent = self.space.neighbours(config_id, adjacent=True)
+        return np.concatenate([self.rng.permutation(adjacent), every])
+
+    def _restart(self, chain: Chain) -> None:
+        """From one of the best configurations so far (odd restarts, or a chain in the worse
+        half) or at random (even restarts)."""
+        chain.restarts += 1
+        poor = self._poor(chain)
+        chain.current, chain.value = -1, FAILED
+        chain.best, chain.steps, chain.stale = FAILED, 0, 0
+        if (chain.restarts % 2 or poor) and self.values:
+            elite = [i for i in self.best(max(2, len(self.chains))) if math.isfinite(self.values[i])]
+            if elite:
+                chain.current = int(elite[self.rng.integers(len(elite))])
+                chain.value = chain.best = self.values[chain.current]
 
     def tell(self, results: Iterable[Result]) -> None:
         results = list(results)
         super().tell(results)
+        for r in results:
+            value = objective(r)
+            if math.isfinite(value) and value > 0:
+                self._logs.append(math.log(value))
         for r in results:
             chain = self.pending.pop(r.config_id, None)
             if chain is None:
@@ -74,18 +132,30 @@ class SimulatedAnnealing(Strategy):
             value = objective(r)
             if chain.current < 0 or self._accept(chain, value):
                 chain.current, chain.value = r.config_id, value
-            chain.temperature = max(self.min_temperature, chain.temperature * self.cooling)
+            if value < chain.best:
+                chain.best, chain.stale = value, 0
+            else:
+                chain.stale += 1
+            chain.steps += 1
+
+    def temperature(self, chain: Chain) -> float:
+        spread = float(np.std(self._logs)) if len(self._logs) > 1 else 1.0
+        spread = spread or 1.0
+        return spread * max(self.min_temperature, self.start_temperature * self.cooling ** chain.steps)
 
     def _accept(self, chain: Chain, value: float) -> bool:
         if value <= chain.value:
             return True
         if not math.isfinite(value):
             return False
-        worsening = (value - chain.value) / abs(chain.value) if chain.value else math.inf
-        return bool(self.rng.random() < math.exp(-worsening / chain.temperature))
+        if not math.isfinite(chain.value) or chain.value <= 0:
+            return True
+        worsening = math.log(value / chain.value)
+        return bool(self.rng.random() < math.exp(-worsening / self.temperature(chain)))
 
 
-def create(space, seed: int, temperature: float = 1.0, cooling: float = 0.95,
-           min_temperature: float = 0.001) -> Strategy:
+def create(space, seed: int, temperature: float = 0.2, cooling: float = 0.9, min_temperature: float = 0.001,
+           patience: int = 10) -> Strategy:
     return SimulatedAnnealing(space, seed, check("temperature", temperature, 1e-9, 1e9),
-                              check("cooling", cooling, 1e-9, 1), check("min_temperature", min_temperature, 0, 1e9))
+                              check("cooling", cooling, 1e-9, 1), check("min_temperature", min_temperature, 0, 1e9),
+                              check("patience", patience, 1, 10**6, integer=True))
