@@ -23,20 +23,21 @@ def _tune_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mpitune", description=(
         f"Tune the kernel described by SPEC on every MPI rank. Other verbs: {verbs}."))
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
-    p.add_argument("--strategy", help="search strategy (overrides the spec)")
-    p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
-    p.add_argument("--time-limit", type=float, metavar="S", help="stop handing out batches after S seconds")
-    p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
-    p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
-    _stop_file(p)
-    _common(p)
+    _search_flags(p, "seconds")
     return p
 
 
-def _stop_file(p: argparse.ArgumentParser) -> None:
+def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
+    """The flags that override a search's strategy, budget and batching."""
+    p.add_argument("--strategy", help="search strategy (default: as the spec says, see docs/spec.md)")
+    p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
+    p.add_argument("--time-limit", type=float, metavar="S", help=f"stop handing out batches after S {seconds}")
+    p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
+    p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
     p.add_argument("--stop-file", metavar="PATH",
                    help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)")
+    _common(p)
 
 
 def _replay_parser() -> argparse.ArgumentParser:
@@ -44,14 +45,8 @@ def _replay_parser() -> argparse.ArgumentParser:
         "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
         ".h5 file) instead of running kernels; time is simulated from the recorded durations."))
     p.add_argument("cache", help="the measured data")
-    p.add_argument("--strategy", help="search strategy (default: as for a spec, see docs/spec.md)")
-    p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
-    p.add_argument("--time-limit", type=float, metavar="S", help="stop after S simulated seconds")
-    p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument("--output", metavar="OUT.h5", help="results file (default: CACHE's name with .replay.h5)")
-    p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
-    _stop_file(p)
-    _common(p)
+    _search_flags(p, "simulated seconds")
     return p
 
 

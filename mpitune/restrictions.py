@@ -88,30 +88,36 @@ class _Vectorise(ast.NodeTransformer):
         return node
 
 
+def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, list[str]]:
+    """Parse an expression over tunable parameters, refusing anything else: attributes,
+    subscripts, lambdas, calls other than a few numeric functions, unknown names. Also used
+    for grid_div expressions, so both accept the same language."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise RestrictionError(f"{text!r} does not parse: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise RestrictionError(f"{text!r} uses {type(node).__name__}, which is not allowed")
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
+                raise RestrictionError(f"{text!r} calls something other than {', '.join(sorted(_FUNCTIONS))}")
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
+    unknown = sorted(names - set(param_names))
+    if unknown:
+        raise RestrictionError(
+            f"{text!r} names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
+            f"not a tunable parameter (known: {', '.join(param_names)})")
+    return tree, sorted(names)
+
+
 class Restriction:
     """One parsed restriction string, evaluated on columns of parameter values."""
 
     def __init__(self, text: str, param_names: list[str]):
         self.text = text
-        try:
-            tree = ast.parse(text.strip(), mode="eval")
-        except SyntaxError as exc:
-            raise RestrictionError(f"{text!r} does not parse: {exc.msg}") from None
-        for node in ast.walk(tree):
-            if not isinstance(node, _ALLOWED_NODES):
-                raise RestrictionError(f"{text!r} uses {type(node).__name__}, which is not allowed")
-            if isinstance(node, ast.Call):
-                if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
-                    raise RestrictionError(
-                        f"{text!r} calls something other than {', '.join(sorted(_FUNCTIONS))}")
-        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
-        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
-        unknown = sorted(names - set(param_names))
-        if unknown:
-            raise RestrictionError(
-                f"{text!r} names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
-                f"not a tunable parameter (known: {', '.join(param_names)})")
-        self.names = sorted(names)
+        tree, self.names = parse_checked(text, param_names)
         tree = ast.fix_missing_locations(_Vectorise().visit(tree))
         self._code = compile(tree, f"<restriction {text!r}>", "eval")
 

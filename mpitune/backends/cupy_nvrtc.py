@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import UserError
+from ..restrictions import parse_checked
 from ..result import COMPILE_ERROR, LAUNCH_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from ..timeline import Timeline
 from .base import Backend, median_ms, shorten
@@ -44,11 +45,6 @@ LAUNCH_CODES = frozenset({1, 9, 98, 209, 701, 720})
 AXES = "xyz"
 _KERNEL_NAME = re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$")
 _EXPR_FUNCTIONS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round}
-_EXPR_NODES = (
-    ast.Expression, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Compare, ast.BoolOp, ast.Call, ast.Name,
-    ast.Load, ast.Constant, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
-    ast.USub, ast.UAdd, ast.And, ast.Or, ast.Not, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
-)
 
 
 class DeviceLostError(UserError):
@@ -60,22 +56,8 @@ class DeviceLostError(UserError):
 # --------------------------------------------------------------------------------------
 
 def parse_expression(text: str, names: Sequence[str]) -> ast.Expression:
-    """Parse a grid_div expression once and refuse anything but arithmetic over parameters."""
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"{text!r} does not parse: {exc.msg}") from None
-    for node in ast.walk(tree):
-        if not isinstance(node, _EXPR_NODES):
-            raise ValueError(f"{text!r} uses {type(node).__name__}, which is not allowed")
-        if isinstance(node, ast.Call) and (not isinstance(node.func, ast.Name)
-                                           or node.func.id not in _EXPR_FUNCTIONS or node.keywords):
-            raise ValueError(f"{text!r} calls something other than {', '.join(sorted(_EXPR_FUNCTIONS))}")
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
-    unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called - set(names))
-    if unknown:
-        raise ValueError(f"{text!r} names {', '.join(unknown)}, which is not a tunable parameter")
-    return tree
+    """Parse a grid_div expression once; the same language as restriction strings."""
+    return parse_checked(text, list(names))[0]
 
 
 @functools.lru_cache(maxsize=64)
