@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The CuPy backend on real GPUs: its tests, then the CUDA matmul example tuned on two GPUs
-# and on one, each compiling from an empty CuPy kernel cache. Everything lands in $OUT.
+# The CuPy backend on real GPUs: its tests and the GPU end-to-end tests, then every CUDA
+# example tuned on two GPUs and on one, each compiling from an empty CuPy kernel cache.
+# Everything lands in $OUT.
 #
 #   OUT=/tmp/gpu-check benchmarks/gpu_check_cupy.sh
 #
@@ -11,7 +12,7 @@ mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --bind-to none --mca btl_vader_single_copy_mechanism none"
-SPEC=examples/matmul_cupy/spec.py
+EXAMPLES=${EXAMPLES:-"vector_add_cupy transpose_cupy matmul_cupy"}
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 note() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
@@ -19,26 +20,28 @@ note() { echo "$*" | tee -a "$OUT/summary.txt"; }
 note "GPUs: $GPUS"
 
 SECONDS=0
-timeout ${PYTEST_TIMEOUT_S:-180} python -m pytest tests/backends/test_cupy_nvrtc.py -v -rs -p no:cacheprovider > "$OUT/pytest.log" 2>&1
+timeout ${PYTEST_TIMEOUT_S:-300} python -m pytest -m gpu tests/ -v -rs -p no:cacheprovider > "$OUT/pytest.log" 2>&1
 note "pytest rc=$? in ${SECONDS}s: $(tail -n 1 "$OUT/pytest.log")"
 
 # Without a visible GPU the run must end with one line and exit code 2 on every rank.
-CUDA_VISIBLE_DEVICES= MATMUL_N=64 timeout 60 $MPIRUN -n 1 python -m mpitune $SPEC --cache /tmp/none.h5 \
+CUDA_VISIBLE_DEVICES= timeout 60 $MPIRUN -n 1 python -m mpitune examples/vector_add_cupy/spec.py --cache /tmp/none.h5 \
     > "$OUT/nogpu.log" 2>&1
 note "no GPU: rc=$? $(cat "$OUT/nogpu.log" | head -n 3)"
 
+for example in $EXAMPLES; do
 for n in 2 1; do
     [ "$n" -le "$GPUS" ] || continue
-    export CUPY_CACHE_DIR=/tmp/cupy-cache-n$n
+    export CUPY_CACHE_DIR=/tmp/cupy-cache-$example-n$n
     rm -rf "$CUPY_CACHE_DIR"
     limit=""
     [ "$n" -eq 1 ] && limit="--time-limit ${N1_TIME_LIMIT_S:-100}"
+    h5=$OUT/$example-n$n.h5
     SECONDS=0
-    timeout ${TUNE_TIMEOUT_S:-200} $MPIRUN -n $n python -m mpitune $SPEC --cache "$OUT/mm-n$n.h5" $limit > "$OUT/tune-n$n.log" 2>&1
-    note "tune -n $n rc=$? in ${SECONDS}s: $(tail -n 2 "$OUT/tune-n$n.log" | tr '\n' ' ')"
-    python -m mpitune report "$OUT/mm-n$n.h5" > "$OUT/report-n$n.txt" 2>&1
-    python -m mpitune report "$OUT/mm-n$n.h5" --json > "$OUT/report-n$n.json" 2>&1
-    python - "$OUT/mm-n$n.h5" >> "$OUT/summary.txt" 2>&1 <<'PY'
+    timeout ${TUNE_TIMEOUT_S:-200} $MPIRUN -n $n python -m mpitune examples/$example/spec.py --cache "$h5" $limit \
+        > "$OUT/tune-$example-n$n.log" 2>&1
+    note "$example: tune -n $n rc=$? in ${SECONDS}s: $(tail -n 2 "$OUT/tune-$example-n$n.log" | tr '\n' ' ')"
+    python -m mpitune report "$h5" >> "$OUT/reports.txt" 2>&1
+    python - "$h5" >> "$OUT/summary.txt" 2>&1 <<'PY'
 import sys
 from collections import Counter
 
@@ -66,5 +69,6 @@ bad = res[res["status"] != "ok"]
 for row in bad[:3]:
     print(f"  {row['status']}: {row['error'][:300]}")
 PY
+done
 done
 note "done"

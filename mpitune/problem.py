@@ -104,6 +104,7 @@ class RunSettings:
     cache_path: str = ""
     batch_size: int | None = None
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
+    allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
 
 
 def _describe(arg: Any) -> str:
@@ -138,11 +139,11 @@ class _Checker:
             self.fail(name, f"must be at least {minimum}, got {value}")
         return int(value)
 
-    def number(self, name: str, value: Any, positive: bool = True) -> float:
+    def number(self, name: str, value: Any, zero_ok: bool = False) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             self.fail(name, f"must be a number, got {type(value).__name__} {value!r}")
-        if positive and not value > 0:
-            self.fail(name, f"must be greater than 0, got {value}")
+        if not (value >= 0 if zero_ok else value > 0):
+            self.fail(name, f"must be {'at least' if zero_ok else 'greater than'} 0, got {value}")
         return float(value)
 
     def str_list(self, name: str, value: Any) -> list[str]:
@@ -245,7 +246,7 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
     problem = Problem(
         spec_path=path, kernel_name=kernel_name, kernel_source=kernel_source, lang=lang,
         problem_size=problem_size, arguments=arguments, answer=answer,
-        atol=check.number("atol", spec["atol"]), tune_params=tune_params,
+        atol=check.number("atol", spec["atol"], zero_ok=True), tune_params=tune_params,
         restrictions=restrictions, grid_div=grid_div, block_size_names=block_size_names,
         iterations=check.int_("iterations", spec["iterations"], 1), objective=objective,
         compiler_options=compiler_options,
@@ -378,6 +379,7 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
     if budget.get("seed") is not None:
         settings.seed = check.int_("seed", budget["seed"], 0)
     settings.stop_file = overrides.get("stop_file") or ""
+    settings.allow_mixed_devices = bool(overrides.get("allow_mixed_devices"))
     if overrides.get("batch_size") is not None:
         settings.batch_size = check.int_("batch_size", overrides["batch_size"], 1)
     cache = overrides.get("cache") or spec["cache"]

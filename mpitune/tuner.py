@@ -273,6 +273,12 @@ def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
     """Open (or resume) the cache and record the run; an error string if the cache refuses."""
     hosts, devices, details, pids = zip(*where)
     problem, settings = setup.problem, setup.settings
+    models = sorted(set(devices))
+    if len(models) > 1 and not settings.allow_mixed_devices:
+        by_model = "; ".join(f"{m}: ranks {', '.join(str(r) for r, d in enumerate(devices) if d == m)}"
+                             for m in models)
+        return None, (f"the ranks have different devices ({by_model}); their timings are not comparable. "
+                      f"Start the job on one kind of device, or pass --allow-mixed-devices")
     identity = problem.identity()
     identity["devices"] = sorted(set(devices))
     try:

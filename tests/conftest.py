@@ -95,6 +95,13 @@ def scale_spec(tmp_path: Path) -> Path:
     return write_scale_spec(tmp_path)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that needs a GPU (the ``cp`` fixture, or the GPU run tests)."""
+    for item in items:
+        if "cp" in getattr(item, "fixturenames", ()) or item.module.__name__ == "test_gpu_runs":
+            item.add_marker(pytest.mark.gpu)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Under ``mpiexec ... pytest --with-mpi`` every rank's failures count, not only rank 0's."""
     if session.config.getoption("with_mpi", default=False):

@@ -236,3 +236,20 @@ def test_dealing_interleaves_and_rotates_by_batch():
         for rank, chunk in enumerate(deal([2 * batch, 2 * batch + 1], 2, batch)):
             seen[rank].update(i % 2 for i in chunk)
     assert seen == {0: {0, 1}, 1: {0, 1}}
+
+
+def test_ranks_on_different_device_models_are_refused_unless_allowed(tmp_path):
+    from mpitune.problem import load_spec
+    from mpitune.timeline import Clock
+    from mpitune.tuner import _open, prepare
+
+    spec = write_scale_spec(tmp_path)
+    where = [("node1", "GPU model A", "", 1), ("node1", "GPU model B", "", 2), ("node2", "GPU model A", "", 3)]
+    setup = prepare(*load_spec(str(spec), {"cache": str(tmp_path / "out.h5")}))
+    manager, error = _open(setup, where, Clock(), 0.0, "test")
+    assert manager is None
+    assert "GPU model A: ranks 0, 2; GPU model B: ranks 1" in error and "--allow-mixed-devices" in error
+    setup = prepare(*load_spec(str(spec), {"cache": str(tmp_path / "out.h5"), "allow_mixed_devices": True}))
+    manager, error = _open(setup, where, Clock(), 0.0, "test")
+    assert error is None and manager.devices == ("GPU model A", "GPU model B", "GPU model A")
+    manager.cache.close()
