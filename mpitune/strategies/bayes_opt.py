@@ -3,7 +3,8 @@ a constant liar to fill a batch.
 
 The first ``initial_samples`` results are random configurations. Then, per batch, a GP with a
 Matern-5/2 kernel on unit coordinates is fitted to the log kernel times (standardised; the
-length scale is picked from a small grid by marginal likelihood). Failures are penalised:
+length scale is picked from a small grid by marginal likelihood, and refitted only when the
+results grew by a quarter since the last fit, as it barely moves in between). Failures are penalised:
 they enter the GP at the worst value seen, so the surrogate learns where not to go. The
 acquisition is scored on at most ``candidates`` unseen configurations: the unseen neighbours
 of the best few results plus a random sample of the rest, which keeps asking to about 2 ms
@@ -16,15 +17,30 @@ of the candidates' posterior, exact for a GP, so a batch of n costs one fit and 
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 
 from .base import Strategy, check
 
+try:  # optional (it comes with scikit-learn): one BLAS thread while asking
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover - then BLAS uses its own default
+    threadpool_limits = None
+
 LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8)  # in unit coordinates, scaled by sqrt(n_params)
 NOISE = 1e-2  # measured times are not exactly repeatable, and snapping to a grid is rough
 SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candidates
+REFIT_GROWTH = 1.25  # the length scale is refitted when the results grew by a quarter since the last fit
+
+
+def _one_blas_thread():
+    """The matrices here are small (a few hundred rows): BLAS threads gain nothing on them,
+    and while the other ranks of an MPI run poll for their next batch on the same cores
+    (more ranks than cores, as in a replay on a laptop), they make each ask up to ten times
+    slower. So asking uses one BLAS thread when threadpoolctl is installed."""
+    return threadpool_limits(1) if threadpool_limits is not None else contextlib.nullcontext()
 
 
 class BayesOpt(Strategy):
@@ -36,17 +52,25 @@ class BayesOpt(Strategy):
         self.max_observations = max_observations
         self.exploration = exploration
         self.rng = np.random.default_rng(seed)
+        self._scale = 0.0  # the fitted length scale, refitted when the data grew by REFIT_GROWTH
+        self._scale_fitted_on = 0
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < self.initial_samples:
             return self.random_unseen(n)
+        with _one_blas_thread():
+            return self._ask(n)
+
+    def _ask(self, n: int) -> list[int]:
         observed = self._observations()
         cand = self._candidates()
         if not len(cand):
             return []
         coords = self.space.unit_coordinates()
         x, y = coords[observed], self._targets(observed)
-        scale = self._fit_scale(x, y)
+        if not self._scale or len(self.values) >= REFIT_GROWTH * self._scale_fitted_on:
+            self._scale, self._scale_fitted_on = self._fit_scale(x, y), len(self.values)
+        scale = self._scale
         k_xx = _matern(x, x, scale) + NOISE * np.eye(len(x))
         chol = np.linalg.cholesky(k_xx)
         whitened = np.linalg.solve(chol, _matern(x, coords[cand], scale))  # L^-1 k(x, c)
