@@ -80,6 +80,7 @@ class DifferentialEvolution(Strategy):
         results = list(results)
         before = min((self.values[i] for i in self.members), default=None)
         super().tell(results)
+        trials = 0
         for r in results:
             value = objective(r)
             target = self.pending.pop(r.config_id, None)
@@ -88,6 +89,7 @@ class DifferentialEvolution(Strategy):
             if target == NEWCOMER:
                 self.members.append(r.config_id)
                 continue
+            trials += 1
             if target is None:  # not a trial of ours: compete with the worst member
                 target = max(range(len(self.members)), key=lambda i: self.values[self.members[i]])
             if target < len(self.members) and value < self.values[self.members[target]]:
@@ -97,7 +99,7 @@ class DifferentialEvolution(Strategy):
         if min(self.values[i] for i in self.members) < before:
             self._stale = 0
         else:
-            self._stale += len(results)
+            self._stale += trials
             if self._stale >= self.patience * self.population and not self._newcomers:
                 self._restart()
 

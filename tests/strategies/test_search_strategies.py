@@ -122,3 +122,55 @@ def test_beats_random_sampling_on_a_kernel_like_landscape(name):
     optimum = min(t for t in map(landscape_ms, range(len(LANDSCAPE))) if math.isfinite(t))
     # At least a quarter of the way from random sampling's result to the optimum.
     assert found - optimum < 0.75 * (random - optimum), (found, random, optimum)
+
+
+def flat(config_id: int) -> float:
+    return 1.0  # nothing ever improves: every population and chain stagnates
+
+
+def test_differential_evolution_restarts_a_stagnant_population_with_random_members():
+    strategy = make("differential_evolution", population=6, patience=1)
+    run(strategy, 3, 9, flat)  # the random population, then a first batch of trials
+    first = list(strategy.members)
+    assert len(first) == 6
+    for _ in range(10):  # a generation of trials without improving the best: restart
+        run(strategy, 3, 3, flat)
+        if len(strategy.members) == 1:
+            break
+    assert len(strategy.members) == 1 and strategy.members[0] in first  # the best stays
+    run(strategy, 3, 6, flat)  # the rest of the population is drawn anew at random
+    assert len(strategy.members) == 6 and len(set(strategy.members) - set(first)) == 5
+
+
+def test_pso_restarts_a_particle_whose_best_stopped_improving():
+    strategy = make("pso", swarm_size=4, patience=2)
+    run(strategy, 4, 4 * 4, flat)
+    assert strategy.stale.max() < 2  # every particle was restarted and counts again from zero
+
+
+def test_simulated_annealing_restarts_a_stagnant_chain():
+    strategy = make("simulated_annealing", patience=3)
+    run(strategy, 2, 40, flat)
+    assert all(c.restarts >= 2 for c in strategy.chains)
+
+
+def test_annealing_temperature_follows_the_spread_of_the_times():
+    narrow, wide = make("simulated_annealing"), make("simulated_annealing")
+    run(narrow, 4, 40, lambda i: 1.0 + 0.01 * (i % 7))
+    run(wide, 4, 40, lambda i: 1.0 + 10.0 * (i % 7))
+    assert wide.temperature(wide.chains[0]) > 10 * narrow.temperature(narrow.chains[0])
+
+
+@pytest.mark.parametrize("name", ["greedy_ils", "simulated_annealing"])
+def test_local_searches_start_with_a_random_batch_not_one_neighbourhood(name):
+    batch = make(name).ask(8)
+    assert batch == make("random_sample").ask(8)  # the shared random design
+
+
+def test_greedy_ils_spends_its_exploration_share_on_random_configurations():
+    strategy = make("greedy_ils", exploration=0.25)
+    run(strategy, 8, 8, landscape_ms)
+    batch = strategy.ask(8)
+    current = strategy.current
+    near = set(LANDSCAPE.neighbours(current).tolist()) | {current}
+    assert sum(i not in near for i in batch) >= 2
