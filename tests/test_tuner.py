@@ -162,13 +162,18 @@ def test_signal_drains_the_batch_in_flight_and_exits_resumable(tmp_path, signame
 def test_resumed_random_search_continues_its_saved_state(tmp_path):
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 31)), "MODE": [0]}')
     split, whole = tmp_path / "split.h5", tmp_path / "whole.h5"
-    args = ["--strategy", "random_sample", "--seed", "11", "--batch-size", "2"]
-    assert mpitune(2, [str(spec), "--cache", str(split), *args, "--max-fevals", "6"], tmp_path).returncode == 0
-    assert mpitune(2, [str(spec), "--cache", str(split), *args, "--max-fevals", "6"], tmp_path).returncode == 0
-    assert mpitune(2, [str(spec), "--cache", str(whole), *args, "--max-fevals", "12"], tmp_path).returncode == 0
+    args = ["--strategy", "genetic_algorithm", "--seed", "11", "--batch-size", "4"]
+    logs = []
+    for cache, fevals in ((split, 8), (split, 8), (whole, 16)):
+        proc = mpitune(2, [str(spec), "--cache", str(cache), *args, "--max-fevals", str(fevals), "-v"], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        logs.append(proc.stderr)
+    assert "resuming the saved state of strategy genetic_algorithm" in logs[1]
+    assert "resuming" not in logs[0] + logs[2]
     with h5py.File(split, "r") as a, h5py.File(whole, "r") as b:
-        assert list(a["results"]["config_id"]) == list(b["results"]["config_id"])
-        assert "strategy_state" in a
+        # The same configurations: the second run went on with the population the first left.
+        assert sorted(a["results"]["config_id"]) == sorted(b["results"]["config_id"])
+        assert len(a["strategy_state"]) > 0
 
 
 def test_report_figures_add_up_to_measured_wall_time(tmp_path):
