@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "grid_div_z": None, "block_size_names": None, "answer": None, "atol": 1e-6,
     "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
     "strategy": None, "strategy_options": None, "cache": None, "simulation_mode": False,
+    "timeout_s": None,
 }
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
 
@@ -63,6 +64,9 @@ class Problem:
     iterations: int = 7
     objective: str = "time"
     compiler_options: list[str] = field(default_factory=list)
+    # Seconds one configuration may take (compile, verify, benchmark) before it is killed and
+    # recorded as a timeout; None: derived from the configurations measured so far.
+    timeout_s: float | None = None
     # Replays only: the measured data answering for the kernel, and the configurations in it,
     # which are the whole space.
     replay_source: str = ""
@@ -250,6 +254,7 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
         restrictions=restrictions, grid_div=grid_div, block_size_names=block_size_names,
         iterations=check.int_("iterations", spec["iterations"], 1), objective=objective,
         compiler_options=compiler_options,
+        timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
     )
     return problem, _settings(check, spec, overrides or {})
 
