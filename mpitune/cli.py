@@ -37,6 +37,8 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
     p.add_argument("--stop-file", metavar="PATH",
                    help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)")
+    p.add_argument("--no-isolation", action="store_true",
+                   help="measure in the rank's own process: no per-configuration deadline, a crash ends the job")
     p.add_argument("--allow-mixed-devices", action="store_true",
                    help="run even when the ranks have different device models (their timings differ)")
     _common(p)
@@ -110,7 +112,7 @@ def _tune(args, argv: list[str], load) -> int:
     overrides = {"strategy": args.strategy, "max_fevals": args.max_fevals, "time_limit": args.time_limit,
                  "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size,
                  "stop_file": args.stop_file,
-                 "allow_mixed_devices": args.allow_mixed_devices}
+                 "allow_mixed_devices": args.allow_mixed_devices, "no_isolation": args.no_isolation}
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
         return tuner.tune(lambda: load(overrides), command, debug=args.debug)

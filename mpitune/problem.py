@@ -67,6 +67,7 @@ class Problem:
     # Seconds one configuration may take (compile, verify, benchmark) before it is killed and
     # recorded as a timeout; None: derived from the configurations measured so far.
     timeout_s: float | None = None
+    isolate: bool = True  # measure in a supervised worker process (see isolation.py)
     # Replays only: the measured data answering for the kernel, and the configurations in it,
     # which are the whole space.
     replay_source: str = ""
@@ -255,6 +256,7 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
         iterations=check.int_("iterations", spec["iterations"], 1), objective=objective,
         compiler_options=compiler_options,
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
+        isolate=not (overrides or {}).get("no_isolation"),
     )
     return problem, _settings(check, spec, overrides or {})
 

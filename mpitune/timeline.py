@@ -47,10 +47,16 @@ class Clock:
     every collective it ``sync``s to the latest rank, as waiting would make it in a real run.
     """
 
-    def __init__(self, simulated: bool = False):
+    def __init__(self, simulated: bool = False, origin: float | None = None):
         self.simulated = simulated
-        self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter() if origin is None else origin
         self._simulated_s = 0.0
+
+    @property
+    def origin(self) -> float:
+        """The ``time.perf_counter()`` reading that is 0 on this clock; the monotonic clock is
+        one per machine, so a worker process given it reads the same times."""
+        return self._t0
 
     def now(self) -> float:
         return self._simulated_s if self.simulated else time.perf_counter() - self._t0
@@ -73,22 +79,30 @@ class Clock:
 class Timeline:
     """Records the phases of one rank on its ``Clock``."""
 
-    def __init__(self, clock: Clock | None = None):
+    def __init__(self, clock: Clock | None = None, fill_gaps: bool = True):
         self.clock = clock or Clock()
         self.batch = -1
         self.rows: list[PhaseRow] = []
+        self.fill_gaps = fill_gaps  # off in worker processes: their parent covers the gaps
         self._last_end_s = 0.0
 
     @contextmanager
     def phase(self, name: str, config_id: int = -1) -> Iterator[Interval]:
         interval = Interval(start_s=self.clock.now())
-        if interval.start_s - self._last_end_s > GAP_S:
+        if self.fill_gaps and interval.start_s - self._last_end_s > GAP_S:
             self.rows.append(PhaseRow(self.batch, -1, "other", self._last_end_s, interval.start_s))
         try:
             yield interval
         finally:
             interval.end_s = self._last_end_s = self.clock.now()
             self.rows.append(PhaseRow(self.batch, config_id, name, interval.start_s, interval.end_s))
+
+    def extend(self, rows: list[PhaseRow]) -> None:
+        """Phases recorded elsewhere on this clock (a worker process), as part of this batch."""
+        for row in rows:
+            row.batch = self.batch
+            self.rows.append(row)
+            self._last_end_s = max(self._last_end_s, row.end_s)
 
     def take(self) -> list[PhaseRow]:
         """Hand over the rows recorded so far (to be sent to rank 0) and forget them."""

@@ -28,6 +28,7 @@ from . import __version__, backends, strategies
 from .cache import Cache, RunInfo
 from .comm import MPI, bcast_problem, first_error, slurm_world_error, start_clock
 from .errors import SpecError, UserError
+from .isolation import IsolatedBackend
 from .problem import Problem, RunSettings
 from .result import Result
 from .searchspace import SearchSpace
@@ -236,8 +237,11 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
         workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
         backend = None
         try:
-            backend = backends.create(problem, workdir)
-            backend.prepare()
+            if problem.isolate and problem.lang != "replay":
+                backend = IsolatedBackend(problem, workdir, clock, problem.timeout_s)
+            else:
+                backend = backends.create(problem, workdir)
+                backend.prepare()
         except UserError as exc:
             error = str(exc)
     try:
