@@ -25,7 +25,9 @@ from mpitune.cache import read
 def tune(spec: str, ranks: int, mpiexec: str, cache: str, isolate: bool) -> dict:
     cmd = [*shlex.split(mpiexec), "-n", str(ranks), sys.executable, "-m", "mpitune", spec, "--cache", cache,
            "--strategy", "brute_force"] + ([] if isolate else ["--no-isolation"])
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    # Each run compiles for real: CuPy would otherwise reuse the first run's kernels from disk.
+    env = dict(os.environ, CUPY_CACHE_DIR=cache + ".cupy-cache")
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return read(cache)
 
 
