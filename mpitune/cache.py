@@ -25,6 +25,7 @@ import numpy as np
 
 from .errors import CacheMismatchError, UserError
 from .h5repair import clear_write_flags
+from .integrity import in_flight, repair
 from .result import Result
 from .timeline import PhaseRow
 
@@ -74,6 +75,7 @@ RUNS_DTYPE = np.dtype([("run", np.int32), ("started_unix", np.float64), ("wall_s
                        ("max_fevals", np.int64), ("time_limit_s", np.float64),
                        ("batch_size", np.int32), ("space_size", np.int64), ("measured", np.int64), ("status", _SHORT),
                        ("command", _TEXT), ("version", _SHORT)])
+IN_FLIGHT_DTYPE = np.dtype([("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("config_id", np.int64)])
 RANKS_DTYPE = np.dtype([("run", np.int32), ("rank", np.int32), ("host", _NAME), ("device", _NAME),
                         ("device_detail", _NAME), ("pid", np.int64)])
 
@@ -157,10 +159,14 @@ class Cache:
             raise CacheMismatchError(
                 f"{path} holds results of a different problem ({', '.join(differ) or 'schema'} "
                 f"differ); pass --cache NEW.h5 to tune this one into another file")
+        self.interrupted = in_flight(self.file)  # what a killed run left unmeasured
+        for fixed in repair(self.file):
+            log.warning("%s: %s", path, fixed)
         self.results = self.file["results"]
         self.timeline = self.file["timeline"]
         self.runs = self.file["runs"]
         self.ranks = self.file["ranks"]
+        self.in_flight = self.file["in_flight"]
         self.strategy_state = self.file["strategy_state"]
         self.strategy_key = self.file["strategy_key"]
         self.run = -1
@@ -179,6 +185,7 @@ class Cache:
                              chunks=(_CHUNK_ROWS,), compression="gzip" if name != "runs" else None)
         f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
         f.create_dataset("strategy_key", shape=(1,), dtype="S64")
+        f.create_dataset("in_flight", shape=(0,), maxshape=(None,), dtype=IN_FLIGHT_DTYPE, chunks=(_CHUNK_ROWS,))
         f.flush()
 
     def recorded(self) -> list[Result]:
@@ -226,7 +233,17 @@ class Cache:
                           self.run, r.batch, r.rank, _b(hosts[r.rank], _NAME), _b(devices[r.rank], _NAME),
                           r.started_s, r.finished_s, _b(r.error, _TEXT)))
         _append(self.results, rows)
+        self.in_flight.resize((0,))
         self.append_phases(phases, flush=False)
+        self.file.flush()
+
+    def hand_out(self, batch: int, chunks: Sequence[Sequence[int]]) -> None:
+        """Record which rank holds which configurations until their results are appended, so
+        that after a crash the file says what was lost and where."""
+        rows = np.array([(self.run, batch, rank, i) for rank, ids in enumerate(chunks) for i in ids],
+                        dtype=IN_FLIGHT_DTYPE)
+        self.in_flight.resize((len(rows),))
+        self.in_flight[:] = rows
         self.file.flush()
 
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]], flush: bool = True) -> None:

@@ -49,7 +49,10 @@ def _serve(conn: Connection, problem, workdir: str, origin: float) -> None:
     conn.send(("ready", backend.device_name, backend.device_detail))
     timeline = Timeline(Clock(origin=origin), fill_gaps=False)
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except EOFError:  # the rank is gone (killed): nothing left to measure for
+            return
         if message[0] == "stop":
             break
         _, config_id, config = message

@@ -154,7 +154,9 @@ class Manager:
                 self.handed_out += len(ids)
                 self.batch += 1
                 self._batch_start_s = now
-                return [Order(now, self.batch, chunk) for chunk in deal(ids, self.ranks, self.batch)]
+                chunks = deal(ids, self.ranks, self.batch)
+                self.cache.hand_out(self.batch, chunks)
+                return [Order(now, self.batch, chunk) for chunk in chunks]
             self.stop_reason = "finished"
         code = EXIT_RESUMABLE if self.stop_reason in RESUMABLE else 0
         return [Order(now, exit_code=code)] * self.ranks
@@ -295,6 +297,9 @@ def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
                     hosts, devices, pids, details)
     say(f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}")
+    if cache.interrupted:
+        say(f"the previous run was killed while {cache.interrupted}; they are not recorded and may be "
+            f"measured again")
     return manager, None
 
 

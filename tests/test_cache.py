@@ -114,7 +114,7 @@ def test_a_killed_writer_loses_nothing_written_and_the_file_reopens(tmp_path):
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     assert [r.config_id for r in cache.recorded()] == [3]
     cache.close()
-    assert read(str(path))["runs"]["status"][0] == "running"
+    assert read(str(path))["runs"]["status"][0] == "killed"  # repaired on reopen
 
 
 def test_a_second_writer_is_refused_while_the_first_lives(tmp_path):

@@ -222,11 +222,15 @@ def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
     with h5py.File(cache, "r", libver="latest", swmr=True) as f:
         kept = list(f["results"]["config_id"])
     assert len(kept) >= done - 2 and len(set(kept)) == len(kept)
+    check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], env=mpi_env(),
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "run 0 was killed" in check.stdout and "sound" in check.stdout
     resumed = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     with h5py.File(cache, "r") as f:
         assert sorted(f["results"]["config_id"]) == list(range(100))
-        assert [s.decode() for s in f["runs"]["status"]] == ["running", "finished"]
+        assert [s.decode() for s in f["runs"]["status"]] == ["killed", "finished"]
 
 
 def test_dealing_interleaves_and_rotates_by_batch():

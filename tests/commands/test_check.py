@@ -1,0 +1,60 @@
+"""check on files that crashes leave behind, made for real (a writer killed mid-batch)."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from conftest import mpi_env
+
+HALF_WRITTEN = textwrap.dedent("""
+    import os, signal, sys
+    sys.path[:0] = [{repo!r}, {tests!r}]
+    import numpy as np
+    from mpitune.cache import Cache, RunInfo
+    from mpitune.result import Result
+    from test_cache import IDENTITY, PARAMS, info
+    cache = Cache({path!r}, IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h0", "h1"], ["d", "d"], [1, 2])
+    cache.hand_out(0, [[0, 2], [1]])
+    cache.append([Result(0, "ok", time_ms=1.0, rank=0)], [{{"bs": 32, "kind": "a", "f": 0.5}}], ["h0", "h1"],
+                 ["d", "d"], [])
+    cache.hand_out(1, [[2, 3], [4]])
+    # The writer dies between resizing for the next rows and filling them.
+    cache.results.resize((len(cache.results) + 2,))
+    cache.file.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def run_check(path, *flags):
+    return subprocess.run([sys.executable, "-m", "mpitune", "check", str(path), *flags], env=mpi_env(),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_check_repairs_a_half_written_batch_and_names_what_was_in_flight(tmp_path):
+    tests = Path(__file__).resolve().parent.parent
+    path = tmp_path / "c.h5"
+    code = HALF_WRITTEN.format(repo=str(tests.parent), tests=str(tests), path=str(path))
+    assert subprocess.run([sys.executable, "-c", code]).returncode == -9
+    looked = run_check(path, "--no-repair")
+    assert looked.returncode == 1 and "unknown statuses: ''" in looked.stdout  # the empty rows
+    fixed = run_check(path)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "dropped 2 half-written row(s) at the end of results" in fixed.stdout
+    assert "run 0 was killed" in fixed.stdout
+    assert "batch 1 of run 0 was in flight: rank 0 held 2, 3; rank 1 held 4" in fixed.stdout
+    with h5py.File(path, "r") as f:
+        assert list(f["results"]["config_id"]) == [0]
+        assert f["runs"][0]["status"] == b"killed"
+    assert run_check(path).returncode == 0  # and it stays sound
+
+
+def test_check_refuses_garbage_with_one_line(tmp_path):
+    path = tmp_path / "c.h5"
+    path.write_bytes(np.arange(100, dtype=np.int64).tobytes())
+    proc = run_check(path)
+    assert proc.returncode == 2 and proc.stderr.startswith("mpitune: error:") and "Traceback" not in proc.stderr
