@@ -143,16 +143,15 @@ class Cache:
         self.path = path
         self.tune_params = tune_params
         digest = problem_hash(identity)
-        exists = os.path.exists(path)
         self._lock = _writer_lock(path)
         try:
+            if not os.path.exists(path):
+                self._create(identity, digest, iterations)
             self.file = _open_for_writing(path)
         except BaseException:
             self._lock.close()
             raise
-        if not exists or "results" not in self.file:
-            self._create(identity, digest, iterations)
-        elif self.file.attrs.get("problem_hash") != digest:
+        if self.file.attrs.get("problem_hash") != digest:
             stored = json.loads(self.file.attrs.get("problem", "{}"))
             differ = sorted(k for k in set(stored) | set(identity) if stored.get(k) != identity.get(k))
             self.close()
@@ -174,7 +173,14 @@ class Cache:
         self.file.swmr_mode = True
 
     def _create(self, identity: dict, digest: str, iterations: int) -> None:
-        f = self.file
+        """Build the file beside its final name and rename it into place: a run killed while
+        creating it leaves no half-made cache behind."""
+        partial = f"{self.path}.partial"
+        with h5py.File(partial, "w", libver="latest") as f:
+            self._layout(f, identity, digest, iterations)
+        os.replace(partial, self.path)
+
+    def _layout(self, f: h5py.File, identity: dict, digest: str, iterations: int) -> None:
         f.attrs["schema_version"] = SCHEMA_VERSION
         f.attrs["problem_hash"] = digest
         f.attrs["problem"] = json.dumps(identity, sort_keys=True)
@@ -186,7 +192,6 @@ class Cache:
         f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
         f.create_dataset("strategy_key", shape=(1,), dtype="S64")
         f.create_dataset("in_flight", shape=(0,), maxshape=(None,), dtype=IN_FLIGHT_DTYPE, chunks=(_CHUNK_ROWS,))
-        f.flush()
 
     def recorded(self) -> list[Result]:
         """Every configuration measured in earlier runs, to tell the strategy on resume."""
