@@ -262,3 +262,36 @@ def test_ranks_on_different_device_models_are_refused_unless_allowed(tmp_path):
     manager, error = _open(setup, where, Clock(), 0.0, "test")
     assert error is None and manager.devices == ("GPU model A", "GPU model B", "GPU model A")
     manager.cache.close()
+
+
+def test_a_dead_rank_ends_the_job_within_seconds_and_its_configurations_are_named(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import mpi_env, mpiexec
+
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 301)), "MODE": [0]}')
+    cache = tmp_path / "out.h5"
+    cmd = [mpiexec(), "-n", "3", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)]
+    job = subprocess.Popen(cmd, cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    while not job.stdout.readline().startswith("mpitune: batch 3:"):
+        pass
+    with h5py.File(cache, "r", libver="latest", swmr=True) as f:
+        pid = int(f["ranks"]["pid"][1])  # rank 1's process, as the file records it
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    job.communicate(timeout=60)
+    assert time.monotonic() - killed < 10  # the job ended, no rank hangs in a collective
+    assert job.returncode != 0
+    check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], env=mpi_env(),
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout
+    assert "was in flight" in check.stdout and "rank 1 held" in check.stdout
+    resumed = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the previous run was killed while batch" in resumed.stdout and "rank 1 held" in resumed.stdout
+    with h5py.File(cache, "r") as f:
+        assert sorted(f["results"]["config_id"]) == list(range(300))
