@@ -19,7 +19,6 @@ from .cache import read
 from .errors import UserError
 
 # Phases in the order they are drawn and listed; anything else recorded goes last.
-PHASES = ("startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait")
 
 
 def pandas():

@@ -14,8 +14,8 @@ import numpy as np
 import h5py
 
 from .result import STATUSES
+from .timeline import PHASES
 
-PHASES = ("startup", "compile", "verify", "benchmark", "strategy", "write", "wait", "other", "lost", "restart")
 _FILLED = {"results": "status", "timeline": "phase"}
 
 

@@ -15,7 +15,8 @@ import os
 
 import numpy as np
 
-from .analysis import PHASES, Tables, frames
+from .analysis import Tables, frames
+from .timeline import PHASES
 from .cache import read
 from .errors import UserError
 
@@ -33,10 +34,12 @@ def _objective(t: Tables):
 
 PHASE_COLORS = {
     "startup": "#8c8c8c", "strategy": "#9467bd", "compile": "#ff7f0e", "verify": "#bcbd22",
-    "benchmark": "#2ca02c", "write": "#8c564b", "other": "#c7c7c7", "wait": "#d62728",
+    "benchmark": "#2ca02c", "write": "#8c564b", "lost": "#000000", "restart": "#e377c2",
+    "other": "#c7c7c7", "wait": "#d62728",
 }
 PHASE_LABELS = {"startup": "start-up", "strategy": "strategy", "compile": "compile", "verify": "verify",
-                "benchmark": "benchmark", "write": "write file", "other": "other work",
+                "benchmark": "benchmark", "write": "write file", "lost": "hung or crashed configuration",
+                "restart": "restarting the worker", "other": "other work",
                 "wait": "waiting for other ranks"}
 
 

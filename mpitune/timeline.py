@@ -11,6 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+# Every phase a rank records, in the order a person reads them: start-up, rank 0's strategy,
+# the three phases of measuring, rank 0 writing the file, time lost to a configuration whose
+# worker hung or died and restarting that worker, time in no named phase, waiting for others.
+PHASES = ("startup", "strategy", "compile", "verify", "benchmark", "write", "lost", "restart", "other", "wait")
 # Phases in which a rank waits for others; everything else is work.
 IDLE_PHASES = ("wait",)
 
