@@ -16,11 +16,11 @@ import numpy as np
 
 from .cache import read
 from .result import OK
-from .timeline import IDLE_PHASES
+from .timeline import IDLE_PHASES, PHASES
 
 MEASURING = ("compile", "verify", "benchmark")
 # Columns of the per-rank table, in the order a run goes through them.
-PHASE_COLUMNS = ("startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait")
+PHASE_COLUMNS = PHASES
 
 
 def _plain(value):
@@ -231,15 +231,16 @@ def _text(path: str, s: dict) -> str:
             spread = f"[{t['min_ms']:.4g}, {t['max_ms']:.4g}] ±{t['std_ms']:.2g}"
             lines.append(f"  {i:>3}. {t['time_ms']:10.4g}  {spread:<28} {cfg}")
     lines.append("\n  seconds per rank (all runs):")
-    lines.append("  rank  host / device                  startup strategy  compile   verify "
-                 "benchmark   write   other    wait    wall  configs  eff")
+    lines.append("  rank  host / device                 " + "".join(f"{p:>10}" for p in PHASE_COLUMNS)
+                 + "      wall  configs  eff")
     for r in s["per_rank"]:
         where = f"{r['host']} / {r['device']}"[:30]
-        figures = "".join(f"{r['phases'][p]:{9 if p == 'benchmark' else 8}.2f}" for p in PHASE_COLUMNS)
+        figures = "".join(f"{r['phases'][p]:10.2f}" for p in PHASE_COLUMNS)
         eff = f"{100 * r['efficiency']:3.0f}%" if r["efficiency"] is not None else "   -"
-        lines.append(f"  {r['rank']:>4}  {where:<30}{figures}{r['wall_s']:8.2f} {r['configs']:8d} {eff}")
+        lines.append(f"  {r['rank']:>4}  {where:<30}{figures}{r['wall_s']:10.2f} {r['configs']:8d} {eff}")
     if s["efficiency"] is not None:
         lines.append(f"\n  parallel efficiency {100 * s['efficiency']:.1f}%: the share of the ranks' wall time "
                      "spent compiling, verifying and benchmarking;\n  the rest went to start-up, the "
-                     "strategy, writing the file, other work and waiting for other ranks")
+                     "strategy, writing the file, hung or crashed configurations, restarting workers, "
+                     "other work\n  and waiting for other ranks")
     return "\n".join(lines)
