@@ -18,9 +18,24 @@ from .errors import UserError
 from .problem import load_spec, replay_problem
 
 
+# The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
+_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Under mpiexec every rank parses the same flags: a bad one ends each rank with exit
+    code 2, and the first rank alone says why, in one line, as every other user error."""
+
+    def error(self, message: str):
+        rank = next((os.environ[v] for v in _RANK_VARIABLES if v in os.environ), "0")
+        if rank.strip() in ("", "0"):
+            self.exit(2, f"mpitune: error: {message} (see {self.prog} --help)\n")
+        self.exit(2)
+
+
 def _tune_parser() -> argparse.ArgumentParser:
     verbs = "; ".join(f"'{verb}': {commands.load(verb).HELP}" for verb in sorted(commands.available()))
-    p = argparse.ArgumentParser(prog="python -m mpitune", description=(
+    p = _Parser(prog="python -m mpitune", description=(
         f"Tune the kernel described by SPEC on every MPI rank. Other verbs: {verbs}."))
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
     p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
@@ -45,7 +60,7 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
 
 
 def _replay_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mpitune replay", description=(
+    p = _Parser(prog="python -m mpitune replay", description=(
         "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
         ".h5 file) instead of running kernels; time is simulated from the recorded durations."))
     p.add_argument("cache", help="the measured data")
@@ -79,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _offline(verb: str, argv: list[str]) -> int:
     module = commands.load(verb)
-    parser = argparse.ArgumentParser(prog=f"python -m mpitune {verb}", description=module.HELP)
+    parser = _Parser(prog=f"python -m mpitune {verb}", description=module.HELP)
     module.add_arguments(parser)
     _common(parser)
     args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ naming the file and the field.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import numbers
 import os
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 
 from .errors import SpecError
@@ -135,7 +137,8 @@ class _Checker:
         self.path = path
 
     def fail(self, name: str, message: str) -> None:
-        raise SpecError(self.path, name, message)
+        # One line on stderr, whatever the message quotes (a multi-line exception text).
+        raise SpecError(self.path, name, " ".join(message.splitlines()))
 
     def int_(self, name: str, value: Any, minimum: int) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -169,7 +172,7 @@ def read_spec_module(path: str) -> dict[str, Any]:
     except Exception as exc:  # the user's code failed while defining the problem
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
         where = f"line {frames[-1].lineno}" if frames else "while loading"
-        raise SpecError(path, where, f"{type(exc).__name__}: {exc}") from None
+        raise SpecError(path, where, " ".join(f"{type(exc).__name__}: {exc}".splitlines())) from None
 
 
 def _misspellings(names: dict[str, Any]) -> list[tuple[str, str]]:
@@ -330,6 +333,12 @@ def _answer(check: _Checker, answer: Any, arguments: list) -> list | None:
         expected = np.asarray(expected)
         if expected.shape != arg.shape:
             check.fail("answer", f"entry {i} has shape {expected.shape} but argument {i} has {arg.shape}")
+        # Outputs are checked by subtraction: real numbers (integers, floats) compare with
+        # each other and complex with complex; booleans, strings and objects do not compare.
+        kinds = {expected.dtype.kind, arg.dtype.kind}
+        if not (kinds <= set("iuf") or kinds == {"c"}):
+            check.fail("answer", f"entry {i} has dtype {expected.dtype} but argument {i} has {arg.dtype}; "
+                                 "both must be real numbers (integer or float) or both complex")
     if all(a is None for a in answer):
         return None
     return [None if a is None else np.ascontiguousarray(a) for a in answer]
@@ -350,10 +359,39 @@ def _restrictions(check: _Checker, restrictions: Any, names: list[str]) -> list:
             except RestrictionError as exc:
                 check.fail("restrictions", str(exc))
         elif callable(r):
-            parsed.append(r)
+            parsed.append(_guarded(check, r))
         else:
             check.fail("restrictions", f"{r!r} is neither a string nor a callable")
     return parsed
+
+
+def _guarded(check: _Checker, fn: Callable) -> Callable:
+    """A callable restriction whose failure (a misspelled parameter, a bug) is the spec's.
+    ``functools.wraps`` keeps its source text, which is part of the problem's identity."""
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", "a callable") + (f" (line {code.co_firstlineno})" if code else "")
+
+    @functools.wraps(fn)
+    def restriction(config: dict) -> bool:
+        try:
+            return bool(fn(config))
+        except Exception as exc:
+            check.fail("restrictions", f"{name} failed on {config}: {type(exc).__name__}: {exc}")
+    return restriction
+
+
+def _cache_path(check: _Checker, cache: Any) -> str:
+    """The results file must be one mpitune can create or open: found here, not after start-up."""
+    path = os.path.abspath(cache)
+    if os.path.isdir(path):
+        check.fail("cache", f"{path} is a directory; name a file such as {os.path.join(path, 'results.h5')}")
+    if not os.path.isdir(os.path.dirname(path)):
+        check.fail("cache", f"cannot write {path}: directory {os.path.dirname(path)} does not exist")
+    if os.path.exists(path) and not h5py.is_hdf5(path):
+        check.fail("cache", f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
+    if not os.access(path if os.path.exists(path) else os.path.dirname(path), os.W_OK):
+        check.fail("cache", f"cannot write {path}: permission denied")
+    return path
 
 
 def _default_strategy(budget: dict) -> str:
@@ -392,7 +430,7 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
     cache = overrides.get("cache") or spec["cache"]
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")
-    settings.cache_path = os.path.abspath(cache or Path(check.path).stem + ".h5")
+    settings.cache_path = _cache_path(check, cache or Path(check.path).stem + ".h5")
     return settings
 
 

@@ -1,0 +1,11 @@
+# Broken: the cache holds the results of another problem (the test writes other_problem.h5 first).
+# names: other_problem.h5
+import numpy as np
+
+n = 64
+lang = "C"
+kernel_name = "scale"
+kernel_source = "scale.c"
+arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+tune_params = {"STEP": [1, 2, 4]}
+cache = "other_problem.h5"

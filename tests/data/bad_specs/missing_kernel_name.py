@@ -1,0 +1,9 @@
+# Broken: there is no kernel_name.
+# expect: kernel_name
+import numpy as np
+
+n = 64
+lang = "C"
+kernel_source = "scale.c"
+arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+tune_params = {"STEP": [1, 2, 4]}

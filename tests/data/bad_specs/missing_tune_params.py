@@ -1,0 +1,9 @@
+# Broken: there is no tune_params.
+# expect: tune_params
+import numpy as np
+
+n = 64
+lang = "C"
+kernel_name = "scale"
+kernel_source = "scale.c"
+arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]

@@ -1,0 +1,10 @@
+# Broken: tune_params is spelled tune_param.
+# expect: tune_param
+import numpy as np
+
+n = 64
+lang = "C"
+kernel_name = "scale"
+kernel_source = "scale.c"
+arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+tune_param = {"STEP": [1, 2, 4]}

@@ -1,0 +1,10 @@
+# Broken: a parameter has no values.
+# expect: tune_params
+import numpy as np
+
+n = 64
+lang = "C"
+kernel_name = "scale"
+kernel_source = "scale.c"
+arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+tune_params = {"STEP": []}
