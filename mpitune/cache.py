@@ -111,6 +111,8 @@ def _writer_lock(path: str) -> IO:
 
 def writer_alive(path: str) -> bool:
     """Whether a run is writing PATH now (it holds the writer lock)."""
+    if not os.path.exists(path + ".lock"):
+        return False
     try:
         with open(path + ".lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -151,6 +153,9 @@ class Cache:
         except BaseException:
             self._lock.close()
             raise
+        if "results" not in self.file:
+            self.close()
+            raise UserError(f"{path} is an HDF5 file but not an mpitune cache; choose another --cache")
         if self.file.attrs.get("problem_hash") != digest:
             stored = json.loads(self.file.attrs.get("problem", "{}"))
             differ = sorted(k for k in set(stored) | set(identity) if stored.get(k) != identity.get(k))
@@ -285,7 +290,7 @@ class Cache:
 def read(path: str) -> dict:
     """Everything in a cache file as numpy structured arrays plus the problem description."""
     try:
-        with h5py.File(path, "r", libver="latest", swmr=True) as f:
+        with open_for_reading(path) as f:
             if "results" not in f:
                 raise UserError(f"{path} is not an mpitune cache (no results dataset)")
             return {
@@ -294,8 +299,21 @@ def read(path: str) -> dict:
                 "param_names": json.loads(f.attrs["param_names"]),
                 **{name: _decoded(f[name][...]) for name in ("results", "timeline", "runs", "ranks")},
             }
-    except (OSError, KeyError) as exc:
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot read cache {path}: {exc}") from None
+
+
+def open_for_reading(path: str) -> h5py.File:
+    """As an SWMR reader while a run writes the file (or a killed one left it marked as being
+    written), else plainly: an SWMR reader keeps retrying a damaged file for minutes, a
+    plain one refuses it at once."""
+    if not writer_alive(path):
+        try:
+            return h5py.File(path, "r")
+        except OSError as exc:
+            if "h5clear" not in str(exc):
+                raise
+    return h5py.File(path, "r", libver="latest", swmr=True)
 
 
 def _decoded(rows: np.ndarray) -> np.ndarray:

@@ -60,10 +60,10 @@ def clear_write_flags(path: str) -> bool:
     """
     with open(path, "r+b") as fh:
         head = fh.read(12)
-        if head[:8] != SIGNATURE or head[8] not in (2, 3):
-            raise ValueError(f"{path}: not an HDF5 file with a version 2 or 3 superblock")
-        if head[11] == 0:
-            return False
+        if head[:8] != SIGNATURE:
+            raise ValueError(f"{path}: not an HDF5 file")
+        if head[8] not in (2, 3) or head[11] == 0:
+            return False  # older superblocks carry no such flags
         size = 12 + 4 * head[9] + 4  # four addresses of head[9] bytes, then the checksum
         fh.seek(0)
         block = bytearray(fh.read(size))

@@ -21,6 +21,8 @@ _FILLED = {"results": "status", "timeline": "phase"}
 
 def repair(f: h5py.File) -> list[str]:
     """Fix, in a file open for writing (not yet in SWMR mode), what a killed writer left."""
+    if any(name not in f for name in ("results", "timeline", "runs")):
+        return []  # not an mpitune cache: findings says so
     done = []
     for name, field in _FILLED.items():
         ds = f[name]

@@ -290,7 +290,7 @@ def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
     try:
         cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
     except UserError as exc:
-        return None, str(exc)
+        return None, f"{problem.spec_path}: cache: {exc}"
     manager = Manager(setup, cache, hosts, devices, clock)
     cache.start_run(RunInfo(started_unix, len(hosts), settings.strategy, settings.seed, settings.max_fevals,
                             settings.time_limit_s, manager.batch_size, len(setup.space), command, __version__),

@@ -179,12 +179,11 @@ def _foreign_hdf5(good: Path, bad: Path) -> None:
 
 # cache.read opens with swmr=True, and HDF5's SWMR reader retries a file whose metadata does
 # not check out (truncated, or a bad checksum) for minutes before it gives up.
-HANGS = pytest.mark.xfail(strict=True, reason="a SWMR read of a damaged file retries for minutes (cache.read)")
 
 
 @pytest.mark.parametrize("make", [
-    pytest.param(_truncated, id="truncated", marks=HANGS),
-    pytest.param(_overwritten, id="corrupt", marks=HANGS),
+    pytest.param(_truncated, id="truncated"),
+    pytest.param(_overwritten, id="corrupt"),
     _text, _empty, _foreign_hdf5,
 ])
 def test_report_of_a_broken_cache_is_one_line(good_cache: Path, tmp_path: Path, make):

@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import h5py
 
-    from ..cache import writer_alive
+    from ..cache import open_for_reading, writer_alive
     from ..errors import UserError
     from ..h5repair import clear_write_flags
     from ..integrity import findings, in_flight, repair
@@ -29,12 +29,12 @@ def run(args: argparse.Namespace) -> int:
     repaired: list[str] = []
     try:
         if args.no_repair:
-            f = h5py.File(args.cache, "r", libver="latest", swmr=True)
+            f = open_for_reading(args.cache)
         else:
             if clear_write_flags(args.cache):
                 repaired.append("cleared the open-for-write mark a killed writer left")
             f = h5py.File(args.cache, "a", libver="latest")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:
         raise UserError(f"{args.cache}: not a readable HDF5 file ({exc})") from None
     with f:
         lost = in_flight(f)
