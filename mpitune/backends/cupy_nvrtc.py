@@ -158,6 +158,10 @@ def check(problem) -> None:
         dtype = np.asarray(arg).dtype
         if (dtype.kind == "f" and dtype.itemsize > 8) or (dtype.kind == "c" and dtype.itemsize > 16):
             raise ValueError(f"argument {i}: CUDA has no {dtype} type")
+    for i, expected in enumerate(problem.answer or []):
+        if expected is not None and np.asarray(expected).dtype.kind == "c":
+            raise ValueError(f"answer entry {i} is complex; the GPU check compares real values only, "
+                             f"so leave it None or compare real and imaginary parts as separate outputs")
     for name in problem.block_size_names:
         for value in problem.tune_params.get(name, []):
             if isinstance(value, (str, float)) or int(value) < 1:

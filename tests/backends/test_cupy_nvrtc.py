@@ -367,3 +367,10 @@ def test_illegal_address_is_recorded_then_the_rank_refuses_to_go_on(cp, tmp_path
     assert "STATUS runtime_error" in proc.stdout, proc.stdout
     assert "LOST" in proc.stdout and "NOT RAISED" not in proc.stdout
     assert "illegal" in proc.stdout.lower()
+
+
+def test_check_refuses_complex_answers_it_cannot_compare():
+    z = np.zeros(4, np.complex64)
+    p = problem("k", "k", [z], [z], {"block_size_x": [32]})
+    with pytest.raises(ValueError, match="answer entry 0 is complex"):
+        check(p)
