@@ -10,6 +10,7 @@ import numpy as np
 from ..result import Result
 
 FAILED = math.inf  # the objective of a failed or invalid configuration: never preferred
+DESIGN_CANDIDATES = 5  # random unseen candidates per slot of the space-filling design
 
 
 def objective(result: Result) -> float:
@@ -34,6 +35,7 @@ class Strategy:
         self.values: dict[int, float] = {}  # config id -> objective, for everything told
         self._spare: np.ndarray | None = None  # seeded permutation behind random_unseen
         self._spare_pos = 0
+        self._design_rng: np.random.Generator | None = None  # behind space_filling
 
     def ask(self, n: int) -> list[int]:
         raise NotImplementedError
@@ -67,6 +69,40 @@ class Strategy:
             if config_id not in self.seen:
                 self.seen.add(config_id)
                 batch.append(config_id)
+        return batch
+
+    def space_filling(self, n: int, claim: bool = True) -> list[int]:
+        """Up to ``n`` unseen ids spread over the space, for initial designs: best-candidate
+        sampling, where each slot draws ``DESIGN_CANDIDATES`` random unseen configurations and
+        takes the one farthest (in unit coordinates) from everything seen and chosen so far.
+        Like random sampling it only ever picks valid configurations, in proportion to where
+        they lie, but it avoids putting two samples close together, so a first batch covers
+        more of the space than a uniform random one. Marks them seen; [] only when the space is
+        exhausted. With ``claim`` false the ids are only points to aim at: not marked seen."""
+        if self._design_rng is None:
+            self._design_rng = np.random.default_rng([self.seed, 1])
+        free = np.flatnonzero(~self.seen_mask())
+        if not len(free) or n <= 0:
+            return []
+        n = min(n, len(free))
+        k = min(DESIGN_CANDIDATES, len(free) // n)
+        candidates = self._design_rng.choice(free, n * k, replace=False)
+        coords = self.space.unit_coordinates()
+        points = coords[candidates]
+        nearest = np.full(len(candidates), np.inf)  # squared distance to the nearest seen or chosen
+        if self.seen:
+            seen = coords[np.fromiter(self.seen, dtype=np.int64, count=len(self.seen))]
+            for start in range(0, len(seen), 4096):
+                block = seen[start:start + 4096]
+                dist = ((points ** 2).sum(1)[:, None] - 2 * points @ block.T + (block ** 2).sum(1)[None, :])
+                nearest = np.minimum(nearest, dist.min(1))
+        batch: list[int] = []
+        for slot in range(n):
+            j = slot * k + int(np.argmax(nearest[slot * k:(slot + 1) * k]))
+            batch.append(int(candidates[j]))
+            nearest = np.minimum(nearest, ((points - points[j]) ** 2).sum(1))
+        if claim:
+            self.seen.update(batch)
         return batch
 
     def seen_mask(self) -> np.ndarray:

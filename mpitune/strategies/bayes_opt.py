@@ -57,7 +57,7 @@ class BayesOpt(Strategy):
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < self.initial_samples:
-            return self.random_unseen(n)
+            return self.space_filling(n)
         with _one_blas_thread():
             return self._ask(n)
 

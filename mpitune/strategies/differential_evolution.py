@@ -48,10 +48,10 @@ class DifferentialEvolution(Strategy):
         if not self.members and len(self.values) >= self.population:
             self.members = self.best(self.population)
         if not self.members:
-            return self.random_unseen(n)
+            return self.space_filling(n)
         batch: list[int] = []
         if self._newcomers:
-            fresh = self.random_unseen(min(n, self._newcomers))
+            fresh = self.space_filling(min(n, self._newcomers))
             self._newcomers -= len(fresh)
             self.pending.update((i, NEWCOMER) for i in fresh)
             batch += fresh

@@ -29,7 +29,7 @@ class GeneticAlgorithm(Strategy):
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < self.population:
-            return self.random_unseen(n)
+            return self.space_filling(n)
         parents = self.space.indices[self.best(self.population)].astype(np.int64)
         children = self._breed(parents, SPARE_CHILDREN * n)
         ids = self.space.id_of(children)

@@ -40,8 +40,8 @@ class GreedyILS(Strategy):
         if self.current < 0:
             self.current = self.best(1)[0] if self.values else -1
             if self.current < 0:
-                return self.random_unseen(n)  # the start: a random sample; tell picks the best
-        batch: list[int] = self.random_unseen(int(n * self.exploration))
+                return self.space_filling(n)  # the start: a space-filling design; tell picks the best
+        batch: list[int] = self.space_filling(int(n * self.exploration))
         kicks = 0
         while len(batch) < n and kicks <= MAX_KICKS_PER_BATCH:
             batch += self.claim(self._neighbourhood(self.current), n - len(batch))

@@ -65,7 +65,7 @@ class ParticleSwarm(Strategy):
             batch += ids
             owners += moving[: len(ids)]
         starting = [p for p in particles if p not in moving]
-        ids = self.random_unseen(len(starting))
+        ids = self.space_filling(len(starting))
         batch += ids
         owners += starting[: len(ids)]
         for config_id, p in zip(batch, owners):

@@ -64,16 +64,25 @@ class SimulatedAnnealing(Strategy):
     def ask(self, n: int) -> list[int]:
         while len(self.chains) < n:
             self.chains.append(Chain())
-        batch = []
+        batch, fresh = [], []
         for chain in self.chains[:n]:
             if chain.pending >= 0:
                 continue  # still waiting for its last step
             step = self._step(chain)
             if step:
-                chain.pending = step[0]
-                self.pending[step[0]] = chain
+                self._assign(chain, step[0])
                 batch += step
+            else:
+                fresh.append(chain)
+        starts = self.space_filling(len(fresh))  # chains that start afresh: one spread-out design
+        for chain, config_id in zip(fresh, starts):
+            self._assign(chain, config_id)
+        batch += starts
         return batch + self.random_unseen(n - len(batch))
+
+    def _assign(self, chain: Chain, config_id: int) -> None:
+        chain.pending = config_id
+        self.pending[config_id] = chain
 
     def _step(self, chain: Chain) -> list[int]:
         if chain.current >= 0 and (chain.stale >= self.patience or self._poor(chain)):
@@ -87,8 +96,8 @@ class SimulatedAnnealing(Strategy):
                 step = self.claim(self._proposals(chain.current), 1)
                 if step:
                     return step
-        chain.current, chain.value = -1, FAILED  # start afresh at random
-        return self.random_unseen(1)
+        chain.current, chain.value = -1, FAILED  # start afresh: the caller gives it a design point
+        return []
 
     def _poor(self, chain: Chain) -> bool:
         """Whether the chain sits in the worse half of everything seen so far."""

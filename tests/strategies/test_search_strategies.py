@@ -161,10 +161,28 @@ def test_annealing_temperature_follows_the_spread_of_the_times():
     assert wide.temperature(wide.chains[0]) > 10 * narrow.temperature(narrow.chains[0])
 
 
-@pytest.mark.parametrize("name", ["greedy_ils", "simulated_annealing"])
-def test_local_searches_start_with_a_random_batch_not_one_neighbourhood(name):
+@pytest.mark.parametrize("name", SEARCHERS)
+def test_every_searcher_starts_with_the_shared_space_filling_design(name):
     batch = make(name).ask(8)
-    assert batch == make("random_sample").ask(8)  # the shared random design
+    assert batch == make("greedy_ils").ask(8)  # one design, not one neighbourhood
+
+
+def spread(ids) -> float:
+    coords = LANDSCAPE.unit_coordinates()[ids]
+    dist = ((coords[:, None, :] - coords[None, :, :]) ** 2).sum(-1)
+    return float(dist[~np.eye(len(ids), dtype=bool)].min())
+
+
+def test_the_design_spreads_wider_than_random_sampling_and_avoids_what_is_seen():
+    seeds = range(20)
+    design = np.mean([spread(make("genetic_algorithm", seed=s).ask(8)) for s in seeds])
+    random = np.mean([spread(make("random_sample", seed=s).ask(8)) for s in seeds])
+    assert design > 1.5 * random, (design, random)
+    strategy = make("genetic_algorithm")
+    known = list(range(0, len(LANDSCAPE), 3))
+    strategy.tell([result(i, 1.0) for i in known])
+    batch = strategy.ask(8)
+    assert len(set(batch)) == 8 and not set(batch) & set(known)
 
 
 def test_greedy_ils_spends_its_exploration_share_on_random_configurations():
