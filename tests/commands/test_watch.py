@@ -9,7 +9,7 @@ from conftest import mpi_env, mpiexec, write_scale_spec
 
 
 def test_watch_and_report_follow_a_running_job_to_its_end(tmp_path):
-    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 81)), "MODE": [0]}')
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 401)), "MODE": [0]}')
     cache = tmp_path / "out.h5"
     job = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)],
                            cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -18,14 +18,18 @@ def test_watch_and_report_follow_a_running_job_to_its_end(tmp_path):
     report = subprocess.run([sys.executable, "-m", "mpitune", "report", str(cache), "--json"], env=mpi_env(),
                             capture_output=True, text=True, timeout=60)
     assert report.returncode == 0, report.stderr
-    assert 0 < json.loads(report.stdout)["configs"] < 80  # read mid-run
+    assert 0 < json.loads(report.stdout)["configs"] < 400  # read mid-run
+    plots = subprocess.run([sys.executable, "-m", "mpitune", "plot", str(cache), "--out", str(tmp_path / "plots")],
+                           env=mpi_env(), capture_output=True, text=True, timeout=120)
+    assert plots.returncode == 0, plots.stderr
+    assert {p.name for p in (tmp_path / "plots").glob("*.png")} >= {"timeline.png", "convergence.png"}
     watch = subprocess.run([sys.executable, "-m", "mpitune", "watch", str(cache), "--interval", "0.5"],
                            env=mpi_env(), capture_output=True, text=True, timeout=120)
     job.communicate(timeout=120)
     assert job.returncode == 0
     assert watch.returncode == 0, watch.stderr
     lines = watch.stdout.splitlines()
-    assert "(running)" in lines[0] and "(finished)" in lines[-1] and "80/80 recorded" in lines[-1]
+    assert "(running)" in lines[0] and "(finished)" in lines[-1] and "400/400 recorded" in lines[-1]
 
 
 def test_watch_says_when_the_writer_was_killed(tmp_path):
