@@ -24,7 +24,7 @@ import numpy as np
 from . import __version__
 from .cache import Cache, RunInfo, read
 from .errors import UserError
-from .measured import MeasuredData, _kt_measurement, read_kt_json
+from .measured import from_kt_document, read_kt_json
 from .result import (COMPILE_ERROR, INVALID, LAUNCH_ERROR, OK, RUNTIME_ERROR, STATUSES, TIMEOUT,
                      VERIFY_FAILED, Result)
 from .searchspace import SearchSpace
@@ -199,23 +199,6 @@ def _sessions(finished_unix: list[float], durations: list[float]) -> list[list[i
     return sessions
 
 
-def kt_measured(path: str, doc: dict) -> MeasuredData:
-    """``mpitune.measured.load`` of a Kernel Tuner cache already parsed (they are large)."""
-    if not isinstance(doc, dict) or "tune_params" not in doc or "cache" not in doc:
-        raise UserError(f"{path}: not a Kernel Tuner cache (no tune_params or cache)")
-    names = doc.get("tune_params_keys") or list(doc["tune_params"])
-    entries = list(doc["cache"].values())
-    if not entries:
-        raise UserError(f"{path}: the cache holds no configurations")
-    size = doc.get("problem_size", [])
-    return MeasuredData(source=path, kernel_name=str(doc.get("kernel_name", "")),
-                        device_name=str(doc.get("device_name", "")),
-                        problem_size=size if isinstance(size, list) else [size],
-                        tune_params={n: list(doc["tune_params"][n]) for n in names},
-                        configs=[tuple(e[n] for n in names) for e in entries],
-                        measurements=[_kt_measurement(e) for e in entries])
-
-
 def import_kt(kt_path: str, out: str, command: str = "") -> dict:
     """Write a Kernel Tuner cache into a new mpitune file; returns a short summary.
 
@@ -231,7 +214,7 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
     if os.path.exists(out):
         raise UserError(f"{out} exists; import writes a new file (remove it or pick another name)")
     doc = read_kt_json(kt_path)
-    measured = kt_measured(kt_path, doc)
+    measured = from_kt_document(kt_path, doc)
     entries = list(doc["cache"].values())
     names = list(measured.tune_params)
     tune_params = measured.tune_params

@@ -94,7 +94,11 @@ def _kt_measurement(entry: dict) -> Measurement:
 
 
 def _from_kernel_tuner(path: str) -> MeasuredData:
-    doc = read_kt_json(path)
+    return from_kt_document(path, read_kt_json(path))
+
+
+def from_kt_document(path: str, doc: dict) -> MeasuredData:
+    """A Kernel Tuner cache already parsed (they are large: parse once, use twice)."""
     if not isinstance(doc, dict) or "tune_params" not in doc or "cache" not in doc:
         raise UserError(f"{path}: not a Kernel Tuner cache (no tune_params or cache)")
     names = doc.get("tune_params_keys") or list(doc["tune_params"])

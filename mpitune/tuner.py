@@ -207,7 +207,7 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
     spec file, or from measured data to replay).
     """
     comm = MPI.COMM_WORLD
-    rank, size = comm.rank, comm.size
+    rank = comm.rank
     error = slurm_world_error(comm)
     if error:
         return _refuse(int(os.environ.get("SLURM_PROCID", "0")), error)
