@@ -11,6 +11,7 @@ from ..result import Result
 
 FAILED = math.inf  # the objective of a failed or invalid configuration: never preferred
 DESIGN_CANDIDATES = 5  # random unseen candidates per slot of the space-filling design
+MIN_DESIGN = 8  # results a population strategy waits for before it searches, unless its population is smaller
 
 
 def objective(result: Result) -> float:
@@ -70,6 +71,12 @@ class Strategy:
                 self.seen.add(config_id)
                 batch.append(config_id)
         return batch
+
+    def design_done(self, population: int, n: int) -> bool:
+        """Whether a population strategy has enough results to search instead of sampling its
+        initial design: ``population`` results, or one batch (at least ``MIN_DESIGN``) when
+        that is fewer, so that with several ranks the second batch already uses the first."""
+        return len(self.values) >= min(population, max(n, MIN_DESIGN))
 
     def space_filling(self, n: int, claim: bool = True) -> list[int]:
         """Up to ``n`` unseen ids spread over the space, for initial designs: best-candidate

@@ -1,7 +1,8 @@
 """Batch Bayesian optimisation: a Gaussian process in plain numpy, expected improvement, and
 a constant liar to fill a batch.
 
-The first ``initial_samples`` results are random configurations. Then, per batch, a GP with a
+The first batch is the space-filling design, until one batch (at least eight results) or
+``initial_samples`` results are in, whichever is fewer. Then, per batch, a GP with a
 Matern-5/2 kernel on unit coordinates is fitted to the log kernel times (standardised; the
 length scale is picked from a small grid by marginal likelihood, and refitted only when the
 results grew by a quarter since the last fit, as it barely moves in between). Failures are penalised:
@@ -56,7 +57,7 @@ class BayesOpt(Strategy):
         self._scale_fitted_on = 0
 
     def ask(self, n: int) -> list[int]:
-        if len(self.values) < self.initial_samples:
+        if not self.design_done(self.initial_samples, n):
             return self.space_filling(n)
         with _one_blas_thread():
             return self._ask(n)

@@ -2,8 +2,8 @@
 
 A batch of n asks each of the first n chains for its next step (chains are created on
 demand, so the number of chains follows the batch size, i.e. the number of ranks). Every
-chain starts at a random configuration, so the first batch is a random sample spread over
-the space rather than n steps around one point. A step proposes a random unseen neighbour
+chain starts at a point of the space-filling design, so the first batch is spread over the
+space rather than n steps around one point. A step proposes a random unseen neighbour
 of the chain's current configuration (one parameter changed: with probability one half to
 the next value up or down, otherwise to any value); when it comes back, the chain moves
 there if it is better, or with probability ``exp(-log(new / current) / T)``.
@@ -15,10 +15,11 @@ the chain's steps since it (re)started; ``T`` never drops below ``min_temperatur
 
 A chain that has not improved on its own best for ``patience`` steps has stagnated: it
 restarts, alternately at one of the best configurations found so far by all chains (to
-intensify there) and at a random unseen configuration (to explore), with a fresh temperature.
+intensify there) and at a new design point (to explore), with a fresh temperature.
 A chain whose neighbourhood is used up restarts the same way. A chain whose current
 configuration is worse than the median of everything seen restarts at once, and always from
-one of the best: with 8 chains and a few hundred evaluations, walking out of a poor region
+one of the best (the best quarter of the results, at least two, at most one per chain: after the
+design, its best two): with 8 chains and a few hundred evaluations, walking out of a poor region
 costs more steps than there are. Failures have an infinite
 objective: they are never accepted, a chain only steps over them.
 """
@@ -121,7 +122,8 @@ class SimulatedAnnealing(Strategy):
         chain.current, chain.value = -1, FAILED
         chain.best, chain.steps, chain.stale = FAILED, 0, 0
         if (chain.restarts % 2 or poor) and self.values:
-            elite = [i for i in self.best(max(2, len(self.chains))) if math.isfinite(self.values[i])]
+            top = max(2, min(len(self.chains), len(self.values) // 4))  # after the design: its best few
+            elite = [i for i in self.best(top) if math.isfinite(self.values[i])]
             if elite:
                 chain.current = int(elite[self.rng.integers(len(elite))])
                 chain.value = chain.best = self.values[chain.current]

@@ -192,3 +192,20 @@ def test_greedy_ils_spends_its_exploration_share_on_random_configurations():
     current = strategy.current
     near = set(LANDSCAPE.neighbours(current).tolist()) | {current}
     assert sum(i not in near for i in batch) >= 2
+
+
+def test_bayes_opt_fits_its_model_from_the_second_batch():
+    name = "bayes_opt"
+    searching, designing = make(name), make(name)
+    for strategy in (searching, designing):
+        run(strategy, 8, 8, landscape_ms)  # one batch of the design, populations of 20
+    assert searching.ask(8) != designing.space_filling(8)  # the second batch already uses the first
+
+
+def test_annealing_chains_in_the_worse_half_restart_from_the_best_of_the_design():
+    strategy = make("simulated_annealing")
+    run(strategy, 8, 8, landscape_ms)
+    top = set(strategy.best(2))
+    batch = strategy.ask(8)
+    near = {int(i) for t in top for i in LANDSCAPE.neighbours(t)}
+    assert sum(i in near for i in batch) >= 4
