@@ -71,6 +71,21 @@ def mpitune(n: int, args: list[str], cwd: Path, timeout: float = 120) -> subproc
     return mpirun(n, ["-m", "mpitune", *args], cwd, timeout)
 
 
+def start_mpitune(n: int, args: list[str], cwd: Path) -> subprocess.Popen:
+    """A tuning job left running in a session of its own, so a test can signal or kill all of it."""
+    return subprocess.Popen([mpiexec(), "-n", str(n), sys.executable, "-m", "mpitune", *args], cwd=cwd,
+                            env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def wait_for_batch(job: subprocess.Popen, batch: int) -> int:
+    """Read the job's progress up to the line of BATCH; the configurations done by then."""
+    for line in job.stdout:
+        if line.startswith(f"mpitune: batch {batch}:"):
+            return int(line.split()[3].split("/")[0])  # "mpitune: batch N: DONE/TOTAL configs, ..."
+    pytest.fail(f"the job ended before batch {batch}: {job.stderr.read()}")
+
+
 def report_json(cache: Path) -> dict:
     import json
 

@@ -8,7 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import mpitune, report_json, write_scale_spec
+from conftest import mpitune, report_json, start_mpitune, wait_for_batch, write_scale_spec
 from mpitune.problem import load_spec
 from mpitune.searchspace import SearchSpace
 
@@ -127,21 +127,11 @@ def test_time_limit_stops_early_with_the_resumable_exit_code(tmp_path):
 def test_signal_drains_the_batch_in_flight_and_exits_resumable(tmp_path, signame):
     import signal
     import subprocess
-    import sys
-    import time
-
-    from conftest import mpi_env, mpiexec
 
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 121)), "MODE": [0]}')
     cache = tmp_path / "out.h5"
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until batches are being recorded
-        line = proc.stdout.readline()
-        if line.startswith("mpitune: batch 3:"):
-            break
+    proc = start_mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    wait_for_batch(proc, 3)
     # What Slurm does: signal every task of the step.
     ranks = subprocess.run(["pgrep", "-f", f"mpitune {spec}"], capture_output=True, text=True).stdout.split()
     for pid in ranks:
@@ -203,26 +193,18 @@ def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
-    from conftest import mpi_env, mpiexec
+    from conftest import mpi_env
 
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 101)), "MODE": [0]}')
     cache = tmp_path / "out.h5"
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
-    done = 0
-    while time.monotonic() < deadline and done < 10:
-        line = proc.stdout.readline()
-        if line.startswith("mpitune: batch"):
-            done = int(line.split()[3].split("/")[0])  # "mpitune: batch N: DONE/TOTAL configs"
+    proc = start_mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    done = wait_for_batch(proc, 5)
     os.killpg(proc.pid, signal.SIGKILL)  # mpiexec and every rank, mid-batch
     proc.communicate(timeout=30)
     with h5py.File(cache, "r", libver="latest", swmr=True) as f:
         kept = list(f["results"]["config_id"])
-    assert len(kept) >= done - 2 and len(set(kept)) == len(kept)
+    assert len(kept) >= done and len(set(kept)) == len(kept)  # a progress line follows its write
     check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], env=mpi_env(),
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
@@ -271,15 +253,12 @@ def test_a_dead_rank_ends_the_job_within_seconds_and_its_configurations_are_name
     import sys
     import time
 
-    from conftest import mpi_env, mpiexec
+    from conftest import mpi_env
 
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 301)), "MODE": [0]}')
     cache = tmp_path / "out.h5"
-    cmd = [mpiexec(), "-n", "3", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)]
-    job = subprocess.Popen(cmd, cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
-    while not job.stdout.readline().startswith("mpitune: batch 3:"):
-        pass
+    job = start_mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
+    wait_for_batch(job, 3)
     with h5py.File(cache, "r", libver="latest", swmr=True) as f:
         pid = int(f["ranks"]["pid"][1])  # rank 1's process, as the file records it
     killed = time.monotonic()

@@ -5,16 +5,14 @@ import subprocess
 import sys
 import time
 
-from conftest import mpi_env, mpiexec, write_scale_spec
+from conftest import mpi_env, start_mpitune, wait_for_batch, write_scale_spec
 
 
 def test_watch_and_report_follow_a_running_job_to_its_end(tmp_path):
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 401)), "MODE": [0]}')
     cache = tmp_path / "out.h5"
-    job = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)],
-                           cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while "batch 2:" not in job.stdout.readline():
-        pass
+    job = start_mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    wait_for_batch(job, 2)
     report = subprocess.run([sys.executable, "-m", "mpitune", "report", str(cache), "--json"], env=mpi_env(),
                             capture_output=True, text=True, timeout=60)
     assert report.returncode == 0, report.stderr
@@ -38,11 +36,8 @@ def test_watch_says_when_the_writer_was_killed(tmp_path):
 
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 81)), "MODE": [0]}')
     cache = tmp_path / "out.h5"
-    job = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, "-m", "mpitune", str(spec), "--cache", str(cache)],
-                           cwd=tmp_path, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
-    while "batch 2:" not in job.stdout.readline():
-        pass
+    job = start_mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
+    wait_for_batch(job, 2)
     os.killpg(job.pid, signal.SIGKILL)
     job.communicate(timeout=30)
     time.sleep(0.2)
