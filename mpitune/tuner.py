@@ -1,9 +1,10 @@
 """The scheduler: rank 0 manages the search, every rank (rank 0 too) measures.
 
 One round: rank 0 asks the strategy for a batch, cuts it into one chunk per rank and
-scatters the chunks (ids only); each rank runs its chunk on its own backend; results and
-timeline rows are gathered at rank 0, which writes them to the cache, tells the strategy
-and prints a progress line. A chunk of ``None`` tells every rank to stop.
+scatters the chunks (ids only, in an ``Order``); each rank runs its chunk on its own backend
+(in a supervised worker process, see isolation.py); results and timeline rows are gathered
+at rank 0, which writes them to the cache, tells the strategy and prints a progress line.
+An order without ids tells every rank to stop, and with which exit code.
 """
 
 from __future__ import annotations
