@@ -1,6 +1,6 @@
 """Differential evolution (best/1/bin) in unit coordinates, one trial vector per batch slot.
 
-The first ``population`` results (random configurations, or a resumed cache) form the
+The first ``population`` results (the space-filling design, or a resumed cache) form the
 population. Each batch slot takes the next member in turn as its target and proposes the
 trial ``best + F * (x_r1 - x_r2)``, crossed over with the target per parameter with
 probability ``crossover_rate``; the trial point is snapped to the nearest unseen
@@ -13,7 +13,7 @@ Best/1/bin converges: the population collapses onto the best member, the differe
 shrink to nothing, and the trials become snaps to the nearest unseen configuration around the
 best. So when ``patience`` generations in a row (``patience * population`` trials) have not
 improved the best, the population restarts: the best member stays, every other member is
-replaced by a random unseen configuration (the next batches are that random sample), and the
+replaced by a configuration of a new space-filling design (the next batches), and the
 evolution continues from the new population.
 """
 

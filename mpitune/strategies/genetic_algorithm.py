@@ -2,7 +2,8 @@
 
 The population is the ``population`` best configurations told so far (a (mu + lambda)
 scheme), so any batch size works and a child only has to wait for the results of the batch
-before it. Until that many results are in, batches are random (the initial population).
+before it. Until that many results are in, batches are the shared space-filling design (see
+``Strategy.space_filling``): the initial population.
 A child takes each parameter from one of two tournament winners (uniform crossover) and then
 resamples each parameter with probability ``mutation_rate``. Children that are invalid or
 already seen are replaced by spare children; if none is left, the nearest unseen

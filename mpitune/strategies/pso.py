@@ -2,7 +2,7 @@
 
 A swarm of ``swarm_size`` particles; each batch slot moves the next particle in turn
 (round robin), so batches smaller or larger than the swarm both work. A particle starts at a
-random configuration; a move is ``v = w v + c1 r1 (personal best - x) + c2 r2 (global best - x)``
+point of the space-filling design; a move is ``v = w v + c1 r1 (personal best - x) + c2 r2 (global best - x)``
 and the new point is snapped to the nearest unseen configuration, which becomes the
 particle's position. The global best is the best configuration told so far, including
 results the swarm did not propose (a resumed cache). Failures have an infinite objective:
@@ -10,7 +10,7 @@ they are never a personal or global best.
 
 A swarm converges onto its global best and then only snaps to unseen configurations around
 it. So a particle whose personal best has not improved for ``patience`` of its moves starts
-again at a random unseen configuration, with no velocity and no memory; the swarm keeps its
+again at a new design point, with no velocity and no memory; the swarm keeps its
 global best, so the restarted particle is still pulled towards it, but from somewhere new.
 """
 
