@@ -78,14 +78,14 @@ class Strategy:
         that is fewer, so that with several ranks the second batch already uses the first."""
         return len(self.values) >= min(population, max(n, MIN_DESIGN))
 
-    def space_filling(self, n: int, claim: bool = True) -> list[int]:
+    def space_filling(self, n: int) -> list[int]:
         """Up to ``n`` unseen ids spread over the space, for initial designs: best-candidate
         sampling, where each slot draws ``DESIGN_CANDIDATES`` random unseen configurations and
         takes the one farthest (in unit coordinates) from everything seen and chosen so far.
         Like random sampling it only ever picks valid configurations, in proportion to where
         they lie, but it avoids putting two samples close together, so a first batch covers
         more of the space than a uniform random one. Marks them seen; [] only when the space is
-        exhausted. With ``claim`` false the ids are only points to aim at: not marked seen."""
+        exhausted."""
         if self._design_rng is None:
             self._design_rng = np.random.default_rng([self.seed, 1])
         free = np.flatnonzero(~self.seen_mask())
@@ -108,8 +108,7 @@ class Strategy:
             j = slot * k + int(np.argmax(nearest[slot * k:(slot + 1) * k]))
             batch.append(int(candidates[j]))
             nearest = np.minimum(nearest, ((points - points[j]) ** 2).sum(1))
-        if claim:
-            self.seen.update(batch)
+        self.seen.update(batch)
         return batch
 
     def seen_mask(self) -> np.ndarray:
