@@ -10,6 +10,7 @@ are handled; they end in a lookup3 checksum, recomputed here.
 
 from __future__ import annotations
 
+import os
 import struct
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -51,6 +52,20 @@ def lookup3(data: bytes, initval: int = 0) -> int:
     b ^= a; b = (b - _rot(a, 14)) & _M  # noqa: E702
     c ^= b; c = (c - _rot(b, 24)) & _M  # noqa: E702
     return c
+
+
+def is_hdf5(path: str) -> bool:
+    """Whether the file carries HDF5's signature where a superblock may start (0, 512, 1024,
+    2048, ... bytes in), without loading the HDF5 library."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        offset = 0
+        while offset + len(SIGNATURE) <= size:
+            fh.seek(offset)
+            if fh.read(len(SIGNATURE)) == SIGNATURE:
+                return True
+            offset = 512 if offset == 0 else 2 * offset
+    return False
 
 
 def clear_write_flags(path: str) -> bool:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 
 from .errors import SpecError
+from .h5repair import is_hdf5
 from .restrictions import Restriction, RestrictionError
 
 LANGS = {"c": "C", "cupy": "cupy"}
@@ -387,7 +387,7 @@ def _cache_path(check: _Checker, cache: Any) -> str:
         check.fail("cache", f"{path} is a directory; name a file such as {os.path.join(path, 'results.h5')}")
     if not os.path.isdir(os.path.dirname(path)):
         check.fail("cache", f"cannot write {path}: directory {os.path.dirname(path)} does not exist")
-    if os.path.exists(path) and not h5py.is_hdf5(path):
+    if os.path.exists(path) and not is_hdf5(path):
         check.fail("cache", f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
     if not os.access(path if os.path.exists(path) else os.path.dirname(path), os.W_OK):
         check.fail("cache", f"cannot write {path}: permission denied")

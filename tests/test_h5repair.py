@@ -36,3 +36,20 @@ def test_not_hdf5_is_refused(tmp_path):
     path.write_bytes(b"not hdf5 at all")
     with pytest.raises(ValueError, match="not an HDF5 file"):
         clear_write_flags(str(path))
+
+
+def test_is_hdf5_agrees_with_h5py(tmp_path):
+    from mpitune.h5repair import is_hdf5
+
+    good = tmp_path / "a.h5"
+    with h5py.File(good, "w") as f:
+        f.create_dataset("x", data=[1])
+    with_userblock = tmp_path / "b.h5"
+    with h5py.File(with_userblock, "w", userblock_size=1024) as f:
+        f.create_dataset("x", data=[1])
+    text = tmp_path / "c.h5"
+    text.write_text("not hdf5" * 200)
+    empty = tmp_path / "d.h5"
+    empty.write_bytes(b"")
+    for path in (good, with_userblock, text, empty):
+        assert is_hdf5(str(path)) == h5py.is_hdf5(str(path)), path
