@@ -14,7 +14,7 @@ import shlex
 import sys
 
 from . import commands
-from .errors import UserError
+from .errors import EXIT_USER_ERROR, UserError
 from .problem import load_spec, replay_problem
 
 
@@ -29,8 +29,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         rank = next((os.environ[v] for v in _RANK_VARIABLES if v in os.environ), "0")
         if rank.strip() in ("", "0"):
-            self.exit(2, f"mpitune: error: {message} (see {self.prog} --help)\n")
-        self.exit(2)
+            self.exit(EXIT_USER_ERROR, f"mpitune: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USER_ERROR)
 
 
 def _tune_parser() -> argparse.ArgumentParser:
@@ -105,7 +105,7 @@ def _offline(verb: str, argv: list[str]) -> int:
         if args.debug:
             raise
         print(f"mpitune: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
 
 
 def _calm_oversubscribed_mpich() -> None:

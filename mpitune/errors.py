@@ -1,4 +1,10 @@
-"""Errors a user can act on. Everything else is a bug and keeps its traceback."""
+"""Errors a user can act on, and the exit codes every rank ends with. Everything else is a
+bug and keeps its traceback."""
+
+EXIT_USER_ERROR = 2
+# A run that stopped before its search was done (signal, time limit, lost device) and that a
+# rerun continues; 75 is EX_TEMPFAIL, "try again later".
+EXIT_RESUMABLE = 75
 
 
 class UserError(Exception):

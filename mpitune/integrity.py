@@ -9,10 +9,13 @@ including what no repair can fix (a configuration recorded twice, unknown status
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass, field
 
 import h5py
+import numpy as np
 
+from .errors import UserError
+from .h5repair import clear_write_flags
 from .result import STATUSES
 from .timeline import PHASES
 
@@ -24,11 +27,11 @@ def repair(f: h5py.File) -> list[str]:
     if any(name not in f for name in ("results", "timeline", "runs")):
         return []  # not an mpitune cache: findings says so
     done = []
-    for name, field in _FILLED.items():
+    for name, column in _FILLED.items():
         ds = f[name]
         if not len(ds):
             continue
-        filled = np.flatnonzero(ds.fields(field)[...] != b"")
+        filled = np.flatnonzero(ds.fields(column)[...] != b"")
         keep = int(filled[-1]) + 1 if len(filled) else 0
         if keep < len(ds):
             done.append(f"dropped {len(ds) - keep} half-written row(s) at the end of {name}")
@@ -87,3 +90,36 @@ def findings(f: h5py.File) -> list[str]:
     if len(timeline) and (timeline["end_s"] < timeline["start_s"]).any():
         problems.append("timeline rows that end before they start")
     return problems
+
+
+@dataclass
+class Inspection:
+    rows: int = 0
+    repaired: list[str] = field(default_factory=list)
+    lost: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def inspect(path: str, fix: bool = True) -> Inspection:
+    """Check a cache file no run is writing; repair it in place unless told not to."""
+    from .cache import open_for_reading, writer_alive  # the cache module uses this one
+
+    if writer_alive(path):
+        raise UserError(f"{path}: a run is writing it now; check it when the run has ended")
+    found = Inspection()
+    try:
+        if fix:
+            if clear_write_flags(path):
+                found.repaired.append("cleared the open-for-write mark a killed writer left")
+            f = h5py.File(path, "a", libver="latest")
+        else:
+            f = open_for_reading(path)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UserError(f"{path}: not a readable HDF5 file ({exc})") from None
+    with f:
+        found.lost = in_flight(f)
+        if fix:
+            found.repaired += repair(f)
+        found.problems = findings(f)
+        found.rows = len(f["results"]) if "results" in f else 0
+    return found

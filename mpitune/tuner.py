@@ -28,7 +28,7 @@ import numpy as np
 from . import __version__, backends, strategies
 from .cache import Cache, RunInfo
 from .comm import MPI, bcast_problem, first_error, slurm_world_error, start_clock
-from .errors import SpecError, UserError
+from .errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError, UserError
 from .isolation import IsolatedBackend
 from .problem import Problem, RunSettings
 from .result import Result
@@ -39,9 +39,6 @@ from .worker import run_chunk
 
 log = logging.getLogger(__name__)
 
-# Exit code of every rank when a run stopped before its search was done (signal or time
-# limit) and a rerun continues it; 75 is EX_TEMPFAIL, "try again later".
-EXIT_RESUMABLE = 75
 RESUMABLE = ("signal", "time_limit", "device_error")
 
 
@@ -383,4 +380,4 @@ def _finish(manager: Manager, timeline: Timeline) -> None:
 def _refuse(rank: int, error: str) -> int:
     if rank == 0:
         print(f"mpitune: error: {error}", file=sys.stderr, flush=True)
-    return 2
+    return EXIT_USER_ERROR

@@ -7,20 +7,14 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import mpitune, write_scale_spec
 from mpitune.errors import UserError
 
 pd = pytest.importorskip("pandas")
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """12 configurations on 2 ranks: MODE 1 fails to compile, MODE 2 gives wrong answers."""
-    tmp = tmp_path_factory.mktemp("analysis")
-    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}')
-    proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5")], tmp)
-    assert proc.returncode == 0, proc.stderr
-    return tmp / "out.h5"
+@pytest.fixture
+def cache(run_with_failures):
+    return run_with_failures
 
 
 def test_results_one_row_per_configuration_with_parameters_and_statistics(cache):

@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import REPO, mpi_env, mpitune, report_json, write_scale_spec
+from conftest import REPO, mpi_env, report_json
 from mpitune.errors import UserError
 from mpitune.exchange import export_kt_json, import_kt
 from mpitune.measured import load as load_measured
@@ -34,13 +34,9 @@ def offline(*args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("exchange")
-    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}')
-    proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5")], tmp)
-    assert proc.returncode == 0, proc.stderr
-    return tmp / "out.h5"
+@pytest.fixture
+def cache(run_with_failures):
+    return run_with_failures
 
 
 def best_of(measured) -> tuple:

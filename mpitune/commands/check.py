@@ -17,37 +17,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import h5py
+    from ..integrity import inspect
 
-    from ..cache import open_for_reading, writer_alive
-    from ..errors import UserError
-    from ..h5repair import clear_write_flags
-    from ..integrity import findings, in_flight, repair
-
-    if writer_alive(args.cache):
-        raise UserError(f"{args.cache}: a run is writing it now; check it when the run has ended")
-    repaired: list[str] = []
-    try:
-        if args.no_repair:
-            f = open_for_reading(args.cache)
-        else:
-            if clear_write_flags(args.cache):
-                repaired.append("cleared the open-for-write mark a killed writer left")
-            f = h5py.File(args.cache, "a", libver="latest")
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise UserError(f"{args.cache}: not a readable HDF5 file ({exc})") from None
-    with f:
-        lost = in_flight(f)
-        if not args.no_repair:
-            repaired += repair(f)
-        problems = findings(f)
-        rows = len(f["results"]) if "results" in f else 0
-    for line in repaired:
+    found = inspect(args.cache, fix=not args.no_repair)
+    for line in found.repaired:
         print(f"repaired: {line}")
-    if lost:
-        print(f"lost: {lost} (not recorded; a rerun measures them)")
-    for line in problems:
+    if found.lost:
+        print(f"lost: {found.lost} (not recorded; a rerun measures them)")
+    for line in found.problems:
         print(f"problem: {line}")
-    print(f"{args.cache}: {rows} configurations recorded, "
-          f"{'sound' if not problems else f'{len(problems)} problem(s) that cannot be repaired'}")
-    return 1 if problems else 0
+    print(f"{args.cache}: {found.rows} configurations recorded, "
+          f"{'sound' if not found.problems else f'{len(found.problems)} problem(s) that cannot be repaired'}")
+    return 1 if found.problems else 0

@@ -17,10 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import EXIT_RESUMABLE, UserError
 
 HELP = "run SPEC on the tasks of this Slurm job, stop cleanly before its limit and requeue"
-EXIT_RESUMABLE = 75
 log = logging.getLogger(__name__)
 
 
