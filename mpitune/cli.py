@@ -49,7 +49,11 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
     p.add_argument("--time-limit", type=float, metavar="S", help=f"stop handing out batches after S {seconds}")
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
-    p.add_argument("--batch-size", type=int, help="configurations per round (default: number of ranks)")
+    p.add_argument("--batch-size", type=int,
+                   help="configurations per round (default: see docs/performance.md, 'Batches')")
+    p.add_argument("--compile-workers", type=int, metavar="N",
+                   help="processes per rank compiling ahead while the device measures "
+                        "(default: the rank's cores minus one; 0: compile each configuration in turn)")
     p.add_argument("--stop-file", metavar="PATH",
                    help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)")
     p.add_argument("--no-isolation", action="store_true",
@@ -126,7 +130,7 @@ def _tune(args, argv: list[str], load) -> int:
     _setup_logging(args, rank)
     overrides = {"strategy": args.strategy, "max_fevals": args.max_fevals, "time_limit": args.time_limit,
                  "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size,
-                 "stop_file": args.stop_file,
+                 "compile_workers": args.compile_workers, "stop_file": args.stop_file,
                  "allow_mixed_devices": args.allow_mixed_devices, "no_isolation": args.no_isolation}
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:

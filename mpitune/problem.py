@@ -24,13 +24,14 @@ import numpy as np
 
 from .errors import SpecError
 from .h5repair import is_hdf5
+from .kernel_extras import KernelExtras, parse as parse_extras
 from .restrictions import Restriction, RestrictionError
 
 LANGS = {"c": "C", "cupy": "cupy"}
 BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
 # Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
-UNSUPPORTED = ("metrics", "observers", "cmem_args", "smem_args", "texmem_args",
-               "verify", "objective_higher_is_better", "defines", "device", "platform")
+UNSUPPORTED = ("metrics", "observers", "texmem_args",
+               "verify", "objective_higher_is_better", "device", "platform")
 # Kernel Tuner arguments that are accepted and have no effect here.
 IGNORED = ("verbose", "quiet", "log")
 # Names of result fields; a tunable parameter may not shadow them in the results table.
@@ -42,7 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "grid_div_z": None, "block_size_names": None, "answer": None, "atol": 1e-6,
     "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
     "strategy": None, "strategy_options": None, "cache": None, "simulation_mode": False,
-    "timeout_s": None,
+    "timeout_s": None, "compile_workers": None,
+    "defines": None, "smem_args": None, "cmem_args": None,
 }
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
 
@@ -70,6 +72,8 @@ class Problem:
     # recorded as a timeout; None: derived from the configurations measured so far.
     timeout_s: float | None = None
     isolate: bool = True  # measure in a supervised worker process (see isolation.py)
+    # defines, smem_args and cmem_args (kernel_extras.py); None when the spec uses none of them.
+    extras: KernelExtras | None = None
     # Replays only: the measured data answering for the kernel, and the configurations in it,
     # which are the whole space.
     replay_source: str = ""
@@ -78,7 +82,8 @@ class Problem:
     def for_workers(self) -> "Problem":
         """A copy without what workers never need: restrictions (callables need not travel)
         and the configuration list (they receive the space's index table)."""
-        return replace(self, restrictions=[], configs=None)
+        return replace(self, restrictions=[], configs=None,
+                       extras=self.extras.for_workers() if self.extras else None)
 
     def identity(self) -> dict:
         """What defines the problem: changing any of it invalidates measured results."""
@@ -96,6 +101,7 @@ class Problem:
             "iterations": self.iterations,
             "compiler_options": list(self.compiler_options),
             "replay_source": self.replay_source,
+            **(self.extras.identity() if self.extras else {}),
         }
 
 
@@ -112,6 +118,9 @@ class RunSettings:
     batch_size: int | None = None
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
+    # Processes per rank that compile configurations ahead while the device measures
+    # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
+    compile_workers: int | None = None
 
 
 def _describe(arg: Any) -> str:
@@ -250,6 +259,7 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
 
     compiler_options = spec["compiler_options"] or []
     compiler_options = check.str_list("compiler_options", compiler_options)
+    extras = _extras(check, spec, tune_params, lang)
 
     problem = Problem(
         spec_path=path, kernel_name=kernel_name, kernel_source=kernel_source, lang=lang,
@@ -259,9 +269,18 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
         iterations=check.int_("iterations", spec["iterations"], 1), objective=objective,
         compiler_options=compiler_options,
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
-        isolate=not (overrides or {}).get("no_isolation"),
+        isolate=not (overrides or {}).get("no_isolation"), extras=extras,
     )
     return problem, _settings(check, spec, overrides or {})
+
+
+def _extras(check: _Checker, spec: dict, tune_params: dict[str, list], lang: str) -> KernelExtras | None:
+    if lang == "C":
+        for name in ("smem_args", "cmem_args"):
+            if spec[name] is not None:
+                check.fail(name, "is GPU memory; the C backend has none (use lang='cupy')")
+    sample = {name: values[0] for name, values in tune_params.items()}
+    return parse_extras(spec["defines"], spec["smem_args"], spec["cmem_args"], sample, check.fail)
 
 
 def _kernel_source(check: _Checker, source: Any, spec_dir: str) -> str:
@@ -427,6 +446,10 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
     settings.allow_mixed_devices = bool(overrides.get("allow_mixed_devices"))
     if overrides.get("batch_size") is not None:
         settings.batch_size = check.int_("batch_size", overrides["batch_size"], 1)
+    workers = overrides.get("compile_workers")
+    workers = spec.get("compile_workers") if workers is None else workers
+    if workers is not None:
+        settings.compile_workers = check.int_("compile_workers", workers, 0)
     cache = overrides.get("cache") or spec["cache"]
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")

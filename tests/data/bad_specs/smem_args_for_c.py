@@ -1,0 +1,11 @@
+# Broken: dynamic shared memory for a C kernel, which runs on the CPU.
+# expect: smem_args
+import numpy as np
+
+n = 64
+lang = "C"
+kernel_name = "scale"
+kernel_source = "scale.c"
+arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+tune_params = {"STEP": [1, 2, 4]}
+smem_args = {"size": 1024}
