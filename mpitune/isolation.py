@@ -19,8 +19,9 @@ import traceback
 from multiprocessing.connection import Connection
 
 from . import backends
-from .backends.base import Backend
+from .backends.base import Backend, Compiled, Compiler
 from .errors import UserError
+from .kernel_extras import Derived
 from .result import RUNTIME_ERROR, TIMEOUT, Result
 from .timeline import Clock, PhaseRow, Timeline
 
@@ -46,7 +47,7 @@ def _serve(conn: Connection, problem, workdir: str, origin: float) -> None:
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return
-    conn.send(("ready", backend.device_name, backend.device_detail))
+    conn.send(("ready", backend.device_name, backend.device_detail, backend.compiler(), backend.measures_on_cpu))
     timeline = Timeline(Clock(origin=origin), fill_gaps=False)
     while True:
         try:
@@ -55,8 +56,8 @@ def _serve(conn: Connection, problem, workdir: str, origin: float) -> None:
             return
         if message[0] == "stop":
             break
-        _, config_id, config = message
-        result = backend.run(config_id, config, timeline)
+        _, config_id, config, derived, compiled = message
+        result = backend.run(config_id, config, timeline, derived, compiled)
         conn.send(("result", result, timeline.take(), backend.fatal_error))
         if backend.fatal_error:
             return  # its context is gone: the rank starts a fresh worker
@@ -92,7 +93,10 @@ class IsolatedBackend(Backend):
         if message[0] == "error":
             self.process.join(5)
             raise UserError(message[1])
-        _, self.device_name, self.device_detail = message
+        _, self.device_name, self.device_detail, self._compiler, self.measures_on_cpu = message
+
+    def compiler(self) -> Compiler | None:
+        return self._compiler
 
     def deadline_s(self) -> float:
         if self.timeout_s is not None:
@@ -101,10 +105,11 @@ class IsolatedBackend(Backend):
             return TIMEOUT_FLOOR_S
         return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(self.config_s))
 
-    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
+            compiled: Compiled | None = None) -> Result:
         deadline_s = self.deadline_s()
         start_s = self.clock.now()
-        self.conn.send(("run", config_id, config))
+        self.conn.send(("run", config_id, config, derived, compiled))
         if self.conn.poll(deadline_s):
             try:
                 _, result, rows, fatal = self.conn.recv()

@@ -16,7 +16,7 @@ import numpy as np
 
 from .cache import read
 from .result import OK
-from .timeline import IDLE_PHASES, PHASES
+from .timeline import BACKGROUND_PHASES, IDLE_PHASES, PHASES
 
 MEASURING = ("compile", "verify", "benchmark")
 # Columns of the per-rank table, in the order a run goes through them.
@@ -57,7 +57,8 @@ def per_rank(data: dict) -> list[dict]:
         for rank in np.unique(rows["rank"]):
             mine = rows[rows["rank"] == rank]
             t = totals[int(rank)]
-            t["wall_s"] += float(mine["end_s"].max())
+            background = np.isin(mine["phase"], BACKGROUND_PHASES)
+            t["wall_s"] += float(mine["end_s"][~background].max()) if (~background).any() else 0.0
             for phase, start, end in zip(mine["phase"], mine["start_s"], mine["end_s"]):
                 t[phase] += float(end - start)
     where = {int(r["rank"]): (r["host"], r["device"]) for r in ranks}  # latest run wins
@@ -66,10 +67,10 @@ def per_rank(data: dict) -> list[dict]:
     for rank in sorted(totals):
         t = totals[rank]
         idle = sum(t[p] for p in IDLE_PHASES)
-        busy = sum(v for k, v in t.items() if k not in IDLE_PHASES and k != "wall_s")
+        busy = sum(v for k, v in t.items() if k not in IDLE_PHASES + BACKGROUND_PHASES and k != "wall_s")
         host, device = where.get(rank, ("?", "?"))
         phases = {p: t[p] for p in PHASE_COLUMNS}
-        phases.update({k: v for k, v in t.items() if k not in phases and k != "wall_s"})
+        phases.update({k: v for k, v in t.items() if k not in phases and k not in BACKGROUND_PHASES and k != "wall_s"})
         measuring = sum(t[p] for p in MEASURING)
         out.append({
             "rank": rank, "host": host, "device": device,
@@ -78,9 +79,40 @@ def per_rank(data: dict) -> list[dict]:
             "wall_s": t["wall_s"],
             "startup_s": t["startup"], "strategy_s": t["strategy"], "write_s": t["write"],
             "wait_s": t["wait"], "phases": phases, "configs": int(measured.get(rank, 0)),
+            "compile_ahead_s": t["compile_ahead"],
             "efficiency": measuring / t["wall_s"] if t["wall_s"] > 0 else None,
         })
     return out
+
+
+WAIT_SHARE = 0.1  # a rank "waited at the gather" when it idled this share of a batch more than the least idle rank
+
+
+def gather_waits(data: dict) -> dict:
+    """How often ranks waited for others at the end of a batch.
+
+    Every rank waits while rank 0 writes and asks the strategy; what one rank waits beyond the
+    least-waiting rank of the same batch is time it stood idle because others were still
+    measuring. Counted per (rank, batch) where that exceeds ``WAIT_SHARE`` of the batch."""
+    timeline = data["timeline"]
+    waited = rank_batches = 0
+    extra_s = 0.0
+    for run in np.unique(timeline["run"]):
+        rows = timeline[(timeline["run"] == run) & (timeline["batch"] >= 0)
+                        & ~np.isin(timeline["phase"], BACKGROUND_PHASES)]
+        for batch in np.unique(rows["batch"]):
+            mine = rows[rows["batch"] == batch]
+            span = float(mine["end_s"].max() - mine["start_s"].min())
+            waits = {}
+            for rank in np.unique(mine["rank"]):
+                r = mine[(mine["rank"] == rank) & np.isin(mine["phase"], IDLE_PHASES)]
+                waits[int(rank)] = float((r["end_s"] - r["start_s"]).sum())
+            least = min(waits.values())
+            for w in waits.values():
+                rank_batches += 1
+                extra_s += w - least
+                waited += int(span > 0 and w - least > WAIT_SHARE * span)
+    return {"rank_batches": rank_batches, "waited": waited, "threshold": WAIT_SHARE, "wait_s": extra_s}
 
 
 def _devices(ranks: np.ndarray) -> list[dict]:
@@ -149,6 +181,7 @@ def summarize(data: dict, top: int = 5) -> dict:
         "wall_s": float(sum(walls)),
         "per_rank": ranks,
         "efficiency": measuring_s / wall_rank_s if wall_rank_s > 0 else None,
+        "gather": gather_waits(data),
         "problem": {
             "kernel": problem.get("kernel_name"), "lang": problem.get("lang"),
             "problem_size": problem.get("problem_size"), "iterations": problem.get("iterations"),
@@ -243,4 +276,11 @@ def _text(path: str, s: dict) -> str:
                      "spent compiling, verifying and benchmarking;\n  the rest went to start-up, the "
                      "strategy, writing the file, hung or crashed configurations, restarting workers, "
                      "other work\n  and waiting for other ranks")
+    g = s["gather"]
+    if g["rank_batches"]:
+        lines.append(f"  at the end of a batch, a rank waited for others in {g['waited']} of {g['rank_batches']} "
+                     f"cases (more than {100 * g['threshold']:.0f}% of the batch; {g['wait_s']:.1f} s in all)")
+    background = sum(r["compile_ahead_s"] for r in s["per_rank"])
+    if background:
+        lines.append(f"  compiled ahead in the background: {background:.1f} s of compiling beside the ranks' phases")
     return "\n".join(lines)

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 PHASES = ("startup", "strategy", "compile", "verify", "benchmark", "write", "lost", "restart", "other", "wait")
 # Phases in which a rank waits for others; everything else is work.
 IDLE_PHASES = ("wait",)
+# Work done beside a rank's own phases (in its compile workers, see compile_ahead.py): it
+# overlaps them, so it is reported on its own and is no part of the rank's wall time.
+BACKGROUND_PHASES = ("compile_ahead",)
 
 
 @dataclass
@@ -93,8 +96,7 @@ class Timeline:
     @contextmanager
     def phase(self, name: str, config_id: int = -1) -> Iterator[Interval]:
         interval = Interval(start_s=self.clock.now())
-        if self.fill_gaps and interval.start_s - self._last_end_s > GAP_S:
-            self.rows.append(PhaseRow(self.batch, -1, "other", self._last_end_s, interval.start_s))
+        self._fill_gap(interval.start_s)
         try:
             yield interval
         finally:
@@ -102,11 +104,18 @@ class Timeline:
             self.rows.append(PhaseRow(self.batch, config_id, name, interval.start_s, interval.end_s))
 
     def extend(self, rows: list[PhaseRow]) -> None:
-        """Phases recorded elsewhere on this clock (a worker process), as part of this batch."""
+        """Phases recorded elsewhere on this clock (a worker process), as part of this batch.
+        Background phases stand beside this rank's own and leave its gap accounting alone."""
         for row in rows:
             row.batch = self.batch
+            if row.phase not in BACKGROUND_PHASES:
+                self._fill_gap(row.start_s)
+                self._last_end_s = max(self._last_end_s, row.end_s)
             self.rows.append(row)
-            self._last_end_s = max(self._last_end_s, row.end_s)
+
+    def _fill_gap(self, start_s: float) -> None:
+        if self.fill_gaps and start_s - self._last_end_s > GAP_S:
+            self.rows.append(PhaseRow(self.batch, -1, "other", self._last_end_s, start_s))
 
     def take(self) -> list[PhaseRow]:
         """Hand over the rows recorded so far (to be sent to rank 0) and forget them."""

@@ -21,15 +21,17 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import __version__, backends, strategies
 from .cache import Cache, RunInfo
 from .comm import MPI, bcast_problem, first_error, slurm_world_error, start_clock
+from .compile_ahead import CompileAhead, default_workers
 from .errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError, UserError
 from .isolation import IsolatedBackend
+from .kernel_extras import Derived
 from .problem import Problem, RunSettings
 from .result import Result
 from .searchspace import SearchSpace
@@ -40,6 +42,10 @@ from .worker import run_chunk
 log = logging.getLogger(__name__)
 
 RESUMABLE = ("signal", "time_limit", "device_error")
+# Configurations per rank in a batch by default: a strategy that knows its order in advance
+# (brute force) gets chunks long enough for compile workers to stay ahead and for few
+# gathers; one that learns from every result gets one each, so that it learns soonest.
+PER_RANK_PREDICTABLE = 16
 
 
 @dataclass
@@ -79,6 +85,9 @@ class Order:
     batch: int = -1
     ids: list[int] | None = None
     exit_code: int = 0
+    derived: list[Derived] | None = None  # per id, what rank 0 resolved (kernel_extras.py)
+    upcoming: list[int] = field(default_factory=list)  # this rank's likely next chunk, to compile ahead
+    upcoming_derived: list[Derived] | None = None
 
 
 def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
@@ -99,11 +108,14 @@ class Manager:
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
         self.ranks = len(hosts)
-        self.batch_size = setup.settings.batch_size or self.ranks
+        self.batch_size = setup.settings.batch_size or default_batch_size(self.ranks, self.strategy)
+        extras = setup.problem.extras
+        self._derive = extras.derive if extras is not None and extras.varies else None
         self.handed_out = 0
         self.measured = 0
         self.batch = -1
         self.stop_reason = ""
+        self.error = ""  # why a spec's callable stopped the run
         self.stop_requested = ""  # set by a signal handler: the job is about to be ended
         self.batch_s: list[float] = []
         self._batch_start_s = math.nan
@@ -154,10 +166,24 @@ class Manager:
                 self._batch_start_s = now
                 chunks = deal(ids, self.ranks, self.batch)
                 self.cache.hand_out(self.batch, chunks)
-                return [Order(now, self.batch, chunk) for chunk in chunks]
-            self.stop_reason = "finished"
-        code = EXIT_RESUMABLE if self.stop_reason in RESUMABLE else 0
+                n = self.batch_size if limit is None else min(self.batch_size, limit - self.handed_out)
+                upcoming = deal(self.strategy.upcoming(n), self.ranks, self.batch + 1)
+                try:
+                    return [Order(now, self.batch, chunk, derived=self.derive(chunk), upcoming=next_chunk,
+                                  upcoming_derived=self.derive(next_chunk))
+                            for chunk, next_chunk in zip(chunks, upcoming)]
+                except ValueError as exc:
+                    self.stop_reason, self.error = "spec_error", f"{self.setup.problem.spec_path}: {exc}"
+            else:
+                self.stop_reason = "finished"
+        code = {"spec_error": EXIT_USER_ERROR}.get(self.stop_reason, EXIT_RESUMABLE if self.stop_reason in RESUMABLE else 0)
         return [Order(now, exit_code=code)] * self.ranks
+
+    def derive(self, chunk: list[int]) -> list[Derived] | None:
+        """What the spec's per-configuration callables give for each id (ValueError if one fails)."""
+        if self._derive is None or not chunk:
+            return None
+        return [self._derive(self.space.config(i)) for i in chunk]
 
     def _typical_batch_s(self) -> float:
         """How long the next batch will likely take: the median of the last few."""
@@ -187,6 +213,19 @@ class Manager:
             f"{self.best.time_ms:.4g} ms {_format_config(self.space.config(self.best.config_id))}"
         return (f"batch {self.batch + 1}: {done}/{total} configs, best {best}, "
                 f"{self.measured / elapsed:.3g} configs/s, {elapsed:.1f} s")
+
+
+def default_batch_size(ranks: int, strategy: Strategy) -> int:
+    predictable = type(strategy).upcoming is not Strategy.upcoming
+    return ranks * (PER_RANK_PREDICTABLE if predictable else 1)
+
+
+def _workers_text(workers: tuple[int, ...]) -> str:
+    if not any(workers):
+        return "compiling in turn"
+    if len(set(workers)) == 1:
+        return f"{workers[0]} compile worker(s) per rank"
+    return f"{min(workers)}-{max(workers)} compile workers per rank"
 
 
 def _format_config(config: dict) -> str:
@@ -221,7 +260,7 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
                 log.debug("the input was refused", exc_info=debug)
                 error = str(exc)
     with timeline.phase("wait"):
-        error = comm.bcast(error, root=0)
+        error, workers = comm.bcast((error, setup and setup.settings.compile_workers), root=0)
     if error:
         return _refuse(rank, error)
 
@@ -235,20 +274,22 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
     with timeline.phase("startup"):
         space = SearchSpace(problem.tune_params, indices)
         workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
-        backend = None
+        backend = ahead = None
         try:
             if problem.isolate and problem.lang != "replay":
                 backend = IsolatedBackend(problem, workdir, clock, problem.timeout_s)
             else:
                 backend = backends.create(problem, workdir)
                 backend.prepare()
+            ahead = _compile_ahead(comm, backend, workers, clock)
         except UserError as exc:
             error = str(exc)
     try:
         with timeline.phase("wait"):
             error = first_error(comm, error)
             where = comm.gather((socket.gethostname(), backend and backend.device_name,
-                                 backend and backend.device_detail, os.getpid()), root=0)
+                                 backend and backend.device_detail, os.getpid(),
+                                 ahead.workers if ahead else 0), root=0)
         if error:
             return _refuse(rank, error)
 
@@ -262,20 +303,34 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
             return _refuse(rank, error)
 
         with _stop_requests(manager):
-            exit_code = _loop(comm, manager, backend, space, timeline)
+            exit_code = _loop(comm, manager, backend, space, timeline, ahead)
         if rank == 0:
             _finish(manager, timeline)
         return exit_code
     finally:
+        if ahead is not None:
+            ahead.close()
         if backend is not None:
             backend.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _compile_ahead(comm, backend, workers: int | None, clock: Clock) -> CompileAhead | None:
+    """This rank's compile workers: as many as asked, else as its cores allow (none where
+    kernels run on the CPU, whose timings compiling would disturb)."""
+    compiler = backend.compiler()
+    if compiler is None:
+        return None
+    if workers is None:
+        ranks_on_node = comm.Split_type(MPI.COMM_TYPE_SHARED).size
+        workers = 0 if backend.measures_on_cpu else default_workers(ranks_on_node)
+    return CompileAhead(compiler, workers, clock) if workers > 0 else None
+
+
 def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
           command: str) -> tuple[Manager | None, str | None]:
     """Open (or resume) the cache and record the run; an error string if the cache refuses."""
-    hosts, devices, details, pids = zip(*where)
+    hosts, devices, details, pids, workers = zip(*where)
     problem, settings = setup.problem, setup.settings
     models = sorted(set(devices))
     if len(models) > 1 and not settings.allow_mixed_devices:
@@ -294,14 +349,16 @@ def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
                             settings.time_limit_s, manager.batch_size, len(setup.space), command, __version__),
                     hosts, devices, pids, details)
     say(f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
-        f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}")
+        f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
+        f"batches of {manager.batch_size}, {_workers_text(workers)}")
     if cache.interrupted:
         say(f"the previous run was killed while {cache.interrupted}; they are not recorded and may be "
             f"measured again")
     return manager, None
 
 
-def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: Timeline) -> int:
+def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: Timeline,
+          ahead: CompileAhead | None) -> int:
     """Rounds until rank 0 says stop; returns the exit code it sent."""
     while True:
         orders = None
@@ -313,7 +370,8 @@ def _loop(comm, manager: Manager | None, backend, space: SearchSpace, timeline: 
             timeline.clock.sync(order.now_s)
         if order.ids is None:
             break
-        results = run_chunk(backend, space, order.ids, comm.rank, order.batch, timeline)
+        results = run_chunk(backend, space, order.ids, comm.rank, order.batch, timeline, order.derived, ahead,
+                            order.upcoming, order.upcoming_derived)
         with timeline.phase("wait"):
             gathered = comm.gather((results, timeline.take(), timeline.clock.now(), backend.fatal_error), root=0)
             if manager:
@@ -372,6 +430,8 @@ def _finish(manager: Manager, timeline: Timeline) -> None:
     kind = "simulated " if clock.simulated else ""
     say(f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({manager.stop_reason}); "
         f"results in {manager.cache.path}")
+    if manager.error:
+        print(f"mpitune: error: {manager.error}", file=sys.stderr, flush=True)
     if manager.stop_reason in RESUMABLE:
         say(f"stopped early ({manager.stop_reason}); run the same command again to resume "
             f"(exit code {EXIT_RESUMABLE})")

@@ -72,7 +72,11 @@ def mpitune(n: int, args: list[str], cwd: Path, timeout: float = 120) -> subproc
 
 
 def start_mpitune(n: int, args: list[str], cwd: Path) -> subprocess.Popen:
-    """A tuning job left running in a session of its own, so a test can signal or kill all of it."""
+    """A tuning job left running in a session of its own, so a test can signal or kill all of it.
+    One configuration per rank per batch unless the test says otherwise: a test that acts
+    mid-run needs many batches."""
+    if "--batch-size" not in args:
+        args = [*args, "--batch-size", str(n)]
     return subprocess.Popen([mpiexec(), "-n", str(n), sys.executable, "-m", "mpitune", *args], cwd=cwd,
                             env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)

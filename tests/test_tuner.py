@@ -236,7 +236,7 @@ def test_ranks_on_different_device_models_are_refused_unless_allowed(tmp_path):
     from mpitune.tuner import _open, prepare
 
     spec = write_scale_spec(tmp_path)
-    where = [("node1", "GPU model A", "", 1), ("node1", "GPU model B", "", 2), ("node2", "GPU model A", "", 3)]
+    where = [("node1", "GPU model A", "", 1, 0), ("node1", "GPU model B", "", 2, 0), ("node2", "GPU model A", "", 3, 0)]
     setup = prepare(*load_spec(str(spec), {"cache": str(tmp_path / "out.h5")}))
     manager, error = _open(setup, where, Clock(), 0.0, "test")
     assert manager is None

@@ -2,10 +2,47 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
+from ..kernel_extras import Derived
 from ..result import Result
 from ..timeline import Timeline
+
+
+@dataclass
+class Compiled:
+    """One configuration compiled, in whichever process did it (a compile worker or the one
+    that measures): what to load, or why there is nothing to load."""
+
+    config_id: int
+    artifact: bytes | str = b""  # a CUDA image (cubin or PTX), or a shared library's path
+    entry: str = ""  # the symbol of the kernel in the artifact (lowered name of a template)
+    symbols: dict[str, str] | None = None  # constant memory name -> symbol in the artifact
+    status: str = ""  # '' when compiled; else the configuration's status (compile_error, ...)
+    error: str = ""
+    started: float = 0.0  # time.perf_counter() readings of the process that compiled
+    finished: float = 0.0
+
+    @property
+    def compile_s(self) -> float:
+        return self.finished - self.started
+
+
+# A picklable function of (config_id, config, derived) -> Compiled that runs in any process:
+# what a backend hands out so that configurations can be compiled ahead (compile_ahead.py).
+Compiler = Callable[[int, dict, "Derived | None"], Compiled]
+
+
+def timed(compile_one: Callable[[], Compiled]) -> Compiled:
+    """Run a compile step and stamp it with this process' monotonic clock."""
+    started = time.perf_counter()
+    compiled = compile_one()
+    compiled.started, compiled.finished = started, time.perf_counter()
+    return compiled
 
 
 class Backend:
@@ -22,11 +59,26 @@ class Backend:
     # Set when the device can no longer be trusted (a lost CUDA context): the scheduler then
     # stops giving this rank work and ends the run, rather than record garbage.
     fatal_error: str = ""
+    # Whether kernels run on the CPU: compiling ahead there would disturb the timings, so it
+    # is off unless asked for.
+    measures_on_cpu: bool = False
 
     def prepare(self) -> None:
         pass
 
-    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+    def compiler(self) -> Compiler | None:
+        """What compiles one configuration in another process; None if nothing compiles.
+        Valid after ``prepare`` (a GPU backend knows its architecture only then)."""
+        return None
+
+    def deadline_s(self) -> float | None:
+        """How long one configuration may take before it is given up (None: no limit)."""
+        return None
+
+    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
+            compiled: Compiled | None = None) -> Result:
+        """Measure one configuration; ``compiled`` is its kernel compiled ahead elsewhere
+        (None: compile it here), ``derived`` what rank 0 resolved for it (kernel_extras.py)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -13,12 +13,14 @@ import platform
 import shlex
 import subprocess
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernel_extras import Derived
 from ..result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from ..timeline import Timeline
-from .base import Backend, median_ms, mismatch, shorten
+from .base import Backend, Compiled, median_ms, mismatch, shorten, timed
 
 _SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
@@ -48,48 +50,70 @@ def define(name: str, value) -> str:
     return f"-D{name}={value}"
 
 
+@dataclass(frozen=True)
+class GccCompiler:
+    """Builds one configuration's shared library; picklable, so any process can run it."""
+
+    command: tuple[str, ...]  # the compiler and the problem's options
+    source_path: str
+    workdir: str
+
+    def __call__(self, config_id: int, config: dict, derived: Derived | None = None) -> Compiled:
+        return timed(lambda: self._build(config_id, config, derived))
+
+    def _build(self, config_id: int, config: dict, derived: Derived | None) -> Compiled:
+        lib = os.path.join(self.workdir, f"config{config_id}.so")
+        defines = config if derived is None or derived.defines is None else derived.defines
+        cmd = [*self.command, *(define(k, v) for k, v in defines.items()), "-o", lib, self.source_path]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return Compiled(config_id, status=COMPILE_ERROR,
+                            error=shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}"))
+        return Compiled(config_id, artifact=lib)
+
+
 class CBackend(Backend):
+    measures_on_cpu = True
+
     def __init__(self, problem, workdir: str):
         self.problem = problem
         self.workdir = workdir
-        self.compiler = shlex.split(os.environ.get("CC", "gcc"))
         self.device_name = cpu_name()
         self.source_path = os.path.join(workdir, "kernel.c")
         self.argtypes = [ctypes.c_void_p if isinstance(a, np.ndarray) else _SCALARS[a.dtype]
                          for a in problem.arguments]
+        command = shlex.split(os.environ.get("CC", "gcc")) + DEFAULT_FLAGS + list(problem.compiler_options)
+        self._compiler = GccCompiler(tuple(command), self.source_path, workdir)
 
     def prepare(self) -> None:
         with open(self.source_path, "w", encoding="utf-8") as fh:
             fh.write(self.problem.kernel_source)
 
-    def _compile(self, config_id: int, config: dict) -> tuple[str, str]:
-        """Path of the built library, or '' and the compiler's complaint."""
-        lib = os.path.join(self.workdir, f"config{config_id}.so")
-        cmd = (self.compiler + DEFAULT_FLAGS + [define(k, v) for k, v in config.items()]
-               + self.problem.compiler_options + ["-o", lib, self.source_path])
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            return "", shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}")
-        return lib, ""
+    def compiler(self) -> GccCompiler:
+        return self._compiler
 
     def _call_args(self, arrays: list) -> list:
         return [ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else ctype(a.item())
                 for a, ctype in zip(arrays, self.argtypes)]
 
-    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
+            compiled: Compiled | None = None) -> Result:
         result = Result(config_id=config_id, status=OK)
+        ahead_s = 0.0 if compiled is None else compiled.compile_s  # spent elsewhere, before this
         with timeline.phase("compile", config_id) as t:
-            lib_path, log = self._compile(config_id, config)
+            if compiled is None:
+                compiled = self._compiler(config_id, config, derived)
             lib = fn = None
-            if lib_path:
+            log = compiled.error
+            if compiled.artifact:
                 try:
-                    lib = ctypes.CDLL(lib_path)
+                    lib = ctypes.CDLL(compiled.artifact)
                     fn = getattr(lib, self.problem.kernel_name)
                 except (OSError, AttributeError) as exc:
                     log = f"cannot load {self.problem.kernel_name}: {exc}"
                 finally:
-                    os.unlink(lib_path)
-        result.compile_s = t.elapsed_s
+                    os.unlink(compiled.artifact)
+        result.compile_s = ahead_s + t.elapsed_s
         if fn is None:
             result.status, result.error = COMPILE_ERROR, log
             return result

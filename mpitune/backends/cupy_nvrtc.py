@@ -1,10 +1,12 @@
 """CUDA kernels on one GPU: NVRTC compiles each configuration through CuPy, CuPy events time it.
 
 One backend per rank, one GPU per backend. Arguments and answers are uploaded once in
-``prepare``; every configuration is compiled with its parameters as ``#define`` lines,
-run once on freshly reset outputs (verification, which doubles as the untimed warm-up),
-compared with the answers on the GPU, and then timed ``iterations`` times with events on
-the backend's own stream. See docs/cupy-backend.md.
+``prepare``; every configuration is compiled with its parameters as ``#define`` lines by
+NVRTC to a CUDA image (``NvrtcCompiler``, which needs no GPU and so also runs in the compile
+workers that work ahead, see compile_ahead.py), loaded, run once on freshly reset outputs
+(verification, which doubles as the untimed warm-up), compared with the answers on the GPU,
+and then timed ``iterations`` times with events on the backend's own stream. See
+docs/cupy-backend.md.
 
 CuPy is imported only when a backend is created, so that ``check`` and the rest of the
 package work on machines without a GPU.
@@ -19,14 +21,16 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import UserError
+from ..kernel_extras import Derived, substitute
 from ..restrictions import parse_checked
 from ..result import COMPILE_ERROR, LAUNCH_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from ..timeline import Timeline
-from .base import Backend, median_ms, shorten
+from .base import Backend, Compiled, median_ms, shorten, timed
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,9 @@ STICKY_CODES = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 999})
 LAUNCH_CODES = frozenset({1, 9, 98, 209, 701, 720})
 
 AXES = "xyz"
+DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets without asking
+# CUfunction_attribute numbers (the CUDA driver API's, stable across versions)
+_ATTR = {"max_threads": 0, "static_shared_bytes": 1, "registers": 4, "max_dynamic_shared_bytes": 8}
 _KERNEL_NAME = re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$")
 _EXPR_FUNCTIONS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round}
 
@@ -111,17 +118,103 @@ def _define_value(value) -> str:
     return str(value)
 
 
-def kernel_code(source: str, config: Mapping, block: Sequence[int], grid: Sequence[int]) -> str:
-    """The source with a #define per parameter and for block_size_x/y/z, grid_size_x/y/z.
+def kernel_code(source: str, config: Mapping, block: Sequence[int], grid: Sequence[int],
+                defines: Mapping[str, str] | None = None) -> str:
+    """The source after its ``#define`` lines: by default one per parameter, for
+    block_size_x/y/z and grid_size_x/y/z, and ``kernel_tuner`` (kernels written for Kernel
+    Tuner test it); with the spec's ``defines``, exactly those, as in Kernel Tuner.
 
     ``#line 1`` keeps NVRTC's line numbers those of the user's file.
     """
-    defines = {k: _define_value(v) for k, v in config.items()}
-    for axis, b, g in zip(AXES, block, grid):
-        defines.setdefault(f"block_size_{axis}", str(b))
-        defines.setdefault(f"grid_size_{axis}", str(g))
+    if defines is None:
+        defines = {k: _define_value(v) for k, v in config.items()}
+        for axis, b, g in zip(AXES, block, grid):
+            defines.setdefault(f"block_size_{axis}", str(b))
+            defines.setdefault(f"grid_size_{axis}", str(g))
+        defines.setdefault("kernel_tuner", "1")
     lines = [f"#define {k} {v}" for k, v in defines.items()]
     return "\n".join(lines) + "\n#line 1\n" + source
+
+
+def template_name(kernel_name: str, config: Mapping) -> str:
+    """``name<float, tile_x>`` with the parameters in its template arguments replaced by
+    their values (``name<float, 4>``): the instance NVRTC is asked for."""
+    base, bracket, args = kernel_name.partition("<")
+    return base + bracket + substitute(args, config) if bracket else kernel_name
+
+
+# --------------------------------------------------------------------------------------
+# Compiling: NVRTC only, no GPU, no CUDA context (so compile workers never touch the GPU)
+# --------------------------------------------------------------------------------------
+
+def nvrtc_options(user: Sequence[str], capability: int, supported: Sequence[int],
+                  include_dir: str) -> tuple[tuple[str, ...], str]:
+    """The options NVRTC gets and whether it makes a cubin or PTX.
+
+    As CuPy's RawModule does (and Kernel Tuner through it): machine code for the GPU's own
+    architecture when this NVRTC knows it, else PTX for the newest it knows, which the driver
+    compiles at load; ``-ftz=true`` unless the user chose; CuPy's headers on the include path.
+    """
+    options = list(user)
+    arch = next((o for o in options if o.startswith(("-arch", "--gpu-architecture"))), None)
+    if arch is None:
+        if capability in supported:
+            arch = f"-arch=sm_{capability}"
+        else:
+            older = [a for a in supported if a <= capability]
+            arch = f"-arch=compute_{max(older) if older else min(supported)}"
+        options.append(arch)
+    if not any(o.startswith(("-ftz", "--ftz")) for o in options):
+        options.append("-ftz=true")
+    options.append(f"-I{include_dir}")
+    return tuple(options), ("ptx" if "compute_" in arch else "cubin")
+
+
+@dataclass(frozen=True)
+class NvrtcCompiler:
+    """Compiles one configuration to a CUDA image. Picklable and GPU-free, so any process
+    can run it; the backend that measures only loads what it made."""
+
+    source: str
+    kernel_name: str
+    options: tuple[str, ...]
+    image: str  # "cubin" or "ptx"
+    problem_size: tuple[int, ...]
+    grid_div: dict
+    block_size_names: tuple[str, ...]
+    constants: tuple[str, ...] = ()  # __constant__ symbols that cmem_args fills
+
+    def __call__(self, config_id: int, config: dict, derived: Derived | None = None) -> Compiled:
+        return timed(lambda: self._compile(config_id, config, derived))
+
+    def _compile(self, config_id: int, config: dict, derived: Derived | None) -> Compiled:
+        try:
+            block = block_dims(config, self.block_size_names)
+            grid = grid_dims(self.problem_size, config, self.grid_div, self.block_size_names)
+        except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
+            return Compiled(config_id, status=LAUNCH_ERROR, error=f"cannot compute the launch geometry: {exc}")
+        code = kernel_code(self.source, config, block, grid, derived.defines if derived else None)
+        return self._nvrtc(config_id, code, template_name(self.kernel_name, config))
+
+    def _nvrtc(self, config_id: int, code: str, name: str) -> Compiled:
+        from cupy_backends.cuda.libs import nvrtc  # CuPy's NVRTC binding: no GPU, no context
+
+        expressions = [name] + [f"&{symbol}" for symbol in self.constants]
+        program = nvrtc.createProgram(code, "kernel.cu", [], [])
+        try:
+            for expression in expressions:
+                nvrtc.addNameExpression(program, expression)
+            try:
+                nvrtc.compileProgram(program, list(self.options))
+            except nvrtc.NVRTCError as exc:
+                return Compiled(config_id, status=COMPILE_ERROR,
+                                error=shorten(_text(nvrtc.getProgramLog(program)) or str(exc)))
+            image = nvrtc.getCUBIN(program) if self.image == "cubin" else nvrtc.getPTX(program)
+            lowered = [_text(nvrtc.getLoweredName(program, e)) for e in expressions]
+        finally:
+            nvrtc.destroyProgram(program)
+        return Compiled(config_id, artifact=image if isinstance(image, bytes) else image.encode(),
+                        entry=lowered[0], symbols=dict(zip(self.constants, lowered[1:])))
 
 
 # --------------------------------------------------------------------------------------
@@ -212,11 +305,12 @@ class CupyBackend(Backend):
         self.device_uuid = _uuid(props.get("uuid"))
         self.device_pci_bus_id = self._pci_bus_id()
         self.device_detail = f"GPU {self.device_id}, PCI {self.device_pci_bus_id}, {self.device_uuid}"
-        self.name_expressions = [problem.kernel_name.strip()]
-        self.options = tuple(problem.compiler_options)
+        self._compiler = self._make_compiler()
         self._args: tuple = ()
         self._pristine: list = []
         self._answers: list = []
+        self._constants: dict = {}  # cmem_args on the GPU, copied into each module's symbols
+        self._smem_bytes = 0  # dynamic shared memory of the configuration being measured
         self._probe = None
         self._reduce = None
         log.info("GPU %d of this node: %s (%s, PCI %s)", self.device_id, self.device_name,
@@ -239,6 +333,22 @@ class CupyBackend(Backend):
                   device_id, count)
         cp.cuda.Device(device_id).use()
         return device_id
+
+    def _make_compiler(self) -> NvrtcCompiler:
+        from cupy_backends.cuda.libs import nvrtc
+
+        capability = int(self.cp.cuda.Device(self.device_id).compute_capability)
+        include_dir = os.path.join(os.path.dirname(self.cp.__file__), "_core", "include")
+        options, image = nvrtc_options(self.problem.compiler_options, capability,
+                                       tuple(nvrtc.getSupportedArchs()), include_dir)
+        extras = self.problem.extras
+        return NvrtcCompiler(self.problem.kernel_source, self.problem.kernel_name.strip(), options, image,
+                             tuple(self.problem.problem_size), dict(self.problem.grid_div),
+                             tuple(self.problem.block_size_names),
+                             tuple(extras.cmem) if extras else ())
+
+    def compiler(self) -> NvrtcCompiler:
+        return self._compiler
 
     def _pci_bus_id(self) -> str:
         try:
@@ -263,6 +373,8 @@ class CupyBackend(Backend):
                                    for p, a in zip(self._pristine, self.problem.arguments))
                 answer = self.problem.answer or [None] * len(self._args)
                 self._answers = [None if a is None else cp.asarray(a) for a in answer]
+                if self.problem.extras:
+                    self._constants = {k: cp.asarray(v) for k, v in self.problem.extras.cmem.items()}
                 self._probe = cp.full(1, 42, dtype=np.int32)
                 self._reduce = _count_bad_kernel(cp)
                 # Load the comparison kernels now, not during the first configuration.
@@ -281,6 +393,7 @@ class CupyBackend(Backend):
         except Exception:  # closing must never hide the error that ended the run
             log.debug("synchronising on close failed", exc_info=True)
         self._args, self._pristine, self._answers, self._probe = (), [], [], None
+        self._constants = {}
         try:
             self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:
@@ -288,40 +401,45 @@ class CupyBackend(Backend):
 
     # -- once per configuration ------------------------------------------------------
 
-    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
+            compiled: Compiled | None = None) -> Result:
         if self.fatal_error:
             raise DeviceLostError(self.fatal_error)
         result = Result(config_id=config_id, status=OK)
-        try:
-            block = block_dims(config, self.problem.block_size_names)
-            grid = grid_dims(self.problem.problem_size, config, self.problem.grid_div,
-                             self.problem.block_size_names)
-        except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
-            result.status, result.error = LAUNCH_ERROR, f"cannot compute the launch geometry: {exc}"
-            return result
+        ahead_s = 0.0 if compiled is None else compiled.compile_s  # spent elsewhere, before this
         with timeline.phase("compile", config_id) as t:
-            kernel, error = self._compile(kernel_code(self.problem.kernel_source, config, block, grid))
-        result.compile_s = t.elapsed_s
+            if compiled is None:
+                compiled = self._compiler(config_id, config, derived)
+            kernel, error = (None, compiled.error) if compiled.status else self._load(compiled)
+        result.compile_s = ahead_s + t.elapsed_s
         if kernel is None:
-            result.status = RUNTIME_ERROR if self.fatal_error else COMPILE_ERROR
+            result.status = compiled.status or (RUNTIME_ERROR if self.fatal_error else COMPILE_ERROR)
             result.error = error
             return result
+        block = block_dims(config, self.problem.block_size_names)  # computable: it compiled
+        grid = grid_dims(self.problem.problem_size, config, self.problem.grid_div, self.problem.block_size_names)
+        self._smem_bytes = derived.smem_bytes if derived else 0
         try:
             self._measure(kernel, grid, block, result, timeline)
         finally:
-            del kernel
-            self._release_modules()
+            del kernel  # the last reference to its module, which unloads it
         return result
 
-    def _compile(self, code: str):
-        """(kernel, '') or (None, why): NVRTC's log, or the loader's complaint."""
-        cp = self.cp
+    def _load(self, compiled: Compiled):
+        """(kernel, '') or (None, why): the loader's complaint (ptxas limits of a PTX image,
+        a missing symbol). Fills the module's constant memory from cmem_args."""
+        from cupy.cuda import function
+
         try:
-            module = cp.RawModule(code=code, options=self.options, name_expressions=self.name_expressions)
-            return module.get_function(self.name_expressions[0]), ""  # compiles and loads
-        except cp.cuda.compiler.CompileException as exc:
-            return None, shorten(str(exc))
-        except Exception as exc:  # e.g. ptxas limits at load time, an unknown name expression
+            module = function.Module()
+            module.load(compiled.artifact)
+            kernel = module.get_function(compiled.entry)
+            for name, symbol in (compiled.symbols or {}).items():
+                source = self._constants[name]
+                self.cp.cuda.runtime.memcpyAsync(module.get_global_var(symbol), source.data.ptr, source.nbytes,
+                                                 self.cp.cuda.runtime.memcpyDeviceToDevice, self.stream.ptr)
+            return kernel, ""
+        except Exception as exc:
             if _cuda_code(exc) in STICKY_CODES:
                 self._lose_context(exc, "loading the module")
                 return None, self.fatal_error
@@ -353,8 +471,9 @@ class CupyBackend(Backend):
         result.times_ms, result.time_ms = times, median_ms(times)
 
     def _launch(self, kernel, grid, block) -> None:
-        with self.stream:
-            kernel(grid, block, self._args)
+        if self._smem_bytes > DEFAULT_SMEM_LIMIT:  # more dynamic shared memory must be asked for
+            self.cp.cuda.driver.funcSetAttribute(kernel.ptr, _ATTR["max_dynamic_shared_bytes"], self._smem_bytes)
+        kernel(grid, block, self._args, shared_mem=self._smem_bytes, stream=self.stream)
 
     def _verify(self, kernel, grid, block) -> str:
         """Reset every array, run once (this is also the warm-up) and compare on the GPU."""
@@ -421,10 +540,12 @@ class CupyBackend(Backend):
     def _launch_limits(self, kernel, grid, block) -> str:
         """Why a launch may not fit: threads asked for against what this kernel allows."""
         threads = math.prod(block)
+        smem = f" and {self._smem_bytes} of dynamic" if self._smem_bytes else ""
         try:
+            attr = {k: self.cp.cuda.driver.funcGetAttribute(v, kernel.ptr) for k, v in _ATTR.items()}
             return (f"grid {grid}, block {block} = {threads} threads; this kernel allows at most "
-                    f"{kernel.max_threads_per_block} threads per block with {kernel.num_regs} registers "
-                    f"per thread and {kernel.shared_size_bytes} bytes of static shared memory")
+                    f"{attr['max_threads']} threads per block with {attr['registers']} registers "
+                    f"per thread and {attr['static_shared_bytes']} bytes of static shared memory{smem}")
         except Exception:
             return f"grid {grid}, block {block} = {threads} threads"
 
@@ -442,16 +563,6 @@ class CupyBackend(Backend):
             f"{_text(exc)}. This error poisons the CUDA context of the process, so this rank measures "
             f"nothing more; the configuration is recorded as runtime_error and a rerun resumes after it")
         log.error("%s", self.fatal_error)
-
-    def _release_modules(self) -> None:
-        """Unload this configuration's module: CuPy memoises every module it ever loaded.
-
-        ``cupy.clear_memo`` drops those references (CuPy's own small kernels reload from
-        its disk cache when next used), so a long run does not keep thousands of modules
-        resident on the GPU.
-        """
-        if not self.fatal_error:
-            self.cp.clear_memo()
 
 
 def _count_bad_kernel(cp):

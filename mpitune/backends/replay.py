@@ -21,7 +21,7 @@ class ReplayBackend(Backend):
         self.lookup = data.lookup()
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
 
-    def run(self, config_id: int, config: dict, timeline: Timeline) -> Result:
+    def run(self, config_id: int, config: dict, timeline: Timeline, derived=None, compiled=None) -> Result:
         m = self.lookup.get(tuple(config[n] for n in self.names))
         if m is None:
             return Result(config_id, INVALID, error="not in the measured data")

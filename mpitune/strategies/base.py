@@ -41,6 +41,12 @@ class Strategy:
     def ask(self, n: int) -> list[int]:
         raise NotImplementedError
 
+    def upcoming(self, n: int) -> list[int]:
+        """The ids the next ``ask(n)`` will return, where a strategy knows them before the
+        results in flight arrive (an order fixed in advance); [] where it does not. The
+        scheduler uses them to compile the next batch ahead; nothing is handed out."""
+        return []
+
     def tell(self, results: Iterable[Result]) -> None:
         for r in results:
             self.seen.add(r.config_id)

@@ -11,13 +11,21 @@ class BruteForce(Strategy):
         self._next = 0
 
     def ask(self, n: int) -> list[int]:
-        batch = []
-        while len(batch) < n and self._next < len(self.space):
-            if self._next not in self.seen:
-                batch.append(self._next)
-            self._next += 1
+        batch, self._next = self._scan(n)
         self.seen.update(batch)
         return batch
+
+    def upcoming(self, n: int) -> list[int]:
+        return self._scan(n)[0]
+
+    def _scan(self, n: int) -> tuple[list[int], int]:
+        """The next ``n`` unseen ids and where the scan stopped."""
+        batch, i = [], self._next
+        while len(batch) < n and i < len(self.space):
+            if i not in self.seen:
+                batch.append(i)
+            i += 1
+        return batch, i
 
 
 def create(space, seed: int) -> Strategy:

@@ -20,14 +20,22 @@ class RandomSample(Strategy):
         self._pos = 0
 
     def ask(self, n: int) -> list[int]:
-        batch = []
-        while len(batch) < n and self._pos < len(self._order):
-            config_id = int(self._order[self._pos])
-            self._pos += 1
-            if config_id not in self.seen:
-                batch.append(config_id)
+        batch, self._pos = self._scan(n)
         self.seen.update(batch)
         return batch
+
+    def upcoming(self, n: int) -> list[int]:
+        return self._scan(n)[0]
+
+    def _scan(self, n: int) -> tuple[list[int], int]:
+        """The next ``n`` unseen ids of the permutation and where the scan stopped."""
+        batch, i = [], self._pos
+        while len(batch) < n and i < len(self._order):
+            config_id = int(self._order[i])
+            i += 1
+            if config_id not in self.seen:
+                batch.append(config_id)
+        return batch, i
 
 
 def create(space, seed: int, fraction: float = 1.0) -> Strategy:

@@ -374,3 +374,94 @@ def test_check_refuses_complex_answers_it_cannot_compare():
     p = problem("k", "k", [z], [z], {"block_size_x": [32]})
     with pytest.raises(ValueError, match="answer entry 0 is complex"):
         check(p)
+
+
+# ------------------------------------------------------------------------------------
+# Kernel Tuner's kernel forms: constant memory, dynamic shared memory, templates, defines
+# ------------------------------------------------------------------------------------
+
+FORMS = r"""
+__constant__ float coeff[2];
+namespace table { __constant__ float offset[1]; }
+
+template <typename T, int TILE>
+__global__ void axpb(T *y, const T *x, int n) {
+    extern __shared__ float staged[];  // dynamic: SMEM_FLOATS per block
+    int base = (blockIdx.x * blockDim.x) * TILE + threadIdx.x;
+    for (int t = 0; t < TILE; t++) {
+        int i = base + t * blockDim.x;
+        staged[threadIdx.x % SMEM_FLOATS] = (i < n) ? x[i] : 0.0f;
+        __syncthreads();
+        if (i < n) y[i] = coeff[0] * staged[threadIdx.x % SMEM_FLOATS] + coeff[1] + table::offset[0];
+        __syncthreads();
+    }
+}
+"""
+
+
+def forms(n: int = 100_003, **kw) -> Problem:
+    from mpitune.kernel_extras import KernelExtras
+
+    x = np.arange(n, dtype=np.float32)
+    cmem = {"coeff": np.array([2.0, 3.0], np.float32), "table::offset": np.array([0.5], np.float32)}
+    return problem(FORMS, "axpb<float, tile>", [np.zeros(n, np.float32), x, np.int32(n)],
+                   [2 * x + 3.5, None, None], {"block_size_x": [128, 256], "tile": [1, 4]}, (n,),
+                   grid_div={"x": ["block_size_x", "tile"], "y": None, "z": None},
+                   extras=KernelExtras(cmem=cmem), **kw)
+
+
+def test_constant_memory_templates_dynamic_shared_memory_and_defines(cp, tmp_path):
+    from mpitune.kernel_extras import Derived
+
+    configs = [{"block_size_x": 128, "tile": 1}, {"block_size_x": 256, "tile": 4},
+               {"block_size_x": 256, "tile": 4}, {"block_size_x": 128, "tile": 4}]
+    derived = [Derived({"SMEM_FLOATS": "128"}, 128 * 4),
+               Derived({"SMEM_FLOATS": "256"}, 256 * 4),
+               Derived({"SMEM_FLOATS": "16384"}, 16384 * 4),  # 64 KiB: past the 48 KiB a launch gets unasked
+               Derived({"SMEM_FLOATS": "128"}, 1 << 20)]  # 1 MiB: more than any GPU has
+    backend = create(forms(), str(tmp_path))
+    backend.prepare()
+    try:
+        results = [backend.run(i, c, Timeline(), d) for i, (c, d) in enumerate(zip(configs, derived))]
+    finally:
+        backend.close()
+    assert statuses(results) == ["ok", "ok", "ok", "launch_error"], [r.error for r in results]
+    assert "1048576 of dynamic" in results[3].error
+
+
+def test_only_the_spec_defines_exist_when_it_gives_them(cp, tmp_path):
+    from mpitune.kernel_extras import Derived
+
+    source = FORMS.replace("SMEM_FLOATS", "(block_size_x)")  # not defined: the spec's defines replace the defaults
+    backend = create(problem(source, "axpb<float, 1>", [np.zeros(8, np.float32), np.ones(8, np.float32),
+                                                        np.int32(8)], None, {"block_size_x": [8]}, (8,)), str(tmp_path))
+    backend.prepare()
+    try:
+        got = backend.run(0, {"block_size_x": 8}, Timeline(), Derived({"OTHER": "1"}, 64))
+    finally:
+        backend.close()
+    assert got.status == "compile_error" and "block_size_x" in got.error
+
+
+def test_configurations_compiled_ahead_by_workers_run_like_those_compiled_in_turn(cp, tmp_path):
+    from mpitune.compile_ahead import CompileAhead
+    from mpitune.kernel_extras import Derived
+    from mpitune.timeline import Clock
+
+    configs = [{"block_size_x": b, "tile": t} for b in (128, 256) for t in (1, 4)]
+    derived = Derived({"SMEM_FLOATS": "64"}, 64 * 4)
+    backend = create(forms(), str(tmp_path))
+    backend.prepare()
+    ahead = CompileAhead(backend.compiler(), 2, Clock())
+    try:
+        ahead.submit([(i, c, derived) for i, c in enumerate(configs)])
+        compiled = [ahead.take(i, c, derived, 120) for i, c in enumerate(configs)]
+        early = [backend.run(i, c, Timeline(), derived, k) for i, (c, k) in enumerate(zip(configs, compiled))]
+        in_turn = [backend.run(i, c, Timeline(), derived) for i, c in enumerate(configs)]
+    finally:
+        ahead.close()
+        backend.close()
+    assert statuses(early) == statuses(in_turn) == ["ok"] * 4, [r.error for r in early + in_turn]
+    assert all(k.artifact and k.compile_s > 0 for k in compiled)
+    # Compiled elsewhere: the rank only loaded it, far faster than NVRTC.
+    assert sum(r.compile_s for r in early) >= sum(k.compile_s for k in compiled)
