@@ -158,8 +158,8 @@ class Strategy:
         batch: list[int] = []
         taken: set[int] = set()
         for i in range(n):
-            order = np.lexsort((ids[i], dist[i]))  # by distance, then by id
-            choice = next(int(ids[i, j]) for j in order if ids[i, j] >= 0 and int(ids[i, j]) not in taken)
+            by_distance = ids[i][np.lexsort((ids[i], dist[i]))].tolist()  # ties: the lowest id first
+            choice = next(c for c in by_distance if c >= 0 and c not in taken)
             taken.add(choice)
             batch.append(choice)
         self.seen.update(batch)
