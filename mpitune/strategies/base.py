@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable
 
@@ -167,7 +168,7 @@ class Strategy:
 
     def best(self, k: int = 1) -> list[int]:
         """The ``k`` told ids with the lowest objective (failures last), ties by id."""
-        return sorted(self.values, key=lambda i: (self.values[i], i))[:k]
+        return heapq.nsmallest(k, self.values, key=lambda i: (self.values[i], i))  # = sorted(...)[:k], without the sort
 
 
 def check(name: str, value, low: float, high: float, integer: bool = False):
