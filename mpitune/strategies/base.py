@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable
 
@@ -11,6 +12,7 @@ from ..result import Result
 
 FAILED = math.inf  # the objective of a failed or invalid configuration: never preferred
 DESIGN_CANDIDATES = 5  # random unseen candidates per slot of the space-filling design
+NEAREST_BLOCK = 1 << 16  # unseen configurations per block of nearest_unseen's scan
 MIN_DESIGN = 8  # results a population strategy waits for before it searches, unless its population is smaller
 
 
@@ -100,11 +102,10 @@ class Strategy:
         n = min(n, len(free))
         k = min(DESIGN_CANDIDATES, len(free) // n)
         candidates = self._design_rng.choice(free, n * k, replace=False)
-        coords = self.space.unit_coordinates()
-        points = coords[candidates]
+        points = self.space.unit_coordinates(candidates)
         nearest = np.full(len(candidates), np.inf)  # squared distance to the nearest seen or chosen
         if self.seen:
-            seen = coords[np.fromiter(self.seen, dtype=np.int64, count=len(self.seen))]
+            seen = self.space.unit_coordinates(np.fromiter(self.seen, dtype=np.int64, count=len(self.seen)))
             for start in range(0, len(seen), 4096):
                 block = seen[start:start + 4096]
                 dist = ((points ** 2).sum(1)[:, None] - 2 * points @ block.T + (block ** 2).sum(1)[None, :])
@@ -125,26 +126,55 @@ class Strategy:
 
     def nearest_unseen(self, points: np.ndarray) -> list[int]:
         """For each point in unit coordinates (see ``SearchSpace.unit_coordinates``), the closest
-        unseen configuration not taken by an earlier point; marks them seen. Continuous moves
-        (differential evolution, swarms) land between or outside configurations; this snaps
-        them back without ever repeating one."""
-        free = np.flatnonzero(~self.seen_mask())
-        if not len(free) or not len(points):
-            return []
-        coords = self.space.unit_coordinates()[free]
+        unseen configuration not taken by an earlier point (ties: the lowest id); marks them
+        seen. Continuous moves (differential evolution, swarms) land between or outside
+        configurations; this snaps them back without ever repeating one.
+
+        The unseen configurations are scanned a block at a time, keeping for each point only
+        its ``len(points)`` nearest: at most that many minus one are taken before it, so its
+        answer is among them. Memory stays at one block's distances, however large the space."""
         points = np.asarray(points, dtype=np.float64)
-        dist = ((points ** 2).sum(1)[:, None] - 2 * points @ coords.T + (coords ** 2).sum(1)[None, :])
+        unseen = ~self.seen_mask()
+        n = min(len(points), int(unseen.sum()))
+        if n == 0:
+            return []
+        squares = (points ** 2).sum(1)[:, None]
+        near_ids = [np.empty((len(points), 0), dtype=np.int64)]
+        near_dist = [np.empty((len(points), 0))]
+        for start in range(0, len(unseen), NEAREST_BLOCK):
+            free = start + np.flatnonzero(unseen[start:start + NEAREST_BLOCK])
+            if not len(free):
+                continue
+            coords = self.space.unit_coordinates(free)
+            dist = squares - 2 * points @ coords.T + (coords ** 2).sum(1)[None, :]
+            if len(free) > n:
+                # Everything up to each point's n-th smallest distance, ties included, so that
+                # the lowest ids among equal distances survive as a full scan would keep them.
+                bound = np.partition(dist, n - 1, axis=1)[:, n - 1:n]
+                rows, cols = np.nonzero(dist <= bound)
+                width = np.bincount(rows, minlength=len(points)).max()
+                ids = np.full((len(points), width), -1, dtype=np.int64)
+                kept = np.full((len(points), width), np.inf)
+                slot = np.arange(len(rows)) - np.searchsorted(rows, rows)
+                ids[rows, slot], kept[rows, slot] = free[cols], dist[rows, cols]
+            else:
+                ids, kept = np.broadcast_to(free, dist.shape), dist
+            near_ids.append(ids)
+            near_dist.append(kept)
+        ids, dist = np.concatenate(near_ids, axis=1), np.concatenate(near_dist, axis=1)
         batch: list[int] = []
-        for i in range(min(len(points), len(free))):
-            j = int(np.argmin(dist[i]))
-            batch.append(int(free[j]))
-            dist[:, j] = np.inf
+        taken: set[int] = set()
+        for i in range(n):
+            by_distance = ids[i][np.lexsort((ids[i], dist[i]))].tolist()  # ties: the lowest id first
+            choice = next(c for c in by_distance if c >= 0 and c not in taken)
+            taken.add(choice)
+            batch.append(choice)
         self.seen.update(batch)
         return batch
 
     def best(self, k: int = 1) -> list[int]:
         """The ``k`` told ids with the lowest objective (failures last), ties by id."""
-        return sorted(self.values, key=lambda i: (self.values[i], i))[:k]
+        return heapq.nsmallest(k, self.values, key=lambda i: (self.values[i], i))  # = sorted(...)[:k], without the sort
 
 
 def check(name: str, value, low: float, high: float, integer: bool = False):

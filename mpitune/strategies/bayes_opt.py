@@ -67,14 +67,15 @@ class BayesOpt(Strategy):
         cand = self._candidates()
         if not len(cand):
             return []
-        coords = self.space.unit_coordinates()
-        x, y = coords[observed], self._targets(observed)
+        unit = self.space.unit_coordinates
+        x, y = unit(observed), self._targets(observed)
         if not self._scale or len(self.values) >= REFIT_GROWTH * self._scale_fitted_on:
             self._scale, self._scale_fitted_on = self._fit_scale(x, y), len(self.values)
         scale = self._scale
         k_xx = _matern(x, x, scale) + NOISE * np.eye(len(x))
         chol = np.linalg.cholesky(k_xx)
-        whitened = np.linalg.solve(chol, _matern(x, coords[cand], scale))  # L^-1 k(x, c)
+        cand_x = unit(cand)
+        whitened = np.linalg.solve(chol, _matern(x, cand_x, scale))  # L^-1 k(x, c)
         mean = whitened.T @ np.linalg.solve(chol, y)
         var = np.maximum(1.0 - np.einsum("ij,ij->j", whitened, whitened), 1e-12)
         lie, best = float(np.mean(y)), float(np.min(y))
@@ -87,7 +88,7 @@ class BayesOpt(Strategy):
             j = int(np.argmax(gain))
             chosen[j] = True
             batch.append(int(cand[j]))
-            cov = _matern(coords[cand], coords[cand[j]][None, :], scale)[:, 0] - whitened.T @ whitened[:, j]
+            cov = _matern(cand_x, cand_x[j][None, :], scale)[:, 0] - whitened.T @ whitened[:, j]
             for u in updates:
                 cov -= u * u[j]
             u = cov / math.sqrt(var[j] + NOISE)

@@ -61,12 +61,12 @@ class DifferentialEvolution(Strategy):
         return batch + self.random_unseen(n - len(batch))
 
     def _trials(self, n: int) -> list[int]:
-        coords = self.space.unit_coordinates()
-        k, d = len(self.members), coords.shape[1]
+        unit = self.space.unit_coordinates
+        k, d = len(self.members), len(self.space.names)
         targets = [(self._turn + i) % k for i in range(n)]
         self._turn = (self._turn + n) % k
-        member_coords = coords[self.members]
-        best = coords[self.best(1)[0]]
+        member_coords = unit(self.members)
+        best = unit(self.best(1)[0])
         r = np.array([self.rng.choice(k, 2, replace=False) for _ in targets]).reshape(-1, 2)
         mutants = best + self.weight * (member_coords[r[:, 0]] - member_coords[r[:, 1]])
         cross = self.rng.random((n, d)) < self.crossover_rate

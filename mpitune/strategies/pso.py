@@ -45,7 +45,7 @@ class ParticleSwarm(Strategy):
         size = len(self.position)
         particles = [(self._turn + i) % size for i in range(n)]
         self._turn = (self._turn + n) % size
-        coords = self.space.unit_coordinates()
+        unit = self.space.unit_coordinates
         for p in particles:
             if self.started[p] and self.stale[p] >= self.patience:  # stagnated: start afresh
                 self.started[p] = False
@@ -56,8 +56,8 @@ class ParticleSwarm(Strategy):
         batch, owners = [], []
         if moving:
             m = np.array(moving)
-            glob = coords[self.best(1)[0]]
-            r1, r2 = self.rng.random((2, len(m), coords.shape[1]))
+            glob = unit(self.best(1)[0])
+            r1, r2 = self.rng.random((2, len(m), len(self.space.names)))
             self.velocity[m] = (self.inertia * self.velocity[m]
                                 + self.cognitive * r1 * (self.personal[m] - self.position[m])
                                 + self.social * r2 * (glob - self.position[m]))
@@ -69,9 +69,9 @@ class ParticleSwarm(Strategy):
         batch += ids
         owners += starting[: len(ids)]
         for config_id, p in zip(batch, owners):
-            self.position[p] = coords[config_id]
+            self.position[p] = unit(config_id)
             if not self.started[p]:  # until it has a result, a particle's best is where it starts
-                self.personal[p] = coords[config_id]
+                self.personal[p] = unit(config_id)
                 self.started[p] = True
             self.pending[config_id] = p
         return batch + self.random_unseen(n - len(batch))
@@ -79,7 +79,6 @@ class ParticleSwarm(Strategy):
     def tell(self, results: Iterable[Result]) -> None:
         results = list(results)
         super().tell(results)
-        coords = self.space.unit_coordinates()
         for r in results:
             p = self.pending.pop(r.config_id, None)
             value = objective(r)
@@ -87,7 +86,7 @@ class ParticleSwarm(Strategy):
                 continue
             if value < self.personal_value[p]:
                 self.personal_value[p] = value
-                self.personal[p] = coords[r.config_id]
+                self.personal[p] = self.space.unit_coordinates(r.config_id)
                 self.stale[p] = 0
             else:
                 self.stale[p] += 1

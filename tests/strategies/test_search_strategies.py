@@ -168,7 +168,7 @@ def test_every_searcher_starts_with_the_shared_space_filling_design(name):
 
 
 def spread(ids) -> float:
-    coords = LANDSCAPE.unit_coordinates()[ids]
+    coords = LANDSCAPE.unit_coordinates(np.asarray(ids))
     dist = ((coords[:, None, :] - coords[None, :, :]) ** 2).sum(-1)
     return float(dist[~np.eye(len(ids), dtype=bool)].min())
 

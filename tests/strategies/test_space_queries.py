@@ -32,7 +32,8 @@ def test_neighbours_differ_in_exactly_one_parameter():
 
 
 def test_unit_coordinates_span_zero_to_one():
-    unit = SearchSpace.build(PARAMS).unit_coordinates()
+    space = SearchSpace.build(PARAMS)
+    unit = space.unit_coordinates(np.arange(len(space)))
     assert unit.min() == 0 and unit.max() == 1
     assert [tuple(r) for r in unit[:2]] == [(0, 0, 0), (0, 0, 1)]
 

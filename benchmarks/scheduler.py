@@ -1,0 +1,333 @@
+"""What scheduling costs: rank 0's time per configuration, parallel efficiency on many ranks,
+and rank 0's memory for a space of 10 million configurations.
+
+    python benchmarks/scheduler.py [--caches DIR] [--quick]
+
+1. Rank 0's cost per configuration, on a synthetic measured space (a Kernel Tuner cache of
+   200,000 configurations the script writes into a temporary directory) and on the largest
+   cache in DIR. First in one process with the real pieces of rank 0's loop (``Manager`` with
+   its strategy, a real HDF5 cache and the replay backend standing in for the ranks), timing
+   each piece with ``perf_counter``; then as the real wall time of ``mpiexec -n 2 python -m
+   mpitune replay``: the difference between a long and a short run, per extra configuration,
+   is everything the loop costs per configuration (scatter and gather included), while the
+   replayed measuring itself costs microseconds.
+2. Parallel efficiency of a brute-force replay of the largest cache in DIR on 64 ranks (on a
+   2-core machine: the clock is simulated, so oversubscription changes the real time only):
+   sum over ranks of compile + verify + benchmark time / (ranks x simulated wall), read from
+   the run's HDF5 file as ``mpitune report`` does, for a few batch sizes; and for every batch
+   size from the recorded durations directly (the same rounds, dealt by ``tuner.deal``), next
+   to what ranks that pull configurations one at a time within a batch would reach.
+3. Peak memory (``ru_maxrss``) of a process that builds a 10-million-configuration space and
+   asks and tells batches of a strategy, as rank 0 does.
+
+``--quick`` runs every part small (seconds), so that a test can keep the script working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import itertools
+import json
+import os
+import resource
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from mpitune import backends, measured  # noqa: E402
+from mpitune.cache import Cache, RunInfo, read  # noqa: E402
+from mpitune.problem import replay_problem  # noqa: E402
+from mpitune.report import summarize  # noqa: E402
+from mpitune.restrictions import Restriction  # noqa: E402
+from mpitune.searchspace import SearchSpace  # noqa: E402
+from mpitune import strategies  # noqa: E402
+from mpitune.result import COMPILE_ERROR, Result  # noqa: E402
+from mpitune.timeline import Clock, Timeline  # noqa: E402
+from mpitune.worker import run_chunk  # noqa: E402
+
+DEFAULT_CACHES = "/work/shared/data/caches"
+PYTHON = sys.executable
+
+
+@dataclass
+class Scale:
+    """How big each part is: the full benchmark, or ``--quick``."""
+
+    synthetic_sizes: tuple[int, ...]  # values per parameter of the synthetic space
+    loop_configs: int  # configurations through rank 0's loop in one process
+    mpi_configs: tuple[int, int]  # budgets of the short and the long real replay
+    ranks: int  # simulated ranks for the efficiency
+    per_rank_mpi: tuple[int, ...]  # configurations per rank per batch replayed under mpiexec
+    per_rank_model: tuple[int, ...]  # ... and computed from the recorded durations
+    memory_sizes: tuple[int, ...]  # the large space for the memory part
+    memory_batches: int
+    batch_sizes: tuple[int, ...] = (8, 64, 512)  # configurations per batch for rank 0's cost
+
+
+FULL = Scale((10, 10, 10, 10, 4, 5), 10000, (500, 10500), 64, (4, 16), (1, 2, 4, 8, 16, 32),
+             (10,) * 7, 3)
+QUICK = Scale((4, 4, 4, 4, 2, 2), 1000, (64, 1024), 8, (2,), (1, 2, 4), (10,) * 5, 2, (64,))
+
+
+def mpi_env() -> dict:
+    """MPICH's progress throttle: with more ranks than cores idle ranks must yield."""
+    env = dict(os.environ, MPIR_CVAR_CH4_PROGRESS_THROTTLE="1",
+               MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT="16")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def mpiexec() -> str:
+    local = Path(PYTHON).parent / "mpiexec"
+    return str(local) if local.exists() else shutil.which("mpiexec") or "mpiexec"
+
+
+def write_synthetic(path: str, sizes: tuple[int, ...]) -> int:
+    """A Kernel Tuner cache of the full product of ``sizes``, with durations in the range of
+    real GPU caches (compile 0.2-2 s, benchmark 0.05-1 s) and 2 % compile failures."""
+    rng = np.random.default_rng(0)
+    names = [f"p{i}" for i in range(len(sizes))]
+    tune_params = {n: list(range(s)) for n, s in zip(names, sizes)}
+    entries = {}
+    for config in itertools.product(*tune_params.values()):
+        entry = dict(zip(names, config))
+        entry["compile_time"] = float(rng.uniform(200, 2000))
+        if rng.random() < 0.02:
+            entry["time"] = "CompilationFailedConfig"
+        else:
+            times = rng.uniform(0.1, 5.0) * (1 + 0.01 * rng.random(7))
+            entry.update(time=float(np.median(times)), times=[float(t) for t in times],
+                         verification_time=float(rng.uniform(5, 50)), benchmark_time=float(rng.uniform(50, 1000)))
+        entries[",".join(str(v) for v in config)] = entry
+    doc = {"kernel_name": "synthetic", "device_name": "synthetic device", "problem_size": [1024],
+           "tune_params_keys": names, "tune_params": tune_params, "cache": entries}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    return len(entries)
+
+
+@contextlib.contextmanager
+def timed(totals: dict, key: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        totals[key] = totals.get(key, 0.0) + time.perf_counter() - start
+
+
+def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strategy: str,
+                  budget: int) -> tuple[dict, int]:
+    """Microseconds per configuration of each piece of rank 0's round, in one process: ask and
+    deal (``next_orders``, which also records the batch in flight), writing the results
+    (``record``), telling the strategy and the progress line. The ranks' measuring is done by
+    the replay backend in this process and not counted."""
+    out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}.h5")
+    problem, settings = replay_problem(source, {"cache": out, "strategy": strategy, "batch_size": batch_size,
+                                                "max_fevals": budget, "seed": 1})
+    from mpitune.tuner import Manager, prepare  # initialises MPI: not in the memory child
+
+    setup = prepare(problem, settings)
+    identity = problem.identity()
+    identity["devices"] = ["replayed"]
+    cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
+    clock = Clock(simulated=True)
+    manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, clock)
+    cache.start_run(RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
+                    ("host",) * ranks, ("replayed",) * ranks, (0,) * ranks)
+    backend = backends.create(problem, workdir)
+    timeline = Timeline(clock)
+    totals: dict[str, float] = {}
+    while True:
+        with timed(totals, "ask + deal"):
+            orders = manager.next_orders()
+        if orders[0].ids is None:
+            break
+        results, phases = [], []
+        for rank, order in enumerate(orders):
+            results += run_chunk(backend, setup.space, order.ids, rank, order.batch, timeline)
+            phases += [(rank, p) for p in timeline.take()]
+        with timed(totals, "write"):
+            manager.record(results, phases)
+        with timed(totals, "tell + progress"):
+            manager.tell(results)
+            manager.progress_line()
+    cache.close()
+    n = manager.measured
+    return {k: 1e6 * v / n for k, v in totals.items()}, n
+
+
+def replay_wall_s(source: str, workdir: str, ranks: int, batch_size: int, budget: int) -> tuple[float, str]:
+    """Real wall time of a whole ``mpiexec`` replay (start-up included) and its command."""
+    out = os.path.join(workdir, f"mpi-{Path(source).name}-{ranks}-{batch_size}-{budget}.h5")
+    cmd = [mpiexec(), "-n", str(ranks), PYTHON, "-m", "mpitune", "replay", source, "--strategy", "brute_force",
+           "--batch-size", str(batch_size), "--max-fevals", str(budget), "--output", out]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, env=mpi_env(), stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start, shlex.join(cmd)
+
+
+def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
+    space_size = len(measured.load(source).configs)
+    print(f"\n## Rank 0's cost per configuration: {name} ({space_size:,} configurations)")
+    print("in one process, microseconds per configuration (the ranks' replayed measuring excluded):")
+    print("| strategy | configs per batch | ask + deal | write | tell + progress | total |")
+    print("|---|---|---|---|---|---|")
+    for strategy in ("brute_force", "genetic_algorithm"):
+        for batch_size in scale.batch_sizes:
+            per, n = rank0_loop_us(source, workdir, min(batch_size, 64), batch_size, strategy,
+                                   min(scale.loop_configs, space_size))
+            print(f"| {strategy} | {batch_size} | {per['ask + deal']:.1f} | {per['write']:.1f} | "
+                  f"{per['tell + progress']:.1f} | {sum(per.values()):.1f} |")
+    short, long = scale.mpi_configs
+    long = min(long, space_size)
+    print(f"real replay on 2 ranks, brute force: (wall({long}) - wall({short})) / {long - short} configurations")
+    for batch_size in scale.batch_sizes:
+        wall_short, _ = replay_wall_s(source, workdir, 2, batch_size, short)
+        wall_long, cmd = replay_wall_s(source, workdir, 2, batch_size, long)
+        per_us = 1e6 * (wall_long - wall_short) / (long - short)
+        print(f"  {batch_size} configs per batch: {per_us:.1f} us per configuration "
+              f"(walls {wall_short:.2f} s and {wall_long:.2f} s)")
+    print(f"  command (long run): {cmd}")
+
+
+def durations(source: str) -> np.ndarray:
+    """Recorded compile + verify + benchmark seconds of every configuration, in id order."""
+    data = measured.load(source)
+    space = SearchSpace.from_configs(data.tune_params, data.configs)
+    lookup = data.lookup()
+    names = list(data.tune_params)
+    cost = np.empty(len(space))
+    for i in range(len(space)):
+        config = space.config(i)
+        m = lookup[tuple(config[n] for n in names)]
+        cost[i] = m.compile_s + (0.0 if m.status == COMPILE_ERROR else m.verify_s + m.benchmark_s)
+    return cost
+
+
+def list_schedule_s(costs: np.ndarray, ranks: int) -> float:
+    """Makespan when each rank takes the next configuration as soon as it is free."""
+    free_at = [0.0] * ranks
+    for c in costs:
+        heapq.heappush(free_at, heapq.heappop(free_at) + float(c))
+    return max(free_at)
+
+
+def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
+    from mpitune.tuner import deal
+
+    ranks = scale.ranks
+    cost = durations(source)
+    print(f"\n## Parallel efficiency, brute force, {ranks} simulated ranks: {name} ({len(cost):,} configurations)")
+    for per in scale.per_rank_mpi:
+        out = os.path.join(workdir, f"eff-{per}.h5")
+        cmd = [mpiexec(), "-n", str(ranks), PYTHON, "-m", "mpitune", "replay", source, "--strategy", "brute_force",
+               "--batch-size", str(per * ranks), "--output", out]
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, env=mpi_env(), stdout=subprocess.DEVNULL)
+        real_s = time.perf_counter() - start
+        s = summarize(read(out))
+        print(f"replayed under mpiexec, {per} per rank per batch: efficiency {100 * s['efficiency']:.1f} %, "
+              f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)")
+        print(f"  command: {shlex.join(cmd)}")
+    print("from the recorded durations, the same rounds (efficiency %):")
+    print("| configs per rank per batch | dealt by tuner.deal (scatter/gather) | pulled one at a time within a batch |")
+    print("|---|---|---|")
+    for per in scale.per_rank_model:
+        size = per * ranks
+        dealt = pulled = 0.0
+        for batch, start in enumerate(range(0, len(cost), size)):
+            ids = list(range(start, min(start + size, len(cost))))
+            dealt += max(float(cost[chunk].sum()) for chunk in deal(ids, ranks, batch))
+            pulled += list_schedule_s(cost[ids], ranks)
+        print(f"| {per} | {100 * cost.sum() / (ranks * dealt):.1f} | {100 * cost.sum() / (ranks * pulled):.1f} |")
+    print(f"pulled one at a time with no batches: {100 * cost.sum() / (ranks * list_schedule_s(cost, ranks)):.1f} %")
+
+
+def memory_child(sizes: tuple[int, ...], strategy: str, batches: int, batch_size: int) -> None:
+    """Rank 0's share of a run on a huge space: build it (with a restriction string), then
+    ask and tell ``batches`` batches; prints the peak resident memory in MiB."""
+    tune_params = {f"p{i}": list(range(1, s + 1)) for i, s in enumerate(sizes)}
+    start = time.perf_counter()
+    space = SearchSpace.build(tune_params, [Restriction("p0 * p1 <= 100", list(tune_params))])
+    build_s = time.perf_counter() - start
+    rss_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    ask_s = 0.0
+    if strategy != "none":
+        rng = np.random.default_rng(0)
+        searcher = strategies.create(strategy, space, 1, {})
+        for _ in range(batches):
+            start = time.perf_counter()
+            ids = searcher.ask(batch_size)
+            ask_s += time.perf_counter() - start
+            searcher.tell([Result(i, "ok", time_ms=float(rng.uniform(1, 10))) for i in ids])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"configs": len(space), "build_s": build_s, "rss_build_mib": rss_build, "peak_mib": peak,
+                      "ask_s": ask_s / max(batches, 1), "table_mib": space.indices.nbytes / 2**20}))
+
+
+def memory(scale: Scale) -> None:
+    total = int(np.prod(scale.memory_sizes))
+    print(f"\n## Rank 0's peak memory, a space of {total:,} configurations "
+          f"({len(scale.memory_sizes)} parameters)")
+    print("| strategy | batches of 64 asked and told | peak RSS MiB | index table MiB | build s | s per ask |")
+    print("|---|---|---|---|---|---|")
+    for strategy in ("none", "brute_force", "random_sample", "genetic_algorithm", "pso"):
+        cmd = [PYTHON, __file__, "--memory-child", strategy, "--memory-sizes",
+               ",".join(map(str, scale.memory_sizes)), "--memory-batches", str(scale.memory_batches)]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=mpi_env()).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        batches = 0 if strategy == "none" else scale.memory_batches
+        print(f"| {strategy} | {batches} | {r['peak_mib']:.0f} | {r['table_mib']:.0f} | {r['build_s']:.2f} | "
+              f"{r['ask_s']:.3f} |")
+    print(f"  command (one row): {shlex.join(cmd)}")
+
+
+def largest_cache(directory: str) -> str | None:
+    if not os.path.isdir(directory):
+        return None
+    found = [os.path.join(directory, f) for f in os.listdir(directory) if f.endswith((".json", ".json.gz"))]
+    return max(found, key=lambda p: len(measured.load(p).configs)) if found else None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--caches", default=DEFAULT_CACHES, help="directory of measured Kernel Tuner caches")
+    p.add_argument("--quick", action="store_true", help="every part small, in seconds")
+    p.add_argument("--memory-child", help=argparse.SUPPRESS)
+    p.add_argument("--memory-sizes", help=argparse.SUPPRESS)
+    p.add_argument("--memory-batches", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.memory_child:
+        sizes = tuple(int(s) for s in args.memory_sizes.split(","))
+        memory_child(sizes, args.memory_child, args.memory_batches, 64)
+        return
+    scale = QUICK if args.quick else FULL
+    print(f"command: {shlex.join(['python', *sys.argv])}")
+    with tempfile.TemporaryDirectory(prefix="mpitune-scheduler-") as tmp:
+        synthetic = os.path.join(tmp, "synthetic.json")
+        start = time.perf_counter()
+        n = write_synthetic(synthetic, scale.synthetic_sizes)
+        print(f"synthetic measured space: {n:,} configurations, written in {time.perf_counter() - start:.1f} s")
+        rank0_cost("synthetic", synthetic, tmp, scale)
+        real = None if args.quick else largest_cache(args.caches)
+        if real:
+            rank0_cost(Path(real).name, real, tmp, scale)
+        efficiency(Path(real).name if real else "synthetic", real or synthetic, tmp, scale)
+    memory(scale)
+
+
+if __name__ == "__main__":
+    main()
