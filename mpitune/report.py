@@ -264,7 +264,7 @@ def _text(path: str, s: dict) -> str:
                      f"best {b['objective']:.4g} ({b['time_ms']:.4g} ms); median {o['median']:.4g}, "
                      f"worst {o['worst']:.4g}")
     if s["best"]:
-        extra = o["metrics"] + o["observed"]
+        extra = [n for n in o["metrics"] + o["observed"] if n != o["name"]]
         columns = ("objective in ms" if o["name"] == "time" else f"objective {o['name']}, time in ms") \
             + "".join(f", {n}" for n in extra)
         lines.append(f"\n  top {len(s['top'])} ({columns}; spread of the timed iterations: "
@@ -272,8 +272,8 @@ def _text(path: str, s: dict) -> str:
         for i, t in enumerate(s["top"], 1):
             cfg = ", ".join(f"{k}={v}" for k, v in t["config"].items())
             spread = f"[{t['min_ms']:.4g}, {t['max_ms']:.4g}] ±{t['std_ms']:.2g}"
-            shown = ([] if o["name"] == "time" else [t["objective"]]) + [t["time_ms"]] \
-                + list(t["metrics"].values()) + list(t["observed"].values())
+            values = {**t["metrics"], **t["observed"]}
+            shown = ([] if o["name"] == "time" else [t["objective"]]) + [t["time_ms"]] + [values[n] for n in extra]
             lines.append(f"  {i:>3}. {' '.join(f'{v:10.4g}' for v in shown)}  {spread:<28} {cfg}")
     lines.append("\n  seconds per rank (all runs):")
     lines.append("  rank  host / device                 " + "".join(f"{p:>10}" for p in PHASE_COLUMNS)
