@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 from conftest import mpitune, report_json, write_scale_spec
+from mpitune.analysis import load
+from mpitune.exchange import export_t4, kt_document
+from mpitune.cache import read
 from mpitune.objective import Metric, Objective, expression, first_mistake, sample
 from mpitune.result import Result
 
@@ -101,12 +104,19 @@ objective_higher_is_better = True
 """
 
 
-def test_c_run_optimises_gflops_and_the_report_and_strategy_follow(tmp_path):
-    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}', extra=METRICS_SPEC)
-    out = tmp_path / "out.h5"
-    proc = mpitune(2, [str(spec), "--cache", str(out)], tmp_path)
+@pytest.fixture(scope="module")
+def gflops_run(tmp_path_factory):
+    """12 configurations of the scale spec tuned for GFLOP/s on 2 ranks: (file, stdout)."""
+    tmp = tmp_path_factory.mktemp("gflops")
+    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}', extra=METRICS_SPEC)
+    proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5")], tmp)
     assert proc.returncode == 0, proc.stderr
-    assert "best: GFLOP/s " in proc.stdout
+    return tmp / "out.h5", proc.stdout
+
+
+def test_c_run_optimises_gflops_and_the_report_and_strategy_follow(gflops_run):
+    out, stdout = gflops_run
+    assert "best: GFLOP/s " in stdout
     with h5py.File(out, "r") as f:
         res, metrics = f["results"][...], f["metrics"][...]
         names = json.loads(f["metrics"].attrs["names"])
@@ -168,3 +178,24 @@ def test_replay_exposes_kernel_tuner_metrics_as_observed_values(tmp_path):
     assert s["best"]["config"] == {"x": 2} and s["best"]["objective"] == 30.0
     assert s["best"]["observed"] == {"GFLOP/s": 30.0} and s["best"]["metrics"] == {"half": 15.0}
     assert [t["objective"] for t in s["top"]] == [30.0, 20.0, 10.0]
+
+
+def test_exports_and_analysis_carry_the_metrics_and_the_objective(gflops_run, tmp_path):
+    out, _ = gflops_run
+    data = read(str(out))
+    doc = kt_document(data)
+    assert doc["objective"] == "GFLOP/s"
+    for entry in doc["cache"].values():
+        if entry["MODE"] == 0:  # as Kernel Tuner stores metrics: under their names in each record
+            assert entry["GFLOP/s"] == pytest.approx(N / 1e9 / (entry["time"] / 1e3))
+        else:
+            assert "GFLOP/s" not in entry
+    export_t4(str(out), str(tmp_path / "t4.json"))
+    t4 = json.loads((tmp_path / "t4.json").read_text())
+    assert {tuple(r["objectives"]) for r in t4["results"]} == {("GFLOP/s",)}
+    assert sum("GFLOP/s" in [m["name"] for m in r["measurements"]] for r in t4["results"]) == 4
+    results, _ = load(str(out))
+    assert results.attrs["objective"]["objective"] == "GFLOP/s"
+    best = results.loc[results["GFLOP/s"].idxmax()]
+    assert int(best["config_id"]) == report_json(out)["best"]["config_id"]
+    assert results["per_step"].notna().sum() == 4
