@@ -140,10 +140,6 @@ class Objective:
             return value
         return 1.0 / value if value > 0 else math.inf
 
-    def better(self, a: float, b: float) -> bool:
-        """Whether objective value ``a`` beats ``b`` (NaN never does)."""
-        return self.score(a) < self.score(b)
-
     def describe(self, result: Result) -> str:
         """The objective of a result for a progress line: '1.234 ms' or 'GFLOP/s 567.8 (1.234 ms)'."""
         if self.name == TIME:
