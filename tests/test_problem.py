@@ -139,8 +139,9 @@ def test_broken_spec_ends_every_rank_with_code_2_and_one_line(tmp_path, change):
 
     spec = write(tmp_path, GOOD + change)
     start = time.monotonic()
-    # Every rank prints the exit code mpitune's main returned to it.
-    proc = mpirun(3, ["-c", "import sys, mpitune.cli as c; print('exit', c.main(sys.argv[1:]))", str(spec)],
+    # Every rank prints the exit code mpitune's main returned to it, in one write: no interleaving.
+    proc = mpirun(3, ["-c", "import sys, mpitune.cli as c; sys.stdout.write(f'exit {c.main(sys.argv[1:])}\\n')",
+                      str(spec)],
                   tmp_path, timeout=60)
     elapsed = time.monotonic() - start
     assert proc.stdout.split().count("exit") == 3
