@@ -57,6 +57,9 @@ def frames(data: dict) -> Tables:
     for n in names:
         columns[n] = res[n]
     columns.update({"status": res["status"], "time_ms": res["time_ms"]})
+    for group in ("metric", "observed"):  # by their own names, as a metric's function saw them
+        values = data["metrics" if group == "metric" else "observed"]
+        columns.update({n: values[:, j] for j, n in enumerate(data[f"{group}_names"])})
     columns.update(_iteration_stats(times))
     columns["times_ms"] = [row[~np.isnan(row)] for row in times]
     for f in ("compile_s", "verify_s", "benchmark_s", "run", "batch", "rank", "host", "device",
@@ -79,7 +82,8 @@ def frames(data: dict) -> Tables:
     timeline["host"] = [where.get(k, ("", ""))[0] for k in keys]
     timeline["device"] = [where.get(k, ("", ""))[1] for k in keys]
 
-    info = {"problem": data["problem"], "param_names": names,
+    info = {"problem": data["problem"], "param_names": names, "objective": data["objective"],
+            "metric_names": data["metric_names"], "observed_names": data["observed_names"],
             "runs": pd.DataFrame({f: runs[f] for f in runs.dtype.names})}
     results.attrs.update(info)
     timeline.attrs.update(info)
@@ -90,7 +94,8 @@ def load(path: str) -> Tables:
     """``results, timeline = load(path)``.
 
     ``results``: one row per measured configuration; the tunable parameters as columns, then
-    ``status``, ``time_ms`` (the objective), per-iteration statistics (``iterations``,
+    ``status``, ``time_ms`` (Kernel Tuner's "time"), a column per metric and per observed value
+    (by its name: ``results["GFLOP/s"]``; NaN unless ``ok``), per-iteration statistics (``iterations``,
     ``min_ms``, ``mean_ms``, ``max_ms``, ``std_ms``, and ``times_ms`` as an array), seconds in
     ``compile_s``/``verify_s``/``benchmark_s``, who measured it (``run``, ``batch``, ``rank``,
     ``host``, ``device``), when (``started_s``/``finished_s`` on the run's clock and
@@ -99,7 +104,9 @@ def load(path: str) -> Tables:
     ``timeline``: one row per phase of a rank (``run``, ``rank``, ``batch``, ``config_id``,
     ``phase``, ``start_s``, ``end_s``, ``duration_s``, ``host``, ``device``).
 
-    Both carry ``.attrs["problem"]``, ``.attrs["param_names"]`` and ``.attrs["runs"]`` (a
+    Both carry ``.attrs["problem"]``, ``.attrs["param_names"]``, ``.attrs["objective"]``
+    (``{"objective": name, "higher_is_better": bool, "metrics": {name: definition}}``),
+    ``.attrs["metric_names"]``, ``.attrs["observed_names"]`` and ``.attrs["runs"]`` (a
     DataFrame with one row per run).
     """
     pandas()  # fail before reading a large file

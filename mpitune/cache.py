@@ -26,6 +26,7 @@ import numpy as np
 from .errors import CacheMismatchError, UserError
 from .h5repair import clear_write_flags
 from .integrity import in_flight, repair
+from .objective import Objective
 from .result import Result
 from .timeline import PhaseRow
 
@@ -138,12 +139,35 @@ def _append(ds: h5py.Dataset, rows: np.ndarray) -> None:
         ds[n:] = rows
 
 
-class Cache:
-    """Writer side, used by rank 0 only."""
+def _values(names: Sequence[str], by_name: Sequence[dict]) -> np.ndarray:
+    """One row per dict, one column per name; NaN where a dict lacks the name."""
+    return np.array([[d.get(n, math.nan) for n in names] for d in by_name], dtype=np.float64).reshape(
+        len(by_name), len(names))
 
-    def __init__(self, path: str, identity: dict, tune_params: dict[str, list], iterations: int):
+
+def _values_dataset(f: h5py.File, name: str, names: Sequence[str], rows: int) -> None:
+    """``metrics`` or ``observed``: float64 (rows, len(names)), names in the attribute ``names``;
+    absent when there are no names (HDF5 chunks cannot be empty)."""
+    if names:
+        ds = f.create_dataset(name, shape=(rows, len(names)), maxshape=(None, len(names)), dtype=np.float64,
+                              chunks=(_CHUNK_ROWS, len(names)), fillvalue=np.nan, compression="gzip")
+        ds.attrs["names"] = json.dumps(list(names))
+
+
+def _names(f: h5py.File, name: str) -> list[str]:
+    return json.loads(f[name].attrs["names"]) if name in f else []
+
+
+class Cache:
+    """Writer side, used by rank 0 only. ``objective`` names the metrics kept beside the
+    results (recomputed for every recorded row by ``rewrite_metrics`` when a run resumes)."""
+
+    def __init__(self, path: str, identity: dict, tune_params: dict[str, list], iterations: int,
+                 objective: Objective | None = None):
         self.path = path
         self.tune_params = tune_params
+        self.objective = objective or Objective()
+        self.observed_names = list(identity.get("observed_names", []))
         digest = problem_hash(identity)
         self._lock = _writer_lock(path)
         try:
@@ -166,6 +190,7 @@ class Cache:
         self.interrupted = in_flight(self.file)  # what a killed run left unmeasured
         for fixed in repair(self.file):
             log.warning("%s: %s", path, fixed)
+        self._describe_objective()
         self.results = self.file["results"]
         self.timeline = self.file["timeline"]
         self.runs = self.file["runs"]
@@ -173,6 +198,8 @@ class Cache:
         self.in_flight = self.file["in_flight"]
         self.strategy_state = self.file["strategy_state"]
         self.strategy_key = self.file["strategy_key"]
+        self.metrics = self.file.get("metrics")
+        self.observed = self.file.get("observed")
         self.run = -1
         # From here on no dataset or attribute may be created, only appended to and written.
         self.file.swmr_mode = True
@@ -197,14 +224,36 @@ class Cache:
         f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
         f.create_dataset("strategy_key", shape=(1,), dtype="S64")
         f.create_dataset("in_flight", shape=(0,), maxshape=(None,), dtype=IN_FLIGHT_DTYPE, chunks=(_CHUNK_ROWS,))
+        _values_dataset(f, "observed", self.observed_names, 0)
 
+    def _describe_objective(self) -> None:
+        """Record this run's objective, and lay out the metrics dataset for its metrics: the
+        old one is replaced if the names differ (the values are derived, ``rewrite_metrics``
+        recomputes them). Before SWMR mode, which allows no new datasets or attributes."""
+        self.file.attrs["objective"] = json.dumps(self.objective.record())
+        names = self.objective.metric_names
+        if _names(self.file, "metrics") != names:
+            if "metrics" in self.file:
+                del self.file["metrics"]
+            _values_dataset(self.file, "metrics", names, len(self.file["results"]))
     def recorded(self) -> list[Result]:
         """Every configuration measured in earlier runs, to tell the strategy on resume."""
         rows = self.results[...]
+        observed = self.observed[...] if self.observed is not None else np.zeros((len(rows), 0))
         return [Result(config_id=int(r["config_id"]), status=r["status"].decode(errors="replace"),
-                       time_ms=float(r["time_ms"]), compile_s=float(r["compile_s"]),
-                       verify_s=float(r["verify_s"]), benchmark_s=float(r["benchmark_s"]))
-                for r in rows]
+                       time_ms=float(r["time_ms"]), times_ms=[float(t) for t in r["times_ms"] if not math.isnan(t)],
+                       compile_s=float(r["compile_s"]), verify_s=float(r["verify_s"]),
+                       benchmark_s=float(r["benchmark_s"]),
+                       observed=dict(zip(self.observed_names, map(float, values))))
+                for r, values in zip(rows, observed)]
+
+    def rewrite_metrics(self, results: Sequence[Result]) -> None:
+        """The metrics of every recorded row, ``results`` in row order as ``recorded`` gave them
+        and evaluated by this run's objective: a resumed run may define other metrics."""
+        if self.metrics is not None:
+            self.metrics.resize((len(results), self.metrics.shape[1]))
+            self.metrics[...] = _values(self.objective.metric_names, [r.metrics for r in results])
+            self.file.flush()
 
     def start_run(self, info: RunInfo, hosts: Sequence[str], devices: Sequence[str],
                   pids: Sequence[int], details: Sequence[str] = ()) -> int:
@@ -243,6 +292,11 @@ class Cache:
                           self.run, r.batch, r.rank, _b(hosts[r.rank], _NAME), _b(devices[r.rank], _NAME),
                           r.started_s, r.finished_s, _b(r.error, _TEXT)))
         _append(self.results, rows)
+        for ds, names, values in ((self.metrics, self.objective.metric_names, [r.metrics for r in results]),
+                                  (self.observed, self.observed_names, [r.observed for r in results])):
+            if ds is not None and results:
+                ds.resize((ds.shape[0] + len(results), ds.shape[1]))
+                ds[-len(results):] = _values(names, values)
         self.in_flight.resize((0,))
         self.append_phases(phases, flush=False)
         self.file.flush()
@@ -293,14 +347,29 @@ def read(path: str) -> dict:
         with open_for_reading(path) as f:
             if "results" not in f:
                 raise UserError(f"{path} is not an mpitune cache (no results dataset)")
-            return {
+            data = {
                 "schema_version": int(f.attrs["schema_version"]),
                 "problem": json.loads(f.attrs["problem"]),
                 "param_names": json.loads(f.attrs["param_names"]),
+                "objective": json.loads(f.attrs.get("objective", json.dumps(Objective().record()))),
                 **{name: _decoded(f[name][...]) for name in ("results", "timeline", "runs", "ranks")},
             }
+            for name, names_key in (("metrics", "metric_names"), ("observed", "observed_names")):
+                # Absent in files without metrics or observed values.
+                values = f[name][...] if name in f else np.zeros((0, 0))
+                data[names_key] = _names(f, name)
+                data[name] = _rows(values, len(data["results"]), len(data[names_key]))
+            return data
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot read cache {path}: {exc}") from None
+
+
+def _rows(values: np.ndarray, n: int, columns: int) -> np.ndarray:
+    """``values`` with exactly ``n`` rows: an SWMR reader may see the results of a batch
+    before its metrics, or after; missing rows are NaN."""
+    out = np.full((n, columns), np.nan)
+    out[: min(n, len(values))] = values[:n]
+    return out
 
 
 def open_for_reading(path: str) -> h5py.File:

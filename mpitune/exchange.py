@@ -54,12 +54,15 @@ def _plain(value):
 
 
 def _measured_rows(data: dict) -> list:
-    """One row per configuration (the first measurement, as a resume never repeats one)."""
+    """One row per configuration (the first measurement, as a resume never repeats one), with
+    its metrics and observed values by name (finite ones only: what a failure lacks)."""
     seen, rows = set(), []
-    for row in data["results"]:
+    names = data["metric_names"] + data["observed_names"]
+    values = np.hstack([data["metrics"], data["observed"]])
+    for row, row_values in zip(data["results"], values):
         if int(row["config_id"]) not in seen:
             seen.add(int(row["config_id"]))
-            rows.append(row)
+            rows.append((row, {n: float(v) for n, v in zip(names, row_values) if math.isfinite(v)}))
     if not rows:
         raise UserError("the file holds no measured configurations")
     return rows
@@ -91,13 +94,14 @@ def kt_document(data: dict) -> dict:
     names = data["param_names"]
     problem = data["problem"]
     cache = {}
-    for row in _measured_rows(data):
+    for row, values in _measured_rows(data):
         config = {n: _plain(row[n]) for n in names}
         status = str(row["status"])
         entry = dict(config)
         if status == OK:
             entry["time"] = float(row["time_ms"])
             entry["times"] = _times(row)
+            entry.update(values)  # as Kernel Tuner stores its metrics and observers' values
         else:
             entry["time"] = KT_MARKERS.get(status, KT_RUNTIME_MARKER)
             entry[STATUS_KEY] = status  # Kernel Tuner ignores it; an import restores it
@@ -112,7 +116,8 @@ def kt_document(data: dict) -> dict:
     size = problem.get("problem_size", [])
     return {"device_name": _device_name(data), "kernel_name": problem.get("kernel_name", ""),
             "problem_size": size, "tune_params_keys": list(names),
-            "tune_params": {n: problem["tune_params"][n] for n in names}, "objective": "time",
+            "tune_params": {n: problem["tune_params"][n] for n in names},
+            "objective": data["objective"]["objective"],
             "cache": cache}
 
 
@@ -141,14 +146,15 @@ def export_kt_json(cache_path: str, out: str) -> int:
 def t4_document(data: dict) -> dict:
     names = data["param_names"]
     results = []
-    for row in _measured_rows(data):
+    objective = data["objective"]["objective"]
+    for row, values in _measured_rows(data):
         status = str(row["status"])
         out = {}
         stamp = _timestamp(data, row)
         if stamp:
             out["timestamp"] = stamp
         out["configuration"] = {n: _plain(row[n]) for n in names}
-        out["objectives"] = ["time"]
+        out["objectives"] = [objective]
         out["times"] = {"compilation_time": 1e3 * float(row["compile_s"]), "runtimes": _times(row),
                         "framework": 0.0, "search_algorithm": 0.0,
                         "validation": 1e3 * float(row["verify_s"]),
@@ -156,7 +162,8 @@ def t4_document(data: dict) -> dict:
         out["invalidity"] = T4_INVALIDITY.get(status, "runtime")
         out["correctness"] = 0 if status == VERIFY_FAILED else 1
         value = float(row["time_ms"]) if status == OK else KT_MARKERS.get(status, KT_RUNTIME_MARKER)
-        out["measurements"] = [{"name": "time", "value": value, "unit": "ms"}]
+        out["measurements"] = [{"name": "time", "value": value, "unit": "ms"}] + [
+            {"name": n, "value": v, "unit": ""} for n, v in values.items()]
         results.append(out)
     return {"schema_version": T4_SCHEMA_VERSION, "results": results,
             "metadata": {"timeunit": "milliseconds", "kernel_name": data["problem"].get("kernel_name", ""),
@@ -207,7 +214,8 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
     compile, verify and benchmark time ending at its timestamp, and Kernel Tuner's
     strategy time before it; the rest of a gap between two configurations is ``other``.
     Entries without timestamps are laid end to end. Each session (see SESSION_GAP_S)
-    becomes a run. Extra metrics (GFLOP/s, ...) have no place in the file and are dropped.
+    becomes a run. Kernel Tuner's metrics and observers' values (GFLOP/s, power, ...) become
+    observed values (see mpitune/measured.py).
     """
     if kt_path.endswith((".h5", ".hdf5")):
         raise UserError(f"{kt_path}: already an mpitune file; import takes a Kernel Tuner JSON cache")
@@ -244,6 +252,8 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
                 "problem_size": measured.problem_size, "tune_params": tune_params, "restrictions": [],
                 "iterations": iterations, "devices": [device],
                 "imported_from": os.path.basename(kt_path)}
+    if measured.observed_names:
+        identity["observed_names"] = measured.observed_names
     cache = Cache(out, identity, tune_params, iterations)
     runs = 0
     try:
@@ -280,7 +290,8 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
                 last = max(end, last)
                 results.append(Result(config_id=cid, status=m.status, time_ms=m.time_ms, times_ms=m.times_ms,
                                       compile_s=m.compile_s, verify_s=m.verify_s, benchmark_s=m.benchmark_s,
-                                      error=m.error, rank=0, batch=batch, started_s=start, finished_s=end))
+                                      error=m.error, observed=m.observed, rank=0, batch=batch,
+                                      started_s=start, finished_s=end))
                 configs.append(dict(zip(names, config)))
                 if len(results) == 2048:
                     cache.append(results, configs, [host], [device], phases)

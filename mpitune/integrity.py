@@ -36,6 +36,11 @@ def repair(f: h5py.File) -> list[str]:
         if keep < len(ds):
             done.append(f"dropped {len(ds) - keep} half-written row(s) at the end of {name}")
             ds.resize((keep,))
+    rows = len(f["results"])
+    for name in ("metrics", "observed"):  # one row per results row; NaN where cut short
+        if name in f and len(f[name]) != rows:
+            done.append(f"{name} had {len(f[name])} row(s) for {rows} result(s): aligned")
+            f[name].resize((rows, f[name].shape[1]))
     runs = f["runs"]
     for i in range(len(runs)):
         row = runs[i]
@@ -82,6 +87,9 @@ def findings(f: h5py.File) -> list[str]:
     unknown = sorted({s.decode(errors='replace') for s in np.unique(results["status"])} - set(STATUSES))
     if unknown:
         problems.append(f"unknown statuses: {', '.join(map(repr, unknown))}")
+    for name in ("metrics", "observed"):
+        if name in f and len(f[name]) != len(results):
+            problems.append(f"{name} has {len(f[name])} row(s) for {len(results)} result(s)")
     if len(results) and results["run"].max() >= len(runs):
         problems.append("results refer to runs that have no row in runs")
     phases = sorted({p.decode(errors='replace') for p in np.unique(timeline["phase"])} - set(PHASES))

@@ -25,13 +25,13 @@ import numpy as np
 from .errors import SpecError
 from .h5repair import is_hdf5
 from .kernel_extras import KernelExtras, parse as parse_extras
+from .objective import TIME, TIME_NAMES, Metric, expression, first_mistake, sample
 from .restrictions import Restriction, RestrictionError
 
 LANGS = {"c": "C", "cupy": "cupy"}
 BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
 # Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
-UNSUPPORTED = ("metrics", "observers", "texmem_args",
-               "verify", "objective_higher_is_better", "device", "platform")
+UNSUPPORTED = ("observers", "texmem_args", "verify", "device", "platform")
 # Kernel Tuner arguments that are accepted and have no effect here.
 IGNORED = ("verbose", "quiet", "log")
 # Names of result fields; a tunable parameter may not shadow them in the results table.
@@ -43,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "grid_div_z": None, "block_size_names": None, "answer": None, "atol": 1e-6,
     "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
     "strategy": None, "strategy_options": None, "cache": None, "simulation_mode": False,
-    "timeout_s": None, "compile_workers": None,
+    "timeout_s": None, "compile_workers": None, "metrics": None, "objective_higher_is_better": False,
     "defines": None, "smem_args": None, "cmem_args": None,
 }
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
@@ -66,7 +66,12 @@ class Problem:
     grid_div: dict[str, Any] = field(default_factory=dict)
     block_size_names: list[str] = field(default_factory=lambda: ["block_size_x", "block_size_y", "block_size_z"])
     iterations: int = 7
-    objective: str = "time"
+    # What is optimised (see objective.py); metrics are rank 0's alone (spec callables).
+    objective: str = TIME
+    objective_higher_is_better: bool = False
+    metrics: list[Metric] = field(default_factory=list)
+    # Names of the values besides time that the backend observes for every configuration.
+    observed_names: list[str] = field(default_factory=list)
     compiler_options: list[str] = field(default_factory=list)
     # Seconds one configuration may take (compile, verify, benchmark) before it is killed and
     # recorded as a timeout; None: derived from the configurations measured so far.
@@ -80,14 +85,16 @@ class Problem:
     configs: list[tuple] | None = None
 
     def for_workers(self) -> "Problem":
-        """A copy without what workers never need: restrictions (callables need not travel)
-        and the configuration list (they receive the space's index table)."""
-        return replace(self, restrictions=[], configs=None,
+        """A copy without what workers never need: restrictions and metrics (callables need
+        not travel), the configuration list (they receive the space's index table) and the
+        per-configuration callables of ``extras`` (rank 0 resolves those)."""
+        return replace(self, restrictions=[], metrics=[], configs=None,
                        extras=self.extras.for_workers() if self.extras else None)
 
     def identity(self) -> dict:
-        """What defines the problem: changing any of it invalidates measured results."""
-        return {
+        """What defines the problem: changing any of it invalidates measured results. Metrics
+        and the objective do not: they are derived from what was measured."""
+        identity = {
             "kernel_name": self.kernel_name,
             "kernel_source": self.kernel_source,
             "lang": self.lang,
@@ -103,6 +110,9 @@ class Problem:
             "replay_source": self.replay_source,
             **(self.extras.identity() if self.extras else {}),
         }
+        if self.observed_names:  # absent when empty, so files from before observers still resume
+            identity["observed_names"] = list(self.observed_names)
+        return identity
 
 
 @dataclass
@@ -207,7 +217,7 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
             check.fail(name, "is a Kernel Tuner argument that mpitune does not support yet")
     spec = {k: names.get(k, default) for k, default in DEFAULTS.items()}
     if spec["simulation_mode"]:
-        return _simulation(check, spec, overrides or {})
+        return _simulation(check, spec, overrides or {}, names)
 
     lang = spec["lang"]
     if not isinstance(lang, str) or lang.lower() not in LANGS:
@@ -253,10 +263,6 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
                     check.fail(f"grid_div_{axis}", f"{name!r} is not a tunable parameter")
         grid_div[axis] = value
 
-    objective = spec["objective"]
-    if objective != "time":
-        check.fail("objective", f"only 'time' (median kernel time, lower is better) is supported, got {objective!r}")
-
     compiler_options = spec["compiler_options"] or []
     compiler_options = check.str_list("compiler_options", compiler_options)
     extras = _extras(check, spec, tune_params, lang)
@@ -266,11 +272,12 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
         problem_size=problem_size, arguments=arguments, answer=answer,
         atol=check.number("atol", spec["atol"], zero_ok=True), tune_params=tune_params,
         restrictions=restrictions, grid_div=grid_div, block_size_names=block_size_names,
-        iterations=check.int_("iterations", spec["iterations"], 1), objective=objective,
+        iterations=check.int_("iterations", spec["iterations"], 1),
         compiler_options=compiler_options,
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
         isolate=not (overrides or {}).get("no_isolation"), extras=extras,
     )
+    _objective(check, spec, names, problem)
     return problem, _settings(check, spec, overrides or {})
 
 
@@ -457,7 +464,7 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
     return settings
 
 
-def _simulation(check: _Checker, spec: dict, overrides: dict) -> tuple[Problem, RunSettings]:
+def _simulation(check: _Checker, spec: dict, overrides: dict, namespace: dict) -> tuple[Problem, RunSettings]:
     """``simulation_mode = True``: as in Kernel Tuner, ``cache`` names the measured data to
     replay; the results go to ``--cache`` (default: the spec's name with .replay.h5)."""
     source = spec["cache"]
@@ -472,6 +479,7 @@ def _simulation(check: _Checker, spec: dict, overrides: dict) -> tuple[Problem, 
                                        spec["strategy"], spec["strategy_options"])
     problem.spec_path = check.path
     problem.restrictions = _restrictions(check, spec["restrictions"], list(problem.tune_params))
+    _objective(check, spec, namespace, problem)
     return problem, settings
 
 
@@ -487,8 +495,48 @@ def replay_problem(source: str, overrides: dict, strategy: str | None = None,
     problem = Problem(spec_path=os.path.abspath(source), kernel_name=data.kernel_name or "replay",
                       kernel_source="", lang="replay", problem_size=tuple(sizes), arguments=[], answer=None,
                       atol=1e-6, tune_params=data.tune_params, iterations=iterations,
+                      observed_names=data.observed_names,
                       replay_source=os.path.abspath(source), configs=data.configs)
     name = Path(source).name.split(".")[0]
     spec = {"strategy": strategy, "strategy_options": strategy_options,
             "cache": overrides.get("cache") or f"{name}.replay.h5"}
     return problem, _settings(check, spec, overrides)
+
+
+def _objective(check: _Checker, spec: dict, namespace: dict, problem: Problem) -> None:
+    """``metrics``, ``objective`` and ``objective_higher_is_better`` into ``problem``, each
+    metric tried on a sample ``p`` (the first value of every parameter, time 1 ms, every
+    observed value 1) so that a misspelled name fails here rather than on every result."""
+    metrics = spec["metrics"] or {}
+    if not isinstance(metrics, dict):
+        check.fail("metrics", f"must be a dict of name -> function of p (or expression string), got {metrics!r}")
+    taken = set(problem.tune_params) | set(TIME_NAMES) | set(problem.observed_names) | set(RESERVED)
+    for name, definition in metrics.items():
+        if not isinstance(name, str) or not name.strip():
+            check.fail("metrics", f"metric name {name!r} is not a non-empty string")
+        if name in taken:
+            check.fail("metrics", f"metric name {name!r} is taken by a parameter, time, an observed value "
+                                  "or a result field")
+        taken.add(name)
+        if isinstance(definition, str):
+            try:
+                problem.metrics.append(expression(name, definition, namespace))
+            except SyntaxError as exc:
+                check.fail("metrics", f"{name!r}: invalid expression {definition!r}: {exc.msg}")
+        elif callable(definition):
+            problem.metrics.append(Metric(name, definition, _callable_text(definition)))
+        else:
+            check.fail("metrics", f"{name!r} must be a function of p or an expression string, got {definition!r}")
+    first = {k: values[0] for k, values in problem.tune_params.items()}
+    mistake = first_mistake(problem.metrics, sample(first, problem.observed_names))
+    if mistake:
+        check.fail("metrics", f"{mistake[0]!r} fails on a sample configuration {first}: {mistake[1]}")
+    problem.objective = spec["objective"]
+    known = [TIME] + [m.name for m in problem.metrics] + problem.observed_names
+    if problem.objective not in known:
+        check.fail("objective", f"{problem.objective!r} is neither 'time' nor a metric nor an observed value; "
+                                f"choose one of {', '.join(map(repr, known))}")
+    problem.objective_higher_is_better = spec["objective_higher_is_better"]
+    if not isinstance(problem.objective_higher_is_better, (bool, np.bool_)):
+        check.fail("objective_higher_is_better", f"must be True or False, got {problem.objective_higher_is_better!r}")
+    problem.objective_higher_is_better = bool(problem.objective_higher_is_better)

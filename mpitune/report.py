@@ -150,13 +150,39 @@ def _spread(times: np.ndarray) -> dict:
             "iterations": int(len(times))}
 
 
+def objective_values(data: dict) -> np.ndarray:
+    """The value of the file's objective for every results row (NaN where there is none)."""
+    name = data["objective"]["objective"]
+    for names, values in ((data["metric_names"], data["metrics"]), (data["observed_names"], data["observed"])):
+        if name in names:
+            return values[:, names.index(name)]
+    return np.asarray(data["results"]["time_ms"], dtype=float)
+
+
+def _ranked(data: dict) -> np.ndarray:
+    """Indices of the rows with a usable objective value, best first (as the run's strategy
+    saw them: a higher-is-better objective must be positive, see objective.py)."""
+    values = objective_values(data)
+    higher = data["objective"]["higher_is_better"]
+    usable = (data["results"]["status"] == OK) & np.isfinite(values) & ((values > 0) if higher else True)
+    rows = np.flatnonzero(usable)
+    return rows[np.argsort(-values[rows] if higher else values[rows], kind="stable")]
+
+
+def _values(data: dict, i: int) -> dict:
+    """Metrics and observed values of row ``i`` by name."""
+    return {"metrics": {n: float(v) for n, v in zip(data["metric_names"], data["metrics"][i])},
+            "observed": {n: float(v) for n, v in zip(data["observed_names"], data["observed"][i])}}
+
+
 def summarize(data: dict, top: int = 5) -> dict:
     results, names = data["results"], data["param_names"]
     problem = data["problem"]
     statuses = Counter(results["status"])
     ok = results[results["status"] == OK]
-    order = np.argsort(ok["time_ms"], kind="stable")
-    best_rows = ok[order[:top]]
+    ranked = _ranked(data)
+    values = objective_values(data)
+    best_rows = results[ranked[:top]]
     ranks = per_rank(data)
     wall_rank_s = sum(r["wall_s"] for r in ranks)
     measuring_s = sum(r["compile_s"] + r["verify_s"] + r["benchmark_s"] for r in ranks)
@@ -171,9 +197,15 @@ def summarize(data: dict, top: int = 5) -> dict:
         "ok": int(statuses.get(OK, 0)),
         "failed": {k: int(v) for k, v in sorted(statuses.items()) if k != OK},
         "best": None,
+        "objective": {"name": data["objective"]["objective"],
+                      "higher_is_better": bool(data["objective"]["higher_is_better"]),
+                      "metrics": data["metric_names"], "observed": data["observed_names"],
+                      "median": float(np.median(values[ranked])) if len(ranked) else None,
+                      "worst": float(values[ranked[-1]]) if len(ranked) else None},
         "top": [{"config": _config(r, names), "config_id": int(r["config_id"]), "time_ms": float(r["time_ms"]),
+                 "objective": float(values[i]), **_values(data, i),
                  **_spread(np.asarray(r["times_ms"], dtype=float).ravel())}
-                for r in best_rows],
+                for i, r in zip(ranked[:top], best_rows)],
         "median_ms": float(np.median(ok["time_ms"])) if len(ok) else None,
         "worst_ms": float(ok["time_ms"].max()) if len(ok) else None,
         "runs": int(len(runs)),
@@ -193,7 +225,8 @@ def summarize(data: dict, top: int = 5) -> dict:
     }
     if len(best_rows):
         summary["best"] = {"config": _config(best_rows[0], names), "config_id": int(best_rows[0]["config_id"]),
-                           "time_ms": float(best_rows[0]["time_ms"])}
+                           "time_ms": float(best_rows[0]["time_ms"]), "objective": float(values[ranked[0]]),
+                           **_values(data, int(ranked[0]))}
     return summary
 
 
@@ -252,17 +285,29 @@ def _text(path: str, s: dict) -> str:
             lines.append(f"        {r['command']}")
     lines.append(f"\n  {s['configs']} of {s['space_size']} configurations recorded: ok {s['ok']}"
                  + "".join(f", {k} {v}" for k, v in s["failed"].items()))
-    if s["best"]:
+    o = s["objective"]
+    if s["best"] and o["name"] == "time":
         b = s["best"]
         lines.append(f"  best {b['time_ms']:.4g} ms; median {s['median_ms']:.4g} ms "
                      f"({s['median_ms'] / b['time_ms']:.2f}x the best), worst {s['worst_ms']:.4g} ms "
                      f"({s['worst_ms'] / b['time_ms']:.2f}x)")
-        lines.append(f"\n  top {len(s['top'])} (objective in ms; spread of the timed iterations: "
+    elif s["best"]:
+        b = s["best"]
+        lines.append(f"  objective {o['name']} ({'higher' if o['higher_is_better'] else 'lower'} is better): "
+                     f"best {b['objective']:.4g} ({b['time_ms']:.4g} ms); median {o['median']:.4g}, "
+                     f"worst {o['worst']:.4g}")
+    if s["best"]:
+        extra = [n for n in o["metrics"] + o["observed"] if n != o["name"]]
+        columns = ("objective in ms" if o["name"] == "time" else f"objective {o['name']}, time in ms") \
+            + "".join(f", {n}" for n in extra)
+        lines.append(f"\n  top {len(s['top'])} ({columns}; spread of the timed iterations: "
                      "[min, max] and standard deviation):")
         for i, t in enumerate(s["top"], 1):
             cfg = ", ".join(f"{k}={v}" for k, v in t["config"].items())
             spread = f"[{t['min_ms']:.4g}, {t['max_ms']:.4g}] ±{t['std_ms']:.2g}"
-            lines.append(f"  {i:>3}. {t['time_ms']:10.4g}  {spread:<28} {cfg}")
+            values = {**t["metrics"], **t["observed"]}
+            shown = ([] if o["name"] == "time" else [t["objective"]]) + [t["time_ms"]] + [values[n] for n in extra]
+            lines.append(f"  {i:>3}. {' '.join(f'{v:10.4g}' for v in shown)}  {spread:<28} {cfg}")
     lines.append("\n  seconds per rank (all runs):")
     lines.append("  rank  host / device                 " + "".join(f"{p:>10}" for p in PHASE_COLUMNS)
                  + "      wall  configs  eff")

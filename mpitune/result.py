@@ -21,12 +21,20 @@ STATUSES = (OK, COMPILE_ERROR, LAUNCH_ERROR, RUNTIME_ERROR, VERIFY_FAILED, TIMEO
 class Result:
     config_id: int
     status: str
-    time_ms: float = math.nan  # the objective: median of times_ms
+    time_ms: float = math.nan  # median of times_ms (Kernel Tuner's "time")
     times_ms: list[float] = field(default_factory=list)
     compile_s: float = 0.0
     verify_s: float = 0.0
     benchmark_s: float = 0.0
     error: str = ""
+    # What the backend observed besides time (power, energy, clocks), by the names the
+    # problem declares in ``observed_names``; missing names are NaN in the file.
+    observed: dict[str, float] = field(default_factory=dict)
+    # Filled in on rank 0 by ``objective.Objective.evaluate`` after the gather (metric
+    # functions come from the spec and never travel to other ranks).
+    metrics: dict[str, float] = field(default_factory=dict)
+    objective: float = math.nan  # the value of the run's objective (time, a metric or an observed value)
+    score: float = math.nan  # what strategies minimise: inf for a failure, NaN until evaluated
     # Filled in by the scheduler, which knows where and when the backend ran.
     rank: int = -1
     batch: int = -1

@@ -32,6 +32,7 @@ from .compile_ahead import CompileAhead, default_workers
 from .errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError, UserError
 from .isolation import IsolatedBackend
 from .kernel_extras import Derived
+from .objective import Objective
 from .problem import Problem, RunSettings
 from .result import Result
 from .searchspace import SearchSpace
@@ -107,6 +108,7 @@ class Manager:
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
+        self.objective = cache.objective
         self.ranks = len(hosts)
         self.batch_size = setup.settings.batch_size or default_batch_size(self.ranks, self.strategy)
         extras = setup.problem.extras
@@ -119,15 +121,16 @@ class Manager:
         self.stop_requested = ""  # set by a signal handler: the job is about to be ended
         self.batch_s: list[float] = []
         self._batch_start_s = math.nan
-        known = cache.recorded()
+        known = [self.objective.evaluate(r, self.space.config(r.config_id)) for r in cache.recorded()]
+        cache.rewrite_metrics(known)  # metrics are derived: this run's definitions hold for every row
         self.known = len(known)
         self.best: Result | None = None
         self._update_best(known)
         self._resume_strategy(known)
 
     def _strategy_key(self) -> str:
-        return json.dumps([self.settings.strategy, self.settings.seed, self.settings.strategy_options],
-                          sort_keys=True, default=str)
+        return json.dumps([self.settings.strategy, self.settings.seed, self.settings.strategy_options,
+                           self.objective.name, self.objective.higher_is_better], sort_keys=True, default=str)
 
     def _resume_strategy(self, known: list[Result]) -> None:
         """Continue the search a stopped run saved (population, RNG, ...), if it was the same
@@ -191,6 +194,8 @@ class Manager:
 
     def record(self, results: list[Result], phases) -> None:
         configs = [self.space.config(r.config_id) for r in results]
+        for r, config in zip(results, configs):
+            self.objective.evaluate(r, config)
         self.cache.append(results, configs, self.hosts, self.devices, phases)
         self.measured += len(results)
 
@@ -200,7 +205,7 @@ class Manager:
 
     def _update_best(self, results: list[Result]) -> None:
         for r in results:
-            if r.ok and (self.best is None or r.time_ms < self.best.time_ms):
+            if math.isfinite(r.score) and (self.best is None or r.score < self.best.score):
                 self.best = r
 
     def progress_line(self) -> str:
@@ -210,7 +215,7 @@ class Manager:
         done = self.known + self.measured
         elapsed = self.clock.now()
         best = "none yet" if self.best is None else \
-            f"{self.best.time_ms:.4g} ms {_format_config(self.space.config(self.best.config_id))}"
+            f"{self.objective.describe(self.best)} {_format_config(self.space.config(self.best.config_id))}"
         return (f"batch {self.batch + 1}: {done}/{total} configs, best {best}, "
                 f"{self.measured / elapsed:.3g} configs/s, {elapsed:.1f} s")
 
@@ -341,7 +346,7 @@ def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,
     identity = problem.identity()
     identity["devices"] = sorted(set(devices))
     try:
-        cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
+        cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations, Objective.of(problem))
     except UserError as exc:
         return None, f"{problem.spec_path}: cache: {exc}"
     manager = Manager(setup, cache, hosts, devices, clock)
@@ -426,7 +431,7 @@ def _finish(manager: Manager, timeline: Timeline) -> None:
         say(f"no configuration passed ({manager.measured} measured in this run); see the cache for statuses")
     else:
         best = manager.best
-        say(f"best: {best.time_ms:.4g} ms {_format_config(manager.space.config(best.config_id))}")
+        say(f"best: {manager.objective.describe(best)} {_format_config(manager.space.config(best.config_id))}")
     kind = "simulated " if clock.simulated else ""
     say(f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({manager.stop_reason}); "
         f"results in {manager.cache.path}")

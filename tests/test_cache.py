@@ -137,3 +137,49 @@ def test_strings_are_utf8_and_cut_to_their_field(tmp_path):
     assert row["kind"] == "ä" and row["host"] == "hôst" and row["error"].startswith("üüü")
     assert len(row["error"].encode()) <= 1024
     assert data["runs"]["command"][0] == "python -m mpitune spëc.py"
+
+
+def test_metrics_and_observed_values_beside_the_results(tmp_path):
+    """Observed values are measured (named in the identity); metrics are derived, so a reopen
+    with other metrics lays them out afresh for ``rewrite_metrics``; a cut-short write is aligned."""
+    from mpitune.objective import Metric, Objective
+
+    path = tmp_path / "c.h5"
+    identity = {**IDENTITY, "observed_names": ["power_w"]}
+    double = Objective("double", True, [Metric("double", lambda p: 2 * p["power_w"], "2 * power_w")], ["power_w"])
+    cache = Cache(str(path), identity, PARAMS, 3, double)
+    cache.start_run(info(), ["h0"], ["d0"], [10])
+    results = [double.evaluate(Result(i, "ok", time_ms=1.0, observed={"power_w": 10.0 + i}, rank=0), {})
+               for i in range(3)] + [double.evaluate(Result(3, "compile_error", rank=0), {})]
+    cache.append(results, [{"bs": 32, "kind": "a", "f": 0.5}] * 4, ["h0"], ["d0"], [])
+    cache.close()
+    data = read(str(path))
+    assert data["metric_names"] == ["double"] and data["observed_names"] == ["power_w"]
+    np.testing.assert_array_equal(data["metrics"][:, 0], [20.0, 22.0, 24.0, np.nan])
+    np.testing.assert_array_equal(data["observed"][:, 0], [10.0, 11.0, 12.0, np.nan])
+    assert data["objective"] == {"objective": "double", "higher_is_better": True, "metrics": {"double": "2 * power_w"}}
+
+    with h5py.File(path, "a") as f:  # a writer killed between the results and the metrics of a batch
+        f["metrics"].resize((2, 1))
+    triple = Objective(metrics=[Metric("triple", lambda p: 3 * p["power_w"], "3 * power_w"),
+                                Metric("t2", lambda p: p["triple"] + p["time"], "triple + time")], observed_names=["power_w"])
+    cache = Cache(str(path), identity, PARAMS, 3, triple)
+    known = cache.recorded()
+    assert [r.observed for r in known] == [{"power_w": 10.0}, {"power_w": 11.0}, {"power_w": 12.0},
+                                           {"power_w": pytest.approx(np.nan, nan_ok=True)}]
+    cache.rewrite_metrics([triple.evaluate(r, {}) for r in known])
+    cache.close()
+    data = read(str(path))
+    assert data["metric_names"] == ["triple", "t2"] and data["objective"]["objective"] == "time"
+    np.testing.assert_array_equal(data["metrics"], [[30, 31], [33, 34], [36, 37], [np.nan, np.nan]])
+    with pytest.raises(CacheMismatchError, match="observed_names"):
+        Cache(str(path), IDENTITY, PARAMS, 3)
+
+
+def test_a_file_without_metrics_reads_with_time_as_its_objective(tmp_path):
+    write_run(tmp_path / "c.h5", [0, 1]).close()
+    with h5py.File(tmp_path / "c.h5", "a") as f:  # as files written before metrics existed
+        del f.attrs["objective"]
+    data = read(str(tmp_path / "c.h5"))
+    assert data["objective"]["objective"] == "time" and data["metric_names"] == []
+    assert data["metrics"].shape == (2, 0) and data["observed"].shape == (2, 0)

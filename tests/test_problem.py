@@ -86,10 +86,23 @@ BROKEN = [
     ("strategy = 'nope'\n", "strategy", "unknown strategy"),
     ("strategy_options = {'max_fevals': 0}\n", "max_fevals", "at least 1"),
     ("strategy_options = {'time_limit': 'soon'}\n", "time_limit", "number"),
-    ("objective = 'gflops'\n", "objective", "only 'time'"),
+    ("objective = 'gflops'\n", "objective", "neither 'time' nor a metric"),
+    ("metrics = {'GFLOPS': lambda p: 1.0}\nobjective = 'GFLOP/s'\n", "objective", "'GFLOPS'"),
+    ("metrics = [lambda p: 1.0]\n", "metrics", "must be a dict"),
+    ("metrics = {'g': lambda p: p['tme']}\n", "metrics", "'g' fails on a sample configuration"),
+    ("metrics = {'g': lambda p: undefined_name * p['time']}\n", "metrics", "NameError"),
+    ("metrics = {'g': 'STEP * tim'}\n", "metrics", "NameError: name 'tim'"),
+    ("metrics = {'g': 'STEP *'}\n", "metrics", "invalid expression"),
+    ("metrics = {'g': lambda: 1.0}\n", "metrics", "TypeError"),
+    ("metrics = {'g': lambda p: 'fast'}\n", "metrics", "not a number"),
+    ("metrics = {'g': 3.0}\n", "metrics", "function of p or an expression"),
+    ("metrics = {'STEP': lambda p: 1.0}\n", "metrics", "'STEP' is taken"),
+    ("metrics = {'time': lambda p: 1.0}\n", "metrics", "'time' is taken"),
+    ("metrics = {'b': lambda p: p['a'], 'a': lambda p: 1.0}\n", "metrics", "'b' fails"),
+    ("objective_higher_is_better = 'yes'\n", "objective_higher_is_better", "True or False"),
     ("compiler_options = '-O2'\n", "compiler_options", "list of strings"),
     ("problem_size = (1, 2, 3, 4)\n", "problem_size", "1 to 3"),
-    ("metrics = {}\n", "metrics", "does not support"),
+    ("texmem_args = {}\n", "texmem_args", "does not support"),
     ("grid_div_x = ['nope']\n", "grid_div_x", "not a tunable parameter"),
 ]
 
@@ -126,8 +139,9 @@ def test_broken_spec_ends_every_rank_with_code_2_and_one_line(tmp_path, change):
 
     spec = write(tmp_path, GOOD + change)
     start = time.monotonic()
-    # Every rank prints the exit code mpitune's main returned to it.
-    proc = mpirun(3, ["-c", "import sys, mpitune.cli as c; print('exit', c.main(sys.argv[1:]))", str(spec)],
+    # Every rank prints the exit code mpitune's main returned to it, in one write: no interleaving.
+    proc = mpirun(3, ["-c", "import sys, mpitune.cli as c; sys.stdout.write(f'exit {c.main(sys.argv[1:])}\\n')",
+                      str(spec)],
                   tmp_path, timeout=60)
     elapsed = time.monotonic() - start
     assert proc.stdout.split().count("exit") == 3
@@ -151,3 +165,19 @@ def test_mpiexec_exit_code_is_2_for_a_broken_spec(tmp_path):
     proc = mpirun(2, ["-m", "mpitune", str(spec)], tmp_path, timeout=60)
     assert proc.returncode == 2
     assert np.char.count(proc.stderr, "mpitune: error").item() == 1
+
+
+def test_metrics_objective_and_direction_load_in_order(tmp_path):
+    """Metrics keep their order, see earlier ones and the spec's names; workers get none."""
+    spec = write(tmp_path, GOOD + "metrics = {'GFLOP/s': lambda p: 2 * n / 1e9 / (p['time'] / 1e3),\n"
+                                  "           'per_step': 'time / STEP * n',\n"
+                                  "           'twice': lambda p: 2 * p['GFLOP/s']}\n"
+                                  "objective = 'GFLOP/s'\nobjective_higher_is_better = True\n")
+    problem, _ = load_spec(str(spec))
+    assert [m.name for m in problem.metrics] == ["GFLOP/s", "per_step", "twice"]
+    assert problem.objective == "GFLOP/s" and problem.objective_higher_is_better is True
+    p = {"STEP": 2, "MODE": 0, "time": 4.0}
+    assert problem.metrics[1].fn(p) == 4.0 / 2 * 64  # the expression sees p's names and the spec's n
+    assert problem.metrics[1].text == "time / STEP * n"
+    assert problem.for_workers().metrics == [] and len(problem.metrics) == 3
+    assert "metrics" not in problem.identity() and "observed_names" not in problem.identity()

@@ -36,7 +36,7 @@ class ReplayBackend(Backend):
             timeline.clock.advance(m.benchmark_s)
         result.verify_s, result.benchmark_s = m.verify_s, m.benchmark_s
         if m.status == OK:
-            result.time_ms, result.times_ms = m.time_ms, list(m.times_ms)
+            result.time_ms, result.times_ms, result.observed = m.time_ms, list(m.times_ms), dict(m.observed)
         return result
 
 

@@ -17,9 +17,13 @@ MIN_DESIGN = 8  # results a population strategy waits for before it searches, un
 
 
 def objective(result: Result) -> float:
-    """What every strategy minimises: the kernel time, or ``FAILED`` for any failure, so that
-    failures steer a search away (they are worse than everything) instead of stopping it."""
-    return result.time_ms if result.ok and math.isfinite(result.time_ms) else FAILED
+    """What every strategy minimises: the result's score, set on rank 0 from the run's
+    objective (the kernel time unless the spec says otherwise; see mpitune/objective.py).
+    Lower is better, and ``FAILED`` for any failure, so that failures steer a search away (they are
+    worse than everything) instead of stopping it."""
+    if math.isnan(result.score):
+        raise ValueError(f"the result of configuration {result.config_id} was told before it was scored")
+    return result.score
 
 
 class Strategy:

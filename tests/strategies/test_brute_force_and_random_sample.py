@@ -12,7 +12,7 @@ def drain(strategy, n):
     while batch := strategy.ask(n):
         assert len(batch) <= n
         out.extend(batch)
-        strategy.tell([Result(i, "ok", time_ms=1.0) for i in batch])
+        strategy.tell([Result(i, "ok", time_ms=1.0, score=1.0) for i in batch])
     return out
 
 
@@ -26,7 +26,7 @@ def test_brute_force_covers_the_space_in_order():
 
 def test_brute_force_skips_what_the_cache_already_has():
     s = strategies.create("brute_force", SPACE, 0, {})
-    s.tell([Result(i, "ok") for i in range(0, 30, 2)])
+    s.tell([Result(i, "ok", score=1.0) for i in range(0, 30, 2)])
     assert drain(s, 7) == list(range(1, 30, 2))
 
 
@@ -40,7 +40,7 @@ def test_random_sample_never_repeats_and_is_seeded(n):
 
 def test_random_sample_fraction_and_known():
     s = strategies.create("random_sample", SPACE, 1, {"fraction": 0.5})
-    s.tell([Result(i, "ok") for i in range(5)])
+    s.tell([Result(i, "ok", score=1.0) for i in range(5)])
     got = drain(s, 4)
     assert len(got) <= 15 and not set(got) & set(range(5))
 
