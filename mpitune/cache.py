@@ -34,6 +34,13 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 _CHUNK_ROWS = 256
+# Every flush compresses the last, partly filled chunk again: chunks of about 64 KiB keep that
+# cost small for wide rows (a results row carries a 1 KiB error field).
+_CHUNK_BYTES = 64 << 10
+
+
+def _chunk_rows(dtype: np.dtype) -> int:
+    return max(16, min(_CHUNK_ROWS, _CHUNK_BYTES // dtype.itemsize))
 # Field widths in bytes of UTF-8; longer text is cut (compression makes the padding cheap).
 _SHORT, _NAME, _TEXT = "S16", "S96", "S1024"
 
@@ -220,7 +227,7 @@ class Cache:
         for name, dtype in (("results", results_dtype(self.tune_params, iterations)),
                             ("timeline", TIMELINE_DTYPE), ("runs", RUNS_DTYPE), ("ranks", RANKS_DTYPE)):
             f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype,
-                             chunks=(_CHUNK_ROWS,), compression="gzip" if name != "runs" else None)
+                             chunks=(_chunk_rows(np.dtype(dtype)),), compression="gzip" if name != "runs" else None)
         f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
         f.create_dataset("strategy_key", shape=(1,), dtype="S64")
         f.create_dataset("in_flight", shape=(0,), maxshape=(None,), dtype=IN_FLIGHT_DTYPE, chunks=(_CHUNK_ROWS,))
