@@ -82,16 +82,18 @@ class Objective:
     """What a run optimises, and the metrics computed for every configuration."""
 
     def __init__(self, name: str = TIME, higher_is_better: bool = False, metrics: Iterable[Metric] = (),
-                 observed_names: Iterable[str] = ()):
+                 observed_names: Iterable[str] = (), aliases: Mapping[str, str] | None = None):
         self.name = name
         self.higher_is_better = bool(higher_is_better)
         self.metrics = list(metrics)
         self.observed_names = list(observed_names)
+        self.aliases = dict(aliases or {})  # Kernel Tuner's name of an observed value -> ours
         self._warned: Counter[str] = Counter()
 
     @classmethod
     def of(cls, problem) -> "Objective":
-        return cls(problem.objective, problem.objective_higher_is_better, problem.metrics, problem.observed_names)
+        return cls(problem.objective, problem.objective_higher_is_better, problem.metrics, problem.observed_names,
+                   problem.observed_aliases)
 
     @property
     def metric_names(self) -> list[str]:
@@ -111,6 +113,7 @@ class Objective:
             return result
         p = {**config, TIME: result.time_ms, "time_ms": result.time_ms, "times": list(result.times_ms),
              **{n: result.observed.get(n, math.nan) for n in self.observed_names}}
+        p.update({alias: p[name] for alias, name in self.aliases.items()})
         for m in self.metrics:
             p[m.name] = result.metrics[m.name] = self._metric(m, p, config)
         result.objective = float(p[self.name]) if self.name in p else math.nan

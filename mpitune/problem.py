@@ -31,7 +31,7 @@ from .restrictions import Restriction, RestrictionError
 LANGS = {"c": "C", "cupy": "cupy"}
 BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
 # Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
-UNSUPPORTED = ("observers", "texmem_args", "verify", "device", "platform")
+UNSUPPORTED = ("texmem_args", "verify", "device", "platform")
 # Kernel Tuner arguments that are accepted and have no effect here.
 IGNORED = ("verbose", "quiet", "log")
 # Names of result fields; a tunable parameter may not shadow them in the results table.
@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
     "strategy": None, "strategy_options": None, "cache": None, "simulation_mode": False,
     "timeout_s": None, "compile_workers": None, "metrics": None, "objective_higher_is_better": False,
-    "defines": None, "smem_args": None, "cmem_args": None,
+    "defines": None, "smem_args": None, "cmem_args": None, "observers": None,
 }
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
 
@@ -70,8 +70,12 @@ class Problem:
     objective: str = TIME
     objective_higher_is_better: bool = False
     metrics: list[Metric] = field(default_factory=list)
-    # Names of the values besides time that the backend observes for every configuration.
+    # Names of the values besides time that the backend observes for every configuration,
+    # and Kernel Tuner's name for each where it has another (``nvml_energy`` -> ``energy_j``).
     observed_names: list[str] = field(default_factory=list)
+    observed_aliases: dict[str, str] = field(default_factory=dict)
+    observers: list[Any] = field(default_factory=list)  # e.g. observers.NVMLObserver; they travel
+    cache_path: str = ""  # where GPU settings to restore after a crash are kept beside (nvml_control.py)
     compiler_options: list[str] = field(default_factory=list)
     # Seconds one configuration may take (compile, verify, benchmark) before it is killed and
     # recorded as a timeout; None: derived from the configurations measured so far.
@@ -277,8 +281,32 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
         isolate=not (overrides or {}).get("no_isolation"), extras=extras,
     )
+    _observers(check, spec["observers"], problem)
     _objective(check, spec, names, problem)
-    return problem, _settings(check, spec, overrides or {})
+    settings = _settings(check, spec, overrides or {})
+    problem.cache_path = settings.cache_path
+    return problem, settings
+
+
+def _observers(check: _Checker, observers: Any, problem: Problem) -> None:
+    """``observers`` (one NVMLObserver) and the tunable parameters that set GPU clocks: GPU
+    only; what they record becomes the problem's observed names."""
+    from .observers.nvml import TUNABLES, NVMLObserver
+
+    tunes_gpu = [name for name in TUNABLES if name in problem.tune_params]
+    if (observers or tunes_gpu) and problem.lang != "cupy":
+        check.fail("observers" if observers else "tune_params",
+                   f"power, energy and clocks are NVML's, for GPU kernels (lang='cupy'), not lang={problem.lang!r}")
+    if observers is None:
+        return
+    if not isinstance(observers, (list, tuple)) or not all(isinstance(o, NVMLObserver) for o in observers):
+        check.fail("observers", "must be a list holding one NVMLObserver (from mpitune.observers import NVMLObserver)")
+    if len(observers) != 1:
+        check.fail("observers", f"takes one NVMLObserver, got {len(observers)}")
+    names = observers[0].value_names()
+    problem.observers = list(observers)
+    problem.observed_names = list(names)
+    problem.observed_aliases = {alias: name for name, alias in names.items()}
 
 
 def _extras(check: _Checker, spec: dict, tune_params: dict[str, list], lang: str) -> KernelExtras | None:
@@ -510,7 +538,8 @@ def _objective(check: _Checker, spec: dict, namespace: dict, problem: Problem) -
     metrics = spec["metrics"] or {}
     if not isinstance(metrics, dict):
         check.fail("metrics", f"must be a dict of name -> function of p (or expression string), got {metrics!r}")
-    taken = set(problem.tune_params) | set(TIME_NAMES) | set(problem.observed_names) | set(RESERVED)
+    taken = (set(problem.tune_params) | set(TIME_NAMES) | set(problem.observed_names)
+             | set(problem.observed_aliases) | set(RESERVED))
     for name, definition in metrics.items():
         if not isinstance(name, str) or not name.strip():
             check.fail("metrics", f"metric name {name!r} is not a non-empty string")
@@ -528,10 +557,10 @@ def _objective(check: _Checker, spec: dict, namespace: dict, problem: Problem) -
         else:
             check.fail("metrics", f"{name!r} must be a function of p or an expression string, got {definition!r}")
     first = {k: values[0] for k, values in problem.tune_params.items()}
-    mistake = first_mistake(problem.metrics, sample(first, problem.observed_names))
+    mistake = first_mistake(problem.metrics, sample(first, [*problem.observed_names, *problem.observed_aliases]))
     if mistake:
         check.fail("metrics", f"{mistake[0]!r} fails on a sample configuration {first}: {mistake[1]}")
-    problem.objective = spec["objective"]
+    problem.objective = problem.observed_aliases.get(spec["objective"], spec["objective"])
     known = [TIME] + [m.name for m in problem.metrics] + problem.observed_names
     if problem.objective not in known:
         check.fail("objective", f"{problem.objective!r} is neither 'time' nor a metric nor an observed value; "

@@ -112,3 +112,31 @@ def test_two_ranks_use_two_gpus(tmp_path):
     assert len(details) == 2 and details[0] != details[1] and all("PCI" in d for d in details)
     s = report_json(cache)
     assert s["configs"] == 4 and s["ok"] == 4
+
+
+@needs_gpu
+def test_a_ported_kernel_tuner_script_tunes_gflops_with_power_and_clocks(tmp_path):
+    """examples/kernel_tuner_port: constant memory, a templated kernel, dynamic shared memory
+    per configuration, GFLOP/s as the objective and NVML's power and clocks, on every GPU."""
+    import json
+    import os
+
+    from conftest import REPO
+
+    cache = tmp_path / "port.h5"
+    os.environ["GEMM_N"] = "1024"
+    try:
+        proc = mpitune(max(1, min(GPUS, 2)), [str(REPO / "examples" / "kernel_tuner_port" / "spec.py"),
+                                              "--cache", str(cache)], tmp_path, timeout=600)
+    finally:
+        del os.environ["GEMM_N"]
+    assert proc.returncode == 0, proc.stderr
+    s = report_json(cache)
+    assert s["ok"] == s["configs"] == 48, s["failed"]
+    with h5py.File(cache, "r") as f:
+        metrics = dict(zip(json.loads(f["metrics"].attrs["names"]), f["metrics"][...].T))
+        observed = dict(zip(json.loads(f["observed"].attrs["names"]), f["observed"][...].T))
+    gflops = metrics["GFLOP/s"]
+    assert s["best"]["metrics"]["GFLOP/s"] == pytest.approx(gflops.max())
+    assert (observed["power_w"] > 10).all() and (observed["sm_clock_mhz"] > 100).all()
+    assert (observed["energy_j"] > 0).all() and (metrics["GFLOP/J"] > 0).all()

@@ -306,6 +306,9 @@ class CupyBackend(Backend):
         self.device_pci_bus_id = self._pci_bus_id()
         self.device_detail = f"GPU {self.device_id}, PCI {self.device_pci_bus_id}, {self.device_uuid}"
         self._compiler = self._make_compiler()
+        self._observer = problem.observers[0] if problem.observers else None
+        self._sampler = self._clocks = None
+        self._open_nvml()
         self._args: tuple = ()
         self._pristine: list = []
         self._answers: list = []
@@ -333,6 +336,21 @@ class CupyBackend(Backend):
                   device_id, count)
         cp.cuda.Device(device_id).use()
         return device_id
+
+    def _open_nvml(self) -> None:
+        """Put back GPU settings a crashed run left changed, then open what the spec asks
+        NVML for: a power sampler, clock and power-limit control (see observers/)."""
+        from ..observers import restore_file
+        from ..observers.nvml import TUNABLES
+        from ..observers.nvml_control import ClockControl, recover
+        from ..observers.nvml_sampler import PowerSampler
+
+        restore_path = restore_file.path_for(self.problem.cache_path or "mpitune", self.device_pci_bus_id)
+        recover(restore_path)
+        if any(name in self.problem.tune_params for name in TUNABLES):
+            self._clocks = ClockControl(self.device_pci_bus_id, self.problem.tune_params, restore_path)
+        if self._observer is not None:
+            self._sampler = PowerSampler(self.device_pci_bus_id)
 
     def _make_compiler(self) -> NvrtcCompiler:
         from cupy_backends.cuda.libs import nvrtc
@@ -382,6 +400,8 @@ class CupyBackend(Backend):
                     if expected is not None:
                         self._count_bad(expected, expected)
             self.stream.synchronize()
+            if self._clocks is not None:  # no permission: one line now, before anything is measured
+                self._clocks.apply({k: v[0] for k, v in self.problem.tune_params.items()})
         except cp.cuda.memory.OutOfMemoryError as exc:
             raise UserError(f"the arguments and answers do not fit on {self.device_name}: {exc}") from None
 
@@ -394,6 +414,9 @@ class CupyBackend(Backend):
             log.debug("synchronising on close failed", exc_info=True)
         self._args, self._pristine, self._answers, self._probe = (), [], [], None
         self._constants = {}
+        for nvml in (self._clocks, self._sampler):  # the clocks go back to what they were
+            if nvml is not None:
+                nvml.close()
         try:
             self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:
@@ -420,10 +443,33 @@ class CupyBackend(Backend):
         grid = grid_dims(self.problem.problem_size, config, self.problem.grid_div, self.problem.block_size_names)
         self._smem_bytes = derived.smem_bytes if derived else 0
         try:
+            if self._clocks is not None:
+                self._clocks.apply(config)
             self._measure(kernel, grid, block, result, timeline)
+            if self._observer is not None and result.ok:
+                with timeline.phase("benchmark", config_id) as t:
+                    result.observed = self._observe(kernel, grid, block, result.time_ms)
+                result.benchmark_s += t.elapsed_s
+        except UserError as exc:  # NVML refused a setting it accepted before
+            result.status, result.error = RUNTIME_ERROR, str(exc)
         finally:
             del kernel  # the last reference to its module, which unloads it
         return result
+
+    def _observe(self, kernel, grid, block, time_ms: float) -> dict[str, float]:
+        """Power, energy, clocks and temperature over back-to-back launches filling the
+        observer's window (NVML refreshes too seldom to see a few iterations). NaN, with a
+        warning, when NVML fails: the timing stands."""
+        launches = self._observer.launches(time_ms)
+        try:
+            self._sampler.start()
+            for _ in range(launches):
+                self._launch(kernel, grid, block)
+            self.stream.synchronize()
+            return self._observer.values(self._sampler.stop(), launches)
+        except Exception as exc:
+            log.warning("NVML observation failed: %s", exc)
+            return {}
 
     def _load(self, compiled: Compiled):
         """(kernel, '') or (None, why): the loader's complaint (ptxas limits of a PTX image,
