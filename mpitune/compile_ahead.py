@@ -45,6 +45,10 @@ def default_workers(ranks_on_node: int, environ: dict | None = None) -> int:
         cores = int(given)
     else:
         cores = len(os.sched_getaffinity(0))
+        if cores == 1 and (os.cpu_count() or 1) > ranks_on_node:
+            log.warning("this rank may run on one core only (bound by the launcher): its compile workers "
+                        "share that core. Start ranks with more cores each (mpirun --bind-to none, or "
+                        "--map-by slot:PE=N; srun --cpus-per-task=N)")
         if cores >= (os.cpu_count() or cores) and ranks_on_node > 1:
             cores //= ranks_on_node
     return max(1, cores - 1)

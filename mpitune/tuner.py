@@ -47,6 +47,7 @@ RESUMABLE = ("signal", "time_limit", "device_error")
 # (brute force) gets chunks long enough for compile workers to stay ahead and for few
 # gathers; one that learns from every result gets one each, so that it learns soonest.
 PER_RANK_PREDICTABLE = 16
+TAIL_SHARE = 2  # a guided batch takes at most 1/TAIL_SHARE of what is left
 
 
 @dataclass
@@ -111,6 +112,9 @@ class Manager:
         self.objective = cache.objective
         self.ranks = len(hosts)
         self.batch_size = setup.settings.batch_size or default_batch_size(self.ranks, self.strategy)
+        # Chunks shrink towards the end of a search whose length is known, so that the last
+        # batches, where ranks can only wait for the slowest, are short ("guided" scheduling).
+        self._guided = setup.settings.batch_size is None and self.batch_size > self.ranks
         extras = setup.problem.extras
         self._derive = extras.derive if extras is not None and extras.varies else None
         self.handed_out = 0
@@ -151,7 +155,7 @@ class Manager:
         if not math.isnan(self._batch_start_s):
             self.batch_s.append(now - self._batch_start_s)
         limit, time_limit = self.settings.max_fevals, self.settings.time_limit_s
-        n = self.batch_size if limit is None else min(self.batch_size, limit - self.handed_out)
+        n = self._next_size()
         if not self.stop_requested and self.settings.stop_file and os.path.exists(self.settings.stop_file):
             self.stop_requested = "signal"
             log.warning("found %s: finishing, then stopping", self.settings.stop_file)
@@ -169,8 +173,7 @@ class Manager:
                 self._batch_start_s = now
                 chunks = deal(ids, self.ranks, self.batch)
                 self.cache.hand_out(self.batch, chunks)
-                n = self.batch_size if limit is None else min(self.batch_size, limit - self.handed_out)
-                upcoming = deal(self.strategy.upcoming(n), self.ranks, self.batch + 1)
+                upcoming = deal(self.strategy.upcoming(self._next_size()), self.ranks, self.batch + 1)
                 try:
                     return [Order(now, self.batch, chunk, derived=self.derive(chunk), upcoming=next_chunk,
                                   upcoming_derived=self.derive(next_chunk))
@@ -181,6 +184,18 @@ class Manager:
                 self.stop_reason = "finished"
         code = {"spec_error": EXIT_USER_ERROR}.get(self.stop_reason, EXIT_RESUMABLE if self.stop_reason in RESUMABLE else 0)
         return [Order(now, exit_code=code)] * self.ranks
+
+    def _next_size(self) -> int:
+        """Configurations in the next batch: the batch size, within the budget, and in a
+        guided search at most a 1/TAIL_SHARE share of what is left per rank."""
+        limit = self.settings.max_fevals
+        n = self.batch_size if limit is None else min(self.batch_size, limit - self.handed_out)
+        if self._guided:
+            left = len(self.space) - len(self.strategy.seen)
+            if limit is not None:
+                left = min(left, limit - self.handed_out)
+            n = min(n, self.ranks * max(1, math.ceil(left / (self.ranks * TAIL_SHARE))))
+        return n
 
     def derive(self, chunk: list[int]) -> list[Derived] | None:
         """What the spec's per-configuration callables give for each id (ValueError if one fails)."""

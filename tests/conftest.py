@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -42,13 +43,14 @@ iterations = 3
 '''
 
 
-def mpiexec() -> str:
-    """The mpiexec that belongs to this Python's MPI: the venv's (mpich wheel) first."""
+def mpiexec() -> list[str]:
+    """The mpiexec that belongs to this Python's MPI: the venv's (mpich wheel) first.
+    ``MPITUNE_MPIEXEC`` may add options (``mpirun --bind-to none``)."""
     local = Path(sys.executable).parent / "mpiexec"
     found = os.environ.get("MPITUNE_MPIEXEC") or (str(local) if local.exists() else shutil.which("mpiexec"))
     if not found:
         pytest.fail("no mpiexec found: install the test extra with the mpich wheel or a system MPI")
-    return found
+    return shlex.split(found)
 
 
 def mpi_env() -> dict:
@@ -63,7 +65,7 @@ def mpi_env() -> dict:
 
 
 def mpirun(n: int, args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    cmd = [mpiexec(), "-n", str(n), sys.executable, *args]
+    cmd = [*mpiexec(), "-n", str(n), sys.executable, *args]
     return subprocess.run(cmd, cwd=cwd, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
 
 
@@ -77,7 +79,7 @@ def start_mpitune(n: int, args: list[str], cwd: Path) -> subprocess.Popen:
     mid-run needs many batches."""
     if "--batch-size" not in args:
         args = [*args, "--batch-size", str(n)]
-    return subprocess.Popen([mpiexec(), "-n", str(n), sys.executable, "-m", "mpitune", *args], cwd=cwd,
+    return subprocess.Popen([*mpiexec(), "-n", str(n), sys.executable, "-m", "mpitune", *args], cwd=cwd,
                             env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 

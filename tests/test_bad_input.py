@@ -62,7 +62,7 @@ def session_processes(sid: int) -> list[str]:
 def run_job(args: list[str], cwd: Path, ranks: int = RANKS, timeout: float = 3 * LIMIT_S):
     """``mpiexec -n ranks python -c MAIN args`` in a session of its own, so that whatever
     outlives it can be found (and is killed after the check)."""
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-c", MAIN, *args]
+    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-c", MAIN, *args]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)

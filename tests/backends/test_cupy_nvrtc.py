@@ -449,15 +449,15 @@ def test_configurations_compiled_ahead_by_workers_run_like_those_compiled_in_tur
     from mpitune.timeline import Clock
 
     configs = [{"block_size_x": b, "tile": t} for b in (128, 256) for t in (1, 4)]
-    derived = Derived({"SMEM_FLOATS": "64"}, 64 * 4)
+    derived = [Derived({"SMEM_FLOATS": str(c["block_size_x"])}, c["block_size_x"] * 4) for c in configs]
     backend = create(forms(), str(tmp_path))
     backend.prepare()
     ahead = CompileAhead(backend.compiler(), 2, Clock())
     try:
-        ahead.submit([(i, c, derived) for i, c in enumerate(configs)])
-        compiled = [ahead.take(i, c, derived, 120) for i, c in enumerate(configs)]
-        early = [backend.run(i, c, Timeline(), derived, k) for i, (c, k) in enumerate(zip(configs, compiled))]
-        in_turn = [backend.run(i, c, Timeline(), derived) for i, c in enumerate(configs)]
+        ahead.submit([(i, c, d) for i, (c, d) in enumerate(zip(configs, derived))])
+        compiled = [ahead.take(i, c, d, 120) for i, (c, d) in enumerate(zip(configs, derived))]
+        early = [backend.run(i, c, Timeline(), d, k) for i, (c, d, k) in enumerate(zip(configs, derived, compiled))]
+        in_turn = [backend.run(i, c, Timeline(), d) for i, (c, d) in enumerate(zip(configs, derived))]
     finally:
         ahead.close()
         backend.close()
