@@ -101,7 +101,7 @@ def interference(spec: str, workers: int, repeats: int) -> dict:
             return [backend.run(0, config, Timeline(), None, compiled).time_ms for _ in range(repeats)]
 
         alone = medians()
-        ahead = CompileAhead(backend.compiler(), workers, Clock())
+        ahead = CompileAhead(workers, Clock(), backend.compiler())
         # Several rounds of the whole space (distinct ids so none is skipped): more compiling
         # than the measurement below lasts.
         ahead.submit([(r * len(space) + i, space.config(i), None) for r in range(ROUNDS) for i in range(len(space))])

@@ -54,7 +54,7 @@ def default_workers(ranks_on_node: int, environ: dict | None = None) -> int:
     return max(1, cores - 1)
 
 
-def _serve(compiler: Compiler, tasks, results) -> None:
+def _serve(tasks, results) -> None:
     """A compile worker: compile what the rank queues, in order, until told to stop.
 
     It ignores the signals Slurm sends before a job ends: stopping is the rank's decision, and
@@ -62,16 +62,20 @@ def _serve(compiler: Compiler, tasks, results) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_IGN)
     while (task := tasks.get()) is not None:
+        compiler, *args = task
         try:
-            results.put(compiler(*task))
+            results.put(compiler(*args))
         except Exception as exc:  # a bug or a broken toolchain, not the kernel
-            results.put(Compiled(task[0], status=RUNTIME_ERROR, error=f"the compiler failed: {type(exc).__name__}: {exc}"))
+            results.put(Compiled(args[0], status=RUNTIME_ERROR, error=f"the compiler failed: {type(exc).__name__}: {exc}"))
 
 
 class CompileAhead:
-    """A rank's compile workers and the configurations handed to them, by config id."""
+    """A rank's compile workers and the configurations handed to them, by config id.
 
-    def __init__(self, compiler: Compiler, workers: int, clock: Clock):
+    The workers start at once (a rank starts them before its device is ready, which takes
+    longer); ``compiler`` is given when known and travels with every task."""
+
+    def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None):
         self.compiler, self.workers, self.clock = compiler, workers, clock
         self._context = multiprocessing.get_context("spawn")  # fork is unsafe after MPI and CUDA
         self._queued: dict[int, tuple[dict, Derived | None]] = {}  # handed to the workers, not yet taken
@@ -80,7 +84,7 @@ class CompileAhead:
 
     def _start(self) -> None:
         self._tasks, self._results = self._context.Queue(), self._context.Queue()
-        self._processes = [self._context.Process(target=_serve, args=(self.compiler, self._tasks, self._results),
+        self._processes = [self._context.Process(target=_serve, args=(self._tasks, self._results),
                                                  name=f"mpitune-compile-{i}", daemon=True)
                            for i in range(self.workers)]
         for process in self._processes:
@@ -91,7 +95,7 @@ class CompileAhead:
         for config_id, config, derived in items:
             if config_id not in self._queued:
                 self._queued[config_id] = (config, derived)
-                self._tasks.put((config_id, config, derived))
+                self._tasks.put((self.compiler, config_id, config, derived))
 
     def keep_only(self, config_ids: Iterable[int]) -> None:
         """Forget configurations that will not be measured (a prediction that did not come

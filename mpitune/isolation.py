@@ -47,7 +47,7 @@ def _serve(conn: Connection, problem, workdir: str, origin: float) -> None:
     except Exception:
         conn.send(("error", traceback.format_exc()))
         return
-    conn.send(("ready", backend.device_name, backend.device_detail, backend.compiler(), backend.measures_on_cpu))
+    conn.send(("ready", backend.device_name, backend.device_detail, backend.compiler()))
     timeline = Timeline(Clock(origin=origin), fill_gaps=False)
     while True:
         try:
@@ -93,7 +93,7 @@ class IsolatedBackend(Backend):
         if message[0] == "error":
             self.process.join(5)
             raise UserError(message[1])
-        _, self.device_name, self.device_detail, self._compiler, self.measures_on_cpu = message
+        _, self.device_name, self.device_detail, self._compiler = message
 
     def compiler(self) -> Compiler | None:
         return self._compiler

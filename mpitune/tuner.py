@@ -122,6 +122,8 @@ class Manager:
         self.batch = -1
         self.stop_reason = ""
         self.error = ""  # why a spec's callable stopped the run
+        self._in_flight: set[int] = set()  # the ids of the batch being measured
+        self.unmeasured: set[int] = set()  # handed out, never measured (see save_strategy)
         self.stop_requested = ""  # set by a signal handler: the job is about to be ended
         self.batch_s: list[float] = []
         self._batch_start_s = math.nan
@@ -147,7 +149,11 @@ class Manager:
         self.strategy.tell(known)
 
     def save_strategy(self) -> None:
-        self.cache.save_strategy(self._strategy_key(), pickle.dumps(self.strategy))
+        """Keep the strategy's state for a resumed run, unless configurations it handed out
+        came back unmeasured (a rank lost its device mid-chunk): it counts them as seen and
+        would never propose them again, so a resumed run starts it afresh from the cache."""
+        state = b"" if self.unmeasured else pickle.dumps(self.strategy)
+        self.cache.save_strategy(self._strategy_key(), state)
 
     def next_orders(self) -> list[Order]:
         """What every rank does next: a chunk of config ids each, or stop."""
@@ -169,6 +175,7 @@ class Manager:
             ids = self.strategy.ask(n)
             if ids:
                 self.handed_out += len(ids)
+                self._in_flight = set(ids)
                 self.batch += 1
                 self._batch_start_s = now
                 chunks = deal(ids, self.ranks, self.batch)
@@ -213,6 +220,7 @@ class Manager:
             self.objective.evaluate(r, config)
         self.cache.append(results, configs, self.hosts, self.devices, phases)
         self.measured += len(results)
+        self.unmeasured |= self._in_flight - {r.config_id for r in results}
 
     def tell(self, results: list[Result]) -> None:
         self.strategy.tell(results)
@@ -294,14 +302,16 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
     with timeline.phase("startup"):
         space = SearchSpace(problem.tune_params, indices)
         workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
-        backend = ahead = None
+        backend = None
+        ahead = _compile_ahead(comm, problem.lang, workers, clock)
         try:
             if problem.isolate and problem.lang != "replay":
                 backend = IsolatedBackend(problem, workdir, clock, problem.timeout_s)
             else:
                 backend = backends.create(problem, workdir)
                 backend.prepare()
-            ahead = _compile_ahead(comm, backend, workers, clock)
+            if ahead is not None:
+                ahead.compiler = backend.compiler()
         except UserError as exc:
             error = str(exc)
     try:
@@ -335,16 +345,14 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _compile_ahead(comm, backend, workers: int | None, clock: Clock) -> CompileAhead | None:
-    """This rank's compile workers: as many as asked, else as its cores allow (none where
-    kernels run on the CPU, whose timings compiling would disturb)."""
-    compiler = backend.compiler()
-    if compiler is None:
-        return None
+def _compile_ahead(comm, lang: str, workers: int | None, clock: Clock) -> CompileAhead | None:
+    """This rank's compile workers, started before its device is ready: as many as asked,
+    else as its cores allow; none by default where kernels run on the CPU, whose timings
+    compiling beside them would disturb, and none for a replay, which compiles nothing."""
+    device = backends.device_kind(lang)
     if workers is None:
-        ranks_on_node = comm.Split_type(MPI.COMM_TYPE_SHARED).size
-        workers = 0 if backend.measures_on_cpu else default_workers(ranks_on_node)
-    return CompileAhead(compiler, workers, clock) if workers > 0 else None
+        workers = default_workers(comm.Split_type(MPI.COMM_TYPE_SHARED).size) if device == "gpu" else 0
+    return CompileAhead(workers, clock) if workers > 0 and device != "none" else None
 
 
 def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,

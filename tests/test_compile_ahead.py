@@ -25,20 +25,22 @@ def test_workers_follow_the_cores_a_rank_was_given():
 def test_pool_compiles_in_parallel_and_hands_out_in_any_order(tmp_path):
     source = tmp_path / "k.c"
     source.write_text(SOURCE)
-    compiler = GccCompiler(("gcc", "-O1", "-fPIC", "-shared"), str(source), str(tmp_path))
-    ahead = CompileAhead(compiler, 2, Clock())
+    # Each compile takes at least 0.3 s, so that both workers are busy at once once started.
+    slow_gcc = ("sh", "-c", 'sleep 0.3 && exec gcc "$@"', "sh", "-O1", "-fPIC", "-shared")
+    compiler = GccCompiler(slow_gcc, str(source), str(tmp_path))
+    ahead = CompileAhead(2, Clock(), compiler)
     try:
-        ahead.submit([(i, {"STEP": i}, None) for i in range(1, 5)])
-        done = {i: ahead.take(i, {"STEP": i}, None, 60) for i in (4, 1, 3, 2)}
+        ahead.submit([(i, {"STEP": i}, None) for i in (1, 2, 3, 4, 6, 7, 8)])
+        done = {i: ahead.take(i, {"STEP": i}, None, 60) for i in (4, 1, 3, 2, 6, 7, 8)}
         # Taking one that was never queued queues it.
         done[5] = ahead.take(5, {"STEP": 5}, None, 60)
     finally:
         ahead.close()
     assert done[3].status == COMPILE_ERROR and "three" in done[3].error
-    for i in (1, 2, 4, 5):
+    for i in (1, 2, 4, 5, 6, 7, 8):
         assert done[i].status == "" and (tmp_path / f"config{i}.so").exists()
-        assert done[i].compile_s > 0
-    rows = [ahead.row(done[i], 0) for i in (1, 2, 4)]
+        assert done[i].compile_s > 0.3
+    rows = [ahead.row(done[i], 0) for i in (1, 2, 4, 6, 7, 8)]
     assert all(r.phase == "compile_ahead" and r.end_s > r.start_s for r in rows)
     # Two workers: some compiles ran at the same time.
     spans = sorted((r.start_s, r.end_s) for r in rows)
@@ -49,7 +51,7 @@ def test_a_compile_past_its_deadline_is_a_timeout_and_the_pool_recovers(tmp_path
     source = tmp_path / "k.c"
     source.write_text(SOURCE)
     hanging = GccCompiler(("sh", "-c", "sleep 30", "sh"), str(source), str(tmp_path))
-    ahead = CompileAhead(hanging, 1, Clock())
+    ahead = CompileAhead(1, Clock(), hanging)
     try:
         ahead.submit([(1, {"STEP": 1}, None), (2, {"STEP": 2}, None)])
         start = time.perf_counter()

@@ -14,6 +14,12 @@ def _module(lang: str):
     return importlib.import_module(f"{__name__}.{_MODULES[lang]}")
 
 
+def device_kind(lang: str) -> str:
+    """Where a language's kernels run: "gpu", "cpu" (compiling beside it would disturb the
+    timings) or "none" (a replay compiles nothing)."""
+    return _module(lang).DEVICE
+
+
 def check(problem) -> None:
     """Refuse, with ValueError, what this problem's backend cannot run; touches no device."""
     _module(problem.lang).check(problem)

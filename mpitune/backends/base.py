@@ -59,9 +59,6 @@ class Backend:
     # Set when the device can no longer be trusted (a lost CUDA context): the scheduler then
     # stops giving this rank work and ends the run, rather than record garbage.
     fatal_error: str = ""
-    # Whether kernels run on the CPU: compiling ahead there would disturb the timings, so it
-    # is off unless asked for.
-    measures_on_cpu: bool = False
 
     def prepare(self) -> None:
         pass

@@ -31,6 +31,7 @@ _SCALARS = {
     np.dtype(np.bool_): ctypes.c_bool,
 }
 DEFAULT_FLAGS = ["-O3", "-fPIC", "-shared"]
+DEVICE = "cpu"
 
 
 def cpu_name() -> str:
@@ -73,8 +74,6 @@ class GccCompiler:
 
 
 class CBackend(Backend):
-    measures_on_cpu = True
-
     def __init__(self, problem, workdir: str):
         self.problem = problem
         self.workdir = workdir

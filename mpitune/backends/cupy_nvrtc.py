@@ -46,6 +46,7 @@ STICKY_CODES = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 999})
 # Codes a launch returns for a configuration the device cannot run; the context survives.
 LAUNCH_CODES = frozenset({1, 9, 98, 209, 701, 720})
 
+DEVICE = "gpu"
 AXES = "xyz"
 DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets without asking
 # CUfunction_attribute numbers (the CUDA driver API's, stable across versions)

@@ -40,6 +40,9 @@ class ReplayBackend(Backend):
         return result
 
 
+DEVICE = "none"
+
+
 def check(problem) -> None:
     if not problem.replay_source:
         raise ValueError("a replay needs measured data")

@@ -452,7 +452,7 @@ def test_configurations_compiled_ahead_by_workers_run_like_those_compiled_in_tur
     derived = [Derived({"SMEM_FLOATS": str(c["block_size_x"])}, c["block_size_x"] * 4) for c in configs]
     backend = create(forms(), str(tmp_path))
     backend.prepare()
-    ahead = CompileAhead(backend.compiler(), 2, Clock())
+    ahead = CompileAhead(2, Clock(), backend.compiler())
     try:
         ahead.submit([(i, c, d) for i, (c, d) in enumerate(zip(configs, derived))])
         compiled = [ahead.take(i, c, d, 120) for i, (c, d) in enumerate(zip(configs, derived))]
