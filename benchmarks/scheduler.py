@@ -51,6 +51,7 @@ from mpitune import backends, measured  # noqa: E402
 from mpitune.cache import Cache, RunInfo, read  # noqa: E402
 from mpitune.problem import replay_problem  # noqa: E402
 from mpitune.report import summarize  # noqa: E402
+from mpitune.objective import Objective  # noqa: E402
 from mpitune.restrictions import Restriction  # noqa: E402
 from mpitune.searchspace import SearchSpace  # noqa: E402
 from mpitune import strategies  # noqa: E402
@@ -272,7 +273,7 @@ def memory_child(sizes: tuple[int, ...], strategy: str, batches: int, batch_size
             start = time.perf_counter()
             ids = searcher.ask(batch_size)
             ask_s += time.perf_counter() - start
-            searcher.tell([Result(i, "ok", time_ms=float(rng.uniform(1, 10))) for i in ids])
+            searcher.tell([Objective().evaluate(Result(i, "ok", time_ms=float(rng.uniform(1, 10))), {}) for i in ids])
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"configs": len(space), "build_s": build_s, "rss_build_mib": rss_build, "peak_mib": peak,
                       "ask_s": ask_s / max(batches, 1), "table_mib": space.indices.nbytes / 2**20}))

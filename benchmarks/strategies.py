@@ -27,8 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpitune import measured, strategies
+from mpitune.objective import Objective
 from mpitune.result import Result
 from mpitune.searchspace import SearchSpace
+
+TIME = Objective()  # what the scheduler scores results by: the median time, lower is better
 
 
 @dataclass
@@ -69,7 +72,7 @@ def replay(cache: Replay, strategy_name: str, seed: int, budget: int, ranks: int
         handed += len(ids)
         wall += max(cache.cost_s[ids[r::ranks]].sum() for r in range(ranks))
         serial += cache.cost_s[ids].sum()
-        results = [Result(i, cache.status[i], time_ms=float(cache.time_ms[i])) for i in ids]
+        results = [TIME.evaluate(Result(i, cache.status[i], time_ms=float(cache.time_ms[i])), {}) for i in ids]
         best = min([best] + [r.time_ms for r in results if r.ok])
         strategy.tell(results)
     return cache.score(best), wall, serial

@@ -10,6 +10,7 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1   # one rank per GPU: keep equal to the count in --gres=gpu:N
 #SBATCH --gres=gpu:1          # GPUs per node
+#SBATCH --cpus-per-task=16    # cores per rank, for its compile workers (at most the node's cores / GPUs)
 #SBATCH -C A4000              # GPU type (DAS-6 nodes also carry e.g. A6000, A100)
 #SBATCH --time=00:15:00       # the limit for jobs during working hours on DAS-6
 #SBATCH --signal=B:USR1@90    # warn 90 s before the limit (Slurm may send it up to a minute early)

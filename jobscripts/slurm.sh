@@ -9,6 +9,7 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=4   # SITE: GPUs per node (one rank each)
 #SBATCH --gres=gpu:4          # SITE: the same count, in your cluster's gres syntax
+#SBATCH --cpus-per-task=8     # SITE: cores per rank for its compile workers (the node's cores / GPUs)
 ##SBATCH --partition=gpu      # SITE: the partition with GPU nodes, if not the default
 ##SBATCH --constraint=...     # SITE: a GPU type feature, if your cluster has them
 #SBATCH --time=01:00:00       # SITE: your job length

@@ -31,7 +31,7 @@ from .restrictions import Restriction, RestrictionError
 LANGS = {"c": "C", "cupy": "cupy"}
 BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
 # Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
-UNSUPPORTED = ("texmem_args", "verify", "device", "platform")
+UNSUPPORTED = ("texmem_args", "verify", "device", "platform", "compiler", "parallel", "objectives")
 # Kernel Tuner arguments that are accepted and have no effect here.
 IGNORED = ("verbose", "quiet", "log")
 # Names of result fields; a tunable parameter may not shadow them in the results table.
@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "iterations": 7, "objective": "time", "compiler_options": None, "lang": "cupy",
     "strategy": None, "strategy_options": None, "cache": None, "simulation_mode": False,
     "timeout_s": None, "compile_workers": None, "metrics": None, "objective_higher_is_better": False,
-    "defines": None, "smem_args": None, "cmem_args": None, "observers": None,
+    "defines": None, "smem_args": None, "cmem_args": None, "observers": None, "seed": None,
 }
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED
 
@@ -464,6 +464,8 @@ def _settings(check: _Checker, spec: dict, overrides: dict) -> RunSettings:
         check.fail("strategy_options", "must be a dict")
     options = dict(options)
     budget = {k: options.pop(k) for k in BUDGET_OPTIONS if k in options}
+    if spec.get("seed") is not None:  # Kernel Tuner's tune_kernel(seed=...)
+        budget.setdefault("seed", spec["seed"])
     for key in ("max_fevals", "time_limit", "seed"):
         if overrides.get(key) is not None:
             budget[key] = overrides[key]

@@ -78,7 +78,7 @@ def test_das6_job_drains_at_its_time_limit_and_the_next_job_resumes(slurm, tmp_p
     (tmp_path / "spec.py").write_text(SPEC)
     cache = tmp_path / "spin.h5"
     job = [str(REPO / "jobscripts" / "das6.sh"), "spec.py", "--cache", str(cache)]
-    shape = ["--ntasks-per-node=2", "--gres=gpu:2"]
+    shape = ["--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=4"]
 
     rc, log = sbatch(slurm, tmp_path, [*shape, "--time=1", "--signal=B:USR1@50", *job], timeout=170)
     assert rc == 75, log
@@ -108,7 +108,7 @@ def test_srun_with_the_wrong_mpi_plugin_is_refused(slurm, tmp_path):
     (tmp_path / "spin.c").write_text(SPIN_C)
     (tmp_path / "spec.py").write_text(SPEC)
     env = dict(slurm, MPITUNE_SRUN_MPI="none")
-    rc, log = sbatch(env, tmp_path, ["--ntasks-per-node=2", "--gres=gpu:2", "--time=2",
+    rc, log = sbatch(env, tmp_path, ["--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=4", "--time=2",
                                      str(REPO / "jobscripts" / "das6.sh"), "spec.py"], timeout=120)
     assert rc == 2, log
     assert log.count("MPI sees a world of 1 rank") == 1
