@@ -59,7 +59,6 @@ from mpitune.result import COMPILE_ERROR, Result  # noqa: E402
 from mpitune.timeline import Clock, Timeline  # noqa: E402
 from mpitune.worker import run_chunk  # noqa: E402
 
-DEFAULT_CACHES = "/work/shared/data/caches"
 PYTHON = sys.executable
 
 
@@ -305,7 +304,8 @@ def largest_cache(directory: str) -> str | None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--caches", default=DEFAULT_CACHES, help="directory of measured Kernel Tuner caches")
+    p.add_argument("--caches", metavar="DIR", help="directory of measured Kernel Tuner caches (.json, .json.gz); "
+                                                   "the largest is replayed besides the synthetic space")
     p.add_argument("--quick", action="store_true", help="every part small, in seconds")
     p.add_argument("--memory-child", help=argparse.SUPPRESS)
     p.add_argument("--memory-sizes", help=argparse.SUPPRESS)
@@ -323,7 +323,7 @@ def main() -> None:
         n = write_synthetic(synthetic, scale.synthetic_sizes)
         print(f"synthetic measured space: {n:,} configurations, written in {time.perf_counter() - start:.1f} s")
         rank0_cost("synthetic", synthetic, tmp, scale)
-        real = None if args.quick else largest_cache(args.caches)
+        real = None if args.quick or not args.caches else largest_cache(args.caches)
         if real:
             rank0_cost(Path(real).name, real, tmp, scale)
         efficiency(Path(real).name if real else "synthetic", real or synthetic, tmp, scale)
