@@ -54,14 +54,23 @@ def default_workers(ranks_on_node: int, environ: dict | None = None) -> int:
     return max(1, cores - 1)
 
 
-def _serve(tasks, results) -> None:
+def _serve(tasks, results, rank_pid: int) -> None:
     """A compile worker: compile what the rank queues, in order, until told to stop.
 
     It ignores the signals Slurm sends before a job ends: stopping is the rank's decision, and
-    a compile killed mid-batch would leave a configuration without a result."""
+    a compile killed mid-batch would leave a configuration without a result. It ends by itself
+    when its rank is gone (killed), rather than wait for work forever."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_IGN)
-    while (task := tasks.get()) is not None:
+    while True:
+        try:
+            task = tasks.get(timeout=POLL_S)
+        except queue.Empty:
+            if os.getppid() != rank_pid:
+                return
+            continue
+        if task is None:
+            return
         compiler, *args = task
         try:
             results.put(compiler(*args))
@@ -84,7 +93,7 @@ class CompileAhead:
 
     def _start(self) -> None:
         self._tasks, self._results = self._context.Queue(), self._context.Queue()
-        self._processes = [self._context.Process(target=_serve, args=(self._tasks, self._results),
+        self._processes = [self._context.Process(target=_serve, args=(self._tasks, self._results, os.getpid()),
                                                  name=f"mpitune-compile-{i}", daemon=True)
                            for i in range(self.workers)]
         for process in self._processes:

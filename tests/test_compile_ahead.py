@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import h5py
 import numpy as np
 
-from conftest import mpitune, report_json, write_scale_spec
+from conftest import REPO, mpitune, report_json, write_scale_spec
 from mpitune.backends.c import GccCompiler
 from mpitune.compile_ahead import CompileAhead, default_workers
 from mpitune.result import COMPILE_ERROR, TIMEOUT
@@ -93,3 +97,44 @@ def test_runs_with_compile_workers_record_what_compiled_in_the_background(tmp_pa
         assert r["compile_ahead_s"] > 0
         assert r["busy_s"] + r["idle_s"] == np.float64(r["wall_s"]) or \
             abs(r["busy_s"] + r["idle_s"] - r["wall_s"]) < 0.03 * r["wall_s"]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_compile_workers_end_when_their_rank_is_killed(tmp_path):
+    rank = subprocess.Popen([sys.executable, "-c", (
+        "import time\nfrom mpitune.compile_ahead import CompileAhead\nfrom mpitune.timeline import Clock\n"
+        "ahead = CompileAhead(2, Clock())\nprint('up', flush=True)\ntime.sleep(120)\n")],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        assert rank.stdout.readline().strip() == "up"
+        deadline = time.monotonic() + 30
+        while len(workers := _children(rank.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(workers) >= 2
+    finally:
+        rank.send_signal(signal.SIGKILL)
+        rank.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers)
