@@ -20,7 +20,7 @@ import multiprocessing
 import os
 import queue
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .backends.base import Compiled, Compiler
 from .kernel_extras import Derived
@@ -54,7 +54,7 @@ def default_workers(ranks_on_node: int, environ: dict | None = None) -> int:
     return max(1, cores - 1)
 
 
-def _serve(tasks, results, rank_pid: int) -> None:
+def _serve(tasks, results, rank_pid: int, warm_up: Callable[[], None] | None) -> None:
     """A compile worker: compile what the rank queues, in order, until told to stop.
 
     It ignores the signals Slurm sends before a job ends: stopping is the rank's decision, and
@@ -62,6 +62,11 @@ def _serve(tasks, results, rank_pid: int) -> None:
     when its rank is gone (killed), rather than wait for work forever."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_IGN)
+    if warm_up is not None:
+        try:
+            warm_up()
+        except Exception:  # only a head start: the first real compile reports what is wrong
+            log.debug("warming up the compiler failed", exc_info=True)
     while True:
         try:
             task = tasks.get(timeout=POLL_S)
@@ -84,8 +89,9 @@ class CompileAhead:
     The workers start at once (a rank starts them before its device is ready, which takes
     longer); ``compiler`` is given when known and travels with every task."""
 
-    def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None):
-        self.compiler, self.workers, self.clock = compiler, workers, clock
+    def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None,
+                 warm_up: Callable[[], None] | None = None):
+        self.compiler, self.workers, self.clock, self.warm_up = compiler, workers, clock, warm_up
         self._context = multiprocessing.get_context("spawn")  # fork is unsafe after MPI and CUDA
         self._queued: dict[int, tuple[dict, Derived | None]] = {}  # handed to the workers, not yet taken
         self._done: dict[int, Compiled] = {}
@@ -93,7 +99,7 @@ class CompileAhead:
 
     def _start(self) -> None:
         self._tasks, self._results = self._context.Queue(), self._context.Queue()
-        self._processes = [self._context.Process(target=_serve, args=(self._tasks, self._results, os.getpid()),
+        self._processes = [self._context.Process(target=_serve, args=(self._tasks, self._results, os.getpid(), self.warm_up),
                                                  name=f"mpitune-compile-{i}", daemon=True)
                            for i in range(self.workers)]
         for process in self._processes:

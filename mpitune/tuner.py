@@ -352,7 +352,9 @@ def _compile_ahead(comm, lang: str, workers: int | None, clock: Clock) -> Compil
     device = backends.device_kind(lang)
     if workers is None:
         workers = default_workers(comm.Split_type(MPI.COMM_TYPE_SHARED).size) if device == "gpu" else 0
-    return CompileAhead(workers, clock) if workers > 0 and device != "none" else None
+    if workers <= 0 or device == "none":
+        return None
+    return CompileAhead(workers, clock, warm_up=backends.warm_up(lang))
 
 
 def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,

@@ -4,6 +4,7 @@ so that ``import mpitune`` needs neither a GPU nor CuPy."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 
 from .base import Backend
 
@@ -18,6 +19,12 @@ def device_kind(lang: str) -> str:
     """Where a language's kernels run: "gpu", "cpu" (compiling beside it would disturb the
     timings) or "none" (a replay compiles nothing)."""
     return _module(lang).DEVICE
+
+
+def warm_up(lang: str) -> Callable[[], None] | None:
+    """What a compile worker can run before its first configuration, so that loading the
+    compiler is not on the device's critical path; None if nothing."""
+    return getattr(_module(lang), "warm_up", None)
 
 
 def check(problem) -> None:

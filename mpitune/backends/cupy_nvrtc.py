@@ -171,6 +171,18 @@ def nvrtc_options(user: Sequence[str], capability: int, supported: Sequence[int]
     return tuple(options), ("ptx" if "compute_" in arch else "cubin")
 
 
+def warm_up() -> None:
+    """Load NVRTC and compile an empty kernel: the first compile in a process costs about a
+    second more than the next, and a compile worker pays that while its GPU starts up."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    program = nvrtc.createProgram("__global__ void mpitune_warm_up() {}", "warm_up.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, [f"-arch=compute_{min(nvrtc.getSupportedArchs())}"])
+    finally:
+        nvrtc.destroyProgram(program)
+
+
 @dataclass(frozen=True)
 class NvrtcCompiler:
     """Compiles one configuration to a CUDA image. Picklable and GPU-free, so any process
