@@ -28,7 +28,8 @@ from .kernel_extras import KernelExtras, parse as parse_extras
 from .objective import TIME, TIME_NAMES, Metric, expression, first_mistake, sample
 from .restrictions import Restriction, RestrictionError
 
-LANGS = {"c": "C", "cupy": "cupy"}
+# Kernel Tuner's "CUDA" (PyCUDA there) is the same CUDA source: it runs on the CuPy backend.
+LANGS = {"c": "C", "cupy": "cupy", "cuda": "cupy"}
 BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
 # Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
 UNSUPPORTED = ("texmem_args", "verify", "device", "platform", "compiler", "parallel", "objectives")

@@ -40,6 +40,13 @@ def test_good_spec_loads_with_defaults(tmp_path):
     assert settings.cache_path.endswith("bad.h5")
 
 
+def test_kernel_tuner_lang_cuda_and_top_level_seed_port_as_they_are(tmp_path):
+    spec = write(tmp_path, GOOD.replace('lang = "C"', 'lang = "CUDA"\nseed = 5'))
+    problem, settings = load_spec(str(spec))
+    assert problem.lang == "cupy" and settings.seed == 5
+    assert load_spec(str(spec), {"seed": 7})[1].seed == 7  # the command line wins
+
+
 def test_default_strategy_follows_the_budget(tmp_path):
     spec = write(tmp_path, GOOD)
     assert load_spec(str(spec), {"max_fevals": 10})[1].strategy == "genetic_algorithm"
