@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .restrictions import evaluate
+
 _TOKEN = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
@@ -95,14 +97,11 @@ def define_text(value: Any, config: Mapping[str, Any], name: str = "") -> str:
 
 def smem_bytes(size: Any, config: Mapping[str, Any]) -> int:
     """Dynamic shared memory in bytes for one configuration."""
-    from .restrictions import parse_checked  # the safe expression language of restrictions
-
     try:
         if callable(size):
             size = size(dict(config))
         elif isinstance(size, str):
-            tree, _ = parse_checked(size, list(config))
-            size = eval(compile(tree, "<smem_args>", "eval"), {"__builtins__": {}}, dict(config))  # noqa: S307
+            size = evaluate(size, config)  # the language of restriction strings and grid_div
     except Exception as exc:
         raise ValueError(f"smem_args size failed on {dict(config)}: {type(exc).__name__}: {exc}") from None
     if isinstance(size, (bool, np.bool_)) or not isinstance(size, (int, np.integer)) or size < 0:

@@ -10,6 +10,7 @@ configurations.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping
 
 import numpy as np
@@ -110,6 +111,22 @@ def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, li
             f"{text!r} names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
             f"not a tunable parameter (known: {', '.join(param_names)})")
     return tree, sorted(names)
+
+
+# The same functions for one configuration at a time (grid_div, smem_args expressions).
+_SCALAR_FUNCTIONS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round}
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(text: str, names: tuple[str, ...]):
+    return compile(parse_checked(text, list(names))[0], f"<expression {text!r}>", "eval")
+
+
+def evaluate(text: str, config: Mapping):
+    """The value of an expression in this language for one configuration, parsed once per
+    text; RestrictionError when it names something that is not a parameter."""
+    code = _compiled(text, tuple(config))
+    return eval(code, {"__builtins__": {}, **_SCALAR_FUNCTIONS}, dict(config))  # noqa: S307 (checked above)
 
 
 class Restriction:

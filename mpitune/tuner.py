@@ -189,8 +189,7 @@ class Manager:
                     self.stop_reason, self.error = "spec_error", f"{self.setup.problem.spec_path}: {exc}"
             else:
                 self.stop_reason = "finished"
-        code = {"spec_error": EXIT_USER_ERROR}.get(self.stop_reason, EXIT_RESUMABLE if self.stop_reason in RESUMABLE else 0)
-        return [Order(now, exit_code=code)] * self.ranks
+        return [Order(now, exit_code=exit_code(self.stop_reason))] * self.ranks
 
     def _next_size(self) -> int:
         """Configurations in the next batch: the batch size, within the budget, and in a
@@ -241,6 +240,12 @@ class Manager:
             f"{self.objective.describe(self.best)} {_format_config(self.space.config(self.best.config_id))}"
         return (f"batch {self.batch + 1}: {done}/{total} configs, best {best}, "
                 f"{self.measured / elapsed:.3g} configs/s, {elapsed:.1f} s")
+
+
+def exit_code(stop_reason: str) -> int:
+    if stop_reason == "spec_error":
+        return EXIT_USER_ERROR
+    return EXIT_RESUMABLE if stop_reason in RESUMABLE else 0
 
 
 def default_batch_size(ranks: int, strategy: Strategy) -> int:

@@ -111,6 +111,19 @@ def write_scale_spec(directory: Path, tune_params: str = '{"STEP": [1, 2, 4, 8],
     return spec
 
 
+@pytest.fixture(scope="session")
+def cp():
+    """CuPy with a CUDA GPU; tests that take it are GPU tests, skipped elsewhere (CI)."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no driver, no device: no GPU here
+        count = 0
+    if count < 1:
+        pytest.skip("no CUDA GPU")
+    return cupy
+
+
 @pytest.fixture
 def scale_spec(tmp_path: Path) -> Path:
     return write_scale_spec(tmp_path)

@@ -15,7 +15,6 @@ package work on machines without a GPU.
 from __future__ import annotations
 
 import ast
-import functools
 import logging
 import math
 import os
@@ -27,7 +26,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..kernel_extras import Derived, substitute
-from ..restrictions import parse_checked
+from ..restrictions import evaluate, parse_checked
 from ..result import COMPILE_ERROR, LAUNCH_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from ..timeline import Timeline
 from .base import Backend, Compiled, median_ms, shorten, timed
@@ -52,7 +51,6 @@ DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets w
 # CUfunction_attribute numbers (the CUDA driver API's, stable across versions)
 _ATTR = {"max_threads": 0, "static_shared_bytes": 1, "registers": 4, "max_dynamic_shared_bytes": 8}
 _KERNEL_NAME = re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$")
-_EXPR_FUNCTIONS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round}
 
 
 class DeviceLostError(UserError):
@@ -66,17 +64,6 @@ class DeviceLostError(UserError):
 def parse_expression(text: str, names: Sequence[str]) -> ast.Expression:
     """Parse a grid_div expression once; the same language as restriction strings."""
     return parse_checked(text, list(names))[0]
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(text: str, names: tuple[str, ...]):
-    return compile(parse_expression(text, names), f"<grid_div {text!r}>", "eval")
-
-
-def evaluate(text: str, config: Mapping) -> float:
-    """Value of a grid_div expression for one configuration (parsed once per text)."""
-    code = _compiled(text, tuple(config))
-    return eval(code, {"__builtins__": {}, **_EXPR_FUNCTIONS}, dict(config))  # noqa: S307 (checked above)
 
 
 def block_dims(config: Mapping, block_size_names: Sequence[str]) -> tuple[int, int, int]:
@@ -530,12 +517,13 @@ class CupyBackend(Backend):
         result.times_ms, result.time_ms = times, median_ms(times)
 
     def _launch(self, kernel, grid, block) -> None:
-        if self._smem_bytes > DEFAULT_SMEM_LIMIT:  # more dynamic shared memory must be asked for
-            self.cp.cuda.driver.funcSetAttribute(kernel.ptr, _ATTR["max_dynamic_shared_bytes"], self._smem_bytes)
         kernel(grid, block, self._args, shared_mem=self._smem_bytes, stream=self.stream)
 
     def _verify(self, kernel, grid, block) -> str:
-        """Reset every array, run once (this is also the warm-up) and compare on the GPU."""
+        """Reset every array, run once (this is also the warm-up) and compare on the GPU.
+        Beyond 48 KiB, dynamic shared memory must be asked for, once per kernel, first."""
+        if self._smem_bytes > DEFAULT_SMEM_LIMIT:
+            self.cp.cuda.driver.funcSetAttribute(kernel.ptr, _ATTR["max_dynamic_shared_bytes"], self._smem_bytes)
         for dst, src in zip(self._args, self._pristine):
             if src is not None and src.nbytes:
                 dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)

@@ -195,18 +195,6 @@ extern "C" __global__ void spin(int *out) {
 """
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        count = 0
-    if count < 1:
-        pytest.skip("no CUDA GPU")
-    return cupy
-
-
 def measure(p: Problem, configs: list[dict], tmp_path) -> tuple[list, Timeline, object]:
     backend = create(p, str(tmp_path))
     backend.prepare()

@@ -78,18 +78,6 @@ def test_a_control_needs_a_parameter_that_sets_the_gpu(tmp_path: Path):
 # ------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        count = 0
-    if count < 1:
-        pytest.skip("no CUDA GPU")
-    return cupy
-
-
-@pytest.fixture(scope="module")
 def gpu(cp):
     """GPU 0's bus id and its settings in force, read through NVML."""
     import pynvml

@@ -15,18 +15,6 @@ from mpitune.observers.nvml_sampler import PowerSampler
 BUSY_S = 0.5
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:
-        count = 0
-    if count < 1:
-        pytest.skip("no CUDA GPU")
-    return cupy
-
-
 def _busy_window(cp, sampler: PowerSampler) -> tuple[dict[str, float], int]:
     """Matrix products back to back on GPU 0 for BUSY_S seconds inside one window."""
     with cp.cuda.Device(0):
