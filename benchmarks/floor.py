@@ -36,8 +36,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpitune.cache import read  # noqa: E402
-from mpitune.report import gather_waits, summarize  # noqa: E402
+from mpitune.offline.report import gather_waits, summarize  # noqa: E402
+from mpitune.store.cache import read  # noqa: E402
 
 GOAL = 1.3
 ROUNDS = 5  # times the whole space is queued for the workers during the interference check
@@ -67,7 +67,7 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
     floor_s = max(compile_s / (gpus * workers), gpu_s / gpus)
     wall_s = float(data["runs"]["wall_s"][-1])
     return {
-        "gpus": gpus, "workers_per_rank": workers, "configs": int(len(res)),
+        "gpus": gpus, "workers_per_rank": workers, "configs": len(res),
         "statuses": {s: int((res["status"] == s).sum()) for s in sorted(set(res["status"]))},
         "wall_s": wall_s, "process_s": process_s, "compile_s": compile_s, "gpu_s": gpu_s, "timed_s": timed_s,
         "floor_s": floor_s, "ratio": wall_s / floor_s,
@@ -83,11 +83,11 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
 def interference(spec: str, workers: int, repeats: int) -> dict:
     """One configuration's median time, measured ``repeats`` times alone and with the compile
     workers busy compiling the whole space."""
-    from mpitune.compile_ahead import CompileAhead
-    from mpitune.problem import load_spec
-    from mpitune.tuner import prepare
     from mpitune import backends
-    from mpitune.timeline import Clock, Timeline
+    from mpitune.model.timeline import Clock, Timeline
+    from mpitune.process.compile_ahead import CompileAhead
+    from mpitune.scheduling.loop import prepare
+    from mpitune.spec.load import load_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         setup = prepare(*load_spec(spec, {"cache": os.path.join(tmp, "x.h5")}))
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.interference:
         i = interference(args.spec, args.workers, args.repeats)
         figures["interference"] = i
-        spread = lambda v: f"{min(v):.4f}-{max(v):.4f}"  # noqa: E731
+        spread = lambda v: f"{min(v):.4f}-{max(v):.4f}"
         print(f"\ninterference, {i['config']}, {i['repeats']} medians, {i['workers']} workers given "
               f"{i['compiles_queued']} compiles, measured for {i['measured_for_s']:.1f} s while they worked:")
         print(f"  alone: median {i['alone_median_ms']:.4f} ms (range {spread(i['alone_ms'])})")

@@ -19,7 +19,7 @@ import tempfile
 
 import numpy as np
 
-from mpitune.cache import read
+from mpitune.store.cache import read
 
 
 def tune(spec: str, ranks: int, mpiexec: str, cache: str, isolate: bool) -> dict:

@@ -47,17 +47,20 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpitune import backends, measured  # noqa: E402
-from mpitune.cache import Cache, RunInfo, read  # noqa: E402
-from mpitune.problem import replay_problem  # noqa: E402
-from mpitune.report import summarize  # noqa: E402
-from mpitune.objective import Objective  # noqa: E402
-from mpitune.restrictions import Restriction  # noqa: E402
-from mpitune.searchspace import SearchSpace  # noqa: E402
-from mpitune import strategies  # noqa: E402
-from mpitune.result import COMPILE_ERROR, Result  # noqa: E402
-from mpitune.timeline import Clock, Timeline  # noqa: E402
-from mpitune.worker import run_chunk  # noqa: E402
+from mpitune import (
+    backends,
+    strategies,
+)
+from mpitune.model.objective import Objective  # noqa: E402
+from mpitune.model.restrictions import Restriction  # noqa: E402
+from mpitune.model.result import COMPILE_ERROR, Result  # noqa: E402
+from mpitune.model.searchspace import SearchSpace  # noqa: E402
+from mpitune.model.timeline import Clock, Timeline  # noqa: E402
+from mpitune.offline.report import summarize  # noqa: E402
+from mpitune.scheduling.rank import run_chunk  # noqa: E402
+from mpitune.spec.load import replay_problem  # noqa: E402
+from mpitune.store import measured
+from mpitune.store.cache import Cache, RunInfo, read  # noqa: E402
 
 TIME = Objective()  # the median time, lower is better: what results are scored by here
 
@@ -139,7 +142,7 @@ def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strate
     out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}.h5")
     problem, settings = replay_problem(source, {"cache": out, "strategy": strategy, "batch_size": batch_size,
                                                 "max_fevals": budget, "seed": 1})
-    from mpitune.tuner import Manager, prepare  # initialises MPI: not in the memory child
+    from mpitune.scheduling.loop import Manager, prepare  # initialises MPI: not in the memory child
 
     setup = prepare(problem, settings)
     identity = problem.identity()
@@ -228,7 +231,7 @@ def list_schedule_s(costs: np.ndarray, ranks: int) -> float:
 
 
 def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
-    from mpitune.tuner import deal
+    from mpitune.scheduling.loop import deal
 
     ranks = scale.ranks
     cost = durations(source)

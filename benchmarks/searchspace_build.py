@@ -8,8 +8,8 @@ as the core issue asks ("in a few seconds"), and a callable restriction on top.
 
 import time
 
-from mpitune.restrictions import Restriction
-from mpitune.searchspace import SearchSpace
+from mpitune.model.restrictions import Restriction
+from mpitune.model.searchspace import SearchSpace
 
 TUNE_PARAMS = {
     "block_size_x": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpitune import measured, strategies
-from mpitune.objective import Objective
-from mpitune.result import Result
-from mpitune.searchspace import SearchSpace
+from mpitune import strategies
+from mpitune.model.objective import Objective
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
+from mpitune.store import measured
 
 TIME = Objective()  # what the scheduler scores results by: the median time, lower is better
 
@@ -46,7 +47,7 @@ class Replay:
     optimum: float
 
     @classmethod
-    def load(cls, path: str) -> "Replay":
+    def load(cls, path: str) -> Replay:
         data = measured.load(path)
         space = SearchSpace.from_configs(data.tune_params, data.configs)
         by_config = data.lookup()

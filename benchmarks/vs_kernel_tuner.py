@@ -34,9 +34,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script from a checkout, mpitune need not be installed
 
 from mpitune.errors import UserError  # noqa: E402
-from mpitune.problem import Problem, load_spec  # noqa: E402
-from mpitune.restrictions import Restriction  # noqa: E402
-from mpitune.searchspace import SearchSpace  # noqa: E402
+from mpitune.model.problem import Problem  # noqa: E402
+from mpitune.model.restrictions import Restriction  # noqa: E402
+from mpitune.model.searchspace import SearchSpace  # noqa: E402
+from mpitune.spec.load import load_spec
 
 DEFAULT_SPEC = REPO / "examples" / "matmul_cupy" / "spec.py"
 # Issue 8's goals: mpitune's wall time as a share of Kernel Tuner's, by mpitune's GPU count.
@@ -191,8 +192,8 @@ def run_kernel_tuner(spec: str, names: list[str], out_dir: Path, timeout_s: floa
 
 def run_mpitune(spec: str, gpus: int, mpirun: list[str], out_dir: Path, timeout_s: float) -> dict:
     """mpitune on ``gpus`` ranks (one GPU each) under mpirun; its row of the table."""
-    from mpitune.cache import read  # h5py: not for the Kernel Tuner child to load
-    from mpitune.report import summarize
+    from mpitune.offline.report import summarize
+    from mpitune.store.cache import read  # h5py: not for the Kernel Tuner child to load
 
     run_dir = out_dir / f"mpitune-{gpus}gpu"
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 import sys
 
-from .cli import main
+from mpitune.cli import main
 
 # Guarded: worker processes started with "spawn" import this module under another name.
 if __name__ == "__main__":

@@ -13,10 +13,9 @@ import os
 import shlex
 import sys
 
-from . import commands
-from .errors import EXIT_USER_ERROR, UserError
-from .problem import load_spec, replay_problem
-
+from mpitune import commands
+from mpitune.errors import EXIT_USER_ERROR, UserError
+from mpitune.spec.load import load_spec, replay_problem
 
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -124,7 +123,7 @@ def _calm_oversubscribed_mpich() -> None:
 def _tune(args, argv: list[str], load) -> int:
     """``load(overrides)`` gives the problem and settings; it runs on rank 0 only."""
     _calm_oversubscribed_mpich()
-    from . import tuner  # imports mpi4py, which initialises MPI
+    from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import shlex
 import shutil
@@ -11,6 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from mpitune.store.cache import RunInfo
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -153,3 +157,42 @@ def pytest_sessionfinish(session, exitstatus):
         from mpi4py import MPI
 
         session.exitstatus = MPI.COMM_WORLD.allreduce(int(exitstatus), op=MPI.MAX)
+
+
+# A small cache problem for the store's tests and the verbs that read its files.
+PARAMS = {"bs": [32, 64], "kind": ["a", "b"], "f": [0.5, 1.0]}
+IDENTITY = {"kernel_name": "k", "tune_params": PARAMS}
+
+
+def info(**kw):
+    base = dict(started_unix=1.0, ranks=2, strategy="brute_force", seed=0, max_fevals=None,
+                time_limit_s=None, batch_size=2, space_size=8, command="cmd", version="0")
+    base.update(kw)
+    return RunInfo(**base)
+
+
+# Real Kernel Tuner caches beside the repository (read-only).
+SHARED = str(REPO.parent / "shared" / "data" / "caches")
+
+
+def kt_cache(path, dangling=False, gz=False):
+    """A small Kernel Tuner cache with every kind of entry, written as Kernel Tuner writes it."""
+    entries = {
+        "1,1": {"x": 1, "y": 1, "time": 2.0, "times": [2.1, 2.0, 1.9], "compile_time": 100.0,
+                "verification_time": 5.0, "benchmark_time": 20.0},
+        "1,2": {"x": 1, "y": 2, "time": 1.0, "times": [1.0, 1.0, 1.0], "compile_time": 200.0,
+                "verification_time": 5.0, "benchmark_time": 10.0},
+        "2,1": {"x": 2, "y": 1, "time": "CompilationFailedConfig", "compile_time": 50.0},
+        "2,2": {"x": 2, "y": 2, "time": "RuntimeFailedConfig", "compile_time": 80.0, "benchmark_time": 1.0},
+        "3,1": {"x": 3, "y": 1, "time": "InvalidConfig"},
+        "3,2": {"x": 3, "y": 2, "__error__": "illegal memory access", "compile_time": 10.0},
+    }
+    head = {"device_name": "Test GPU", "kernel_name": "k", "problem_size": [64, 64],
+            "tune_params_keys": ["x", "y"], "tune_params": {"x": [1, 2, 3], "y": [1, 2]}, "objective": "time"}
+    text = json.dumps(head)[:-1] + ', "cache": {\n'
+    text += ",\n".join(f'"{k}": {json.dumps(v)}' for k, v in entries.items())
+    text += ",\n" if dangling else "}\n}"
+    opener = gzip.open if gz else open
+    with opener(path, "wt") as fh:
+        fh.write(text)
+    return path

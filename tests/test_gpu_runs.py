@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import h5py
 import pytest
-
 from conftest import mpitune, report_json
 
 

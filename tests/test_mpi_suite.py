@@ -5,7 +5,7 @@ from conftest import REPO, mpirun
 
 def test_mpi_marked_tests_pass_on_two_ranks():
     proc = mpirun(2, ["-m", "pytest", "--with-mpi", "-q", "-p", "no:cacheprovider",
-                      str(REPO / "tests" / "test_comm.py")], REPO, timeout=240)
+                      str(REPO / "tests" / "scheduling" / "test_comm.py")], REPO, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("3 passed") == 2  # one summary per rank
 

@@ -4,10 +4,9 @@ import os
 
 import h5py
 import pytest
+from conftest import SHARED, kt_cache, mpitune, report_json, write_scale_spec
 
-from conftest import mpitune, report_json, write_scale_spec
 from mpitune import strategies
-from test_measured import SHARED, kt_cache
 
 
 def test_replay_verb_records_every_measured_configuration(tmp_path):

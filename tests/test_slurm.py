@@ -15,7 +15,6 @@ from pathlib import Path
 
 import h5py
 import pytest
-
 from conftest import REPO, mpi_env, report_json
 
 pytestmark = pytest.mark.skipif(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from .base import Backend
+from mpitune.backends.base import Backend
 
 _MODULES = {"C": "c", "cupy": "cupy_nvrtc", "replay": "replay"}
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernel_extras import Derived
-from ..result import Result
-from ..timeline import Timeline
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.result import Result
+from mpitune.model.timeline import Timeline
 
 
 @dataclass

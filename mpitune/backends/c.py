@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernel_extras import Derived
-from ..result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
-from ..timeline import Timeline
-from .base import Backend, Compiled, median_ms, mismatch, shorten, timed
+from mpitune.backends.base import Backend, Compiled, median_ms, mismatch, shorten, timed
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
+from mpitune.model.timeline import Timeline
 
 _SCALARS = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,

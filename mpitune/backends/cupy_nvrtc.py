@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError
-from ..kernel_extras import Derived, substitute
-from ..restrictions import evaluate, parse_checked
-from ..result import COMPILE_ERROR, LAUNCH_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
-from ..timeline import Timeline
-from .base import Backend, Compiled, median_ms, shorten, timed
+from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed
+from mpitune.errors import UserError
+from mpitune.model.kernel_extras import Derived, substitute
+from mpitune.model.restrictions import evaluate, parse_checked
+from mpitune.model.result import COMPILE_ERROR, LAUNCH_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
+from mpitune.model.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -340,10 +340,10 @@ class CupyBackend(Backend):
     def _open_nvml(self) -> None:
         """Put back GPU settings a crashed run left changed, then open what the spec asks
         NVML for: a power sampler, clock and power-limit control (see observers/)."""
-        from ..observers import restore_file
-        from ..observers.nvml import TUNABLES
-        from ..observers.nvml_control import ClockControl, recover
-        from ..observers.nvml_sampler import PowerSampler
+        from mpitune.observers import restore_file
+        from mpitune.observers.nvml import TUNABLES
+        from mpitune.observers.nvml_control import ClockControl, recover
+        from mpitune.observers.nvml_sampler import PowerSampler
 
         restore_path = restore_file.path_for(self.problem.cache_path or "mpitune", self.device_pci_bus_id)
         recover(restore_path)

@@ -8,10 +8,10 @@ real search spaces in seconds, with the parallelism they would really get.
 
 from __future__ import annotations
 
-from .. import measured
-from ..result import COMPILE_ERROR, INVALID, OK, Result
-from ..timeline import Timeline
-from .base import Backend
+from mpitune.backends.base import Backend
+from mpitune.model.result import COMPILE_ERROR, INVALID, OK, Result
+from mpitune.model.timeline import Timeline
+from mpitune.store import measured
 
 
 class ReplayBackend(Backend):

@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..integrity import inspect
+    from mpitune.store.integrity import inspect
 
     found = inspect(args.cache, fix=not args.no_repair)
     for line in found.repaired:

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..exchange import export_kt_json, export_t4
+    from mpitune.offline.exchange import export_kt_json, export_t4
 
     write = export_kt_json if args.format == "kt-json" else export_t4
     count = write(args.cache, args.out)

@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..exchange import import_kt
+    from mpitune.offline.exchange import import_kt
 
     command = shlex.join(["python", "-m", "mpitune", "import", args.kt_cache, "--out", args.out])
     s = import_kt(args.kt_cache, args.out, command)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_RESUMABLE, UserError
+from mpitune.errors import EXIT_RESUMABLE, UserError
 
 HELP = "run SPEC on the tasks of this Slurm job, stop cleanly before its limit and requeue"
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ HELP = "draw PNGs of a cache file: convergence, per-rank timeline, distribution,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..plots import PLOTS
+    from mpitune.offline.plots import PLOTS
 
     p.add_argument("cache", help="an mpitune HDF5 file (a running job's file works too)")
     p.add_argument("--out", default=".", metavar="DIR", help="folder for the PNG files (default: here)")
@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..plots import PLOTS, plot
+    from mpitune.offline.plots import PLOTS, plot
 
     for path in plot(args.cache, args.out, args.only or PLOTS, args.dpi):
         print(path)

@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import render
+    from mpitune.offline.report import render
 
     print(render(args.cache, as_json=args.json, top=args.top))
     return 0

@@ -39,7 +39,7 @@ def progress(data: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cache import read, writer_alive
+    from mpitune.store.cache import read, writer_alive
 
     while True:
         data = read(args.cache)

@@ -4,6 +4,6 @@ Importing this package needs no driver and no pynvml: the observer is only a des
 and the modules that talk to NVML import it when a backend opens a device.
 """
 
-from .nvml import NVMLObserver
+from mpitune.observers.nvml import NVMLObserver
 
 __all__ = ["NVMLObserver"]

@@ -18,11 +18,11 @@ import logging
 import socket
 from collections.abc import Mapping, Sequence
 
-from ..errors import UserError
-from . import restore_file
-from .nvml import TUNABLES
-from .nvml_device import NVMLDevice
-from .restore_file import SavedSettings
+from mpitune.errors import UserError
+from mpitune.observers import restore_file
+from mpitune.observers.nvml import TUNABLES
+from mpitune.observers.nvml_device import NVMLDevice
+from mpitune.observers.restore_file import SavedSettings
 
 log = logging.getLogger(__name__)
 

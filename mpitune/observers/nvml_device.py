@@ -14,7 +14,7 @@ import logging
 import re
 from types import ModuleType
 
-from ..errors import UserError
+from mpitune.errors import UserError
 
 log = logging.getLogger(__name__)
 

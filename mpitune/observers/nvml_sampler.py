@@ -22,8 +22,8 @@ import logging
 import threading
 import time
 
-from ..errors import UserError
-from .nvml_device import NVMLDevice
+from mpitune.errors import UserError
+from mpitune.observers.nvml_device import NVMLDevice
 
 log = logging.getLogger(__name__)
 

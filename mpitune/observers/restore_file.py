@@ -17,7 +17,7 @@ import socket
 import tempfile
 from dataclasses import asdict, dataclass
 
-from ..errors import UserError
+from mpitune.errors import UserError
 
 FORMAT = "mpitune-nvml-restore-1"
 

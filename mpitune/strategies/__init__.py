@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from typing import Any
 
-from .base import Strategy
+from mpitune.strategies.base import Strategy
 
 _NOT_STRATEGIES = {"base"}
 

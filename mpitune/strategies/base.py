@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..result import Result
+from mpitune.model.result import Result
 
 FAILED = math.inf  # the objective of a failed or invalid configuration: never preferred
 DESIGN_CANDIDATES = 5  # random unseen candidates per slot of the space-filling design

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .base import Strategy, check
+from mpitune.strategies.base import Strategy, check
 
 try:  # optional (it comes with scikit-learn): one BLAS thread while asking
     from threadpoolctl import threadpool_limits

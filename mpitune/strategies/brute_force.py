@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Strategy
+from mpitune.strategies.base import Strategy
 
 
 class BruteForce(Strategy):

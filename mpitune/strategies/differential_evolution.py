@@ -23,8 +23,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..result import Result
-from .base import Strategy, check, objective
+from mpitune.model.result import Result
+from mpitune.strategies.base import Strategy, check, objective
 
 NEWCOMER = -1  # pending value of a random configuration that joins the population on a restart
 

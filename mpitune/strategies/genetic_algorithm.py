@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Strategy, check
+from mpitune.strategies.base import Strategy, check
 
 SPARE_CHILDREN = 4  # children bred per batch slot, so invalid or repeated ones can be skipped
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..result import Result
-from .base import FAILED, Strategy, check
+from mpitune.model.result import Result
+from mpitune.strategies.base import FAILED, Strategy, check
 
 MAX_KICKS_PER_BATCH = 8  # then fill with random configurations: the space is nearly used up
 

@@ -20,8 +20,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..result import Result
-from .base import FAILED, Strategy, check, objective
+from mpitune.model.result import Result
+from mpitune.strategies.base import FAILED, Strategy, check, objective
 
 
 class ParticleSwarm(Strategy):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Strategy
+from mpitune.strategies.base import Strategy
 
 
 class RandomSample(Strategy):

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..result import Result
-from .base import FAILED, Strategy, check, objective
+from mpitune.model.result import Result
+from mpitune.strategies.base import FAILED, Strategy, check, objective
 
 ADJACENT_SHARE = 0.5  # of the steps that go to the next value up or down of one parameter
 

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import write_scale_spec
+
 from mpitune.backends import c as cbackend
-from mpitune.problem import load_spec
-from mpitune.timeline import Timeline
+from mpitune.model.timeline import Timeline
+from mpitune.spec.load import load_spec
 
 
 @pytest.fixture

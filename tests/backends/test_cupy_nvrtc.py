@@ -14,11 +14,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from mpitune.backends.cupy_nvrtc import (block_dims, check, create, grid_dims,
-                                         kernel_code, local_rank, select_device)
+from mpitune.backends.cupy_nvrtc import block_dims, check, create, grid_dims, kernel_code, local_rank, select_device
 from mpitune.errors import UserError
-from mpitune.problem import Problem
-from mpitune.timeline import Timeline
+from mpitune.model.problem import Problem
+from mpitune.model.timeline import Timeline
 
 DEFAULT_NAMES = ["block_size_x", "block_size_y", "block_size_z"]
 NO_DIV = {"x": None, "y": None, "z": None}
@@ -325,8 +324,8 @@ def test_device_follows_the_local_rank(cp, tmp_path, monkeypatch):
 ILLEGAL_ADDRESS = textwrap.dedent(r"""
     import numpy as np
     from mpitune.backends.cupy_nvrtc import DeviceLostError, create
-    from mpitune.problem import Problem
-    from mpitune.timeline import Timeline
+    from mpitune.model.problem import Problem
+    from mpitune.model.timeline import Timeline
 
     src = 'extern "C" __global__ void bad(float *x) { x[threadIdx.x + ((size_t)1 << 40)] = 1.0f; }'
     p = Problem(spec_path="t", kernel_name="bad", kernel_source=src, lang="cupy", problem_size=(32,),
@@ -388,7 +387,7 @@ __global__ void axpb(T *y, const T *x, int n) {
 
 
 def forms(n: int = 100_003, **kw) -> Problem:
-    from mpitune.kernel_extras import KernelExtras
+    from mpitune.model.kernel_extras import KernelExtras
 
     x = np.arange(n, dtype=np.float32)
     cmem = {"coeff": np.array([2.0, 3.0], np.float32), "table::offset": np.array([0.5], np.float32)}
@@ -399,7 +398,7 @@ def forms(n: int = 100_003, **kw) -> Problem:
 
 
 def test_constant_memory_templates_dynamic_shared_memory_and_defines(cp, tmp_path):
-    from mpitune.kernel_extras import Derived
+    from mpitune.model.kernel_extras import Derived
 
     configs = [{"block_size_x": 128, "tile": 1}, {"block_size_x": 256, "tile": 4},
                {"block_size_x": 256, "tile": 4}, {"block_size_x": 128, "tile": 4}]
@@ -418,7 +417,7 @@ def test_constant_memory_templates_dynamic_shared_memory_and_defines(cp, tmp_pat
 
 
 def test_only_the_spec_defines_exist_when_it_gives_them(cp, tmp_path):
-    from mpitune.kernel_extras import Derived
+    from mpitune.model.kernel_extras import Derived
 
     source = FORMS.replace("SMEM_FLOATS", "(block_size_x)")  # not defined: the spec's defines replace the defaults
     backend = create(problem(source, "axpb<float, 1>", [np.zeros(8, np.float32), np.ones(8, np.float32),
@@ -432,9 +431,9 @@ def test_only_the_spec_defines_exist_when_it_gives_them(cp, tmp_path):
 
 
 def test_configurations_compiled_ahead_by_workers_run_like_those_compiled_in_turn(cp, tmp_path):
-    from mpitune.compile_ahead import CompileAhead
-    from mpitune.kernel_extras import Derived
-    from mpitune.timeline import Clock
+    from mpitune.model.kernel_extras import Derived
+    from mpitune.model.timeline import Clock
+    from mpitune.process.compile_ahead import CompileAhead
 
     configs = [{"block_size_x": b, "tile": t} for b in (128, 256) for t in (1, 4)]
     derived = [Derived({"SMEM_FLOATS": str(c["block_size_x"])}, c["block_size_x"] * 4) for c in configs]

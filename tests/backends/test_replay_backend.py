@@ -1,9 +1,9 @@
 import pytest
+from conftest import kt_cache
 
 from mpitune.backends import replay
-from mpitune.problem import replay_problem
-from mpitune.timeline import Clock, Timeline
-from test_measured import kt_cache
+from mpitune.model.timeline import Clock, Timeline
+from mpitune.spec.load import replay_problem
 
 
 def test_replay_answers_from_data_and_advances_simulated_time(tmp_path):

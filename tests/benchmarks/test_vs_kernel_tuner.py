@@ -8,14 +8,13 @@ import importlib.util
 import inspect
 
 import pytest
-
 from conftest import REPO
 
 kernel_tuner = pytest.importorskip("kernel_tuner")
 
 from kernel_tuner.searchspace import Searchspace  # noqa: E402
 
-from mpitune.searchspace import SearchSpace  # noqa: E402
+from mpitune.model.searchspace import SearchSpace  # noqa: E402
 
 MAX_THREADS = 1024  # what Kernel Tuner reads from an H200; the spec's restrictions cap blocks there too
 

@@ -7,16 +7,15 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-
 from conftest import mpi_env
 
 HALF_WRITTEN = textwrap.dedent("""
     import os, signal, sys
     sys.path[:0] = [{repo!r}, {tests!r}]
     import numpy as np
-    from mpitune.cache import Cache, RunInfo
-    from mpitune.result import Result
-    from test_cache import IDENTITY, PARAMS, info
+    from mpitune.store.cache import Cache, RunInfo
+    from mpitune.model.result import Result
+    from conftest import IDENTITY, PARAMS, info
     cache = Cache({path!r}, IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h0", "h1"], ["d", "d"], [1, 2])
     cache.hand_out(0, [[0, 2], [1]])

@@ -2,8 +2,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import mpi_env
+
 from mpitune.commands.job import seconds_left, srun_mpi_plugin
 
 

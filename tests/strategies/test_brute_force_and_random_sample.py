@@ -1,8 +1,8 @@
 import pytest
 
 from mpitune import strategies
-from mpitune.result import Result
-from mpitune.searchspace import SearchSpace
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
 
 SPACE = SearchSpace.build({"a": list(range(10)), "b": [0, 1, 2]})
 

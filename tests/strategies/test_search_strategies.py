@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from mpitune import strategies
-from mpitune.restrictions import Restriction
-from mpitune.result import Result
-from mpitune.searchspace import SearchSpace
+from mpitune.model.restrictions import Restriction
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
 
 SEARCHERS = ["bayes_opt", "differential_evolution", "genetic_algorithm", "greedy_ils", "pso",
              "simulated_annealing"]

@@ -4,8 +4,8 @@ import itertools
 
 import numpy as np
 
-from mpitune.restrictions import Restriction
-from mpitune.searchspace import SearchSpace
+from mpitune.model.restrictions import Restriction
+from mpitune.model.searchspace import SearchSpace
 
 PARAMS = {"a": [1, 2, 4, 8], "b": [16, 32, 64], "c": ["x", "y"]}
 SPACE = SearchSpace.build(PARAMS, [Restriction("a * b <= 128", list(PARAMS))])

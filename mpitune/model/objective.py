@@ -1,0 +1,150 @@
+"""The run's objective and the user's metrics, evaluated on rank 0 after every gather.
+
+A Kernel Tuner spec names ``metrics`` (functions of a dict ``p`` of what is known about one
+configuration), an ``objective`` (``"time"``, a metric or an observed value) and whether
+higher is better. Metric functions are the spec's own lambdas and closures: they cannot
+travel to other ranks, so everything here runs on rank 0, on the results of a batch once
+they are gathered. Strategies never see metrics; they minimise ``Result.score``.
+
+The score of a lower-is-better objective is its value; that of a higher-is-better one is
+``1 / value``. Not ``-value``: the strategies compare configurations by ratio (simulated
+annealing accepts by log ratio, Bayesian optimisation fits log values), which needs
+positive scores; and for a rate such as GFLOP/s, ``1 / rate`` is proportional to the time
+of the fixed work it measures, so the search behaves as it does on time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mpitune.model.result import Result
+
+log = logging.getLogger(__name__)
+
+TIME = "time"  # Kernel Tuner's name of the median kernel time in ms
+# Names every ``p`` holds besides the parameters, observed values and metrics.
+TIME_NAMES = (TIME, "time_ms", "times")
+WARNINGS_PER_METRIC = 10  # then one line saying the rest are not reported
+# Mistakes a metric shows on any input (a misspelled name, a wrong call): refused at load time.
+# Others (a division by zero) may be particular to the sample and are left to the run.
+SPEC_MISTAKES = (NameError, KeyError, TypeError, AttributeError, IndexError)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    fn: Callable[[dict], Any]  # of ``p``; returns a number
+    text: str  # the expression or the callable's source: what the file records
+
+
+def expression(name: str, text: str, namespace: Mapping[str, Any]) -> Metric:
+    """A metric given as an expression string: evaluated as ``lambda p: EXPR`` written in the
+    spec would be, with the names of ``p`` as variables (then the spec's own names).
+    Raises SyntaxError for a malformed expression."""
+    code = compile(text, f"<metric {name!r}>", "eval")
+    scope = dict(namespace)
+    return Metric(name, lambda p: eval(code, scope, dict(p)), text)
+
+
+def sample(config: Mapping[str, Any], observed_names: Iterable[str]) -> dict:
+    """A stand-in ``p`` for checking metrics before anything is measured."""
+    return {**config, TIME: 1.0, "time_ms": 1.0, "times": [1.0], **{n: 1.0 for n in observed_names}}
+
+
+def first_mistake(metrics: Iterable[Metric], p: dict) -> tuple[str, str] | None:
+    """(metric name, what is wrong) for the first metric that fails on ``p`` the way a typo
+    does, or returns something that is not a number; None if they all pass."""
+    p = dict(p)
+    for m in metrics:
+        try:
+            value = m.fn(p)
+        except SPEC_MISTAKES as exc:
+            return m.name, f"{type(exc).__name__}: {exc}"
+        except (ArithmeticError, ValueError):
+            value = math.nan  # particular to the sample values
+        if not _is_number(value):
+            return m.name, f"returns {type(value).__name__} {value!r}, not a number"
+        p[m.name] = float(value)
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real)
+
+
+class Objective:
+    """What a run optimises, and the metrics computed for every configuration."""
+
+    def __init__(self, name: str = TIME, higher_is_better: bool = False, metrics: Iterable[Metric] = (),
+                 observed_names: Iterable[str] = (), aliases: Mapping[str, str] | None = None):
+        self.name = name
+        self.higher_is_better = bool(higher_is_better)
+        self.metrics = list(metrics)
+        self.observed_names = list(observed_names)
+        self.aliases = dict(aliases or {})  # Kernel Tuner's name of an observed value -> ours
+        self._warned: Counter[str] = Counter()
+
+    @classmethod
+    def of(cls, problem) -> Objective:
+        return cls(problem.objective, problem.objective_higher_is_better, problem.metrics, problem.observed_names,
+                   problem.observed_aliases)
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    def record(self) -> dict:
+        """How the file describes the objective and the metrics (JSON)."""
+        return {"objective": self.name, "higher_is_better": self.higher_is_better,
+                "metrics": {m.name: m.text for m in self.metrics}}
+
+    def evaluate(self, result: Result, config: Mapping[str, Any]) -> Result:
+        """Fill ``result.metrics``, ``result.objective`` and ``result.score``. A failure gets
+        NaN metrics and an infinite score; a metric that raises gets NaN and a warning."""
+        result.metrics = {m.name: math.nan for m in self.metrics}
+        result.objective, result.score = math.nan, math.inf
+        if not result.ok:
+            return result
+        p = {**config, TIME: result.time_ms, "time_ms": result.time_ms, "times": list(result.times_ms),
+             **{n: result.observed.get(n, math.nan) for n in self.observed_names}}
+        p.update({alias: p[name] for alias, name in self.aliases.items()})
+        for m in self.metrics:
+            p[m.name] = result.metrics[m.name] = self._metric(m, p, config)
+        result.objective = float(p[self.name]) if self.name in p else math.nan
+        result.score = self.score(result.objective)
+        return result
+
+    def _metric(self, m: Metric, p: dict, config: Mapping[str, Any]) -> float:
+        try:
+            value = m.fn(dict(p))
+            if not _is_number(value):
+                raise TypeError(f"returned {type(value).__name__} {value!r}, not a number")
+            return float(value)
+        except Exception as exc:  # the user's code: any failure is this configuration's NaN
+            self._warned[m.name] += 1
+            if self._warned[m.name] <= WARNINGS_PER_METRIC:
+                log.warning("metric %r failed for configuration %s: %s: %s%s", m.name, dict(config),
+                            type(exc).__name__, exc,
+                            "; further failures of this metric are not reported"
+                            if self._warned[m.name] == WARNINGS_PER_METRIC else "")
+            return math.nan
+
+    def score(self, value: float) -> float:
+        """What strategies minimise for an objective value (see the module's docstring)."""
+        if not math.isfinite(value):
+            return math.inf
+        if not self.higher_is_better:
+            return value
+        return 1.0 / value if value > 0 else math.inf
+
+    def describe(self, result: Result) -> str:
+        """The objective of a result for a progress line: '1.234 ms' or 'GFLOP/s 567.8 (1.234 ms)'."""
+        if self.name == TIME:
+            return f"{result.time_ms:.4g} ms"
+        return f"{self.name} {result.objective:.4g} ({result.time_ms:.4g} ms)"

@@ -1,0 +1,118 @@
+"""What is tuned and how: the records the spec loader produces and every layer reads."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from mpitune.model.kernel_extras import KernelExtras
+from mpitune.model.objective import TIME, Metric
+from mpitune.model.restrictions import Restriction
+
+
+@dataclass
+class Problem:
+    """What is tuned. Everything a worker rank needs, and (on rank 0) the restrictions."""
+
+    spec_path: str
+    kernel_name: str
+    kernel_source: str
+    lang: str
+    problem_size: tuple[int, ...]
+    arguments: list[Any]
+    answer: list[Any] | None
+    atol: float
+    tune_params: dict[str, list]
+    restrictions: list[Restriction | Callable] = field(default_factory=list)
+    grid_div: dict[str, Any] = field(default_factory=dict)
+    block_size_names: list[str] = field(default_factory=lambda: ["block_size_x", "block_size_y", "block_size_z"])
+    iterations: int = 7
+    # What is optimised (see objective.py); metrics are rank 0's alone (spec callables).
+    objective: str = TIME
+    objective_higher_is_better: bool = False
+    metrics: list[Metric] = field(default_factory=list)
+    # Names of the values besides time that the backend observes for every configuration,
+    # and Kernel Tuner's name for each where it has another (``nvml_energy`` -> ``energy_j``).
+    observed_names: list[str] = field(default_factory=list)
+    observed_aliases: dict[str, str] = field(default_factory=dict)
+    observers: list[Any] = field(default_factory=list)  # e.g. observers.NVMLObserver; they travel
+    cache_path: str = ""  # where GPU settings to restore after a crash are kept beside (nvml_control.py)
+    compiler_options: list[str] = field(default_factory=list)
+    # Seconds one configuration may take (compile, verify, benchmark) before it is killed and
+    # recorded as a timeout; None: derived from the configurations measured so far.
+    timeout_s: float | None = None
+    isolate: bool = True  # measure in a supervised worker process (see isolation.py)
+    # defines, smem_args and cmem_args (kernel_extras.py); None when the spec uses none of them.
+    extras: KernelExtras | None = None
+    # Replays only: the measured data answering for the kernel, and the configurations in it,
+    # which are the whole space.
+    replay_source: str = ""
+    configs: list[tuple] | None = None
+
+    def for_workers(self) -> Problem:
+        """A copy without what workers never need: restrictions and metrics (callables need
+        not travel), the configuration list (they receive the space's index table) and the
+        per-configuration callables of ``extras`` (rank 0 resolves those)."""
+        return replace(self, restrictions=[], metrics=[], configs=None,
+                       extras=self.extras.for_workers() if self.extras else None)
+
+    def identity(self) -> dict:
+        """What defines the problem: changing any of it invalidates measured results. Metrics
+        and the objective do not: they are derived from what was measured."""
+        identity = {
+            "kernel_name": self.kernel_name,
+            "kernel_source": self.kernel_source,
+            "lang": self.lang,
+            "problem_size": list(self.problem_size),
+            "arguments": [_describe(a) for a in self.arguments],
+            "tune_params": {k: [_plain(v) for v in vs] for k, vs in self.tune_params.items()},
+            "restrictions": [r.text if isinstance(r, Restriction) else _callable_text(r)
+                             for r in self.restrictions],
+            "grid_div": {k: v if isinstance(v, (str, type(None))) else list(v) for k, v in self.grid_div.items()},
+            "block_size_names": list(self.block_size_names),
+            "iterations": self.iterations,
+            "compiler_options": list(self.compiler_options),
+            "replay_source": self.replay_source,
+            **(self.extras.identity() if self.extras else {}),
+        }
+        if self.observed_names:  # absent when empty, so files from before observers still resume
+            identity["observed_names"] = list(self.observed_names)
+        return identity
+
+
+@dataclass
+class RunSettings:
+    """How to search: strategy, budget, cache and batching. Overridable from the command line."""
+
+    strategy: str = "brute_force"
+    strategy_options: dict[str, Any] = field(default_factory=dict)
+    max_fevals: int | None = None
+    time_limit_s: float | None = None
+    seed: int = 0
+    cache_path: str = ""
+    batch_size: int | None = None
+    stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
+    allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
+    # Processes per rank that compile configurations ahead while the device measures
+    # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
+    compile_workers: int | None = None
+
+
+def _describe(arg: Any) -> str:
+    arr = np.asarray(arg)
+    return f"{arr.dtype.str}{list(arr.shape)}"
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _callable_text(fn: Callable) -> str:
+    try:
+        return inspect.getsource(fn).strip()
+    except (OSError, TypeError):
+        return getattr(fn, "__qualname__", repr(fn))

@@ -1,0 +1,102 @@
+"""The results schema, defined once: the file's layout, the names a parameter may not take and the
+columns of the analysis tables all derive from these tables.
+
+Every text column is fixed-length UTF-8 (HDF5's SWMR readers cannot follow variable-length data);
+the width is in bytes and longer text is cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
+# The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
+ITERATIONS = "iterations"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str  # a numpy dtype string, or ITERATIONS
+    doc: str
+
+
+# One row per measured configuration: config_id, then one column per tunable parameter, then these.
+RESULT_COLUMNS: tuple[Column, ...] = (
+    Column("status", SHORT_TEXT, "ok, compile_error, launch_error, runtime_error, verify_failed, timeout, invalid"),
+    Column("time_ms", "f8", "median of the timed launches, ms"),
+    Column("times_ms", ITERATIONS, "every timed launch, ms"),
+    Column("compile_s", "f8", "compiling, s"),
+    Column("verify_s", "f8", "the verified (and warm-up) launch, s"),
+    Column("benchmark_s", "f8", "the timed launches, s"),
+    Column("run", "i4", "which run (row of runs) measured it"),
+    Column("batch", "i8", "which batch of that run"),
+    Column("rank", "i4", "which rank measured it"),
+    Column("host", NAME_TEXT, "that rank's host"),
+    Column("device", NAME_TEXT, "that rank's device model"),
+    Column("started_s", "f8", "start on the run's clock, s"),
+    Column("finished_s", "f8", "end on the run's clock, s"),
+    Column("error", LONG_TEXT, "why it failed, empty when ok"),
+)
+CONFIG_ID = Column("config_id", "i8", "index of the configuration in the search space")
+# Names of result fields: a tunable parameter or a metric may not shadow them.
+RESERVED: tuple[str, ...] = (CONFIG_ID.name, *(c.name for c in RESULT_COLUMNS))
+
+TIMELINE_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("rank", "i4", "which rank"),
+    Column("batch", "i8", "which batch, -1 outside batches"),
+    Column("config_id", "i8", "the configuration, -1 for work not tied to one"),
+    Column("phase", SHORT_TEXT, "startup, compile, verify, benchmark, write, strategy, wait, ..."),
+    Column("start_s", "f8", "start on the run's clock, s"),
+    Column("end_s", "f8", "end on the run's clock, s"),
+)
+RUN_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "index of the run"),
+    Column("started_unix", "f8", "start, seconds since the epoch"),
+    Column("wall_s", "f8", "wall time, s; NaN while running or after a kill"),
+    Column("ranks", "i4", "ranks in the run"),
+    Column("strategy", NAME_TEXT, "search strategy"),
+    Column("seed", "i8", "strategy seed"),
+    Column("max_fevals", "i8", "budget in configurations, -1 for none"),
+    Column("time_limit_s", "f8", "budget in seconds, NaN for none"),
+    Column("batch_size", "i4", "configurations per batch"),
+    Column("space_size", "i8", "valid configurations in the space"),
+    Column("measured", "i8", "configurations this run measured"),
+    Column("status", SHORT_TEXT, "running, or why the run stopped"),
+    Column("command", LONG_TEXT, "the command line"),
+    Column("version", SHORT_TEXT, "mpitune version"),
+)
+IN_FLIGHT_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("batch", "i8", "which batch"),
+    Column("rank", "i4", "the rank holding the configuration"),
+    Column("config_id", "i8", "the configuration handed out and not yet recorded"),
+)
+RANK_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("rank", "i4", "which rank"),
+    Column("host", NAME_TEXT, "its host"),
+    Column("device", NAME_TEXT, "its device model"),
+    Column("device_detail", NAME_TEXT, "which device exactly: index, PCI bus, UUID"),
+    Column("pid", "i8", "its process id"),
+)
+
+
+def param_dtype(values: list) -> str:
+    """A tunable parameter's column: text as wide as its longest value, else int64 or float64."""
+    if isinstance(values[0], str):
+        return f"S{max(len(v.encode()) for v in values)}"
+    return "f8" if any(isinstance(v, float) for v in values) else "i8"
+
+
+def dtype(columns: tuple[Column, ...], iterations: int = 1) -> np.dtype:
+    return np.dtype([(c.name, "f8", (iterations,)) if c.dtype == ITERATIONS else (c.name, c.dtype)
+                     for c in columns])
+
+
+def results_dtype(tune_params: dict[str, list], iterations: int) -> np.dtype:
+    params = tuple(Column(name, param_dtype(values), "tunable parameter") for name, values in tune_params.items())
+    return dtype((CONFIG_ID, *params, *RESULT_COLUMNS), iterations)

@@ -1,0 +1,178 @@
+"""The valid configurations of a problem, with stable integer ids.
+
+The space is held as one small integer matrix: row ``i`` is configuration id ``i`` and
+holds, per parameter, the index of its value in ``tune_params``. Rows are in
+Cartesian-product order (last parameter fastest, like ``itertools.product``), so the
+same problem always gives the same ids, on every rank and in every rerun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from mpitune.model.restrictions import Restriction
+
+# Rows of the Cartesian product made and filtered at a time by ``build`` and ``restricted``.
+_BLOCK_ROWS = 1 << 20
+
+
+def _index_dtype(n_values: int) -> np.dtype:
+    return np.dtype(np.uint8 if n_values <= 256 else np.uint16 if n_values <= 65536 else np.uint32)
+
+
+class SearchSpace:
+    def __init__(self, tune_params: dict[str, list], indices: np.ndarray):
+        self.tune_params = tune_params
+        self.names = list(tune_params)
+        self.indices = indices
+        self.sizes = np.array([len(v) for v in tune_params.values()], dtype=np.int64)
+        self._lookup: np.ndarray | dict | None = None  # built on first id_of
+        self._scale = np.maximum(self.sizes - 1, 1).astype(np.float64)  # value index -> [0, 1]
+
+    @classmethod
+    def build(cls, tune_params: dict[str, list],
+              restrictions: Iterable[Restriction | Callable] = ()) -> SearchSpace:
+        """Enumerate the Cartesian product and keep the rows every restriction accepts.
+
+        The product is made and filtered by the restriction strings a block of rows at a
+        time, so the peak memory is the table of valid rows plus one block's temporaries,
+        not several int64 copies of the whole product (for 10 million configurations that is
+        the difference between about 100 MB and 550 MB)."""
+        restrictions = list(restrictions)
+        sizes = [len(v) for v in tune_params.values()]
+        total = int(np.prod(sizes, dtype=np.int64))
+        strides = _strides(sizes)
+        columns = _value_columns(tune_params)
+        indices = np.empty((total, len(sizes)), dtype=_index_dtype(max(sizes)))
+        kept = 0
+        for start in range(0, total, _BLOCK_ROWS):
+            flat = np.arange(start, min(start + _BLOCK_ROWS, total), dtype=np.int64)
+            block = np.empty((len(flat), len(sizes)), dtype=indices.dtype)
+            for j, (size, stride) in enumerate(zip(sizes, strides)):
+                block[:, j] = (flat // stride) % size
+            block = block[_accepted(block, columns, restrictions)]
+            indices[kept:kept + len(block)] = block
+            kept += len(block)
+        indices.resize((kept, len(sizes)), refcheck=False)  # in place: no second copy of the table
+        return cls(tune_params, indices)._with_callables(restrictions)
+
+    def restricted(self, restrictions: Iterable[Restriction | Callable]) -> SearchSpace:
+        """The configurations every restriction accepts, in the same order.
+
+        String restrictions run on whole columns (numpy), a block of rows at a time; callables,
+        which may do anything, run once per configuration that survived the strings, with the
+        config as a dict.
+        """
+        restrictions = list(restrictions)
+        columns = _value_columns(self.tune_params)
+        keep = np.concatenate([_accepted(self.indices[s:s + _BLOCK_ROWS], columns, restrictions)
+                               for s in range(0, len(self), _BLOCK_ROWS)] or [np.ones(0, dtype=bool)])
+        return SearchSpace(self.tune_params, self.indices[keep])._with_callables(restrictions)
+
+    def _with_callables(self, restrictions: list[Restriction | Callable]) -> SearchSpace:
+        callables = [r for r in restrictions if not isinstance(r, Restriction)]
+        if not callables:
+            return self
+        ok = np.fromiter((all(bool(fn(self.config(i))) for fn in callables) for i in range(len(self))),
+                         dtype=bool, count=len(self))
+        return SearchSpace(self.tune_params, self.indices[ok])
+
+    @classmethod
+    def from_configs(cls, tune_params: dict[str, list], configs: Iterable[tuple]) -> SearchSpace:
+        """A space of exactly the given configurations (value tuples in ``tune_params`` order),
+        e.g. those present in measured data; ids follow Cartesian order as in ``build``."""
+        position = [{v: i for i, v in enumerate(values)} for values in tune_params.values()]
+        dtype = _index_dtype(max(len(v) for v in tune_params.values()))
+        rows = sorted({tuple(p[v] for p, v in zip(position, config)) for config in configs})
+        indices = np.array(rows, dtype=dtype).reshape(len(rows), len(tune_params))
+        return cls(tune_params, indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def config(self, config_id: int) -> dict:
+        """Parameter name -> value of one configuration, as plain Python values."""
+        row = self.indices[config_id]
+        return {name: self.tune_params[name][int(i)] for name, i in zip(self.names, row)}
+
+
+    def id_of(self, rows: np.ndarray) -> np.ndarray:
+        """Config id of each index row (one row or a matrix of them), -1 where a row is not a
+        valid configuration (a value index out of range, or a row the restrictions removed).
+
+        Rows are stored in Cartesian order, so their mixed-radix keys are already sorted and a
+        lookup is one ``searchsorted``; strategies map thousands of candidate rows per batch.
+        """
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(self.names))
+        inside = np.all((rows >= 0) & (rows < self.sizes), axis=1)
+        if len(self) == 0:
+            return np.full(len(rows), -1, dtype=np.int64)
+        if self._lookup is None:
+            self._lookup = self._build_lookup()
+        if isinstance(self._lookup, dict):  # mixed-radix keys would overflow int64
+            found = [self._lookup.get(tuple(r), -1) if ok else -1 for r, ok in zip(rows.tolist(), inside)]
+            return np.array(found, dtype=np.int64)
+        keys = rows @ np.array(_strides(self.sizes.tolist()), dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self._lookup, keys), len(self) - 1)
+        return np.where(inside & (self._lookup[pos] == keys), pos, -1)
+
+    def _build_lookup(self) -> np.ndarray | dict:
+        if int(np.prod(self.sizes.astype(object))) >= 2**62:
+            return {tuple(r): i for i, r in enumerate(self.indices.tolist())}
+        strides = np.array(_strides(self.sizes.tolist()), dtype=np.int64)
+        keys = np.empty(len(self), dtype=np.int64)
+        for start in range(0, len(self), _BLOCK_ROWS):  # no int64 copy of the whole table
+            keys[start:start + _BLOCK_ROWS] = self.indices[start:start + _BLOCK_ROWS].astype(np.int64) @ strides
+        return keys
+
+    def neighbours(self, config_id: int, adjacent: bool = False) -> np.ndarray:
+        """Ids of the valid configurations that differ from ``config_id`` in one parameter:
+        in any value (Hamming distance 1), or with ``adjacent`` only in the next value up or
+        down, for parameters whose values are ordered. Ascending per parameter."""
+        row = self.indices[config_id].astype(np.int64)
+        blocks = []
+        for p, size in enumerate(self.sizes.tolist()):
+            if adjacent:
+                values = np.array([v for v in (row[p] - 1, row[p] + 1) if 0 <= v < size], dtype=np.int64)
+            else:
+                values = np.delete(np.arange(size, dtype=np.int64), row[p])
+            block = np.repeat(row[None, :], len(values), axis=0)
+            block[:, p] = values
+            blocks.append(block)
+        ids = self.id_of(np.concatenate(blocks)) if blocks else np.empty(0, dtype=np.int64)
+        return ids[ids >= 0]
+
+    def unit_coordinates(self, ids) -> np.ndarray:
+        """Configurations ``ids`` (an id or an array of them) as points in [0, 1]^n_params
+        (value index / (n_values - 1)), for strategies that move through a continuous space
+        and snap back to configurations. Computed from the index table on each call rather
+        than kept for the whole space: that would be 56 bytes per configuration with 7
+        parameters, more than half a gigabyte for 10 million."""
+        return self.indices[ids].astype(np.float64) / self._scale
+
+
+def _value_columns(tune_params: dict[str, list]) -> dict[str, np.ndarray]:
+    """Each parameter's values as an array that value indices can pick from."""
+    return {n: np.asarray(v, dtype=object if isinstance(v[0], str) else None) for n, v in tune_params.items()}
+
+
+def _accepted(rows: np.ndarray, columns: dict[str, np.ndarray], restrictions: list) -> np.ndarray:
+    """Which of ``rows`` (value indices) every restriction string accepts; callables are
+    left to ``SearchSpace._with_callables``."""
+    keep = np.ones(len(rows), dtype=bool)
+    for r in restrictions:
+        if isinstance(r, Restriction):
+            at = np.flatnonzero(keep)
+            cols = {n: values[rows[at, j]] for j, (n, values) in enumerate(columns.items()) if n in r.names}
+            keep[at[~r.evaluate(cols)]] = False
+    return keep
+
+
+def _strides(sizes: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for size in reversed(sizes):
+        strides.append(acc)
+        acc *= size
+    return strides[::-1]

@@ -1,0 +1,113 @@
+"""A cache file as pandas tables, for analysis on a laptop or login node (no MPI, no GPU).
+
+    from mpitune.analysis import load
+    results, timeline = load("spec.h5")
+    results[results.status == "ok"].nsmallest(5, "time_ms")
+
+pandas is an optional dependency (``pip install mpitune[analysis]``); the file itself stays
+readable with nothing but h5py (docs/cache-format.md).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mpitune.errors import UserError
+from mpitune.store.cache import read
+
+# Phases in the order they are drawn and listed; anything else recorded goes last.
+
+
+def pandas():
+    try:
+        import pandas as pd
+    except ImportError:
+        raise UserError("this needs pandas: pip install 'mpitune[analysis]' (or: pip install pandas)") from None
+    return pd
+
+
+class Tables(NamedTuple):
+    results: Any  # pandas.DataFrame
+    timeline: Any  # pandas.DataFrame
+
+
+def _iteration_stats(times: np.ndarray) -> dict[str, np.ndarray]:
+    counts = np.sum(~np.isnan(times), axis=1)
+    stats = {"iterations": counts}
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows of failed configs
+        stats["min_ms"] = np.nanmin(times, axis=1) if times.shape[1] else np.full(len(times), np.nan)
+        stats["mean_ms"] = np.nanmean(times, axis=1) if times.shape[1] else np.full(len(times), np.nan)
+        stats["max_ms"] = np.nanmax(times, axis=1) if times.shape[1] else np.full(len(times), np.nan)
+        stats["std_ms"] = np.nanstd(times, axis=1) if times.shape[1] else np.full(len(times), np.nan)
+    return stats
+
+
+def frames(data: dict) -> Tables:
+    """The tables of a file already read with ``mpitune.store.cache.read``."""
+    pd = pandas()
+    res, names = data["results"], data["param_names"]
+    runs = data["runs"]
+    started_unix = dict(zip(runs["run"].tolist(), runs["started_unix"].tolist()))
+    times = np.asarray(res["times_ms"], dtype=float).reshape(len(res), -1)
+    columns: dict[str, Any] = {"config_id": res["config_id"]}
+    for n in names:
+        columns[n] = res[n]
+    columns.update({"status": res["status"], "time_ms": res["time_ms"]})
+    for group in ("metric", "observed"):  # by their own names, as a metric's function saw them
+        values = data["metrics" if group == "metric" else "observed"]
+        columns.update({n: values[:, j] for j, n in enumerate(data[f"{group}_names"])})
+    columns.update(_iteration_stats(times))
+    columns["times_ms"] = [row[~np.isnan(row)] for row in times]
+    for f in ("compile_s", "verify_s", "benchmark_s", "run", "batch", "rank", "host", "device",
+              "started_s", "finished_s", "error"):
+        columns[f] = res[f]
+    results = pd.DataFrame(columns)
+    base = results["run"].map(started_unix).astype(float)
+    results["started"] = pd.to_datetime(base + results["started_s"], unit="s", utc=True)
+    results["finished"] = pd.to_datetime(base + results["finished_s"], unit="s", utc=True)
+    for col in ("status", "host", "device", "error"):
+        results[col] = results[col].astype(str)
+
+    tl = data["timeline"]
+    timeline = pd.DataFrame({f: tl[f] for f in tl.dtype.names})
+    timeline["phase"] = timeline["phase"].astype(str)
+    timeline["duration_s"] = timeline["end_s"] - timeline["start_s"]
+    ranks = data["ranks"]
+    where = {(int(r["run"]), int(r["rank"])): (str(r["host"]), str(r["device"])) for r in ranks}
+    keys = list(zip(timeline["run"].tolist(), timeline["rank"].tolist()))
+    timeline["host"] = [where.get(k, ("", ""))[0] for k in keys]
+    timeline["device"] = [where.get(k, ("", ""))[1] for k in keys]
+
+    info = {"problem": data["problem"], "param_names": names, "objective": data["objective"],
+            "metric_names": data["metric_names"], "observed_names": data["observed_names"],
+            "runs": pd.DataFrame({f: runs[f] for f in runs.dtype.names})}
+    results.attrs.update(info)
+    timeline.attrs.update(info)
+    return Tables(results, timeline)
+
+
+def load(path: str) -> Tables:
+    """``results, timeline = load(path)``.
+
+    ``results``: one row per measured configuration; the tunable parameters as columns, then
+    ``status``, ``time_ms`` (Kernel Tuner's "time"), a column per metric and per observed value
+    (by its name: ``results["GFLOP/s"]``; NaN unless ``ok``), per-iteration statistics (``iterations``,
+    ``min_ms``, ``mean_ms``, ``max_ms``, ``std_ms``, and ``times_ms`` as an array), seconds in
+    ``compile_s``/``verify_s``/``benchmark_s``, who measured it (``run``, ``batch``, ``rank``,
+    ``host``, ``device``), when (``started_s``/``finished_s`` on the run's clock and
+    ``started``/``finished`` as UTC timestamps) and ``error``.
+
+    ``timeline``: one row per phase of a rank (``run``, ``rank``, ``batch``, ``config_id``,
+    ``phase``, ``start_s``, ``end_s``, ``duration_s``, ``host``, ``device``).
+
+    Both carry ``.attrs["problem"]``, ``.attrs["param_names"]``, ``.attrs["objective"]``
+    (``{"objective": name, "higher_is_better": bool, "metrics": {name: definition}}``),
+    ``.attrs["metric_names"]``, ``.attrs["observed_names"]`` and ``.attrs["runs"]`` (a
+    DataFrame with one row per run).
+    """
+    pandas()  # fail before reading a large file
+    return frames(read(path))

@@ -1,0 +1,179 @@
+"""Compiling configurations ahead of the device, in a pool of processes per rank.
+
+NVRTC takes hundreds of milliseconds per configuration where timing it takes a few, and a
+tuning node has many cores per GPU. So each rank hands the configurations of its chunk (and,
+where the strategy can say them in advance, of its next chunk) to compile workers as soon as
+it gets them, and its device measures them in order as they come out. The workers compile to
+an image in memory (a cubin) and never touch the GPU: nothing but the measuring process uses
+the device or its stream.
+
+The rank waits for a compile only when the pool has fallen behind; that wait is the rank's
+``compile`` phase. The compile itself, done in the background, is recorded as phase
+``compile_ahead`` (on the same clock), which overlaps the rank's other phases and is
+therefore kept out of its wall-time accounting (timeline.BACKGROUND_PHASES).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+from collections.abc import Callable, Iterable
+
+from mpitune.backends.base import Compiled, Compiler
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.result import RUNTIME_ERROR, TIMEOUT
+from mpitune.model.timeline import Clock, PhaseRow
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5  # how often a waiting rank checks that its compile workers are alive
+
+
+def default_workers(ranks_on_node: int, environ: dict | None = None) -> int:
+    """Compile workers for one rank: the cores it was given, less one for itself.
+
+    Slurm says how many cores a task has (``SLURM_CPUS_PER_TASK``); otherwise the process'
+    CPU affinity does, shared among the node's ranks when every rank sees the whole machine
+    (``mpirun --bind-to none``). A rank bound to a single core gets one worker.
+    """
+    environ = os.environ if environ is None else environ
+    given = environ.get("SLURM_CPUS_PER_TASK", "")
+    if given.isdigit() and int(given) > 0:
+        cores = int(given)
+    else:
+        cores = len(os.sched_getaffinity(0))
+        if cores == 1 and (os.cpu_count() or 1) > ranks_on_node:
+            log.warning("this rank may run on one core only (bound by the launcher): its compile workers "
+                        "share that core. Start ranks with more cores each (mpirun --bind-to none, or "
+                        "--map-by slot:PE=N; srun --cpus-per-task=N)")
+        if cores >= (os.cpu_count() or cores) and ranks_on_node > 1:
+            cores //= ranks_on_node
+    return max(1, cores - 1)
+
+
+def _serve(tasks, results, rank_pid: int, warm_up: Callable[[], None] | None) -> None:
+    """A compile worker: compile what the rank queues, in order, until told to stop.
+
+    It ignores the signals Slurm sends before a job ends: stopping is the rank's decision, and
+    a compile killed mid-batch would leave a configuration without a result. It ends by itself
+    when its rank is gone (killed), rather than wait for work forever."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+    if warm_up is not None:
+        try:
+            warm_up()
+        except Exception:  # only a head start: the first real compile reports what is wrong
+            log.debug("warming up the compiler failed", exc_info=True)
+    while True:
+        try:
+            task = tasks.get(timeout=POLL_S)
+        except queue.Empty:
+            if os.getppid() != rank_pid:
+                return
+            continue
+        if task is None:
+            return
+        compiler, *args = task
+        try:
+            results.put(compiler(*args))
+        except Exception as exc:  # a bug or a broken toolchain, not the kernel
+            results.put(Compiled(args[0], status=RUNTIME_ERROR, error=f"the compiler failed: {type(exc).__name__}: {exc}"))
+
+
+class CompileAhead:
+    """A rank's compile workers and the configurations handed to them, by config id.
+
+    The workers start at once (a rank starts them before its device is ready, which takes
+    longer); ``compiler`` is given when known and travels with every task."""
+
+    def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None,
+                 warm_up: Callable[[], None] | None = None):
+        self.compiler, self.workers, self.clock, self.warm_up = compiler, workers, clock, warm_up
+        self._context = multiprocessing.get_context("spawn")  # fork is unsafe after MPI and CUDA
+        self._queued: dict[int, tuple[dict, Derived | None]] = {}  # handed to the workers, not yet taken
+        self._done: dict[int, Compiled] = {}
+        self._start()
+
+    def _start(self) -> None:
+        self._tasks, self._results = self._context.Queue(), self._context.Queue()
+        self._processes = [self._context.Process(target=_serve, args=(self._tasks, self._results, os.getpid(), self.warm_up),
+                                                 name=f"mpitune-compile-{i}", daemon=True)
+                           for i in range(self.workers)]
+        for process in self._processes:
+            process.start()
+
+    def submit(self, items: Iterable[tuple[int, dict, Derived | None]]) -> None:
+        """Queue configurations in order; one already queued is not queued twice."""
+        for config_id, config, derived in items:
+            if config_id not in self._queued:
+                self._queued[config_id] = (config, derived)
+                self._tasks.put((self.compiler, config_id, config, derived))
+
+    def keep_only(self, config_ids: Iterable[int]) -> None:
+        """Forget configurations that will not be measured (a prediction that did not come
+        true); their compiles still run, and their results are dropped when they arrive."""
+        keep = set(config_ids)
+        for config_id in [c for c in self._queued if c not in keep]:
+            del self._queued[config_id]
+            self._done.pop(config_id, None)
+
+    def take(self, config_id: int, config: dict, derived: Derived | None, deadline_s: float | None) -> Compiled:
+        """The compiled configuration, waiting for it if need be (queued now if it was not).
+
+        A compile that outlasts ``deadline_s`` is a ``timeout``; a worker that dies loses the
+        compile it held, which becomes a ``runtime_error``. Either way the workers are
+        restarted and what was queued is queued again.
+        """
+        self.submit([(config_id, config, derived)])
+        waited_s = 0.0
+        while config_id not in self._done:
+            try:
+                compiled = self._results.get(timeout=POLL_S)
+            except queue.Empty:
+                waited_s += POLL_S
+                if deadline_s is not None and waited_s >= deadline_s:
+                    return self._give_up(config_id, TIMEOUT, f"compiling took longer than {deadline_s:.1f} s "
+                                                             f"(the limit for one configuration)")
+                if not all(p.is_alive() for p in self._processes):
+                    return self._give_up(config_id, RUNTIME_ERROR, "a compile worker died")
+                continue
+            if compiled.config_id in self._queued:
+                self._done[compiled.config_id] = compiled
+        del self._queued[config_id]
+        return self._done.pop(config_id)
+
+    def _give_up(self, config_id: int, status: str, why: str) -> Compiled:
+        log.warning("configuration %d: %s; restarting the compile workers", config_id, why)
+        del self._queued[config_id]
+        self._kill()
+        requeue = [(c, *self._queued[c]) for c in self._queued if c not in self._done]
+        for c, _, _ in requeue:
+            del self._queued[c]
+        self._start()
+        self.submit(requeue)
+        return Compiled(config_id, status=status, error=why)
+
+    def row(self, compiled: Compiled, batch: int) -> PhaseRow | None:
+        """The background compile as a phase on this rank's clock (None if it never ran)."""
+        if not compiled.finished:
+            return None
+        origin = self.clock.origin
+        return PhaseRow(batch, compiled.config_id, "compile_ahead", compiled.started - origin,
+                        compiled.finished - origin)
+
+    def _kill(self) -> None:
+        for process in self._processes:
+            process.kill()
+        for process in self._processes:
+            process.join(10)
+        for q in (self._tasks, self._results):
+            q.close()
+            q.cancel_join_thread()
+
+    def close(self) -> None:
+        self._queued.clear()
+        self._done.clear()
+        self._kill()

@@ -1,0 +1,53 @@
+"""What every rank does with its chunk of a batch. No MPI here: the scheduler moves data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mpitune.backends.base import Backend
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
+from mpitune.model.timeline import Timeline
+from mpitune.process.compile_ahead import CompileAhead
+
+
+def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], rank: int, batch: int,
+              timeline: Timeline, derived: Sequence[Derived] | None = None, ahead: CompileAhead | None = None,
+              upcoming: Sequence[int] = (), upcoming_derived: Sequence[Derived] | None = None) -> list[Result]:
+    """Measure each configuration in turn; failures are statuses, never exceptions.
+
+    With compile workers (``ahead``), the whole chunk, then the ``upcoming`` chunk this rank
+    will likely get next, is queued for compiling first, so that the device measures one
+    configuration while the next ones compile. ``derived`` holds what rank 0 resolved for
+    each configuration (kernel_extras.py), aligned with ``config_ids``; None if nothing.
+
+    Stops early when the backend reports its device lost (``backend.fatal_error``): what
+    it measured so far is returned, and nothing after it is trusted.
+    """
+    timeline.batch = batch
+    items = _items(space, config_ids, derived)
+    if ahead is not None:
+        ahead.keep_only(list(config_ids) + list(upcoming))
+        ahead.submit(items + _items(space, upcoming, upcoming_derived))
+    results = []
+    for config_id, config, extra in items:
+        started_s = timeline.clock.now()
+        compiled = None
+        if ahead is not None:
+            with timeline.phase("compile", config_id):  # the device waits for the compiler
+                compiled = ahead.take(config_id, config, extra, backend.deadline_s())
+            row = ahead.row(compiled, batch)
+            if row is not None:
+                timeline.extend([row])
+        result = backend.run(config_id, config, timeline, extra, compiled)
+        result.rank, result.batch = rank, batch
+        result.started_s, result.finished_s = started_s, timeline.clock.now()
+        results.append(result)
+        if backend.fatal_error:
+            break
+    return results
+
+
+def _items(space: SearchSpace, config_ids: Sequence[int], derived: Sequence[Derived] | None):
+    return [(int(c), space.config(int(c)), derived[i] if derived else None) for i, c in enumerate(config_ids)]

@@ -1,0 +1,133 @@
+"""Checking and repairing a cache file after a crash.
+
+A run killed at any moment leaves a file that h5py opens (SWMR writes are ordered for that),
+but it may hold the rows of a batch whose writing was cut short (rows resized in but never
+filled: their status or phase is empty), a run whose row still says "running", and the batch
+that was in flight. ``repair`` fixes the first two in place; ``findings`` reports everything,
+including what no repair can fix (a configuration recorded twice, unknown statuses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import h5py
+import numpy as np
+
+from mpitune.errors import UserError
+from mpitune.model.result import STATUSES
+from mpitune.model.timeline import PHASES
+from mpitune.store.superblock import clear_write_flags
+
+_FILLED = {"results": "status", "timeline": "phase"}
+
+
+def repair(f: h5py.File) -> list[str]:
+    """Fix, in a file open for writing (not yet in SWMR mode), what a killed writer left."""
+    if any(name not in f for name in ("results", "timeline", "runs")):
+        return []  # not an mpitune cache: findings says so
+    done = []
+    for name, column in _FILLED.items():
+        ds = f[name]
+        if not len(ds):
+            continue
+        filled = np.flatnonzero(ds.fields(column)[...] != b"")
+        keep = int(filled[-1]) + 1 if len(filled) else 0
+        if keep < len(ds):
+            done.append(f"dropped {len(ds) - keep} half-written row(s) at the end of {name}")
+            ds.resize((keep,))
+    rows = len(f["results"])
+    for name in ("metrics", "observed"):  # one row per results row; NaN where cut short
+        if name in f and len(f[name]) != rows:
+            done.append(f"{name} had {len(f[name])} row(s) for {rows} result(s): aligned")
+            f[name].resize((rows, f[name].shape[1]))
+    runs = f["runs"]
+    for i in range(len(runs)):
+        row = runs[i]
+        if row["status"] == b"running":
+            timeline = f["timeline"][...]
+            ends = timeline["end_s"][timeline["run"] == row["run"]]
+            row["status"], row["wall_s"] = b"killed", float(ends.max()) if len(ends) else 0.0
+            row["measured"] = int((f["results"].fields("run")[...] == row["run"]).sum())
+            runs[i] = row
+            done.append(f"run {int(row['run'])} was killed: marked as such, with {int(row['measured'])} "
+                        f"configuration(s) recorded")
+    return done
+
+
+def in_flight(f: h5py.File) -> str:
+    """Which configurations each rank held when the last run was killed, '' if none."""
+    if "in_flight" not in f or not len(f["in_flight"]):
+        return ""
+    rows = f["in_flight"][...]
+    recorded = set(f["results"].fields("config_id")[...].tolist())
+    held = []
+    for rank in np.unique(rows["rank"]):
+        ids = [int(i) for i in rows["config_id"][rows["rank"] == rank] if int(i) not in recorded]
+        if ids:
+            held.append(f"rank {int(rank)} held {', '.join(map(str, ids))}")
+    if not held:
+        return ""
+    return f"batch {int(rows['batch'][0])} of run {int(rows['run'][0])} was in flight: " + "; ".join(held)
+
+
+def findings(f: h5py.File) -> list[str]:
+    """What is wrong with a file and cannot be repaired; empty when it is sound."""
+    problems = []
+    for name in ("results", "timeline", "runs", "ranks"):
+        if name not in f:
+            problems.append(f"dataset {name} is missing")
+    if problems:
+        return problems
+    results, timeline, runs = f["results"][...], f["timeline"][...], f["runs"][...]
+    ids, counts = np.unique(results["config_id"], return_counts=True)
+    twice = ids[counts > 1]
+    if len(twice):
+        problems.append(f"{len(twice)} configuration(s) recorded more than once: {', '.join(map(str, twice[:10]))}")
+    unknown = sorted({s.decode(errors='replace') for s in np.unique(results["status"])} - set(STATUSES))
+    if unknown:
+        problems.append(f"unknown statuses: {', '.join(map(repr, unknown))}")
+    for name in ("metrics", "observed"):
+        if name in f and len(f[name]) != len(results):
+            problems.append(f"{name} has {len(f[name])} row(s) for {len(results)} result(s)")
+    if len(results) and results["run"].max() >= len(runs):
+        problems.append("results refer to runs that have no row in runs")
+    phases = sorted({p.decode(errors='replace') for p in np.unique(timeline["phase"])} - set(PHASES))
+    if phases:
+        problems.append(f"unknown timeline phases: {', '.join(map(repr, phases))}")
+    if len(timeline) and (timeline["end_s"] < timeline["start_s"]).any():
+        problems.append("timeline rows that end before they start")
+    return problems
+
+
+@dataclass
+class Inspection:
+    rows: int = 0
+    repaired: list[str] = field(default_factory=list)
+    lost: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+def inspect(path: str, fix: bool = True) -> Inspection:
+    """Check a cache file no run is writing; repair it in place unless told not to."""
+    from mpitune.store.cache import open_for_reading, writer_alive  # the cache module uses this one
+
+    if writer_alive(path):
+        raise UserError(f"{path}: a run is writing it now; check it when the run has ended")
+    found = Inspection()
+    try:
+        if fix:
+            if clear_write_flags(path):
+                found.repaired.append("cleared the open-for-write mark a killed writer left")
+            f = h5py.File(path, "a", libver="latest")
+        else:
+            f = open_for_reading(path)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UserError(f"{path}: not a readable HDF5 file ({exc})") from None
+    with f:
+        found.lost = in_flight(f)
+        if fix:
+            found.repaired += repair(f)
+        found.problems = findings(f)
+        found.rows = len(f["results"]) if "results" in f else 0
+    return found

@@ -1,0 +1,80 @@
+"""The report of a real run's file: problem, devices, runs, top-k, per-rank breakdown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import mpi_env, mpitune, report_json, write_scale_spec
+
+PHASES = ("startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """Two runs on 2 ranks: the first stops after 4 configurations, the second resumes."""
+    tmp = tmp_path_factory.mktemp("report")
+    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}')
+    for extra in (["--max-fevals", "4"], []):
+        proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5"), *extra], tmp)
+        assert proc.returncode == 0, proc.stderr
+    return tmp / "out.h5"
+
+
+def report(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "mpitune", "report", *map(str, args)], env=mpi_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_json_keeps_the_core_keys_and_adds_devices_runs_and_phases(cache):
+    s = report_json(cache)
+    assert s["configs"] == 12 and s["ok"] == 4 and s["runs"] == 2 and s["ranks"] == 2
+    assert s["failed"] == {"compile_error": 4, "verify_failed": 4}
+    assert s["best"]["config"]["MODE"] == 0
+    [device] = s["devices"]
+    assert device["ranks"] == [0, 1] and device["host"] and device["device"]
+    first, second = s["run_list"]
+    assert (first["status"], first["measured"], first["max_fevals"]) == ("max_fevals", 4, 4)
+    assert (second["status"], second["measured"]) == ("finished", 8)
+    assert s["wall_s"] == pytest.approx(first["wall_s"] + second["wall_s"])
+    assert s["problem"]["params"] == {"STEP": 4, "MODE": 3} and s["problem"]["iterations"] == 3
+    for r in s["per_rank"]:
+        assert set(PHASES) <= set(r["phases"])
+        assert sum(r["phases"].values()) == pytest.approx(r["wall_s"], rel=0.03)
+        assert r["busy_s"] + r["idle_s"] == pytest.approx(r["wall_s"], rel=0.03)
+        assert r["other_s"] == pytest.approx(r["busy_s"] - r["compile_s"] - r["verify_s"] - r["benchmark_s"])
+        assert r["wait_s"] == r["idle_s"] and r["startup_s"] > 0 and r["compile_s"] > 0
+        assert 0 < r["efficiency"] <= 1
+    assert s["per_rank"][0]["strategy_s"] > 0  # rank 0 runs the strategy
+    assert sum(r["configs"] for r in s["per_rank"]) == 12
+
+
+def test_top_k_with_the_spread_of_iterations(cache):
+    s = json.loads(report(cache, "--json", "--top", "2"))
+    assert len(s["top"]) == 2
+    for t in s["top"]:
+        assert t["min_ms"] <= t["time_ms"] <= t["max_ms"] and t["iterations"] == 3 and t["std_ms"] >= 0
+    assert s["top"][0]["time_ms"] <= s["top"][1]["time_ms"] <= s["median_ms"] <= s["worst_ms"]
+
+
+def test_text_names_problem_devices_runs_and_every_phase(cache):
+    text = report(cache, "--top", "3")
+    assert "kernel scale (C)" in text
+    assert "devices:" in text and "ranks 0-1" in text
+    assert "2 run(s)" in text and "max_fevals: 4 configurations" in text and "finished: 8 configurations" in text
+    assert "ok 4, compile_error 4, verify_failed 4" in text
+    assert "top 3" in text and text.count("MODE=0") == 3
+    header = next(line for line in text.splitlines() if line.strip().startswith("rank  host"))
+    for column in ("startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait", "wall"):
+        assert column in header
+    assert "parallel efficiency" in text
+
+
+def test_a_missing_file_is_one_line_and_exit_code_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "mpitune", "report", str(tmp_path / "nope.h5")],
+                          env=mpi_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("mpitune: error:")

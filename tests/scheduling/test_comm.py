@@ -1,0 +1,62 @@
+"""The MPI layer, run by pytest-mpi under ``mpiexec -n 2 python -m pytest --with-mpi``.
+
+Without ``--with-mpi`` pytest-mpi skips these; tests/test_mpi_suite.py starts them for real.
+"""
+
+import numpy as np
+import pytest
+
+from mpitune.model.problem import Problem
+from mpitune.model.restrictions import Restriction
+
+
+@pytest.mark.mpi(min_size=2)
+def test_bcast_problem_sends_arrays_and_drops_restrictions():
+    from mpi4py import MPI
+
+    from mpitune.scheduling.comm import bcast_problem
+
+    comm = MPI.COMM_WORLD
+    problem = indices = None
+    if comm.rank == 0:
+        x = np.arange(10, dtype=np.float32)
+        problem = Problem(spec_path="s.py", kernel_name="k", kernel_source="src", lang="C",
+                          problem_size=(10,), arguments=[x, np.int32(10)], answer=[2 * x, None],
+                          atol=1e-6, tune_params={"a": [1, 2]},
+                          restrictions=[Restriction("a > 1", ["a"]), lambda c: True])
+        indices = np.array([[1]], dtype=np.uint8)
+    got, got_indices = bcast_problem(comm, problem, indices)
+    assert got.restrictions == []
+    assert np.array_equal(got.arguments[0], np.arange(10, dtype=np.float32))
+    assert got.arguments[1] == np.int32(10) and got.arguments[1].dtype == np.int32
+    assert np.array_equal(got.answer[0], 2 * np.arange(10, dtype=np.float32)) and got.answer[1] is None
+    assert got_indices.dtype == np.uint8 and got_indices.tolist() == [[1]]
+
+
+@pytest.mark.mpi(min_size=2)
+def test_first_error_reaches_every_rank():
+    from mpi4py import MPI
+
+    from mpitune.scheduling.comm import first_error
+
+    comm = MPI.COMM_WORLD
+    assert first_error(comm, None) is None
+    err = first_error(comm, "broken GPU" if comm.rank == 1 else None)
+    assert err == "rank 1: broken GPU"
+
+
+@pytest.mark.mpi(min_size=2)
+def test_run_clock_agrees_across_ranks():
+    import time
+
+    from mpi4py import MPI
+
+    from mpitune.scheduling.comm import start_clock
+
+    comm = MPI.COMM_WORLD
+    clock, started_unix = start_clock(comm)
+    comm.Barrier()
+    readings = comm.allgather(clock.now())
+    assert max(readings) - min(readings) < 0.05
+    assert len(set(comm.allgather(started_unix))) == 1
+    assert abs(started_unix - time.time()) < 60

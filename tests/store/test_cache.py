@@ -1,0 +1,175 @@
+"""The HDF5 file: real files written, closed, reopened and read with plain h5py."""
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+from conftest import IDENTITY, PARAMS, REPO, info
+
+from mpitune.errors import CacheMismatchError, UserError
+from mpitune.model.result import Result
+from mpitune.model.timeline import PhaseRow
+from mpitune.store.cache import Cache, read
+
+
+def write_run(path, ids):
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h0", "h1"], ["d0", "d1"], [10, 11])
+    results = [Result(i, "ok", time_ms=float(i), times_ms=[i, i, i], compile_s=0.1, rank=i % 2, batch=0)
+               for i in ids]
+    configs = [{"bs": 32, "kind": "b", "f": 0.5} for _ in ids]
+    cache.append(results, configs, ["h0", "h1"], ["d0", "d1"], [(0, PhaseRow(0, -1, "wait", 0.0, 1.0))])
+    cache.finish_run(2.0, "finished", len(ids))
+    return cache
+
+
+def test_round_trip_with_plain_h5py(tmp_path):
+    path = tmp_path / "c.h5"
+    write_run(path, [0, 1]).close()
+    with h5py.File(path, "r") as f:
+        assert f.attrs["schema_version"] == 1
+        res = f["results"][...]
+        assert list(res["config_id"]) == [0, 1]
+        assert res["kind"][0] == b"b" and res["f"][0] == 0.5 and res["bs"][0] == 32
+        assert res["times_ms"].shape == (2, 3)
+        assert res["host"][1] == b"h1"
+        assert f["runs"][0]["status"] == b"finished" and f["runs"][0]["wall_s"] == 2.0
+        assert len(f["ranks"]) == 2 and len(f["timeline"]) == 1
+
+
+def test_reopen_resumes_and_appends_a_run(tmp_path):
+    path = tmp_path / "c.h5"
+    write_run(path, [0, 1]).close()
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    assert [r.config_id for r in cache.recorded()] == [0, 1]
+    assert cache.start_run(info(), ["h"], ["d"], [1]) == 1
+    cache.close()
+    data = read(str(path))
+    assert list(data["runs"]["run"]) == [0, 1]
+    assert data["runs"]["status"][1] == "running"  # decoded to str for readers
+
+
+def test_data_is_on_disk_before_close(tmp_path):
+    """Flushed after every batch: a reader sees it while the writer still holds the file."""
+    path = tmp_path / "c.h5"
+    cache = write_run(path, [0, 1, 2])
+    code = f"import h5py; print(len(h5py.File({str(path)!r}, 'r', libver='latest', swmr=True)['results']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    cache.close()
+    assert out.stdout.strip() == "3", out.stderr
+
+
+def test_other_problem_is_refused_naming_what_differs(tmp_path):
+    path = tmp_path / "c.h5"
+    write_run(path, [0]).close()
+    other = dict(IDENTITY, kernel_name="other")
+    with pytest.raises(CacheMismatchError, match="kernel_name"):
+        Cache(str(path), other, PARAMS, iterations=3)
+    assert len(read(str(path))["results"]) == 1
+
+
+def test_nan_padding_for_short_times(tmp_path):
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h"], ["d"], [1])
+    cache.append([Result(5, "compile_error", error="bad", rank=0)], [{"bs": 64, "kind": "a", "f": 1.0}],
+                 ["h"], ["d"], [])
+    cache.close()
+    row = read(str(path))["results"][0]
+    assert np.isnan(row["times_ms"]).all() and row["error"] == "bad" and row["status"] == "compile_error"
+
+
+KILLED_WRITER = """
+import os, signal, sys
+sys.path.insert(0, {repo!r})
+from mpitune.store.cache import Cache, RunInfo
+from mpitune.model.result import Result
+from conftest import IDENTITY, PARAMS, info
+cache = Cache({path!r}, IDENTITY, PARAMS, iterations=3)
+cache.start_run(info(), ["h"], ["d"], [1])
+cache.append([Result(3, "ok", time_ms=1.0, rank=0)], [{{"bs": 64, "kind": "a", "f": 1.0}}], ["h"], ["d"], [])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_writer_loses_nothing_written_and_the_file_reopens(tmp_path):
+    path = tmp_path / "c.h5"
+    code = KILLED_WRITER.format(repo=str(REPO), path=str(path))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO / "tests", capture_output=True)
+    assert proc.returncode == -9
+    with open(path, "rb") as fh:
+        assert fh.read(12)[11] != 0  # the killed writer's open-for-write mark is still there
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    assert [r.config_id for r in cache.recorded()] == [3]
+    cache.close()
+    assert read(str(path))["runs"]["status"][0] == "killed"  # repaired on reopen
+
+
+def test_a_second_writer_is_refused_while_the_first_lives(tmp_path):
+    path = str(tmp_path / "c.h5")
+    first = write_run(path, [0])
+    with pytest.raises(UserError, match="another mpitune run is writing"):
+        Cache(path, IDENTITY, PARAMS, iterations=3)
+    first.close()
+    Cache(path, IDENTITY, PARAMS, iterations=3).close()
+
+
+def test_strings_are_utf8_and_cut_to_their_field(tmp_path):
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, {"kind": ["ä", "bb"]}, iterations=1)
+    cache.start_run(info(command="python -m mpitune spëc.py"), ["hôst"], ["d"], [1])
+    cache.append([Result(0, "compile_error", error="ü" * 5000, rank=0)], [{"kind": "ä"}], ["hôst"], ["d"], [])
+    cache.close()
+    data = read(str(path))
+    row = data["results"][0]
+    assert row["kind"] == "ä" and row["host"] == "hôst" and row["error"].startswith("üüü")
+    assert len(row["error"].encode()) <= 1024
+    assert data["runs"]["command"][0] == "python -m mpitune spëc.py"
+
+
+def test_metrics_and_observed_values_beside_the_results(tmp_path):
+    """Observed values are measured (named in the identity); metrics are derived, so a reopen
+    with other metrics lays them out afresh for ``rewrite_metrics``; a cut-short write is aligned."""
+    from mpitune.model.objective import Metric, Objective
+
+    path = tmp_path / "c.h5"
+    identity = {**IDENTITY, "observed_names": ["power_w"]}
+    double = Objective("double", True, [Metric("double", lambda p: 2 * p["power_w"], "2 * power_w")], ["power_w"])
+    cache = Cache(str(path), identity, PARAMS, 3, double)
+    cache.start_run(info(), ["h0"], ["d0"], [10])
+    results = [double.evaluate(Result(i, "ok", time_ms=1.0, observed={"power_w": 10.0 + i}, rank=0), {})
+               for i in range(3)] + [double.evaluate(Result(3, "compile_error", rank=0), {})]
+    cache.append(results, [{"bs": 32, "kind": "a", "f": 0.5}] * 4, ["h0"], ["d0"], [])
+    cache.close()
+    data = read(str(path))
+    assert data["metric_names"] == ["double"] and data["observed_names"] == ["power_w"]
+    np.testing.assert_array_equal(data["metrics"][:, 0], [20.0, 22.0, 24.0, np.nan])
+    np.testing.assert_array_equal(data["observed"][:, 0], [10.0, 11.0, 12.0, np.nan])
+    assert data["objective"] == {"objective": "double", "higher_is_better": True, "metrics": {"double": "2 * power_w"}}
+
+    with h5py.File(path, "a") as f:  # a writer killed between the results and the metrics of a batch
+        f["metrics"].resize((2, 1))
+    triple = Objective(metrics=[Metric("triple", lambda p: 3 * p["power_w"], "3 * power_w"),
+                                Metric("t2", lambda p: p["triple"] + p["time"], "triple + time")], observed_names=["power_w"])
+    cache = Cache(str(path), identity, PARAMS, 3, triple)
+    known = cache.recorded()
+    assert [r.observed for r in known] == [{"power_w": 10.0}, {"power_w": 11.0}, {"power_w": 12.0},
+                                           {"power_w": pytest.approx(np.nan, nan_ok=True)}]
+    cache.rewrite_metrics([triple.evaluate(r, {}) for r in known])
+    cache.close()
+    data = read(str(path))
+    assert data["metric_names"] == ["triple", "t2"] and data["objective"]["objective"] == "time"
+    np.testing.assert_array_equal(data["metrics"], [[30, 31], [33, 34], [36, 37], [np.nan, np.nan]])
+    with pytest.raises(CacheMismatchError, match="observed_names"):
+        Cache(str(path), IDENTITY, PARAMS, 3)
+
+
+def test_a_file_without_metrics_reads_with_time_as_its_objective(tmp_path):
+    write_run(tmp_path / "c.h5", [0, 1]).close()
+    with h5py.File(tmp_path / "c.h5", "a") as f:  # as files written before metrics existed
+        del f.attrs["objective"]
+    data = read(str(tmp_path / "c.h5"))
+    assert data["objective"]["objective"] == "time" and data["metric_names"] == []
+    assert data["metrics"].shape == (2, 0) and data["observed"].shape == (2, 0)
