@@ -91,7 +91,7 @@ def interference(spec: str, workers: int, repeats: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         setup = prepare(*load_spec(spec, {"cache": os.path.join(tmp, "x.h5")}))
-        backend = backends.create(setup.problem, tmp)
+        backend = backends.create(setup.problem, tmp, 0)
         backend.prepare()
         space = setup.space
         config = space.config(len(space) // 2)

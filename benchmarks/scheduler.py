@@ -152,7 +152,7 @@ def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strate
     manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, clock)
     cache.start_run(RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
                     ("host",) * ranks, ("replayed",) * ranks, (0,) * ranks)
-    backend = backends.create(problem, workdir)
+    backend = backends.create(problem, workdir, 0)
     timeline = Timeline(clock)
     totals: dict[str, float] = {}
     while True:

@@ -1,36 +1,63 @@
-"""Backends run one configuration on one device. One module per language, imported lazily
-so that ``import mpitune`` needs neither a GPU nor CuPy."""
+"""Backends run one configuration on one device. Each declares what it supports
+(``CAPABILITIES``, see capabilities.py); the modules are imported only for that, and CuPy
+only when a GPU backend is created, so that ``import mpitune`` needs neither a GPU nor CuPy.
+
+A new backend is its module plus one line in ``_MODULES``.
+"""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from functools import cache
+from types import ModuleType
+from typing import Any
 
 from mpitune.backends.base import Backend
+from mpitune.backends.capabilities import Capabilities, DeviceKind
 
-_MODULES = {"C": "c", "cupy": "cupy_nvrtc", "replay": "replay"}
+_MODULES = ("cupy_nvrtc", "c", "replay")
+
+__all__ = ["Backend", "Capabilities", "DeviceKind", "all_capabilities", "capabilities", "create", "resolve",
+           "selectable", "warm_up"]
 
 
-def _module(lang: str):
-    return importlib.import_module(f"{__name__}.{_MODULES[lang]}")
+@cache
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{name}")
 
 
-def device_kind(lang: str) -> str:
-    """Where a language's kernels run: "gpu", "cpu" (compiling beside it would disturb the
-    timings) or "none" (a replay compiles nothing)."""
-    return _module(lang).DEVICE
+def all_capabilities() -> tuple[Capabilities, ...]:
+    return tuple(_module(name).CAPABILITIES for name in _MODULES)
+
+
+def capabilities(lang: str) -> Capabilities:
+    """The declaration of the backend a problem's (resolved) ``lang`` names."""
+    for caps in all_capabilities():
+        if caps.lang == lang:
+            return caps
+    raise KeyError(lang)
+
+
+def resolve(text: str) -> Capabilities | None:
+    """The backend a spec's ``lang`` names (case-insensitive, aliases too); None if none does."""
+    for caps in all_capabilities():
+        if caps.selectable and text.lower() in caps.names():
+            return caps
+    return None
+
+
+def selectable() -> list[str]:
+    """The ``lang`` values a spec may use, by their recorded names."""
+    return sorted(caps.lang for caps in all_capabilities() if caps.selectable)
 
 
 def warm_up(lang: str) -> Callable[[], None] | None:
     """What a compile worker can run before its first configuration, so that loading the
     compiler is not on the device's critical path; None if nothing."""
-    return getattr(_module(lang), "warm_up", None)
+    return getattr(_module(capabilities(lang).module), "warm_up", None)
 
 
-def check(problem) -> None:
-    """Refuse, with ValueError, what this problem's backend cannot run; touches no device."""
-    _module(problem.lang).check(problem)
-
-
-def create(problem, workdir: str) -> Backend:
-    return _module(problem.lang).create(problem, workdir)
+def create(problem: Any, workdir: str, local_rank: int) -> Backend:
+    """This rank's backend; ``local_rank`` is its place among the ranks of its node (which GPU)."""
+    return _module(capabilities(problem.lang).module).create(problem, workdir, local_rank)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpitune.backends.base import Backend, Compiled, median_ms, mismatch, shorten, timed
+from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from mpitune.model.timeline import Timeline
@@ -30,8 +31,11 @@ _SCALARS = {
     np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
     np.dtype(np.bool_): ctypes.c_bool,
 }
+CAPABILITIES = Capabilities(
+    lang="C", aliases=(), module="c", device=DeviceKind.CPU,
+    scalar_dtypes=frozenset(dtype.str for dtype in _SCALARS),
+)
 DEFAULT_FLAGS = ["-O3", "-fPIC", "-shared"]
-DEVICE = "cpu"
 
 
 def cpu_name() -> str:
@@ -159,11 +163,6 @@ def _unload(lib) -> None:
         _ctypes.dlclose(lib._handle)
 
 
-def check(problem) -> None:
-    for i, arg in enumerate(problem.arguments):
-        if not isinstance(arg, np.ndarray) and arg.dtype not in _SCALARS:
-            raise ValueError(f"argument {i}: the C backend cannot pass a {arg.dtype} scalar by value")
-
-
-def create(problem, workdir: str) -> Backend:
+def create(problem, workdir: str, local_rank: int = 0) -> Backend:
+    """The CPU needs no choosing: ``local_rank`` is not used."""
     return CBackend(problem, workdir)

@@ -14,7 +14,6 @@ package work on machines without a GPU.
 
 from __future__ import annotations
 
-import ast
 import logging
 import math
 import os
@@ -25,19 +24,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed
+from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
 from mpitune.model.kernel_extras import Derived, substitute
-from mpitune.model.restrictions import evaluate, parse_checked
+from mpitune.model.restrictions import evaluate
 from mpitune.model.result import COMPILE_ERROR, LAUNCH_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from mpitune.model.timeline import Timeline
+from mpitune.observers.nvml import TUNABLES
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "lang='cupy' needs CuPy: pip install cupy-cuda12x (or the wheel matching your CUDA)"
-
-# Launchers that know a rank's place on its node, most specific first. SLURM_LOCALID comes
-# last: under mpirun inside a Slurm job every rank inherits the launcher daemon's value (0).
-LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID")
 
 # CUDA error codes (driver and runtime share these numbers) after which the context is
 # unusable for the rest of the process: illegal/misaligned address, assert, trap, timeout...
@@ -45,12 +42,17 @@ STICKY_CODES = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 999})
 # Codes a launch returns for a configuration the device cannot run; the context survives.
 LAUNCH_CODES = frozenset({1, 9, 98, 209, 701, 720})
 
-DEVICE = "gpu"
+CAPABILITIES = Capabilities(
+    lang="cupy", aliases=("cuda",), module="cupy_nvrtc", device=DeviceKind.GPU,
+    kernel_name=re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$"),
+    kernel_name_rule="a C++ function name or a template instance such as 'name<float, 64>'",
+    memory_kinds=frozenset({"smem_args", "cmem_args"}), max_float_bytes=8, max_complex_bytes=16,
+    complex_answers=False, launch_geometry=True, observers=("NVMLObserver",), device_tunables=TUNABLES,
+)
 AXES = "xyz"
 DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets without asking
 # CUfunction_attribute numbers (the CUDA driver API's, stable across versions)
 _ATTR = {"max_threads": 0, "static_shared_bytes": 1, "registers": 4, "max_dynamic_shared_bytes": 8}
-_KERNEL_NAME = re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$")
 
 
 class DeviceLostError(UserError):
@@ -60,11 +62,6 @@ class DeviceLostError(UserError):
 # --------------------------------------------------------------------------------------
 # Launch geometry: pure functions, usable and tested without a GPU.
 # --------------------------------------------------------------------------------------
-
-def parse_expression(text: str, names: Sequence[str]) -> ast.Expression:
-    """Parse a grid_div expression once; the same language as restriction strings."""
-    return parse_checked(text, list(names))[0]
-
 
 def block_dims(config: Mapping, block_size_names: Sequence[str]) -> tuple[int, int, int]:
     """Threads per block: the parameters named in block_size_names, 1 where one is not tuned."""
@@ -221,54 +218,11 @@ class NvrtcCompiler:
 # Device selection
 # --------------------------------------------------------------------------------------
 
-def local_rank(environ: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """This process' rank on its node and the variable it came from (0, '' when unknown)."""
-    environ = os.environ if environ is None else environ
-    for var in LOCAL_RANK_VARS:
-        value = environ.get(var, "").strip()
-        if value.isdigit():
-            return int(value), var
-    return 0, ""
-
-
 def select_device(rank_on_node: int, device_count: int) -> int:
     """One GPU per rank: the node-local rank modulo the GPUs this process can see."""
     if device_count < 1:
         raise ValueError("no GPU visible")
     return rank_on_node % device_count
-
-
-# --------------------------------------------------------------------------------------
-# Checks without a device
-# --------------------------------------------------------------------------------------
-
-def check(problem) -> None:
-    """Refuse, with ValueError, what this backend cannot run. Imports no CuPy, touches no GPU."""
-    if not _KERNEL_NAME.match(problem.kernel_name):
-        raise ValueError(f"kernel_name {problem.kernel_name!r} is neither a C++ function name nor a "
-                         f"template instance such as 'name<float, 64>'")
-    for i, arg in enumerate(problem.arguments):
-        dtype = np.asarray(arg).dtype
-        if (dtype.kind == "f" and dtype.itemsize > 8) or (dtype.kind == "c" and dtype.itemsize > 16):
-            raise ValueError(f"argument {i}: CUDA has no {dtype} type")
-    for i, expected in enumerate(problem.answer or []):
-        if expected is not None and np.asarray(expected).dtype.kind == "c":
-            raise ValueError(f"answer entry {i} is complex; the GPU check compares real values only, "
-                             f"so leave it None or compare real and imaginary parts as separate outputs")
-    for name in problem.block_size_names:
-        for value in problem.tune_params.get(name, []):
-            if isinstance(value, (str, float)) or int(value) < 1:
-                raise ValueError(f"block size parameter {name!r} has value {value!r}; "
-                                 f"block sizes must be positive integers")
-    names = list(problem.tune_params)
-    for axis in AXES:
-        div = problem.grid_div.get(axis)
-        entries = [div] if isinstance(div, str) else div or []
-        for entry in entries:
-            try:
-                parse_expression(entry, names)
-            except ValueError as exc:
-                raise ValueError(f"grid_div_{axis}: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------
@@ -294,12 +248,12 @@ def _cuda_code(exc: BaseException) -> int | None:
 class CupyBackend(Backend):
     """One GPU, chosen by this rank's place on its node; see the module docstring."""
 
-    def __init__(self, problem, workdir: str):
+    def __init__(self, problem, workdir: str, local_rank: int):
         self.cp = _import_cupy()
         self.problem = problem
         self.workdir = workdir
         self.fatal_error = ""  # set once the CUDA context is lost; run() then refuses
-        self.device_id = self._open_device()
+        self.device_id = self._open_device(local_rank)
         props = self.cp.cuda.runtime.getDeviceProperties(self.device_id)
         self.device_name = _text(props.get("name", b"unknown GPU"))
         self.device_uuid = _uuid(props.get("uuid"))
@@ -319,7 +273,9 @@ class CupyBackend(Backend):
         log.info("GPU %d of this node: %s (%s, PCI %s)", self.device_id, self.device_name,
                  self.device_uuid, self.device_pci_bus_id)
 
-    def _open_device(self) -> int:
+    def _open_device(self, rank: int) -> int:
+        """The GPU of this rank's place among the ranks of its node (the MPI library's count of
+        ranks sharing the node), modulo the GPUs it can see."""
         cp = self.cp
         try:
             count = cp.cuda.runtime.getDeviceCount()
@@ -327,13 +283,11 @@ class CupyBackend(Backend):
             raise UserError(f"no usable CUDA GPU on this node ({_text(exc)})") from None
         if count < 1:
             raise UserError("no CUDA GPU visible to this process (check CUDA_VISIBLE_DEVICES)")
-        rank, var = local_rank()
         device_id = select_device(rank, count)
         if rank >= count:
             log.warning("local rank %d but only %d GPU(s) visible: GPU %d is shared and its "
                         "timings will interfere", rank, count, device_id)
-        log.debug("local rank %d (from %s) -> GPU %d of %d", rank, var or "no launcher variable",
-                  device_id, count)
+        log.debug("local rank %d -> GPU %d of %d", rank, device_id, count)
         cp.cuda.Device(device_id).use()
         return device_id
 
@@ -636,6 +590,6 @@ def _uuid(raw) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def create(problem, workdir: str) -> Backend:
+def create(problem, workdir: str, local_rank: int) -> Backend:
     """The backend of this rank; raises UserError when CuPy or a GPU is missing."""
-    return CupyBackend(problem, workdir)
+    return CupyBackend(problem, workdir, local_rank)

@@ -8,7 +8,10 @@ real search spaces in seconds, with the parallelism they would really get.
 
 from __future__ import annotations
 
+import re
+
 from mpitune.backends.base import Backend
+from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.model.result import COMPILE_ERROR, INVALID, OK, Result
 from mpitune.model.timeline import Timeline
 from mpitune.store import measured
@@ -40,13 +43,12 @@ class ReplayBackend(Backend):
         return result
 
 
-DEVICE = "none"
+CAPABILITIES = Capabilities(
+    lang="replay", aliases=(), module="replay", device=DeviceKind.NONE, selectable=False,
+    kernel_name=re.compile(r".*"), kernel_name_rule="any name", isolate=False, simulated_clock=True,
+)
 
 
-def check(problem) -> None:
-    if not problem.replay_source:
-        raise ValueError("a replay needs measured data")
-
-
-def create(problem, workdir: str) -> Backend:
+def create(problem, workdir: str, local_rank: int = 0) -> Backend:
+    """Measured data answers: neither ``workdir`` nor ``local_rank`` is used."""
     return ReplayBackend(problem)

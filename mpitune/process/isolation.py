@@ -34,12 +34,12 @@ TIMEOUT_FLOOR_S = 30.0
 STARTUP_TIMEOUT_S = 300.0  # importing CuPy and uploading large arguments can take a while
 
 
-def _serve(conn: Connection, problem, workdir: str, origin: float) -> None:
+def _serve(conn: Connection, problem, workdir: str, origin: float, local_rank: int) -> None:
     """The worker: build the backend once, then measure what the rank sends until told to stop."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, signal.SIG_IGN)  # stopping is the rank's decision, not the worker's
     try:
-        backend = backends.create(problem, workdir)
+        backend = backends.create(problem, workdir, local_rank)
         backend.prepare()
     except UserError as exc:
         conn.send(("error", str(exc)))
@@ -67,8 +67,8 @@ def _serve(conn: Connection, problem, workdir: str, origin: float) -> None:
 class IsolatedBackend(Backend):
     """The rank's side: same interface as a backend, measured in a supervised worker."""
 
-    def __init__(self, problem, workdir: str, clock: Clock, timeout_s: float | None = None):
-        self.problem, self.workdir, self.clock = problem, workdir, clock
+    def __init__(self, problem, workdir: str, clock: Clock, timeout_s: float | None = None, local_rank: int = 0):
+        self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s
         self.config_s: list[float] = []  # how long measured configurations took, for the deadline
         self.restarts = 0
@@ -78,7 +78,7 @@ class IsolatedBackend(Backend):
     def _start(self) -> None:
         ours, theirs = self._context.Pipe()
         self.process = self._context.Process(
-            target=_serve, args=(theirs, self.problem, self.workdir, self.clock.origin),
+            target=_serve, args=(theirs, self.problem, self.workdir, self.clock.origin, self.local_rank),
             name="mpitune-worker", daemon=True)
         self.process.start()
         theirs.close()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpitune import __version__, backends, strategies
+from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError, UserError
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.objective import Objective
@@ -62,10 +63,6 @@ class Setup:
 
 def prepare(problem: Problem, settings: RunSettings) -> Setup:
     """Everything that can be wrong with the user's input is found here, on rank 0."""
-    try:
-        backends.check(problem)
-    except ValueError as exc:
-        raise SpecError(problem.spec_path, "arguments", str(exc)) from None
     if problem.configs is None:
         space = SearchSpace.build(problem.tune_params, problem.restrictions)
     else:
@@ -299,7 +296,8 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
 
     with timeline.phase("startup"):
         problem, indices = bcast_problem(comm, setup and setup.problem, setup and setup.space.indices)
-    if problem.lang == "replay":
+    caps = backends.capabilities(problem.lang)
+    if caps.simulated_clock:
         # A replay's time is the measured time of the real run it stands for; the start-up
         # of the replay itself is no part of that.
         clock = Clock(simulated=True)
@@ -308,12 +306,13 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
         space = SearchSpace(problem.tune_params, indices)
         workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
         backend = None
-        ahead = _compile_ahead(comm, problem.lang, workers, clock)
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)  # the ranks of this node: which GPU is ours
+        ahead = _compile_ahead(caps, node.size, workers, clock)
         try:
-            if problem.isolate and problem.lang != "replay":
-                backend = IsolatedBackend(problem, workdir, clock, problem.timeout_s)
+            if problem.isolate and caps.isolate:
+                backend = IsolatedBackend(problem, workdir, clock, problem.timeout_s, node.rank)
             else:
-                backend = backends.create(problem, workdir)
+                backend = backends.create(problem, workdir, node.rank)
                 backend.prepare()
             if ahead is not None:
                 ahead.compiler = backend.compiler()
@@ -350,16 +349,16 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _compile_ahead(comm, lang: str, workers: int | None, clock: Clock) -> CompileAhead | None:
+def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None,
+                   clock: Clock) -> CompileAhead | None:
     """This rank's compile workers, started before its device is ready: as many as asked,
     else as its cores allow; none by default where kernels run on the CPU, whose timings
     compiling beside them would disturb, and none for a replay, which compiles nothing."""
-    device = backends.device_kind(lang)
     if workers is None:
-        workers = default_workers(comm.Split_type(MPI.COMM_TYPE_SHARED).size) if device == "gpu" else 0
-    if workers <= 0 or device == "none":
+        workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
+    if workers <= 0 or caps.device is DeviceKind.NONE:
         return None
-    return CompileAhead(workers, clock, warm_up=backends.warm_up(lang))
+    return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
 
 
 def _open(setup: Setup, where: list[tuple], clock: Clock, started_unix: float,

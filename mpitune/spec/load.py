@@ -27,10 +27,9 @@ from mpitune.model.kernel_extras import parse as parse_extras
 from mpitune.model.objective import TIME, TIME_NAMES, Metric, expression, first_mistake, sample
 from mpitune.model.problem import Problem, RunSettings, _callable_text, _plain
 from mpitune.model.restrictions import Restriction, RestrictionError
+from mpitune.spec import fit
 from mpitune.store.superblock import is_hdf5
 
-# Kernel Tuner's "CUDA" (PyCUDA there) is the same CUDA source: it runs on the CuPy backend.
-LANGS = {"c": "C", "cupy": "cupy", "cuda": "cupy"}
 BUDGET_OPTIONS = ("max_fevals", "time_limit", "seed")
 # Kernel Tuner arguments that mpitune does not implement: refused loudly rather than ignored.
 UNSUPPORTED = ("texmem_args", "verify", "device", "platform", "compiler", "parallel", "objectives")
@@ -121,16 +120,13 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
     if spec["simulation_mode"]:
         return _simulation(check, spec, overrides or {}, names)
 
-    lang = spec["lang"]
-    if not isinstance(lang, str) or lang.lower() not in LANGS:
-        check.fail("lang", f"must be one of {', '.join(sorted(set(LANGS.values())))}, got {lang!r}")
-    lang = LANGS[lang.lower()]
+    caps = fit.language(spec["lang"], check.fail)
+    lang = caps.lang
 
     kernel_name = spec["kernel_name"]
     if not isinstance(kernel_name, str) or not kernel_name.strip():
         check.fail("kernel_name", "is required and must be a non-empty string")
-    if lang == "C" and not kernel_name.isidentifier():
-        check.fail("kernel_name", f"{kernel_name!r} is not a C identifier")
+    fit.kernel_name(kernel_name, caps, check.fail)
 
     kernel_source = _kernel_source(check, spec["kernel_source"], os.path.dirname(path))
     tune_params = _tune_params(check, spec["tune_params"])
@@ -167,7 +163,8 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
 
     compiler_options = spec["compiler_options"] or []
     compiler_options = check.str_list("compiler_options", compiler_options)
-    extras = _extras(check, spec, tune_params, lang)
+    fit.memory(spec, caps, check.fail)
+    extras = _extras(check, spec, tune_params)
 
     problem = Problem(
         spec_path=path, kernel_name=kernel_name, kernel_source=kernel_source, lang=lang,
@@ -179,39 +176,25 @@ def load_spec(path: str, overrides: dict[str, Any] | None = None) -> tuple[Probl
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
         isolate=not (overrides or {}).get("no_isolation"), extras=extras,
     )
-    _observers(check, spec["observers"], problem)
+    fit.problem(problem, caps, check.fail)
+    _observers(fit.observers(spec["observers"], tune_params, caps, check.fail), problem)
     _objective(check, spec, names, problem)
     settings = _settings(check, spec, overrides or {})
     problem.cache_path = settings.cache_path
     return problem, settings
 
 
-def _observers(check: _Checker, observers: Any, problem: Problem) -> None:
-    """``observers`` (one NVMLObserver) and the tunable parameters that set GPU clocks: GPU
-    only; what they record becomes the problem's observed names."""
-    from mpitune.observers.nvml import TUNABLES, NVMLObserver
-
-    tunes_gpu = [name for name in TUNABLES if name in problem.tune_params]
-    if (observers or tunes_gpu) and problem.lang != "cupy":
-        check.fail("observers" if observers else "tune_params",
-                   f"power, energy and clocks are NVML's, for GPU kernels (lang='cupy'), not lang={problem.lang!r}")
-    if observers is None:
+def _observers(observers: list, problem: Problem) -> None:
+    """What the observers record becomes the problem's observed names (and their Kernel Tuner aliases)."""
+    if not observers:
         return
-    if not isinstance(observers, (list, tuple)) or not all(isinstance(o, NVMLObserver) for o in observers):
-        check.fail("observers", "must be a list holding one NVMLObserver (from mpitune.observers import NVMLObserver)")
-    if len(observers) != 1:
-        check.fail("observers", f"takes one NVMLObserver, got {len(observers)}")
     names = observers[0].value_names()
-    problem.observers = list(observers)
+    problem.observers = observers
     problem.observed_names = list(names)
     problem.observed_aliases = {alias: name for name, alias in names.items()}
 
 
-def _extras(check: _Checker, spec: dict, tune_params: dict[str, list], lang: str) -> KernelExtras | None:
-    if lang == "C":
-        for name in ("smem_args", "cmem_args"):
-            if spec[name] is not None:
-                check.fail(name, "is GPU memory; the C backend has none (use lang='cupy')")
+def _extras(check: _Checker, spec: dict, tune_params: dict[str, list]) -> KernelExtras | None:
     sample = {name: values[0] for name, values in tune_params.items()}
     return parse_extras(spec["defines"], spec["smem_args"], spec["cmem_args"], sample, check.fail)
 

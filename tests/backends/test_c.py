@@ -16,7 +16,7 @@ def backend(tmp_path):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
     work = tmp_path / "work"
     work.mkdir()
-    b = cbackend.create(problem, str(work))
+    b = cbackend.create(problem, str(work), 0)
     b.prepare()
     return b
 
@@ -56,10 +56,3 @@ def test_missing_symbol_is_a_compile_error(backend):
     backend.problem.kernel_name = "not_there"
     r = backend.run(0, {"STEP": 1, "MODE": 0}, Timeline())
     assert r.status == "compile_error" and "not_there" in r.error
-
-
-def test_check_refuses_unpassable_scalars(tmp_path):
-    problem, _ = load_spec(str(write_scale_spec(tmp_path)))
-    problem.arguments[2] = np.complex64(1)
-    with pytest.raises(ValueError, match="argument 2"):
-        cbackend.check(problem)
