@@ -1,0 +1,108 @@
+"""The layering of docs/architecture.md, checked: every import of every module (function-level
+ones too) is read from its syntax tree and held against which room may import what."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+PACKAGE = REPO / "mpitune"
+
+# Each room (a subpackage, or a top-level module) and the rooms it may import; "mpitune" is the
+# package itself (its version). A room may always import its own modules.
+MAY_IMPORT: dict[str, set[str]] = {
+    "errors": set(),
+    "model": {"errors"},
+    "strategies": {"model", "errors"},
+    "observers": {"errors"},
+    "store": {"model", "errors", "mpitune"},
+    # The replay backend answers from measured data, which it reads through the store.
+    "backends": {"model", "errors", "observers", "store"},
+    "process": {"model", "errors", "backends"},
+    # A replay's problem is defined by its measured data, read through the store; strategies
+    # are asked only for their names.
+    "spec": {"model", "errors", "backends", "strategies", "store"},
+    "scheduling": {"model", "errors", "backends", "process", "store", "strategies", "mpitune"},
+    "offline": {"model", "errors", "store", "mpitune"},
+    "commands": {"offline", "store", "errors", "model", "mpitune"},
+    "analysis": {"offline"},
+    "cli": {"spec", "scheduling", "commands", "errors", "mpitune"},
+    "__main__": {"cli"},
+    "__init__": set(),
+}
+# Third-party libraries that only one room may import.
+ONLY_IN = {"mpi4py": "scheduling", "cupy": "backends", "cupy_backends": "backends", "cupyx": "backends",
+           "h5py": "store", "pynvml": "observers", "pandas": "offline", "matplotlib": "offline"}
+
+
+def room_of(path: Path, package: Path) -> str:
+    parts = path.relative_to(package).parts
+    return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
+
+
+def rooms(package: Path = PACKAGE) -> set[str]:
+    return {room_of(p, package) for p in package.rglob("*.py")}
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted module) of every import; ``from mpitune import x`` counts as mpitune.x."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}:{node.lineno}: relative import; imports are absolute"
+            if node.module == "mpitune":
+                found += [(node.lineno, f"mpitune.{alias.name}") for alias in node.names]
+            elif node.module:
+                found.append((node.lineno, node.module))
+    return found
+
+
+def violations(package: Path = PACKAGE) -> list[str]:
+    known = rooms(package)
+    wrong = []
+    for path in sorted(package.rglob("*.py")):
+        room = room_of(path, package)
+        for line, module in imported(path):
+            where = f"{path.relative_to(package.parent)}:{line}"
+            top = module.split(".")[0]
+            if top in ONLY_IN and ONLY_IN[top] != room:
+                wrong.append(f"{where}: {module} may be imported only in {ONLY_IN[top]}/, not in {room}")
+            if top != "mpitune":
+                continue
+            parts = module.split(".")
+            target = parts[1] if len(parts) > 1 and parts[1] in known else "mpitune"
+            if target != room and target not in MAY_IMPORT[room]:
+                wrong.append(f"{where}: {room} may not import {module}")
+    return wrong
+
+
+def test_every_room_has_a_rule():
+    assert rooms() <= set(MAY_IMPORT), sorted(rooms() - set(MAY_IMPORT))
+
+
+def test_no_room_imports_what_the_architecture_forbids():
+    assert violations() == []
+
+
+@pytest.mark.parametrize("room, line, expected", [
+    ("model", "import h5py", "h5py may be imported only in store/"),
+    ("strategies", "from mpitune.store.cache import Cache", "strategies may not import mpitune.store.cache"),
+    ("offline", "    from mpi4py import MPI", "mpi4py may be imported only in scheduling/"),
+    ("spec", "from mpitune import scheduling", "spec may not import mpitune.scheduling"),
+])
+def test_the_check_catches_a_forbidden_import(tmp_path, room, line, expected):
+    """The rule table is only worth something if a breach fails: plant one in a copy."""
+    copy = tmp_path / "mpitune"
+    for path in PACKAGE.rglob("*.py"):
+        target = copy / path.relative_to(PACKAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    planted = copy / room / "planted.py"
+    planted.write_text(f"def f():\n{line if line.startswith(' ') else '    ' + line}\n")
+    found = violations(copy)
+    assert any(expected in v for v in found), found
