@@ -1,24 +1,29 @@
-"""The ask/tell contract every strategy follows, and the bookkeeping they share."""
+"""The ask/tell contract every strategy follows, and the bookkeeping they share.
+
+A strategy is pickled into the cache file when a run stops and unpickled when it resumes,
+so the attribute names here are part of files already written: keep them.
+"""
 
 from __future__ import annotations
 
-import heapq
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from typing import TypeVar
 
 import numpy as np
 
 from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies import geometry
 
 FAILED = math.inf  # the objective of a failed or invalid configuration: never preferred
-DESIGN_CANDIDATES = 5  # random unseen candidates per slot of the space-filling design
-NEAREST_BLOCK = 1 << 16  # unseen configurations per block of nearest_unseen's scan
 MIN_DESIGN = 8  # results a population strategy waits for before it searches, unless its population is smaller
 
 
 def objective(result: Result) -> float:
     """What every strategy minimises: the result's score, set on rank 0 from the run's
-    objective (the kernel time unless the spec says otherwise; see mpitune/objective.py).
+    objective (the kernel time unless the spec says otherwise; see mpitune/model/objective.py).
     Lower is better, and ``FAILED`` for any failure, so that failures steer a search away (they are
     worse than everything) instead of stopping it."""
     if math.isnan(result.score):
@@ -26,16 +31,21 @@ def objective(result: Result) -> float:
     return result.score
 
 
-class Strategy:
+class Strategy(ABC):
     """Proposes configuration ids in batches and learns from their results.
 
     ``ask(n)`` returns up to ``n`` ids never handed out or told before; an empty list
     means the search is finished. ``tell`` receives results in any order, including,
     before the first ask, everything a resumed run already has in its cache.
     Deterministic for a given seed and sequence of tells.
+
+    Every id a strategy hands out must be marked seen: the helpers below (``claim``,
+    ``random_unseen``, ``space_filling``, ``nearest_unseen``) do it for what they return.
+    A strategy that extends ``tell`` calls this one, so that ``seen`` and ``values`` hold
+    everything told.
     """
 
-    def __init__(self, space, seed: int):
+    def __init__(self, space: SearchSpace, seed: int):
         self.space = space
         self.seed = seed
         self.seen: set[int] = set()  # handed out or told: never proposed again
@@ -44,8 +54,9 @@ class Strategy:
         self._spare_pos = 0
         self._design_rng: np.random.Generator | None = None  # behind space_filling
 
+    @abstractmethod
     def ask(self, n: int) -> list[int]:
-        raise NotImplementedError
+        """Up to ``n`` ids to measure next, marked seen; [] when the space is exhausted."""
 
     def upcoming(self, n: int) -> list[int]:
         """The ids the next ``ask(n)`` will return, where a strategy knows them before the
@@ -60,29 +71,15 @@ class Strategy:
 
     def claim(self, candidates: Iterable[int], n: int) -> list[int]:
         """Up to ``n`` distinct, never seen ids from ``candidates`` in their order; marks them seen."""
-        batch: list[int] = []
-        for config_id in candidates:
-            if len(batch) == n:
-                break
-            config_id = int(config_id)
-            if config_id not in self.seen:
-                self.seen.add(config_id)
-                batch.append(config_id)
-        return batch
+        return self.mark_seen(geometry.first_unseen(candidates, self.seen, n))
 
     def random_unseen(self, n: int) -> list[int]:
         """Up to ``n`` uniformly random unseen ids: the fallback that keeps every budget usable
         when a strategy has nothing better to propose. [] only when the space is exhausted."""
         if self._spare is None:  # the same permutation as random_sample: one shared random design
             self._spare = np.random.default_rng(self.seed).permutation(len(self.space))
-        batch: list[int] = []
-        while len(batch) < n and self._spare_pos < len(self._spare):
-            config_id = int(self._spare[self._spare_pos])
-            self._spare_pos += 1
-            if config_id not in self.seen:
-                self.seen.add(config_id)
-                batch.append(config_id)
-        return batch
+        batch, self._spare_pos = geometry.scan(self._spare, self._spare_pos, self.seen, n)
+        return self.mark_seen(batch)
 
     def design_done(self, population: int, n: int) -> bool:
         """Whether a population strategy has enough results to search instead of sampling its
@@ -91,100 +88,48 @@ class Strategy:
         return len(self.values) >= min(population, max(n, MIN_DESIGN))
 
     def space_filling(self, n: int) -> list[int]:
-        """Up to ``n`` unseen ids spread over the space, for initial designs: best-candidate
-        sampling, where each slot draws ``DESIGN_CANDIDATES`` random unseen configurations and
-        takes the one farthest (in unit coordinates) from everything seen and chosen so far.
-        Like random sampling it only ever picks valid configurations, in proportion to where
-        they lie, but it avoids putting two samples close together, so a first batch covers
-        more of the space than a uniform random one. Marks them seen; [] only when the space is
-        exhausted."""
+        """Up to ``n`` unseen ids of the shared space-filling design (``geometry.space_filling``),
+        from its own seeded generator so that every searcher starts from the same design; marks
+        them seen."""
         if self._design_rng is None:
             self._design_rng = np.random.default_rng([self.seed, 1])
-        free = np.flatnonzero(~self.seen_mask())
-        if not len(free) or n <= 0:
-            return []
-        n = min(n, len(free))
-        k = min(DESIGN_CANDIDATES, len(free) // n)
-        candidates = self._design_rng.choice(free, n * k, replace=False)
-        points = self.space.unit_coordinates(candidates)
-        nearest = np.full(len(candidates), np.inf)  # squared distance to the nearest seen or chosen
-        if self.seen:
-            seen = self.space.unit_coordinates(np.fromiter(self.seen, dtype=np.int64, count=len(self.seen)))
-            for start in range(0, len(seen), 4096):
-                block = seen[start:start + 4096]
-                dist = ((points ** 2).sum(1)[:, None] - 2 * points @ block.T + (block ** 2).sum(1)[None, :])
-                nearest = np.minimum(nearest, dist.min(1))
-        batch: list[int] = []
-        for slot in range(n):
-            j = slot * k + int(np.argmax(nearest[slot * k:(slot + 1) * k]))
-            batch.append(int(candidates[j]))
-            nearest = np.minimum(nearest, ((points - points[j]) ** 2).sum(1))
-        self.seen.update(batch)
-        return batch
+        return self.mark_seen(geometry.space_filling(self.space, self.seen, self._design_rng, n))
 
     def seen_mask(self) -> np.ndarray:
-        mask = np.zeros(len(self.space), dtype=bool)
-        if self.seen:
-            mask[np.fromiter(self.seen, dtype=np.int64, count=len(self.seen))] = True
-        return mask
+        return geometry.seen_mask(len(self.space), self.seen)
 
     def nearest_unseen(self, points: np.ndarray) -> list[int]:
-        """For each point in unit coordinates (see ``SearchSpace.unit_coordinates``), the closest
-        unseen configuration not taken by an earlier point (ties: the lowest id); marks them
-        seen. Continuous moves (differential evolution, swarms) land between or outside
-        configurations; this snaps them back without ever repeating one.
-
-        The unseen configurations are scanned a block at a time, keeping for each point only
-        its ``len(points)`` nearest: at most that many minus one are taken before it, so its
-        answer is among them. Memory stays at one block's distances, however large the space."""
-        points = np.asarray(points, dtype=np.float64)
-        unseen = ~self.seen_mask()
-        n = min(len(points), int(unseen.sum()))
-        if n == 0:
-            return []
-        squares = (points ** 2).sum(1)[:, None]
-        near_ids = [np.empty((len(points), 0), dtype=np.int64)]
-        near_dist = [np.empty((len(points), 0))]
-        for start in range(0, len(unseen), NEAREST_BLOCK):
-            free = start + np.flatnonzero(unseen[start:start + NEAREST_BLOCK])
-            if not len(free):
-                continue
-            coords = self.space.unit_coordinates(free)
-            dist = squares - 2 * points @ coords.T + (coords ** 2).sum(1)[None, :]
-            if len(free) > n:
-                # Everything up to each point's n-th smallest distance, ties included, so that
-                # the lowest ids among equal distances survive as a full scan would keep them.
-                bound = np.partition(dist, n - 1, axis=1)[:, n - 1:n]
-                rows, cols = np.nonzero(dist <= bound)
-                width = np.bincount(rows, minlength=len(points)).max()
-                ids = np.full((len(points), width), -1, dtype=np.int64)
-                kept = np.full((len(points), width), np.inf)
-                slot = np.arange(len(rows)) - np.searchsorted(rows, rows)
-                ids[rows, slot], kept[rows, slot] = free[cols], dist[rows, cols]
-            else:
-                ids, kept = np.broadcast_to(free, dist.shape), dist
-            near_ids.append(ids)
-            near_dist.append(kept)
-        ids, dist = np.concatenate(near_ids, axis=1), np.concatenate(near_dist, axis=1)
-        batch: list[int] = []
-        taken: set[int] = set()
-        for i in range(n):
-            by_distance = ids[i][np.lexsort((ids[i], dist[i]))].tolist()  # ties: the lowest id first
-            choice = next(c for c in by_distance if c >= 0 and c not in taken)
-            taken.add(choice)
-            batch.append(choice)
-        self.seen.update(batch)
-        return batch
+        """For each point in unit coordinates, the closest unseen configuration not taken by an
+        earlier point (``geometry.nearest_unseen``); marks them seen."""
+        return self.mark_seen(geometry.nearest_unseen(self.space, ~self.seen_mask(), points))
 
     def best(self, k: int = 1) -> list[int]:
         """The ``k`` told ids with the lowest objective (failures last), ties by id."""
-        return heapq.nsmallest(k, self.values, key=lambda i: (self.values[i], i))  # = sorted(...)[:k], without the sort
+        return geometry.best(self.values, k)
+
+    def mark_seen(self, batch: list[int]) -> list[int]:
+        self.seen.update(batch)
+        return batch
 
 
-def check(name: str, value, low: float, high: float, integer: bool = False):
-    """Validate one option; the ValueError names it, as the registry promises the user."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
+Number = TypeVar("Number", int, float)
+
+
+def integer_option(name: str, value: object, low: int, high: int) -> int:
+    """Validate one integer option; the ValueError names it, as the registry promises the user."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return _in_range(name, value, low, high)
+
+
+def number_option(name: str, value: object, low: float, high: float) -> float:
+    """Validate one numeric option (an integer will do); the ValueError names it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    return _in_range(name, value, low, high)
+
+
+def _in_range(name: str, value: Number, low: float, high: float) -> Number:
     if not low <= value <= high:
         raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
     return value

@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from mpitune.strategies.base import Strategy, check
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies.base import Strategy, integer_option, number_option
 
 try:  # optional (it comes with scikit-learn): one BLAS thread while asking
     from threadpoolctl import threadpool_limits
@@ -36,7 +37,7 @@ SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candida
 REFIT_GROWTH = 1.25  # the length scale is refitted when the results grew by a quarter since the last fit
 
 
-def _one_blas_thread():
+def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
     """The matrices here are small (a few hundred rows): BLAS threads gain nothing on them,
     and while the other ranks of an MPI run poll for their next batch on the same cores
     (more ranks than cores, as in a replay on a laptop), they make each ask up to ten times
@@ -45,7 +46,7 @@ def _one_blas_thread():
 
 
 class BayesOpt(Strategy):
-    def __init__(self, space, seed: int, initial_samples: int, candidates: int, max_observations: int,
+    def __init__(self, space: SearchSpace, seed: int, initial_samples: int, candidates: int, max_observations: int,
                  exploration: float):
         super().__init__(space, seed)
         self.initial_samples = initial_samples
@@ -95,8 +96,7 @@ class BayesOpt(Strategy):
             mean = mean + u * (lie - mean[j]) / math.sqrt(var[j] + NOISE)
             var = np.maximum(var - u * u, 1e-12)
             updates.append(u)
-        self.seen.update(batch)
-        return batch + self.random_unseen(n - len(batch))
+        return self.mark_seen(batch) + self.random_unseen(n - len(batch))
 
     def _observations(self) -> np.ndarray:
         """The configurations the GP learns from: all, or the best half of the budget plus a
@@ -117,9 +117,9 @@ class BayesOpt(Strategy):
         return (logs - logs.mean()) / (logs.std() or 1.0)
 
     def _candidates(self) -> np.ndarray:
-        near = [self.space.neighbours(i) for i in self.best(SEEDS_FOR_NEIGHBOURS)]
+        neighbourhoods = [self.space.neighbours(i) for i in self.best(SEEDS_FOR_NEIGHBOURS)]
         unseen = ~self.seen_mask()
-        near = np.unique(np.concatenate(near)) if near else np.empty(0, dtype=np.int64)
+        near = np.unique(np.concatenate(neighbourhoods)) if neighbourhoods else np.empty(0, dtype=np.int64)
         near = near[unseen[near]]
         unseen[near] = False
         rest = np.flatnonzero(unseen)
@@ -168,9 +168,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return sign * (1 - poly * np.exp(-x * x))
 
 
-def create(space, seed: int, initial_samples: int = 20, candidates: int = 1000, max_observations: int = 250,
-           exploration: float = 0.01) -> Strategy:
-    return BayesOpt(space, seed, check("initial_samples", initial_samples, 1, 10**6, integer=True),
-                    check("candidates", candidates, 1, 10**7, integer=True),
-                    check("max_observations", max_observations, 2, 10**5, integer=True),
-                    check("exploration", exploration, 0, 10))
+def create(space: SearchSpace, seed: int, initial_samples: int = 20, candidates: int = 1000,
+           max_observations: int = 250, exploration: float = 0.01) -> Strategy:
+    return BayesOpt(space, seed, integer_option("initial_samples", initial_samples, 1, 10**6),
+                    integer_option("candidates", candidates, 1, 10**7),
+                    integer_option("max_observations", max_observations, 2, 10**5),
+                    number_option("exploration", exploration, 0, 10))

@@ -24,14 +24,15 @@ from collections.abc import Iterable
 import numpy as np
 
 from mpitune.model.result import Result
-from mpitune.strategies.base import Strategy, check, objective
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies.base import Strategy, integer_option, number_option, objective
 
 NEWCOMER = -1  # pending value of a random configuration that joins the population on a restart
 
 
 class DifferentialEvolution(Strategy):
-    def __init__(self, space, seed: int, population: int, differential_weight: float, crossover_rate: float,
-                 patience: int):
+    def __init__(self, space: SearchSpace, seed: int, population: int, differential_weight: float,
+                 crossover_rate: float, patience: int):
         super().__init__(space, seed)
         self.population = population
         self.weight = differential_weight
@@ -113,9 +114,9 @@ class DifferentialEvolution(Strategy):
         self.pending = {i: t for i, t in self.pending.items() if t == NEWCOMER}
 
 
-def create(space, seed: int, population: int = 20, differential_weight: float = 0.5,
+def create(space: SearchSpace, seed: int, population: int = 20, differential_weight: float = 0.5,
            crossover_rate: float = 0.7, patience: int = 2) -> Strategy:
-    return DifferentialEvolution(space, seed, check("population", population, 3, 10**6, integer=True),
-                                 check("differential_weight", differential_weight, 0, 2),
-                                 check("crossover_rate", crossover_rate, 0, 1),
-                                 check("patience", patience, 1, 10**6, integer=True))
+    return DifferentialEvolution(space, seed, integer_option("population", population, 3, 10**6),
+                                 number_option("differential_weight", differential_weight, 0, 2),
+                                 number_option("crossover_rate", crossover_rate, 0, 1),
+                                 integer_option("patience", patience, 1, 10**6))

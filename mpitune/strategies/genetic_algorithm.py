@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpitune.strategies.base import Strategy, check
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies.base import Strategy, integer_option, number_option
 
 SPARE_CHILDREN = 4  # children bred per batch slot, so invalid or repeated ones can be skipped
 
 
 class GeneticAlgorithm(Strategy):
-    def __init__(self, space, seed: int, population: int, mutation_rate: float, crossover_rate: float):
+    def __init__(self, space: SearchSpace, seed: int, population: int, mutation_rate: float, crossover_rate: float):
         super().__init__(space, seed)
         self.population = population
         self.mutation_rate = mutation_rate
@@ -51,8 +52,8 @@ class GeneticAlgorithm(Strategy):
         return np.where(mutate, resampled, children)
 
 
-def create(space, seed: int, population: int = 20, mutation_rate: float = 0.1,
+def create(space: SearchSpace, seed: int, population: int = 20, mutation_rate: float = 0.1,
            crossover_rate: float = 0.9) -> Strategy:
-    return GeneticAlgorithm(space, seed, check("population", population, 2, 10**6, integer=True),
-                            check("mutation_rate", mutation_rate, 0, 1),
-                            check("crossover_rate", crossover_rate, 0, 1))
+    return GeneticAlgorithm(space, seed, integer_option("population", population, 2, 10**6),
+                            number_option("mutation_rate", mutation_rate, 0, 1),
+                            number_option("crossover_rate", crossover_rate, 0, 1))

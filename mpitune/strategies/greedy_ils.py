@@ -23,13 +23,14 @@ from collections.abc import Iterable
 import numpy as np
 
 from mpitune.model.result import Result
-from mpitune.strategies.base import FAILED, Strategy, check
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option
 
 MAX_KICKS_PER_BATCH = 8  # then fill with random configurations: the space is nearly used up
 
 
 class GreedyILS(Strategy):
-    def __init__(self, space, seed: int, perturbation: int, exploration: float):
+    def __init__(self, space: SearchSpace, seed: int, perturbation: int, exploration: float):
         super().__init__(space, seed)
         self.perturbation = perturbation
         self.exploration = exploration
@@ -77,6 +78,6 @@ class GreedyILS(Strategy):
             self.current = candidate
 
 
-def create(space, seed: int, perturbation: int = 3, exploration: float = 0.125) -> Strategy:
-    return GreedyILS(space, seed, check("perturbation", perturbation, 1, 10**6, integer=True),
-                     check("exploration", exploration, 0, 1))
+def create(space: SearchSpace, seed: int, perturbation: int = 3, exploration: float = 0.125) -> Strategy:
+    return GreedyILS(space, seed, integer_option("perturbation", perturbation, 1, 10**6),
+                     number_option("exploration", exploration, 0, 1))

@@ -21,11 +21,12 @@ from collections.abc import Iterable
 import numpy as np
 
 from mpitune.model.result import Result
-from mpitune.strategies.base import FAILED, Strategy, check, objective
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option, objective
 
 
 class ParticleSwarm(Strategy):
-    def __init__(self, space, seed: int, swarm_size: int, inertia: float, cognitive: float, social: float,
+    def __init__(self, space: SearchSpace, seed: int, swarm_size: int, inertia: float, cognitive: float, social: float,
                  patience: int):
         super().__init__(space, seed)
         self.patience = patience
@@ -92,8 +93,8 @@ class ParticleSwarm(Strategy):
                 self.stale[p] += 1
 
 
-def create(space, seed: int, swarm_size: int = 20, inertia: float = 0.5, cognitive: float = 2.0,
+def create(space: SearchSpace, seed: int, swarm_size: int = 20, inertia: float = 0.5, cognitive: float = 2.0,
            social: float = 1.0, patience: int = 5) -> Strategy:
-    return ParticleSwarm(space, seed, check("swarm_size", swarm_size, 1, 10**6, integer=True),
-                         check("inertia", inertia, 0, 2), check("cognitive", cognitive, 0, 10),
-                         check("social", social, 0, 10), check("patience", patience, 1, 10**6, integer=True))
+    return ParticleSwarm(space, seed, integer_option("swarm_size", swarm_size, 1, 10**6),
+                         number_option("inertia", inertia, 0, 2), number_option("cognitive", cognitive, 0, 10),
+                         number_option("social", social, 0, 10), integer_option("patience", patience, 1, 10**6))

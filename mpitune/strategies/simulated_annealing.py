@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpitune.model.result import Result
-from mpitune.strategies.base import FAILED, Strategy, check, objective
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option, objective
 
 ADJACENT_SHARE = 0.5  # of the steps that go to the next value up or down of one parameter
 
@@ -50,7 +51,7 @@ class Chain:
 
 
 class SimulatedAnnealing(Strategy):
-    def __init__(self, space, seed: int, temperature: float, cooling: float, min_temperature: float,
+    def __init__(self, space: SearchSpace, seed: int, temperature: float, cooling: float, min_temperature: float,
                  patience: int):
         super().__init__(space, seed)
         self.start_temperature = temperature
@@ -165,8 +166,9 @@ class SimulatedAnnealing(Strategy):
         return bool(self.rng.random() < math.exp(-worsening / self.temperature(chain)))
 
 
-def create(space, seed: int, temperature: float = 0.2, cooling: float = 0.9, min_temperature: float = 0.001,
-           patience: int = 10) -> Strategy:
-    return SimulatedAnnealing(space, seed, check("temperature", temperature, 1e-9, 1e9),
-                              check("cooling", cooling, 1e-9, 1), check("min_temperature", min_temperature, 0, 1e9),
-                              check("patience", patience, 1, 10**6, integer=True))
+def create(space: SearchSpace, seed: int, temperature: float = 0.2, cooling: float = 0.9,
+           min_temperature: float = 0.001, patience: int = 10) -> Strategy:
+    return SimulatedAnnealing(space, seed, number_option("temperature", temperature, 1e-9, 1e9),
+                              number_option("cooling", cooling, 1e-9, 1),
+                              number_option("min_temperature", min_temperature, 0, 1e9),
+                              integer_option("patience", patience, 1, 10**6))
