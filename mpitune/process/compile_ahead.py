@@ -16,31 +16,28 @@ therefore kept out of its wall-time accounting (timeline.BACKGROUND_PHASES).
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-import queue
-import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from multiprocessing.queues import Queue
 
 from mpitune.backends.base import Compiled, Compiler
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.result import RUNTIME_ERROR, TIMEOUT
 from mpitune.model.timeline import Clock, PhaseRow
+from mpitune.process.supervisor import SPAWN, Death, Hang, Patience, Supervisor
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.5  # how often a waiting rank checks that its compile workers are alive
 
-
-def default_workers(ranks_on_node: int, environ: dict | None = None) -> int:
+def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None) -> int:
     """Compile workers for one rank: the cores it was given, less one for itself.
 
     Slurm says how many cores a task has (``SLURM_CPUS_PER_TASK``); otherwise the process'
     CPU affinity does, shared among the node's ranks when every rank sees the whole machine
     (``mpirun --bind-to none``). A rank bound to a single core gets one worker.
     """
-    environ = os.environ if environ is None else environ
-    given = environ.get("SLURM_CPUS_PER_TASK", "")
+    given = (os.environ if environ is None else environ).get("SLURM_CPUS_PER_TASK", "")
     if given.isdigit() and int(given) > 0:
         cores = int(given)
     else:
@@ -54,33 +51,31 @@ def default_workers(ranks_on_node: int, environ: dict | None = None) -> int:
     return max(1, cores - 1)
 
 
-def _serve(tasks, results, rank_pid: int, warm_up: Callable[[], None] | None) -> None:
-    """A compile worker: compile what the rank queues, in order, until told to stop.
+@dataclass(frozen=True)
+class CompileTask:
+    """One configuration for a compile worker, with the compiler to run it (known only once
+    the rank's device is)."""
 
-    It ignores the signals Slurm sends before a job ends: stopping is the rank's decision, and
-    a compile killed mid-batch would leave a configuration without a result. It ends by itself
-    when its rank is gone (killed), rather than wait for work forever."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, signal.SIG_IGN)
+    compiler: Compiler
+    config_id: int
+    config: dict
+    derived: Derived | None
+
+
+def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> None:
+    """A compile worker: compile what the rank queues, in order, until killed (or orphaned)."""
     if warm_up is not None:
         try:
             warm_up()
         except Exception:  # only a head start: the first real compile reports what is wrong
             log.debug("warming up the compiler failed", exc_info=True)
     while True:
+        task: CompileTask = tasks.get()
         try:
-            task = tasks.get(timeout=POLL_S)
-        except queue.Empty:
-            if os.getppid() != rank_pid:
-                return
-            continue
-        if task is None:
-            return
-        compiler, *args = task
-        try:
-            results.put(compiler(*args))
+            results.put(task.compiler(task.config_id, task.config, task.derived))
         except Exception as exc:  # a bug or a broken toolchain, not the kernel
-            results.put(Compiled(args[0], status=RUNTIME_ERROR, error=f"the compiler failed: {type(exc).__name__}: {exc}"))
+            results.put(Compiled(task.config_id, status=RUNTIME_ERROR,
+                                 error=f"the compiler failed: {type(exc).__name__}: {exc}"))
 
 
 class CompileAhead:
@@ -92,25 +87,22 @@ class CompileAhead:
     def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None,
                  warm_up: Callable[[], None] | None = None):
         self.compiler, self.workers, self.clock, self.warm_up = compiler, workers, clock, warm_up
-        self._context = multiprocessing.get_context("spawn")  # fork is unsafe after MPI and CUDA
         self._queued: dict[int, tuple[dict, Derived | None]] = {}  # handed to the workers, not yet taken
         self._done: dict[int, Compiled] = {}
+        self._pool = Supervisor(_serve, [f"mpitune-compile-{i}" for i in range(workers)])
         self._start()
 
     def _start(self) -> None:
-        self._tasks, self._results = self._context.Queue(), self._context.Queue()
-        self._processes = [self._context.Process(target=_serve, args=(self._tasks, self._results, os.getpid(), self.warm_up),
-                                                 name=f"mpitune-compile-{i}", daemon=True)
-                           for i in range(self.workers)]
-        for process in self._processes:
-            process.start()
+        self._tasks, self._results = SPAWN.Queue(), SPAWN.Queue()
+        self._pool.start(self._tasks, self._results, self.warm_up)
 
     def submit(self, items: Iterable[tuple[int, dict, Derived | None]]) -> None:
         """Queue configurations in order; one already queued is not queued twice."""
         for config_id, config, derived in items:
             if config_id not in self._queued:
                 self._queued[config_id] = (config, derived)
-                self._tasks.put((self.compiler, config_id, config, derived))
+                assert self.compiler is not None, "the compiler is set before anything is submitted"
+                self._tasks.put(CompileTask(self.compiler, config_id, config, derived))
 
     def keep_only(self, config_ids: Iterable[int]) -> None:
         """Forget configurations that will not be measured (a prediction that did not come
@@ -128,18 +120,15 @@ class CompileAhead:
         restarted and what was queued is queued again.
         """
         self.submit([(config_id, config, derived)])
-        waited_s = 0.0
+        patience = Patience(deadline_s)
         while config_id not in self._done:
             try:
-                compiled = self._results.get(timeout=POLL_S)
-            except queue.Empty:
-                waited_s += POLL_S
-                if deadline_s is not None and waited_s >= deadline_s:
-                    return self._give_up(config_id, TIMEOUT, f"compiling took longer than {deadline_s:.1f} s "
-                                                             f"(the limit for one configuration)")
-                if not all(p.is_alive() for p in self._processes):
-                    return self._give_up(config_id, RUNTIME_ERROR, "a compile worker died")
-                continue
+                compiled: Compiled = self._pool.receive(self._results, patience)
+            except Hang:
+                return self._give_up(config_id, TIMEOUT, f"compiling took longer than {deadline_s:.1f} s "
+                                                         f"(the limit for one configuration)")
+            except Death:
+                return self._give_up(config_id, RUNTIME_ERROR, "a compile worker died")
             if compiled.config_id in self._queued:
                 self._done[compiled.config_id] = compiled
         del self._queued[config_id]
@@ -165,10 +154,7 @@ class CompileAhead:
                         compiled.finished - origin)
 
     def _kill(self) -> None:
-        for process in self._processes:
-            process.kill()
-        for process in self._processes:
-            process.join(10)
+        self._pool.kill()
         for q in (self._tasks, self._results):
             q.close()
             q.cancel_join_thread()

@@ -2,9 +2,9 @@
 
 A kernel under tuning may hang, crash its process (a segfault in C, an illegal address on a
 GPU) or poison its CUDA context. Run in the rank's own process, any of these would stop the
-rank, and with it the job. Here the backend lives in a child process, started once with
-"spawn" (fork is unsafe after MPI and CUDA are initialised) and reused; the rank sends it one
-configuration at a time and waits with a deadline. A configuration that overruns it is
+rank, and with it the job. Here the backend lives in a supervised child process
+(supervisor.py), started once and reused; the rank sends it one configuration at a time and
+waits with a deadline. A configuration that overruns it is
 recorded as ``timeout``, one whose worker dies as ``runtime_error``, and the worker is
 restarted (arguments uploaded again) before the rank goes on.
 """
@@ -12,18 +12,19 @@ restarted (arguments uploaded again) before the rank goes on.
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import signal
 import statistics
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler
 from mpitune.errors import UserError
 from mpitune.model.kernel_extras import Derived
+from mpitune.model.problem import Problem
 from mpitune.model.result import RUNTIME_ERROR, TIMEOUT, Result
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
+from mpitune.process.supervisor import EXIT_CODE_S, SPAWN, Death, Hang, Patience, Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -34,31 +35,67 @@ TIMEOUT_FLOOR_S = 30.0
 STARTUP_TIMEOUT_S = 300.0  # importing CuPy and uploading large arguments can take a while
 
 
-def _serve(conn: Connection, problem, workdir: str, origin: float, local_rank: int) -> None:
+@dataclass(frozen=True)
+class Ready:
+    """The worker's backend is prepared: what the rank reports about its device."""
+
+    device_name: str
+    device_detail: str
+    compiler: Compiler | None
+
+
+@dataclass(frozen=True)
+class StartFailed:
+    """The backend could not be built or prepared: a user's message, or a traceback."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class Measure:
+    config_id: int
+    config: dict
+    derived: Derived | None
+    compiled: Compiled | None
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One configuration's result and the timeline rows it produced in the worker;
+    ``fatal_error`` set when the worker's device can no longer be trusted."""
+
+    result: Result
+    rows: list[PhaseRow]
+    fatal_error: str
+
+
+def _serve(conn: Connection, problem: Problem, workdir: str, origin: float, local_rank: int) -> None:
     """The worker: build the backend once, then measure what the rank sends until told to stop."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, signal.SIG_IGN)  # stopping is the rank's decision, not the worker's
     try:
         backend = backends.create(problem, workdir, local_rank)
         backend.prepare()
     except UserError as exc:
-        conn.send(("error", str(exc)))
+        conn.send(StartFailed(str(exc)))
         return
     except Exception:
-        conn.send(("error", traceback.format_exc()))
+        conn.send(StartFailed(traceback.format_exc()))
         return
-    conn.send(("ready", backend.device_name, backend.device_detail, backend.compiler()))
+    conn.send(Ready(backend.device_name, backend.device_detail, backend.compiler()))
     timeline = Timeline(Clock(origin=origin), fill_gaps=False)
     while True:
         try:
             message = conn.recv()
-        except EOFError:  # the rank is gone (killed): nothing left to measure for
+        except EOFError:  # the rank is gone: nothing left to measure for
             return
-        if message[0] == "stop":
+        if isinstance(message, Stop):
             break
-        _, config_id, config, derived, compiled = message
-        result = backend.run(config_id, config, timeline, derived, compiled)
-        conn.send(("result", result, timeline.take(), backend.fatal_error))
+        result = backend.run(message.config_id, message.config, timeline, message.derived, message.compiled)
+        conn.send(Measured(result, timeline.take(), backend.fatal_error))
         if backend.fatal_error:
             return  # its context is gone: the rank starts a fresh worker
     backend.close()
@@ -67,33 +104,32 @@ def _serve(conn: Connection, problem, workdir: str, origin: float, local_rank: i
 class IsolatedBackend(Backend):
     """The rank's side: same interface as a backend, measured in a supervised worker."""
 
-    def __init__(self, problem, workdir: str, clock: Clock, timeout_s: float | None = None, local_rank: int = 0):
+    def __init__(self, problem: Problem, workdir: str, clock: Clock, timeout_s: float | None = None,
+                 local_rank: int = 0):
         self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s
         self.config_s: list[float] = []  # how long measured configurations took, for the deadline
         self.restarts = 0
-        self._context = multiprocessing.get_context("spawn")
+        self.worker = Supervisor(_serve, ["mpitune-worker"])
         self._start()
 
     def _start(self) -> None:
-        ours, theirs = self._context.Pipe()
-        self.process = self._context.Process(
-            target=_serve, args=(theirs, self.problem, self.workdir, self.clock.origin, self.local_rank),
-            name="mpitune-worker", daemon=True)
-        self.process.start()
-        theirs.close()
+        ours, theirs = SPAWN.Pipe()
+        self.worker.start(theirs, self.problem, self.workdir, self.clock.origin, self.local_rank)
+        theirs.close()  # only the worker holds its end: its death closes the pipe
         self.conn = ours
-        if not self.conn.poll(STARTUP_TIMEOUT_S):
-            self._kill()
-            raise UserError(f"the worker process did not start within {STARTUP_TIMEOUT_S:.0f} s")
         try:
-            message = self.conn.recv()
-        except EOFError:
-            raise UserError(f"the worker process died while starting ({self._death()})") from None
-        if message[0] == "error":
-            self.process.join(5)
-            raise UserError(message[1])
-        _, self.device_name, self.device_detail, self._compiler = message
+            message = self.worker.receive(self.conn, Patience(STARTUP_TIMEOUT_S))
+        except Hang:
+            self._kill()
+            raise UserError(f"the worker process did not start within {STARTUP_TIMEOUT_S:.0f} s") from None
+        except Death as death:
+            raise UserError(f"the worker process died while starting ({death})") from None
+        if isinstance(message, StartFailed):
+            self.worker.join(EXIT_CODE_S)
+            raise UserError(message.error)
+        self.device_name, self.device_detail, self._compiler = message.device_name, message.device_detail, \
+            message.compiler
 
     def compiler(self) -> Compiler | None:
         return self._compiler
@@ -109,20 +145,20 @@ class IsolatedBackend(Backend):
             compiled: Compiled | None = None) -> Result:
         deadline_s = self.deadline_s()
         start_s = self.clock.now()
-        self.conn.send(("run", config_id, config, derived, compiled))
-        if self.conn.poll(deadline_s):
-            try:
-                _, result, rows, fatal = self.conn.recv()
-            except EOFError:
-                return self._lost(config_id, timeline, start_s, RUNTIME_ERROR,
-                                  f"the worker process died while running this configuration ({self._death()})")
-            timeline.extend(rows)
-            self.config_s.append(self.clock.now() - start_s)
-            if fatal:
-                self._restart(timeline, config_id)
-            return result
-        return self._lost(config_id, timeline, start_s, TIMEOUT,
-                          f"no result after {deadline_s:.1f} s (the limit for one configuration)")
+        self.conn.send(Measure(config_id, config, derived, compiled))
+        try:
+            measured: Measured = self.worker.receive(self.conn, Patience(deadline_s))
+        except Hang:
+            return self._lost(config_id, timeline, start_s, TIMEOUT,
+                              f"no result after {deadline_s:.1f} s (the limit for one configuration)")
+        except Death as death:
+            return self._lost(config_id, timeline, start_s, RUNTIME_ERROR,
+                              f"the worker process died while running this configuration ({death})")
+        timeline.extend(measured.rows)
+        self.config_s.append(self.clock.now() - start_s)
+        if measured.fatal_error:
+            self._restart(timeline, config_id)
+        return measured.result
 
     def _lost(self, config_id: int, timeline: Timeline, start_s: float, status: str, why: str) -> Result:
         """Record the configuration the worker never answered for, then start a fresh worker."""
@@ -137,24 +173,14 @@ class IsolatedBackend(Backend):
         with timeline.phase("restart", config_id):
             self._start()
 
-    def _death(self) -> str:
-        self.process.join(5)
-        code = self.process.exitcode
-        if code is not None and code < 0:
-            return f"killed by {signal.Signals(-code).name}"
-        return f"exit code {code}"
-
     def _kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(10)
+        self.worker.kill()
         self.conn.close()
 
     def close(self) -> None:
         try:
-            self.conn.send(("stop",))
-            self.process.join(10)
+            self.conn.send(Stop())
+            self.worker.join()
         except (BrokenPipeError, OSError):
             pass
         self._kill()
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 import h5py
 import numpy as np
 from conftest import REPO, mpitune, report_json, write_scale_spec
+from supervised_children import alive, children_of
 
 from mpitune.backends.c import GccCompiler
 from mpitune.model.result import COMPILE_ERROR, TIMEOUT
@@ -48,7 +50,7 @@ def test_pool_compiles_in_parallel_and_hands_out_in_any_order(tmp_path):
     assert all(r.phase == "compile_ahead" and r.end_s > r.start_s for r in rows)
     # Two workers: some compiles ran at the same time.
     spans = sorted((r.start_s, r.end_s) for r in rows)
-    assert any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+    assert any(b[0] < a[1] for a, b in itertools.pairwise(spans))
 
 
 def test_a_compile_past_its_deadline_is_a_timeout_and_the_pool_recovers(tmp_path):
@@ -99,42 +101,22 @@ def test_runs_with_compile_workers_record_what_compiled_in_the_background(tmp_pa
             abs(r["busy_s"] + r["idle_s"] - r["wall_s"]) < 0.03 * r["wall_s"]
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = open(f"/proc/{entry}/stat").read()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
 def test_compile_workers_end_when_their_rank_is_killed(tmp_path):
     rank = subprocess.Popen([sys.executable, "-c", (
-        "import time\nfrom mpitune.process.compile_ahead import CompileAhead\nfrom mpitune.model.timeline import Clock\n"
+        "import time\nfrom mpitune.process.compile_ahead import CompileAhead\n"
+        "from mpitune.model.timeline import Clock\n"
         "ahead = CompileAhead(2, Clock())\nprint('up', flush=True)\ntime.sleep(120)\n")],
         stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
         assert rank.stdout.readline().strip() == "up"
         deadline = time.monotonic() + 30
-        while len(workers := _children(rank.pid)) < 2 and time.monotonic() < deadline:
+        while len(workers := children_of(rank.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(workers) >= 2
     finally:
         rank.send_signal(signal.SIGKILL)
         rank.wait()
     deadline = time.monotonic() + 20
-    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+    while any(alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(_alive(w) for w in workers)
+    assert not any(alive(w) for w in workers)
