@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, median_ms, mismatch, shorten, timed
+from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed
 from mpitune.backends.capabilities import Capabilities, DeviceKind
+from mpitune.backends.compare import mismatch
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from mpitune.model.timeline import Timeline
@@ -135,7 +136,7 @@ class CBackend(Backend):
             args = self._call_args(arrays)
             try:
                 fn(*args)
-                result.error = mismatch(arrays, self.problem.answer, self.problem.atol)
+                result.error = mismatch(np, arrays, self.problem.answer, self.problem.atol)
             except Exception as exc:  # ctypes turns some faults into exceptions
                 result.status, result.error = RUNTIME_ERROR, f"{type(exc).__name__}: {exc}"
         result.verify_s = t.elapsed_s
