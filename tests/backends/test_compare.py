@@ -9,7 +9,8 @@ from mpitune.backends.compare import largest_difference, mismatch, wrong
 NAN = float("nan")
 
 
-@pytest.mark.parametrize("outputs, answer, atol, message", [
+# (outputs, answer, atol, the message): the GPU's check must give the same (test_cupy.py).
+MESSAGES = [
     ([np.array([1, 2, 3], np.float32)], [np.array([1, 2, 3.5], np.float32)], 1e-6,
      "argument 0: 1 of 3 values differ by more than atol=1e-06 (largest difference 0.5)"),
     ([np.array([1.0, 2.0])], [np.array([1.05, 2.0])], 0.1, ""),
@@ -30,7 +31,10 @@ NAN = float("nan")
      "argument 1: 6 of 6 values differ by more than atol=1e-06 (largest difference 1)"),
     ([np.ones(4)], None, 1e-6, ""),
     ([np.array([2**53 + 1], np.int64)], [np.array([2**53], np.int64)], 0.5, ""),  # compared in float64
-])
+]
+
+
+@pytest.mark.parametrize("outputs, answer, atol, message", MESSAGES)
 def test_messages_on_the_host(outputs, answer, atol, message):
     assert mismatch(np, outputs, answer, atol) == message
 
