@@ -24,7 +24,7 @@ from mpitune.model.kernel_extras import Derived
 from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from mpitune.model.timeline import Timeline
 
-_SCALARS = {
+_SCALARS: dict[np.dtype, type] = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
     np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
     np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
@@ -111,7 +111,7 @@ class CBackend(Backend):
             log = compiled.error
             if compiled.artifact:
                 try:
-                    lib = ctypes.CDLL(compiled.artifact)
+                    lib = ctypes.CDLL(os.fsdecode(compiled.artifact))
                     fn = getattr(lib, self.problem.kernel_name)
                 except (OSError, AttributeError) as exc:
                     log = f"cannot load {self.problem.kernel_name}: {exc}"
