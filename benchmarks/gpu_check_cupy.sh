@@ -47,7 +47,7 @@ from collections import Counter
 
 import numpy as np
 
-from mpitune.cache import read
+from mpitune.store.cache import read
 
 data = read(sys.argv[1])
 res, runs = data["results"], data["runs"]

@@ -16,7 +16,7 @@ from typing import Any
 from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 
-_MODULES = ("cupy_nvrtc", "c", "replay")
+_MODULES = ("cupy", "c", "replay")
 
 __all__ = ["Backend", "Capabilities", "DeviceKind", "all_capabilities", "capabilities", "create", "resolve",
            "selectable", "warm_up"]

@@ -91,22 +91,5 @@ def shorten(text: str, max_lines: int = 12, max_chars: int = 2000) -> str:
     return short[:max_chars]
 
 
-def mismatch(outputs: list, answer: list | None, atol: float) -> str:
-    """Empty when every checked output matches its answer within ``atol``, else why not."""
-    if answer is None:
-        return ""
-    for i, (got, expected) in enumerate(zip(outputs, answer)):
-        if expected is None:
-            continue
-        got, expected = np.asarray(got), np.asarray(expected)
-        diff = np.abs(np.subtract(got, expected, dtype=np.result_type(got, expected, np.float64)))
-        bad = ~(diff <= atol)  # NaN counts as wrong
-        if bad.any():
-            worst = np.nanmax(diff) if not np.isnan(diff).all() else float("nan")
-            return (f"argument {i}: {int(bad.sum())} of {bad.size} values differ by more than "
-                    f"atol={atol:g} (largest difference {worst:g})")
-    return ""
-
-
 def median_ms(times_ms: list[float]) -> float:
     return float(np.median(times_ms)) if times_ms else float("nan")

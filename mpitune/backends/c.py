@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, median_ms, mismatch, shorten, timed
+from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed
 from mpitune.backends.capabilities import Capabilities, DeviceKind
+from mpitune.backends.compare import mismatch
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from mpitune.model.timeline import Timeline
 
-_SCALARS = {
+_SCALARS: dict[np.dtype, type] = {
     np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
     np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
     np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
@@ -110,7 +111,7 @@ class CBackend(Backend):
             log = compiled.error
             if compiled.artifact:
                 try:
-                    lib = ctypes.CDLL(compiled.artifact)
+                    lib = ctypes.CDLL(os.fsdecode(compiled.artifact))
                     fn = getattr(lib, self.problem.kernel_name)
                 except (OSError, AttributeError) as exc:
                     log = f"cannot load {self.problem.kernel_name}: {exc}"
@@ -135,7 +136,7 @@ class CBackend(Backend):
             args = self._call_args(arrays)
             try:
                 fn(*args)
-                result.error = mismatch(arrays, self.problem.answer, self.problem.atol)
+                result.error = mismatch(np, arrays, self.problem.answer, self.problem.atol)
             except Exception as exc:  # ctypes turns some faults into exceptions
                 result.status, result.error = RUNTIME_ERROR, f"{type(exc).__name__}: {exc}"
         result.verify_s = t.elapsed_s

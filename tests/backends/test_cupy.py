@@ -13,8 +13,14 @@ import textwrap
 
 import numpy as np
 import pytest
+from test_compare import MESSAGES
 
-from mpitune.backends.cupy_nvrtc import block_dims, create, grid_dims, kernel_code, select_device
+from mpitune.backends.cupy import create
+from mpitune.backends.cupy.backend import select_device
+from mpitune.backends.cupy.compiling import nvrtc_options
+from mpitune.backends.cupy.device_errors import Failure, KernelLimits, classify, context_lost, launch_limits
+from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
+from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Timeline
@@ -28,7 +34,7 @@ def problem(source: str, kernel_name: str, arguments: list, answer: list | None,
             problem_size=(1,), **kw) -> Problem:
     kw.setdefault("grid_div", dict(NO_DIV))
     kw.setdefault("iterations", 5)
-    return Problem(spec_path="test_cupy_nvrtc", kernel_name=kernel_name, kernel_source=source,
+    return Problem(spec_path="test_cupy", kernel_name=kernel_name, kernel_source=source,
                    lang="cupy", problem_size=tuple(problem_size), arguments=arguments, answer=answer,
                    atol=kw.pop("atol", 1e-6), tune_params=tune_params, **kw)
 
@@ -80,6 +86,50 @@ def test_device_is_local_rank_modulo_visible_gpus():
     assert select_device(3, 1) == 0
     with pytest.raises(ValueError):
         select_device(0, 0)
+
+
+def test_template_arguments_take_the_configurations_values():
+    assert template_name("axpb<float, tile>", {"tile": 4, "block_size_x": 64}) == "axpb<float, 4>"
+    assert template_name("vadd", {"tile": 4}) == "vadd"
+
+
+def test_nvrtc_makes_a_cubin_for_a_known_gpu_and_ptx_for_a_newer_one():
+    assert nvrtc_options([], 90, (80, 90), "/inc") == (("-arch=sm_90", "-ftz=true", "-I/inc"), "cubin")
+    assert nvrtc_options([], 100, (80, 90), "/inc") == (("-arch=compute_90", "-ftz=true", "-I/inc"), "ptx")
+    assert nvrtc_options(["-arch=sm_80", "--ftz=false"], 90, (80, 90), "/inc") == \
+        (("-arch=sm_80", "--ftz=false", "-I/inc"), "cubin")
+
+
+class CudaError(Exception):
+    """Shaped as CuPy's CUDA errors are: the error number in ``status``."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def test_cuda_failures_are_classified_by_their_code_and_a_round_trip():
+    def unreachable() -> bool:
+        raise AssertionError("a sticky code needs no round trip")
+
+    assert classify(CudaError(700, "illegal address"), unreachable) is Failure.CONTEXT_LOST
+    assert classify(CudaError(701, "too many resources"), lambda: True) is Failure.LAUNCH
+    assert classify(CudaError(701, "too many resources"), lambda: False) is Failure.CONTEXT_LOST
+    assert classify(RuntimeError("odd"), lambda: True) is Failure.RUNTIME
+    assert [f.status for f in Failure] == ["runtime_error", "launch_error", "runtime_error"]
+
+
+def test_launch_errors_name_the_geometry_and_the_kernels_limits():
+    assert launch_limits((4, 1, 1), (2048, 1, 1), 0, None) == "grid (4, 1, 1), block (2048, 1, 1) = 2048 threads"
+    assert launch_limits((4, 1, 1), (32, 32, 1), 1 << 20, KernelLimits(896, 72, 0)) == (
+        "grid (4, 1, 1), block (32, 32, 1) = 1024 threads; this kernel allows at most 896 threads per block "
+        "with 72 registers per thread and 0 bytes of static shared memory and 1048576 of dynamic")
+
+
+def test_a_lost_context_says_where_and_what_follows():
+    message = context_lost("GPU 1 (NVIDIA H200)", "the verify run", CudaError(700, "an illegal memory access"))
+    assert message.startswith("GPU 1 (NVIDIA H200) failed during the verify run: CudaError: an illegal memory access. ")
+    assert "recorded as runtime_error and a rerun resumes after it" in message
 
 
 def _vadd_problem(**kw) -> Problem:
@@ -194,10 +244,20 @@ def test_wrong_answers_and_unwritten_outputs_fail_verification(cp, tmp_path):
     assert results[1].times_ms == [] and np.isnan(results[1].time_ms)
 
 
+@pytest.mark.parametrize("outputs, answer, atol, message", MESSAGES)
+def test_the_gpu_check_gives_the_hosts_messages(cp, outputs, answer, atol, message):
+    stream = cp.cuda.Stream(non_blocking=True)
+    on_gpu = [cp.asarray(o) if isinstance(o, np.ndarray) else o for o in outputs]
+    answers = None if answer is None else [None if a is None else cp.asarray(a) for a in answer]
+    check = GpuCheck(cp, stream, answers, atol)
+    check.warm_up(on_gpu)
+    assert check.mismatch(on_gpu) == message
+
+
 def test_nan_output_fails_verification(cp, tmp_path):
     n = 1024
-    p = problem(r'extern "C" __global__ void nan_out(float *x) { x[threadIdx.x + blockIdx.x * blockDim.x] = 0.0f / 0.0f; }',
-                "nan_out", [np.zeros(n, np.float32)], [np.zeros(n, np.float32)], {"block_size_x": [256]}, (n,),
+    source = r'extern "C" __global__ void nan_out(float *x) { x[threadIdx.x + blockIdx.x * blockDim.x] = 0.0f / 0.0f; }'
+    p = problem(source, "nan_out", [np.zeros(n, np.float32)], [np.zeros(n, np.float32)], {"block_size_x": [256]}, (n,),
                 atol=1e30)
     results, _, _ = measure(p, [{"block_size_x": 256}], tmp_path)
     assert statuses(results) == ["verify_failed"]
@@ -278,7 +338,8 @@ def test_device_follows_the_local_rank(cp, tmp_path):
 
 ILLEGAL_ADDRESS = textwrap.dedent(r"""
     import numpy as np
-    from mpitune.backends.cupy_nvrtc import DeviceLostError, create
+    from mpitune.backends.cupy import create
+    from mpitune.backends.cupy.device_errors import DeviceLostError
     from mpitune.model.problem import Problem
     from mpitune.model.timeline import Timeline
 
@@ -368,8 +429,8 @@ def test_only_the_spec_defines_exist_when_it_gives_them(cp, tmp_path):
     from mpitune.model.kernel_extras import Derived
 
     source = FORMS.replace("SMEM_FLOATS", "(block_size_x)")  # not defined: the spec's defines replace the defaults
-    backend = create(problem(source, "axpb<float, 1>", [np.zeros(8, np.float32), np.ones(8, np.float32),
-                                                        np.int32(8)], None, {"block_size_x": [8]}, (8,)), str(tmp_path), 0)
+    arguments = [np.zeros(8, np.float32), np.ones(8, np.float32), np.int32(8)]
+    backend = create(problem(source, "axpb<float, 1>", arguments, None, {"block_size_x": [8]}, (8,)), str(tmp_path), 0)
     backend.prepare()
     try:
         got = backend.run(0, {"block_size_x": 8}, Timeline(), Derived({"OTHER": "1"}, 64))

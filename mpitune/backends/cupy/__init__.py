@@ -1,0 +1,39 @@
+"""CUDA kernels on one GPU per rank: NVRTC compiles each configuration through CuPy, CuPy
+events time it. See docs/cupy-backend.md.
+
+- geometry.py: block and grid dimensions, the source with its defines (pure)
+- compiling.py: NVRTC, in any process, without a GPU
+- verification.py: outputs compared with their answers on the GPU
+- device_errors.py: what a CUDA failure means for the configuration and the rank
+- backend.py: the GPU of this rank, its data, loading, measuring, NVML
+
+Nothing here imports CuPy until a backend is created or a compile worker warms up, so that
+``check`` and the rest of the package work on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mpitune.backends.base import Backend
+from mpitune.backends.capabilities import Capabilities, DeviceKind
+from mpitune.backends.cupy.compiling import warm_up
+from mpitune.observers.nvml import TUNABLES
+
+CAPABILITIES = Capabilities(
+    lang="cupy", aliases=("cuda",), module="cupy", device=DeviceKind.GPU,
+    kernel_name=re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$"),
+    kernel_name_rule="a C++ function name or a template instance such as 'name<float, 64>'",
+    memory_kinds=frozenset({"smem_args", "cmem_args"}), max_float_bytes=8, max_complex_bytes=16,
+    complex_answers=False, launch_geometry=True, observers=("NVMLObserver",), device_tunables=TUNABLES,
+)
+
+__all__ = ["CAPABILITIES", "create", "warm_up"]
+
+
+def create(problem: Any, workdir: str, local_rank: int) -> Backend:
+    """The backend of this rank; raises UserError when CuPy or a GPU is missing."""
+    from mpitune.backends.cupy.backend import CupyBackend
+
+    return CupyBackend(problem, workdir, local_rank)

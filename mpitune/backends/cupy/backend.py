@@ -1,0 +1,368 @@
+"""The CuPy backend of one rank: its GPU, the data on it, loading and measuring each
+configuration, and the NVML observer and clock control of that GPU.
+
+CuPy is imported only when a backend is created, so that this module loads on machines
+without a GPU.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from mpitune.backends.base import Backend, Compiled, median_ms, shorten
+from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_options
+from mpitune.backends.cupy.device_errors import (
+    DeviceLostError,
+    Failure,
+    KernelLimits,
+    classify,
+    context_lost,
+    describe,
+    is_sticky,
+    launch_limits,
+    text,
+)
+from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
+from mpitune.backends.cupy.verification import GpuCheck
+from mpitune.errors import UserError
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
+from mpitune.model.timeline import Timeline
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "lang='cupy' needs CuPy: pip install cupy-cuda12x (or the wheel matching your CUDA)"
+DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets without asking
+
+
+class FunctionAttribute(enum.IntEnum):
+    """CUfunction_attribute numbers (the CUDA driver API's, stable across versions)."""
+
+    MAX_THREADS = 0
+    STATIC_SHARED_BYTES = 1
+    REGISTERS = 4
+    MAX_DYNAMIC_SHARED_BYTES = 8
+
+
+def select_device(rank_on_node: int, device_count: int) -> int:
+    """One GPU per rank: the node-local rank modulo the GPUs this process can see."""
+    if device_count < 1:
+        raise ValueError("no GPU visible")
+    return rank_on_node % device_count
+
+
+def _import_cupy() -> Any:
+    try:
+        import cupy
+    except ImportError as exc:
+        raise UserError(f"{INSTALL_HINT} ({exc})") from None
+    except Exception as exc:  # a broken CUDA installation fails inside cupy's import
+        raise UserError(f"CuPy failed to load: {type(exc).__name__}: {exc}") from None
+    return cupy
+
+
+def _uuid(raw: Any) -> str:
+    """nvidia-smi's spelling of a device UUID (GPU-xxxxxxxx-...), '' when CuPy does not say."""
+    if not raw:
+        return ""
+    h = bytes(raw).hex() if not isinstance(raw, str) else raw.encode("latin-1").hex()
+    if len(h) != 32:
+        return ""
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class CupyBackend(Backend):
+    """One GPU, chosen by this rank's place on its node.
+
+    Arguments and answers are uploaded once in ``prepare``; each configuration is compiled
+    (here or ahead, by ``NvrtcCompiler``), loaded, run once on freshly reset outputs
+    (verification, which doubles as the untimed warm-up), compared with the answers on the
+    GPU, and then timed ``iterations`` times with events on the backend's own stream.
+    """
+
+    def __init__(self, problem: Any, workdir: str, local_rank: int):
+        self.cp = _import_cupy()
+        self.problem = problem
+        self.workdir = workdir
+        self.fatal_error = ""  # set once the CUDA context is lost; run() then refuses
+        self.device_id = self._open_device(local_rank)
+        props = self.cp.cuda.runtime.getDeviceProperties(self.device_id)
+        self.device_name = text(props.get("name", b"unknown GPU"))
+        self.device_uuid = _uuid(props.get("uuid"))
+        self.device_pci_bus_id = self._pci_bus_id()
+        self.device_detail = f"GPU {self.device_id}, PCI {self.device_pci_bus_id}, {self.device_uuid}"
+        self._compiler = self._make_compiler()
+        self._observer: Any = problem.observers[0] if problem.observers else None
+        self._sampler: Any = None
+        self._clocks: Any = None
+        self._open_nvml()
+        self._args: tuple = ()
+        self._pristine: list = []
+        self._check: GpuCheck | None = None
+        self._constants: dict = {}  # cmem_args on the GPU, copied into each module's symbols
+        self._smem_bytes = 0  # dynamic shared memory of the configuration being measured
+        self._probe: Any = None
+        log.info("GPU %d of this node: %s (%s, PCI %s)", self.device_id, self.device_name,
+                 self.device_uuid, self.device_pci_bus_id)
+
+    def _open_device(self, rank: int) -> int:
+        """The GPU of this rank's place among the ranks of its node (the MPI library's count of
+        ranks sharing the node), modulo the GPUs it can see."""
+        cp = self.cp
+        try:
+            count = cp.cuda.runtime.getDeviceCount()
+        except Exception as exc:
+            raise UserError(f"no usable CUDA GPU on this node ({text(exc)})") from None
+        if count < 1:
+            raise UserError("no CUDA GPU visible to this process (check CUDA_VISIBLE_DEVICES)")
+        device_id = select_device(rank, count)
+        if rank >= count:
+            log.warning("local rank %d but only %d GPU(s) visible: GPU %d is shared and its "
+                        "timings will interfere", rank, count, device_id)
+        log.debug("local rank %d -> GPU %d of %d", rank, device_id, count)
+        cp.cuda.Device(device_id).use()
+        return device_id
+
+    def _open_nvml(self) -> None:
+        """Put back GPU settings a crashed run left changed, then open what the spec asks
+        NVML for: a power sampler, clock and power-limit control (see observers/)."""
+        from mpitune.observers import restore_file
+        from mpitune.observers.nvml import TUNABLES
+        from mpitune.observers.nvml_control import ClockControl, recover
+        from mpitune.observers.nvml_sampler import PowerSampler
+
+        restore_path = restore_file.path_for(self.problem.cache_path or "mpitune", self.device_pci_bus_id)
+        recover(restore_path)
+        if any(name in self.problem.tune_params for name in TUNABLES):
+            self._clocks = ClockControl(self.device_pci_bus_id, self.problem.tune_params, restore_path)
+        if self._observer is not None:
+            self._sampler = PowerSampler(self.device_pci_bus_id)
+
+    def _make_compiler(self) -> NvrtcCompiler:
+        from cupy_backends.cuda.libs import nvrtc
+
+        capability = int(self.cp.cuda.Device(self.device_id).compute_capability)
+        include_dir = os.path.join(os.path.dirname(self.cp.__file__), "_core", "include")
+        options, image = nvrtc_options(self.problem.compiler_options, capability,
+                                       tuple(nvrtc.getSupportedArchs()), include_dir)
+        extras = self.problem.extras
+        return NvrtcCompiler(self.problem.kernel_source, self.problem.kernel_name.strip(), options, image,
+                             tuple(self.problem.problem_size), dict(self.problem.grid_div),
+                             tuple(self.problem.block_size_names),
+                             tuple(extras.cmem) if extras else ())
+
+    def compiler(self) -> NvrtcCompiler:
+        return self._compiler
+
+    def _pci_bus_id(self) -> str:
+        try:
+            return self.cp.cuda.Device(self.device_id).pci_bus_id
+        except Exception:  # older CuPy or a driver that does not say
+            return ""
+
+    # -- once per run ----------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Upload arguments, pristine copies of them and the answers once per run."""
+        cp = self.cp
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        n = self.problem.iterations
+        self._starts = [cp.cuda.Event() for _ in range(n)]
+        self._ends = [cp.cuda.Event() for _ in range(n)]
+        try:
+            with self.stream:
+                self._pristine = [cp.asarray(a) if isinstance(a, np.ndarray) else None
+                                  for a in self.problem.arguments]
+                self._args = tuple(cp.empty_like(p) if p is not None else a
+                                   for p, a in zip(self._pristine, self.problem.arguments))
+                answers = None if self.problem.answer is None else [
+                    None if a is None else cp.asarray(a) for a in self.problem.answer]
+                if self.problem.extras:
+                    self._constants = {k: cp.asarray(v) for k, v in self.problem.extras.cmem.items()}
+                self._probe = cp.full(1, 42, dtype=np.int32)
+                self._check = GpuCheck(cp, self.stream, answers, self.problem.atol)
+                self._check.warm_up(self._args)
+            self.stream.synchronize()
+            if self._clocks is not None:  # no permission: one line now, before anything is measured
+                self._clocks.apply({k: v[0] for k, v in self.problem.tune_params.items()})
+        except cp.cuda.memory.OutOfMemoryError as exc:
+            raise UserError(f"the arguments and answers do not fit on {self.device_name}: {exc}") from None
+
+    def close(self) -> None:
+        """Free device memory; after a lost context only drop the references."""
+        try:
+            if not self.fatal_error and self._args:
+                self.stream.synchronize()
+        except Exception:  # closing must never hide the error that ended the run
+            log.debug("synchronising on close failed", exc_info=True)
+        self._args, self._pristine, self._check, self._probe = (), [], None, None
+        self._constants = {}
+        for nvml in (self._clocks, self._sampler):  # the clocks go back to what they were
+            if nvml is not None:
+                nvml.close()
+        try:
+            self.cp.get_default_memory_pool().free_all_blocks()
+        except Exception:
+            log.debug("freeing the memory pool failed", exc_info=True)
+
+    # -- once per configuration ------------------------------------------------------
+
+    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
+            compiled: Compiled | None = None) -> Result:
+        if self.fatal_error:
+            raise DeviceLostError(self.fatal_error)
+        result = Result(config_id=config_id, status=OK)
+        ahead_s = 0.0 if compiled is None else compiled.compile_s  # spent elsewhere, before this
+        with timeline.phase("compile", config_id) as t:
+            if compiled is None:
+                compiled = self._compiler(config_id, config, derived)
+            kernel, error = (None, compiled.error) if compiled.status else self._load(compiled)
+        result.compile_s = ahead_s + t.elapsed_s
+        if kernel is None:
+            result.status = compiled.status or (RUNTIME_ERROR if self.fatal_error else COMPILE_ERROR)
+            result.error = error
+            return result
+        block = block_dims(config, self.problem.block_size_names)  # computable: it compiled
+        grid = grid_dims(self.problem.problem_size, config, self.problem.grid_div, self.problem.block_size_names)
+        self._smem_bytes = derived.smem_bytes if derived else 0
+        try:
+            if self._clocks is not None:
+                self._clocks.apply(config)
+            self._measure(kernel, grid, block, result, timeline)
+            if self._observer is not None and result.ok:
+                with timeline.phase("benchmark", config_id) as t:
+                    result.observed = self._observe(kernel, grid, block, result.time_ms)
+                result.benchmark_s += t.elapsed_s
+        except UserError as exc:  # NVML refused a setting it accepted before
+            result.status, result.error = RUNTIME_ERROR, str(exc)
+        finally:
+            del kernel  # the last reference to its module, which unloads it
+        return result
+
+    def _observe(self, kernel: Any, grid: Dims, block: Dims, time_ms: float) -> dict[str, float]:
+        """Power, energy, clocks and temperature over back-to-back launches filling the
+        observer's window (NVML refreshes too seldom to see a few iterations). NaN, with a
+        warning, when NVML fails: the timing stands."""
+        launches = self._observer.launches(time_ms)
+        try:
+            self._sampler.start()
+            for _ in range(launches):
+                self._launch(kernel, grid, block)
+            self.stream.synchronize()
+            return self._observer.values(self._sampler.stop(), launches)
+        except Exception as exc:
+            log.warning("NVML observation failed: %s", exc)
+            return {}
+
+    def _load(self, compiled: Compiled) -> tuple[Any, str]:
+        """(kernel, '') or (None, why): the loader's complaint (ptxas limits of a PTX image,
+        a missing symbol). Fills the module's constant memory from cmem_args."""
+        from cupy.cuda import function
+
+        try:
+            module = function.Module()
+            module.load(compiled.artifact)
+            kernel = module.get_function(compiled.entry)
+            for name, symbol in (compiled.symbols or {}).items():
+                source = self._constants[name]
+                self.cp.cuda.runtime.memcpyAsync(module.get_global_var(symbol), source.data.ptr, source.nbytes,
+                                                 self.cp.cuda.runtime.memcpyDeviceToDevice, self.stream.ptr)
+            return kernel, ""
+        except Exception as exc:
+            if is_sticky(exc):
+                self._lose_context(exc, "loading the module")
+                return None, self.fatal_error
+            return None, shorten(describe(exc))
+
+    def _measure(self, kernel: Any, grid: Dims, block: Dims, result: Result, timeline: Timeline) -> None:
+        """Verify (also the warm-up), then time; any failure becomes the result's status."""
+        phase, failure, times = "verify", None, []
+        with timeline.phase("verify", result.config_id) as t:
+            try:
+                result.error = self._verify(kernel, grid, block)
+            except Exception as exc:
+                failure = exc
+        result.verify_s = t.elapsed_s
+        if failure is None and result.error:
+            result.status = VERIFY_FAILED
+            return
+        if failure is None:
+            phase = "benchmark"
+            with timeline.phase("benchmark", result.config_id) as t:
+                try:
+                    times = self._benchmark(kernel, grid, block)
+                except Exception as exc:
+                    failure = exc
+            result.benchmark_s = t.elapsed_s
+        if failure is not None:
+            result.status, result.error = self._failure(failure, kernel, grid, block, phase)
+            return
+        result.times_ms, result.time_ms = times, median_ms(times)
+
+    def _launch(self, kernel: Any, grid: Dims, block: Dims) -> None:
+        kernel(grid, block, self._args, shared_mem=self._smem_bytes, stream=self.stream)
+
+    def _verify(self, kernel: Any, grid: Dims, block: Dims) -> str:
+        """Reset every array, run once (this is also the warm-up) and compare on the GPU.
+        Beyond 48 KiB, dynamic shared memory must be asked for, once per kernel, first."""
+        if self._smem_bytes > DEFAULT_SMEM_LIMIT:
+            self.cp.cuda.driver.funcSetAttribute(kernel.ptr, FunctionAttribute.MAX_DYNAMIC_SHARED_BYTES,
+                                                 self._smem_bytes)
+        for dst, src in zip(self._args, self._pristine):
+            if src is not None and src.nbytes:
+                dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)
+        self._launch(kernel, grid, block)
+        self.stream.synchronize()
+        assert self._check is not None, "prepare() uploads the answers before any run"
+        return self._check.mismatch(self._args)
+
+    def _benchmark(self, kernel: Any, grid: Dims, block: Dims) -> list[float]:
+        """Every iteration between its own pair of events; one host sync at the end."""
+        for start, end in zip(self._starts, self._ends):
+            start.record(self.stream)
+            self._launch(kernel, grid, block)
+            end.record(self.stream)
+        self._ends[-1].synchronize()
+        return [float(self.cp.cuda.get_elapsed_time(s, e)) for s, e in zip(self._starts, self._ends)]
+
+    # -- failures --------------------------------------------------------------------
+
+    def _failure(self, exc: Exception, kernel: Any, grid: Dims, block: Dims, phase: str) -> tuple[str, str]:
+        """Status and message of an exception while running a configuration."""
+        failure = classify(exc, self._context_ok)
+        if failure is Failure.CONTEXT_LOST:
+            self._lose_context(exc, f"the {phase} run")
+            return failure.status, self.fatal_error
+        if failure is Failure.LAUNCH:
+            limits = launch_limits(grid, block, self._smem_bytes, self._limits(kernel))
+            return failure.status, f"{describe(exc)} ({limits})"
+        return failure.status, describe(exc)
+
+    def _limits(self, kernel: Any) -> KernelLimits | None:
+        """What the driver says this kernel allows; None when it does not say."""
+        def get(attribute: FunctionAttribute) -> int:
+            return int(self.cp.cuda.driver.funcGetAttribute(attribute, kernel.ptr))
+
+        try:
+            return KernelLimits(max_threads=get(FunctionAttribute.MAX_THREADS),
+                                registers=get(FunctionAttribute.REGISTERS),
+                                static_shared_bytes=get(FunctionAttribute.STATIC_SHARED_BYTES))
+        except Exception:
+            return None
+
+    def _context_ok(self) -> bool:
+        """A tiny round trip: a lost context fails it even when the first error looked mild."""
+        try:
+            self.cp.cuda.runtime.deviceSynchronize()
+            return int(self._probe.get()[0]) == 42
+        except Exception:
+            return False
+
+    def _lose_context(self, exc: Exception, where: str) -> None:
+        self.fatal_error = context_lost(f"GPU {self.device_id} ({self.device_name})", where, exc)
+        log.error("%s", self.fatal_error)

@@ -1,0 +1,96 @@
+"""Compiling a configuration with NVRTC: no GPU and no CUDA context, so the compile workers
+that work ahead (process/compile_ahead.py) never touch the GPU the rank measures on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mpitune.backends.base import Compiled, shorten, timed
+from mpitune.backends.cupy.device_errors import text
+from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.result import COMPILE_ERROR, LAUNCH_ERROR
+
+
+def nvrtc_options(user: Sequence[str], capability: int, supported: Sequence[int],
+                  include_dir: str) -> tuple[tuple[str, ...], str]:
+    """The options NVRTC gets and whether it makes a cubin or PTX.
+
+    As CuPy's RawModule does (and Kernel Tuner through it): machine code for the GPU's own
+    architecture when this NVRTC knows it, else PTX for the newest it knows, which the driver
+    compiles at load; ``-ftz=true`` unless the user chose; CuPy's headers on the include path.
+    """
+    options = list(user)
+    arch = next((o for o in options if o.startswith(("-arch", "--gpu-architecture"))), None)
+    if arch is None:
+        if capability in supported:
+            arch = f"-arch=sm_{capability}"
+        else:
+            older = [a for a in supported if a <= capability]
+            arch = f"-arch=compute_{max(older) if older else min(supported)}"
+        options.append(arch)
+    if not any(o.startswith(("-ftz", "--ftz")) for o in options):
+        options.append("-ftz=true")
+    options.append(f"-I{include_dir}")
+    return tuple(options), ("ptx" if "compute_" in arch else "cubin")
+
+
+def warm_up() -> None:
+    """Load NVRTC and compile an empty kernel: the first compile in a process costs about a
+    second more than the next, and a compile worker pays that while its GPU starts up."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    program = nvrtc.createProgram("__global__ void mpitune_warm_up() {}", "warm_up.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, [f"-arch=compute_{min(nvrtc.getSupportedArchs())}"])
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+@dataclass(frozen=True)
+class NvrtcCompiler:
+    """Compiles one configuration to a CUDA image. Picklable and GPU-free, so any process
+    can run it; the backend that measures only loads what it made."""
+
+    source: str
+    kernel_name: str
+    options: tuple[str, ...]
+    image: str  # "cubin" or "ptx"
+    problem_size: tuple[int, ...]
+    grid_div: dict[str, Any]
+    block_size_names: tuple[str, ...]
+    constants: tuple[str, ...] = ()  # __constant__ symbols that cmem_args fills
+
+    def __call__(self, config_id: int, config: dict, derived: Derived | None = None) -> Compiled:
+        return timed(lambda: self._compile(config_id, config, derived))
+
+    def _compile(self, config_id: int, config: dict, derived: Derived | None) -> Compiled:
+        try:
+            block = block_dims(config, self.block_size_names)
+            grid = grid_dims(self.problem_size, config, self.grid_div, self.block_size_names)
+        except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
+            return Compiled(config_id, status=LAUNCH_ERROR, error=f"cannot compute the launch geometry: {exc}")
+        code = kernel_code(self.source, config, block, grid, derived.defines if derived else None)
+        return self._nvrtc(config_id, code, template_name(self.kernel_name, config))
+
+    def _nvrtc(self, config_id: int, code: str, name: str) -> Compiled:
+        from cupy_backends.cuda.libs import nvrtc  # CuPy's NVRTC binding: no GPU, no context
+
+        expressions = [name] + [f"&{symbol}" for symbol in self.constants]
+        program = nvrtc.createProgram(code, "kernel.cu", [], [])
+        try:
+            for expression in expressions:
+                nvrtc.addNameExpression(program, expression)
+            try:
+                nvrtc.compileProgram(program, list(self.options))
+            except nvrtc.NVRTCError as exc:
+                return Compiled(config_id, status=COMPILE_ERROR,
+                                error=shorten(text(nvrtc.getProgramLog(program)) or str(exc)))
+            image = nvrtc.getCUBIN(program) if self.image == "cubin" else nvrtc.getPTX(program)
+            lowered = [text(nvrtc.getLoweredName(program, e)) for e in expressions]
+        finally:
+            nvrtc.destroyProgram(program)
+        return Compiled(config_id, artifact=image if isinstance(image, bytes) else image.encode(),
+                        entry=lowered[0], symbols=dict(zip(self.constants, lowered[1:])))
