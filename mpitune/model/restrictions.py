@@ -78,13 +78,14 @@ class _Vectorise(ast.NodeTransformer):
                 raise RestrictionError("'in' is not supported; compare with == and 'or'")
             parts.append(ast.Compare(left=left, ops=[op], comparators=[right]))
             left = right
-        result = parts[0]
+        result: ast.expr = parts[0]
         for part in parts[1:]:
             result = _call("_and", result, part)
         return result
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
+        assert isinstance(node.func, ast.Name)  # parse_checked allows calls of names only
         node.func = ast.Name(id=_FUNCTIONS[node.func.id], ctx=ast.Load())
         return node
 
@@ -100,10 +101,10 @@ def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, li
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise RestrictionError(f"{text!r} uses {type(node).__name__}, which is not allowed")
-        if isinstance(node, ast.Call):
-            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords:
-                raise RestrictionError(f"{text!r} calls something other than {', '.join(sorted(_FUNCTIONS))}")
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        if isinstance(node, ast.Call) and (not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS
+                                           or node.keywords):
+            raise RestrictionError(f"{text!r} calls something other than {', '.join(sorted(_FUNCTIONS))}")
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
     unknown = sorted(names - set(param_names))
     if unknown:
