@@ -88,9 +88,10 @@ def interference(spec: str, workers: int, repeats: int) -> dict:
     from mpitune.process.compile_ahead import CompileAhead
     from mpitune.scheduling.loop import prepare
     from mpitune.spec.load import load_spec
+    from mpitune.spec.settings import Overrides
 
     with tempfile.TemporaryDirectory() as tmp:
-        setup = prepare(*load_spec(spec, {"cache": os.path.join(tmp, "x.h5")}))
+        setup = prepare(*load_spec(spec, Overrides(cache_path=os.path.join(tmp, "x.h5"))))
         backend = backends.create(setup.problem, tmp, 0)
         backend.prepare()
         space = setup.space

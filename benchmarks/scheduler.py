@@ -58,7 +58,8 @@ from mpitune.model.searchspace import SearchSpace  # noqa: E402
 from mpitune.model.timeline import Clock, Timeline  # noqa: E402
 from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.scheduling.rank import run_chunk  # noqa: E402
-from mpitune.spec.load import replay_problem  # noqa: E402
+from mpitune.spec.replay import replay_problem  # noqa: E402
+from mpitune.spec.settings import Overrides  # noqa: E402
 from mpitune.store import measured
 from mpitune.store.cache import Cache, RunInfo, read  # noqa: E402
 
@@ -140,8 +141,9 @@ def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strate
     (``record``), telling the strategy and the progress line. The ranks' measuring is done by
     the replay backend in this process and not counted."""
     out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}.h5")
-    problem, settings = replay_problem(source, {"cache": out, "strategy": strategy, "batch_size": batch_size,
-                                                "max_fevals": budget, "seed": 1})
+    problem, settings = replay_problem(measured.load(source), Overrides(cache_path=out, strategy=strategy,
+                                                                        batch_size=batch_size, max_fevals=budget,
+                                                                        seed=1))
     from mpitune.scheduling.loop import Manager, prepare  # initialises MPI: not in the memory child
 
     setup = prepare(problem, settings)

@@ -37,7 +37,8 @@ from mpitune.errors import UserError  # noqa: E402
 from mpitune.model.problem import Problem  # noqa: E402
 from mpitune.model.restrictions import Restriction  # noqa: E402
 from mpitune.model.searchspace import SearchSpace  # noqa: E402
-from mpitune.spec.load import load_spec
+from mpitune.spec.load import load_spec  # noqa: E402
+from mpitune.spec.settings import Overrides  # noqa: E402
 
 DEFAULT_SPEC = REPO / "examples" / "matmul_cupy" / "spec.py"
 # Issue 8's goals: mpitune's wall time as a share of Kernel Tuner's, by mpitune's GPU count.
@@ -56,7 +57,7 @@ def fail(message: str) -> NoReturn:
 def load_problem(spec_path: str, out_dir: str) -> Problem:
     """The problem exactly as mpitune tunes it. ``load_spec`` also checks that a results file
     could be written; that check points into OUT, and nothing is written there."""
-    problem, _ = load_spec(spec_path, {"cache": os.path.join(out_dir, "spec-check.h5")})
+    problem, _ = load_spec(spec_path, Overrides(cache_path=os.path.join(out_dir, "spec-check.h5")))
     if problem.lang != "cupy":
         raise UserError(f"{spec_path}: lang is {problem.lang!r}; this comparison is for lang = 'cupy'")
     return problem

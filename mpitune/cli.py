@@ -12,10 +12,14 @@ import logging
 import os
 import shlex
 import sys
+from collections.abc import Callable
 
 from mpitune import commands
 from mpitune.errors import EXIT_USER_ERROR, UserError
-from mpitune.spec.load import load_spec, replay_problem
+from mpitune.model.problem import Problem, RunSettings
+from mpitune.spec.load import load_spec
+from mpitune.spec.replay import MeasuredSpace, replay_problem
+from mpitune.spec.settings import Overrides
 
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -87,12 +91,26 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
         args = _replay_parser().parse_args(argv[1:])
-        args.cache, source = args.output, args.cache
-        return _tune(args, argv, lambda overrides: replay_problem(source, overrides, args.strategy))
+        overrides = _overrides(args, args.output)
+        return _tune(args, argv, lambda: replay_problem(_read_measured(args.cache), overrides, args.strategy))
     if argv and argv[0] in commands.available():
         return _offline(argv[0], argv[1:])
     args = _tune_parser().parse_args(argv)
-    return _tune(args, argv, lambda overrides: load_spec(args.spec, overrides))
+    overrides = _overrides(args, args.cache)
+    return _tune(args, argv, lambda: load_spec(args.spec, overrides, _read_measured))
+
+
+def _overrides(args: argparse.Namespace, cache_path: str | None) -> Overrides:
+    return Overrides(strategy=args.strategy, max_fevals=args.max_fevals, time_limit_s=args.time_limit,
+                     seed=args.seed, cache_path=cache_path, batch_size=args.batch_size,
+                     compile_workers=args.compile_workers, stop_file=args.stop_file or "",
+                     allow_mixed_devices=args.allow_mixed_devices, isolate=not args.no_isolation)
+
+
+def _read_measured(path: str) -> MeasuredSpace:
+    from mpitune.store import measured  # reads HDF5 files: imported only when a replay needs it
+
+    return measured.load(path)
 
 
 def _offline(verb: str, argv: list[str]) -> int:
@@ -120,20 +138,16 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def _tune(args, argv: list[str], load) -> int:
-    """``load(overrides)`` gives the problem and settings; it runs on rank 0 only."""
+def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
+    """``load()`` gives the problem and settings; it runs on rank 0 only."""
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
-    overrides = {"strategy": args.strategy, "max_fevals": args.max_fevals, "time_limit": args.time_limit,
-                 "seed": args.seed, "cache": args.cache, "batch_size": args.batch_size,
-                 "compile_workers": args.compile_workers, "stop_file": args.stop_file,
-                 "allow_mixed_devices": args.allow_mixed_devices, "no_isolation": args.no_isolation}
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        return tuner.tune(lambda: load(overrides), command, debug=args.debug)
+        return tuner.tune(load, command, debug=args.debug)
     except BaseException:
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.

@@ -69,8 +69,8 @@ class Problem:
             "lang": self.lang,
             "problem_size": list(self.problem_size),
             "arguments": [_describe(a) for a in self.arguments],
-            "tune_params": {k: [_plain(v) for v in vs] for k, vs in self.tune_params.items()},
-            "restrictions": [r.text if isinstance(r, Restriction) else _callable_text(r)
+            "tune_params": {k: [plain(v) for v in vs] for k, vs in self.tune_params.items()},
+            "restrictions": [r.text if isinstance(r, Restriction) else callable_text(r)
                              for r in self.restrictions],
             "grid_div": {k: v if isinstance(v, (str, type(None))) else list(v) for k, v in self.grid_div.items()},
             "block_size_names": list(self.block_size_names),
@@ -107,11 +107,14 @@ def _describe(arg: Any) -> str:
     return f"{arr.dtype.str}{list(arr.shape)}"
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds, so that a problem's identity is the same
+    whether the spec wrote ``4`` or ``np.int32(4)``."""
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _callable_text(fn: Callable) -> str:
+def callable_text(fn: Callable) -> str:
+    """A callable's source, which is what a file records of it; its name where there is no source."""
     try:
         return inspect.getsource(fn).strip()
     except (OSError, TypeError):

@@ -34,8 +34,7 @@ def memory(spec: Mapping[str, Any], caps: Capabilities, fail: Fail) -> None:
     """Device memory fields (``smem_args``, ``cmem_args``) only for a backend that has that memory."""
     for name in ("smem_args", "cmem_args"):
         if spec.get(name) is not None and name not in caps.memory_kinds:
-            fail(name, f"is device memory that lang={caps.lang!r} does not have "
-                       f"(use lang={_langs_with(lambda c, kind=name: kind in c.memory_kinds)})")
+            fail(name, f"is device memory that lang={caps.lang!r} does not have (use lang={_langs_with_memory(name)})")
 
 
 def observers(observers: Any, tune_params: Mapping[str, list], caps: Capabilities, fail: Fail) -> list[Any]:
@@ -92,6 +91,10 @@ def _geometry(problem: Problem, fail: Fail) -> None:
                 parse_checked(entry, names)
             except (RestrictionError, ValueError) as exc:
                 fail(f"grid_div_{axis}", str(exc))
+
+
+def _langs_with_memory(kind: str) -> str:
+    return _langs_with(lambda c: kind in c.memory_kinds)
 
 
 def _langs_with(has: Callable[[Capabilities], bool]) -> str:

@@ -3,11 +3,13 @@ from conftest import kt_cache
 
 from mpitune.backends import replay
 from mpitune.model.timeline import Clock, Timeline
-from mpitune.spec.load import replay_problem
+from mpitune.spec.replay import replay_problem
+from mpitune.spec.settings import Overrides
+from mpitune.store import measured
 
 
 def test_replay_answers_from_data_and_advances_simulated_time(tmp_path):
-    problem, _ = replay_problem(kt_cache(str(tmp_path / "c.json")), {})
+    problem, _ = replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides())
     backend = replay.create(problem, str(tmp_path))
     timeline = Timeline(Clock(simulated=True))
     r = backend.run(0, {"x": 1, "y": 1}, timeline)

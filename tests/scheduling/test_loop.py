@@ -234,14 +234,16 @@ def test_ranks_on_different_device_models_are_refused_unless_allowed(tmp_path):
     from mpitune.model.timeline import Clock
     from mpitune.scheduling.loop import _open, prepare
     from mpitune.spec.load import load_spec
+    from mpitune.spec.settings import Overrides
 
     spec = write_scale_spec(tmp_path)
     where = [("node1", "GPU model A", "", 1, 0), ("node1", "GPU model B", "", 2, 0), ("node2", "GPU model A", "", 3, 0)]
-    setup = prepare(*load_spec(str(spec), {"cache": str(tmp_path / "out.h5")}))
+    setup = prepare(*load_spec(str(spec), Overrides(cache_path=str(tmp_path / "out.h5"))))
     manager, error = _open(setup, where, Clock(), 0.0, "test")
     assert manager is None
     assert "GPU model A: ranks 0, 2; GPU model B: ranks 1" in error and "--allow-mixed-devices" in error
-    setup = prepare(*load_spec(str(spec), {"cache": str(tmp_path / "out.h5"), "allow_mixed_devices": True}))
+    setup = prepare(*load_spec(str(spec), Overrides(cache_path=str(tmp_path / "out.h5"),
+                                                   allow_mixed_devices=True)))
     manager, error = _open(setup, where, Clock(), 0.0, "test")
     assert error is None and manager.devices == ("GPU model A", "GPU model B", "GPU model A")
     manager.cache.close()

@@ -192,7 +192,7 @@ def test_report_of_a_broken_cache_is_one_line(good_cache: Path, tmp_path: Path, 
     proc = subprocess.Popen([sys.executable, "-m", "mpitune", "report", str(bad)], cwd=tmp_path, env=mpi_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        stdout, stderr = proc.communicate(timeout=LIMIT_S)
+        _stdout, stderr = proc.communicate(timeout=LIMIT_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
 import pytest
-from conftest import mpirun, write_scale_spec
+from conftest import mpi_env, mpirun, write_scale_spec
 
 from mpitune.errors import SpecError
 from mpitune.spec.load import load_spec
+from mpitune.spec.settings import Overrides
 
 GOOD = '''
 import numpy as np
@@ -44,23 +47,47 @@ def test_kernel_tuner_lang_cuda_and_top_level_seed_port_as_they_are(tmp_path):
     spec = write(tmp_path, GOOD.replace('lang = "C"', 'lang = "CUDA"\nseed = 5'))
     problem, settings = load_spec(str(spec))
     assert problem.lang == "cupy" and settings.seed == 5
-    assert load_spec(str(spec), {"seed": 7})[1].seed == 7  # the command line wins
+    assert load_spec(str(spec), Overrides(seed=7))[1].seed == 7  # the command line wins
 
 
 def test_default_strategy_follows_the_budget(tmp_path):
     spec = write(tmp_path, GOOD)
-    assert load_spec(str(spec), {"max_fevals": 10})[1].strategy == "genetic_algorithm"
-    assert load_spec(str(spec), {"time_limit": 60})[1].strategy == "genetic_algorithm"
-    assert load_spec(str(spec), {"max_fevals": 10, "strategy": "random_sample"})[1].strategy == "random_sample"
+    assert load_spec(str(spec), Overrides(max_fevals=10))[1].strategy == "genetic_algorithm"
+    assert load_spec(str(spec), Overrides(time_limit_s=60))[1].strategy == "genetic_algorithm"
+    assert load_spec(str(spec), Overrides(max_fevals=10, strategy="random_sample"))[1].strategy == "random_sample"
 
 
 def test_command_line_overrides_the_spec(tmp_path):
     spec = write(tmp_path, GOOD + 'strategy = "brute_force"\nstrategy_options = {"max_fevals": 5, "seed": 1}\n')
-    _, settings = load_spec(str(spec), {"strategy": "random_sample", "max_fevals": 2, "time_limit": 9.5,
-                                        "batch_size": 3, "cache": "x.h5"})
+    _, settings = load_spec(str(spec), Overrides(strategy="random_sample", max_fevals=2, time_limit_s=9.5,
+                                                 batch_size=3, cache_path="x.h5"))
     assert (settings.strategy, settings.max_fevals, settings.time_limit_s, settings.seed,
             settings.batch_size) == ("random_sample", 2, 9.5, 1, 3)
     assert settings.cache_path.endswith("x.h5")
+
+
+def test_no_isolation_from_the_command_line(tmp_path):
+    spec = write(tmp_path, GOOD)
+    assert load_spec(str(spec))[0].isolate is True
+    assert load_spec(str(spec), Overrides(isolate=False))[0].isolate is False
+
+
+def test_an_existing_file_that_is_not_hdf5_is_the_stores_to_refuse(tmp_path, monkeypatch):
+    """The spec layer checks that the results file can be written; whether an existing one is
+    HDF5 the scheduler asks the store at start-up (tests/data/bad_specs/cache_not_hdf5.py)."""
+    monkeypatch.chdir(tmp_path)
+    spec = write(tmp_path, GOOD + "cache = 'scale.c'\n")
+    assert load_spec(str(spec))[1].cache_path == str(tmp_path / "scale.c")
+
+
+def test_loading_a_spec_needs_neither_mpi_nor_a_gpu_nor_hdf5(tmp_path):
+    spec = write(tmp_path, GOOD)
+    code = ("import sys; from mpitune.spec.load import load_spec; load_spec(sys.argv[1]); "
+            "print(sorted(m for m in ('mpi4py', 'cupy', 'h5py') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(spec)], env=mpi_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 # (what to change in GOOD, the field the message must name, a phrase it must contain)

@@ -1,5 +1,6 @@
 # Broken: the cache path is an existing file that is not HDF5 (the kernel source).
 # expect: cache
+# The spec layer knows no HDF5: the scheduler refuses this file at start-up, asking the store.
 import numpy as np
 
 n = 64

@@ -1,0 +1,106 @@
+"""How to search: the run settings from what a spec says about the search and what the command
+line overrides, the default strategy, and whether the results file can be written."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mpitune import strategies
+from mpitune.model.problem import RunSettings
+from mpitune.spec.checker import Checker
+from mpitune.spec.kernel_tuner import BUDGET_OPTIONS
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The command line's settings; None (or the default) where it leaves the spec's."""
+
+    strategy: str | None = None
+    max_fevals: int | None = None
+    time_limit_s: float | None = None
+    seed: int | None = None
+    cache_path: str | None = None
+    batch_size: int | None = None
+    compile_workers: int | None = None
+    stop_file: str = ""
+    allow_mixed_devices: bool = False
+    isolate: bool = True
+
+
+@dataclass(frozen=True)
+class SearchFields:
+    """What a spec says about the search, as written; ``run_settings`` checks it."""
+
+    strategy: Any = None
+    strategy_options: Any = None
+    seed: Any = None
+    compile_workers: Any = None
+    cache: Any = None
+
+    @classmethod
+    def of(cls, spec: dict[str, Any]) -> SearchFields:
+        return cls(strategy=spec["strategy"], strategy_options=spec["strategy_options"], seed=spec["seed"],
+                   compile_workers=spec["compile_workers"], cache=spec["cache"])
+
+
+def default_strategy(has_budget: bool) -> str:
+    """With a budget, the strategy that did best on the replayed real search spaces
+    (docs/strategies.md); without one every strategy measures the whole space, and brute
+    force does so in order, at the least cost."""
+    return "genetic_algorithm" if has_budget else "brute_force"
+
+
+def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> RunSettings:
+    """The command line wins over ``strategy_options``, which wins over a top-level ``seed``."""
+    options = fields.strategy_options or {}
+    if not isinstance(options, dict):
+        check.fail("strategy_options", "must be a dict")
+    options = dict(options)
+    # The budget by Kernel Tuner's names, which are also the fields an error line names.
+    budget = {k: options.pop(k) for k in BUDGET_OPTIONS if k in options}
+    if fields.seed is not None:  # Kernel Tuner's tune_kernel(seed=...)
+        budget.setdefault("seed", fields.seed)
+    from_command_line = {"max_fevals": overrides.max_fevals, "time_limit": overrides.time_limit_s,
+                         "seed": overrides.seed}
+    budget.update({k: v for k, v in from_command_line.items() if v is not None})
+    has_budget = budget.get("max_fevals") is not None or budget.get("time_limit") is not None
+    strategy = overrides.strategy or fields.strategy or default_strategy(has_budget)
+    if not isinstance(strategy, str) or strategy not in strategies.available():
+        check.fail("strategy", f"unknown strategy {strategy!r}; available: {', '.join(strategies.available())}")
+    settings = RunSettings(strategy=strategy, strategy_options=options)
+    if budget.get("max_fevals") is not None:
+        settings.max_fevals = check.int_("max_fevals", budget["max_fevals"], 1)
+    if budget.get("time_limit") is not None:
+        settings.time_limit_s = check.number("time_limit", budget["time_limit"])
+    if budget.get("seed") is not None:
+        settings.seed = check.int_("seed", budget["seed"], 0)
+    settings.stop_file = overrides.stop_file
+    settings.allow_mixed_devices = overrides.allow_mixed_devices
+    if overrides.batch_size is not None:
+        settings.batch_size = check.int_("batch_size", overrides.batch_size, 1)
+    workers = fields.compile_workers if overrides.compile_workers is None else overrides.compile_workers
+    if workers is not None:
+        settings.compile_workers = check.int_("compile_workers", workers, 0)
+    cache = overrides.cache_path or fields.cache
+    if cache is not None and not isinstance(cache, (str, Path)):
+        check.fail("cache", f"must be a file path, got {cache!r}")
+    settings.cache_path = cache_path(check, cache or Path(check.path).stem + ".h5")
+    return settings
+
+
+def cache_path(check: Checker, cache: str | Path) -> str:
+    """The results file must be one mpitune can create or open: found here, not after start-up.
+    Whether an existing file is one mpitune wrote is the store's to say (the scheduler asks it
+    before anything is written)."""
+    path = os.path.abspath(cache)
+    directory = os.path.dirname(path)
+    if os.path.isdir(path):
+        check.fail("cache", f"{path} is a directory; name a file such as {os.path.join(path, 'results.h5')}")
+    if not os.path.isdir(directory):
+        check.fail("cache", f"cannot write {path}: directory {directory} does not exist")
+    if not os.access(path if os.path.exists(path) else directory, os.W_OK):
+        check.fail("cache", f"cannot write {path}: permission denied")
+    return path

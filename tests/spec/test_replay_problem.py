@@ -1,0 +1,65 @@
+"""Replay problems from measured data, in one process: the ``replay`` verb's and a
+``simulation_mode`` spec's."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import kt_cache
+
+from mpitune.errors import SpecError
+from mpitune.spec.load import load_spec
+from mpitune.spec.replay import replay_problem
+from mpitune.spec.settings import Overrides
+from mpitune.store import measured
+
+
+def test_the_measured_configurations_are_the_space(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = kt_cache(str(tmp_path / "c.json"))
+    problem, settings = replay_problem(measured.load(source), Overrides(max_fevals=3))
+    assert problem.lang == "replay" and problem.replay_source == source and problem.kernel_name == "k"
+    assert problem.tune_params == {"x": [1, 2, 3], "y": [1, 2]} and len(problem.configs) == 6
+    assert problem.problem_size == (64, 64) and problem.iterations == 3
+    assert settings.cache_path == str(tmp_path / "c.replay.h5")
+    assert (settings.strategy, settings.max_fevals) == ("genetic_algorithm", 3)
+
+
+SIMULATION = '''
+simulation_mode = True
+cache = "measured.json"
+restrictions = ["x < 3"]
+strategy = "random_sample"
+strategy_options = {"seed": 4}
+'''
+
+
+def test_a_simulation_mode_spec_replays_its_cache(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    kt_cache(str(tmp_path / "measured.json"))
+    spec = tmp_path / "sim.py"
+    spec.write_text(SIMULATION)
+    problem, settings = load_spec(str(spec), Overrides(), measured.load)
+    assert problem.spec_path == str(spec) and problem.replay_source == str(tmp_path / "measured.json")
+    assert [r.text for r in problem.restrictions] == ["x < 3"]
+    assert (settings.strategy, settings.seed) == ("random_sample", 4)
+    assert settings.cache_path == str(tmp_path / "sim.replay.h5")
+    _, settings = load_spec(str(spec), Overrides(cache_path="out.h5", strategy="brute_force"), measured.load)
+    assert settings.cache_path == str(tmp_path / "out.h5") and settings.strategy == "brute_force"
+
+
+def test_a_simulation_mode_spec_names_its_missing_cache(tmp_path):
+    spec = tmp_path / "sim.py"
+    spec.write_text(SIMULATION)
+    with pytest.raises(SpecError, match=f"^{spec}: cache: file 'measured.json' not found$"):
+        load_spec(str(spec), Overrides(), measured.load)
+    assert not os.path.exists(tmp_path / "sim.replay.h5")
+
+
+def test_a_simulation_mode_spec_needs_a_reader_of_measured_data(tmp_path):
+    kt_cache(str(tmp_path / "measured.json"))
+    spec = tmp_path / "sim.py"
+    spec.write_text(SIMULATION)
+    with pytest.raises(TypeError, match="read_measured"):
+        load_spec(str(spec))
