@@ -22,14 +22,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The replay backend answers from measured data, which it reads through the store.
     "backends": {"model", "errors", "observers", "store"},
     "process": {"model", "errors", "backends"},
-    # A replay's problem is defined by its measured data, read through the store; strategies
-    # are asked only for their names.
-    "spec": {"model", "errors", "backends", "strategies", "store"},
+    # Strategies are asked only for their names; a replay's measured data is read by the caller.
+    "spec": {"model", "errors", "backends", "strategies"},
     "scheduling": {"model", "errors", "backends", "process", "store", "strategies", "mpitune"},
     "offline": {"model", "errors", "store", "mpitune"},
     "commands": {"offline", "store", "errors", "model", "mpitune"},
     "analysis": {"offline"},
-    "cli": {"spec", "scheduling", "commands", "errors", "mpitune"},
+    # The command line reads a replay's measured data through the store and hands it to the spec.
+    "cli": {"spec", "scheduling", "commands", "store", "model", "errors", "mpitune"},
     "__main__": {"cli"},
     "__init__": set(),
 }
