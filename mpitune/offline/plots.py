@@ -18,7 +18,8 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.timeline import PHASES
 from mpitune.offline.analysis import Tables, frames
-from mpitune.store.cache import read
+from mpitune.offline.report import run_walls
+from mpitune.store.reader import read
 
 PLOTS = ("convergence", "timeline", "distribution", "parameters")
 
@@ -70,14 +71,10 @@ def _wide(values) -> bool:
 
 
 def _run_walls(t: Tables) -> dict[int, float]:
-    runs = t.results.attrs["runs"]
-    walls = {}
-    for run, wall in zip(runs["run"], runs["wall_s"]):
-        if not np.isfinite(wall):  # still running, or killed: its last recorded phase
-            ends = t.timeline.loc[t.timeline["run"] == run, "end_s"]
-            wall = float(ends.max()) if len(ends) else 0.0
-        walls[int(run)] = float(wall)
-    return walls
+    runs, tl = t.results.attrs["runs"], t.timeline
+    walls = run_walls(runs["run"].to_numpy(), runs["wall_s"].to_numpy(float), tl["run"].to_numpy(),
+                      tl["end_s"].to_numpy(float))
+    return dict(zip(runs["run"].astype(int).tolist(), walls))
 
 
 def _title(t: Tables) -> str:
