@@ -29,3 +29,11 @@ def best_first(values: np.ndarray, counts: np.ndarray, higher_is_better: bool) -
     rows = np.flatnonzero(counts)
     return rows[np.argsort(-values[rows] if higher_is_better else values[rows], kind="stable")]
 
+
+def running_best(values: np.ndarray, counts: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """The best value among the rows so far, in row order; NaN until a row counts."""
+    if higher_is_better:
+        best = np.maximum.accumulate(np.where(counts, values, -np.inf))
+    else:
+        best = np.minimum.accumulate(np.where(counts, values, np.inf))
+    return np.where(np.isfinite(best), best, np.nan)
