@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mpitune.errors import UserError
-from mpitune.model.schema import ITERATIONS, RESULT_COLUMNS
+from mpitune.model.schema import ITERATIONS, RESULT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
 from mpitune.store.reader import CacheData, read
 
 # The results columns before the per-iteration times (status, time_ms) come first in the table, then
@@ -75,7 +75,7 @@ def frames(data: CacheData) -> Tables:
         results[col] = results[col].astype(str)
 
     tl = data.timeline
-    timeline = pd.DataFrame({f: tl[f] for f in tl.dtype.names})
+    timeline = pd.DataFrame({c.name: tl[c.name] for c in TIMELINE_COLUMNS})
     timeline["phase"] = timeline["phase"].astype(str)
     timeline["duration_s"] = timeline["end_s"] - timeline["start_s"]
     where = {(int(r["run"]), int(r["rank"])): (str(r["host"]), str(r["device"])) for r in data.ranks}
@@ -85,7 +85,7 @@ def frames(data: CacheData) -> Tables:
 
     info = {"problem": data.problem, "param_names": names, "objective": data.objective.record(),
             "metric_names": data.metric_names, "observed_names": data.observed_names,
-            "runs": pd.DataFrame({f: runs[f] for f in runs.dtype.names})}
+            "runs": pd.DataFrame({c.name: runs[c.name] for c in RUN_COLUMNS})}
     results.attrs.update(info)
     timeline.attrs.update(info)
     return Tables(results, timeline)

@@ -116,7 +116,7 @@ def _wide(values) -> bool:
     return len(values) > 1 and values.max() / values.min() > 20
 
 
-def _run_walls(t: Tables) -> dict[int, float]:
+def _walls_by_run(t: Tables) -> dict[int, float]:
     runs, tl = t.results.attrs["runs"], t.timeline
     walls = run_walls(runs["run"].to_numpy(), runs["wall_s"].to_numpy(float), tl["run"].to_numpy(),
                       tl["end_s"].to_numpy(float))
@@ -131,7 +131,7 @@ def _title(t: Tables) -> str:
 def convergence(t: Tables, plt):
     res, axis = _objective(t)
     res = res.sort_values(["run", "finished_s", "config_id"], kind="stable").reset_index(drop=True)
-    walls = _run_walls(t)
+    walls = _walls_by_run(t)
     offsets, acc = {}, 0.0
     for run in sorted(walls):
         offsets[run], acc = acc, acc + walls[run]
