@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mpitune.offline.report import gather_waits, summarize  # noqa: E402
-from mpitune.store.cache import read  # noqa: E402
+from mpitune.store.reader import read  # noqa: E402
 
 GOAL = 1.3
 ROUNDS = 5  # times the whole space is queued for the workers during the interference check
@@ -59,13 +59,13 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
         sys.exit(f"floor: the {gpus}-GPU run failed ({proc.returncode}); see {out}/floor-{gpus}gpu.log:\n"
                  + (proc.stdout + proc.stderr)[-2000:])
     data = read(str(cache))
-    res = data["results"]
+    res = data.results
     summary = summarize(data)
     compile_s = float(res["compile_s"].sum())
     gpu_s = float(res["verify_s"].sum() + res["benchmark_s"].sum())
     timed_s = float(res["benchmark_s"].sum())
     floor_s = max(compile_s / (gpus * workers), gpu_s / gpus)
-    wall_s = float(data["runs"]["wall_s"][-1])
+    wall_s = float(data.runs["wall_s"][-1])
     return {
         "gpus": gpus, "workers_per_rank": workers, "configs": len(res),
         "statuses": {s: int((res["status"] == s).sum()) for s in sorted(set(res["status"]))},

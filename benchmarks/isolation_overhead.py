@@ -19,10 +19,10 @@ import tempfile
 
 import numpy as np
 
-from mpitune.store.cache import read
+from mpitune.store.reader import CacheData, read
 
 
-def tune(spec: str, ranks: int, mpiexec: str, cache: str, isolate: bool) -> dict:
+def tune(spec: str, ranks: int, mpiexec: str, cache: str, isolate: bool) -> CacheData:
     cmd = [*shlex.split(mpiexec), "-n", str(ranks), sys.executable, "-m", "mpitune", spec, "--cache", cache,
            "--strategy", "brute_force"] + ([] if isolate else ["--no-isolation"])
     # Each run compiles for real: CuPy would otherwise reuse the first run's kernels from disk.
@@ -31,8 +31,8 @@ def tune(spec: str, ranks: int, mpiexec: str, cache: str, isolate: bool) -> dict
     return read(cache)
 
 
-def overhead_ms(data: dict) -> np.ndarray:
-    res = data["results"]
+def overhead_ms(data: CacheData) -> np.ndarray:
+    res = data.results
     measured = res["compile_s"] + res["verify_s"] + res["benchmark_s"]
     return 1e3 * ((res["finished_s"] - res["started_s"]) - measured)
 

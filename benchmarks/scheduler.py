@@ -61,7 +61,8 @@ from mpitune.scheduling.rank import run_chunk  # noqa: E402
 from mpitune.spec.replay import replay_problem  # noqa: E402
 from mpitune.spec.settings import Overrides  # noqa: E402
 from mpitune.store import measured
-from mpitune.store.cache import Cache, RunInfo, read  # noqa: E402
+from mpitune.store.cache import Cache, RunInfo  # noqa: E402
+from mpitune.store.reader import read  # noqa: E402
 
 TIME = Objective()  # the median time, lower is better: what results are scored by here
 

@@ -194,7 +194,7 @@ def run_kernel_tuner(spec: str, names: list[str], out_dir: Path, timeout_s: floa
 def run_mpitune(spec: str, gpus: int, mpirun: list[str], out_dir: Path, timeout_s: float) -> dict:
     """mpitune on ``gpus`` ranks (one GPU each) under mpirun; its row of the table."""
     from mpitune.offline.report import summarize
-    from mpitune.store.cache import read  # h5py: not for the Kernel Tuner child to load
+    from mpitune.store.reader import read  # h5py: not for the Kernel Tuner child to load
 
     run_dir = out_dir / f"mpitune-{gpus}gpu"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -208,12 +208,12 @@ def run_mpitune(spec: str, gpus: int, mpirun: list[str], out_dir: Path, timeout_
     wall_s = run_timed(cmd, env, run_dir / "log.txt", timeout_s)
     data = read(str(cache))
     summary = summarize(data)  # what `python -m mpitune report CACHE --json` prints
-    names = data["param_names"]
-    ok = data["results"][data["results"]["status"] == "ok"]
+    names = data.param_names
+    ok = data.results[data.results["status"] == "ok"]
     times_ms = {config_key(row, names): float(row["time_ms"]) for row in ok}
     best = summary["best"]
     return {
-        "tuner": "mpitune", "gpus": gpus, "wall_s": wall_s, "own_s": float(data["runs"]["wall_s"][-1]),
+        "tuner": "mpitune", "gpus": gpus, "wall_s": wall_s, "own_s": float(data.runs["wall_s"][-1]),
         "import_s": None, "configs": summary["configs"], "ok": summary["ok"],
         "best": config_key(best["config"], names) if best else None,
         "best_time_ms": best["time_ms"] if best else None,

@@ -9,6 +9,10 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mpitune.store.reader import CacheData
 
 HELP = "print the progress of a running job's cache file every few seconds until the run ends"
 
@@ -18,9 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, default=5.0, metavar="S", help="seconds between lines (default 5)")
 
 
-def progress(data: dict) -> str:
+def progress(data: CacheData) -> str:
     """One line: the newest run's count, rate and best, and the file's overall best."""
-    runs, results = data["runs"], data["results"]
+    runs, results = data.runs, data.results
     if not len(runs):
         return "no run recorded yet"
     run = runs[-1]
@@ -33,18 +37,19 @@ def progress(data: dict) -> str:
         line += f", {len(mine) / elapsed_s:.3g} configs/s over {elapsed_s:.0f} s"
     if len(ok):
         best = ok[ok["time_ms"].argmin()]
-        config = ", ".join(f"{n}={best[n]}" for n in data["param_names"])
+        config = ", ".join(f"{n}={best[n]}" for n in data.param_names)
         line += f"; best {best['time_ms']:.4g} ms ({config})"
     return line
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpitune.store.cache import read, writer_alive
+    from mpitune.store.lock import writer_alive
+    from mpitune.store.reader import read
 
     while True:
         data = read(args.cache)
         print(f"mpitune: {progress(data)}", flush=True)
-        runs = data["runs"]
+        runs = data.runs
         running = len(runs) and runs[-1]["status"] == "running"
         if not running:
             return 0

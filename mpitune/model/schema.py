@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
+SCHEMA_VERSION = 1
 SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
 ITERATIONS = "iterations"
@@ -93,6 +95,7 @@ def param_dtype(values: list) -> str:
 
 
 def dtype(columns: tuple[Column, ...], iterations: int = 1) -> np.dtype:
+    """The compound dtype of a dataset; ``iterations`` sizes the per-iteration column."""
     return np.dtype([(c.name, "f8", (iterations,)) if c.dtype == ITERATIONS else (c.name, c.dtype)
                      for c in columns])
 
@@ -100,3 +103,9 @@ def dtype(columns: tuple[Column, ...], iterations: int = 1) -> np.dtype:
 def results_dtype(tune_params: dict[str, list], iterations: int) -> np.dtype:
     params = tuple(Column(name, param_dtype(values), "tunable parameter") for name, values in tune_params.items())
     return dtype((CONFIG_ID, *params, *RESULT_COLUMNS), iterations)
+
+
+TIMELINE_DTYPE = dtype(TIMELINE_COLUMNS)
+RUNS_DTYPE = dtype(RUN_COLUMNS)
+IN_FLIGHT_DTYPE = dtype(IN_FLIGHT_COLUMNS)
+RANKS_DTYPE = dtype(RANK_COLUMNS)

@@ -16,9 +16,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mpitune.errors import UserError
-from mpitune.store.cache import read
+from mpitune.model.schema import ITERATIONS, RESULT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
+from mpitune.store.reader import CacheData, read
 
-# Phases in the order they are drawn and listed; anything else recorded goes last.
+# The results columns before the per-iteration times (status, time_ms) come first in the table, then
+# metrics, observed values and statistics of the iterations; the columns after follow.
+_SPLIT = next(i for i, c in enumerate(RESULT_COLUMNS) if c.dtype == ITERATIONS)
+_LEADING, _TRAILING = RESULT_COLUMNS[:_SPLIT], RESULT_COLUMNS[_SPLIT + 1:]
+_TEXT_COLUMNS = tuple(c.name for c in RESULT_COLUMNS if c.dtype.startswith("S"))
 
 
 def pandas():
@@ -46,45 +51,41 @@ def _iteration_stats(times: np.ndarray) -> dict[str, np.ndarray]:
     return stats
 
 
-def frames(data: dict) -> Tables:
-    """The tables of a file already read with ``mpitune.store.cache.read``."""
+def frames(data: CacheData) -> Tables:
+    """The tables of a file already read with ``mpitune.store.reader.read``."""
     pd = pandas()
-    res, names = data["results"], data["param_names"]
-    runs = data["runs"]
+    res, names = data.results, data.param_names
+    runs = data.runs
     started_unix = dict(zip(runs["run"].tolist(), runs["started_unix"].tolist()))
     times = np.asarray(res["times_ms"], dtype=float).reshape(len(res), -1)
     columns: dict[str, Any] = {"config_id": res["config_id"]}
     for n in names:
         columns[n] = res[n]
-    columns.update({"status": res["status"], "time_ms": res["time_ms"]})
-    for group in ("metric", "observed"):  # by their own names, as a metric's function saw them
-        values = data["metrics" if group == "metric" else "observed"]
-        columns.update({n: values[:, j] for j, n in enumerate(data[f"{group}_names"])})
+    columns.update({c.name: res[c.name] for c in _LEADING})
+    for values, value_names in ((data.metrics, data.metric_names), (data.observed, data.observed_names)):
+        columns.update({n: values[:, j] for j, n in enumerate(value_names)})  # as a metric's function saw them
     columns.update(_iteration_stats(times))
     columns["times_ms"] = [row[~np.isnan(row)] for row in times]
-    for f in ("compile_s", "verify_s", "benchmark_s", "run", "batch", "rank", "host", "device",
-              "started_s", "finished_s", "error"):
-        columns[f] = res[f]
+    columns.update({c.name: res[c.name] for c in _TRAILING})
     results = pd.DataFrame(columns)
     base = results["run"].map(started_unix).astype(float)
     results["started"] = pd.to_datetime(base + results["started_s"], unit="s", utc=True)
     results["finished"] = pd.to_datetime(base + results["finished_s"], unit="s", utc=True)
-    for col in ("status", "host", "device", "error"):
+    for col in _TEXT_COLUMNS:
         results[col] = results[col].astype(str)
 
-    tl = data["timeline"]
-    timeline = pd.DataFrame({f: tl[f] for f in tl.dtype.names})
+    tl = data.timeline
+    timeline = pd.DataFrame({c.name: tl[c.name] for c in TIMELINE_COLUMNS})
     timeline["phase"] = timeline["phase"].astype(str)
     timeline["duration_s"] = timeline["end_s"] - timeline["start_s"]
-    ranks = data["ranks"]
-    where = {(int(r["run"]), int(r["rank"])): (str(r["host"]), str(r["device"])) for r in ranks}
+    where = {(int(r["run"]), int(r["rank"])): (str(r["host"]), str(r["device"])) for r in data.ranks}
     keys = list(zip(timeline["run"].tolist(), timeline["rank"].tolist()))
     timeline["host"] = [where.get(k, ("", ""))[0] for k in keys]
     timeline["device"] = [where.get(k, ("", ""))[1] for k in keys]
 
-    info = {"problem": data["problem"], "param_names": names, "objective": data["objective"],
-            "metric_names": data["metric_names"], "observed_names": data["observed_names"],
-            "runs": pd.DataFrame({f: runs[f] for f in runs.dtype.names})}
+    info = {"problem": data.problem, "param_names": names, "objective": data.objective.record(),
+            "metric_names": data.metric_names, "observed_names": data.observed_names,
+            "runs": pd.DataFrame({c.name: runs[c.name] for c in RUN_COLUMNS})}
     results.attrs.update(info)
     timeline.attrs.update(info)
     return Tables(results, timeline)

@@ -23,6 +23,7 @@ import numpy as np
 
 from mpitune import __version__
 from mpitune.errors import UserError
+from mpitune.model.problem import _plain
 from mpitune.model.result import (
     COMPILE_ERROR,
     INVALID,
@@ -36,8 +37,9 @@ from mpitune.model.result import (
 )
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import PhaseRow
-from mpitune.store.cache import Cache, RunInfo, read
+from mpitune.store.cache import Cache, RunInfo
 from mpitune.store.measured import from_kt_document, read_kt_json
+from mpitune.store.reader import CacheData, read
 
 FORMATS = ("kt-json", "t4")
 
@@ -58,17 +60,13 @@ T4_SCHEMA_VERSION = "1.0.0"
 SESSION_GAP_S = 1800.0
 
 
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _measured_rows(data: dict) -> list:
+def _measured_rows(data: CacheData) -> list:
     """One row per configuration (the first measurement, as a resume never repeats one), with
     its metrics and observed values by name (finite ones only: what a failure lacks)."""
     seen, rows = set(), []
-    names = data["metric_names"] + data["observed_names"]
-    values = np.hstack([data["metrics"], data["observed"]])
-    for row, row_values in zip(data["results"], values):
+    names = data.metric_names + data.observed_names
+    values = np.hstack([data.metrics, data.observed])
+    for row, row_values in zip(data.results, values):
         if int(row["config_id"]) not in seen:
             seen.add(int(row["config_id"]))
             rows.append((row, {n: float(v) for n, v in zip(names, row_values) if math.isfinite(v)}))
@@ -77,8 +75,8 @@ def _measured_rows(data: dict) -> list:
     return rows
 
 
-def _timestamp(data: dict, row) -> str:
-    started = data["runs"]["started_unix"][data["runs"]["run"] == row["run"]]
+def _timestamp(data: CacheData, row) -> str:
+    started = data.runs["started_unix"][data.runs["run"] == row["run"]]
     if not len(started) or math.isnan(row["finished_s"]):
         return ""
     unix = float(started[0]) + float(row["finished_s"])
@@ -89,8 +87,8 @@ def _times(row) -> list[float]:
     return [float(t) for t in np.asarray(row["times_ms"], dtype=float).ravel() if not math.isnan(t)]
 
 
-def _device_name(data: dict) -> str:
-    devices = data["problem"].get("devices") or sorted({str(d) for d in data["ranks"]["device"]})
+def _device_name(data: CacheData) -> str:
+    devices = data.problem.get("devices") or sorted({str(d) for d in data.ranks["device"]})
     return devices[0] if len(devices) == 1 else ", ".join(devices)
 
 
@@ -99,9 +97,9 @@ def kt_key(values) -> str:
     return ",".join(str(v) for v in values)
 
 
-def kt_document(data: dict) -> dict:
-    names = data["param_names"]
-    problem = data["problem"]
+def kt_document(data: CacheData) -> dict:
+    names = data.param_names
+    problem = data.problem
     cache = {}
     for row, values in _measured_rows(data):
         config = {n: _plain(row[n]) for n in names}
@@ -126,7 +124,7 @@ def kt_document(data: dict) -> dict:
     return {"device_name": _device_name(data), "kernel_name": problem.get("kernel_name", ""),
             "problem_size": size, "tune_params_keys": list(names),
             "tune_params": {n: problem["tune_params"][n] for n in names},
-            "objective": data["objective"]["objective"],
+            "objective": data.objective.name,
             "cache": cache}
 
 
@@ -152,10 +150,10 @@ def export_kt_json(cache_path: str, out: str) -> int:
     return len(doc["cache"])
 
 
-def t4_document(data: dict) -> dict:
-    names = data["param_names"]
+def t4_document(data: CacheData) -> dict:
+    names = data.param_names
     results = []
-    objective = data["objective"]["objective"]
+    objective = data.objective.name
     for row, values in _measured_rows(data):
         status = str(row["status"])
         out = {}
@@ -175,7 +173,7 @@ def t4_document(data: dict) -> dict:
             {"name": n, "value": v, "unit": ""} for n, v in values.items()]
         results.append(out)
     return {"schema_version": T4_SCHEMA_VERSION, "results": results,
-            "metadata": {"timeunit": "milliseconds", "kernel_name": data["problem"].get("kernel_name", ""),
+            "metadata": {"timeunit": "milliseconds", "kernel_name": data.problem.get("kernel_name", ""),
                          "device_name": _device_name(data), "generator": f"mpitune {__version__}"}}
 
 
@@ -224,7 +222,7 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
     strategy time before it; the rest of a gap between two configurations is ``other``.
     Entries without timestamps are laid end to end. Each session (see SESSION_GAP_S)
     becomes a run. Kernel Tuner's metrics and observers' values (GFLOP/s, power, ...) become
-    observed values (see mpitune/measured.py).
+    observed values (see mpitune/store/measured.py).
     """
     if kt_path.endswith((".h5", ".hdf5")):
         raise UserError(f"{kt_path}: already an mpitune file; import takes a Kernel Tuner JSON cache")

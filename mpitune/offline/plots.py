@@ -2,35 +2,82 @@
 
     python -m mpitune plot spec.h5 --out plots/
 
-writes ``convergence.png`` (best time so far against wall time and against evaluations),
-``timeline.png`` (a Gantt chart of every rank's phases), ``distribution.png`` (the
-objective over the measured configurations) and ``parameters.png`` (the objective against
-each tunable parameter).
+writes ``convergence.png`` (the best objective value so far against wall time and against
+evaluations), ``timeline.png`` (a Gantt chart of every rank's phases), ``distribution.png``
+(the objective over the measured configurations) and ``parameters.png`` (the objective against
+each tunable parameter). The objective is the one the file records, with its direction, ranked
+as ``report`` ranks it (mpitune/offline/ranking.py), so plots and report name the same best.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from mpitune.errors import UserError
+from mpitune.model.result import OK
 from mpitune.model.timeline import PHASES
 from mpitune.offline.analysis import Tables, frames
-from mpitune.store.cache import read
+from mpitune.offline.ranking import TIME_COLUMN, objective_column, running_best, usable
+from mpitune.offline.report import run_walls
+from mpitune.store.reader import read
 
 PLOTS = ("convergence", "timeline", "distribution", "parameters")
 
 
+@dataclass(frozen=True)
+class Axis:
+    """How the objective is drawn: its name on the axes and in titles, the unit beside values, and
+    its direction."""
+
+    name: str  # "kernel time", "GFLOP/s"
+    unit: str  # written after a value: "µs", "GFLOP/s"
+    higher_is_better: bool
+
+    @property
+    def label(self) -> str:
+        """For an axis: "kernel time (µs)", "GFLOP/s"."""
+        return f"{self.name} ({self.unit})" if self.unit != self.name else self.name
+
+    @property
+    def direction(self) -> str:
+        return "higher is better" if self.higher_is_better else "lower is better"
+
+    @property
+    def title(self) -> str:
+        return self.name[:1].upper() + self.name[1:]
+
+    def best(self, values):
+        """The best of ``values`` (numpy or pandas), by the objective's direction."""
+        return values.max() if self.higher_is_better else values.min()
+
+    def worst(self, values):
+        return values.min() if self.higher_is_better else values.max()
+
+
 def _objective(t: Tables):
-    """Results with the objective in the unit that reads best (µs for tiny kernels), and
-    the unit's name."""
+    """Results with the objective in column ``objective`` (a kernel time in the unit that reads
+    best: µs for tiny kernels) and whether it counts in ``usable``; and how to draw it."""
     res = t.results.copy()
-    ok = res.loc[res["status"] == "ok", "time_ms"]
-    factor, unit = (1e3, "µs") if len(ok) and ok.max() < 0.1 else (1.0, "ms")
-    res["objective"] = res["time_ms"] * factor
-    return res, unit
+    recorded = res.attrs["objective"]
+    higher = bool(recorded["higher_is_better"])
+    column = objective_column(recorded["objective"], res.attrs["metric_names"], res.attrs["observed_names"])
+    values = res[column].to_numpy(float)
+    res["usable"] = usable((res["status"] == OK).to_numpy(), values, higher)
+    if column == TIME_COLUMN:
+        ok = values[res["usable"].to_numpy()]
+        factor, unit = (1e3, "µs") if len(ok) and ok.max() < 0.1 else (1.0, "ms")
+        axis = Axis("kernel time", unit, higher)
+    else:
+        factor = 1.0
+        axis = Axis(column, column, higher)
+    res["objective"] = values * factor
+    return res, axis
+
+
 
 PHASE_COLORS = {
     "startup": "#8c8c8c", "strategy": "#9467bd", "compile": "#ff7f0e", "verify": "#bcbd22",
@@ -69,15 +116,11 @@ def _wide(values) -> bool:
     return len(values) > 1 and values.max() / values.min() > 20
 
 
-def _run_walls(t: Tables) -> dict[int, float]:
-    runs = t.results.attrs["runs"]
-    walls = {}
-    for run, wall in zip(runs["run"], runs["wall_s"]):
-        if not np.isfinite(wall):  # still running, or killed: its last recorded phase
-            ends = t.timeline.loc[t.timeline["run"] == run, "end_s"]
-            wall = float(ends.max()) if len(ends) else 0.0
-        walls[int(run)] = float(wall)
-    return walls
+def _walls_by_run(t: Tables) -> dict[int, float]:
+    runs, tl = t.results.attrs["runs"], t.timeline
+    walls = run_walls(runs["run"].to_numpy(), runs["wall_s"].to_numpy(float), tl["run"].to_numpy(),
+                      tl["end_s"].to_numpy(float))
+    return dict(zip(runs["run"].astype(int).tolist(), walls))
 
 
 def _title(t: Tables) -> str:
@@ -86,17 +129,17 @@ def _title(t: Tables) -> str:
 
 
 def convergence(t: Tables, plt):
-    res, unit_obj = _objective(t)
+    res, axis = _objective(t)
     res = res.sort_values(["run", "finished_s", "config_id"], kind="stable").reset_index(drop=True)
-    walls = _run_walls(t)
+    walls = _walls_by_run(t)
     offsets, acc = {}, 0.0
     for run in sorted(walls):
         offsets[run], acc = acc, acc + walls[run]
     wall = res["finished_s"].to_numpy(float) + res["run"].map(offsets).to_numpy(float)
     scale, unit = _time_unit(acc or float(np.nanmax(wall, initial=0)))
-    ok = (res["status"] == "ok").to_numpy()
+    ok = res["usable"].to_numpy()
     obj = res["objective"].to_numpy(float)
-    best = np.minimum.accumulate(np.where(ok, obj, np.inf))
+    best = running_best(obj, ok, axis.higher_is_better)
     has_best = np.isfinite(best)
     evals = np.arange(1, len(res) + 1)
 
@@ -104,13 +147,13 @@ def convergence(t: Tables, plt):
     since = "since the run started" if len(offsets) < 2 else "of the runs, end to end"
     for ax, x, xlabel in ((axes[0], wall / scale, f"wall time {since} ({unit})"),
                           (axes[1], evals, "configurations evaluated (in the order they finished)")):
-        ax.scatter(x[ok], obj[ok], s=14 if ok.sum() < 500 else 8, color="#6baed6", alpha=0.7, lw=0, label="each configuration",
-                   rasterized=True)
+        ax.scatter(x[ok], obj[ok], s=14 if ok.sum() < 500 else 8, color="#6baed6", alpha=0.7, lw=0,
+                   label="each configuration", rasterized=True)
         if has_best.any():
             ax.step(x[has_best], best[has_best], where="post", color="#08519c", lw=2, label="best so far")
-            i = int(np.argmin(np.where(ok, obj, np.inf)))
+            i = int(np.flatnonzero(ok & (obj == best[-1]))[0])
             ax.plot([x[i]], [obj[i]], marker="*", ms=14, color="#e6550d", ls="none",
-                    label=f"best: {obj[i]:.4g} {unit_obj}")
+                    label=f"best: {obj[i]:.4g} {axis.unit}")
         if len(offsets) > 1:
             starts = [offsets[r] / scale for r in sorted(offsets)][1:] if ax is axes[0] else \
                 [float(np.searchsorted(res["run"].to_numpy(), r)) + 0.5 for r in sorted(offsets)[1:]]
@@ -120,10 +163,10 @@ def convergence(t: Tables, plt):
         ax.grid(alpha=0.3)
     if _wide(obj[ok]):
         axes[0].set_yscale("log")
-    axes[0].set_ylabel(f"kernel time ({unit_obj}), lower is better")
+    axes[0].set_ylabel(f"{axis.label}, {axis.direction}")
     axes[0].set_xlim(left=0)
     axes[1].set_xlim(left=0)
-    axes[1].legend(loc="upper right")
+    axes[1].legend(loc="lower right" if axis.higher_is_better else "upper right")
     failed = int((~ok).sum())
     note = f"; {failed} failed configuration(s) not drawn" if failed else ""
     fig.suptitle(f"Convergence of the search: {_title(t)}, {len(res)} configurations{note}")
@@ -165,11 +208,11 @@ def timeline(t: Tables, plt, max_runs: int = 3):
         ax.set_xlabel(f"time since run {run} started ({unit})")
         ax.grid(axis="x", alpha=0.3)
         measuring = sum(total.get(p, 0.0) for p in ("compile", "verify", "benchmark"))
-        share = (lambda v: 100 * v / rank_total) if rank_total > 0 else (lambda v: 0.0)
+        percent = 100 / rank_total if rank_total > 0 else 0.0
         where = f" on {hosts.iloc[0]}: {devices.iloc[0]}" if one_place and len(hosts) else ""
         ax.set_title(f"run {run}: {end / scale:.3g} {unit} on {len(ranks)} rank(s){where}; "
-                     f"{share(measuring):.0f}% of the ranks' time measuring, "
-                     f"{share(total.get('wait', 0.0)):.0f}% waiting", fontsize=10)
+                     f"{percent * measuring:.0f}% of the ranks' time measuring, "
+                     f"{percent * total.get('wait', 0.0):.0f}% waiting", fontsize=10)
     from matplotlib.patches import Patch
 
     total = tl.groupby("phase")["duration_s"].sum()
@@ -184,28 +227,31 @@ def timeline(t: Tables, plt, max_runs: int = 3):
 
 
 def distribution(t: Tables, plt):
-    res, unit = _objective(t)
-    ok = res.loc[res["status"] == "ok", "objective"].to_numpy(float)
+    res, axis = _objective(t)
+    ok = res.loc[res["usable"], "objective"].to_numpy(float)
     fig, ax = plt.subplots(figsize=(8, 4.6))
-    failed = res.loc[res["status"] != "ok", "status"].value_counts()
+    failed = res.loc[~res["usable"], "status"].value_counts()
     if len(ok):
         wide = _wide(ok)
         bins = np.geomspace(ok.min(), ok.max(), 40) if wide else 40
         ax.hist(ok, bins=bins, color="#6baed6", edgecolor="white", lw=0.5, label="configurations")
         if wide:
             ax.set_xscale("log")
-        best, median = ok.min(), float(np.median(ok))
-        ax.axvline(best, color="#e6550d", lw=2, label=f"best: {best:.4g} {unit}")
-        ax.axvline(median, color="black", ls="--", lw=1.5, label=f"median: {median:.4g} {unit} ({median / best:.2f}x best)")
-        ax.axvline(ok.max(), color="0.5", ls=":", lw=1.5, label=f"worst: {ok.max():.4g} {unit} ({ok.max() / best:.2f}x)")
+        best, median, worst = axis.best(ok), float(np.median(ok)), axis.worst(ok)
+        ax.axvline(best, color="#e6550d", lw=2, label=f"best: {best:.4g} {axis.unit}")
+        ax.axvline(median, color="black", ls="--", lw=1.5,
+                   label=f"median: {median:.4g} {axis.unit} ({median / best:.2f}x best)")
+        ax.axvline(worst, color="0.5", ls=":", lw=1.5,
+                   label=f"worst: {worst:.4g} {axis.unit} ({worst / best:.2f}x)")
         ax.legend()
     else:
         ax.text(0.5, 0.5, "no configuration ran successfully", ha="center", transform=ax.transAxes)
-    ax.set_xlabel(f"kernel time ({unit}){', log scale' if len(ok) and _wide(ok) else ''}")
+    ax.set_xlabel(f"{axis.label}{', log scale' if len(ok) and _wide(ok) else ''}")
     ax.set_ylabel("number of configurations")
     ax.grid(alpha=0.3)
     note = ("; not drawn: " + ", ".join(f"{n} {s}" for s, n in failed.items())) if len(failed) else ""
-    ax.set_title(f"Kernel time over the {len(ok)} configurations that ran\n{_title(t)}{note}", fontsize=11)
+    ax.set_title(f"{axis.title} over the {len(ok)} configurations that ran\n{_title(t)}{note}",
+                 fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -218,14 +264,15 @@ def _ticks(ax, labels: list[str]) -> None:
 
 
 def parameters(t: Tables, plt, seed: int = 0):
-    res, unit = _objective(t)
+    res, axis = _objective(t)
     names = t.results.attrs["param_names"]
-    ok = res[res["status"] == "ok"]
+    ok = res[res["usable"]]
     varying = [n for n in names if ok[n].nunique() > 1] if len(ok) else []
     fixed = [n for n in names if n not in varying]
     cols = {0: 1, 1: 1, 2: 2, 3: 3, 4: 2}.get(len(varying), 3 if len(varying) <= 9 else 4)
     rows = max(1, math.ceil(len(varying) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(max(7.0, 4.2 * cols), 3.2 * rows + 1.3), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(7.0, 4.2 * cols), 3.2 * rows + 1.3), sharey=True,
+                             squeeze=False)
     rng = np.random.default_rng(seed)
     wide = _wide(ok["objective"]) if len(ok) else False
     for k, name in enumerate(varying):
@@ -233,11 +280,11 @@ def parameters(t: Tables, plt, seed: int = 0):
         values = sorted(ok[name].unique(), key=lambda v: (isinstance(v, str), v))
         position = {v: i for i, v in enumerate(values)}
         x = ok[name].map(position).to_numpy(float)
-        ax.scatter(x + rng.uniform(-0.25, 0.25, len(x)), ok["objective"], s=16 if len(x) < 500 else 9 if len(x) < 2000 else 5,
-                   alpha=min(0.6, max(0.12, 600 / max(len(x), 1))), lw=0,
-                   color="#6baed6", rasterized=True)
+        ax.scatter(x + rng.uniform(-0.25, 0.25, len(x)), ok["objective"],
+                   s=16 if len(x) < 500 else 9 if len(x) < 2000 else 5,
+                   alpha=min(0.6, max(0.12, 600 / max(len(x), 1))), lw=0, color="#6baed6", rasterized=True)
         grouped = ok.groupby(name)["objective"]
-        best, median = grouped.min(), grouped.median()
+        best, median = grouped.max() if axis.higher_is_better else grouped.min(), grouped.median()
         xs = [position[v] for v in best.index]
         ax.plot(xs, median.to_numpy(), color="black", marker="s", ms=4, lw=1.2, label="median per value")
         ax.plot(xs, best.to_numpy(), color="#e6550d", marker="o", ms=4, lw=1.5, label="best per value")
@@ -247,7 +294,7 @@ def parameters(t: Tables, plt, seed: int = 0):
         if wide:
             ax.set_yscale("log")
         if k % cols == 0:
-            ax.set_ylabel(f"kernel time ({unit})")
+            ax.set_ylabel(axis.label)
     for k in range(len(varying), rows * cols):
         axes[k // cols, k % cols].axis("off")
     if not varying:
@@ -266,13 +313,13 @@ def parameters(t: Tables, plt, seed: int = 0):
         fixed_note = "\nnot drawn, only one value ran: " + ", ".join(f"{n}={ok[n].iloc[0]}" for n in fixed)
         if len(fixed_note) > 110:
             fixed_note = fixed_note[:107] + "..."
-    fig.suptitle(f"Kernel time against each tunable parameter: {_title(t)}, "
+    fig.suptitle(f"{axis.title} against each tunable parameter: {_title(t)}, "
                  f"{len(ok)} configurations that ran{fixed_note}", fontsize=11)
     fig.tight_layout(rect=(0, 0.05 if rows > 1 else 0.08, 1, 1))
     return fig
 
 
-def plot(path: str, out_dir: str, which=PLOTS, dpi: int = 100) -> list[str]:
+def plot(path: str, out_dir: str, which: tuple[str, ...] = PLOTS, dpi: int = 100) -> list[str]:
     """Write the chosen plots of a cache file into out_dir; returns the paths written."""
     plt = _pyplot()
     tables = frames(read(path))

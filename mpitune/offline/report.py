@@ -14,43 +14,41 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from mpitune.model.problem import _plain
 from mpitune.model.result import OK
 from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES, PHASES
-from mpitune.store.cache import read
+from mpitune.offline.ranking import best_first, objective_column, usable
+from mpitune.store.reader import CacheData, read
 
 MEASURING = ("compile", "verify", "benchmark")
 # Columns of the per-rank table, in the order a run goes through them.
 PHASE_COLUMNS = PHASES
 
 
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _config(row, names: list[str]) -> dict:
     return {n: _plain(row[n]) for n in names}
 
 
-def _run_walls(runs: np.ndarray, timeline: np.ndarray) -> list[float]:
-    """A run that never finished (killed, or still running) has no wall_s; its last
-    recorded phase stands in."""
+def run_walls(run: np.ndarray, wall_s: np.ndarray, timeline_run: np.ndarray, end_s: np.ndarray) -> list[float]:
+    """The wall time of each run (columns ``run`` and ``wall_s`` of runs; ``run`` and ``end_s``
+    of the timeline). A run that never finished (killed, or still running) has no wall_s; its
+    last recorded phase stands in."""
     walls = []
-    for run in runs:
-        wall = float(run["wall_s"])
+    for number, wall in zip(run.tolist(), wall_s.tolist()):
         if math.isnan(wall):
-            ends = timeline["end_s"][timeline["run"] == run["run"]]
+            ends = end_s[timeline_run == number]
             wall = float(ends.max()) if len(ends) else 0.0
-        walls.append(wall)
+        walls.append(float(wall))
     return walls
 
 
-def per_rank(data: dict) -> list[dict]:
+def per_rank(data: CacheData) -> list[dict]:
     """Phase totals per rank over all runs. A rank's wall time runs from the start of the
     run's clock to its last recorded phase.
 
     ``other_s`` is all busy time outside compile/verify/benchmark (start-up, strategy,
     writing and unnamed gaps); ``phases`` splits every second by phase name."""
-    timeline, ranks, results = data["timeline"], data["ranks"], data["results"]
+    timeline, ranks, results = data.timeline, data.ranks, data.results
     totals: dict[int, dict] = defaultdict(lambda: defaultdict(float))
     for run in np.unique(timeline["run"]):
         rows = timeline[timeline["run"] == run]
@@ -88,13 +86,13 @@ def per_rank(data: dict) -> list[dict]:
 WAIT_SHARE = 0.1  # a rank "waited at the gather" when it idled this share of a batch more than the least idle rank
 
 
-def gather_waits(data: dict) -> dict:
+def gather_waits(data: CacheData) -> dict:
     """How often ranks waited for others at the end of a batch.
 
     Every rank waits while rank 0 writes and asks the strategy; what one rank waits beyond the
     least-waiting rank of the same batch is time it stood idle because others were still
     measuring. Counted per (rank, batch) where that exceeds ``WAIT_SHARE`` of the batch."""
-    timeline = data["timeline"]
+    timeline = data.timeline
     waited = rank_batches = 0
     extra_s = 0.0
     for run in np.unique(timeline["run"]):
@@ -150,34 +148,28 @@ def _spread(times: np.ndarray) -> dict:
             "iterations": len(times)}
 
 
-def objective_values(data: dict) -> np.ndarray:
+def objective_values(data: CacheData) -> np.ndarray:
     """The value of the file's objective for every results row (NaN where there is none)."""
-    name = data["objective"]["objective"]
-    for names, values in ((data["metric_names"], data["metrics"]), (data["observed_names"], data["observed"])):
-        if name in names:
-            return values[:, names.index(name)]
-    return np.asarray(data["results"]["time_ms"], dtype=float)
+    column = objective_column(data.objective.name, data.metric_names, data.observed_names)
+    return np.asarray(data.column(column), dtype=float)
 
 
-def _ranked(data: dict) -> np.ndarray:
-    """Indices of the rows with a usable objective value, best first (as the run's strategy
-    saw them: a higher-is-better objective must be positive, see objective.py)."""
+def _ranked(data: CacheData) -> np.ndarray:
+    """Indices of the rows with a usable objective value, best first."""
     values = objective_values(data)
-    higher = data["objective"]["higher_is_better"]
-    usable = (data["results"]["status"] == OK) & np.isfinite(values) & ((values > 0) if higher else True)
-    rows = np.flatnonzero(usable)
-    return rows[np.argsort(-values[rows] if higher else values[rows], kind="stable")]
+    higher = data.objective.higher_is_better
+    return best_first(values, usable(data.results["status"] == OK, values, higher), higher)
 
 
-def _values(data: dict, i: int) -> dict:
+def _values(data: CacheData, i: int) -> dict:
     """Metrics and observed values of row ``i`` by name."""
-    return {"metrics": {n: float(v) for n, v in zip(data["metric_names"], data["metrics"][i])},
-            "observed": {n: float(v) for n, v in zip(data["observed_names"], data["observed"][i])}}
+    return {"metrics": {n: float(v) for n, v in zip(data.metric_names, data.metrics[i])},
+            "observed": {n: float(v) for n, v in zip(data.observed_names, data.observed[i])}}
 
 
-def summarize(data: dict, top: int = 5) -> dict:
-    results, names = data["results"], data["param_names"]
-    problem = data["problem"]
+def summarize(data: CacheData, top: int = 5) -> dict:
+    results, names = data.results, data.param_names
+    problem = data.problem
     statuses = Counter(results["status"])
     ok = results[results["status"] == OK]
     ranked = _ranked(data)
@@ -186,8 +178,8 @@ def summarize(data: dict, top: int = 5) -> dict:
     ranks = per_rank(data)
     wall_rank_s = sum(r["wall_s"] for r in ranks)
     measuring_s = sum(r["compile_s"] + r["verify_s"] + r["benchmark_s"] for r in ranks)
-    runs = data["runs"]
-    walls = _run_walls(runs, data["timeline"])
+    runs = data.runs
+    walls = run_walls(runs["run"], runs["wall_s"], data.timeline["run"], data.timeline["end_s"])
     tune_params = problem.get("tune_params", {})
     summary = {
         "kernel": problem.get("kernel_name"),
@@ -197,9 +189,9 @@ def summarize(data: dict, top: int = 5) -> dict:
         "ok": int(statuses.get(OK, 0)),
         "failed": {k: int(v) for k, v in sorted(statuses.items()) if k != OK},
         "best": None,
-        "objective": {"name": data["objective"]["objective"],
-                      "higher_is_better": bool(data["objective"]["higher_is_better"]),
-                      "metrics": data["metric_names"], "observed": data["observed_names"],
+        "objective": {"name": data.objective.name,
+                      "higher_is_better": data.objective.higher_is_better,
+                      "metrics": data.metric_names, "observed": data.observed_names,
                       "median": float(np.median(values[ranked])) if len(ranked) else None,
                       "worst": float(values[ranked[-1]]) if len(ranked) else None},
         "top": [{"config": _config(r, names), "config_id": int(r["config_id"]), "time_ms": float(r["time_ms"]),
@@ -220,7 +212,7 @@ def summarize(data: dict, top: int = 5) -> dict:
             "params": {n: len(tune_params.get(n, [])) for n in names},
             "imported_from": problem.get("imported_from"),
         },
-        "devices": _devices(data["ranks"]),
+        "devices": _devices(data.ranks),
         "run_list": _runs(runs, walls),
     }
     if len(best_rows):

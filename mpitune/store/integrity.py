@@ -17,6 +17,8 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.result import STATUSES
 from mpitune.model.timeline import PHASES
+from mpitune.store.lock import writer_alive
+from mpitune.store.reader import open_for_reading
 from mpitune.store.superblock import clear_write_flags
 
 _FILLED = {"results": "status", "timeline": "phase"}
@@ -110,8 +112,6 @@ class Inspection:
 
 def inspect(path: str, fix: bool = True) -> Inspection:
     """Check a cache file no run is writing; repair it in place unless told not to."""
-    from mpitune.store.cache import open_for_reading, writer_alive  # the cache module uses this one
-
     if writer_alive(path):
         raise UserError(f"{path}: a run is writing it now; check it when the run has ended")
     found = Inspection()

@@ -136,25 +136,25 @@ def from_kt_document(path: str, doc: dict) -> MeasuredData:
 
 
 def _from_mpitune(path: str) -> MeasuredData:
-    from mpitune.store.cache import read
+    from mpitune.store.reader import read  # h5py, which a replay of a Kernel Tuner cache does without
 
     data = read(path)
-    names = data["param_names"]
-    problem = data["problem"]
+    names = data.param_names
+    problem = data.problem
     configs, measurements = [], []
     seen = set()
-    observed_names = data["observed_names"] + data["metric_names"]
-    values = np.hstack([data["observed"], data["metrics"]])
-    for row, row_values in zip(data["results"], values):
+    observed_names = data.observed_names + data.metric_names
+    values = np.hstack([data.observed, data.metrics])
+    for row, row_values in zip(data.results, values):
         config = tuple(row[n].item() if hasattr(row[n], "item") else row[n] for n in names)
         if config in seen:
             continue
         seen.add(config)
         times = [float(t) for t in row["times_ms"] if not math.isnan(t)]
         configs.append(config)
-        measurements.append(Measurement(status=row["status"], time_ms=float(row["time_ms"]), times_ms=times,
+        measurements.append(Measurement(status=str(row["status"]), time_ms=float(row["time_ms"]), times_ms=times,
                                         compile_s=float(row["compile_s"]), verify_s=float(row["verify_s"]),
-                                        benchmark_s=float(row["benchmark_s"]), error=row["error"],
+                                        benchmark_s=float(row["benchmark_s"]), error=str(row["error"]),
                                         observed=dict(zip(observed_names, map(float, row_values)))))
     if not configs:
         raise UserError(f"{path}: the file holds no configurations")

@@ -17,7 +17,7 @@ from mpitune.analysis import load
 from mpitune.model.objective import Metric, Objective, expression, first_mistake, sample
 from mpitune.model.result import Result
 from mpitune.offline.exchange import export_t4, kt_document
-from mpitune.store.cache import read
+from mpitune.store.reader import read
 
 N = 4096  # elements of the scale spec in conftest
 GFLOPS = {"GFLOP/s": lambda p: N / 1e9 / (p["time"] / 1e3)}

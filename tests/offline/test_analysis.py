@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mpitune.errors import UserError
+from mpitune.model.schema import RESULT_COLUMNS
 
 pd = pytest.importorskip("pandas")
 
@@ -20,7 +21,7 @@ def cache(run_with_failures):
 def test_results_one_row_per_configuration_with_parameters_and_statistics(cache):
     from mpitune.analysis import load
 
-    results, timeline = load(str(cache))
+    results, _ = load(str(cache))
     assert len(results) == 12 and results["config_id"].is_unique
     assert {"STEP", "MODE", "status", "time_ms", "iterations", "min_ms", "mean_ms", "max_ms", "std_ms",
             "times_ms", "compile_s", "verify_s", "benchmark_s", "rank", "host", "device", "batch",
@@ -36,6 +37,9 @@ def test_results_one_row_per_configuration_with_parameters_and_statistics(cache)
     assert (results["finished"] >= results["started"]).all()
     assert str(results["started"].dt.tz) == "UTC"
     assert results.attrs["param_names"] == ["STEP", "MODE"]
+    # Every result field of the schema, in the schema's order around the parameters and statistics.
+    fields = ["config_id", "STEP", "MODE", *(c.name for c in RESULT_COLUMNS)]
+    assert [c for c in results.columns if c in fields] == fields
     assert results.attrs["runs"]["strategy"].iloc[0] == "brute_force"
 
 
@@ -45,7 +49,7 @@ def test_timeline_covers_every_rank_without_overlap(cache):
     _, timeline = load(str(cache))
     assert {"compile", "benchmark", "wait", "startup", "strategy"} <= set(timeline["phase"])
     assert np.allclose(timeline["duration_s"], timeline["end_s"] - timeline["start_s"])
-    for rank, rows in timeline.groupby("rank"):
+    for _, rows in timeline.groupby("rank"):
         rows = rows.sort_values("start_s")
         assert (rows["start_s"].to_numpy()[1:] - rows["end_s"].to_numpy()[:-1]).min() > -1e-6
         assert rows["duration_s"].sum() == pytest.approx(rows["end_s"].max(), rel=0.02, abs=0.01)

@@ -3,11 +3,14 @@ is not blank, and every axis says what it shows."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import h5py
+import numpy as np
 import pytest
-from conftest import REPO, mpi_env, mpitune, write_scale_spec
+from conftest import REPO, mpi_env, mpitune, report_json, write_scale_spec
 
 matplotlib = pytest.importorskip("matplotlib")
 pytest.importorskip("pandas")
@@ -22,6 +25,23 @@ def cache(tmp_path_factory):
     proc = mpitune(3, [str(spec), "--cache", str(tmp / "out.h5"), "--max-fevals", "9"], tmp)
     assert proc.returncode == 0, proc.stderr
     proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5")], tmp)  # resumes: a second run
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "out.h5"
+
+
+# GFLOP/s of the scale spec (n elements, one multiply each): an objective where higher is better.
+GFLOPS = """
+metrics = {"GFLOP/s": lambda p: n / 1e9 / (p["time"] / 1e3)}
+objective = "GFLOP/s"
+objective_higher_is_better = True
+"""
+
+
+@pytest.fixture(scope="module")
+def gflops_cache(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("plots_gflops")
+    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 2]}', extra=GFLOPS)
+    proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5")], tmp)
     assert proc.returncode == 0, proc.stderr
     return tmp / "out.h5"
 
@@ -100,3 +120,48 @@ def test_without_matplotlib_a_clear_error(cache, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(UserError, match="pip install"):
         plots.plot(str(cache), str(tmp_path))
+
+
+def test_plots_follow_a_higher_is_better_objective_as_the_report_does(gflops_cache, tmp_path):
+    import matplotlib.pyplot as plt
+
+    from mpitune.analysis import load
+    from mpitune.offline import plots
+
+    with h5py.File(gflops_cache, "r") as f:
+        res = f["results"][...]
+        gflops = f["metrics"][:, json.loads(f["metrics"].attrs["names"]).index("GFLOP/s")]
+    order = np.lexsort((res["config_id"], res["finished_s"], res["run"]))  # in the order they finished
+    counted = np.where(res["status"][order] == b"ok", gflops[order], -np.inf)
+    running_max = np.maximum.accumulate(counted)
+    best = report_json(gflops_cache)["best"]
+    assert best["objective"] == pytest.approx(running_max[-1])
+
+    tables = load(str(gflops_cache))
+    fig = plots.convergence(tables, plt)
+    by_evals = fig.axes[1]
+    [curve] = [line for line in by_evals.lines if line.get_drawstyle() == "steps-post"]
+    np.testing.assert_allclose(curve.get_ydata(), running_max[np.isfinite(running_max)])
+    assert (np.diff(curve.get_ydata()) >= 0).all()
+    [star] = [line for line in by_evals.lines if line.get_marker() == "*"]
+    assert star.get_ydata()[0] == pytest.approx(best["objective"])
+    best_row = order[int(star.get_xdata()[0]) - 1]
+    assert int(res["config_id"][best_row]) == best["config_id"]
+    assert fig.axes[0].get_ylabel() == "GFLOP/s, higher is better"
+    plt.close(fig)
+
+    fig = plots.distribution(tables, plt)
+    assert fig.axes[0].get_xlabel() == "GFLOP/s"
+    [best_line] = [line for line in fig.axes[0].lines if line.get_label().startswith("best")]
+    assert best_line.get_xdata()[0] == pytest.approx(best["objective"])
+    plt.close(fig)
+
+    fig = plots.parameters(tables, plt)
+    [per_value] = [line for line in fig.axes[0].lines if line.get_label() == "best per value"]
+    ok = res["status"] == b"ok"
+    expected = [gflops[ok & (res["STEP"] == step)].max() for step in sorted(set(res["STEP"][ok]))]
+    np.testing.assert_allclose(per_value.get_ydata(), expected)
+    plt.close(fig)
+
+    for path in plots.plot(str(gflops_cache), str(tmp_path / "p")):
+        check_png(path)

@@ -11,7 +11,8 @@ from conftest import IDENTITY, PARAMS, REPO, info
 from mpitune.errors import CacheMismatchError, UserError
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
-from mpitune.store.cache import Cache, read
+from mpitune.store.cache import Cache
+from mpitune.store.reader import read
 
 
 def write_run(path, ids):
@@ -47,8 +48,8 @@ def test_reopen_resumes_and_appends_a_run(tmp_path):
     assert cache.start_run(info(), ["h"], ["d"], [1]) == 1
     cache.close()
     data = read(str(path))
-    assert list(data["runs"]["run"]) == [0, 1]
-    assert data["runs"]["status"][1] == "running"  # decoded to str for readers
+    assert list(data.runs["run"]) == [0, 1]
+    assert data.runs["status"][1] == "running"  # decoded to str for readers
 
 
 def test_data_is_on_disk_before_close(tmp_path):
@@ -67,7 +68,7 @@ def test_other_problem_is_refused_naming_what_differs(tmp_path):
     other = dict(IDENTITY, kernel_name="other")
     with pytest.raises(CacheMismatchError, match="kernel_name"):
         Cache(str(path), other, PARAMS, iterations=3)
-    assert len(read(str(path))["results"]) == 1
+    assert len(read(str(path)).results) == 1
 
 
 def test_nan_padding_for_short_times(tmp_path):
@@ -77,7 +78,7 @@ def test_nan_padding_for_short_times(tmp_path):
     cache.append([Result(5, "compile_error", error="bad", rank=0)], [{"bs": 64, "kind": "a", "f": 1.0}],
                  ["h"], ["d"], [])
     cache.close()
-    row = read(str(path))["results"][0]
+    row = read(str(path)).results[0]
     assert np.isnan(row["times_ms"]).all() and row["error"] == "bad" and row["status"] == "compile_error"
 
 
@@ -104,7 +105,7 @@ def test_a_killed_writer_loses_nothing_written_and_the_file_reopens(tmp_path):
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     assert [r.config_id for r in cache.recorded()] == [3]
     cache.close()
-    assert read(str(path))["runs"]["status"][0] == "killed"  # repaired on reopen
+    assert read(str(path)).runs["status"][0] == "killed"  # repaired on reopen
 
 
 def test_a_second_writer_is_refused_while_the_first_lives(tmp_path):
@@ -123,10 +124,10 @@ def test_strings_are_utf8_and_cut_to_their_field(tmp_path):
     cache.append([Result(0, "compile_error", error="ü" * 5000, rank=0)], [{"kind": "ä"}], ["hôst"], ["d"], [])
     cache.close()
     data = read(str(path))
-    row = data["results"][0]
+    row = data.results[0]
     assert row["kind"] == "ä" and row["host"] == "hôst" and row["error"].startswith("üüü")
     assert len(row["error"].encode()) <= 1024
-    assert data["runs"]["command"][0] == "python -m mpitune spëc.py"
+    assert data.runs["command"][0] == "python -m mpitune spëc.py"
 
 
 def test_metrics_and_observed_values_beside_the_results(tmp_path):
@@ -144,15 +145,17 @@ def test_metrics_and_observed_values_beside_the_results(tmp_path):
     cache.append(results, [{"bs": 32, "kind": "a", "f": 0.5}] * 4, ["h0"], ["d0"], [])
     cache.close()
     data = read(str(path))
-    assert data["metric_names"] == ["double"] and data["observed_names"] == ["power_w"]
-    np.testing.assert_array_equal(data["metrics"][:, 0], [20.0, 22.0, 24.0, np.nan])
-    np.testing.assert_array_equal(data["observed"][:, 0], [10.0, 11.0, 12.0, np.nan])
-    assert data["objective"] == {"objective": "double", "higher_is_better": True, "metrics": {"double": "2 * power_w"}}
+    assert data.metric_names == ["double"] and data.observed_names == ["power_w"]
+    np.testing.assert_array_equal(data.metrics[:, 0], [20.0, 22.0, 24.0, np.nan])
+    np.testing.assert_array_equal(data.observed[:, 0], [10.0, 11.0, 12.0, np.nan])
+    assert data.objective.record() == {"objective": "double", "higher_is_better": True,
+                                       "metrics": {"double": "2 * power_w"}}
 
     with h5py.File(path, "a") as f:  # a writer killed between the results and the metrics of a batch
         f["metrics"].resize((2, 1))
     triple = Objective(metrics=[Metric("triple", lambda p: 3 * p["power_w"], "3 * power_w"),
-                                Metric("t2", lambda p: p["triple"] + p["time"], "triple + time")], observed_names=["power_w"])
+                                Metric("t2", lambda p: p["triple"] + p["time"], "triple + time")],
+                       observed_names=["power_w"])
     cache = Cache(str(path), identity, PARAMS, 3, triple)
     known = cache.recorded()
     assert [r.observed for r in known] == [{"power_w": 10.0}, {"power_w": 11.0}, {"power_w": 12.0},
@@ -160,8 +163,8 @@ def test_metrics_and_observed_values_beside_the_results(tmp_path):
     cache.rewrite_metrics([triple.evaluate(r, {}) for r in known])
     cache.close()
     data = read(str(path))
-    assert data["metric_names"] == ["triple", "t2"] and data["objective"]["objective"] == "time"
-    np.testing.assert_array_equal(data["metrics"], [[30, 31], [33, 34], [36, 37], [np.nan, np.nan]])
+    assert data.metric_names == ["triple", "t2"] and data.objective.name == "time"
+    np.testing.assert_array_equal(data.metrics, [[30, 31], [33, 34], [36, 37], [np.nan, np.nan]])
     with pytest.raises(CacheMismatchError, match="observed_names"):
         Cache(str(path), IDENTITY, PARAMS, 3)
 
@@ -171,5 +174,20 @@ def test_a_file_without_metrics_reads_with_time_as_its_objective(tmp_path):
     with h5py.File(tmp_path / "c.h5", "a") as f:  # as files written before metrics existed
         del f.attrs["objective"]
     data = read(str(tmp_path / "c.h5"))
-    assert data["objective"]["objective"] == "time" and data["metric_names"] == []
-    assert data["metrics"].shape == (2, 0) and data["observed"].shape == (2, 0)
+    assert data.objective.name == "time" and data.metric_names == []
+    assert data.metrics.shape == (2, 0) and data.observed.shape == (2, 0)
+
+
+def test_an_unusable_cache_path_is_refused_before_start_up(tmp_path):
+    from mpitune.store.cache import refuse_unusable
+
+    refuse_unusable(str(tmp_path / "new.h5"))  # absent: the run creates it
+    write_run(tmp_path / "c.h5", [0]).close()
+    refuse_unusable(str(tmp_path / "c.h5"))  # an existing cache resumes
+    text = tmp_path / "notes.h5"
+    text.write_text("not HDF5\n")
+    with pytest.raises(UserError) as refused:
+        refuse_unusable(str(text))
+    assert str(refused.value) == f"{text} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it"
+    with pytest.raises(UserError, match="exists and is not an HDF5 file"):
+        refuse_unusable(str(tmp_path))

@@ -1,0 +1,64 @@
+"""The datasets of a new cache file, laid out from the results schema (mpitune/model/schema.py).
+
+The compound datasets grow by appending rows and are chunked and compressed so that an
+append after every batch stays cheap; ``metrics`` and ``observed`` are float64 tables beside
+``results``, one row per results row. docs/cache-format.md describes what each holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import h5py
+import numpy as np
+
+from mpitune.model import schema
+
+_CHUNK_ROWS = 256
+# Every flush compresses the last, partly filled chunk again: chunks of about 64 KiB keep that
+# cost small for wide rows (a results row carries a 1 KiB error field).
+_CHUNK_BYTES = 64 << 10
+# The tables beside results, one row per phase, run or rank.
+_TABLES = {"timeline": schema.TIMELINE_DTYPE, "runs": schema.RUNS_DTYPE, "ranks": schema.RANKS_DTYPE}
+
+
+def _chunk_rows(dtype: np.dtype) -> int:
+    return max(16, min(_CHUNK_ROWS, _CHUNK_BYTES // dtype.itemsize))
+
+
+def lay_out(f: h5py.File, identity: dict, digest: str, tune_params: dict[str, list], iterations: int) -> None:
+    """Every dataset and attribute of a new file, empty; ``metrics`` is left to the writer, which
+    lays it out for each run's objective."""
+    f.attrs["schema_version"] = schema.SCHEMA_VERSION
+    f.attrs["problem_hash"] = digest
+    f.attrs["problem"] = json.dumps(identity, sort_keys=True)
+    f.attrs["param_names"] = json.dumps(list(tune_params))
+    tables = {"results": schema.results_dtype(tune_params, iterations), **_TABLES}
+    for name, dtype in tables.items():
+        f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(_chunk_rows(dtype),),
+                         compression="gzip" if name != "runs" else None)
+    f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
+    f.create_dataset("strategy_key", shape=(1,), dtype="S64")
+    f.create_dataset("in_flight", shape=(0,), maxshape=(None,), dtype=schema.IN_FLIGHT_DTYPE,
+                     chunks=(_CHUNK_ROWS,))
+    values_dataset(f, "observed", list(identity.get("observed_names", [])), 0)
+
+
+def values_dataset(f: h5py.File, name: str, names: Sequence[str], rows: int) -> None:
+    """``metrics`` or ``observed``: float64 (rows, len(names)), names in the attribute ``names``;
+    absent when there are no names (HDF5 chunks cannot be empty)."""
+    if names:
+        ds = f.create_dataset(name, shape=(rows, len(names)), maxshape=(None, len(names)), dtype=np.float64,
+                              chunks=(_CHUNK_ROWS, len(names)), fillvalue=np.nan, compression="gzip")
+        ds.attrs["names"] = json.dumps(list(names))
+
+
+def value_names(f: h5py.File, name: str) -> list[str]:
+    """The column names of ``metrics`` or ``observed``; none when the dataset is absent."""
+    return json.loads(f[name].attrs["names"]) if name in f else []
+
+
+def text(value: str, width: str | np.dtype) -> bytes:
+    """Text for a fixed-length field: UTF-8, cut to the field's width."""
+    return str(value).encode()[: np.dtype(width).itemsize]

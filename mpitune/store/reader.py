@@ -1,0 +1,124 @@
+"""Reading a cache file whole, as numpy arrays with their text decoded: what report, plots,
+exports, ``watch`` and the pandas loader work on.
+
+A file may be read while a run writes it (HDF5 SWMR), so every dataset is read as it stands
+and ``metrics``/``observed`` are aligned to ``results`` here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
+import numpy as np
+
+from mpitune.errors import UserError
+from mpitune.model.objective import Objective
+from mpitune.store.layout import value_names
+from mpitune.store.lock import writer_alive
+
+
+@dataclass(frozen=True)
+class RecordedObjective:
+    """The objective the file's latest run optimised (its attribute ``objective``); a file written
+    before metrics existed records none and reads as time, lower is better."""
+
+    name: str
+    higher_is_better: bool
+    metrics: dict[str, str]  # name -> definition (the expression, or the function's source)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> RecordedObjective:
+        return cls(str(record["objective"]), bool(record["higher_is_better"]), dict(record.get("metrics", {})))
+
+    def record(self) -> dict[str, Any]:
+        """As the file holds it (and the pandas tables' ``attrs["objective"]``)."""
+        return {"objective": self.name, "higher_is_better": self.higher_is_better, "metrics": dict(self.metrics)}
+
+
+@dataclass(frozen=True)
+class CacheData:
+    """Everything in a cache file. The structured arrays have every text field as numpy str;
+    ``metrics`` and ``observed`` are float64 with one row per results row (NaN where a row has no
+    value) and one column per name in ``metric_names`` / ``observed_names``."""
+
+    schema_version: int
+    problem: dict[str, Any]
+    param_names: list[str]
+    objective: RecordedObjective
+    results: np.ndarray
+    timeline: np.ndarray
+    runs: np.ndarray
+    ranks: np.ndarray
+    metrics: np.ndarray
+    metric_names: list[str]
+    observed: np.ndarray
+    observed_names: list[str]
+
+    def column(self, name: str) -> np.ndarray:
+        """One value per results row: a metric, an observed value or a results field, by name."""
+        for names, values in ((self.metric_names, self.metrics), (self.observed_names, self.observed)):
+            if name in names:
+                return values[:, names.index(name)]
+        return self.results[name]
+
+
+def read(path: str) -> CacheData:
+    try:
+        with open_for_reading(path) as f:
+            if "results" not in f:
+                raise UserError(f"{path} is not an mpitune cache (no results dataset)")
+            results = _decoded(f["results"][...])
+            objective = json.loads(f.attrs["objective"]) if "objective" in f.attrs else Objective().record()
+            metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
+            return CacheData(
+                schema_version=int(f.attrs["schema_version"]),
+                problem=json.loads(f.attrs["problem"]),
+                param_names=json.loads(f.attrs["param_names"]),
+                objective=RecordedObjective.from_record(objective),
+                results=results,
+                timeline=_decoded(f["timeline"][...]),
+                runs=_decoded(f["runs"][...]),
+                ranks=_decoded(f["ranks"][...]),
+                metrics=_rows(f, "metrics", len(results), len(metric_names)),
+                metric_names=metric_names,
+                observed=_rows(f, "observed", len(results), len(observed_names)),
+                observed_names=observed_names,
+            )
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
+        raise UserError(f"cannot read cache {path}: {exc}") from None
+
+
+def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:
+    """Dataset ``name`` with exactly ``n`` rows: an SWMR reader may see the results of a batch
+    before its metrics, or after; missing rows are NaN, and so is an absent dataset."""
+    values = f[name][...] if name in f else np.zeros((0, 0))
+    out = np.full((n, columns), np.nan)
+    out[: min(n, len(values))] = values[:n]
+    return out
+
+
+def open_for_reading(path: str) -> h5py.File:
+    """As an SWMR reader while a run writes the file (or a killed one left it marked as being
+    written), else plainly: an SWMR reader keeps retrying a damaged file for minutes, a
+    plain one refuses it at once."""
+    if not writer_alive(path):
+        try:
+            return h5py.File(path, "r")
+        except OSError as exc:
+            if "h5clear" not in str(exc):
+                raise
+    return h5py.File(path, "r", libver="latest", swmr=True)
+
+
+def _decoded(rows: np.ndarray) -> np.ndarray:
+    """The same rows with every fixed-length UTF-8 field as str (numpy unicode)."""
+    fields = [(name, rows.dtype[name]) for name in rows.dtype.names or ()]
+    if not any(dt.kind == "S" for _, dt in fields):
+        return rows
+    out = np.empty(rows.shape, [(n, f"U{dt.itemsize}" if dt.kind == "S" else dt) for n, dt in fields])
+    for name, dt in fields:
+        out[name] = np.char.decode(rows[name], "utf-8", errors="replace") if dt.kind == "S" else rows[name]
+    return out

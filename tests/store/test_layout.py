@@ -1,0 +1,79 @@
+"""The layout of schema version 1, spelled out: files written before the schema module existed
+hold exactly these dtypes, and what the store writes today must equal them byte for byte."""
+
+import json
+
+import h5py
+import numpy as np
+from conftest import IDENTITY, PARAMS, info
+
+from mpitune.model.result import Result
+from mpitune.model.timeline import PhaseRow
+from mpitune.store.cache import Cache, problem_hash
+from mpitune.store.reader import read
+
+# As the writer of schema version 1 declared them, for PARAMS and 3 iterations.
+RESULTS_V1 = np.dtype([
+    ("config_id", np.int64), ("bs", np.int64), ("kind", "S1"), ("f", np.float64), ("status", "S16"),
+    ("time_ms", np.float64), ("times_ms", np.float64, (3,)), ("compile_s", np.float64), ("verify_s", np.float64),
+    ("benchmark_s", np.float64), ("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("host", "S96"),
+    ("device", "S96"), ("started_s", np.float64), ("finished_s", np.float64), ("error", "S1024")])
+TIMELINE_V1 = np.dtype([("run", np.int32), ("rank", np.int32), ("batch", np.int64), ("config_id", np.int64),
+                        ("phase", "S16"), ("start_s", np.float64), ("end_s", np.float64)])
+RUNS_V1 = np.dtype([("run", np.int32), ("started_unix", np.float64), ("wall_s", np.float64), ("ranks", np.int32),
+                    ("strategy", "S96"), ("seed", np.int64), ("max_fevals", np.int64), ("time_limit_s", np.float64),
+                    ("batch_size", np.int32), ("space_size", np.int64), ("measured", np.int64), ("status", "S16"),
+                    ("command", "S1024"), ("version", "S16")])
+IN_FLIGHT_V1 = np.dtype([("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("config_id", np.int64)])
+RANKS_V1 = np.dtype([("run", np.int32), ("rank", np.int32), ("host", "S96"), ("device", "S96"),
+                     ("device_detail", "S96"), ("pid", np.int64)])
+V1 = {"results": RESULTS_V1, "timeline": TIMELINE_V1, "runs": RUNS_V1, "in_flight": IN_FLIGHT_V1, "ranks": RANKS_V1}
+
+
+def test_the_store_writes_the_dtypes_of_schema_version_1(tmp_path):
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), {**IDENTITY, "observed_names": ["power_w"]}, PARAMS, iterations=3)
+    cache.start_run(info(), ["h"], ["d"], [1])
+    cache.hand_out(0, [[0]])
+    cache.append([Result(0, "ok", time_ms=1.0, times_ms=[1.0], observed={"power_w": 5.0}, rank=0)],
+                 [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [(0, PhaseRow(0, 0, "compile", 0.0, 1.0))])
+    cache.close()
+    with h5py.File(path, "r") as f:
+        assert f.attrs["schema_version"] == 1
+        for name, dtype in V1.items():
+            assert f[name].dtype == dtype, name
+            assert f[name].dtype.itemsize == dtype.itemsize
+        assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)
+        assert f["strategy_state"].dtype == np.uint8 and f["strategy_key"].dtype == np.dtype("S64")
+        assert "metrics" not in f  # no metrics: no dataset, as before
+
+
+def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
+    """Only h5py and the explicit dtypes above: what an earlier mpitune left on disk."""
+    path = tmp_path / "old.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        f.attrs["schema_version"] = 1
+        f.attrs["problem_hash"] = problem_hash(IDENTITY)
+        f.attrs["problem"] = json.dumps(IDENTITY, sort_keys=True)
+        f.attrs["param_names"] = json.dumps(list(PARAMS))
+        for name, dtype in V1.items():
+            f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(16,))
+        f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
+        f.create_dataset("strategy_key", shape=(1,), dtype="S64")
+        row = np.zeros(1, RESULTS_V1)
+        row[0] = (7, 64, b"b", 1.0, b"ok", 2.5, [2.5, 2.4, 2.6], 0.1, 0.01, 0.02, 0, 0, 0, b"h", b"d", 0.0, 1.0, b"")
+        f["results"].resize((1,))
+        f["results"][:] = row
+        run = np.zeros(1, RUNS_V1)
+        run[0] = (0, 1.0, 1.5, 1, b"brute_force", 0, -1, np.nan, 1, 8, 1, b"finished", b"cmd", b"0")
+        f["runs"].resize((1,))
+        f["runs"][:] = run
+    data = read(str(path))
+    assert data.schema_version == 1 and data.objective.name == "time" and not data.objective.higher_is_better
+    assert data.results["kind"][0] == "b" and data.results["time_ms"][0] == 2.5 and data.metrics.shape == (1, 0)
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    assert [(r.config_id, r.time_ms) for r in cache.recorded()] == [(7, 2.5)]
+    assert cache.start_run(info(), ["h"], ["d"], [1]) == 1
+    cache.append([Result(3, "ok", time_ms=1.0, rank=0)], [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [])
+    cache.close()
+    assert read(str(path)).results["config_id"].tolist() == [7, 3]
