@@ -23,7 +23,7 @@ import numpy as np
 
 from mpitune import __version__
 from mpitune.errors import UserError
-from mpitune.model.problem import _plain
+from mpitune.model.problem import plain
 from mpitune.model.result import (
     COMPILE_ERROR,
     INVALID,
@@ -102,7 +102,7 @@ def kt_document(data: CacheData) -> dict:
     problem = data.problem
     cache = {}
     for row, values in _measured_rows(data):
-        config = {n: _plain(row[n]) for n in names}
+        config = {n: plain(row[n]) for n in names}
         status = str(row["status"])
         entry = dict(config)
         if status == OK:
@@ -160,7 +160,7 @@ def t4_document(data: CacheData) -> dict:
         stamp = _timestamp(data, row)
         if stamp:
             out["timestamp"] = stamp
-        out["configuration"] = {n: _plain(row[n]) for n in names}
+        out["configuration"] = {n: plain(row[n]) for n in names}
         out["objectives"] = [objective]
         out["times"] = {"compilation_time": 1e3 * float(row["compile_s"]), "runtimes": _times(row),
                         "framework": 0.0, "search_algorithm": 0.0,

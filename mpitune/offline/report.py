@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from mpitune.model.problem import _plain
+from mpitune.model.problem import plain
 from mpitune.model.result import OK
 from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES, PHASES
 from mpitune.offline.ranking import best_first, objective_column, usable
@@ -26,7 +26,7 @@ PHASE_COLUMNS = PHASES
 
 
 def _config(row, names: list[str]) -> dict:
-    return {n: _plain(row[n]) for n in names}
+    return {n: plain(row[n]) for n in names}
 
 
 def run_walls(run: np.ndarray, wall_s: np.ndarray, timeline_run: np.ndarray, end_s: np.ndarray) -> list[float]:
