@@ -14,7 +14,7 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement
-from mpitune.store.cache import Cache, RunInfo
+from mpitune.store.cache import Cache, RunInfo, refuse_unusable
 
 
 def say(text: str) -> None:
@@ -31,6 +31,11 @@ def refuse(rank: int, error: str) -> int:
 
 def prepare(problem: Problem, settings: RunSettings) -> Setup:
     """Everything that can be wrong with the user's input is found here, on rank 0."""
+    try:
+        # Before building the space, which may take long: a file that can never be the cache.
+        refuse_unusable(settings.cache_path)
+    except UserError as exc:
+        raise SpecError(problem.spec_path, "cache", str(exc)) from None
     if problem.configs is None:
         space = SearchSpace.build(problem.tune_params, problem.restrictions)
     else:
