@@ -256,3 +256,16 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
     refused = tune(load(tmp_path / "other.h5"), "cmd", transport=LocalTransport())
     assert refused == EXIT_USER_ERROR
     assert capsys.readouterr().err.startswith(f"mpitune: error: {source}: cache: ")
+
+
+def test_rank_zero_and_a_rank_need_no_mpi():
+    import subprocess
+    import sys
+
+    from conftest import mpi_env
+
+    code = ("import sys, mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, "
+            "mpitune.scheduling.transport; print('mpi4py' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=mpi_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
