@@ -15,7 +15,7 @@ and rank 0's memory for a space of 10 million configurations.
    2-core machine: the clock is simulated, so oversubscription changes the real time only):
    sum over ranks of compile + verify + benchmark time / (ranks x simulated wall), read from
    the run's HDF5 file as ``mpitune report`` does, for a few batch sizes; and for every batch
-   size from the recorded durations directly (the same rounds, dealt by ``tuner.deal``), next
+   size from the recorded durations directly (the same rounds, dealt by ``batching.deal``), next
    to what ranks that pull configurations one at a time within a batch would reach.
 3. Peak memory (``ru_maxrss``) of a process that builds a 10-million-configuration space and
    asks and tells batches of a strategy, as rank 0 does.
@@ -47,20 +47,20 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpitune import (
-    backends,
-    strategies,
-)
+from mpitune import backends, strategies  # noqa: E402
 from mpitune.model.objective import Objective  # noqa: E402
 from mpitune.model.restrictions import Restriction  # noqa: E402
 from mpitune.model.result import COMPILE_ERROR, Result  # noqa: E402
 from mpitune.model.searchspace import SearchSpace  # noqa: E402
 from mpitune.model.timeline import Clock, Timeline  # noqa: E402
 from mpitune.offline.report import summarize  # noqa: E402
-from mpitune.scheduling.rank import run_chunk  # noqa: E402
+from mpitune.scheduling.batching import deal  # noqa: E402
+from mpitune.scheduling.manager import Manager  # noqa: E402
+from mpitune.scheduling.rank import serve  # noqa: E402
+from mpitune.scheduling.session import prepare  # noqa: E402
 from mpitune.spec.replay import replay_problem  # noqa: E402
 from mpitune.spec.settings import Overrides  # noqa: E402
-from mpitune.store import measured
+from mpitune.store import measured  # noqa: E402
 from mpitune.store.cache import Cache, RunInfo  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
@@ -145,8 +145,6 @@ def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strate
     problem, settings = replay_problem(measured.load(source), Overrides(cache_path=out, strategy=strategy,
                                                                         batch_size=batch_size, max_fevals=budget,
                                                                         seed=1))
-    from mpitune.scheduling.loop import Manager, prepare  # initialises MPI: not in the memory child
-
     setup = prepare(problem, settings)
     identity = problem.identity()
     identity["devices"] = ["replayed"]
@@ -161,14 +159,11 @@ def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strate
     while True:
         with timed(totals, "ask + deal"):
             orders = manager.next_orders()
-        if orders[0].ids is None:
+        if orders[0].stop is not None:
             break
-        results, phases = [], []
-        for rank, order in enumerate(orders):
-            results += run_chunk(backend, setup.space, order.ids, rank, order.batch, timeline)
-            phases += [(rank, p) for p in timeline.take()]
+        reports = [serve(order, backend, setup.space, rank, timeline) for rank, order in enumerate(orders)]
         with timed(totals, "write"):
-            manager.record(results, phases)
+            results = manager.record(reports)
         with timed(totals, "tell + progress"):
             manager.tell(results)
             manager.progress_line()
@@ -195,7 +190,7 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
     print("|---|---|---|---|---|---|")
     for strategy in ("brute_force", "genetic_algorithm"):
         for batch_size in scale.batch_sizes:
-            per, n = rank0_loop_us(source, workdir, min(batch_size, 64), batch_size, strategy,
+            per, _ = rank0_loop_us(source, workdir, min(batch_size, 64), batch_size, strategy,
                                    min(scale.loop_configs, space_size))
             print(f"| {strategy} | {batch_size} | {per['ask + deal']:.1f} | {per['write']:.1f} | "
                   f"{per['tell + progress']:.1f} | {sum(per.values()):.1f} |")
@@ -234,8 +229,6 @@ def list_schedule_s(costs: np.ndarray, ranks: int) -> float:
 
 
 def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
-    from mpitune.scheduling.loop import deal
-
     ranks = scale.ranks
     cost = durations(source)
     print(f"\n## Parallel efficiency, brute force, {ranks} simulated ranks: {name} ({len(cost):,} configurations)")
@@ -251,7 +244,8 @@ def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
               f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)")
         print(f"  command: {shlex.join(cmd)}")
     print("from the recorded durations, the same rounds (efficiency %):")
-    print("| configs per rank per batch | dealt by tuner.deal (scatter/gather) | pulled one at a time within a batch |")
+    print("| configs per rank per batch | dealt by batching.deal (scatter/gather) "
+          "| pulled one at a time within a batch |")
     print("|---|---|---|")
     for per in scale.per_rank_model:
         size = per * ranks

@@ -1,6 +1,6 @@
-"""Everything that touches MPI: the shared clock, broadcasting the problem, agreeing on errors.
+"""The MPI transport: collectives, the shared clock, broadcasting the problem.
 
-Only this module and the scheduler (tuner.py) import mpi4py.
+Only this module and the loop (loop.py, which hands the MPI module to the command line) import mpi4py.
 """
 
 from __future__ import annotations
@@ -8,13 +8,17 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 from mpi4py import MPI
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
+
+T = TypeVar("T")
 
 _CLOCK_TAG = 7
 _CLOCK_ROUNDS = 5
@@ -55,10 +59,10 @@ class _ArrayRef:
 
 def bcast_arrays(comm: MPI.Comm, arrays: list[np.ndarray] | None) -> list[np.ndarray]:
     """Broadcast numpy arrays as raw buffers (no pickling of the data)."""
-    meta = comm.bcast([(a.shape, a.dtype.str) for a in arrays] if comm.rank == 0 else None, root=0)
+    meta = comm.bcast(None if arrays is None else [(a.shape, a.dtype.str) for a in arrays], root=0)
     out = []
     for i, (shape, dtype) in enumerate(meta):
-        buf = np.ascontiguousarray(arrays[i]) if comm.rank == 0 else np.empty(shape, dtype)
+        buf = np.empty(shape, dtype) if arrays is None else np.ascontiguousarray(arrays[i])
         comm.Bcast(buf, root=0)
         out.append(buf)
     return out
@@ -73,6 +77,8 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
     arrays: list[np.ndarray] = []
     skeleton = None
     if comm.rank == 0:
+        assert problem is not None and indices is not None, "rank 0 holds the problem"
+
         def ref(a):
             if isinstance(a, np.ndarray):
                 arrays.append(a)
@@ -105,11 +111,33 @@ def slurm_world_error(comm: MPI.Comm) -> str | None:
     return None
 
 
-def first_error(comm: MPI.Comm, error: str | None) -> str | None:
-    """Collective: every rank learns the first rank's error, so all of them stop together."""
-    errors = comm.allgather(error)
-    for rank, err in enumerate(errors):
-        if err:
-            return err if comm.size == 1 or rank == 0 else f"rank {rank}: {err}"
-    return None
+class MpiTransport:
+    """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport."""
 
+    def __init__(self, comm: MPI.Comm):
+        self.comm = comm
+        self.rank, self.size = comm.rank, comm.size
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)  # collective: every rank constructs one
+        self.node_rank, self.node_size = node.rank, node.size
+        node.Free()
+
+    def bcast(self, value: T | None) -> T:
+        return self.comm.bcast(value, root=0)
+
+    def scatter(self, values: Sequence[T] | None) -> T:
+        return self.comm.scatter(values, root=0)
+
+    def gather(self, value: T) -> list[T] | None:
+        return self.comm.gather(value, root=0)
+
+    def allgather(self, value: T) -> list[T]:
+        return self.comm.allgather(value)
+
+    def start_clock(self, simulated: bool = False) -> tuple[Clock, float]:
+        return start_clock(self.comm, simulated)
+
+    def bcast_problem(self, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
+        return bcast_problem(self.comm, problem, indices)
+
+    def world_error(self) -> str | None:
+        return slurm_world_error(self.comm)

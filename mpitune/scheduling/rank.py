@@ -1,4 +1,4 @@
-"""What every rank does with its chunk of a batch. No MPI here: the scheduler moves data."""
+"""What every rank does with its chunk of a batch. No MPI here: the loop moves the messages."""
 
 from __future__ import annotations
 
@@ -10,6 +10,16 @@ from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Timeline
 from mpitune.process.compile_ahead import CompileAhead
+from mpitune.scheduling.messages import Order, Report
+
+
+def serve(order: Order, backend: Backend, space: SearchSpace, rank: int, timeline: Timeline,
+          ahead: CompileAhead | None = None) -> Report:
+    """Carry out one order (not a stop): measure the chunk, and report it with the phases
+    recorded since the last report and this rank's clock."""
+    results = run_chunk(backend, space, order.ids, rank, order.batch, timeline, order.derived, ahead,
+                        order.upcoming, order.upcoming_derived)
+    return Report(results, timeline.take(), timeline.clock.now(), backend.fatal_error)
 
 
 def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], rank: int, batch: int,
@@ -49,5 +59,6 @@ def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], r
     return results
 
 
-def _items(space: SearchSpace, config_ids: Sequence[int], derived: Sequence[Derived] | None):
+def _items(space: SearchSpace, config_ids: Sequence[int],
+           derived: Sequence[Derived] | None) -> list[tuple[int, dict, Derived | None]]:
     return [(int(c), space.config(int(c)), derived[i] if derived else None) for i, c in enumerate(config_ids)]

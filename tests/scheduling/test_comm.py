@@ -37,11 +37,13 @@ def test_bcast_problem_sends_arrays_and_drops_restrictions():
 def test_first_error_reaches_every_rank():
     from mpi4py import MPI
 
-    from mpitune.scheduling.comm import first_error
+    from mpitune.scheduling.comm import MpiTransport
+    from mpitune.scheduling.transport import first_error
 
-    comm = MPI.COMM_WORLD
-    assert first_error(comm, None) is None
-    err = first_error(comm, "broken GPU" if comm.rank == 1 else None)
+    transport = MpiTransport(MPI.COMM_WORLD)
+    assert transport.size == MPI.COMM_WORLD.size and transport.node_size == transport.size  # one node
+    assert first_error(transport, None) is None
+    err = first_error(transport, "broken GPU" if transport.rank == 1 else None)
     assert err == "rank 1: broken GPU"
 
 

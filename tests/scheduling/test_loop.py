@@ -216,35 +216,23 @@ def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
         assert [s.decode() for s in f["runs"]["status"]] == ["killed", "finished"]
 
 
-def test_dealing_interleaves_and_rotates_by_batch():
-    from mpitune.scheduling.loop import deal
-
-    assert deal([10, 11, 12, 13, 14], 2, 0) == [[10, 12, 14], [11, 13]]
-    assert deal([10, 11, 12, 13, 14], 2, 1) == [[11, 13], [10, 12, 14]]
-    assert deal([7], 3, 4) == [[], [], [7]]
-    # Over consecutive batches of one id per rank, odd and even ids reach both ranks.
-    seen = {0: set(), 1: set()}
-    for batch in range(4):
-        for rank, chunk in enumerate(deal([2 * batch, 2 * batch + 1], 2, batch)):
-            seen[rank].update(i % 2 for i in chunk)
-    assert seen == {0: {0, 1}, 1: {0, 1}}
-
-
 def test_ranks_on_different_device_models_are_refused_unless_allowed(tmp_path):
     from mpitune.model.timeline import Clock
-    from mpitune.scheduling.loop import _open, prepare
+    from mpitune.scheduling.messages import Placement
+    from mpitune.scheduling.session import open_run, prepare
     from mpitune.spec.load import load_spec
     from mpitune.spec.settings import Overrides
 
     spec = write_scale_spec(tmp_path)
-    where = [("node1", "GPU model A", "", 1, 0), ("node1", "GPU model B", "", 2, 0), ("node2", "GPU model A", "", 3, 0)]
+    where = [Placement("node1", "GPU model A", "", 1, 0), Placement("node1", "GPU model B", "", 2, 0),
+             Placement("node2", "GPU model A", "", 3, 0)]
     setup = prepare(*load_spec(str(spec), Overrides(cache_path=str(tmp_path / "out.h5"))))
-    manager, error = _open(setup, where, Clock(), 0.0, "test")
+    manager, error = open_run(setup, where, Clock(), 0.0, "test")
     assert manager is None
     assert "GPU model A: ranks 0, 2; GPU model B: ranks 1" in error and "--allow-mixed-devices" in error
     setup = prepare(*load_spec(str(spec), Overrides(cache_path=str(tmp_path / "out.h5"),
                                                    allow_mixed_devices=True)))
-    manager, error = _open(setup, where, Clock(), 0.0, "test")
+    manager, error = open_run(setup, where, Clock(), 0.0, "test")
     assert error is None and manager.devices == ("GPU model A", "GPU model B", "GPU model A")
     manager.cache.close()
 

@@ -1,0 +1,203 @@
+"""Rank 0's side of the loop: budget, batching, strategy, cache and the progress a person reads.
+
+The Manager never talks to other ranks: the loop hands it the ranks' reports and sends out
+the orders it makes, so that it can be driven in one process (tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.problem import Problem, RunSettings
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
+from mpitune.model.timeline import Clock
+from mpitune.scheduling.batching import Batching, deal
+from mpitune.scheduling.messages import Order, Report, StopReason
+from mpitune.store.cache import Cache
+from mpitune.strategies.base import Strategy
+
+log = logging.getLogger(__name__)
+
+TYPICAL_BATCHES = 5  # the last batches whose median predicts the next one's duration
+
+
+@dataclass
+class Setup:
+    """What rank 0 alone holds: the validated spec, the space and the strategy."""
+
+    problem: Problem
+    settings: RunSettings
+    space: SearchSpace
+    strategy: Strategy
+
+
+class Manager:
+    """Hands out batches until the strategy is done or the budget is spent, and records what comes back."""
+
+    def __init__(self, setup: Setup, cache: Cache, hosts: tuple[str, ...], devices: tuple[str, ...],
+                 clock: Clock):
+        self.setup, self.cache, self.clock = setup, cache, clock
+        self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
+        self.hosts, self.devices = hosts, devices
+        self.objective = cache.objective
+        self.ranks = len(hosts)
+        self.batching = Batching.of(self.ranks, self.strategy, setup.settings.batch_size)
+        extras = setup.problem.extras
+        self._derive = extras.derive if extras is not None and extras.varies else None
+        self.handed_out = 0
+        self.measured = 0
+        self.batch = -1
+        self.stop_reason: StopReason | None = None
+        self.error = ""  # why a spec's callable stopped the run
+        self._in_flight: set[int] = set()  # the ids of the batch being measured
+        self.unmeasured: set[int] = set()  # handed out, never measured (see save_strategy)
+        self.stop_requested: StopReason | None = None  # set from outside: a signal, a lost device
+        self.batch_s: list[float] = []
+        self._batch_start_s = math.nan
+        known = [self.objective.evaluate(r, self.space.config(r.config_id)) for r in cache.recorded()]
+        cache.rewrite_metrics(known)  # metrics are derived: this run's definitions hold for every row
+        self.known = len(known)
+        self.best: Result | None = None
+        self._update_best(known)
+        self._resume_strategy(known)
+
+    @property
+    def batch_size(self) -> int:
+        return self.batching.size
+
+    def _strategy_key(self) -> str:
+        return json.dumps([self.settings.strategy, self.settings.seed, self.settings.strategy_options,
+                           self.objective.name, self.objective.higher_is_better], sort_keys=True, default=str)
+
+    def _resume_strategy(self, known: list[Result]) -> None:
+        """Continue the search a stopped run saved (population, RNG, ...), if it was the same
+        strategy with the same seed and options; else start afresh knowing the cache."""
+        state = self.cache.load_strategy(self._strategy_key())
+        if state is not None:
+            self.strategy = pickle.loads(state)
+            known = [r for r in known if r.config_id not in self.strategy.seen]
+            log.info("resuming the saved state of strategy %s", self.settings.strategy)
+        self.strategy.tell(known)
+
+    def save_strategy(self) -> None:
+        """Keep the strategy's state for a resumed run, unless configurations it handed out
+        came back unmeasured (a rank lost its device mid-chunk): it counts them as seen and
+        would never propose them again, so a resumed run starts it afresh from the cache."""
+        state = b"" if self.unmeasured else pickle.dumps(self.strategy)
+        self.cache.save_strategy(self._strategy_key(), state)
+
+    def next_orders(self) -> list[Order]:
+        """What every rank does next: a chunk of config ids each, or stop."""
+        now_s = self.clock.now()
+        if not math.isnan(self._batch_start_s):
+            self.batch_s.append(now_s - self._batch_start_s)
+        time_limit_s = self.settings.time_limit_s
+        n = self._next_size()
+        if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
+            self.stop_requested = StopReason.SIGNAL
+            log.warning("found %s: finishing, then stopping", self.settings.stop_file)
+        if self.stop_requested is not None:
+            self.stop_reason = self.stop_requested
+        elif self.settings.max_fevals is not None and n <= 0:
+            self.stop_reason = StopReason.MAX_FEVALS
+        elif time_limit_s is not None and now_s + self._typical_batch_s() > time_limit_s:
+            self.stop_reason = StopReason.TIME_LIMIT
+        else:
+            ids = self.strategy.ask(n)
+            if not ids:
+                self.stop_reason = StopReason.FINISHED
+            else:
+                orders = self._hand_out(ids, now_s)
+                if orders is not None:
+                    return orders
+        return [Order(now_s, stop=self.stop_reason)] * self.ranks
+
+    def _hand_out(self, ids: list[int], now_s: float) -> list[Order] | None:
+        """The orders of one batch, recorded in the file as in flight; None (and a spec_error
+        stop) if a spec's callable fails on one of its configurations."""
+        self.handed_out += len(ids)
+        self._in_flight = set(ids)
+        self.batch += 1
+        self._batch_start_s = now_s
+        chunks = deal(ids, self.ranks, self.batch)
+        self.cache.hand_out(self.batch, chunks)
+        upcoming = deal(self.strategy.upcoming(self._next_size()), self.ranks, self.batch + 1)
+        try:
+            return [Order(now_s, self.batch, chunk, derived=self.derive(chunk), upcoming=next_chunk,
+                          upcoming_derived=self.derive(next_chunk))
+                    for chunk, next_chunk in zip(chunks, upcoming)]
+        except ValueError as exc:
+            self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
+            return None
+
+    def _next_size(self) -> int:
+        limit = self.settings.max_fevals
+        return self.batching.next_size(len(self.space) - len(self.strategy.seen),
+                                       None if limit is None else limit - self.handed_out)
+
+    def derive(self, chunk: list[int]) -> list[Derived] | None:
+        """What the spec's per-configuration callables give for each id (ValueError if one fails)."""
+        if self._derive is None or not chunk:
+            return None
+        return [self._derive(self.space.config(i)) for i in chunk]
+
+    def _typical_batch_s(self) -> float:
+        """How long the next batch will likely take: the median of the last few."""
+        return float(np.median(self.batch_s[-TYPICAL_BATCHES:])) if self.batch_s else 0.0
+
+    def record(self, reports: Sequence[Report]) -> list[Result]:
+        """Write one batch's reports (one per rank, in rank order) to the file; the results, scored.
+
+        A rank whose device was lost stops the run after this batch (``device_error``)."""
+        lost = [(rank, report.fatal_error) for rank, report in enumerate(reports) if report.fatal_error]
+        if lost:
+            rank, fatal = lost[0]
+            log.error("rank %d (%s): %s", rank, self.hosts[rank], fatal)
+            self.stop_requested = StopReason.DEVICE_ERROR
+        results = [r for report in reports for r in report.results]
+        phases = [(rank, p) for rank, report in enumerate(reports) for p in report.phases]
+        configs = [self.space.config(r.config_id) for r in results]
+        for r, config in zip(results, configs):
+            self.objective.evaluate(r, config)
+        self.cache.append(results, configs, self.hosts, self.devices, phases)
+        self.measured += len(results)
+        self.unmeasured |= self._in_flight - {r.config_id for r in results}
+        return results
+
+    def tell(self, results: list[Result]) -> None:
+        self.strategy.tell(results)
+        self._update_best(results)
+
+    def _update_best(self, results: list[Result]) -> None:
+        for r in results:
+            if math.isfinite(r.score) and (self.best is None or r.score < self.best.score):
+                self.best = r
+
+    def describe_best(self) -> str:
+        """The best result so far and its configuration, as the progress and closing lines show it."""
+        if self.best is None:
+            return "none yet"
+        return f"{self.objective.describe(self.best)} {format_config(self.space.config(self.best.config_id))}"
+
+    def progress_line(self) -> str:
+        total = len(self.space)
+        if self.settings.max_fevals is not None:
+            total = min(total, self.known + self.settings.max_fevals)
+        done = self.known + self.measured
+        elapsed_s = self.clock.now()
+        return (f"batch {self.batch + 1}: {done}/{total} configs, best {self.describe_best()}, "
+                f"{self.measured / elapsed_s:.3g} configs/s, {elapsed_s:.1f} s")
+
+
+def format_config(config: dict) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in config.items()) + ")"

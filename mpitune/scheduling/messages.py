@@ -1,0 +1,72 @@
+"""What travels between rank 0 and the other ranks, and why a run stopped.
+
+Each round rank 0 sends every rank an ``Order`` and every rank answers with a ``Report``;
+both are pickled by the transport, so they hold plain values only.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR
+from mpitune.model.kernel_extras import Derived
+from mpitune.model.result import Result
+from mpitune.model.timeline import PhaseRow
+
+
+class StopReason(enum.Enum):
+    """Why rank 0 stopped handing out batches; the value is what the file's ``runs.status`` says."""
+
+    FINISHED = "finished"  # the strategy has nothing left
+    MAX_FEVALS = "max_fevals"
+    TIME_LIMIT = "time_limit"
+    SIGNAL = "signal"  # SIGTERM, SIGUSR1 or the stop file: the job is about to be ended
+    DEVICE_ERROR = "device_error"  # a rank's device can no longer be trusted
+    SPEC_ERROR = "spec_error"  # a spec's per-configuration callable failed
+
+    @property
+    def resumable(self) -> bool:
+        """Whether the search was cut short, so that the same command continues it."""
+        return self in (StopReason.SIGNAL, StopReason.TIME_LIMIT, StopReason.DEVICE_ERROR)
+
+    @property
+    def exit_code(self) -> int:
+        if self is StopReason.SPEC_ERROR:
+            return EXIT_USER_ERROR
+        return EXIT_RESUMABLE if self.resumable else 0
+
+
+@dataclass
+class Order:
+    """Rank 0's message to one rank each round: the ids of its chunk, or stop."""
+
+    now_s: float  # rank 0's clock, to which a simulated clock catches up
+    batch: int = -1
+    ids: list[int] = field(default_factory=list)  # may be empty: more ranks than ids in the batch
+    stop: StopReason | None = None
+    derived: list[Derived] | None = None  # per id, what rank 0 resolved (kernel_extras.py)
+    upcoming: list[int] = field(default_factory=list)  # this rank's likely next chunk, to compile ahead
+    upcoming_derived: list[Derived] | None = None
+
+
+@dataclass
+class Report:
+    """One rank's answer to an order: what it measured, what it did meanwhile, its clock,
+    and why its device can no longer be trusted ('' while it can)."""
+
+    results: list[Result]
+    phases: list[PhaseRow]
+    now_s: float
+    fatal_error: str = ""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one rank runs, gathered at rank 0 once at start-up for the file and the first line."""
+
+    host: str
+    device: str
+    device_detail: str
+    pid: int
+    compile_workers: int

@@ -1,0 +1,111 @@
+"""Rank 0's start and end of a run: checking the input, opening the file and recording the
+run, and the closing lines. No MPI here: the loop gathers what these need."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from mpitune import __version__, strategies
+from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError, UserError
+from mpitune.model.objective import Objective
+from mpitune.model.problem import Problem, RunSettings
+from mpitune.model.searchspace import SearchSpace
+from mpitune.model.timeline import Clock, Timeline
+from mpitune.scheduling.manager import Manager, Setup
+from mpitune.scheduling.messages import Placement
+from mpitune.store.cache import Cache, RunInfo, refuse_unusable
+
+
+def say(text: str) -> None:
+    """Progress for a person: rank 0 only, on stdout, separate from the diagnostic log."""
+    print(f"mpitune: {text}", flush=True)
+
+
+def refuse(rank: int, error: str) -> int:
+    """End this rank for an error the user can fix; rank 0 alone says why."""
+    if rank == 0:
+        print(f"mpitune: error: {error}", file=sys.stderr, flush=True)
+    return EXIT_USER_ERROR
+
+
+def prepare(problem: Problem, settings: RunSettings) -> Setup:
+    """Everything that can be wrong with the user's input is found here, on rank 0."""
+    try:
+        # Before building the space, which may take long: a file that can never be the cache.
+        refuse_unusable(settings.cache_path)
+    except UserError as exc:
+        raise SpecError(problem.spec_path, "cache", str(exc)) from None
+    if problem.configs is None:
+        space = SearchSpace.build(problem.tune_params, problem.restrictions)
+    else:
+        space = SearchSpace.from_configs(problem.tune_params, problem.configs).restricted(problem.restrictions)
+    if len(space) == 0:
+        raise SpecError(problem.spec_path, "restrictions", "no configuration satisfies the restrictions")
+    try:
+        strategy = strategies.create(settings.strategy, space, settings.seed, settings.strategy_options)
+    except ValueError as exc:
+        raise SpecError(problem.spec_path, "strategy_options", str(exc)) from None
+    return Setup(problem, settings, space, strategy)
+
+
+def open_run(setup: Setup, placements: Sequence[Placement], clock: Clock, started_unix: float,
+             command: str) -> tuple[Manager | None, str | None]:
+    """Open (or resume) the cache and record the run; an error string if the cache refuses."""
+    problem, settings = setup.problem, setup.settings
+    hosts = tuple(p.host for p in placements)
+    devices = tuple(p.device for p in placements)
+    models = sorted(set(devices))
+    if len(models) > 1 and not settings.allow_mixed_devices:
+        by_model = "; ".join(f"{m}: ranks {', '.join(str(r) for r, d in enumerate(devices) if d == m)}"
+                             for m in models)
+        return None, (f"the ranks have different devices ({by_model}); their timings are not comparable. "
+                      f"Start the job on one kind of device, or pass --allow-mixed-devices")
+    identity = problem.identity()
+    identity["devices"] = models
+    try:
+        cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations, Objective.of(problem))
+    except UserError as exc:
+        return None, f"{problem.spec_path}: cache: {exc}"
+    manager = Manager(setup, cache, hosts, devices, clock)
+    cache.start_run(RunInfo(started_unix, len(hosts), settings.strategy, settings.seed, settings.max_fevals,
+                            settings.time_limit_s, manager.batch_size, len(setup.space), command, __version__),
+                    hosts, devices, [p.pid for p in placements], [p.device_detail for p in placements])
+    say(f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
+        f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
+        f"batches of {manager.batch_size}, {_workers_text(tuple(p.compile_workers for p in placements))}")
+    if cache.interrupted:
+        say(f"the previous run was killed while {cache.interrupted}; they are not recorded and may be "
+            f"measured again")
+    return manager, None
+
+
+def _workers_text(workers: tuple[int, ...]) -> str:
+    if not any(workers):
+        return "compiling in turn"
+    if len(set(workers)) == 1:
+        return f"{workers[0]} compile worker(s) per rank"
+    return f"{min(workers)}-{max(workers)} compile workers per rank"
+
+
+def finish(manager: Manager, timeline: Timeline) -> None:
+    """Record how the run ended, close the file, and say what it found."""
+    clock = timeline.clock
+    reason = manager.stop_reason
+    assert reason is not None, "a run finishes after rank 0 said stop"
+    with timeline.phase("write"):
+        manager.save_strategy()
+        manager.cache.finish_run(clock.now(), reason.value, manager.measured)
+    manager.cache.append_phases([(0, p) for p in timeline.take()])
+    manager.cache.close()
+    if manager.best is None:
+        say(f"no configuration passed ({manager.measured} measured in this run); see the cache for statuses")
+    else:
+        say(f"best: {manager.describe_best()}")
+    kind = "simulated " if clock.simulated else ""
+    say(f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({reason.value}); "
+        f"results in {manager.cache.path}")
+    if manager.error:
+        print(f"mpitune: error: {manager.error}", file=sys.stderr, flush=True)
+    if reason.resumable:
+        say(f"stopped early ({reason.value}); run the same command again to resume (exit code {EXIT_RESUMABLE})")

@@ -1,0 +1,271 @@
+"""Rank 0's Manager, and the whole loop, in one process without mpiexec: a real strategy, a
+real HDF5 file, and real results from the replay backend answering from a Kernel Tuner cache
+written here.
+
+The Manager's tests play the ranks' side as the loop does: every rank has its own simulated
+clock, which catches up with rank 0's at a scatter, and rank 0's with the latest rank at a gather.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import h5py
+import pytest
+
+from mpitune import backends
+from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError
+from mpitune.model.timeline import Clock, Timeline
+from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.messages import Order, Placement, StopReason
+from mpitune.scheduling.rank import serve
+from mpitune.scheduling.session import finish, open_run, prepare
+from mpitune.scheduling.transport import LocalTransport
+from mpitune.spec.replay import replay_problem
+from mpitune.spec.settings import Overrides
+from mpitune.store import measured
+
+X, Y = range(1, 9), range(1, 6)  # 40 configurations
+COMPILE_MS, BENCHMARK_MS = 400.0, 100.0  # every configuration takes 0.5 simulated seconds
+
+
+def write_measured(path: Path) -> Path:
+    """A Kernel Tuner cache of 40 configurations, as Kernel Tuner writes it: x == 3 does not
+    compile, the rest ran, the fastest at x=8, y=5."""
+    entries = {}
+    for x in X:
+        for y in Y:
+            entry = {"x": x, "y": y, "compile_time": COMPILE_MS}
+            if x == 3:
+                entry["time"] = "CompilationFailedConfig"
+                entry["compile_time"] = COMPILE_MS + BENCHMARK_MS
+            else:
+                t = 100.0 / (x * y)
+                entry.update(time=t, times=[t, t, t], verification_time=0.0, benchmark_time=BENCHMARK_MS)
+            entries[f"{x},{y}"] = entry
+    doc = {"device_name": "Test GPU", "kernel_name": "k", "problem_size": [64], "tune_params_keys": ["x", "y"],
+           "tune_params": {"x": list(X), "y": list(Y)}, "objective": "time", "cache": entries}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+class Ranks:
+    """The other side of the loop for ``ranks`` ranks, each with its own replay backend and clock."""
+
+    def __init__(self, tmp_path: Path, ranks: int, **overrides):
+        source = write_measured(tmp_path / "measured.json")
+        self.cache_path = str(tmp_path / "out.h5")
+        given = Overrides(cache_path=self.cache_path, **overrides)
+        problem, settings = replay_problem(measured.load(str(source)), given, overrides.get("strategy"))
+        self.setup = prepare(problem, settings)
+        self.backends = [backends.create(problem, str(tmp_path), rank) for rank in range(ranks)]
+        self.timelines = [Timeline(Clock(simulated=True)) for _ in range(ranks)]
+        self.batches: list[list[int]] = []  # the ids of every batch handed out, in order
+        self.orders: list[list[Order]] = []
+
+    @property
+    def clock(self) -> Clock:
+        return self.timelines[0].clock  # rank 0's, which the Manager reads
+
+    def open(self) -> Manager:
+        placements = [Placement("host", b.device_name, "", os.getpid(), 0) for b in self.backends]
+        manager, error = open_run(self.setup, placements, self.clock, 0.0, "test")
+        assert error is None and manager is not None
+        return manager
+
+    def round(self, manager: Manager) -> StopReason | None:
+        """One round: the orders, every rank's chunk, the results recorded and told."""
+        orders = manager.next_orders()
+        if orders[0].stop is not None:
+            return orders[0].stop
+        self.orders.append(orders)
+        self.batches.append([i for order in orders for i in order.ids])
+        reports = []
+        for rank, order in enumerate(orders):
+            timeline = self.timelines[rank]
+            timeline.clock.sync(order.now_s)
+            reports.append(serve(order, self.backends[rank], manager.space, rank, timeline))
+        self.clock.sync(max(r.now_s for r in reports))
+        manager.tell(manager.record(reports))
+        return None
+
+    def run(self, manager: Manager) -> StopReason:
+        while (stop := self.round(manager)) is None:
+            pass
+        finish(manager, self.timelines[0])
+        return stop
+
+
+def recorded(path: str) -> tuple[list[int], list[tuple[str, int]]]:
+    """The config ids in the file, and each run's (status, measured)."""
+    with h5py.File(path, "r") as f:
+        return ([int(i) for i in f["results"]["config_id"]],
+                [(r["status"].decode(), int(r["measured"])) for r in f["runs"]])
+
+
+def test_stop_reasons_keep_their_file_values_and_exit_codes():
+    assert [r.value for r in StopReason] == ["finished", "max_fevals", "time_limit", "signal", "device_error",
+                                             "spec_error"]
+    assert {r for r in StopReason if r.resumable} == {StopReason.TIME_LIMIT, StopReason.SIGNAL,
+                                                      StopReason.DEVICE_ERROR}
+    assert [r.exit_code for r in StopReason] == [0, 0, EXIT_RESUMABLE, EXIT_RESUMABLE, EXIT_RESUMABLE,
+                                                 EXIT_USER_ERROR]
+
+
+@pytest.mark.parametrize("strategy", ["brute_force", "genetic_algorithm"])
+def test_every_configuration_is_recorded_exactly_once(tmp_path, capsys, strategy):
+    ranks = Ranks(tmp_path, 3, strategy=strategy)
+    manager = ranks.open()
+    assert ranks.run(manager) is StopReason.FINISHED
+    ids, runs = recorded(ranks.cache_path)
+    assert sorted(ids) == list(range(40))
+    assert runs == [("finished", 40)]
+    assert sorted(i for batch in ranks.batches for i in batch) == list(range(40))
+    out = capsys.readouterr().out
+    assert "mpitune: best: 2.5 ms (x=8, y=5)" in out
+    assert "mpitune: 40 configurations measured in" in out and "simulated s (finished)" in out
+    assert "stopped early" not in out
+
+
+def test_max_fevals_stops_after_that_many_configurations(tmp_path):
+    ranks = Ranks(tmp_path, 2, strategy="random_sample", max_fevals=7, seed=3)
+    manager = ranks.open()
+    assert manager.batch_size == 32  # random sampling knows its order: guided batches
+    stop = ranks.run(manager)
+    assert stop is StopReason.MAX_FEVALS and stop.exit_code == 0
+    assert [len(b) for b in ranks.batches] == [4, 2, 1]  # shrinking within what the budget leaves
+    ids, runs = recorded(ranks.cache_path)
+    assert len(ids) == len(set(ids)) == 7 and runs == [("max_fevals", 7)]
+
+
+def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys):
+    # Two ranks, one configuration each per batch: every batch takes 0.5 simulated seconds.
+    ranks = Ranks(tmp_path, 2, strategy="brute_force", batch_size=2, time_limit_s=5.2)
+    manager = ranks.open()
+    stop = ranks.run(manager)
+    assert stop is StopReason.TIME_LIMIT and stop.exit_code == EXIT_RESUMABLE
+    # Batches start at 0, 0.5, ... 4.5; at 5.0 the next would end at 5.5, after the limit.
+    assert [orders[0].now_s for orders in ranks.orders] == pytest.approx([0.5 * b for b in range(10)])
+    assert ranks.clock.now() == pytest.approx(5.0)
+    ids, runs = recorded(ranks.cache_path)
+    assert sorted(ids) == list(range(20)) and runs == [("time_limit", 20)]
+    assert "stopped early (time_limit); run the same command again to resume (exit code 75)" in capsys.readouterr().out
+
+
+def test_guided_batches_shrink_towards_the_end_and_name_the_next_chunk(tmp_path):
+    ranks = Ranks(tmp_path, 2)  # brute force, batch size by default: 32, guided
+    manager = ranks.open()
+    assert manager.batch_size == 32
+    ranks.run(manager)
+    assert [len(b) for b in ranks.batches] == [20, 10, 6, 2, 2]
+    # Brute force knows its order: each order names the chunk its rank gets next, to compile ahead.
+    for orders, following in zip(ranks.orders, ranks.orders[1:]):
+        assert [o.upcoming for o in orders] == [o.ids for o in following]
+    assert all(o.upcoming == [] for o in ranks.orders[-1])
+
+
+def test_a_stop_file_stops_after_the_batch_in_flight(tmp_path, caplog, capsys):
+    stop_file = tmp_path / "stop"
+    ranks = Ranks(tmp_path, 2, batch_size=4, stop_file=str(stop_file))
+    manager = ranks.open()
+    assert ranks.round(manager) is None and ranks.round(manager) is None
+    stop_file.touch()
+    with caplog.at_level(logging.WARNING):
+        stop = ranks.run(manager)
+    assert stop is StopReason.SIGNAL and stop.exit_code == EXIT_RESUMABLE
+    assert f"found {stop_file}: finishing, then stopping" in caplog.text
+    ids, runs = recorded(ranks.cache_path)
+    assert sorted(ids) == list(range(8)) and runs == [("signal", 8)]
+    assert "(signal); results in" in capsys.readouterr().out
+
+
+def test_a_resumed_manager_reads_the_file_and_hands_out_only_what_is_not_recorded(tmp_path, caplog):
+    first = Ranks(tmp_path, 2, strategy="genetic_algorithm", max_fevals=9, seed=5)
+    assert first.run(first.open()) is StopReason.MAX_FEVALS
+    before, _ = recorded(first.cache_path)
+    second = Ranks(tmp_path, 3, strategy="genetic_algorithm", seed=5)
+    with caplog.at_level(logging.INFO):
+        manager = second.open()
+    assert manager.known == 9
+    assert "resuming the saved state of strategy genetic_algorithm" in caplog.text
+    assert second.run(manager) is StopReason.FINISHED
+    handed_out = [i for batch in second.batches for i in batch]
+    assert not set(handed_out) & set(before)
+    ids, runs = recorded(first.cache_path)
+    assert sorted(ids) == list(range(40)) and runs == [("max_fevals", 9), ("finished", 31)]
+
+
+def test_a_lost_device_stops_the_run_and_a_rerun_measures_what_it_lost(tmp_path, caplog):
+    ranks = Ranks(tmp_path, 2, batch_size=8)
+    manager = ranks.open()
+    assert ranks.round(manager) is None
+    # Rank 1's device is lost during its first configuration of batch 2: it stops its chunk there.
+    ranks.backends[1].fatal_error = "the CUDA context is lost"
+    with caplog.at_level(logging.ERROR):
+        assert ranks.round(manager) is None
+    assert "rank 1 (host): the CUDA context is lost" in caplog.text
+    lost = set(ranks.orders[-1][1].ids[1:])
+    assert manager.unmeasured == lost and len(lost) == 3
+    assert ranks.run(manager) is StopReason.DEVICE_ERROR
+    ids, runs = recorded(ranks.cache_path)
+    assert len(ids) == 8 + 5 and not lost & set(ids) and runs == [("device_error", 13)]
+    with h5py.File(ranks.cache_path, "r") as f:
+        assert len(f["strategy_state"]) == 0  # the strategy counts the lost ones as seen: not kept
+
+    rerun = Ranks(tmp_path, 2, batch_size=8)
+    assert rerun.run(rerun.open()) is StopReason.FINISHED
+    ids, _ = recorded(rerun.cache_path)
+    assert sorted(ids) == list(range(40))
+
+
+def test_a_cache_path_that_is_not_hdf5_is_refused_before_the_space_is_built(tmp_path):
+    (tmp_path / "out.h5").write_text("not a cache")
+    with pytest.raises(SpecError) as refused:
+        Ranks(tmp_path, 1)
+    assert refused.value.field == "cache"
+    assert (tmp_path / "out.h5").read_text() == "not a cache"
+
+
+def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
+    from mpitune.scheduling.loop import tune
+
+    source, out = write_measured(tmp_path / "measured.json"), tmp_path / "out.h5"
+
+    def load(cache_path: Path = out, **overrides):
+        return lambda: replay_problem(measured.load(str(source)), Overrides(cache_path=str(cache_path), **overrides),
+                                      "brute_force")
+
+    assert tune(load(max_fevals=10), "cmd", transport=LocalTransport()) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"mpitune: tuning k (replay) on 1 rank(s): 40 configurations, 0 already in {out}, "
+                        f"strategy brute_force, batches of 16, compiling in turn")
+    assert [line.split(",")[0] for line in lines[1:5]] == [
+        "mpitune: batch 1: 5/10 configs", "mpitune: batch 2: 8/10 configs", "mpitune: batch 3: 9/10 configs",
+        "mpitune: batch 4: 10/10 configs"]
+    assert lines[-1] == f"mpitune: 10 configurations measured in 5.0 simulated s (max_fevals); results in {out}"
+
+    assert tune(load(time_limit_s=3.0), "cmd", transport=LocalTransport()) == EXIT_RESUMABLE
+    assert "(time_limit); results in" in capsys.readouterr().out
+    ids, runs = recorded(str(out))
+    assert len(ids) == len(set(ids)) and [status for status, _ in runs] == ["max_fevals", "time_limit"]
+
+    (tmp_path / "other.h5").write_text("not a cache")
+    refused = tune(load(tmp_path / "other.h5"), "cmd", transport=LocalTransport())
+    assert refused == EXIT_USER_ERROR
+    assert capsys.readouterr().err.startswith(f"mpitune: error: {source}: cache: ")
+
+
+def test_rank_zero_and_a_rank_need_no_mpi():
+    import subprocess
+    import sys
+
+    from conftest import mpi_env
+
+    code = ("import sys, mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, "
+            "mpitune.scheduling.transport; print('mpi4py' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], env=mpi_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
