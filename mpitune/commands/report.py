@@ -1,4 +1,4 @@
-"""``report CACHE``: a readable summary of a cache file, or one JSON object."""
+"""``report CACHE``: a readable summary of a cache file, one JSON object, or an HTML page (``--html``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.add_argument("--top", type=int, default=5, metavar="K", help="show the K best configurations")
+    p.add_argument("--html", metavar="OUT.html",
+                   help="write an interactive, self-contained HTML report instead (needs plotly)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.html:
+        from mpitune.offline.html.page import write_report
+
+        print(write_report(args.cache, args.html))
+        return 0
     from mpitune.offline.report import render
 
     print(render(args.cache, as_json=args.json, top=args.top))

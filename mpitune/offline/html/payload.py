@@ -1,0 +1,130 @@
+"""Everything the page shows, as one JSON-able object: the header, the charts and the table.
+
+The static report embeds it; the live server sends it again whenever the file changed. One
+builder for both keeps the two pages the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from plotly.io.json import to_json_plotly
+
+from mpitune.model.result import OK
+from mpitune.offline.analysis import Tables, load
+from mpitune.offline.html import charts
+from mpitune.offline.html.timeline import timeline
+from mpitune.offline.html.view import TIME, Limits, View, view
+
+log = logging.getLogger(__name__)
+
+# Each chart of the page, in the order it is shown. A multi-objective run would add a Pareto
+# chart (objectives against each other, the front highlighted) here, once such runs exist.
+CHARTS = (charts.convergence, charts.distribution, charts.parameters, timeline, charts.failures)
+
+
+@dataclass
+class Summary:
+    """The page's header: what was tuned, how far it got, and the best, as ``report`` says."""
+
+    kernel: str
+    lang: str
+    source: str  # where the data came from: a run, an import or a replay
+    objective: str
+    direction: str
+    configs: int
+    space_size: int | None
+    ok: int
+    failed: dict[str, int]
+    runs: int
+    ranks: int
+    state: str  # the newest run's status: running, finished, ...
+    best: float | None = None
+    best_config: str = ""
+    built: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+@dataclass
+class Table:
+    """The best configurations, best first; the page sorts it by any column."""
+
+    columns: list[str]
+    rows: list[list]
+    note: str
+
+
+def _source(v: View) -> str:
+    strategies = v.runs["strategy"].astype(str).tolist()
+    if v.problem.get("imported_from"):
+        return f"imported from {v.problem['imported_from']}"
+    if any(c.startswith("replay") or " replay " in f" {c} " for c in v.runs["command"].astype(str)):
+        return f"replay ({', '.join(dict.fromkeys(strategies))})"
+    return f"tuning run ({', '.join(dict.fromkeys(strategies))})"
+
+
+def summary(v: View, path: str) -> Summary:
+    res, obj = v.results, v.objective
+    ranked = obj.ranked()
+    statuses = res["status"].value_counts()
+    runs = v.runs
+    s = Summary(kernel=str(v.problem.get("kernel_name", "?")), lang=str(v.problem.get("lang") or ""),
+                source=_source(v), objective=obj.label, direction=obj.direction,
+                configs=int(res["config_id"].nunique()),
+                space_size=int(runs["space_size"].iloc[-1]) if len(runs) else None,
+                ok=int(statuses.get(OK, 0)), failed={str(k): int(n) for k, n in statuses.items() if k != OK},
+                runs=len(runs), ranks=int(runs["ranks"].max()) if len(runs) else 0,
+                state=str(runs["status"].iloc[-1]) if len(runs) else "no run yet")
+    if len(ranked):
+        i = int(ranked[0])
+        s.best = float(obj.values[i])
+        s.best_config = ", ".join(f"{n}={_cell(res[n].iloc[i])}" for n in v.param_names)
+    return s
+
+
+def _cell(value):
+    """A table cell as JSON takes it: plain numbers (NaN as None) and strings."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def table(v: View) -> Table:
+    res, obj = v.results, v.objective
+    ranked = obj.ranked()
+    top = ranked[: v.limits.top]
+    extra = [] if obj.name == TIME else [obj.name]
+    columns = ["#", *extra, "time_ms", *v.param_names, "iterations", "std_ms", "run", "rank", "host", "device"]
+    picked = res.iloc[top]
+    cells = [picked[c].tolist() for c in columns[1 + len(extra):]]
+    rows = [[place, *([float(obj.values[i])] if extra else []), *(_cell(col[place - 1]) for col in cells)]
+            for place, i in enumerate(top, start=1)]
+    note = f"the best {len(top):,} of {len(ranked):,} configurations with a value" if len(ranked) > len(top) \
+        else f"all {len(ranked):,} configurations with a value"
+    return Table(columns, rows, note + f", ranked by {obj.label} ({obj.direction}); click a column to sort")
+
+
+def build(tables: Tables, path: str, limits: Limits | None = None, version: str = "") -> dict:
+    """The page's content for ``tables`` (the loader's), read from ``path``."""
+    started = time.perf_counter()
+    v = view(tables, limits)
+    built = [chart(v) for chart in CHARTS]
+    out = {"version": version, "path": path, "summary": asdict(summary(v, path)),
+           "charts": [asdict(c) for c in built], "table": asdict(table(v))}
+    log.debug("built the report of %s (%d configurations) in %.2f s", path, len(v.results),
+              time.perf_counter() - started)
+    return out
+
+
+def build_from_file(path: str, limits: Limits | None = None, version: str = "") -> dict:
+    return build(load(path), path, limits, version)
+
+
+def to_json(payload: dict) -> str:
+    """JSON with numpy arrays as lists (plotly's encoder), NaN as null."""
+    return to_json_plotly(payload)
