@@ -1,7 +1,8 @@
 """``watch CACHE``: follow a running job's file from a login node, until the run ends.
 
 Reads the file as an HDF5 SWMR reader, so it never disturbs the writer; a run whose writer
-is gone while its row still says "running" was killed, and watch says so.
+is gone while its row still says "running" was killed, and watch says so. ``--html`` serves
+the HTML report instead, on loopback, refreshed while the run goes on (offline/html/server.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ HELP = "print the progress of a running job's cache file every few seconds until
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file, while its run goes on")
-    p.add_argument("--interval", type=float, default=5.0, metavar="S", help="seconds between lines (default 5)")
+    p.add_argument("--interval", type=float, default=5.0, metavar="S",
+                   help="seconds between lines, or between the live page's refreshes (default 5)")
+    p.add_argument("--html", action="store_true", help="serve the HTML report, refreshed as the run goes on")
+    p.add_argument("--host", default="127.0.0.1", help="with --html: the address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8050, help="with --html: the port (default 8050; 0 picks a free one)")
 
 
 def progress(data: CacheData) -> str:
@@ -43,6 +48,10 @@ def progress(data: CacheData) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.html:
+        from mpitune.offline.html.server import serve
+
+        return serve(args.cache, args.host, args.port, args.interval)
     from mpitune.store.lock import writer_alive
     from mpitune.store.reader import read
 

@@ -1,0 +1,119 @@
+"""The live view: the report's page served over HTTP while a run writes its file.
+
+``GET /`` is the page with the newest data embedded; ``GET /data.json?have=V`` is the newest
+payload, or 204 when the page already has version V. The file is read again (with the pandas
+loader, which reads as an SWMR reader while a writer holds the file) only when its size or
+modification time changed, however many pages poll. It listens on loopback unless told
+otherwise: a cluster's head node is shared, and ``ssh -L`` reaches loopback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from mpitune.errors import UserError
+from mpitune.offline.html.page import Live, plotly_js, render
+from mpitune.offline.html.payload import build_from_file, to_json
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Snapshot:
+    """One reading of the file: its version (size and modification time) and the payload."""
+
+    version: str
+    json: str
+    title: str
+
+
+class Source:
+    """The newest payload of a file, rebuilt when the file changed. A reading that fails
+    mid-write keeps the previous one, and the next request tries again."""
+
+    def __init__(self, cache: str):
+        self.cache = cache
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+
+    def _version(self) -> str:
+        st = os.stat(self.cache)
+        return f"{st.st_mtime_ns}-{st.st_size}"
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            version = self._version()
+            if self._snapshot is None or self._snapshot.version != version:
+                try:
+                    payload = build_from_file(self.cache, version=version)
+                except UserError as exc:
+                    if self._snapshot is None:
+                        raise
+                    log.warning("keeping the last reading of %s: %s", self.cache, exc)
+                    return self._snapshot
+                self._snapshot = Snapshot(version, to_json(payload), f"mpitune: {payload['summary']['kernel']}")
+            return self._snapshot
+
+
+def handler(source: Source, live: Live) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            if url.path == "/":
+                snap = source.snapshot()
+                self._send(render(snap.json, snap.title, live).encode(), "text/html; charset=utf-8")
+            elif url.path == "/" + live.endpoint:
+                snap = source.snapshot()
+                if parse_qs(url.query).get("have", [""])[0] == snap.version:
+                    self.send_response(HTTPStatus.NO_CONTENT)
+                    self.end_headers()
+                else:
+                    self._send(snap.json.encode(), "application/json")
+            else:
+                self.send_error(HTTPStatus.NOT_FOUND)
+
+        def _send(self, body: bytes, kind: str) -> None:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args) -> None:
+            log.debug("%s %s", self.address_string(), format % args)
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a page mid-request does not hold up Ctrl-C
+
+
+def serve(cache: str, host: str = "127.0.0.1", port: int = 0, interval_s: float = 5.0) -> int:
+    """Serve the live report of ``cache`` until Ctrl-C; port 0 picks a free one."""
+    plotly_js()  # say what to install before anything else
+    source = Source(cache)
+    source.snapshot()  # a file that cannot be read fails here, with one line
+    _Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        server = _Server((host, port), handler(source, Live(interval_s=interval_s)))
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    bound = server.server_address[1]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"mpitune: live report of {cache} at http://{shown}:{bound}/ (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        print("mpitune: stopped serving the live report", flush=True)
+    finally:
+        server.server_close()
+    return 0
