@@ -43,6 +43,7 @@ def render(payload_json: str, title: str, live: Live | None = None) -> str:
     return (
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        "<link rel=\"icon\" href=\"data:,\">\n"  # no favicon request
         f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n"
         f"<script>{plotly_js()}</script>\n</head>\n<body>\n"
         "<header id=\"summary\"></header>\n<div id=\"live-status\"></div>\n<main id=\"report\"></main>\n"
