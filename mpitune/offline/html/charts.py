@@ -164,7 +164,7 @@ def parameters(v: View) -> Chart:
     for k, name in enumerate(names):
         r, c = divmod(k, cols)
         groups = ok.groupby(name)["_objective"]
-        order = [x for x in _ordered(ok[name].tolist())]
+        order = _ordered(ok[name].tolist())
         stats = groups.describe().reindex(order)
         labels = [str(x) for x in order]
         best = groups.max() if obj.higher_is_better else groups.min()

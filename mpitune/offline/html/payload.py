@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from plotly.io.json import to_json_plotly
@@ -45,7 +45,6 @@ class Summary:
     state: str  # the newest run's status: running, finished, ...
     best: float | None = None
     best_config: str = ""
-    built: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M:%S"))
 
 
 @dataclass
@@ -66,7 +65,7 @@ def _source(v: View) -> str:
     return f"tuning run ({', '.join(dict.fromkeys(strategies))})"
 
 
-def summary(v: View, path: str) -> Summary:
+def summary(v: View) -> Summary:
     res, obj = v.results, v.objective
     ranked = obj.ranked()
     statuses = res["status"].value_counts()
@@ -114,7 +113,7 @@ def build(tables: Tables, path: str, limits: Limits | None = None, version: str 
     started = time.perf_counter()
     v = view(tables, limits)
     built = [chart(v) for chart in CHARTS]
-    out = {"version": version, "path": path, "summary": asdict(summary(v, path)),
+    out = {"version": version, "path": path, "summary": asdict(summary(v)),
            "charts": [asdict(c) for c in built], "table": asdict(table(v))}
     log.debug("built the report of %s (%d configurations) in %.2f s", path, len(v.results),
               time.perf_counter() - started)

@@ -49,16 +49,15 @@ class Source:
 
     def snapshot(self) -> Snapshot:
         with self._lock:
-            version = self._version()
-            if self._snapshot is None or self._snapshot.version != version:
-                try:
+            try:
+                version = self._version()
+                if self._snapshot is None or self._snapshot.version != version:
                     payload = build_from_file(self.cache, version=version)
-                except UserError as exc:
-                    if self._snapshot is None:
-                        raise
-                    log.warning("keeping the last reading of %s: %s", self.cache, exc)
-                    return self._snapshot
-                self._snapshot = Snapshot(version, to_json(payload), f"mpitune: {payload['summary']['kernel']}")
+                    self._snapshot = Snapshot(version, to_json(payload), f"mpitune: {payload['summary']['kernel']}")
+            except (UserError, OSError) as exc:
+                if self._snapshot is None:
+                    raise UserError(str(exc)) from None
+                log.warning("keeping the last reading of %s: %s", self.cache, exc)
             return self._snapshot
 
 
