@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         r = tune(args.spec, gpus, args.workers, args.mpirun, out)
         figures["runs"].append(r)
         g = r["gather"]
-        print(f"\n{gpus} GPU(s), {args.workers} compile workers per rank: {r['configs']} configurations {r['statuses']}")
+        print(f"\n{gpus} GPU(s), {args.workers} compile workers per rank: "
+              f"{r['configs']} configurations {r['statuses']}")
         print(f"  wall {r['wall_s']:.1f} s (process {r['process_s']:.1f} s); compile {r['compile_s']:.1f} s, "
               f"GPU {r['gpu_s']:.1f} s (timed iterations {r['timed_s']:.1f} s)")
         print(f"  floor {r['floor_s']:.1f} s -> wall / floor = {r['ratio']:.2f} "

@@ -12,6 +12,7 @@ then be recorded exactly once. Prints one line per round and the tally.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -74,10 +75,8 @@ def soak(kills: int, ranks: int, size: int, seed: int, mpiexec: str, workdir: Pa
         delay_s = rng.uniform(0.2, 3.0)
         time.sleep(delay_s)
         finished_early = job.poll() is not None
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(job.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         job.wait()
         if cache.exists():
             check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], env=env(),

@@ -181,9 +181,9 @@ def put_back(device: NVMLDevice, saved: SavedSettings) -> None:
             else:
                 _call(device, CLOCKS, nvml.nvmlDeviceSetApplicationsClocks, saved.mem_clock_mhz,
                       saved.graphics_clock_mhz)
-    if saved.power_limit_mw is not None:
-        if int(_call(device, POWER, nvml.nvmlDeviceGetPowerManagementLimit)) != saved.power_limit_mw:
-            _call(device, POWER, nvml.nvmlDeviceSetPowerManagementLimit, saved.power_limit_mw)
+    if saved.power_limit_mw is not None and \
+            int(_call(device, POWER, nvml.nvmlDeviceGetPowerManagementLimit)) != saved.power_limit_mw:
+        _call(device, POWER, nvml.nvmlDeviceSetPowerManagementLimit, saved.power_limit_mw)
 
 
 def recover(restore_path: str) -> bool:

@@ -37,7 +37,7 @@ def test_observables_keep_the_spec_order_and_lose_repeats():
     ([42], "observables must be a list of names"),
 ])
 def test_a_bad_observable_is_named(observables, message):
-    with pytest.raises(ValueError, match="^NVMLObserver: ") as info:
+    with pytest.raises(ValueError, match=r"^NVMLObserver: ") as info:
         NVMLObserver(observables)
     assert message in str(info.value)
     assert "\n" not in str(info.value)

@@ -63,7 +63,7 @@ def test_recovery_without_nvml_stops_and_keeps_the_file_for_a_later_run(tmp_path
     path = str(tmp_path / "r.json")
     saved = SavedSettings(host=socket.gethostname(), pci_bus_id="00000000:19:00.0", power_limit_mw=500000)
     restore_file.write_new(path, saved)
-    with pytest.raises(UserError, match="^observers: NVML is not available: NVML Shared Library Not Found"):
+    with pytest.raises(UserError, match=r"^observers: NVML is not available: NVML Shared Library Not Found"):
         recover(path)
     assert restore_file.read(path) == saved
 

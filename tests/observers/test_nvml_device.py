@@ -35,7 +35,7 @@ def test_bus_ids_are_spelled_as_nvml_spells_them(given, expected):
 
 @pytest.mark.parametrize("given", ["", "GPU-0f3a", "0000:19:00", "0000:19:00.8", "0000:123:00.0"])
 def test_what_is_no_bus_id_is_refused(given):
-    with pytest.raises(ValueError, match="is not a PCI bus id such as 0000:19:00.0"):
+    with pytest.raises(ValueError, match=r"is not a PCI bus id such as 0000:19:00\.0"):
         nvml_bus_id(given)
 
 
@@ -62,5 +62,5 @@ def test_without_the_pynvml_package_a_rank_stops_with_one_line():
 
 def test_a_malformed_bus_id_is_a_user_error_before_nvml_is_asked():
     pytest.importorskip("pynvml")
-    with pytest.raises(UserError, match="^observers: 'GPU 0' is not a PCI bus id"):
+    with pytest.raises(UserError, match=r"^observers: 'GPU 0' is not a PCI bus id"):
         NVMLDevice("GPU 0")
