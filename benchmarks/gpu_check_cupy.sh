@@ -47,10 +47,10 @@ from collections import Counter
 
 import numpy as np
 
-from mpitune.store.cache import read
+from mpitune.store.reader import read
 
 data = read(sys.argv[1])
-res, runs = data["results"], data["runs"]
+res, runs = data.results, data.runs
 ok = res[res["status"] == "ok"]
 print(f"  {len(res)} results, statuses {dict(Counter(res['status']))}, wall {runs['wall_s'][-1]:.1f} s, "
       f"{len(res) / runs['wall_s'][-1]:.2f} configs/s")
@@ -60,7 +60,7 @@ for rank in np.unique(res["rank"]):
           f"verify {mine['verify_s'].sum():.1f} s, benchmark {mine['benchmark_s'].sum():.1f} s")
 print(f"  median per config: compile {np.median(res['compile_s']):.3f} s, verify {np.median(res['verify_s']):.3f} s, "
       f"benchmark {np.median(res['benchmark_s']):.3f} s")
-names = data["param_names"]
+names = data.param_names
 for row in ok[np.argsort(ok["time_ms"])][:3]:
     spread = np.nanmax(row["times_ms"]) / np.nanmin(row["times_ms"])
     print(f"  {row['time_ms']:.3f} ms (max/min of iterations {spread:.3f}) "
