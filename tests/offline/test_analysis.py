@@ -115,14 +115,16 @@ def documented_files(tmp_path_factory) -> Path:
 def test_documented_recipe_runs_as_written(documented_files, monkeypatch, capsys, where, recipe):
     monkeypatch.chdir(documented_files)
     exec(compile(recipe, where, "exec"), {})
-    assert "STEP" in capsys.readouterr().out  # each shows configurations
+    assert "config_id" in capsys.readouterr().out  # each shows configurations
 
 
-def test_a_selection_keeps_the_attrs(cache):
+def test_selections_and_joins_keep_the_attrs(cache):
+    """pandas compares the attrs of the frames it combines: a DataFrame among them raised."""
     from mpitune.analysis import load
 
-    results, _ = load(str(cache))
+    results, timeline = load(str(cache))
     best = results[results.status == "ok"].nsmallest(3, "time_ms")
     assert best.attrs["param_names"] == ["STEP", "MODE"]
     assert run_table(best)["strategy"].tolist() == ["brute_force"]
-    assert pd.concat([results, results]).attrs["runs"] == results.attrs["runs"]
+    joined = timeline.merge(results[["config_id", "STEP"]], on="config_id")
+    assert joined.attrs["runs"] == results.attrs["runs"] and len(joined)
