@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 
 from mpitune import __version__, commands
-from mpitune.errors import EXIT_USER_ERROR, UserError
+from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, UserError
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import MeasuredSpace, replay_problem
@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         return _refuse(refusal)
     overrides = _overrides(args)
-    return _tune(args, argv, lambda: _checked_run(load_spec(args.spec, overrides, _read_measured)))
+    caveats: list[str] = []
+    return _tune(args, argv, lambda: _caveats(load_spec(args.spec, overrides, _read_measured), caveats), caveats)
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
@@ -160,12 +161,12 @@ def _not_python(path: str) -> str | None:
     return f"{path} is not a Python spec file{hint}"
 
 
-def _checked_run(loaded: tuple[Problem, RunSettings]) -> tuple[Problem, RunSettings]:
-    """What rank 0 says about the run before it starts (``load`` runs on rank 0 alone, once)."""
-    problem = loaded[0]
-    warning = cpu_oversubscribed(problem.lang, _local_ranks(), os.cpu_count() or 1)
-    if warning:
-        logging.getLogger("mpitune").warning("%s", warning)
+def _caveats(loaded: tuple[Problem, RunSettings], caveats: list[str]) -> tuple[Problem, RunSettings]:
+    """Add what rank 0 should say about the timings once the run has ended (``load`` runs on
+    rank 0 alone, once); said at the end, so that a refused run still ends in one line."""
+    caveat = cpu_oversubscribed(loaded[0].lang, _local_ranks(), os.cpu_count() or 1)
+    if caveat:
+        caveats.append(caveat)
     return loaded
 
 
@@ -234,8 +235,10 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
-    """``load()`` gives the problem and settings; it runs on rank 0 only."""
+def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]],
+          caveats: list[str] | None = None) -> int:
+    """``load()`` gives the problem and settings; it runs on rank 0 only, and may fill ``caveats``,
+    warnings about the timings that rank 0 logs when the run has measured."""
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
@@ -243,7 +246,11 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     _setup_logging(args, rank)
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        return tuner.tune(load, command, debug=args.debug)
+        code = tuner.tune(load, command, debug=args.debug)
+        if code in (0, EXIT_RESUMABLE):
+            for caveat in caveats or ():
+                logging.getLogger("mpitune").warning("%s", caveat)
+        return code
     except BaseException:
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.

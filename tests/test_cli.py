@@ -124,7 +124,8 @@ def test_kernel_tuner_names_are_taken_and_said_once(tmp_path):
 
 
 @pytest.mark.parametrize("option,says", [
-    ("popsiz", "genetic_algorithm has no option 'popsiz'; its options: population, mutation_rate, crossover_rate"),
+    ("popsiz", "strategy 'genetic_algorithm' has no option 'popsiz'; "
+               "its options: population, mutation_rate, crossover_rate"),
     ("maxiter", "the budget here is max_fevals or time_limit"),
 ])
 def test_an_unknown_strategy_option_is_answered_with_the_valid_ones(tmp_path, option, says):
@@ -134,13 +135,22 @@ def test_an_unknown_strategy_option_is_answered_with_the_valid_ones(tmp_path, op
     assert f"{spec}: strategy_options: " in proc.stderr and says in proc.stderr
 
 
-def test_c_kernels_on_more_ranks_than_cores_warn_once(tmp_path):
+def test_c_kernels_timed_on_more_ranks_than_cores_warn_once(tmp_path):
     ranks = (os.cpu_count() or 1) + 1
     if ranks > 4:
         pytest.skip(f"{ranks} ranks would be slow here")
     spec = write_scale_spec(tmp_path, TWO_CONFIGS)
     proc = mpitune(ranks, [str(spec)], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.count(f"{ranks} ranks on this node time C kernels on {ranks - 1} core(s)") == 1
+    assert proc.stderr.count(f"{ranks} ranks on this node timed C kernels on {ranks - 1} core(s)") == 1
     # GPU timings are not the cores' business, and a replay times nothing.
     assert cpu_oversubscribed("cupy", 8, 2) is None and cpu_oversubscribed("replay", 8, 2) is None
+
+
+def test_every_kernel_tuner_alias_names_an_option_we_have():
+    from mpitune import strategies
+
+    assert set(strategies.KERNEL_TUNER_STRATEGIES.values()) <= set(strategies.available())
+    for name, aliases in strategies.KERNEL_TUNER_OPTIONS.items():
+        assert set(aliases.values()) <= set(strategies.option_names(name)), name
+        assert not set(aliases) & set(strategies.NO_EQUIVALENT), name

@@ -123,9 +123,9 @@ def cache_path(check: Checker, cache: str | Path) -> str:
 
 
 def cpu_oversubscribed(lang: str, local_ranks: int | None, cores: int) -> str | None:
-    """A warning when kernels timed on the CPU share too few cores: ranks then time each other's
+    """A warning when kernels timed on the CPU shared too few cores: ranks then time each other's
     load, and one configuration's iterations spread over a factor of 20. None when all is well."""
     if local_ranks is None or local_ranks <= cores or backends.capabilities(lang).device is not backends.DeviceKind.CPU:
         return None
-    return (f"{local_ranks} ranks on this node time {lang} kernels on {cores} core(s): the ranks take cores from "
-            f"each other's timings; run at most {cores} rank(s) per node for times that mean something")
+    return (f"{local_ranks} ranks on this node timed {lang} kernels on {cores} core(s), so the ranks took cores "
+            f"from each other's timings; for times that mean something, run at most {cores} rank(s) per node")

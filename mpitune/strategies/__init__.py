@@ -13,7 +13,6 @@ is refused with what to set instead, so that a port never runs silently on defau
 from __future__ import annotations
 
 import importlib
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +67,8 @@ def resolve(name: str) -> str | None:
 
 def option_names(name: str) -> list[str]:
     """The options a registered strategy takes, in the order of its ``create``."""
-    parameters = list(inspect.signature(importlib.import_module(f"{__name__}.{name}").create).parameters)
-    return parameters[2:]  # after space and seed
+    code = importlib.import_module(f"{__name__}.{name}").create.__code__
+    return list(code.co_varnames[2:code.co_argcount + code.co_kwonlyargcount])  # after space and seed
 
 
 def translate(name: str, options: dict[str, Any]) -> Options:
@@ -82,7 +81,7 @@ def translate(name: str, options: dict[str, Any]) -> Options:
         if ours != key:
             renamed[key] = ours
         if ours in values:
-            raise ValueError(f"{key!r} and {ours!r} set the same option of {name}; keep one")
+            raise ValueError(f"{key!r} and {ours!r} set the same option of strategy {name!r}; keep one")
         values[ours] = value
     _check_known(name, values)
     return Options(values, renamed)
@@ -94,7 +93,7 @@ def _check_known(name: str, options: dict[str, Any]) -> None:
         if key not in valid:
             why = f" ({NO_EQUIVALENT[key]})" if key in NO_EQUIVALENT else ""
             takes = f"its options: {', '.join(valid)}" if valid else "it takes none"
-            raise ValueError(f"{name} has no option {key!r}{why}; {takes}")
+            raise ValueError(f"strategy {name!r} has no option {key!r}{why}; {takes}")
 
 
 def create(name: str, space: SearchSpace, seed: int, options: dict[str, Any]) -> Strategy:
