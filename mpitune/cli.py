@@ -1,8 +1,10 @@
-"""Command line: ``python -m mpitune SPEC [flags]`` tunes under MPI; ``python -m mpitune VERB ...``
-runs an offline verb from ``mpitune.commands`` (report, ...), which needs neither MPI nor a GPU.
+"""Command line: ``python -m mpitune [tune] SPEC [flags]`` tunes under MPI, ``replay DATA`` replays
+measured data, and ``python -m mpitune VERB ...`` runs an offline verb from ``mpitune.commands``
+(report, ...), which needs neither MPI nor a GPU.
 
 Errors the user can fix end every rank with one line on stderr and exit code 2;
-``--debug`` shows the traceback behind it.
+``--debug`` shows the traceback behind it. Every output path is ``--out``; the older ``--cache``
+(tune) and ``--output`` (replay) stay as aliases so that scripts keep working.
 """
 
 from __future__ import annotations
@@ -14,15 +16,36 @@ import shlex
 import sys
 from collections.abc import Callable
 
-from mpitune import commands
-from mpitune.errors import EXIT_USER_ERROR, UserError
+from mpitune import __version__, commands
+from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, UserError
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import MeasuredSpace, replay_problem
-from mpitune.spec.settings import Overrides
+from mpitune.spec.settings import Overrides, cpu_oversubscribed
 
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+TUNE_HELP = "tune the kernel a spec file describes on every MPI rank (the default: python -m mpitune SPEC)"
+REPLAY_HELP = "replay a search on measured data (Kernel Tuner JSON cache or mpitune .h5) with simulated time"
+# Exit code after the reader of standard output went away (``report ... | head``), as a shell
+# reports a process that SIGPIPE ended: 128 + 13.
+EXIT_CLOSED_PIPE = 141
+# Spec paths that are surely data, not Python: the usual mix-up is passing the results file.
+_DATA_SUFFIXES = (".h5", ".hdf5", ".json", ".gz")
+
+
+def _launcher_rank() -> str:
+    """This process's rank as the launcher tells it, before MPI is initialised ("0" alone)."""
+    return next((os.environ[v] for v in _RANK_VARIABLES if v in os.environ), "0").strip() or "0"
+
+
+def _refuse(message: str) -> int:
+    """A user error before MPI starts: every rank exits 2, the first alone says why."""
+    if _launcher_rank() == "0":
+        print(f"mpitune: error: {message}", file=sys.stderr)
+    return EXIT_USER_ERROR
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,18 +53,27 @@ class _Parser(argparse.ArgumentParser):
     code 2, and the first rank alone says why, in one line, as every other user error."""
 
     def error(self, message: str):
-        rank = next((os.environ[v] for v in _RANK_VARIABLES if v in os.environ), "0")
-        if rank.strip() in ("", "0"):
-            self.exit(EXIT_USER_ERROR, f"mpitune: error: {message} (see {self.prog} --help)\n")
-        self.exit(EXIT_USER_ERROR)
+        self.exit(_refuse(f"{message} (see {self.prog} --help)"))
+
+
+def _subcommands() -> str:
+    """Every subcommand with its one line, for the top-level ``--help``."""
+    lines = {"tune": TUNE_HELP, "replay": REPLAY_HELP}
+    lines.update({verb: commands.load(verb).HELP for verb in sorted(commands.available())})
+    width = max(map(len, lines))
+    return "commands:\n" + "\n".join(f"  {verb:<{width}}  {text}" for verb, text in lines.items()) + (
+        "\n\n'python -m mpitune COMMAND --help' shows a command's flags.")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
-    verbs = "; ".join(f"'{verb}': {commands.load(verb).HELP}" for verb in sorted(commands.available()))
-    p = _Parser(prog="python -m mpitune", description=(
-        f"Tune the kernel described by SPEC on every MPI rank. Other verbs: {verbs}."))
+    p = _Parser(prog="python -m mpitune", formatter_class=argparse.RawDescriptionHelpFormatter,
+                description="Tune the kernel described by SPEC on every MPI rank: "
+                            "mpiexec -n RANKS python -m mpitune [tune] SPEC [flags].",
+                epilog=_subcommands())
+    p.add_argument("--version", action="version", version=f"mpitune {__version__}")
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
-    p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
+    p.add_argument("--out", "--cache", dest="out", metavar="PATH",
+                   help="HDF5 results file (default: SPEC's name with .h5, here; --cache is the older name)")
     _search_flags(p, "seconds")
     return p
 
@@ -71,7 +103,11 @@ def _replay_parser() -> argparse.ArgumentParser:
         "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
         ".h5 file) instead of running kernels; time is simulated from the recorded durations."))
     p.add_argument("cache", help="the measured data")
-    p.add_argument("--output", metavar="OUT.h5", help="results file (default: CACHE's name with .replay.h5)")
+    p.add_argument("--out", "--output", dest="out", metavar="OUT.h5",
+                   help="results file (default: CACHE's name with .replay.h5; --output is the older name)")
+    p.add_argument("--append", action="store_true",
+                   help="add to a results file that holds another strategy's replay (default: refuse, "
+                        "since a search that starts knowing another's results is no comparison)")
     _search_flags(p, "simulated seconds")
     return p
 
@@ -91,20 +127,74 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
         args = _replay_parser().parse_args(argv[1:])
-        overrides = _overrides(args, args.output)
-        return _tune(args, argv, lambda: replay_problem(_read_measured(args.cache), overrides, args.strategy))
+        overrides = _overrides(args)
+        return _tune(args, argv, lambda: _unmixed(replay_problem(_read_measured(args.cache), overrides,
+                                                                 args.strategy), args.append))
     if argv and argv[0] in commands.available():
         return _offline(argv[0], argv[1:])
-    args = _tune_parser().parse_args(argv)
-    overrides = _overrides(args, args.cache)
-    return _tune(args, argv, lambda: load_spec(args.spec, overrides, _read_measured))
+    args = _tune_parser().parse_args(argv[1:] if argv and argv[0] == "tune" else argv)
+    refusal = _not_python(args.spec)
+    if refusal:
+        return _refuse(refusal)
+    overrides = _overrides(args)
+    caveats: list[str] = []
+    return _tune(args, argv, lambda: _caveats(load_spec(args.spec, overrides, _read_measured), caveats), caveats)
 
 
-def _overrides(args: argparse.Namespace, cache_path: str | None) -> Overrides:
+def _overrides(args: argparse.Namespace) -> Overrides:
     return Overrides(strategy=args.strategy, max_fevals=args.max_fevals, time_limit_s=args.time_limit,
-                     seed=args.seed, cache_path=cache_path, batch_size=args.batch_size,
+                     seed=args.seed, cache_path=args.out, batch_size=args.batch_size,
                      compile_workers=args.compile_workers, stop_file=args.stop_file or "",
                      allow_mixed_devices=args.allow_mixed_devices, isolate=not args.no_isolation)
+
+
+def _not_python(path: str) -> str | None:
+    """Why SPEC is surely not a spec file (a results file, a Kernel Tuner cache), or None.
+    Python would say "source code string cannot contain null bytes" about an HDF5 file."""
+    if not os.path.isfile(path):
+        return None  # the spec loader says "no such file", naming the field
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if not path.lower().endswith(_DATA_SUFFIXES) and b"\0" not in head:
+        return None
+    hint = " (a results file: python -m mpitune report, or replay, reads it)" if head.startswith(b"\x89HDF") else ""
+    return f"{path} is not a Python spec file{hint}"
+
+
+def _caveats(loaded: tuple[Problem, RunSettings], caveats: list[str]) -> tuple[Problem, RunSettings]:
+    """Add what rank 0 should say about the timings once the run has ended (``load`` runs on
+    rank 0 alone, once); said at the end, so that a refused run still ends in one line."""
+    caveat = cpu_oversubscribed(loaded[0].lang, _local_ranks(), os.cpu_count() or 1)
+    if caveat:
+        caveats.append(caveat)
+    return loaded
+
+
+def _unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem, RunSettings]:
+    """A replay into a file that holds another strategy's results would start knowing them; it
+    is refused unless ``append`` asks for it. A real run's file is its resume cache: never refused."""
+    problem, settings = loaded
+    if problem.replay_source and not append and os.path.exists(settings.cache_path):
+        from mpitune.store.reader import read  # reads HDF5: only when there is a file to read
+
+        try:
+            recorded = set(read(settings.cache_path).runs["strategy"].tolist())
+        except UserError:
+            return loaded  # not an mpitune file: the writer refuses it with its own line
+        others = sorted(recorded - {settings.strategy})
+        if others:
+            raise UserError(f"{settings.cache_path} holds the replay of strategy {', '.join(others)}; replaying "
+                            f"{settings.strategy} into it would mix the two: name another --out, or pass --append")
+    return loaded
+
+
+def _local_ranks() -> int | None:
+    """The ranks on this node as the launcher tells them (MPICH's Hydra, Open MPI, srun)."""
+    for variable in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
+        value = os.environ.get(variable, "").split("(")[0].split(",")[0]  # srun: "4(x2),3"
+        if value.isdigit():
+            return int(value)
+    return None
 
 
 def _read_measured(path: str) -> MeasuredSpace:
@@ -121,7 +211,14 @@ def _offline(verb: str, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     _setup_logging(args, 0)
     try:
-        return module.run(args)
+        code = module.run(args)
+        sys.stdout.flush()  # a closed pipe shows here rather than at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (``report ... | head``): nothing is left to say, and Python must
+        # not try to flush into the closed pipe again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
     except UserError as exc:
         if args.debug:
             raise
@@ -138,8 +235,10 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
-    """``load()`` gives the problem and settings; it runs on rank 0 only."""
+def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]],
+          caveats: list[str] | None = None) -> int:
+    """``load()`` gives the problem and settings; it runs on rank 0 only, and may fill ``caveats``,
+    warnings about the timings that rank 0 logs when the run has measured."""
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
@@ -147,7 +246,11 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     _setup_logging(args, rank)
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        return tuner.tune(load, command, debug=args.debug)
+        code = tuner.tune(load, command, debug=args.debug)
+        if code in (0, EXIT_RESUMABLE):
+            for caveat in caveats or ():
+                logging.getLogger("mpitune").warning("%s", caveat)
+        return code
     except BaseException:
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+import tempfile
 
 HELP = "write a cache file as a Kernel Tuner JSON cache (replayable in its simulation mode) or T4 results"
 
@@ -11,13 +14,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file")
     p.add_argument("--format", required=True, choices=("kt-json", "t4"),
                    help="kt-json: Kernel Tuner cache; t4: T4 results (schema 1.0.0)")
-    p.add_argument("--out", required=True, metavar="FILE", help="file to write (gzipped if it ends in .gz)")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="file to write (gzipped if it ends in .gz); - for standard output")
 
 
 def run(args: argparse.Namespace) -> int:
     from mpitune.offline.exchange import export_kt_json, export_t4
 
     write = export_kt_json if args.format == "kt-json" else export_t4
-    count = write(args.cache, args.out)
-    print(f"mpitune: wrote {count} configurations to {args.out} ({args.format})")
+    if args.out != "-":
+        count = write(args.cache, args.out)
+        print(f"mpitune: wrote {count} configurations to {args.out} ({args.format})")
+        return 0
+    # The exporters write files; standard output gets the file's text and nothing else, for a pipe.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "export.json")
+        write(args.cache, path)
+        with open(path, "rb") as fh:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(fh.read())
     return 0

@@ -44,9 +44,12 @@ def srun_mpi_plugin(python: str) -> str:
     return "pmix" if "Open MPI" in probe.stdout else "pmi2"
 
 
-def seconds_left(squeue_time: str) -> int:
-    """Parse squeue's %L: [days-][hours:]minutes:seconds."""
+def seconds_left(squeue_time: str) -> int | None:
+    """Parse squeue's %L: [days-][hours:]minutes:seconds; None for a job without a limit
+    (``UNLIMITED``, ``NOT_SET``) or anything else that is not a time."""
     days, _, clock = squeue_time.strip().rpartition("-")
+    if (days and not days.isdigit()) or not all(p.isdigit() for p in clock.split(":")):
+        return None
     parts = [int(p) for p in clock.split(":")]
     while len(parts) < 3:
         parts.insert(0, 0)
@@ -58,19 +61,22 @@ def run(args: argparse.Namespace) -> int:
     if not args.mpitune_args:
         raise UserError("job needs a spec: python -m mpitune job SPEC [mpitune flags]")
     job_id = os.environ.get("SLURM_JOB_ID", "")
+    if not job_id:
+        raise UserError("job runs inside a Slurm allocation (sbatch or salloc) and SLURM_JOB_ID is not set; "
+                        "outside Slurm run: mpiexec -n RANKS python -m mpitune SPEC")
     python = sys.executable
     if args.launcher == "srun":
         start = ["srun", f"--mpi={args.srun_mpi or srun_mpi_plugin(python)}", "--kill-on-bad-exit=1"]
     else:
         start = ["mpirun", "-n", os.environ.get("SLURM_NTASKS", "1")]
-    stop_file = Path.cwd() / f".mpitune-stop-{job_id or os.getpid()}"
+    stop_file = Path.cwd() / f".mpitune-stop-{job_id}"
     stop_file.unlink(missing_ok=True)
     extra = ["--stop-file", str(stop_file)]
-    if args.margin is not None and job_id:
-        left = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True)
-        limit_s = seconds_left(left.stdout) - float(args.margin) if left.returncode == 0 else 0
-        if limit_s > 0:
-            extra += ["--time-limit", str(limit_s)]
+    if args.margin is not None:
+        squeue = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True)
+        left = seconds_left(squeue.stdout) if squeue.returncode == 0 else None
+        if left is not None and left - float(args.margin) > 0:
+            extra += ["--time-limit", str(left - float(args.margin))]
 
     def ask_to_stop(signum, frame):
         print(f"mpitune job: {signal.Signals(signum).name}: the time limit is near, asking the run to stop",
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         stop_file.unlink(missing_ok=True)
     if rc == EXIT_RESUMABLE:
         print("mpitune job: stopped early; the results so far are saved and a rerun resumes", flush=True)
-        if args.requeue and job_id:
+        if args.requeue:
             requeued = subprocess.run(["scontrol", "requeue", job_id]).returncode == 0
             print(f"mpitune job: {'requeued' if requeued else 'could not requeue'} job {job_id}", flush=True)
     return rc

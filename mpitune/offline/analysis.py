@@ -2,7 +2,7 @@
 
     from mpitune.analysis import load
     results, timeline = load("spec.h5")
-    results[results.status == "ok"].nsmallest(5, "time_ms")
+    print(results[results.status == "ok"].nsmallest(5, "time_ms"))
 
 pandas is an optional dependency (``pip install mpitune[analysis]``); the file itself stays
 readable with nothing but h5py (docs/cache-format.md).
@@ -85,10 +85,21 @@ def frames(data: CacheData) -> Tables:
 
     info = {"problem": data.problem, "param_names": names, "objective": data.objective.record(),
             "metric_names": data.metric_names, "observed_names": data.observed_names,
-            "runs": pd.DataFrame({c.name: runs[c.name] for c in RUN_COLUMNS})}
+            "runs": _records(runs)}
     results.attrs.update(info)
     timeline.attrs.update(info)
     return Tables(results, timeline)
+
+
+def _records(table: np.ndarray) -> list[dict[str, Any]]:
+    """Rows as dicts of plain Python values. pandas compares the ``attrs`` of the frames an operation
+    combines (``results[results.status == "ok"]``); plain values compare, a DataFrame would raise."""
+    return [{c.name: row[c.name].item() for c in RUN_COLUMNS} for row in table]
+
+
+def run_table(frame: Any) -> Any:
+    """The runs a frame's ``attrs["runs"]`` lists, as a DataFrame with one row per run."""
+    return pandas().DataFrame(frame.attrs["runs"], columns=[c.name for c in RUN_COLUMNS])
 
 
 def load(path: str) -> Tables:
@@ -107,8 +118,8 @@ def load(path: str) -> Tables:
 
     Both carry ``.attrs["problem"]``, ``.attrs["param_names"]``, ``.attrs["objective"]``
     (``{"objective": name, "higher_is_better": bool, "metrics": {name: definition}}``),
-    ``.attrs["metric_names"]``, ``.attrs["observed_names"]`` and ``.attrs["runs"]`` (a
-    DataFrame with one row per run).
+    ``.attrs["metric_names"]``, ``.attrs["observed_names"]`` and ``.attrs["runs"]`` (one dict per
+    run; ``pandas.DataFrame(results.attrs["runs"])`` or ``run_table(results)`` makes it a table).
     """
     pandas()  # fail before reading a large file
     return frames(read(path))

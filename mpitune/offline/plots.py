@@ -20,7 +20,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.result import OK
 from mpitune.model.timeline import PHASES
-from mpitune.offline.analysis import Tables, frames
+from mpitune.offline.analysis import Tables, frames, run_table
 from mpitune.offline.ranking import TIME_COLUMN, objective_column, running_best, usable
 from mpitune.offline.report import run_walls
 from mpitune.store.reader import read
@@ -117,7 +117,7 @@ def _wide(values) -> bool:
 
 
 def _walls_by_run(t: Tables) -> dict[int, float]:
-    runs, tl = t.results.attrs["runs"], t.timeline
+    runs, tl = run_table(t.results), t.timeline
     walls = run_walls(runs["run"].to_numpy(), runs["wall_s"].to_numpy(float), tl["run"].to_numpy(),
                       tl["end_s"].to_numpy(float))
     return dict(zip(runs["run"].astype(int).tolist(), walls))

@@ -1,17 +1,24 @@
 """How to search: the run settings from what a spec says about the search and what the command
-line overrides, the default strategy, and whether the results file can be written."""
+line overrides, the default strategy, and whether the results file can be written.
+
+Kernel Tuner's names for a strategy and its options are taken where ours mean the same
+(``diff_evo``, ``popsize``, ...), and said once, so that a port runs and its author learns our names.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpitune import strategies
+from mpitune import backends, strategies
 from mpitune.model.problem import RunSettings
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import BUDGET_OPTIONS
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,10 +74,19 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
                          "seed": overrides.seed}
     budget.update({k: v for k, v in from_command_line.items() if v is not None})
     has_budget = budget.get("max_fevals") is not None or budget.get("time_limit") is not None
-    strategy = overrides.strategy or fields.strategy or default_strategy(has_budget)
-    if not isinstance(strategy, str) or strategy not in strategies.available():
-        check.fail("strategy", f"unknown strategy {strategy!r}; available: {', '.join(strategies.available())}")
-    settings = RunSettings(strategy=strategy, strategy_options=options)
+    requested = overrides.strategy or fields.strategy or default_strategy(has_budget)
+    strategy = strategies.resolve(requested) if isinstance(requested, str) else None
+    if strategy is None:
+        check.fail("strategy", f"unknown strategy {requested!r}; available: {', '.join(strategies.available())}")
+    if strategy != requested:
+        log.warning("strategy %r is Kernel Tuner's name; running %r", requested, strategy)
+    try:
+        translated = strategies.translate(strategy, options)
+    except ValueError as exc:
+        check.fail("strategy_options", f"{exc} (and the budget: {', '.join(BUDGET_OPTIONS)})")
+    for theirs, ours in translated.renamed.items():
+        log.warning("strategy_options: %r is Kernel Tuner's name; taken as %s's %r", theirs, strategy, ours)
+    settings = RunSettings(strategy=strategy, strategy_options=translated.values)
     if budget.get("max_fevals") is not None:
         settings.max_fevals = check.int_("max_fevals", budget["max_fevals"], 1)
     if budget.get("time_limit") is not None:
@@ -104,3 +120,12 @@ def cache_path(check: Checker, cache: str | Path) -> str:
     if not os.access(path if os.path.exists(path) else directory, os.W_OK):
         check.fail("cache", f"cannot write {path}: permission denied")
     return path
+
+
+def cpu_oversubscribed(lang: str, local_ranks: int | None, cores: int) -> str | None:
+    """A warning when kernels timed on the CPU shared too few cores: ranks then time each other's
+    load, and one configuration's iterations spread over a factor of 20. None when all is well."""
+    if local_ranks is None or local_ranks <= cores or backends.capabilities(lang).device is not backends.DeviceKind.CPU:
+        return None
+    return (f"{local_ranks} ranks on this node timed {lang} kernels on {cores} core(s), so the ranks took cores "
+            f"from each other's timings; for times that mean something, run at most {cores} rank(s) per node")

@@ -116,7 +116,7 @@ class Cache:
                 self._create(identity, digest, iterations)
             self.file = _open_for_writing(path)
         except BaseException:
-            self._lock.close()
+            self._lock.release()
             raise
         if "results" not in self.file:
             self.close()
@@ -267,5 +267,5 @@ class Cache:
 
     def close(self) -> None:
         self.file.close()
-        self._lock.close()
+        self._lock.release()
 

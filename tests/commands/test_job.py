@@ -8,7 +8,7 @@ from mpitune.commands.job import seconds_left, srun_mpi_plugin
 
 
 @pytest.mark.parametrize("text,expected", [("14:59", 899), ("1:02:03", 3723), ("2-00:00:10", 172810),
-                                           ("0:05\n", 5)])
+                                           ("0:05\n", 5), ("UNLIMITED", None), ("NOT_SET\n", None), ("", None)])
 def test_squeue_time_left(text, expected):
     assert seconds_left(text) == expected
 

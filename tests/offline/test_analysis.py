@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO, mpitune, write_scale_spec
 
 from mpitune.errors import UserError
 from mpitune.model.schema import RESULT_COLUMNS
+from mpitune.offline.analysis import run_table
 
 pd = pytest.importorskip("pandas")
 
@@ -40,7 +46,7 @@ def test_results_one_row_per_configuration_with_parameters_and_statistics(cache)
     # Every result field of the schema, in the schema's order around the parameters and statistics.
     fields = ["config_id", "STEP", "MODE", *(c.name for c in RESULT_COLUMNS)]
     assert [c for c in results.columns if c in fields] == fields
-    assert results.attrs["runs"]["strategy"].iloc[0] == "brute_force"
+    assert results.attrs["runs"][0]["strategy"] == "brute_force"
 
 
 def test_timeline_covers_every_rank_without_overlap(cache):
@@ -62,3 +68,63 @@ def test_without_pandas_a_clear_error(cache, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # makes "import pandas" fail
     with pytest.raises(UserError, match="pip install"):
         analysis.load(str(cache))
+
+
+# The recipes the documentation shows, run as written: a block of Python that reads a results file.
+DOCS = ("docs/analysis.md", "docs/from-kernel-tuner.md")
+READS_A_FILE = ("load(", "h5py.File(")
+
+
+def code_blocks(markdown: str) -> list[str]:
+    """Fenced ```python blocks and indented blocks (four spaces after a blank line) that start with
+    an import: what a reader copies into a notebook."""
+    fenced = re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
+    indented = [textwrap.dedent(block) for block in re.findall(r"(?:^|\n\n)((?: {4}.*\n?)+)", markdown)
+                if block.lstrip().startswith(("from ", "import "))]
+    return fenced + indented
+
+
+def recipes() -> list[tuple[str, str]]:
+    from mpitune.offline import analysis
+
+    found = [(doc, block) for doc in DOCS for block in code_blocks((REPO / doc).read_text())]
+    found.append(("mpitune.offline.analysis", textwrap.dedent(analysis.__doc__.split("\n\n")[1])))
+    return [(where, block) for where, block in found if any(r in block for r in READS_A_FILE)]
+
+
+RECIPES = recipes()
+
+
+def test_the_documentation_shows_its_recipes():
+    # The h5py recipe and the loader's in analysis.md, the loader's in the porting guide and its docstring.
+    assert {where for where, _ in RECIPES} == {*DOCS, "mpitune.offline.analysis"} and len(RECIPES) >= 4
+
+
+@pytest.fixture(scope="module")
+def documented_files(tmp_path_factory) -> Path:
+    """A real run with a GFLOP/s metric, under every file name the recipes open."""
+    tmp = tmp_path_factory.mktemp("recipes")
+    spec = write_scale_spec(tmp, extra='metrics = {"GFLOP/s": lambda p: n / 1e9 / (p["time"] / 1e3)}\n')
+    proc = mpitune(2, [str(spec), "--out", str(tmp / "spec.h5")], tmp)
+    assert proc.returncode == 0, proc.stderr
+    shutil.copy(tmp / "spec.h5", tmp / "convolution.h5")
+    return tmp
+
+
+@pytest.mark.parametrize("where,recipe", RECIPES, ids=[f"{w}-{i}" for i, (w, _) in enumerate(RECIPES)])
+def test_documented_recipe_runs_as_written(documented_files, monkeypatch, capsys, where, recipe):
+    monkeypatch.chdir(documented_files)
+    exec(compile(recipe, where, "exec"), {})
+    assert "config_id" in capsys.readouterr().out  # each shows configurations
+
+
+def test_selections_and_joins_keep_the_attrs(cache):
+    """pandas compares the attrs of the frames it combines: a DataFrame among them raised."""
+    from mpitune.analysis import load
+
+    results, timeline = load(str(cache))
+    best = results[results.status == "ok"].nsmallest(3, "time_ms")
+    assert best.attrs["param_names"] == ["STEP", "MODE"]
+    assert run_table(best)["strategy"].tolist() == ["brute_force"]
+    joined = timeline.merge(results[["config_id", "STEP"]], on="config_id")
+    assert joined.attrs["runs"] == results.attrs["runs"] and len(joined)
