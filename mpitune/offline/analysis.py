@@ -4,8 +4,8 @@
     results, timeline = load("spec.h5")
     print(results[results.status == "ok"].nsmallest(5, "time_ms"))
 
-pandas is an optional dependency (``pip install mpitune[analysis]``); the file itself stays
-readable with nothing but h5py (docs/cache-format.md).
+pandas is an optional dependency (``pip install pandas``, or ``pip install -e '.[analysis]'`` in a
+checkout); the file itself stays readable with nothing but h5py (docs/cache-format.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def pandas():
     try:
         import pandas as pd
     except ImportError:
-        raise UserError("this needs pandas: pip install 'mpitune[analysis]' (or: pip install pandas)") from None
+        raise UserError("this needs pandas: pip install pandas (in a checkout: pip install -e '.[analysis]')") from None
     return pd
 
 

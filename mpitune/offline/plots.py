@@ -94,7 +94,8 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise UserError("plots need matplotlib: pip install 'mpitune[analysis]' (or: pip install matplotlib)") from None
+        raise UserError("plots need matplotlib: pip install matplotlib "
+                        "(in a checkout: pip install -e '.[analysis]')") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
