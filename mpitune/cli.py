@@ -17,11 +17,11 @@ import sys
 from collections.abc import Callable
 
 from mpitune import __version__, commands
-from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, UserError
+from mpitune.errors import EXIT_USER_ERROR, UserError
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import MeasuredSpace, replay_problem
-from mpitune.spec.settings import Overrides, cpu_oversubscribed
+from mpitune.spec.settings import Overrides
 
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -137,8 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         return _refuse(refusal)
     overrides = _overrides(args)
-    caveats: list[str] = []
-    return _tune(args, argv, lambda: _caveats(load_spec(args.spec, overrides, _read_measured), caveats), caveats)
+    return _tune(args, argv, lambda: load_spec(args.spec, overrides, _read_measured))
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
@@ -161,15 +160,6 @@ def _not_python(path: str) -> str | None:
     return f"{path} is not a Python spec file{hint}"
 
 
-def _caveats(loaded: tuple[Problem, RunSettings], caveats: list[str]) -> tuple[Problem, RunSettings]:
-    """Add what rank 0 should say about the timings once the run has ended (``load`` runs on
-    rank 0 alone, once); said at the end, so that a refused run still ends in one line."""
-    caveat = cpu_oversubscribed(loaded[0].lang, _local_ranks(), os.cpu_count() or 1)
-    if caveat:
-        caveats.append(caveat)
-    return loaded
-
-
 def _unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem, RunSettings]:
     """A replay into a file that holds another strategy's results would start knowing them; it
     is refused unless ``append`` asks for it. A real run's file is its resume cache: never refused."""
@@ -186,15 +176,6 @@ def _unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem
             raise UserError(f"{settings.cache_path} holds the replay of strategy {', '.join(others)}; replaying "
                             f"{settings.strategy} into it would mix the two: name another --out, or pass --append")
     return loaded
-
-
-def _local_ranks() -> int | None:
-    """The ranks on this node as the launcher tells them (MPICH's Hydra, Open MPI, srun)."""
-    for variable in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
-        value = os.environ.get(variable, "").split("(")[0].split(",")[0]  # srun: "4(x2),3"
-        if value.isdigit():
-            return int(value)
-    return None
 
 
 def _read_measured(path: str) -> MeasuredSpace:
@@ -235,10 +216,8 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]],
-          caveats: list[str] | None = None) -> int:
-    """``load()`` gives the problem and settings; it runs on rank 0 only, and may fill ``caveats``,
-    warnings about the timings that rank 0 logs when the run has measured."""
+def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
+    """``load()`` gives the problem and settings; it runs on rank 0 only."""
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
@@ -246,11 +225,7 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     _setup_logging(args, rank)
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        code = tuner.tune(load, command, debug=args.debug)
-        if code in (0, EXIT_RESUMABLE):
-            for caveat in caveats or ():
-                logging.getLogger("mpitune").warning("%s", caveat)
-        return code
+        return tuner.tune(load, command, debug=args.debug)
     except BaseException:
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.

@@ -13,8 +13,8 @@ import h5py
 import pytest
 from conftest import kt_cache, mpi_env, mpitune, report_json, write_scale_spec
 
-from mpitune import __version__, commands
-from mpitune.spec.settings import cpu_oversubscribed
+from mpitune import __version__, backends, commands
+from mpitune.scheduling.session import cpu_oversubscribed
 
 TWO_CONFIGS = '{"STEP": [1, 2], "MODE": [0]}'
 
@@ -144,7 +144,8 @@ def test_c_kernels_timed_on_more_ranks_than_cores_warn_once(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count(f"{ranks} ranks on this node timed C kernels on {ranks - 1} core(s)") == 1
     # GPU timings are not the cores' business, and a replay times nothing.
-    assert cpu_oversubscribed("cupy", 8, 2) is None and cpu_oversubscribed("replay", 8, 2) is None
+    assert cpu_oversubscribed(backends.capabilities("cupy"), 8, 2) is None
+    assert cpu_oversubscribed(backends.capabilities("replay"), 8, 2) is None
 
 
 def test_every_kernel_tuner_alias_names_an_option_we_have():

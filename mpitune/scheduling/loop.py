@@ -31,7 +31,7 @@ from mpitune.scheduling.comm import MPI, MpiTransport
 from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.rank import serve
-from mpitune.scheduling.session import finish, open_run, prepare, refuse, say
+from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse, say
 from mpitune.scheduling.transport import Transport, first_error
 
 __all__ = ["MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
@@ -110,6 +110,9 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
             error = transport.bcast(error)
         if error:
             return refuse(rank, error)
+        caveat = cpu_oversubscribed(caps, transport.node_size, os.cpu_count() or 1)
+        if manager and caveat:
+            log.warning("%s", caveat)
 
         with _stop_requests(manager):
             stop = _rounds(transport, manager, backend, space, timeline, ahead)

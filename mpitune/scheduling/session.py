@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from mpitune import __version__, strategies
+from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError, UserError
 from mpitune.model.objective import Objective
 from mpitune.model.problem import Problem, RunSettings
@@ -109,3 +110,12 @@ def finish(manager: Manager, timeline: Timeline) -> None:
         print(f"mpitune: error: {manager.error}", file=sys.stderr, flush=True)
     if reason.resumable:
         say(f"stopped early ({reason.value}); run the same command again to resume (exit code {EXIT_RESUMABLE})")
+
+
+def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> str | None:
+    """A warning when kernels timed on the CPU share too few cores: ranks then time each other's
+    load, and one configuration's iterations spread over a factor of 20. None when all is well."""
+    if ranks_on_node <= cores or caps.device is not DeviceKind.CPU:
+        return None
+    return (f"{ranks_on_node} ranks on this node timed {caps.lang} kernels on {cores} core(s), so the ranks took "
+            f"cores from each other's timings; for times that mean something, run at most {cores} rank(s) per node")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpitune import backends, strategies
+from mpitune import strategies
 from mpitune.model.problem import RunSettings
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import BUDGET_OPTIONS
@@ -120,12 +120,3 @@ def cache_path(check: Checker, cache: str | Path) -> str:
     if not os.access(path if os.path.exists(path) else directory, os.W_OK):
         check.fail("cache", f"cannot write {path}: permission denied")
     return path
-
-
-def cpu_oversubscribed(lang: str, local_ranks: int | None, cores: int) -> str | None:
-    """A warning when kernels timed on the CPU shared too few cores: ranks then time each other's
-    load, and one configuration's iterations spread over a factor of 20. None when all is well."""
-    if local_ranks is None or local_ranks <= cores or backends.capabilities(lang).device is not backends.DeviceKind.CPU:
-        return None
-    return (f"{local_ranks} ranks on this node timed {lang} kernels on {cores} core(s), so the ranks took cores "
-            f"from each other's timings; for times that mean something, run at most {cores} rank(s) per node")
