@@ -27,7 +27,7 @@ def plotly_js() -> str:
     try:
         from plotly.offline import get_plotlyjs
     except ImportError:
-        raise UserError("the HTML report needs plotly: pip install 'mpitune[analysis]' (or: pip install plotly)") \
+        raise UserError("the HTML report needs plotly: pip install plotly (in a checkout: pip install -e '.[analysis]')") \
             from None
     return get_plotlyjs()
 
