@@ -35,7 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # process or an MPI job it starts), reads the results file through the store, runs one
     # configuration on a backend.
     "api": {"spec", "scheduling", "store", "offline", "backends", "model", "errors", "mpitune"},
-    # The package re-exports the interface's functions, imported on first use.
+    # The package re-exports the interface's functions, imported on first use (by name).
     "__init__": {"api"},
 }
 # Third-party libraries that only one room may import.

@@ -36,7 +36,6 @@ def write_spec(directory: str, names: Mapping[str, Any], problem: Problem, origi
     """The spec file for the job; ``problem`` is the call's, checked here already: its kernel
     source travels as text, so that a relative path need not resolve the same way in the job."""
     names = {**names, "kernel_source": problem.kernel_source}
-    names.pop("cache", None)  # the results file is the job's --cache
     try:
         data = pickle.dumps(names, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # an argument that does not pickle: name it

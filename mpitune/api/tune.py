@@ -133,6 +133,12 @@ class _ErrorLines(io.TextIOBase):
     def flush(self) -> None:
         self.stream.flush()
 
+    def end(self) -> None:
+        """Pass on what is left of a line not ended."""
+        if self._line:
+            self.stream.write(self._line)
+            self._line = ""
+
 
 @contextmanager
 def _errors_raised() -> Iterator[list[str]]:
@@ -143,5 +149,4 @@ def _errors_raised() -> Iterator[list[str]]:
         yield lines.kept
     finally:
         sys.stderr = stderr
-        if lines._line:
-            stderr.write(lines._line)
+        lines.end()

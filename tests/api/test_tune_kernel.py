@@ -135,14 +135,15 @@ def test_the_api_imports_neither_mpi_nor_cupy():
     assert out.stdout.strip() == "[]"
 
 
-def test_simulation_mode_replays_a_kernel_tuner_cache(tmp_path):
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_simulation_mode_replays_a_kernel_tuner_cache(tmp_path, ranks):
     """As in Kernel Tuner: ``cache`` names the measured data, nothing is compiled or run."""
     from conftest import kt_cache
 
     kt_cache(tmp_path / "kt.json")
-    (results, env), = run_script(tmp_path, '''
-        results, env = tune_kernel("k", "", (64, 64), [], {"x": [1, 2, 3], "y": [1, 2]}, simulation_mode=True,
-                                   cache="kt.json", strategy="brute_force")
+    (results, env), = run_script(tmp_path, f'''
+        results, env = tune_kernel("k", "", (64, 64), [], {{"x": [1, 2, 3], "y": [1, 2]}}, simulation_mode=True,
+                                   cache="kt.json", strategy="brute_force", ranks={ranks})
         out(results, env)
     ''')
     ok = {(r["x"], r["y"]): r["time"] for r in results if r["status"] == "ok"}
