@@ -1,7 +1,23 @@
 """mpitune: batch auto-tuning of GPU (and C) kernels over MPI ranks.
 
 Importing the package touches neither MPI nor a GPU: mpi4py is imported by the
-scheduling layer when a run starts, and CuPy only by the CuPy backend.
+scheduling layer when a run starts, and CuPy only by the CuPy backend. The Python API
+(``mpitune.tune_kernel``, ``mpitune.run_kernel``, in mpitune/api/) is imported on first use,
+for the same reason.
 """
 
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["__version__", "run_kernel", "tune_kernel"]
+
+_API = ("run_kernel", "tune_kernel")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        # By name: the checked layers (pyproject's mypy files) stop here rather than follow the
+        # API into the scheduling layer; ``mypy mpitune/api`` checks the API itself.
+        return getattr(importlib.import_module("mpitune.api"), name)
+    raise AttributeError(f"module 'mpitune' has no attribute {name!r}")

@@ -31,7 +31,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The command line reads a replay's measured data through the store and hands it to the spec.
     "cli": {"spec", "scheduling", "commands", "store", "model", "errors", "mpitune"},
     "__main__": {"cli"},
-    "__init__": set(),
+    # Kernel Tuner's Python interface: checks through the spec, tunes through scheduling (in this
+    # process or an MPI job it starts), reads the results file through the store, runs one
+    # configuration on a backend.
+    "api": {"spec", "scheduling", "store", "offline", "backends", "model", "errors", "mpitune"},
+    # The package re-exports the interface's functions, imported on first use (by name).
+    "__init__": {"api"},
 }
 # Third-party libraries that only one room may import.
 ONLY_IN = {"mpi4py": "scheduling", "cupy": "backends", "cupy_backends": "backends", "cupyx": "backends",

@@ -59,6 +59,12 @@ class Backend:
     # Set when the device can no longer be trusted (a lost CUDA context): the scheduler then
     # stops giving this rank work and ends the run, rather than record garbage.
     fatal_error: str = ""
+    # Set by a caller that wants a configuration's outputs (``mpitune.run_kernel``): ``run``
+    # then leaves in ``outputs`` host copies of the arguments as its first, untimed launch left
+    # them, one entry per argument (scalars as given). Off while tuning: it would cost a copy
+    # of every array for every configuration.
+    keep_outputs: bool = False
+    outputs: list | None = None
 
     def prepare(self) -> None:
         pass

@@ -136,6 +136,8 @@ class CBackend(Backend):
             args = self._call_args(arrays)
             try:
                 fn(*args)
+                if self.keep_outputs:
+                    self.outputs = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
                 result.error = mismatch(np, arrays, self.problem.answer, self.problem.atol)
             except Exception as exc:  # ctypes turns some faults into exceptions
                 result.status, result.error = RUNTIME_ERROR, f"{type(exc).__name__}: {exc}"

@@ -1,4 +1,4 @@
-"""Loading a spec file: the only place user input is checked.
+"""Loading a spec file (or the same names as a dict): the only place user input is checked.
 
 A spec is a Python file whose module-level names follow Kernel Tuner's ``tune_kernel``
 arguments, so a Kernel Tuner script ports by copying. Everything is checked here, once,
@@ -38,15 +38,17 @@ def read_spec_module(path: str) -> dict[str, Any]:
         raise SpecError(path, where, " ".join(f"{type(exc).__name__}: {exc}".splitlines())) from None
 
 
-def _misspellings(names: dict[str, Any]) -> list[tuple[str, str]]:
-    """Names close to one mpitune knows; any other name (a helper, a size) is the spec's own."""
-    found = []
+def _misspellings(names: dict[str, Any], strict: bool) -> list[tuple[str, str | None]]:
+    """Names close to one mpitune knows; any other name (a helper, a size) is the spec's own.
+    ``strict``: every name must be one mpitune knows (keyword arguments, not a module's names);
+    the second of each pair is the likely intended name, None when none is close."""
+    found: list[tuple[str, str | None]] = []
     for name, value in names.items():
-        if name.startswith("_") or name in KNOWN or inspect.ismodule(value):
+        if name in KNOWN or (not strict and (name.startswith("_") or inspect.ismodule(value))):
             continue
-        close = difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.85)
-        if close:
-            found.append((name, close[0]))
+        close = difflib.get_close_matches(name, KNOWN, n=1, cutoff=0.85 if not strict else 0.6)
+        if close or strict:
+            found.append((name, close[0] if close else None))
     return found
 
 
@@ -54,25 +56,53 @@ def load_spec(path: str, overrides: Overrides | None = None,
               read_measured: ReadMeasured | None = None) -> tuple[Problem, RunSettings]:
     """Read, check and normalise a spec file; ``overrides`` come from the command line.
     ``read_measured`` reads the data a ``simulation_mode`` spec replays."""
-    overrides = overrides or Overrides()
     path = os.path.abspath(path)
-    names = read_spec_module(path)
-    check = Checker(path)
-    for wrong, right in _misspellings(names):
-        check.fail(wrong, f"unknown name; did you mean {right!r}?")
-    for name in UNSUPPORTED:
-        if name in names:
-            check.fail(name, "is a Kernel Tuner argument that mpitune does not support yet")
-    spec = {k: names.get(k, default) for k, default in DEFAULTS.items()}
+    return load_names(read_spec_module(path), path, os.path.dirname(path), overrides, read_measured)
+
+
+def load_names(names: dict[str, Any], origin: str, base_dir: str, overrides: Overrides | None = None,
+               read_measured: ReadMeasured | None = None, strict: bool = False) -> tuple[Problem, RunSettings]:
+    """The checks of ``load_spec`` on a dict of names: a spec module's, or the keyword arguments
+    of ``mpitune.tune_kernel`` (``strict``: no name of its own). ``origin`` names the input in
+    every error (the spec's path, or the function); ``base_dir`` is where a relative
+    ``kernel_source`` path is looked up."""
+    overrides = overrides or Overrides()
+    check = Checker(origin)
+    spec = _known(check, names, strict)
     if spec["simulation_mode"]:
         if read_measured is None:
             raise TypeError("load_spec of a simulation_mode spec needs read_measured")
         return simulation(check, spec, names, overrides, read_measured)
+    problem = _problem(check, spec, names, base_dir, overrides.isolate)
+    settings = run_settings(check, SearchFields.of(spec), overrides)
+    problem.cache_path = settings.cache_path
+    return problem, settings
 
+
+def load_problem(names: dict[str, Any], origin: str, base_dir: str, strict: bool = False) -> Problem:
+    """Only the problem of ``load_names``, for running one configuration (``mpitune.run_kernel``):
+    nothing is searched and no results file is written."""
+    check = Checker(origin)
+    return _problem(check, _known(check, names, strict), names, base_dir, isolate=False)
+
+
+def _known(check: Checker, names: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """Every name mpitune knows, with its default where ``names`` lacks it; misspelled and
+    refused names fail."""
+    unknown = "unknown keyword argument" if strict else "unknown name"
+    for wrong, right in _misspellings(names, strict):
+        check.fail(wrong, unknown + (f"; did you mean {right!r}?" if right else ""))
+    for name in UNSUPPORTED:
+        if name in names:
+            check.fail(name, "is a Kernel Tuner argument that mpitune does not support yet")
+    return {k: names.get(k, default) for k, default in DEFAULTS.items()}
+
+
+def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_dir: str, isolate: bool) -> Problem:
     caps = fit.language(spec["lang"], check.fail)
     kernel_name = fields.kernel_name(check, spec["kernel_name"])
     fit.kernel_name(kernel_name, caps, check.fail)
-    kernel_source = fields.kernel_source(check, spec["kernel_source"], os.path.dirname(path))
+    kernel_source = fields.kernel_source(check, spec["kernel_source"], base_dir)
     tune_params = fields.tune_params(check, spec["tune_params"])
     arguments = fields.arguments(check, spec["arguments"])
     answer = fields.answer(check, spec["answer"], arguments)
@@ -85,21 +115,19 @@ def load_spec(path: str, overrides: Overrides | None = None,
     extras = fields.extras(check, spec, tune_params)
 
     problem = Problem(
-        spec_path=path, kernel_name=kernel_name, kernel_source=kernel_source, lang=caps.lang,
+        spec_path=check.path, kernel_name=kernel_name, kernel_source=kernel_source, lang=caps.lang,
         problem_size=problem_size, arguments=arguments, answer=answer,
         atol=check.number("atol", spec["atol"], zero_ok=True), tune_params=tune_params,
         restrictions=restrictions, grid_div=grid_div, block_size_names=block_size_names,
         iterations=check.int_("iterations", spec["iterations"], 1),
         compiler_options=compiler_options,
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
-        isolate=overrides.isolate, extras=extras,
+        isolate=isolate, extras=extras,
     )
     fit.problem(problem, caps, check.fail)
     _observers(fit.observers(spec["observers"], tune_params, caps, check.fail), problem)
     metrics.attach(check, spec, names, problem)
-    settings = run_settings(check, SearchFields.of(spec), overrides)
-    problem.cache_path = settings.cache_path
-    return problem, settings
+    return problem
 
 
 def _observers(observers: list[Any], problem: Problem) -> None:

@@ -1,0 +1,52 @@
+"""``mpitune.run_kernel``: one configuration compiled and run once, its outputs returned, as
+Kernel Tuner's ``run_kernel`` does for a kernel's unit tests.
+
+It runs in the calling process, on the backend the problem's ``lang`` names (gcc for ``"C"``,
+the GPU through CuPy for ``"cupy"``), without MPI, a search or a results file. A configuration
+that fails (it does not compile, the launch is refused, the kernel crashes) raises
+``RuntimeError`` with the backend's message, as Kernel Tuner's raises.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from mpitune import backends
+from mpitune.api.names import run_kernel_names
+from mpitune.errors import SpecError
+from mpitune.model.result import OK
+from mpitune.model.timeline import Timeline
+from mpitune.spec.load import load_problem
+
+ORIGIN = "run_kernel"
+
+
+def run_kernel(kernel_name: str, kernel_source: str | os.PathLike[str], problem_size: int | Sequence[int],
+               arguments: Sequence[Any], params: dict[str, Any], **kwargs: Any) -> list[Any]:
+    """Compile ``kernel_name`` with ``params`` (one value per parameter), run it once on fresh
+    copies of ``arguments`` and return them as the kernel left them: a list like ``arguments``,
+    numpy arrays for arrays, scalars as given. Keywords are Kernel Tuner's ``run_kernel``'s
+    (``lang``, ``grid_div_x``, ``defines``, ``compiler_options``, ``smem_args``, ``cmem_args``, ...);
+    ``kernel_source`` as a path is relative to the current directory."""
+    names = run_kernel_names(ORIGIN, kernel_name, kernel_source, problem_size, arguments, params, kwargs)
+    problem = load_problem(names, ORIGIN, os.getcwd(), strict=True)
+    problem.iterations = 1  # the run that counts is the untimed first one; time it once, no more
+    config = {name: values[0] for name, values in problem.tune_params.items()}
+    try:
+        derived = problem.extras.derive(config) if problem.extras is not None and problem.extras.varies else None
+    except ValueError as exc:
+        raise SpecError(ORIGIN, "defines" if str(exc).startswith("defines") else "smem_args", str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="mpitune-run-") as workdir:
+        backend = backends.create(problem, workdir, 0)
+        try:
+            backend.prepare()
+            backend.keep_outputs = True
+            result = backend.run(0, config, Timeline(), derived)
+        finally:
+            backend.close()
+    if result.status != OK or backend.outputs is None:
+        raise RuntimeError(f"{kernel_name} with {config}: {result.status}: {result.error}")
+    return backend.outputs

@@ -1,0 +1,152 @@
+"""``mpitune.tune_kernel``: Kernel Tuner's call, for scripts and notebooks.
+
+The arguments are checked as a spec's names by the spec loader, before anything starts, and a
+mistake raises ``mpitune.errors.SpecError`` naming the argument. With ``ranks=1`` the calling
+process is the one rank and tunes itself; with more, an MPI job of that many ranks tunes
+(job.py). Either way the results go to one HDF5 file (``cache``, or a temporary one), read
+back as Kernel Tuner's ``(results, env)`` (results.py).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from mpitune.api import job
+from mpitune.api.names import refuse_callables, spec_names
+from mpitune.api.results import kt_env, kt_results
+from mpitune.errors import EXIT_RESUMABLE, SpecError, UserError
+from mpitune.model.problem import Problem, RunSettings
+from mpitune.scheduling.launch import ERROR_PREFIX
+from mpitune.spec.load import load_names
+from mpitune.spec.replay import MeasuredSpace
+from mpitune.spec.settings import Overrides
+
+ORIGIN = "tune_kernel"  # what error messages name in place of a spec file
+_KT_CACHE_SUFFIXES = (".json", ".json.gz")
+
+
+def tune_kernel(kernel_name: str, kernel_source: str | os.PathLike[str], problem_size: int | Sequence[int],
+                arguments: Sequence[Any], tune_params: dict[str, Sequence[Any]], *,
+                cache: str | os.PathLike[str] | None = None, ranks: int = 1,
+                **kwargs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Tune a kernel as Kernel Tuner's ``tune_kernel`` does, with its arguments (and the other
+    names a spec file may set, docs/spec.md); returns ``(results, env)`` in Kernel Tuner's shapes
+    (docs/python-api.md).
+
+    ``kernel_source`` as a path is relative to the current directory. ``cache`` is an HDF5 file
+    that a later call with the same problem resumes from (without it, a temporary file that is
+    removed). ``ranks`` > 1 starts an MPI job of that many ranks, one per device, and streams its
+    progress here; its problem cannot hold functions (use expression strings).
+    """
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise SpecError(ORIGIN, "ranks", f"must be a whole number of ranks, at least 1, got {ranks!r}")
+    keywords = dict(kwargs)
+    simulation = bool(keywords.get("simulation_mode"))
+    if cache is not None:
+        if not simulation and str(cache).endswith(_KT_CACHE_SUFFIXES):
+            raise SpecError(ORIGIN, "cache", f"{os.fspath(cache)!r} is a Kernel Tuner JSON cache; mpitune writes "
+                                             "an HDF5 file (name one ending in .h5; python -m mpitune import "
+                                             "converts a JSON cache)")
+        # A replay's data is found from the job's spec, elsewhere: the path must not be relative.
+        keywords["cache"] = os.path.abspath(cache)
+    names = spec_names(kernel_name, kernel_source, problem_size, arguments, tune_params, keywords)
+    with tempfile.TemporaryDirectory(prefix="mpitune-") as scratch:
+        kept = cache is not None and not simulation
+        output = keywords["cache"] if kept else os.path.join(scratch, "tune_kernel.h5")
+        problem, settings = load_names(names, ORIGIN, os.getcwd(), Overrides(cache_path=output),
+                                       read_measured=_read_measured, strict=True)
+        if ranks > 1:
+            refuse_callables(names, ORIGIN)
+            job.run_job(ranks, names, problem, settings, ORIGIN)
+        else:
+            _tune_here(problem, settings)
+        from mpitune.store import reader  # HDF5: only once there is a file to read
+
+        data = reader.read(settings.cache_path)
+    results = kt_results(data, problem)
+    return results, kt_env(data, problem, results, settings.cache_path if kept else "")
+
+
+def _read_measured(path: str) -> MeasuredSpace:
+    from mpitune.store import measured
+
+    return measured.load(path)
+
+
+def _tune_here(problem: Problem, settings: RunSettings) -> None:
+    """This process as the one rank of the run. Errors the run reports (an empty space, a cache
+    of another problem) are raised instead of printed."""
+    from mpitune.scheduling import loop  # imports mpi4py, which initialises MPI: only when tuning
+
+    with _main_hidden_from_workers(), _errors_raised() as errors:
+        exit_code = loop.tune(lambda: (problem, settings), command=f"mpitune.tune_kernel({problem.kernel_name!r})")
+    if errors:
+        raise UserError("; ".join(errors))
+    if exit_code not in (0, EXIT_RESUMABLE):
+        raise RuntimeError(f"tuning ended with exit code {exit_code}")
+
+
+@contextmanager
+def _main_hidden_from_workers() -> Iterator[None]:
+    """The run measures in worker processes started with "spawn", which first run the parent's
+    ``__main__`` script again (to find functions pickled from it). A Kernel Tuner script calls
+    ``tune_kernel`` at its top level, unguarded by ``if __name__ == "__main__"``: each worker
+    would tune all over again. The workers need nothing of ``__main__`` (the problem's functions
+    stay in this process), so multiprocessing is not told where it is while the run lasts."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved: dict[str, Any] = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+class _ErrorLines(io.TextIOBase):
+    """Standard error, less the lines by which the run says why it stopped: those are kept."""
+
+    def __init__(self, stream: Any):
+        self.stream, self._line = stream, ""
+        self.kept: list[str] = []
+
+    def write(self, text: str) -> int:
+        self._line += text
+        *lines, self._line = self._line.split("\n")
+        for line in lines:
+            if line.startswith(ERROR_PREFIX):
+                self.kept.append(line[len(ERROR_PREFIX):])
+            else:
+                self.stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def end(self) -> None:
+        """Pass on what is left of a line not ended."""
+        if self._line:
+            self.stream.write(self._line)
+            self._line = ""
+
+
+@contextmanager
+def _errors_raised() -> Iterator[list[str]]:
+    stderr = sys.stderr
+    lines = _ErrorLines(stderr)
+    sys.stderr = lines
+    try:
+        yield lines.kept
+    finally:
+        sys.stderr = stderr
+        lines.end()
