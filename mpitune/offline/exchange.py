@@ -18,6 +18,7 @@ import json
 import math
 import os
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 
@@ -156,7 +157,7 @@ def t4_document(data: CacheData) -> dict:
     objective = data.objective.name
     for row, values in _measured_rows(data):
         status = str(row["status"])
-        out = {}
+        out: dict[str, Any] = {}
         stamp = _timestamp(data, row)
         if stamp:
             out["timestamp"] = stamp
@@ -200,7 +201,9 @@ def _unix(stamp) -> float:
 def _sessions(finished_unix: list[float], durations: list[float]) -> list[list[int]]:
     """Indices of the configurations in measuring order, cut where the timestamps jump."""
     order = sorted(range(len(finished_unix)), key=lambda i: finished_unix[i])
-    sessions, current, last = [], [], None
+    sessions: list[list[int]] = []
+    current: list[int] = []
+    last = math.nan
     for i in order:
         start = finished_unix[i] - durations[i]
         if current and start - last > SESSION_GAP_S:

@@ -27,8 +27,8 @@ def plotly_js() -> str:
     try:
         from plotly.offline import get_plotlyjs
     except ImportError:
-        raise UserError("the HTML report needs plotly: pip install plotly (in a checkout: pip install -e '.[analysis]')") \
-            from None
+        raise UserError("the HTML report needs plotly: pip install plotly "
+                        "(in a checkout: pip install -e '.[analysis]')") from None
     return get_plotlyjs()
 
 
