@@ -34,7 +34,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # Kernel Tuner's Python interface: checks through the spec, tunes through scheduling (in this
     # process or an MPI job it starts), reads the results file through the store, runs one
     # configuration on a backend.
-    "api": {"spec", "scheduling", "store", "offline", "backends", "model", "errors", "mpitune"},
+    "api": {"spec", "scheduling", "store", "offline", "backends", "observers", "model", "errors", "mpitune"},
     # The package re-exports the interface's functions, imported on first use (by name).
     "__init__": {"api"},
 }
