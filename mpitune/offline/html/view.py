@@ -15,7 +15,7 @@ import numpy as np
 
 from mpitune.model.result import OK
 from mpitune.model.timeline import BACKGROUND_PHASES
-from mpitune.offline.analysis import Tables
+from mpitune.offline.analysis import Tables, run_table
 
 TIME = "time"  # the objective's name for the median kernel time (time_ms)
 
@@ -112,15 +112,16 @@ def _run_walls(runs, timeline) -> dict[int, float]:
 
 def view(tables: Tables, limits: Limits | None = None) -> View:
     attrs = tables.results.attrs
+    runs = run_table(tables.results)
     results = tables.results.sort_values(["run", "finished_s", "config_id"], kind="stable").reset_index(drop=True)
     timeline = tables.timeline[~tables.timeline["phase"].isin(BACKGROUND_PHASES)].reset_index(drop=True)
-    # Kept on the View instead: a DataFrame among the attrs breaks pandas' own concatenations.
+    # Kept on the View instead, so that pandas' own concatenations need not compare them.
     results.attrs, timeline.attrs = {}, {}
     offsets, total = {}, 0.0
-    for run, wall in sorted(_run_walls(attrs["runs"], timeline).items()):
+    for run, wall in sorted(_run_walls(runs, timeline).items()):
         offsets[run], total = total, total + wall
     return View(results=results, timeline=timeline, objective=objective_of(results, attrs["objective"]),
-                param_names=list(attrs["param_names"]), problem=dict(attrs["problem"]), runs=attrs["runs"],
+                param_names=list(attrs["param_names"]), problem=dict(attrs["problem"]), runs=runs,
                 run_offsets=offsets, limits=limits or Limits())
 
 
