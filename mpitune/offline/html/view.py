@@ -16,6 +16,7 @@ import numpy as np
 from mpitune.model.result import OK
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
+from mpitune.offline.report import run_walls
 
 TIME = "time"  # the objective's name for the median kernel time (time_ms)
 
@@ -99,17 +100,6 @@ def objective_of(results, record: dict) -> Objective:
     return Objective(name, higher, values, usable)
 
 
-def _run_walls(runs, timeline) -> dict[int, float]:
-    """Each run's wall time; a run still going (or killed) has none, its last phase stands in."""
-    walls = {}
-    for run, wall in zip(runs["run"].tolist(), runs["wall_s"].tolist()):
-        if not np.isfinite(wall):
-            ends = timeline.loc[timeline["run"] == run, "end_s"]
-            wall = float(ends.max()) if len(ends) else 0.0
-        walls[int(run)] = float(wall)
-    return walls
-
-
 def view(tables: Tables, limits: Limits | None = None) -> View:
     attrs = tables.results.attrs
     runs = run_table(tables.results)
@@ -118,7 +108,9 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
     # Kept on the View instead, so that pandas' own concatenations need not compare them.
     results.attrs, timeline.attrs = {}, {}
     offsets, total = {}, 0.0
-    for run, wall in sorted(_run_walls(runs, timeline).items()):
+    walls = run_walls(runs["run"].to_numpy(), runs["wall_s"].to_numpy(float), timeline["run"].to_numpy(),
+                      timeline["end_s"].to_numpy(float))
+    for run, wall in sorted(zip(runs["run"].astype(int).tolist(), walls)):
         offsets[run], total = total, total + wall
     return View(results=results, timeline=timeline, objective=objective_of(results, attrs["objective"]),
                 param_names=list(attrs["param_names"]), problem=dict(attrs["problem"]), runs=runs,
