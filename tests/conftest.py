@@ -68,6 +68,18 @@ def mpi_env() -> dict:
     return env
 
 
+def heavy_imports(statement: str, *argv: str) -> list[str]:
+    """Which of mpi4py, cupy and h5py a fresh interpreter has loaded after ``statement`` (which
+    sees ``argv`` as ``sys.argv[1:]``): the layers promise that importing them pulls in none they
+    do not need."""
+    code = (f"import json, sys; {statement}; "
+            "print(json.dumps(sorted(m for m in ('mpi4py', 'cupy', 'h5py') if m in sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code, *argv], env=mpi_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def mpirun(n: int, args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     cmd = [*mpiexec(), "-n", str(n), sys.executable, *args]
     return subprocess.run(cmd, cwd=cwd, env=mpi_env(), capture_output=True, text=True, timeout=timeout)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SCALE_C, mpi_env
+from conftest import SCALE_C, heavy_imports, mpi_env
 
 import mpitune
 from mpitune.errors import SpecError
@@ -128,11 +128,8 @@ def test_a_bad_argument_is_one_error_naming_it(keywords, message):
 
 
 def test_the_api_imports_neither_mpi_nor_cupy():
-    code = ("import sys, mpitune; mpitune.tune_kernel, mpitune.run_kernel; "
-            "print(sorted(m for m in ('mpi4py', 'cupy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], env=mpi_env(), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    # It reads its results file, so h5py may come; MPI starts only with a run, CuPy with a GPU backend.
+    assert not {"mpi4py", "cupy"} & set(heavy_imports("import mpitune; mpitune.tune_kernel, mpitune.run_kernel"))
 
 
 @pytest.mark.parametrize("ranks", [1, 2])

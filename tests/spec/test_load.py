@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
-from conftest import mpi_env, mpirun, write_scale_spec
+from conftest import heavy_imports, mpirun, write_scale_spec
 
 from mpitune.errors import SpecError
 from mpitune.spec.load import load_spec
@@ -82,12 +80,7 @@ def test_an_existing_file_that_is_not_hdf5_is_the_stores_to_refuse(tmp_path, mon
 
 def test_loading_a_spec_needs_neither_mpi_nor_a_gpu_nor_hdf5(tmp_path):
     spec = write(tmp_path, GOOD)
-    code = ("import sys; from mpitune.spec.load import load_spec; load_spec(sys.argv[1]); "
-            "print(sorted(m for m in ('mpi4py', 'cupy', 'h5py') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code, str(spec)], env=mpi_env(), capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert heavy_imports("from mpitune.spec.load import load_spec; load_spec(sys.argv[1])", str(spec)) == []
 
 
 # (what to change in GOOD, the field the message must name, a phrase it must contain)
