@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpitune import strategies
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.result import Result
@@ -24,7 +25,6 @@ from mpitune.scheduling.batching import Batching, deal
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import rebuild
 from mpitune.store.cache import Cache
-from mpitune import strategies
 from mpitune.strategies.base import Strategy
 
 log = logging.getLogger(__name__)

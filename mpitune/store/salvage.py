@@ -37,7 +37,7 @@ def _readable(ds: h5py.Dataset) -> tuple[np.ndarray, np.ndarray]:
     for start in range(0, len(ds), step):
         try:
             parts.append(ds[start:start + step])
-        except Exception:  # noqa: BLE001 - any error decoding a damaged chunk costs that chunk
+        except Exception:
             continue
         kept.append(np.arange(start, start + len(parts[-1])))
     if not parts:
@@ -52,25 +52,39 @@ def _copy(src: h5py.Dataset, dst: h5py.File, rows: np.ndarray) -> None:
         dst[src.name].attrs[key] = src.attrs[key]
 
 
+def _every_run(runs: np.ndarray, results: np.ndarray) -> np.ndarray:
+    """One row per run, row ``i`` for run ``i``: a run whose row was lost gets a row marked killed,
+    so that the results it measured are kept."""
+    count = max([len(runs), *(int(r) + 1 for r in results["run"]), *(int(r) + 1 for r in runs["run"])])
+    out = np.zeros(count, runs.dtype)
+    out["run"], out["status"], out["wall_s"] = np.arange(count), b"killed", np.nan
+    for row in runs:
+        out[int(row["run"])] = row
+    return out
+
+
 def salvage(path: str) -> Salvaged:
     lock = hold_writer_lock(path)
     try:
         try:
             src = image(path)
             attrs = {key: src.attrs[key] for key in src.attrs}
-        except Exception as exc:  # noqa: BLE001 - damage anywhere in the header leaves nothing to salvage
+        except Exception as exc:
             raise UserError(f"{path}: nothing can be salvaged ({exc})") from None
         partial, lost, kept = f"{path}.{os.getpid()}.salvage", 0, 0
         with src, h5py.File(partial, "w", libver="latest") as dst:
             dst.attrs.update(attrs)
-            result_rows = None
+            result_rows, read = None, {}
             for name in _TABLES:
                 if name in src:
-                    rows, at = _readable(src[name])
-                    lost += len(src[name]) - len(rows)
+                    read[name], at = _readable(src[name])
+                    lost += len(src[name]) - len(read[name])
                     if name == "results":
-                        result_rows, kept = at, len(rows)
-                    _copy(src[name], dst, rows)
+                        result_rows, kept = at, len(read[name])
+            if "runs" in read and "results" in read:
+                read["runs"] = _every_run(read["runs"], read["results"])
+            for name, rows in read.items():
+                _copy(src[name], dst, rows)
             for name in _BESIDE:
                 if name in src and result_rows is not None:
                     values, at = _readable(src[name])

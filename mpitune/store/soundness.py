@@ -53,7 +53,7 @@ def read_back(f: h5py.File) -> list[str]:
 
     try:
         f.visititems(collect)
-    except Exception as exc:  # noqa: BLE001 - see the docstring
+    except Exception as exc:
         return [f"the file's index of datasets cannot be read ({exc})"]
     for obj in objects:
         try:
@@ -61,6 +61,6 @@ def read_back(f: h5py.File) -> list[str]:
                 obj.attrs[key]
             if isinstance(obj, h5py.Dataset):
                 obj[...]
-        except Exception as exc:  # noqa: BLE001 - see the docstring
+        except Exception as exc:
             problems.append(f"{obj.name or '?'} cannot be read back: {exc}")
     return problems
