@@ -1,12 +1,16 @@
 """``check CACHE``: is the file sound after a crash, and what did the crash cost?
 
 Repairs what a killed writer left (half-written rows of its last batch, a run still marked
-"running") unless ``--no-repair``; refuses to touch a file a live run is writing.
+"running") unless ``--no-repair``; refuses to touch a file a live run is writing. A damaged file
+(bytes that do not read back) is never changed, exit code 2, unless ``--salvage`` asks to copy
+what is readable into a new file in its place, keeping the damaged one beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+
+from mpitune.errors import UserError
 
 HELP = "check a cache file's integrity, repair what a killed run left, say what was in flight"
 
@@ -14,18 +18,30 @@ HELP = "check a cache file's integrity, repair what a killed run left, say what 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file")
     p.add_argument("--no-repair", action="store_true", help="only report, change nothing")
+    p.add_argument("--salvage", action="store_true",
+                   help="if damaged: keep it as CACHE.damaged and write what is readable to CACHE")
 
 
 def run(args: argparse.Namespace) -> int:
     from mpitune.store.integrity import inspect
+    from mpitune.store.salvage import salvage
 
     found = inspect(args.cache, fix=not args.no_repair)
+    if found.problems and args.salvage:
+        saved = salvage(args.cache)
+        print(f"salvaged: {saved.rows} configuration(s) kept in {args.cache}, {saved.lost} row(s) unreadable; "
+              f"the damaged file is {saved.backup}")
+        return 0
     for line in found.repaired:
-        print(f"repaired: {line}")
+        print(f"{'repaired' if found.fixed else 'needs repair'}: {line}")
     if found.lost:
         print(f"lost: {found.lost} (not recorded; a rerun measures them)")
     for line in found.problems:
         print(f"problem: {line}")
+    if found.problems:
+        raise UserError(f"{args.cache}: damaged, {len(found.problems)} problem(s); nothing was changed "
+                        f"(--salvage keeps what is readable)")
+    pending = found.repaired and not found.fixed
     print(f"{args.cache}: {found.rows} configurations recorded, "
-          f"{'sound' if not found.problems else f'{len(found.problems)} problem(s) that cannot be repaired'}")
-    return 1 if found.problems else 0
+          f"{'sound once repaired' if pending else 'sound'}")
+    return 1 if pending else 0

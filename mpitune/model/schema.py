@@ -77,6 +77,19 @@ IN_FLIGHT_COLUMNS: tuple[Column, ...] = (
     Column("rank", "i4", "the rank holding the configuration"),
     Column("config_id", "i8", "the configuration handed out and not yet recorded"),
 )
+# The search's history, from which a resumed run rebuilds its strategy (nothing executable is stored):
+# every ask in order, with the size asked for, and one row per run that ended cleanly.
+ASKED_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("batch", "i8", "which batch: the ask that made it"),
+    Column("requested", "i8", "how many ids the strategy was asked for"),
+    Column("config_id", "i8", "an id it answered, in its order"),
+)
+SEARCH_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run; a killed run has no row"),
+    Column("key", "S64", "SHA-256 of the strategy, seed, options and objective"),
+    Column("continuable", "i1", "1 if the next run may continue this search, 0 if ids came back unmeasured"),
+)
 RANK_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
     Column("rank", "i4", "which rank"),
@@ -109,3 +122,5 @@ TIMELINE_DTYPE = dtype(TIMELINE_COLUMNS)
 RUNS_DTYPE = dtype(RUN_COLUMNS)
 IN_FLIGHT_DTYPE = dtype(IN_FLIGHT_COLUMNS)
 RANKS_DTYPE = dtype(RANK_COLUMNS)
+ASKED_DTYPE = dtype(ASKED_COLUMNS)
+SEARCH_DTYPE = dtype(SEARCH_COLUMNS)

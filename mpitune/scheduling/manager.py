@@ -10,12 +10,12 @@ import json
 import logging
 import math
 import os
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from mpitune import strategies
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.result import Result
@@ -23,6 +23,7 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
 from mpitune.scheduling.batching import Batching, deal
 from mpitune.scheduling.messages import Order, Report, StopReason
+from mpitune.scheduling.resume import rebuild
 from mpitune.store.cache import Cache
 from mpitune.strategies.base import Strategy
 
@@ -80,21 +81,22 @@ class Manager:
                            self.objective.name, self.objective.higher_is_better], sort_keys=True, default=str)
 
     def _resume_strategy(self, known: list[Result]) -> None:
-        """Continue the search a stopped run saved (population, RNG, ...), if it was the same
-        strategy with the same seed and options; else start afresh knowing the cache."""
-        state = self.cache.load_strategy(self._strategy_key())
-        if state is not None:
-            self.strategy = pickle.loads(state)
-            known = [r for r in known if r.config_id not in self.strategy.seen]
-            log.info("resuming the saved state of strategy %s", self.settings.strategy)
-        self.strategy.tell(known)
+        """Continue the search of the runs before (population, RNG, ...), if they ran the same
+        strategy with the same seed and options, by replaying their recorded asks and tells
+        into a fresh strategy (resume.py); else start afresh knowing the cache."""
+        settings = self.settings
+
+        def fresh() -> Strategy:
+            return strategies.create(settings.strategy, self.space, settings.seed, settings.strategy_options)
+
+        self.strategy = rebuild(fresh, self.cache.history(), known, self._strategy_key(), settings.strategy)
 
     def save_strategy(self) -> None:
-        """Keep the strategy's state for a resumed run, unless configurations it handed out
-        came back unmeasured (a rank lost its device mid-chunk): it counts them as seen and
-        would never propose them again, so a resumed run starts it afresh from the cache."""
-        state = b"" if self.unmeasured else pickle.dumps(self.strategy)
-        self.cache.save_strategy(self._strategy_key(), state)
+        """Record that this run's search ended cleanly, for a resumed run to continue it, unless
+        configurations it handed out came back unmeasured (a rank lost its device mid-chunk): the
+        strategy counts them as seen and would never propose them again, so a resumed run starts
+        it afresh from the cache."""
+        self.cache.end_search(self._strategy_key(), continuable=not self.unmeasured)
 
     def next_orders(self) -> list[Order]:
         """What every rank does next: a chunk of config ids each, or stop."""
@@ -117,20 +119,21 @@ class Manager:
             if not ids:
                 self.stop_reason = StopReason.FINISHED
             else:
-                orders = self._hand_out(ids, now_s)
+                orders = self._hand_out(ids, n, now_s)
                 if orders is not None:
                     return orders
         return [Order(now_s, stop=self.stop_reason)] * self.ranks
 
-    def _hand_out(self, ids: list[int], now_s: float) -> list[Order] | None:
-        """The orders of one batch, recorded in the file as in flight; None (and a spec_error
+    def _hand_out(self, ids: list[int], requested: int, now_s: float) -> list[Order] | None:
+        """The orders of one batch (``ids``, what the strategy answered when asked for
+        ``requested``), recorded in the file as in flight and as asked; None (and a spec_error
         stop) if a spec's callable fails on one of its configurations."""
         self.handed_out += len(ids)
         self._in_flight = set(ids)
         self.batch += 1
         self._batch_start_s = now_s
         chunks = deal(ids, self.ranks, self.batch)
-        self.cache.hand_out(self.batch, chunks)
+        self.cache.hand_out(self.batch, chunks, requested, ids)
         upcoming = deal(self.strategy.upcoming(self._next_size()), self.ranks, self.batch + 1)
         try:
             return [Order(now_s, self.batch, chunk, derived=self.derive(chunk), upcoming=next_chunk,

@@ -26,25 +26,24 @@ from mpitune.errors import CacheMismatchError, UserError
 from mpitune.model.objective import Objective
 from mpitune.model.result import Result
 from mpitune.model.schema import (
+    ASKED_DTYPE,
     IN_FLIGHT_DTYPE,
     LONG_TEXT,
     NAME_TEXT,
     RANKS_DTYPE,
     RUNS_DTYPE,
+    SEARCH_DTYPE,
     SHORT_TEXT,
     TIMELINE_DTYPE,
 )
 from mpitune.model.timeline import PhaseRow
-from mpitune.store.integrity import in_flight, repair
-from mpitune.store.layout import lay_out, text, value_names, values_dataset
-from mpitune.store.lock import hold_writer_lock
+from mpitune.store.history import History, read_history, search_digest
+from mpitune.store.integrity import in_flight, repair, verify
+from mpitune.store.layout import add_history, lay_out, text, value_names, values_dataset
+from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
 from mpitune.store.superblock import clear_write_flags, is_hdf5
 
 log = logging.getLogger(__name__)
-
-
-def _key_digest(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).hexdigest().encode()
 
 
 def problem_hash(identity: dict) -> str:
@@ -52,14 +51,18 @@ def problem_hash(identity: dict) -> str:
 
 
 def refuse_unusable(path: str) -> None:
-    """Refuse a results path that can never become a cache, before any rank starts: found at
-    start-up instead, it would cost every rank's start-up and end the job with an error."""
+    """Refuse a results path that can never become a cache, or a damaged one, before any rank
+    starts: found at start-up instead, it would cost every rank's start-up and end the job with an
+    error, and a damaged file opened for writing may hang the writer in HDF5 or be changed by it.
+    Reads the whole file once (``verify``), changing nothing."""
     try:
         usable = not os.path.exists(path) or (os.path.isfile(path) and is_hdf5(path))
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
     if not usable:
         raise UserError(f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
+    if os.path.exists(path):
+        verify(path)
 
 
 @dataclass
@@ -110,13 +113,14 @@ class Cache:
         self.objective = objective or Objective()
         self.observed_names = list(identity.get("observed_names", []))
         digest = problem_hash(identity)
-        self._lock = hold_writer_lock(path)
+        created = self._create(identity, digest, iterations) if not os.path.exists(path) else None
+        self._lock = created or hold_writer_lock(path)
         try:
-            if not os.path.exists(path):
-                self._create(identity, digest, iterations)
+            if not created:
+                verify(path)  # before anything writes to it: a damaged file is refused unchanged
             self.file = _open_for_writing(path)
         except BaseException:
-            self._lock.release()
+            self._lock.close()
             raise
         if "results" not in self.file:
             self.close()
@@ -132,26 +136,39 @@ class Cache:
         for fixed in repair(self.file):
             log.warning("%s: %s", path, fixed)
         self._describe_objective()
+        add_history(self.file)
         self.results = self.file["results"]
         self.timeline = self.file["timeline"]
         self.runs = self.file["runs"]
         self.ranks = self.file["ranks"]
         self.in_flight = self.file["in_flight"]
-        self.strategy_state = self.file["strategy_state"]
-        self.strategy_key = self.file["strategy_key"]
+        self.asked = self.file["asked"]
+        self.searches = self.file["searches"]
         self.metrics = self.file.get("metrics")
         self.observed = self.file.get("observed")
         self.run = -1
         # From here on no dataset or attribute may be created, only appended to and written.
         self.file.swmr_mode = True
 
-    def _create(self, identity: dict, digest: str, iterations: int) -> None:
-        """Build the file beside its final name and rename it into place: a run killed while
-        creating it leaves no half-made cache behind."""
-        partial = f"{self.path}.partial"
-        with h5py.File(partial, "w", libver="latest") as f:
-            lay_out(f, identity, digest, self.tune_params, iterations)
-        os.replace(partial, self.path)
+    def _create(self, identity: dict, digest: str, iterations: int) -> WriterLock | None:
+        """Build the file under a name of its own, lock it and link it into place: a run killed
+        while creating it leaves no half-made cache behind, and of two runs creating the same
+        file at once one writes it and the other finds it locked. None if another run made the
+        file first."""
+        partial = f"{self.path}.{os.getpid()}.partial"
+        try:
+            with h5py.File(partial, "w", libver="latest") as f:
+                lay_out(f, identity, digest, self.tune_params, iterations)
+            lock = lock_file(partial, f"{self.path}: the new file was locked by another process")
+            try:
+                os.link(partial, self.path)
+            except FileExistsError:
+                lock.close()
+                return None
+            return lock
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
 
     def _describe_objective(self) -> None:
         """Record this run's objective, and lay out the metrics dataset for its metrics: the
@@ -230,13 +247,16 @@ class Cache:
         self.append_phases(phases, flush=False)
         self.file.flush()
 
-    def hand_out(self, batch: int, chunks: Sequence[Sequence[int]]) -> None:
+    def hand_out(self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int]) -> None:
         """Record which rank holds which configurations until their results are appended, so
-        that after a crash the file says what was lost and where."""
+        that after a crash the file says what was lost and where; and the ask that made the
+        batch (``asked``, in the strategy's order, for ``requested`` ids), which a resumed run
+        replays to rebuild its strategy."""
         rows = np.array([(self.run, batch, rank, i) for rank, ids in enumerate(chunks) for i in ids],
                         dtype=IN_FLIGHT_DTYPE)
         self.in_flight.resize((len(rows),))
         self.in_flight[:] = rows
+        _append(self.asked, np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
         self.file.flush()
 
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]], flush: bool = True) -> None:
@@ -252,20 +272,17 @@ class Cache:
         self.runs[self.run] = row
         self.file.flush()
 
-    def save_strategy(self, key: str, state: bytes) -> None:
-        """The strategy's pickled state, so that a resumed run continues its search; ``key``
-        says which strategy, seed and options it belongs to."""
-        self.strategy_state.resize((len(state),))
-        self.strategy_state[:] = np.frombuffer(state, dtype=np.uint8)
-        self.strategy_key[0] = _key_digest(key)
+    def end_search(self, key: str, continuable: bool) -> None:
+        """Record that this run's search ended cleanly: the next run with the same ``key``
+        (strategy, seed, options, objective) continues it, if ``continuable``."""
+        _append(self.searches, np.array([(self.run, search_digest(key).encode(), continuable)], dtype=SEARCH_DTYPE))
         self.file.flush()
 
-    def load_strategy(self, key: str) -> bytes | None:
-        if self.strategy_key[0] != _key_digest(key) or not len(self.strategy_state):
-            return None
-        return self.strategy_state[...].tobytes()
+    def history(self) -> History:
+        """The recorded asks and search ends, and the run and batch of every results row."""
+        return read_history(self.file)
 
     def close(self) -> None:
         self.file.close()
-        self._lock.release()
+        self._lock.close()
 

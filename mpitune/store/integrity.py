@@ -1,14 +1,19 @@
-"""Checking and repairing a cache file after a crash.
+"""Checking and repairing a cache file after a crash, and telling a crash from damage.
 
 A run killed at any moment leaves a file that h5py opens (SWMR writes are ordered for that),
 but it may hold the rows of a batch whose writing was cut short (rows resized in but never
 filled: their status or phase is empty), a run whose row still says "running", and the batch
 that was in flight. ``repair`` fixes the first two in place; ``findings`` reports everything,
 including what no repair can fix (a configuration recorded twice, unknown statuses).
+
+Damage (flipped or missing bytes) is another matter: ``examine`` reads the whole file back
+from an in-memory copy, repaired there as a resume would repair it, so that a damaged file is
+found before anything writes to it; no verb but ``check --salvage`` changes a damaged file.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import h5py
@@ -18,7 +23,7 @@ from mpitune.errors import UserError
 from mpitune.model.result import STATUSES
 from mpitune.model.timeline import PHASES
 from mpitune.store.lock import writer_alive
-from mpitune.store.reader import open_for_reading
+from mpitune.store.soundness import image, read_back
 from mpitune.store.superblock import clear_write_flags
 
 _FILLED = {"results": "status", "timeline": "phase"}
@@ -79,8 +84,17 @@ def findings(f: h5py.File) -> list[str]:
     for name in ("results", "timeline", "runs", "ranks"):
         if name not in f:
             problems.append(f"dataset {name} is missing")
+    for name in ("problem", "param_names", "objective"):  # objective: absent in files older than metrics
+        try:
+            if name != "objective" or name in f.attrs:
+                json.loads(f.attrs[name])
+        except (KeyError, ValueError, TypeError):
+            problems.append(f"attribute {name} is missing or not JSON")
     if problems:
         return problems
+    missing = set(json.loads(f.attrs["param_names"])) - set(f["results"].dtype.names or ())
+    if missing:
+        return [f"results lack the parameters {', '.join(sorted(missing))}"]
     results, timeline, runs = f["results"][...], f["timeline"][...], f["runs"][...]
     ids, counts = np.unique(results["config_id"], return_counts=True)
     twice = ids[counts > 1]
@@ -102,32 +116,62 @@ def findings(f: h5py.File) -> list[str]:
     return problems
 
 
+class DamagedFileError(UserError):
+    """A cache file that cannot be read back whole or is inconsistent: refused, never changed."""
+
+
 @dataclass
 class Inspection:
     rows: int = 0
-    repaired: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # what a crash left
+    fixed: bool = False  # whether ``repaired`` was done to the file, or only found
     lost: str = ""
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # damage: nothing was changed
+
+
+def examine(path: str) -> Inspection:
+    """Everything about a file no run is writing, found on an in-memory copy repaired as a resume
+    would repair it: the file itself is not changed. Reads every dataset in full."""
+    found = Inspection()
+    try:
+        f = image(path, writable=True)
+    except (OSError, ValueError, RuntimeError) as exc:
+        found.problems.append(f"not a readable HDF5 file ({exc})")
+        return found
+    with f:
+        found.problems = read_back(f)
+        if found.problems:
+            return found
+        try:
+            found.lost = in_flight(f)
+            found.repaired = repair(f)
+            found.problems = findings(f)
+            found.rows = len(f["results"]) if "results" in f else 0
+        except Exception as exc:
+            found.problems.append(f"inconsistent data ({type(exc).__name__}: {exc})")
+    return found
+
+
+def verify(path: str) -> None:
+    """Refuse a damaged file with one line (DamagedFileError), changing nothing."""
+    found = examine(path)
+    if found.problems:
+        more = f" and {len(found.problems) - 1} more" if len(found.problems) > 1 else ""
+        raise DamagedFileError(f"{path} is damaged: {found.problems[0]}{more}; it was not changed "
+                               f"(python -m mpitune check {path} --salvage keeps what is readable)")
 
 
 def inspect(path: str, fix: bool = True) -> Inspection:
-    """Check a cache file no run is writing; repair it in place unless told not to."""
+    """Check a cache file no run is writing; repair in place what a crash left unless told not
+    to, and only if the file is not damaged."""
     if writer_alive(path):
         raise UserError(f"{path}: a run is writing it now; check it when the run has ended")
-    found = Inspection()
-    try:
-        if fix:
-            if clear_write_flags(path):
-                found.repaired.append("cleared the open-for-write mark a killed writer left")
-            f = h5py.File(path, "a", libver="latest")
-        else:
-            f = open_for_reading(path)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise UserError(f"{path}: not a readable HDF5 file ({exc})") from None
-    with f:
-        found.lost = in_flight(f)
-        if fix:
-            found.repaired += repair(f)
-        found.problems = findings(f)
-        found.rows = len(f["results"]) if "results" in f else 0
+    found = examine(path)
+    if found.problems or not fix:
+        return found  # ``repaired`` says what a repair would do; nothing was changed
+    found.repaired, found.fixed = [], True
+    if clear_write_flags(path):
+        found.repaired.append("cleared the open-for-write mark a killed writer left")
+    with h5py.File(path, "a", libver="latest") as f:
+        found.repaired += repair(f)
     return found

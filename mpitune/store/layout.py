@@ -2,7 +2,9 @@
 
 The compound datasets grow by appending rows and are chunked and compressed so that an
 append after every batch stays cheap; ``metrics`` and ``observed`` are float64 tables beside
-``results``, one row per results row. docs/cache-format.md describes what each holds.
+``results``, one row per results row. Every chunk carries a Fletcher-32 checksum, so that a
+flipped byte in the data is an error when it is read instead of a wrong number (HDF5 checksums
+its own metadata already). docs/cache-format.md describes what each holds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ _CHUNK_ROWS = 256
 _CHUNK_BYTES = 64 << 10
 # The tables beside results, one row per phase, run or rank.
 _TABLES = {"timeline": schema.TIMELINE_DTYPE, "runs": schema.RUNS_DTYPE, "ranks": schema.RANKS_DTYPE}
+# The search's history (see schema.ASKED_COLUMNS); files written before it lack them until a run adds them.
+HISTORY = {"asked": schema.ASKED_DTYPE, "searches": schema.SEARCH_DTYPE}
 
 
 def _chunk_rows(dtype: np.dtype) -> int:
@@ -36,13 +40,22 @@ def lay_out(f: h5py.File, identity: dict, digest: str, tune_params: dict[str, li
     f.attrs["param_names"] = json.dumps(list(tune_params))
     tables = {"results": schema.results_dtype(tune_params, iterations), **_TABLES}
     for name, dtype in tables.items():
-        f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(_chunk_rows(dtype),),
-                         compression="gzip" if name != "runs" else None)
-    f.create_dataset("strategy_state", shape=(0,), maxshape=(None,), dtype=np.uint8, chunks=(1 << 16,))
-    f.create_dataset("strategy_key", shape=(1,), dtype="S64")
-    f.create_dataset("in_flight", shape=(0,), maxshape=(None,), dtype=schema.IN_FLIGHT_DTYPE,
-                     chunks=(_CHUNK_ROWS,))
+        _table(f, name, dtype, compress=name != "runs")
+    _table(f, "in_flight", schema.IN_FLIGHT_DTYPE, compress=False)
+    add_history(f)
     values_dataset(f, "observed", list(identity.get("observed_names", [])), 0)
+
+
+def _table(f: h5py.File, name: str, dtype: np.dtype, compress: bool = True) -> None:
+    f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(_chunk_rows(dtype),),
+                     compression="gzip" if compress else None, fletcher32=True)
+
+
+def add_history(f: h5py.File) -> None:
+    """The datasets of the search's history, where a file lacks them (written before they existed)."""
+    for name, dtype in HISTORY.items():
+        if name not in f:
+            _table(f, name, dtype)
 
 
 def values_dataset(f: h5py.File, name: str, names: Sequence[str], rows: int) -> None:
@@ -50,7 +63,8 @@ def values_dataset(f: h5py.File, name: str, names: Sequence[str], rows: int) -> 
     absent when there are no names (HDF5 chunks cannot be empty)."""
     if names:
         ds = f.create_dataset(name, shape=(rows, len(names)), maxshape=(None, len(names)), dtype=np.float64,
-                              chunks=(_CHUNK_ROWS, len(names)), fillvalue=np.nan, compression="gzip")
+                              chunks=(_CHUNK_ROWS, len(names)), fillvalue=np.nan, compression="gzip",
+                              fletcher32=True)
         ds.attrs["names"] = json.dumps(list(names))
 
 

@@ -1,71 +1,81 @@
-"""Who writes a cache file now: an exclusive lock on ``PATH.lock`` for as long as a writer lives.
+"""Who writes a cache file now: an open-file-description lock on the file itself, held for as long
+as a writer lives.
 
 HDF5 drops its own file lock in SWMR mode, and its open-for-write mark outlives a killed
 writer, so only this lock tells a live writer from a dead one: the kernel releases it when the
-writer's process ends, however it ends. A writer that closes cleanly also removes the lock file,
-so that a finished run leaves only its results; one that was killed leaves it, unlocked.
+writer's process ends, however it ends. It is taken on the file's inode, not on a name, so a
+second writer through a symbolic or hard link is refused too, and no lock file is left beside
+the cache. An OFD lock (``F_OFD_SETLK``) rather than ``flock``: HDF5 takes ``flock`` locks of its
+own on the same file (Linux keeps the two kinds apart), and unlike classic POSIX locks it is not
+dropped when the same process closes another descriptor of the file (a reader, a check).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import struct
 
 from mpitune.errors import UserError
 
+# struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), padding.
+_FLOCK = "hhqqi4x"
 
-def _lock_path(path: str) -> str:
-    return path + ".lock"
+
+def _whole_file(kind: int) -> bytes:
+    return struct.pack(_FLOCK, kind, os.SEEK_SET, 0, 0, 0)
 
 
 class WriterLock:
-    """The writer lock of one cache file, held from creation until ``release``."""
+    """The writer's lock on one file: held until ``close``."""
 
-    def __init__(self, path: str):
-        self.path = _lock_path(path)
-        while True:
-            self._file = open(self.path, "a")  # noqa: SIM115 - held for the writer's lifetime, closed by release
-            try:
-                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                self._file.close()
-                raise UserError(f"another mpitune run is writing {path}; wait for it or use another --out") from None
-            if self._is_the_lock_file():
-                return
-            # A writer removed the file between our open and our lock: this one is gone, lock anew.
-            self._file.close()
+    def __init__(self, fd: int):
+        self._fd = fd
 
-    def _is_the_lock_file(self) -> bool:
+    def names(self, path: str) -> bool:
+        """Whether PATH still names the locked file (a rename may have replaced it meanwhile)."""
         try:
-            return os.stat(self.path).st_ino == os.fstat(self._file.fileno()).st_ino
+            named, held = os.stat(path), os.fstat(self._fd)
         except FileNotFoundError:
             return False
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
-    def release(self) -> None:
-        """Remove the lock file, then unlock: removing it first means no process can lock the file
-        we are about to leave while another creates a new one (every locker checks it locked the
-        file that has the name)."""
-        if self._file.closed:
-            return
-        if self._is_the_lock_file():
-            os.unlink(self.path)
-        self._file.close()
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def lock_file(path: str, refused: str) -> WriterLock:
+    """Lock the file PATH names now, or raise UserError(refused) if another writer holds it."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _whole_file(fcntl.F_WRLCK))
+    except OSError:
+        os.close(fd)
+        raise UserError(refused) from None
+    return WriterLock(fd)
 
 
 def hold_writer_lock(path: str) -> WriterLock:
-    """Take the writer lock of PATH, or refuse a second writer; ``release()`` it when done."""
-    return WriterLock(path)
+    """Take the writer lock of the existing file PATH, or refuse a second writer, under any of its names."""
+    refused = (f"another mpitune run is writing {path} (under this or another name); wait for it or use "
+               f"another --out")
+    while True:
+        lock = lock_file(path, refused)
+        if lock.names(path):
+            return lock
+        lock.close()  # the name was given to another file meanwhile: lock that one
 
 
 def writer_alive(path: str) -> bool:
-    """Whether a run is writing PATH now (it holds the writer lock)."""
+    """Whether a run is writing the file PATH names now (it holds the writer lock); takes nothing."""
     try:
-        lock = open(_lock_path(path))  # noqa: SIM115 - closed below; read-only, so never creates the file
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
         return False
-    with lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except OSError:
-            return True
+    try:
+        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _whole_file(fcntl.F_WRLCK))
+    finally:
+        os.close(fd)
+    return struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK

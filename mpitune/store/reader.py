@@ -2,7 +2,8 @@
 exports, ``watch`` and the pandas loader work on.
 
 A file may be read while a run writes it (HDF5 SWMR), so every dataset is read as it stands
-and ``metrics``/``observed`` are aligned to ``results`` here.
+and ``metrics``/``observed`` are aligned to ``results`` here. A damaged file is an error of one
+line (soundness.py says how it never hangs).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.objective import Objective
 from mpitune.store.layout import value_names
-from mpitune.store.lock import writer_alive
+from mpitune.store.soundness import open_for_reading
 
 
 @dataclass(frozen=True)
@@ -98,19 +99,6 @@ def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:
     out = np.full((n, columns), np.nan)
     out[: min(n, len(values))] = values[:n]
     return out
-
-
-def open_for_reading(path: str) -> h5py.File:
-    """As an SWMR reader while a run writes the file (or a killed one left it marked as being
-    written), else plainly: an SWMR reader keeps retrying a damaged file for minutes, a
-    plain one refuses it at once."""
-    if not writer_alive(path):
-        try:
-            return h5py.File(path, "r")
-        except OSError as exc:
-            if "h5clear" not in str(exc):
-                raise
-    return h5py.File(path, "r", libver="latest", swmr=True)
 
 
 def _decoded(rows: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ import struct
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _M = 0xFFFFFFFF
+_SUPERBLOCK_MAX = 12 + 4 * 8 + 4  # versions 2 and 3 with 8-byte addresses
 
 
 def _rot(x: int, k: int) -> int:
@@ -68,22 +69,33 @@ def is_hdf5(path: str) -> bool:
     return False
 
 
-def clear_write_flags(path: str) -> bool:
-    """Clear the superblock's open-for-write flags; False if there were none to clear.
+def clear_flags_in(head: bytearray) -> bool:
+    """Clear the open-for-write flags in the file's first bytes (at least its superblock),
+    recomputing the superblock's checksum; False if there were none to clear."""
+    if bytes(head[:8]) != SIGNATURE:
+        raise ValueError("not an HDF5 file")
+    if len(head) < 12 or head[8] not in (2, 3) or head[11] == 0:
+        return False  # older superblocks carry no such flags
+    size = 12 + 4 * head[9] + 4  # four addresses of head[9] bytes, then the checksum
+    if len(head) < size:
+        raise ValueError("the superblock is cut short")
+    head[11] = 0
+    head[size - 4:size] = struct.pack("<I", lookup3(bytes(head[:size - 4])))
+    return True
 
-    Call it only when no process is writing the file (mpitune holds a lock file for that).
+
+def clear_write_flags(path: str) -> bool:
+    """Clear the superblock's open-for-write flags in the file; False if there were none to clear.
+
+    Call it only when no process is writing the file (mpitune holds a lock on it for that).
     """
     with open(path, "r+b") as fh:
-        head = fh.read(12)
-        if head[:8] != SIGNATURE:
-            raise ValueError(f"{path}: not an HDF5 file")
-        if head[8] not in (2, 3) or head[11] == 0:
-            return False  # older superblocks carry no such flags
-        size = 12 + 4 * head[9] + 4  # four addresses of head[9] bytes, then the checksum
+        head = bytearray(fh.read(_SUPERBLOCK_MAX))
+        try:
+            if not clear_flags_in(head):
+                return False
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
         fh.seek(0)
-        block = bytearray(fh.read(size))
-        block[11] = 0
-        block[-4:] = struct.pack("<I", lookup3(bytes(block[:-4])))
-        fh.seek(0)
-        fh.write(block)
+        fh.write(head)
     return True

@@ -18,10 +18,10 @@ HALF_WRITTEN = textwrap.dedent("""
     from conftest import IDENTITY, PARAMS, info
     cache = Cache({path!r}, IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h0", "h1"], ["d", "d"], [1, 2])
-    cache.hand_out(0, [[0, 2], [1]])
+    cache.hand_out(0, [[0, 2], [1]], 3, [0, 2, 1])
     cache.append([Result(0, "ok", time_ms=1.0, rank=0)], [{{"bs": 32, "kind": "a", "f": 0.5}}], ["h0", "h1"],
                  ["d", "d"], [])
-    cache.hand_out(1, [[2, 3], [4]])
+    cache.hand_out(1, [[2, 3], [4]], 3, [2, 3, 4])
     # The writer dies between resizing for the next rows and filling them.
     cache.results.resize((len(cache.results) + 2,))
     cache.file.flush()
@@ -40,7 +40,8 @@ def test_check_repairs_a_half_written_batch_and_names_what_was_in_flight(tmp_pat
     code = HALF_WRITTEN.format(repo=str(tests.parent), tests=str(tests), path=str(path))
     assert subprocess.run([sys.executable, "-c", code]).returncode == -9
     looked = run_check(path, "--no-repair")
-    assert looked.returncode == 1 and "unknown statuses: ''" in looked.stdout  # the empty rows
+    assert looked.returncode == 1 and "needs repair: dropped 2 half-written row(s)" in looked.stdout
+    assert "sound once repaired" in looked.stdout
     fixed = run_check(path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "dropped 2 half-written row(s) at the end of results" in fixed.stdout

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import pickle
 
 import h5py
 import numpy as np
@@ -121,7 +120,6 @@ def test_c_run_optimises_gflops_and_the_report_and_strategy_follow(gflops_run):
         res, metrics = f["results"][...], f["metrics"][...]
         names = json.loads(f["metrics"].attrs["names"])
         recorded = json.loads(f.attrs["objective"])
-        strategy = pickle.loads(f["strategy_state"][...].tobytes())
     assert names == ["GFLOP/s", "per_step"]
     assert recorded["objective"] == "GFLOP/s" and recorded["higher_is_better"] is True
     ok = res["status"] == b"ok"
@@ -135,10 +133,6 @@ def test_c_run_optimises_gflops_and_the_report_and_strategy_follow(gflops_run):
     assert s["best"]["metrics"]["GFLOP/s"] == pytest.approx(metrics[best, 0])
     assert s["objective"]["name"] == "GFLOP/s" and s["objective"]["higher_is_better"] is True
     assert [t["objective"] for t in s["top"]] == sorted(metrics[ok, 0], reverse=True)[:5]
-    # What the strategy was told: 1 / GFLOP/s for every configuration that passed, inf for the rest.
-    for cid, status, gflops in zip(res["config_id"], res["status"], metrics[:, 0]):
-        expected = 1 / gflops if status == b"ok" else math.inf
-        assert strategy.values[int(cid)] == pytest.approx(expected)
 
 
 def test_resume_with_other_metrics_recomputes_them_for_every_recorded_row(tmp_path):

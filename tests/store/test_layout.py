@@ -34,7 +34,7 @@ def test_the_store_writes_the_dtypes_of_schema_version_1(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), {**IDENTITY, "observed_names": ["power_w"]}, PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
-    cache.hand_out(0, [[0]])
+    cache.hand_out(0, [[0]], requested=1, asked=[0])
     cache.append([Result(0, "ok", time_ms=1.0, times_ms=[1.0], observed={"power_w": 5.0}, rank=0)],
                  [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [(0, PhaseRow(0, 0, "compile", 0.0, 1.0))])
     cache.close()
@@ -44,7 +44,9 @@ def test_the_store_writes_the_dtypes_of_schema_version_1(tmp_path):
             assert f[name].dtype == dtype, name
             assert f[name].dtype.itemsize == dtype.itemsize
         assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)
-        assert f["strategy_state"].dtype == np.uint8 and f["strategy_key"].dtype == np.dtype("S64")
+        assert "strategy_state" not in f and "strategy_key" not in f  # nothing executable is stored
+        assert f["asked"][...].tolist() == [(0, 0, 1, 0)]
+        assert all(f[name].fletcher32 for name in (*V1, "observed", "asked", "searches"))
         assert "metrics" not in f  # no metrics: no dataset, as before
 
 
@@ -77,3 +79,5 @@ def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
     cache.append([Result(3, "ok", time_ms=1.0, rank=0)], [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [])
     cache.close()
     assert read(str(path)).results["config_id"].tolist() == [7, 3]
+    with h5py.File(path, "r") as f:  # the history was added; the old datasets keep their filters
+        assert "asked" in f and "searches" in f and not f["results"].fletcher32

@@ -1,0 +1,75 @@
+"""Rebuilding a resumed run's strategy from the search the file records.
+
+The file keeps every ask (its size and the ids answered, in order) and the results in the
+order they were told, so a fresh strategy with the same seed and options, asked and told the
+same again, is in the state the stopped run left: strategies are deterministic for a seed and
+a sequence of asks and tells. Nothing executable is stored, so no file can make a resume run
+code. A rebuilt strategy that asks otherwise than the file says (another version of mpitune,
+a changed metric) is not trusted: the run starts afresh, knowing everything the file holds.
+
+Which runs to replay follows how a stopped run hands its search on: a run that ended cleanly
+(``SearchEnd``) with the same key passes its search to the next run; a killed run passes
+nothing (the next one continues from the last run that ended); a run whose handed-out ids
+came back unmeasured is not continuable. So the runs to replay are the longest tail of ended,
+continuable runs with this run's key; the first of them started fresh.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from mpitune.model.result import Result
+from mpitune.store.history import History, search_digest
+from mpitune.strategies.base import Strategy
+
+log = logging.getLogger(__name__)
+
+
+def runs_to_replay(history: History, key: str) -> list[int]:
+    """The runs whose searches this run continues, oldest first; [] to start afresh."""
+    digest = search_digest(key)
+    chain: list[int] = []
+    for end in reversed(history.ends):
+        if end.digest != digest or not end.continuable:
+            break
+        chain.insert(0, end.run)
+    return chain
+
+
+def rebuild(fresh: Callable[[], Strategy], history: History, known: Sequence[Result], key: str,
+            name: str) -> Strategy:
+    """The strategy of this run, told everything in ``known`` (the results rows, in row order):
+    the recorded search replayed, or else a fresh one."""
+    chain = runs_to_replay(history, key)
+    strategy = fresh()
+    if chain:
+        replayed = _replay(strategy, chain, history, known)
+        if replayed is None:
+            strategy = fresh()
+        else:
+            log.info("resuming the saved state of strategy %s (%d recorded asks replayed)", name, replayed)
+    strategy.tell([r for r in known if r.config_id not in strategy.seen])
+    return strategy
+
+
+def _replay(strategy: Strategy, chain: list[int], history: History, known: Sequence[Result]) -> int | None:
+    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks, or None
+    (with a warning) as soon as it answers an ask otherwise than recorded."""
+    rows: dict[tuple[int, int], list[Result]] = defaultdict(list)
+    for result, run, batch in zip(known, history.row_runs, history.row_batches):
+        rows[int(run), int(batch)].append(result)
+    replayed = 0
+    for run in chain:
+        strategy.tell([r for r, row_run in zip(known, history.row_runs) if row_run < run
+                       and r.config_id not in strategy.seen])
+        for ask in (a for a in history.asks if a.run == run):
+            answer = strategy.ask(ask.requested)
+            if tuple(answer) != ask.ids:
+                log.warning("the recorded search does not replay (batch %d of run %d asked otherwise); "
+                            "starting the strategy afresh from the cache", ask.batch, run)
+                return None
+            strategy.tell(rows[run, ask.batch])
+            replayed += 1
+    return replayed

@@ -1,0 +1,67 @@
+"""The search's history as the file records it: every ask of every run, in order, and how each
+run that ended left its search.
+
+A resumed run rebuilds its strategy by asking and telling a fresh one the same again (see
+mpitune/scheduling/resume.py), so the file never holds anything that is executed when read:
+a strategy's pickled state once was, and a crafted file could run any code on resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+
+
+def search_digest(key: str) -> str:
+    """What the file keeps of a search's key (strategy, seed, options, objective as JSON)."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One ``strategy.ask(requested)`` that made batch ``batch`` of run ``run``, and what it answered."""
+
+    run: int
+    batch: int
+    requested: int
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SearchEnd:
+    """How run ``run`` left its search: ``continuable`` unless ids it handed out came back
+    unmeasured (the strategy counts them as seen and would never propose them again)."""
+
+    run: int
+    digest: str
+    continuable: bool
+
+
+@dataclass(frozen=True)
+class History:
+    """``row_runs`` and ``row_batches``: the run and batch of every results row, in row order."""
+
+    asks: list[Ask]
+    ends: list[SearchEnd]
+    row_runs: np.ndarray
+    row_batches: np.ndarray
+
+
+def read_history(f: h5py.File) -> History:
+    """Everything recorded; empty lists for a file written before the history existed."""
+    asks: list[Ask] = []
+    if "asked" in f and len(f["asked"]):
+        rows = f["asked"][...]
+        keys = rows[["run", "batch"]]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        for start, end in zip(starts, np.r_[starts[1:], len(rows)]):
+            head = rows[start]
+            asks.append(Ask(int(head["run"]), int(head["batch"]), int(head["requested"]),
+                            tuple(int(i) for i in rows["config_id"][start:end])))
+    ends = [SearchEnd(int(r["run"]), r["key"].decode(errors="replace"), bool(r["continuable"]))
+            for r in (f["searches"][...] if "searches" in f else [])]
+    results = f["results"]
+    return History(asks, ends, results.fields("run")[...], results.fields("batch")[...])

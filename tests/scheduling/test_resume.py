@@ -1,0 +1,105 @@
+"""A stopped run resumed: the strategy is rebuilt from the asks and tells the file records, and
+continues exactly where an uninterrupted run with the same seed and batch size would be; no
+file can make a resume run code (an old file's pickled strategy state is never loaded)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import h5py
+import pytest
+from conftest import mpitune
+from test_manager import Ranks, write_measured
+
+from mpitune.scheduling.messages import StopReason
+from mpitune.store.history import search_digest
+
+# Not simulated_annealing: it depends on the order results are told, which depends on how a batch is
+# dealt to ranks, which depends on the batch's number within its run; the pickled resume differed too.
+STRATEGIES = ["genetic_algorithm", "random_sample", "pso", "differential_evolution", "greedy_ils", "brute_force"]
+
+
+def stopped_after(ranks: Ranks, rounds: int) -> StopReason:
+    """Run ``rounds`` batches, then stop as a signal would."""
+    manager = ranks.open()
+    for _ in range(rounds):
+        assert ranks.round(manager) is None
+    manager.stop_requested = StopReason.SIGNAL
+    return ranks.run(manager)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_stopped_and_resumed_search_asks_what_an_uninterrupted_one_asks(tmp_path, strategy):
+    options = dict(strategy=strategy, seed=5, batch_size=4)
+    (tmp_path / "whole").mkdir(), (tmp_path / "split").mkdir()
+    whole = Ranks(tmp_path / "whole", 2, **options)
+    assert whole.run(whole.open()) is StopReason.FINISHED
+    first = Ranks(tmp_path / "split", 2, **options)
+    assert stopped_after(first, 3) is StopReason.SIGNAL
+    second = Ranks(tmp_path / "split", 2, **options)
+    assert second.run(second.open()) is StopReason.FINISHED
+    # The same ids batch by batch (a resumed run numbers its batches from 0, so ranks get other chunks).
+    assert [sorted(b) for b in first.batches + second.batches] == [sorted(b) for b in whole.batches]
+
+
+def test_a_history_that_does_not_replay_starts_the_strategy_afresh(tmp_path, caplog):
+    first = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+    assert stopped_after(first, 2) is StopReason.SIGNAL
+    with h5py.File(first.cache_path, "a") as f:  # the file says batch 0 asked otherwise
+        f["asked"][0] = (0, 0, 4, 39 - int(f["asked"][0]["config_id"]))
+    second = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+    assert second.run(second.open()) is StopReason.FINISHED
+    assert "the recorded search does not replay" in caplog.text
+    assert sorted(i for b in first.batches + second.batches for i in b) == list(range(40))
+
+
+class Planted:
+    """A pickle that creates a file when unpickled."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def plant_pickle(path: str, key: str, marker: Path) -> None:
+    """Turn a file into what an older mpitune wrote, with a crafted strategy state under the right key."""
+    payload = pickle.dumps(Planted(marker))
+    with h5py.File(path, "a") as f:
+        for name in ("strategy_state", "strategy_key"):
+            if name in f:
+                del f[name]
+        f.create_dataset("strategy_state", data=list(payload), dtype="u1", maxshape=(None,), chunks=(1 << 16,))
+        f.create_dataset("strategy_key", data=[search_digest(key).encode()], dtype="S64")
+    with open(path, "rb"):
+        assert not marker.exists()
+    pickle.loads(payload)  # the payload is real: unpickled, it makes the marker
+    assert marker.exists()
+    marker.unlink()
+
+
+def test_an_old_files_pickled_strategy_is_never_loaded_on_resume(tmp_path, caplog):
+    first = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+    assert stopped_after(first, 2) is StopReason.SIGNAL
+    marker = tmp_path / "pwned"
+    key = json.dumps(["genetic_algorithm", 5, {}, "time", False], sort_keys=True, default=str)
+    plant_pickle(first.cache_path, key, marker)
+    second = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+    assert second.run(second.open()) is StopReason.FINISHED
+    assert not marker.exists()
+
+
+def test_replay_output_onto_a_crafted_file_runs_no_code(tmp_path):
+    source = str(write_measured(tmp_path / "kt.json"))
+    out = tmp_path / "out.h5"
+    proc = mpitune(1, ["replay", source, "--output", str(out), "--max-fevals", "8", "--seed", "1"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    marker = tmp_path / "pwned"
+    key = json.dumps(["brute_force", 1, {}, "time", False], sort_keys=True, default=str)
+    plant_pickle(str(out), key, marker)
+    proc = mpitune(1, ["replay", source, "--output", str(out), "--seed", "1"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not marker.exists()
