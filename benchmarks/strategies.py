@@ -1,22 +1,27 @@
 """How well each strategy tunes the real measured caches, replayed in-process.
 
-    python benchmarks/strategies.py CACHE_DIR [--ranks 8] [--budgets 20 50 100 200 400] [--repeats 20]
+    python benchmarks/strategies.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budgets 20 50 100 200 400]
+        [--repeats 10] [--strategies NAME ...]
 
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
-CACHE_DIR without MPI: each round asks the strategy for ``min(ranks, budget left)`` ids, as
+each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
+caches) without MPI: each round asks the strategy for ``min(ranks, budget left)`` ids, as
 the scheduler does, deals them to the simulated ranks interleaved, answers them from the
 measurements and tells the results. The round's simulated wall time is the largest sum of
 compile + verify + benchmark seconds over the ranks, so the total is what the run would have
 taken on that many GPUs; "1 rank" is the sum over all configurations.
 
 Score = (median valid time - best found) / (median valid time - optimum), averaged over the
-repeats (seeds 0..K-1): 0 is a typical random configuration, 1 the optimum. Prints one
-Markdown table per cache and a summary over all caches.
+repeats (seeds 0..K-1): 0 is a typical random configuration, 1 the optimum. One search per
+seed to the largest budget gives the scores of all budgets (see ``replay``). Prints one
+Markdown table per cache and a summary over each directory's caches, with the worst ratio of
+simulated wall time on ``ranks`` ranks to one rank.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import glob
 import os
 import shlex
@@ -62,12 +67,31 @@ class Replay:
         return (self.median - best_ms) / (self.median - self.optimum) if np.isfinite(best_ms) else 0.0
 
 
-def replay(cache: Replay, strategy_name: str, seed: int, budget: int, ranks: int) -> tuple[float, float, float]:
-    """(score, simulated wall seconds on ``ranks`` ranks, seconds on one rank) of one search."""
+@dataclass
+class Search:
+    """One search to the largest budget: the score at every budget, and its costs."""
+    scores: dict[int, float]
+    wall_s: float  # simulated, on ``ranks`` ranks, at the largest budget
+    serial_s: float  # the same evaluations on one rank
+    ask_s: float  # seconds spent asking, per configuration asked
+
+
+def replay(cache: Replay, strategy_name: str, seed: int, budgets: list[int], ranks: int) -> Search:
+    """One search per seed serves every budget: a run with a smaller budget asks the same batches
+    until its last one, which asks for fewer ids (the budget left); that last ask is made on a
+    copy of the strategy, so each budget's score is exactly that of a run of its own."""
     strategy = strategies.create(strategy_name, cache.space, seed, {})
-    handed, best, wall, serial = 0, np.inf, 0.0, 0.0
-    while handed < budget:
-        ids = strategy.ask(min(ranks, budget - handed))
+    handed, best, wall, serial, asking = 0, np.inf, 0.0, 0.0, 0.0
+    scores: dict[int, float] = {}
+    largest = max(budgets)
+    while handed < largest:
+        for budget in budgets:  # a smaller budget whose last, partial batch is this one
+            if handed < budget < handed + ranks and budget < largest:
+                ids = copy.deepcopy(strategy).ask(budget - handed)
+                scores[budget] = cache.score(min([best] + [cache.time_ms[i] for i in ids if cache.status[i] == "ok"]))
+        t0 = time.perf_counter()
+        ids = strategy.ask(min(ranks, largest - handed))
+        asking += time.perf_counter() - t0
         if not ids:
             break
         handed += len(ids)
@@ -76,25 +100,22 @@ def replay(cache: Replay, strategy_name: str, seed: int, budget: int, ranks: int
         results = [TIME.evaluate(Result(i, cache.status[i], time_ms=float(cache.time_ms[i])), {}) for i in ids]
         best = min([best] + [r.time_ms for r in results if r.ok])
         strategy.tell(results)
-    return cache.score(best), wall, serial
+        if handed in budgets:
+            scores[handed] = cache.score(best)
+    for budget in budgets:  # an exhausted space: every larger budget ends with the best found
+        scores.setdefault(budget, cache.score(best))
+    return Search(scores, wall, serial, asking / max(handed, 1))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("cache_dir")
-    parser.add_argument("--ranks", type=int, default=8)
-    parser.add_argument("--budgets", type=int, nargs="+", default=[20, 50, 100, 200, 400])
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--strategies", nargs="+", default=strategies.available())
-    args = parser.parse_args()
+def table(cache_dir: str, args: argparse.Namespace) -> None:
+    """The tables of one directory of caches: one per cache and the mean over them."""
     paths = sorted(p for pattern in ("*.json", "*.json.gz", "*.h5")
-                   for p in glob.glob(os.path.join(args.cache_dir, pattern)))
+                   for p in glob.glob(os.path.join(cache_dir, pattern)))
     if not paths:
-        sys.exit(f"no caches in {args.cache_dir}")
-    print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
-    print(f"ranks: {args.ranks}, repeats: {args.repeats} (seeds 0..{args.repeats - 1})\n")
-    started = time.perf_counter()
+        sys.exit(f"no caches in {cache_dir}")
+    print(f"## {cache_dir}\n")
     scores: dict[tuple[str, str, int], float] = {}
+    ratios: dict[str, list[float]] = {name: [] for name in args.strategies}
     for path in paths:
         cache = Replay.load(path)
         print(f"### {cache.name}: {len(cache.space)} configurations, "
@@ -103,24 +124,43 @@ def main() -> None:
               + f" | wall s @{args.budgets[-1]}, {args.ranks} ranks | 1 rank | ms per config asked |")
         print("|---" * (len(args.budgets) + 4) + "|")
         for name in args.strategies:
-            cells, wall, serial, spent = [], 0.0, 0.0, 0.0
+            runs = [replay(cache, name, seed, args.budgets, args.ranks) for seed in range(args.repeats)]
+            cells = []
             for budget in args.budgets:
-                t0 = time.perf_counter()
-                runs = [replay(cache, name, seed, budget, args.ranks) for seed in range(args.repeats)]
-                spent = (time.perf_counter() - t0) / (args.repeats * budget)
-                scores[cache.name, name, budget] = float(np.mean([r[0] for r in runs]))
+                scores[cache.name, name, budget] = float(np.mean([r.scores[budget] for r in runs]))
                 cells.append(f"{scores[cache.name, name, budget]:.3f}")
-                wall, serial = np.mean([r[1] for r in runs]), np.mean([r[2] for r in runs])
-            print(f"| {name} | " + " | ".join(cells) + f" | {wall:.0f} | {serial:.0f} | {spent * 1e3:.2f} |")
+            wall, serial = np.mean([r.wall_s for r in runs]), np.mean([r.serial_s for r in runs])
+            ratios[name].append(wall / serial)
+            ask_ms = np.mean([r.ask_s for r in runs]) * 1e3
+            print(f"| {name} | " + " | ".join(cells) + f" | {wall:.0f} | {serial:.0f} | {ask_ms:.2f} |")
         print()
     caches = sorted({c for c, _, _ in scores})
-    print(f"### mean score over {len(caches)} caches\n")
-    print("| strategy | " + " | ".join(f"{b}" for b in args.budgets) + " | mean |")
-    print("|---" * (len(args.budgets) + 2) + "|")
+    print(f"### mean score over {len(caches)} caches in {cache_dir}\n")
+    print("| strategy | " + " | ".join(f"{b}" for b in args.budgets)
+          + f" | mean | wall @{args.budgets[-1]}, {args.ranks} ranks / 1 rank (worst cache) |")
+    print("|---" * (len(args.budgets) + 3) + "|")
     for name in args.strategies:
         means = [np.mean([scores[c, name, b] for c in caches]) for b in args.budgets]
-        print(f"| {name} | " + " | ".join(f"{m:.3f}" for m in means) + f" | {np.mean(means):.3f} |")
-    print(f"\n({time.perf_counter() - started:.0f} s)")
+        print(f"| {name} | " + " | ".join(f"{m:.3f}" for m in means)
+              + f" | {np.mean(means):.3f} | {max(ratios[name]):.3f} |")
+    print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("cache_dirs", nargs="+", help="one set of tables per directory")
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--budgets", type=int, nargs="+", default=[20, 50, 100, 200, 400])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--strategies", nargs="+", default=strategies.available())
+    args = parser.parse_args()
+    args.budgets = sorted(args.budgets)
+    print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
+    print(f"ranks: {args.ranks}, repeats: {args.repeats} (seeds 0..{args.repeats - 1})\n")
+    started = time.perf_counter()
+    for cache_dir in args.cache_dirs:
+        table(cache_dir, args)
+    print(f"({time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import Strategy
 
 # The name a spec gives as ``strategy`` = the module that implements it.
-REGISTERED = ("bayes_opt", "brute_force", "differential_evolution", "genetic_algorithm", "greedy_ils", "pso",
-              "random_sample", "simulated_annealing")
+REGISTERED = ("bayes_opt", "brute_force", "differential_evolution", "genetic_algorithm", "greedy_ils", "portfolio",
+              "pso", "random_sample", "simulated_annealing")
 # Kernel Tuner's strategy names that differ from ours for the same kind of search.
 KERNEL_TUNER_STRATEGIES = {"diff_evo": "differential_evolution"}
 # Per strategy, Kernel Tuner's option names that mean what ours mean (same role, same scale).

@@ -1,0 +1,124 @@
+"""A portfolio: a surrogate model while evaluations are few, a genetic algorithm once they are many.
+
+Replaying real kernel spaces (docs/strategies.md) showed the two regimes: with a few batches a
+model of the times finds good configurations sooner than any population (it learns from every
+result, where a population has barely bred), and with hundreds of results the steady-state
+genetic algorithm closes in on the optimum more surely than the model, whose smooth surface
+misses the last rugged percent. So the first batch is the shared space-filling design, then
+batches come from the surrogate (``surrogate``: a Gaussian process with one length scale per
+parameter, expected improvement times the chance to be valid, a constant liar for the batch)
+until ``switch`` results are in, then from ``genetic_algorithm``, whose elite is by then the
+best of everything the model found. Both parts are told every result, and each marks what the
+other hands out as seen, so neither ever repeats a configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies import surrogate
+from mpitune.strategies.base import MIN_DESIGN, Strategy, integer_option, number_option
+from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
+
+try:  # optional (it comes with scikit-learn): one BLAS thread while asking, as bayes_opt does
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover - then BLAS uses its own default
+    threadpool_limits = None
+
+SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candidates
+REFIT_GROWTH = 1.25  # the length scales are refitted when the results grew by a quarter
+
+
+class Portfolio(Strategy):
+    def __init__(self, space: SearchSpace, seed: int, switch: int, model_share: float, candidates: int,
+                 max_observations: int, exploration: float, population: int):
+        super().__init__(space, seed)
+        self.switch = switch
+        self.model_share = model_share
+        self.modelled: set[int] = set()  # ids the model proposed: the breeder is not told them
+        self.candidates = candidates
+        self.max_observations = max_observations
+        self.exploration = exploration
+        self.rng = np.random.default_rng(seed)
+        self.breeder = GeneticAlgorithm(space, seed, population, 0.1, 0.9)
+        self._scales: np.ndarray | None = None
+        self._scales_fitted_on = 0
+
+    def ask(self, n: int) -> list[int]:
+        if len(self.values) < MIN_DESIGN:
+            batch = self.space_filling(n)
+        else:
+            modelled = round(n * self.model_share) if len(self.values) < self.switch else 0
+            with threadpool_limits(1) if threadpool_limits is not None else contextlib.nullcontext():
+                batch = self._model_batch(modelled) if modelled else []
+            self.modelled.update(batch)
+            self.breeder.mark_seen(batch)
+            batch += self.mark_seen(self.breeder.ask(n - len(batch)))
+        self.breeder.mark_seen(batch)
+        return batch
+
+    def tell(self, results: Iterable[Result]) -> None:
+        results = list(results)
+        super().tell(results)
+        self.breeder.tell([r for r in results if r.config_id not in self.modelled])
+
+    def _model_batch(self, n: int) -> list[int]:
+        observed = self._observations()
+        values = np.array([self.values[i] for i in observed])
+        ok = np.isfinite(values)
+        cand = self._candidates()
+        if ok.sum() < 2 or not len(cand):
+            return self.space_filling(n)
+        unit = self.space.unit_coordinates
+        x_all = unit(observed)
+        logs = np.log(np.maximum(values[ok], 1e-12))
+        y = (logs - logs.mean()) / (logs.std() or 1.0)
+        x = x_all[ok]
+        if self._scales is None or len(self.values) >= REFIT_GROWTH * self._scales_fitted_on:
+            self._scales = surrogate.fit_scales(x, y, self._scales)
+            self._scales_fitted_on = len(self.values)
+        fit = surrogate.condition(x, y, self._scales)
+        cand_x = unit(cand)
+        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, self._scales)
+        picks = surrogate.choose_batch(fit, cand_x, n, self.exploration, feasible)
+        batch = self.mark_seen([int(cand[j]) for j in picks])
+        return batch + self.random_unseen(n - len(batch))
+
+    def _observations(self) -> np.ndarray:
+        """What the model learns from: everything, or the best half of ``max_observations``
+        plus a seeded random share of the rest, to bound the cubic cost of a fit."""
+        ranked = self.best(len(self.values))
+        if len(ranked) <= self.max_observations:
+            return np.array(ranked)
+        keep = self.max_observations // 2
+        rest = self.rng.choice(ranked[keep:], self.max_observations - keep, replace=False)
+        return np.concatenate([ranked[:keep], rest])
+
+    def _candidates(self) -> np.ndarray:
+        """The unseen neighbours of the best few results (the trust region where improvements
+        usually are) and a seeded random sample of the rest of the unseen space."""
+        unseen = ~self.seen_mask()
+        near = [self.space.neighbours(i) for i in self.best(SEEDS_FOR_NEIGHBOURS)]
+        close = np.unique(np.concatenate(near)) if near else np.empty(0, dtype=np.int64)
+        close = close[unseen[close]]
+        unseen[close] = False
+        rest = np.flatnonzero(unseen)
+        take = max(0, self.candidates - len(close))
+        if len(rest) > take:
+            rest = np.sort(self.rng.choice(rest, take, replace=False))
+        return np.concatenate([close, rest]).astype(np.int64)
+
+
+def create(space: SearchSpace, seed: int, switch: int = 150, model_share: float = 0.5, candidates: int = 1000,
+           max_observations: int = 250, exploration: float = 0.01, population: int = 20) -> Strategy:
+    return Portfolio(space, seed, integer_option("switch", switch, 0, 10**9),
+                     number_option("model_share", model_share, 0, 1),
+                     integer_option("candidates", candidates, 1, 10**7),
+                     integer_option("max_observations", max_observations, 2, 10**5),
+                     number_option("exploration", exploration, 0, 10),
+                     integer_option("population", population, 2, 10**6))
