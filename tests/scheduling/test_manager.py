@@ -269,3 +269,15 @@ def test_rank_zero_and_a_rank_need_no_mpi():
     out = subprocess.run([sys.executable, "-c", code], env=mpi_env(), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_orders_carry_the_race_with_the_best_median_and_none_when_racing_is_off(tmp_path):
+    ranks = Ranks(tmp_path, 2)
+    manager = ranks.open()
+    assert ranks.round(manager) is None
+    assert all(o.race is not None and o.race.best_ms == float("inf") for o in ranks.orders[0])
+    best = min(r.time_ms for r in manager.cache.recorded() if r.ok and not r.raced)
+    assert all(o.race is not None and o.race.best_ms == best for o in manager.next_orders())
+    (tmp_path / "off").mkdir()
+    off = Ranks(tmp_path / "off", 2, racing=False)
+    assert all(o.race is None for o in off.open().next_orders())

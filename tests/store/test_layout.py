@@ -9,8 +9,8 @@ import numpy as np
 from conftest import IDENTITY, PARAMS, info
 
 from mpitune.model.result import Result
-from mpitune.offline import analysis, report
 from mpitune.model.timeline import PhaseRow
+from mpitune.offline import analysis, report
 from mpitune.store.cache import Cache, problem_hash
 from mpitune.store.reader import read
 
