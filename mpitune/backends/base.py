@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpitune.model.kernel_extras import Derived
+from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import Timeline
 
@@ -49,9 +50,12 @@ class Backend:
     """One device, owned by one rank.
 
     ``prepare`` runs once per run (upload arguments, find the device); ``run`` compiles,
-    warms up, verifies and times one configuration and never raises for a bad
-    configuration: failures come back as a ``Result`` status. Work is recorded as phases
-    on the timeline it is given, which also fills ``compile_s``/``verify_s``/``benchmark_s``.
+    verifies and times one configuration and never raises for a bad configuration: failures
+    come back as a ``Result`` status. A configuration costs 1 + ``iterations`` launches: the
+    first, on freshly reset outputs, is the one verified and is also the untimed warm-up; with
+    a ``race``, timing stops early for a configuration that is clearly slower than the best
+    (model/racing.py). Work is recorded as phases on the timeline it is given, which also
+    fills ``compile_s``/``verify_s``/``benchmark_s``.
     """
 
     device_name: str = "unknown"  # the model: part of what defines a problem's results
@@ -79,9 +83,10 @@ class Backend:
         return None
 
     def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None) -> Result:
+            compiled: Compiled | None = None, race: Race | None = None) -> Result:
         """Measure one configuration; ``compiled`` is its kernel compiled ahead elsewhere
-        (None: compile it here), ``derived`` what rank 0 resolved for it (kernel_extras.py)."""
+        (None: compile it here), ``derived`` what rank 0 resolved for it (kernel_extras.py),
+        ``race`` what its timing races against (None: every iteration is timed)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -95,6 +100,17 @@ def shorten(text: str, max_lines: int = 12, max_chars: int = 2000) -> str:
     if len(lines) > max_lines:
         short += f"\n... ({len(lines) - max_lines} more lines)"
     return short[:max_chars]
+
+
+def timed_launches(launch_ms: Callable[[], float], iterations: int, race: Race | None) -> tuple[list[float], bool]:
+    """Up to ``iterations`` timings of ``launch_ms`` (one launch, its time in ms) and whether the
+    race stopped them early; a configuration that lost on its last launch got them all."""
+    times: list[float] = []
+    while len(times) < iterations:
+        times.append(launch_ms())
+        if race is not None and len(times) < iterations and race.lost(times):
+            return times, True
+    return times, False
 
 
 def median_ms(times_ms: list[float]) -> float:

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed
+from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.compare import mismatch
 from mpitune.model.kernel_extras import Derived
+from mpitune.model.racing import Race
 from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from mpitune.model.timeline import Timeline
 
@@ -101,7 +102,7 @@ class CBackend(Backend):
                 for a, ctype in zip(arrays, self.argtypes)]
 
     def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None) -> Result:
+            compiled: Compiled | None = None, race: Race | None = None) -> Result:
         result = Result(config_id=config_id, status=OK)
         ahead_s = 0.0 if compiled is None else compiled.compile_s  # spent elsewhere, before this
         with timeline.phase("compile", config_id) as t:
@@ -123,14 +124,15 @@ class CBackend(Backend):
             return result
         fn.argtypes, fn.restype = self.argtypes, None
         try:
-            self._verify_and_time(fn, result, timeline)
+            self._verify_and_time(fn, result, timeline, race)
         finally:
             _unload(lib)
         return result
 
-    def _verify_and_time(self, fn, result: Result, timeline: Timeline) -> None:
+    def _verify_and_time(self, fn, result: Result, timeline: Timeline, race: Race | None) -> None:
         # Fresh copies of the arguments: a configuration that writes nothing cannot pass
-        # on the output a previous configuration left behind. This call is also the warm-up.
+        # on the output a previous configuration left behind. This call is also the warm-up:
+        # there is no other untimed launch.
         with timeline.phase("verify", result.config_id) as t:
             arrays = [a.copy() for a in self.problem.arguments]
             args = self._call_args(arrays)
@@ -147,12 +149,13 @@ class CBackend(Backend):
         if result.error:
             result.status = VERIFY_FAILED
             return
+        def launch_ms() -> float:
+            start = time.perf_counter_ns()
+            fn(*args)
+            return (time.perf_counter_ns() - start) / 1e6
+
         with timeline.phase("benchmark", result.config_id) as t:
-            times = []
-            for _ in range(self.problem.iterations):
-                start = time.perf_counter_ns()
-                fn(*args)
-                times.append((time.perf_counter_ns() - start) / 1e6)
+            times, result.raced = timed_launches(launch_ms, self.problem.iterations, race)
         result.benchmark_s = t.elapsed_s
         result.times_ms = times
         result.time_ms = median_ms(times)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-from mpitune.backends.base import Backend
+from mpitune.backends.base import Backend, median_ms, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
+from mpitune.model.racing import Race
 from mpitune.model.result import COMPILE_ERROR, INVALID, OK, Result
 from mpitune.model.timeline import Timeline
 from mpitune.store import measured
@@ -24,7 +25,10 @@ class ReplayBackend(Backend):
         self.lookup = data.lookup()
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
 
-    def run(self, config_id: int, config: dict, timeline: Timeline, derived=None, compiled=None) -> Result:
+    def run(self, config_id: int, config: dict, timeline: Timeline, derived=None, compiled=None,
+            race: Race | None = None) -> Result:
+        """The recorded outcome; with a ``race``, the recorded launches are raced in the order they
+        were timed and only the benchmark time of the launches made is spent."""
         m = self.lookup.get(tuple(config[n] for n in self.names))
         if m is None:
             return Result(config_id, INVALID, error="not in the measured data")
@@ -33,13 +37,19 @@ class ReplayBackend(Backend):
             timeline.clock.advance(m.compile_s)
         if m.status == COMPILE_ERROR:
             return result
+        benchmark_s = m.benchmark_s
+        if m.status == OK:
+            recorded = iter(m.times_ms)
+            times, result.raced = timed_launches(lambda: next(recorded), len(m.times_ms), race)
+            result.time_ms, result.times_ms = (median_ms(times), times) if result.raced else (m.time_ms, times)
+            # A raced configuration gets no observation window either (as on a GPU).
+            result.observed = {} if result.raced else dict(m.observed)
+            benchmark_s *= len(times) / len(m.times_ms) if m.times_ms else 1.0
         with timeline.phase("verify", config_id):
             timeline.clock.advance(m.verify_s)
         with timeline.phase("benchmark", config_id):
-            timeline.clock.advance(m.benchmark_s)
-        result.verify_s, result.benchmark_s = m.verify_s, m.benchmark_s
-        if m.status == OK:
-            result.time_ms, result.times_ms, result.observed = m.time_ms, list(m.times_ms), dict(m.observed)
+            timeline.clock.advance(benchmark_s)
+        result.verify_s, result.benchmark_s = m.verify_s, benchmark_s
         return result
 
 

@@ -97,6 +97,8 @@ class RunSettings:
     batch_size: int | None = None
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
+    # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.
+    racing: bool = True
     # Processes per rank that compile configurations ahead while the device measures
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
     compile_workers: int | None = None

@@ -27,6 +27,9 @@ class Result:
     verify_s: float = 0.0
     benchmark_s: float = 0.0
     error: str = ""
+    # Stopped by racing (model/racing.py) before ``iterations`` timed launches: ``times_ms`` holds
+    # the launches it got, and its status stays ok.
+    raced: bool = False
     # What the backend observed besides time (power, energy, clocks), by the names the
     # problem declares in ``observed_names``; missing names are NaN in the file.
     observed: dict[str, float] = field(default_factory=dict)

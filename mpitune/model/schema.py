@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: results gained launches and raced, the file its asks (asked, searches); version 1 reads
 SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
 ITERATIONS = "iterations"
@@ -33,6 +33,8 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     Column("compile_s", "f8", "compiling, s"),
     Column("verify_s", "f8", "the verified (and warm-up) launch, s"),
     Column("benchmark_s", "f8", "the timed launches, s"),
+    Column("launches", "i4", "timed launches it got: iterations, or fewer when raced"),
+    Column("raced", "i1", "1 when racing stopped its timing early (a clearly slower configuration)"),
     Column("run", "i4", "which run (row of runs) measured it"),
     Column("batch", "i8", "which batch of that run"),
     Column("rank", "i4", "which rank measured it"),

@@ -22,6 +22,7 @@ from mpitune.backends.base import Backend, Compiled, Compiler
 from mpitune.errors import UserError
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.problem import Problem
+from mpitune.model.racing import Race
 from mpitune.model.result import RUNTIME_ERROR, TIMEOUT, Result
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.supervisor import EXIT_CODE_S, SPAWN, Death, Hang, Patience, Supervisor
@@ -57,6 +58,7 @@ class Measure:
     config: dict
     derived: Derived | None
     compiled: Compiled | None
+    race: Race | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,8 @@ def _serve(conn: Connection, problem: Problem, workdir: str, origin: float, loca
             return
         if isinstance(message, Stop):
             break
-        result = backend.run(message.config_id, message.config, timeline, message.derived, message.compiled)
+        result = backend.run(message.config_id, message.config, timeline, message.derived, message.compiled,
+                             message.race)
         conn.send(Measured(result, timeline.take(), backend.fatal_error))
         if backend.fatal_error:
             return  # its context is gone: the rank starts a fresh worker
@@ -142,10 +145,10 @@ class IsolatedBackend(Backend):
         return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(self.config_s))
 
     def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None) -> Result:
+            compiled: Compiled | None = None, race: Race | None = None) -> Result:
         deadline_s = self.deadline_s()
         start_s = self.clock.now()
-        self.conn.send(Measure(config_id, config, derived, compiled))
+        self.conn.send(Measure(config_id, config, derived, compiled, race))
         try:
             measured: Measured = self.worker.receive(self.conn, Patience(deadline_s))
         except Hang:

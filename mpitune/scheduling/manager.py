@@ -17,7 +17,9 @@ import numpy as np
 
 from mpitune import strategies
 from mpitune.model.kernel_extras import Derived
+from mpitune.model.objective import TIME
 from mpitune.model.problem import Problem, RunSettings
+from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
@@ -70,6 +72,7 @@ class Manager:
         self.known = len(known)
         self.best: Result | None = None
         self._update_best(known)
+        self.race = self._start_race(known)
         self._resume_strategy(known)
 
     @property
@@ -137,7 +140,7 @@ class Manager:
         upcoming = deal(self.strategy.upcoming(self._next_size()), self.ranks, self.batch + 1)
         try:
             return [Order(now_s, self.batch, chunk, derived=self.derive(chunk), upcoming=next_chunk,
-                          upcoming_derived=self.derive(next_chunk))
+                          upcoming_derived=self.derive(next_chunk), race=self.race)
                     for chunk, next_chunk in zip(chunks, upcoming)]
         except ValueError as exc:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
@@ -180,6 +183,20 @@ class Manager:
     def tell(self, results: list[Result]) -> None:
         self.strategy.tell(results)
         self._update_best(results)
+        if self.race is not None:
+            self.race = self.race.seen(results)
+
+    def _start_race(self, known: list[Result]) -> Race | None:
+        """What the ranks race against, from what the file already holds; None when racing is off.
+        Only the kernel time can be raced: a metric is the spec's function, evaluated on rank 0
+        alone and not necessarily monotonic in time (GFLOP/s of work that depends on the
+        configuration), and an observed value (energy) is not what the launches time."""
+        if not self.settings.racing:
+            return None
+        if self.objective.name != TIME or self.objective.higher_is_better:
+            log.info("racing is off: the objective is %s, not the kernel time", self.objective.name)
+            return None
+        return Race().seen(known)
 
     def _update_best(self, results: list[Result]) -> None:
         for r in results:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR
 from mpitune.model.kernel_extras import Derived
+from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
 
@@ -48,6 +49,9 @@ class Order:
     derived: list[Derived] | None = None  # per id, what rank 0 resolved (kernel_extras.py)
     upcoming: list[int] = field(default_factory=list)  # this rank's likely next chunk, to compile ahead
     upcoming_derived: list[Derived] | None = None
+    # The best median known and the run's noise ratio, to race against (model/racing.py);
+    # None when racing is off: turned off in the spec, or an objective other than time.
+    race: Race | None = None
 
 
 @dataclass

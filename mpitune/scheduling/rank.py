@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from mpitune.backends.base import Backend
 from mpitune.model.kernel_extras import Derived
+from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Timeline
@@ -18,13 +19,14 @@ def serve(order: Order, backend: Backend, space: SearchSpace, rank: int, timelin
     """Carry out one order (not a stop): measure the chunk, and report it with the phases
     recorded since the last report and this rank's clock."""
     results = run_chunk(backend, space, order.ids, rank, order.batch, timeline, order.derived, ahead,
-                        order.upcoming, order.upcoming_derived)
+                        order.upcoming, order.upcoming_derived, order.race)
     return Report(results, timeline.take(), timeline.clock.now(), backend.fatal_error)
 
 
 def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], rank: int, batch: int,
               timeline: Timeline, derived: Sequence[Derived] | None = None, ahead: CompileAhead | None = None,
-              upcoming: Sequence[int] = (), upcoming_derived: Sequence[Derived] | None = None) -> list[Result]:
+              upcoming: Sequence[int] = (), upcoming_derived: Sequence[Derived] | None = None,
+              race: Race | None = None) -> list[Result]:
     """Measure each configuration in turn; failures are statuses, never exceptions.
 
     With compile workers (``ahead``), the whole chunk, then the ``upcoming`` chunk this rank
@@ -34,6 +36,9 @@ def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], r
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what
     it measured so far is returned, and nothing after it is trusted.
+
+    With a ``race`` (None: racing is off), each configuration races against the best known at
+    rank 0 when the batch was dealt and the ones this rank has measured since.
     """
     timeline.batch = batch
     items = _items(space, config_ids, derived)
@@ -50,7 +55,9 @@ def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], r
             row = ahead.row(compiled, batch)
             if row is not None:
                 timeline.extend([row])
-        result = backend.run(config_id, config, timeline, extra, compiled)
+        result = backend.run(config_id, config, timeline, extra, compiled, race)
+        if race is not None:
+            race = race.seen([result])
         result.rank, result.batch = rank, batch
         result.started_s, result.finished_s = started_s, timeline.clock.now()
         results.append(result)

@@ -22,6 +22,8 @@ DEFAULTS: dict[str, Any] = {
     "strategy": None, "strategy_options": None, "cache": None, "simulation_mode": False,
     "timeout_s": None, "compile_workers": None, "metrics": None, "objective_higher_is_better": False,
     "defines": None, "smem_args": None, "cmem_args": None, "observers": None, "seed": None,
+    # mpitune's own: stop timing clearly slower configurations early (docs/spec.md).
+    "racing": True,
 }
 # Every name a spec may set; others close to one of these are taken for misspellings.
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED

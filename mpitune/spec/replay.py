@@ -47,7 +47,7 @@ ReadMeasured = Callable[[str], MeasuredSpace]
 
 
 def replay_problem(data: MeasuredSpace, overrides: Overrides, strategy: str | None = None,
-                   strategy_options: Any = None) -> tuple[Problem, RunSettings]:
+                   strategy_options: Any = None, racing: Any = True) -> tuple[Problem, RunSettings]:
     """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5."""
     check = Checker(data.source)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
@@ -59,7 +59,7 @@ def replay_problem(data: MeasuredSpace, overrides: Overrides, strategy: str | No
                       replay_source=os.path.abspath(data.source), configs=data.configs)
     name = Path(data.source).name.split(".")[0]
     search = SearchFields(strategy=strategy, strategy_options=strategy_options,
-                          cache=overrides.cache_path or f"{name}.replay.h5")
+                          cache=overrides.cache_path or f"{name}.replay.h5", racing=racing)
     return problem, run_settings(check, search, overrides)
 
 
@@ -76,7 +76,7 @@ def simulation(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, 
         check.fail("cache", f"file {spec['cache']!r} not found")
     output = overrides.cache_path or Path(check.path).stem + ".replay.h5"
     problem, settings = replay_problem(read_measured(source), replace(overrides, cache_path=output),
-                                       spec["strategy"], spec["strategy_options"])
+                                       spec["strategy"], spec["strategy_options"], spec["racing"])
     problem.spec_path = check.path
     problem.restrictions = fields.restrictions(check, spec["restrictions"], list(problem.tune_params))
     metrics.attach(check, spec, namespace, problem)

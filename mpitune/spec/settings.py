@@ -35,6 +35,7 @@ class Overrides:
     stop_file: str = ""
     allow_mixed_devices: bool = False
     isolate: bool = True
+    racing: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,12 @@ class SearchFields:
     seed: Any = None
     compile_workers: Any = None
     cache: Any = None
+    racing: Any = True
 
     @classmethod
     def of(cls, spec: dict[str, Any]) -> SearchFields:
         return cls(strategy=spec["strategy"], strategy_options=spec["strategy_options"], seed=spec["seed"],
-                   compile_workers=spec["compile_workers"], cache=spec["cache"])
+                   compile_workers=spec["compile_workers"], cache=spec["cache"], racing=spec["racing"])
 
 
 def default_strategy(has_budget: bool) -> str:
@@ -100,6 +102,10 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     workers = fields.compile_workers if overrides.compile_workers is None else overrides.compile_workers
     if workers is not None:
         settings.compile_workers = check.int_("compile_workers", workers, 0)
+    racing = fields.racing if overrides.racing is None else overrides.racing
+    if not isinstance(racing, bool):
+        check.fail("racing", f"must be True or False, got {racing!r}")
+    settings.racing = racing
     cache = overrides.cache_path or fields.cache
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")

@@ -184,11 +184,12 @@ class Cache:
     def recorded(self) -> list[Result]:
         """Every configuration measured in earlier runs, to tell the strategy on resume."""
         rows = self.results[...]
+        names = rows.dtype.names or ()
         observed = self.observed[...] if self.observed is not None else np.zeros((len(rows), 0))
         return [Result(config_id=int(r["config_id"]), status=r["status"].decode(errors="replace"),
                        time_ms=float(r["time_ms"]), times_ms=[float(t) for t in r["times_ms"] if not math.isnan(t)],
                        compile_s=float(r["compile_s"]), verify_s=float(r["verify_s"]),
-                       benchmark_s=float(r["benchmark_s"]),
+                       benchmark_s=float(r["benchmark_s"]), raced=bool(r["raced"]) if "raced" in names else False,
                        observed=dict(zip(self.observed_names, map(float, values))))
                 for r, values in zip(rows, observed)]
 
@@ -233,10 +234,14 @@ class Cache:
             times[: len(r.times_ms)] = r.times_ms[:iterations]
             params = tuple(text(config[n], dtype[n]) if isinstance(config[n], str) else config[n]
                            for n in self.tune_params)
-            rows[i] = ((r.config_id,) + params
-                       + (text(r.status, SHORT_TEXT), r.time_ms, times, r.compile_s, r.verify_s, r.benchmark_s,
-                          self.run, r.batch, r.rank, text(hosts[r.rank], NAME_TEXT),
-                          text(devices[r.rank], NAME_TEXT), r.started_s, r.finished_s, text(r.error, LONG_TEXT)))
+            by_name = dict(zip(("config_id", *self.tune_params), (r.config_id, *params)),
+                          status=text(r.status, SHORT_TEXT), time_ms=r.time_ms, times_ms=times,
+                          compile_s=r.compile_s, verify_s=r.verify_s, benchmark_s=r.benchmark_s,
+                          launches=len(r.times_ms), raced=int(r.raced), run=self.run, batch=r.batch, rank=r.rank,
+                          host=text(hosts[r.rank], NAME_TEXT), device=text(devices[r.rank], NAME_TEXT),
+                          started_s=r.started_s, finished_s=r.finished_s, error=text(r.error, LONG_TEXT))
+            # By name: a file of an older schema version lacks the newer columns and keeps its layout.
+            rows[i] = tuple(by_name[name] for name in dtype.names)
         _append(self.results, rows)
         for ds, names, values in ((self.metrics, self.objective.metric_names, [r.metrics for r in batch]),
                                   (self.observed, self.observed_names, [r.observed for r in batch])):

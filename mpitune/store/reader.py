@@ -71,7 +71,7 @@ def read(path: str) -> CacheData:
         with open_for_reading(path) as f:
             if "results" not in f:
                 raise UserError(f"{path} is not an mpitune cache (no results dataset)")
-            results = _decoded(f["results"][...])
+            results = with_defaults(_decoded(f["results"][...]))
             objective = json.loads(f.attrs["objective"]) if "objective" in f.attrs else Objective().record()
             metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
             return CacheData(
@@ -98,6 +98,24 @@ def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:
     values = f[name][...] if name in f else np.zeros((0, 0))
     out = np.full((n, columns), np.nan)
     out[: min(n, len(values))] = values[:n]
+    return out
+
+
+def with_defaults(results: np.ndarray) -> np.ndarray:
+    """The results of a file written before schema version 2 with its columns ``launches`` (the
+    timed launches it holds) and ``raced`` (0: racing did not exist): every consumer then sees
+    one set of columns."""
+    names = results.dtype.names or ()
+    if "launches" in names:
+        return results
+    at = names.index("benchmark_s") + 1
+    fields = [(n, results.dtype[n]) for n in names]
+    out = np.empty(results.shape, fields[:at] + [("launches", np.int32), ("raced", np.int8)] + fields[at:])
+    for name in names:
+        out[name] = results[name]
+    times = np.asarray(results["times_ms"], dtype=float).reshape(len(results), -1)
+    out["launches"] = np.count_nonzero(~np.isnan(times), axis=1)
+    out["raced"] = 0
     return out
 
 

@@ -235,9 +235,9 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
 
     source, out = write_measured(tmp_path / "measured.json"), tmp_path / "out.h5"
 
-    def load(cache_path: Path = out, **overrides):
-        return lambda: replay_problem(measured.load(str(source)), Overrides(cache_path=str(cache_path), **overrides),
-                                      "brute_force")
+    def load(cache_path: Path = out, **overrides):  # full timing: every configuration costs 0.5 s
+        given = Overrides(cache_path=str(cache_path), racing=False, **overrides)
+        return lambda: replay_problem(measured.load(str(source)), given, "brute_force")
 
     assert tune(load(max_fevals=10), "cmd", transport=LocalTransport()) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -263,3 +263,15 @@ def test_rank_zero_and_a_rank_need_no_mpi():
     modules = "mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, " \
               "mpitune.scheduling.transport"
     assert "mpi4py" not in heavy_imports(f"import {modules}")
+
+
+def test_orders_carry_the_race_with_the_best_median_and_none_when_racing_is_off(tmp_path):
+    ranks = Ranks(tmp_path, 2)
+    manager = ranks.open()
+    assert ranks.round(manager) is None
+    assert all(o.race is not None and o.race.best_ms == float("inf") for o in ranks.orders[0])
+    best = min(r.time_ms for r in manager.cache.recorded() if r.ok and not r.raced)
+    assert all(o.race is not None and o.race.best_ms == best for o in manager.next_orders())
+    (tmp_path / "off").mkdir()
+    off = Ranks(tmp_path / "off", 2, racing=False)
+    assert all(o.race is None for o in off.open().next_orders())

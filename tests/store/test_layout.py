@@ -1,5 +1,6 @@
-"""The layout of schema version 1, spelled out: files written before the schema module existed
-hold exactly these dtypes, and what the store writes today must equal them byte for byte."""
+"""The layouts of schema versions 1 and 2, spelled out: files written before the schema module
+existed hold exactly the dtypes of version 1, which must still read, resume and report; what the
+store writes today must equal version 2 byte for byte."""
 
 import json
 
@@ -9,6 +10,7 @@ from conftest import IDENTITY, PARAMS, info
 
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
+from mpitune.offline import analysis, report
 from mpitune.store.cache import Cache, problem_hash
 from mpitune.store.reader import read
 
@@ -27,10 +29,12 @@ RUNS_V1 = np.dtype([("run", np.int32), ("started_unix", np.float64), ("wall_s", 
 IN_FLIGHT_V1 = np.dtype([("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("config_id", np.int64)])
 RANKS_V1 = np.dtype([("run", np.int32), ("rank", np.int32), ("host", "S96"), ("device", "S96"),
                      ("device_detail", "S96"), ("pid", np.int64)])
+# Version 2: the results gained launches and raced (racing, model/racing.py) after benchmark_s.
+RESULTS_V2 = np.dtype(RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced", np.int8)] + RESULTS_V1.descr[10:])
 V1 = {"results": RESULTS_V1, "timeline": TIMELINE_V1, "runs": RUNS_V1, "in_flight": IN_FLIGHT_V1, "ranks": RANKS_V1}
 
 
-def test_the_store_writes_the_dtypes_of_schema_version_1(tmp_path):
+def test_the_store_writes_the_dtypes_of_schema_version_2(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), {**IDENTITY, "observed_names": ["power_w"]}, PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
@@ -39,8 +43,8 @@ def test_the_store_writes_the_dtypes_of_schema_version_1(tmp_path):
                  [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [(0, PhaseRow(0, 0, "compile", 0.0, 1.0))])
     cache.close()
     with h5py.File(path, "r") as f:
-        assert f.attrs["schema_version"] == 1
-        for name, dtype in V1.items():
+        assert f.attrs["schema_version"] == 2
+        for name, dtype in {**V1, "results": RESULTS_V2}.items():
             assert f[name].dtype == dtype, name
             assert f[name].dtype.itemsize == dtype.itemsize
         assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)
@@ -73,11 +77,20 @@ def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
     data = read(str(path))
     assert data.schema_version == 1 and data.objective.name == "time" and not data.objective.higher_is_better
     assert data.results["kind"][0] == "b" and data.results["time_ms"][0] == 2.5 and data.metrics.shape == (1, 0)
+    assert data.results["launches"].tolist() == [3] and data.results["raced"].tolist() == [0]  # the defaults
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
-    assert [(r.config_id, r.time_ms) for r in cache.recorded()] == [(7, 2.5)]
+    assert [(r.config_id, r.time_ms, r.raced) for r in cache.recorded()] == [(7, 2.5, False)]
     assert cache.start_run(info(), ["h"], ["d"], [1]) == 1
-    cache.append([Result(3, "ok", time_ms=1.0, rank=0)], [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [])
+    cache.append([Result(3, "ok", time_ms=1.0, times_ms=[1.0, 1.1], raced=True, rank=0)],
+                 [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [])
     cache.close()
-    assert read(str(path)).results["config_id"].tolist() == [7, 3]
-    with h5py.File(path, "r") as f:  # the history was added; the old datasets keep their filters
+    with h5py.File(path, "r") as f:  # resuming keeps the file's layout; the history was added
+        assert f["results"].dtype == RESULTS_V1
         assert "asked" in f and "searches" in f and not f["results"].fletcher32
+    data = read(str(path))
+    assert data.results["config_id"].tolist() == [7, 3]
+    assert data.results["launches"].tolist() == [3, 2] and data.results["raced"].tolist() == [0, 0]
+    summary = report.summarize(data)
+    assert summary["configs"] == 2 and summary["best"]["config"] == {"bs": 32, "kind": "a", "f": 0.5}
+    frame = analysis.frames(data).results
+    assert frame["launches"].tolist() == [3, 2] and frame["raced"].tolist() == [0, 0]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, median_ms, shorten
+from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed_launches
 from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_options
 from mpitune.backends.cupy.device_errors import (
     DeviceLostError,
@@ -31,6 +31,7 @@ from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.errors import UserError
 from mpitune.model.kernel_extras import Derived
+from mpitune.model.racing import Race
 from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
 from mpitune.model.timeline import Timeline
 
@@ -81,8 +82,11 @@ class CupyBackend(Backend):
 
     Arguments and answers are uploaded once in ``prepare``; each configuration is compiled
     (here or ahead, by ``NvrtcCompiler``), loaded, run once on freshly reset outputs
-    (verification, which doubles as the untimed warm-up), compared with the answers on the
-    GPU, and then timed ``iterations`` times with events on the backend's own stream.
+    (verification, which doubles as the untimed warm-up: there is no other), compared with the
+    answers on the GPU, and then timed ``iterations`` times with events on the backend's own
+    stream; 1 + ``iterations`` launches in all. With a race (model/racing.py) each timed launch
+    is waited for and checked, and a configuration clearly slower than the best stops early.
+    An NVML observer then adds its window of launches, except to a raced configuration.
     """
 
     def __init__(self, problem: Any, workdir: str, local_rank: int):
@@ -213,7 +217,7 @@ class CupyBackend(Backend):
     # -- once per configuration ------------------------------------------------------
 
     def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None) -> Result:
+            compiled: Compiled | None = None, race: Race | None = None) -> Result:
         if self.fatal_error:
             raise DeviceLostError(self.fatal_error)
         result = Result(config_id=config_id, status=OK)
@@ -233,8 +237,8 @@ class CupyBackend(Backend):
         try:
             if self._clocks is not None:
                 self._clocks.apply(config)
-            self._measure(kernel, grid, block, result, timeline)
-            if self._observer is not None and result.ok:
+            self._measure(kernel, grid, block, result, timeline, race)
+            if self._observer is not None and result.ok and not result.raced:
                 with timeline.phase("benchmark", config_id) as t:
                     result.observed = self._observe(kernel, grid, block, result.time_ms)
                 result.benchmark_s += t.elapsed_s
@@ -279,7 +283,8 @@ class CupyBackend(Backend):
                 return None, self.fatal_error
             return None, shorten(describe(exc))
 
-    def _measure(self, kernel: Any, grid: Dims, block: Dims, result: Result, timeline: Timeline) -> None:
+    def _measure(self, kernel: Any, grid: Dims, block: Dims, result: Result, timeline: Timeline,
+                 race: Race | None) -> None:
         """Verify (also the warm-up), then time; any failure becomes the result's status."""
         phase, failure, times = "verify", None, []
         with timeline.phase("verify", result.config_id) as t:
@@ -295,7 +300,10 @@ class CupyBackend(Backend):
             phase = "benchmark"
             with timeline.phase("benchmark", result.config_id) as t:
                 try:
-                    times = self._benchmark(kernel, grid, block)
+                    if race is None:
+                        times = self._benchmark(kernel, grid, block)
+                    else:
+                        times, result.raced = self._race(kernel, grid, block, race)
                 except Exception as exc:
                     failure = exc
             result.benchmark_s = t.elapsed_s
@@ -331,6 +339,20 @@ class CupyBackend(Backend):
             end.record(self.stream)
         self._ends[-1].synchronize()
         return [float(self.cp.cuda.get_elapsed_time(s, e)) for s, e in zip(self._starts, self._ends)]
+
+    def _race(self, kernel: Any, grid: Dims, block: Dims, race: Race) -> tuple[list[float], bool]:
+        """As ``_benchmark``, but each launch is waited for (one host round trip, some microseconds)
+        so that the race can stop the configuration before its next launch."""
+        start, end = self._starts[0], self._ends[0]
+
+        def launch_ms() -> float:
+            start.record(self.stream)
+            self._launch(kernel, grid, block)
+            end.record(self.stream)
+            end.synchronize()
+            return float(self.cp.cuda.get_elapsed_time(start, end))
+
+        return timed_launches(launch_ms, self.problem.iterations, race)
 
     # -- failures --------------------------------------------------------------------
 

@@ -1,0 +1,67 @@
+"""What one configuration costs on the C backend: the verified launch is the warm-up, then the
+timed ones, fewer when a race stops them; and dropping the separate warm-up leaves medians alone."""
+
+import numpy as np
+import pytest
+
+from mpitune.backends import c as cbackend
+from mpitune.model.racing import Race
+from mpitune.model.timeline import Timeline
+from mpitune.spec.load import load_names
+
+# Counts its calls in the test's own memory (the address travels as a 64-bit scalar) and
+# spins for WORK iterations so that its time is well above the timer's resolution.
+SOURCE = r"""
+void tick(float *y, long long counter, int n)
+{
+    volatile float acc = 0.0f;
+    *(int *)counter += 1;
+    for (int i = 0; i < WORK; i++)
+        acc += (float)i * 1e-9f;
+    for (int i = 0; i < n; i++)
+        y[i] = 1.0f;
+}
+"""
+
+
+def backend(tmp_path, counter: np.ndarray, iterations: int, work=(1000,)):
+    names = {"lang": "C", "kernel_name": "tick", "kernel_source": SOURCE, "tune_params": {"WORK": list(work)},
+             "arguments": [np.zeros(4, np.float32), np.int64(counter.ctypes.data), np.int32(4)],
+             "answer": [np.ones(4, np.float32), None, None], "iterations": iterations}
+    problem, _ = load_names(names, "test", str(tmp_path))
+    b = cbackend.create(problem, str(tmp_path), 0)
+    b.prepare()
+    return b
+
+
+def test_a_configuration_costs_one_verified_launch_and_the_timed_ones(tmp_path):
+    counter = np.zeros(1, np.int32)
+    r = backend(tmp_path, counter, iterations=5).run(0, {"WORK": 1000}, Timeline())
+    assert r.status == "ok", r.error
+    assert counter[0] == 1 + 5 and len(r.times_ms) == 5 and not r.raced
+
+
+def test_a_race_stops_a_slower_configuration_after_its_first_timed_launch(tmp_path):
+    counter = np.zeros(1, np.int32)
+    r = backend(tmp_path, counter, iterations=5).run(0, {"WORK": 1000}, Timeline(), race=Race(best_ms=1e-9))
+    assert r.status == "ok" and r.raced
+    assert counter[0] == 1 + 1 and len(r.times_ms) == 1 and r.time_ms == r.times_ms[0]
+    counter[0] = 0
+    kept = backend(tmp_path, counter, iterations=5).run(0, {"WORK": 1000}, Timeline(), race=Race(best_ms=1e9))
+    assert counter[0] == 6 and len(kept.times_ms) == 5 and not kept.raced
+
+
+def test_the_median_does_not_move_without_the_separate_warm_up(tmp_path):
+    """With a warm-up of its own (iterations + 1 timed, the first dropped) against the verified
+    launch as the warm-up, on fixed configurations, alternating so that load affects both alike."""
+    counter = np.zeros(1, np.int32)
+    n, work = 9, (200_000, 800_000)
+    with_warm_up = backend(tmp_path, counter, iterations=n + 1, work=work)
+    without = backend(tmp_path, counter, iterations=n, work=work)
+    for w in work:
+        medians: dict[str, list[float]] = {"with": [], "without": []}
+        for i in range(5):
+            r = with_warm_up.run(i, {"WORK": w}, Timeline())
+            medians["with"].append(float(np.median(r.times_ms[1:])))
+            medians["without"].append(without.run(i, {"WORK": w}, Timeline()).time_ms)
+        assert np.median(medians["without"]) == pytest.approx(np.median(medians["with"]), rel=0.15), medians

@@ -1,0 +1,42 @@
+"""On a GPU (skipped elsewhere): the verified launch is the only untimed one, a race stops a
+slower configuration, and medians of fixed configurations do not move without a separate warm-up."""
+
+import numpy as np
+import pytest
+from test_cupy import SPIN, measure, problem
+
+from mpitune.backends.cupy import create
+from mpitune.model.racing import Race
+from mpitune.model.timeline import Timeline
+
+COUNT = r"""
+extern "C" __global__ void count(int *calls) { if (threadIdx.x == 0) atomicAdd(calls, 1); }
+"""
+
+
+def test_a_configuration_costs_one_verified_launch_and_the_timed_ones(cp, tmp_path):
+    p = problem(COUNT, "count", [np.zeros(1, np.int32)], None, {"block_size_x": [32]}, (32,), iterations=5)
+    backend = create(p, str(tmp_path), 0)
+    backend.prepare()
+    try:
+        r = backend.run(0, {"block_size_x": 32}, Timeline())
+        assert r.status == "ok" and len(r.times_ms) == 5
+        assert int(backend._args[0].get()[0]) == 1 + 5  # reset before the verified launch
+        raced = backend.run(1, {"block_size_x": 32}, Timeline(), race=Race(best_ms=1e-9))
+        assert raced.raced and len(raced.times_ms) == 1 and int(backend._args[0].get()[0]) == 1 + 1
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("spin_ns", [200_000, 1_000_000])
+def test_the_median_does_not_move_without_the_separate_warm_up(cp, tmp_path, spin_ns):
+    config = {"SPIN_NS": spin_ns, "block_size_x": 32}
+    medians: dict[str, list[float]] = {"with": [], "without": []}
+    for _ in range(3):
+        for key, iterations in (("with", 8), ("without", 7)):
+            p = problem(SPIN, "spin", [np.zeros(1, np.int32)], [np.ones(1, np.int32)],
+                        {"SPIN_NS": [spin_ns], "block_size_x": [32]}, (32,), iterations=iterations)
+            (r,), _, _ = measure(p, [config], tmp_path)
+            assert r.status == "ok", r.error
+            medians[key].append(float(np.median(r.times_ms[1:] if key == "with" else r.times_ms)))
+    assert np.median(medians["without"]) == pytest.approx(np.median(medians["with"]), rel=0.02), medians
