@@ -108,7 +108,7 @@ def timed_launches(launch_ms: Callable[[], float], iterations: int, race: Race |
     times: list[float] = []
     while len(times) < iterations:
         times.append(launch_ms())
-        if race is not None and len(times) < iterations and race.lost(times):
+        if race is not None and len(times) < iterations and race.lost(times, iterations):
             return times, True
     return times, False
 

@@ -1,19 +1,19 @@
 """Racing: a configuration whose timed launches so far show it slower than the best known, by
 more than this run's noise allows, gets no more launches.
 
-The bound is safe by construction. A configuration is stopped after a timed launch when its
-fastest launch so far exceeds ``ratio`` x ``best_ms``, the best median known. ``ratio`` is the
-largest spread (slowest launch / median) of any fully timed configuration of the run, never
-below ``RATIO_FLOOR``. A configuration whose median is at most ``best_ms`` has every launch
-within ``ratio`` of its median unless its noise exceeds all the run has shown, so it is never
-stopped: the best configuration is the same as with full timing, and only configurations
-clearly slower than it lose launches. A raced configuration keeps status ``ok``; its median is
-that of the launches it got (at least ``ratio`` x the best), and ``Result.raced`` says so.
+The rule is exact. A configuration is stopped once more than half of its ``iterations`` launches
+have each taken longer than ``ratio`` x ``best_ms``, the best median known: its median over all
+``iterations`` launches would then exceed that bound too, whatever the launches it did not get
+would have taken, so it could not have been the best (``ratio`` >= 1). The best configuration
+is therefore the same as with full timing, even when one of its launches is slow (a cold cache,
+a busy core). ``ratio`` is the largest spread (slowest launch / median) of any fully timed
+configuration of the run, never below ``RATIO_FLOOR``, so that only configurations clearly
+slower than the best lose launches. A raced configuration keeps status ``ok``; its median is
+that of the launches it got (above ``ratio`` x the best), and ``Result.raced`` says so.
 
 Racing needs the objective to be the kernel time: only then is "slower than the best" a
 statement about the launches a rank sees (see the Manager, which turns it off otherwise).
 """
-
 from __future__ import annotations
 
 import math
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from mpitune.model.result import Result
 
-RATIO_FLOOR = 1.3  # below this a first launch's jitter on a busy device could stop a contender
+RATIO_FLOOR = 1.3  # configurations within this of the best always get every launch
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,11 @@ class Race:
     best_ms: float = math.inf
     ratio: float = RATIO_FLOOR
 
-    def lost(self, times_ms: Sequence[float]) -> bool:
-        """Whether timing should stop: the fastest launch so far is beyond what noise explains."""
-        return bool(times_ms) and min(times_ms) > self.ratio * self.best_ms
+    def lost(self, times_ms: Sequence[float], iterations: int) -> bool:
+        """Whether timing should stop: a majority of all ``iterations`` launches is already beyond
+        what noise explains, so the median of all of them would be too."""
+        bound = self.ratio * self.best_ms
+        return sum(t > bound for t in times_ms) > iterations // 2
 
     def seen(self, results: Iterable[Result]) -> Race:
         """This race after ``results``: fully timed configurations lower the best median and may
