@@ -148,6 +148,12 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
         return tuner.tune(load, command, debug=args.debug)
+    except KeyboardInterrupt:
+        # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
+        print(f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
+              f"(exit code {tuner.EXIT_INTERRUPTED})", file=sys.stderr, flush=True)
+        tuner.MPI.COMM_WORLD.Abort(tuner.EXIT_INTERRUPTED)
+        return tuner.EXIT_INTERRUPTED  # not reached
     except BaseException:
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.
