@@ -228,9 +228,6 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
     entries = list(doc["cache"].values())
     names = list(measured.tune_params)
     tune_params = measured.tune_params
-    for k, (name, values) in enumerate(tune_params.items()):  # values the header lacks
-        extra = {config[k] for config in measured.configs} - set(values)
-        tune_params[name] = list(values) + sorted(extra, key=str)
     space = SearchSpace.from_configs(tune_params, measured.configs)
     position = [{v: i for i, v in enumerate(values)} for values in tune_params.values()]
     ids = {tuple(int(i) for i in row): cid for cid, row in enumerate(space.indices)}
