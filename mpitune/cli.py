@@ -11,16 +11,19 @@ import argparse
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from mpitune import commands
-from mpitune.errors import EXIT_USER_ERROR, UserError
+from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import MeasuredSpace, replay_problem
 from mpitune.spec.settings import Overrides
 
+LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 
@@ -42,6 +45,8 @@ def _tune_parser() -> argparse.ArgumentParser:
         f"Tune the kernel described by SPEC on every MPI rank. Other verbs: {verbs}."))
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
     p.add_argument("--cache", metavar="PATH", help="HDF5 results file (default: SPEC's name with .h5, here)")
+    p.add_argument("--load-timeout", type=float, default=LOAD_TIMEOUT_S, metavar="S",
+                   help=f"give up when the spec takes longer than S seconds to load (default {LOAD_TIMEOUT_S:g})")
     _search_flags(p, "seconds")
     return p
 
@@ -97,7 +102,32 @@ def main(argv: list[str] | None = None) -> int:
         return _offline(argv[0], argv[1:])
     args = _tune_parser().parse_args(argv)
     overrides = _overrides(args, args.cache)
-    return _tune(args, argv, lambda: load_spec(args.spec, overrides, _read_measured))
+    return _tune(args, argv, lambda: _within(args.load_timeout, args.spec,
+                                             lambda: load_spec(args.spec, overrides, _read_measured)))
+
+
+class _LoadDeadline(BaseException):
+    """Raised by SIGALRM in whatever the spec was running; not an Exception, so that the spec's
+    own ``except Exception`` cannot swallow it."""
+
+
+def _within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSettings]]
+            ) -> tuple[Problem, RunSettings]:
+    """``load()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever
+    ends the job with one line rather than hold every rank until the job's time limit."""
+    def expired(signum, frame):
+        raise _LoadDeadline
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        return load()
+    except _LoadDeadline:
+        raise SpecError(os.path.abspath(spec), "loading", f"did not finish within {seconds:g} s (an endless "
+                                                          "loop?); --load-timeout S allows longer") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _overrides(args: argparse.Namespace, cache_path: str | None) -> Overrides:
@@ -147,7 +177,7 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     _setup_logging(args, rank)
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        return tuner.tune(load, command, debug=args.debug)
+        code = tuner.tune(load, command, debug=args.debug)
     except KeyboardInterrupt:
         # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
         print(f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
@@ -162,3 +192,18 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
         sys.stderr.flush()
         tuner.MPI.COMM_WORLD.Abort(1)
         return 1  # not reached
+    _leave_now_if_threads_linger(code, tuner.MPI)
+    return code
+
+
+def _leave_now_if_threads_linger(code: int, mpi) -> None:
+    """Everything is recorded by now; a thread the spec started (not a daemon) would keep the
+    process, and so the job, alive after it. Finish MPI and exit without waiting for it."""
+    lingering = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    if not lingering:
+        return
+    logging.getLogger("mpitune").warning("not waiting for thread(s) the spec started: %s", ", ".join(lingering))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mpi.Finalize()
+    os._exit(code)
