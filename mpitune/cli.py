@@ -22,6 +22,7 @@ from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import MeasuredSpace, replay_problem
 from mpitune.spec.settings import Overrides
+from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
 
 LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
@@ -157,6 +158,12 @@ def _offline(verb: str, argv: list[str]) -> int:
             raise
         print(f"mpitune: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except (OSError, RuntimeError) as exc:
+        failed_write = cannot_write(exc)
+        if failed_write is None or args.debug:
+            raise
+        print(f"mpitune: error: {failed_write}", file=sys.stderr)
+        return EXIT_CANNOT_WRITE
 
 
 def _calm_oversubscribed_mpich() -> None:
@@ -175,6 +182,7 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
 
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
+    sys.unraisablehook = _unraisable
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
         code = tuner.tune(load, command, debug=args.debug)
@@ -184,7 +192,13 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
               f"(exit code {tuner.EXIT_INTERRUPTED})", file=sys.stderr, flush=True)
         tuner.MPI.COMM_WORLD.Abort(tuner.EXIT_INTERRUPTED)
         return tuner.EXIT_INTERRUPTED  # not reached
-    except BaseException:
+    except BaseException as exc:
+        failed_write = cannot_write(exc)
+        if failed_write:  # a full disk, a read-only folder: every batch recorded before is on disk
+            print(f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
+                  f"same command again to resume (exit code {EXIT_CANNOT_WRITE})", file=sys.stderr, flush=True)
+            tuner.MPI.COMM_WORLD.Abort(EXIT_CANNOT_WRITE)
+            os._exit(EXIT_CANNOT_WRITE)  # should the abort return before the launcher ends this rank
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.
         logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank,
@@ -194,6 +208,15 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
         return 1  # not reached
     _leave_now_if_threads_linger(code, tuner.MPI)
     return code
+
+
+def _unraisable(unraisable) -> None:
+    """h5py's objects, freed after a failed write (a full disk), repeat the failure from their
+    destructors; that failure is reported once, in one line, so these go to the debug log."""
+    if cannot_write(unraisable.exc_value):
+        logging.getLogger("mpitune").debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
+    else:
+        sys.__unraisablehook__(unraisable)
 
 
 def _leave_now_if_threads_linger(code: int, mpi) -> None:

@@ -7,6 +7,7 @@ Repairs what a killed writer left (half-written rows of its last batch, a run st
 from __future__ import annotations
 
 import argparse
+import os
 
 HELP = "check a cache file's integrity, repair what a killed run left, say what was in flight"
 
@@ -19,7 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mpitune.store.integrity import inspect
 
-    found = inspect(args.cache, fix=not args.no_repair)
+    repair = not args.no_repair and _writable(args.cache)
+    if not args.no_repair and not repair:
+        print(f"{args.cache}: read-only here: checking without repairing")
+    found = inspect(args.cache, fix=repair)
     for line in found.repaired:
         print(f"repaired: {line}")
     if found.lost:
@@ -29,3 +33,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.cache}: {found.rows} configurations recorded, "
           f"{'sound' if not found.problems else f'{len(found.problems)} problem(s) that cannot be repaired'}")
     return 1 if found.problems else 0
+
+
+def _writable(path: str) -> bool:
+    """A repair rewrites the file and takes its lock beside it: both must be writable."""
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)

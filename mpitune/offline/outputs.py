@@ -3,12 +3,12 @@
 An output given as an input's path (or another path to the same file: a symlink, a hard link)
 would replace the data it was made from, so it is refused, comparing device and inode. Every
 output is written to a temporary file in its own folder and renamed into place, so a failure
-(a full disk, a bad value) leaves any earlier file of that name as it was.
+(a full disk, a bad value) leaves any earlier file of that name as it was; the system's refusal
+is raised as an ``OSError`` naming the output, which the command line reports in one line.
 """
 
 from __future__ import annotations
 
-import errno
 import gzip
 import os
 import tempfile
@@ -34,14 +34,6 @@ def refuse_inputs(out: str, *inputs: str) -> None:
             raise UserError(f"{out} is the input {given}; write the output to another file")
 
 
-def describe_os_error(path: str, exc: OSError) -> str:
-    """One line for what the system refused: a full disk, a read-only folder, no permission."""
-    reasons = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-               errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-               errno.EPERM: "permission denied"}
-    return f"{path}: cannot write: {reasons.get(exc.errno, exc.strerror or str(exc))}"
-
-
 @contextmanager
 def atomic_text(path: str) -> Iterator[IO[str]]:
     """A text file (gzipped when ``path`` ends in .gz) that appears at ``path`` only once complete."""
@@ -51,7 +43,7 @@ def atomic_text(path: str) -> Iterator[IO[str]]:
     try:
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise UserError(describe_os_error(path, exc)) from None
+        raise OSError(exc.errno, exc.strerror, path) from None  # named by its own path, not the temporary's
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # as open() would have made it, not mkstemp's 0600
         with os.fdopen(fd, "wb") as raw:
@@ -66,7 +58,7 @@ def atomic_text(path: str) -> Iterator[IO[str]]:
         os.replace(temp, path)
     except OSError as exc:
         os.unlink(temp)
-        raise UserError(describe_os_error(path, exc)) from None
+        raise OSError(exc.errno, exc.strerror, path) from None  # named by its own path, not the temporary's
     except BaseException:
         os.unlink(temp)
         raise
