@@ -13,16 +13,20 @@ import argparse
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from mpitune import __version__, commands
-from mpitune.errors import EXIT_USER_ERROR, UserError
+from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import MeasuredSpace, replay_problem
 from mpitune.spec.settings import Overrides
+from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
 
+LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
 _RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 
@@ -74,6 +78,8 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
     p.add_argument("--out", "--cache", dest="out", metavar="PATH",
                    help="HDF5 results file (default: SPEC's name with .h5, here; --cache is the older name)")
+    p.add_argument("--load-timeout", type=float, default=LOAD_TIMEOUT_S, metavar="S",
+                   help=f"give up when the spec takes longer than S seconds to load (default {LOAD_TIMEOUT_S:g})")
     _search_flags(p, "seconds")
     return p
 
@@ -137,7 +143,32 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         return _refuse(refusal)
     overrides = _overrides(args)
-    return _tune(args, argv, lambda: load_spec(args.spec, overrides, _read_measured))
+    return _tune(args, argv, lambda: _within(args.load_timeout, args.spec,
+                                             lambda: load_spec(args.spec, overrides, _read_measured)))
+
+
+class _LoadDeadline(BaseException):
+    """Raised by SIGALRM in whatever the spec was running; not an Exception, so that the spec's
+    own ``except Exception`` cannot swallow it."""
+
+
+def _within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSettings]]
+            ) -> tuple[Problem, RunSettings]:
+    """``load()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever
+    ends the job with one line rather than hold every rank until the job's time limit."""
+    def expired(signum, frame):
+        raise _LoadDeadline
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        return load()
+    except _LoadDeadline:
+        raise SpecError(os.path.abspath(spec), "loading", f"did not finish within {seconds:g} s (an endless "
+                                                          "loop?); --load-timeout S allows longer") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
@@ -205,6 +236,12 @@ def _offline(verb: str, argv: list[str]) -> int:
             raise
         print(f"mpitune: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except (OSError, RuntimeError) as exc:
+        failed_write = cannot_write(exc)
+        if failed_write is None or args.debug:
+            raise
+        print(f"mpitune: error: {failed_write}", file=sys.stderr)
+        return EXIT_CANNOT_WRITE
 
 
 def _calm_oversubscribed_mpich() -> None:
@@ -223,10 +260,23 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
 
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
+    sys.unraisablehook = _unraisable
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        return tuner.tune(load, command, debug=args.debug)
-    except BaseException:
+        code = tuner.tune(load, command, debug=args.debug)
+    except KeyboardInterrupt:
+        # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
+        print(f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
+              f"(exit code {tuner.EXIT_INTERRUPTED})", file=sys.stderr, flush=True)
+        tuner.MPI.COMM_WORLD.Abort(tuner.EXIT_INTERRUPTED)
+        return tuner.EXIT_INTERRUPTED  # not reached
+    except BaseException as exc:
+        failed_write = cannot_write(exc)
+        if failed_write:  # a full disk, a read-only folder: every batch recorded before is on disk
+            print(f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
+                  f"same command again to resume (exit code {EXIT_CANNOT_WRITE})", file=sys.stderr, flush=True)
+            tuner.MPI.COMM_WORLD.Abort(EXIT_CANNOT_WRITE)
+            os._exit(EXIT_CANNOT_WRITE)  # should the abort return before the launcher ends this rank
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.
         logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank,
@@ -234,3 +284,27 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
         sys.stderr.flush()
         tuner.MPI.COMM_WORLD.Abort(1)
         return 1  # not reached
+    _leave_now_if_threads_linger(code, tuner.MPI)
+    return code
+
+
+def _unraisable(unraisable) -> None:
+    """h5py's objects, freed after a failed write (a full disk), repeat the failure from their
+    destructors; that failure is reported once, in one line, so these go to the debug log."""
+    if cannot_write(unraisable.exc_value):
+        logging.getLogger("mpitune").debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
+    else:
+        sys.__unraisablehook__(unraisable)
+
+
+def _leave_now_if_threads_linger(code: int, mpi) -> None:
+    """Everything is recorded by now; a thread the spec started (not a daemon) would keep the
+    process, and so the job, alive after it. Finish MPI and exit without waiting for it."""
+    lingering = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    if not lingering:
+        return
+    logging.getLogger("mpitune").warning("not waiting for thread(s) the spec started: %s", ", ".join(lingering))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mpi.Finalize()
+    os._exit(code)

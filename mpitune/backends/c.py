@@ -11,6 +11,7 @@ import ctypes
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -72,11 +73,37 @@ class GccCompiler:
         lib = os.path.join(self.workdir, f"config{config_id}.so")
         defines = config if derived is None or derived.defines is None else derived.defines
         cmd = [*self.command, *(define(k, v) for k, v in defines.items()), "-o", lib, self.source_path]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = run_compiler(cmd)
         if proc.returncode != 0:
             return Compiled(config_id, status=COMPILE_ERROR,
                             error=shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}"))
         return Compiled(config_id, artifact=lib)
+
+
+def run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run the compiler in a process group of its own, which ends with the process that started it.
+
+    A compile that hangs (an ``#include`` of a FIFO) is ended by the worker's deadline, with
+    SIGKILL, which leaves no chance to clean up: gcc and the cc1 and as it started would live on.
+    So a small shell starts the compiler beside a watcher that holds the read end of a pipe whose
+    only write end this process holds; once this process is gone (killed, or exiting) the read
+    sees end-of-file and the watcher kills the whole group."""
+    read, write = os.pipe()
+    guard = ('exec 3<&0 </dev/null; "$@" 3<&- & c=$!; (read _ <&3; kill -KILL 0) >/dev/null 2>&1 & w=$!; '
+             'exec 3<&-; wait $c; rc=$?; kill $w 2>/dev/null; exit $rc')
+    try:  # the pipe is the shell's standard input, which only the watcher keeps
+        proc = subprocess.Popen(["/bin/sh", "-c", guard, "sh", *cmd], stdin=read, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    finally:
+        os.close(read)
+    try:
+        out, err = proc.communicate()
+    finally:
+        os.close(write)
+        if proc.poll() is None:  # interrupted here (an exception): end the group now
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 class CBackend(Backend):

@@ -9,6 +9,7 @@ what is readable into a new file in its place, keeping the damaged one beside it
 from __future__ import annotations
 
 import argparse
+import os
 
 from mpitune.errors import UserError
 
@@ -26,7 +27,10 @@ def run(args: argparse.Namespace) -> int:
     from mpitune.store.integrity import inspect
     from mpitune.store.salvage import salvage
 
-    found = inspect(args.cache, fix=not args.no_repair)
+    repair = not args.no_repair and _writable(args.cache)
+    if not args.no_repair and not repair:
+        print(f"{args.cache}: read-only here: checking without repairing")
+    found = inspect(args.cache, fix=repair)
     if found.problems and args.salvage:
         saved = salvage(args.cache)
         print(f"salvaged: {saved.rows} configuration(s) kept in {args.cache}, {saved.lost} row(s) unreadable; "
@@ -45,3 +49,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.cache}: {found.rows} configurations recorded, "
           f"{'sound once repaired' if pending else 'sound'}")
     return 1 if pending else 0
+
+
+def _writable(path: str) -> bool:
+    """A repair rewrites the file in place, and its partial copy goes beside it: both must be writable."""
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)

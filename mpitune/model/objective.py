@@ -118,7 +118,24 @@ class Objective:
             p[m.name] = result.metrics[m.name] = self._metric(m, p, config)
         result.objective = float(p[self.name]) if self.name in p else math.nan
         result.score = self.score(result.objective)
+        if math.isinf(result.score) and not math.isnan(result.objective):
+            self._unrankable(result.objective, config)
         return result
+
+    def _unrankable(self, value: float, config: Mapping[str, Any]) -> None:
+        """A configuration that ran and verified but whose objective cannot be ranked (infinite,
+        or not positive where higher is better, see ``score``) stays recorded with its status and
+        value, and cannot be the best; said once per run, as a run where every configuration is
+        like this would otherwise end with only "no configuration passed". (NaN, from a metric
+        that failed, was already warned of.)"""
+        if self._warned[f"objective {self.name}"]:
+            return
+        self._warned[f"objective {self.name}"] += 1
+        need = "a positive finite number" if self.higher_is_better else "a finite number"
+        log.warning("objective %r is %s for configuration %s: a %s objective must be %s to be ranked; such "
+                    "configurations are recorded (status ok, with the value) but cannot be the best; "
+                    "further ones are not reported", self.name, value, dict(config),
+                    "higher-is-better" if self.higher_is_better else "lower-is-better", need)
 
     def _metric(self, m: Metric, p: dict, config: Mapping[str, Any]) -> float:
         try:

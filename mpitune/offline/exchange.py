@@ -13,7 +13,6 @@ Units: Kernel Tuner's durations are in ms, mpitune's in s; kernel times are ms i
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -38,6 +37,7 @@ from mpitune.model.result import (
 )
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import PhaseRow
+from mpitune.offline.outputs import atomic_text, refuse_inputs
 from mpitune.store.cache import Cache, RunInfo
 from mpitune.store.measured import from_kt_document, read_kt_json
 from mpitune.store.reader import CacheData, read
@@ -129,23 +129,17 @@ def kt_document(data: CacheData) -> dict:
             "cache": cache}
 
 
-def _open_out(path: str):
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UserError(f"{path}: the folder {directory} does not exist")
-    return gzip.open(path, "wt", encoding="utf-8") if path.endswith(".gz") else open(path, "w", encoding="utf-8")
-
-
 def write_kt_json(doc: dict, path: str) -> None:
     """Laid out as Kernel Tuner writes its caches: the header, then one line per configuration."""
     entries = doc["cache"]
     header = json.dumps({**doc, "cache": {}}, indent="")[:-3]  # drop the closing "}\n}"
     body = ",".join("\n" + json.dumps({key: entry})[1:-1] for key, entry in entries.items())
-    with _open_out(path) as fh:
+    with atomic_text(path) as fh:
         fh.write(header + body + "}\n}\n")
 
 
 def export_kt_json(cache_path: str, out: str) -> int:
+    refuse_inputs(out, cache_path)
     doc = kt_document(read(cache_path))
     write_kt_json(doc, out)
     return len(doc["cache"])
@@ -179,8 +173,9 @@ def t4_document(data: CacheData) -> dict:
 
 
 def export_t4(cache_path: str, out: str) -> int:
+    refuse_inputs(out, cache_path)
     doc = t4_document(read(cache_path))
-    with _open_out(out) as fh:
+    with atomic_text(out) as fh:
         json.dump(doc, fh, indent=1)
         fh.write("\n")
     return len(doc["results"])
@@ -236,9 +231,6 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
     entries = list(doc["cache"].values())
     names = list(measured.tune_params)
     tune_params = measured.tune_params
-    for k, (name, values) in enumerate(tune_params.items()):  # values the header lacks
-        extra = {config[k] for config in measured.configs} - set(values)
-        tune_params[name] = list(values) + sorted(extra, key=str)
     space = SearchSpace.from_configs(tune_params, measured.configs)
     position = [{v: i for i, v in enumerate(values)} for values in tune_params.values()]
     ids = {tuple(int(i) for i in row): cid for cid, row in enumerate(space.indices)}

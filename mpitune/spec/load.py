@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import logging
 import os
 import runpy
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from mpitune.errors import SpecError
 from mpitune.model.problem import Problem, RunSettings
@@ -23,19 +25,59 @@ from mpitune.spec.kernel_tuner import DEFAULTS, KNOWN, UNSUPPORTED
 from mpitune.spec.replay import ReadMeasured, simulation
 from mpitune.spec.settings import Overrides, SearchFields, run_settings
 
+log = logging.getLogger(__name__)
+
 
 def read_spec_module(path: str) -> dict[str, Any]:
-    """Execute the spec file; any failure inside it is the spec's, reported with its line."""
+    """Execute the spec file; any failure inside it is the spec's, reported with its line.
+
+    A spec only defines names, so what would end or outlive the process is refused while it
+    loads: ``sys.exit`` and ``KeyboardInterrupt`` become the spec's error, ``os._exit``,
+    ``os.abort`` and ``os.fork`` raise instead of acting (a fork would run a second rank 0, or
+    hold the launch open until its child exits), and the working directory is put back, so
+    that a ``os.chdir`` in the spec cannot move the cache."""
     if not os.path.isfile(path):
         raise SpecError(path, "spec", "no such file")
+
+    def where(exc: BaseException) -> str:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        return f"line {frames[-1].lineno}" if frames else "while loading"
+
+    class Escape(BaseException):
+        """What a call that would leave the process raises instead, while the spec loads."""
+
+    def refuse(call: str) -> Callable[..., NoReturn]:
+        def refused(*args: Any) -> NoReturn:
+            raise Escape(f"calls {call}({', '.join(map(repr, args))}) while loading; a spec only defines names")
+        return refused
+
+    cwd = os.getcwd()
+    saved = {name: getattr(os, name) for name in ("_exit", "abort", "fork", "forkpty")}
+    for name in saved:
+        setattr(os, name, refuse(f"os.{name}"))
     try:
         return runpy.run_path(path, run_name="__mpitune_spec__")
     except SyntaxError as exc:
         raise SpecError(path, "syntax", f"line {exc.lineno}: {exc.msg}") from None
+    except SystemExit as exc:
+        raise SpecError(path, where(exc), f"calls sys.exit({exc.code!r}) while loading; a spec only defines "
+                                          "names") from None
+    except KeyboardInterrupt as exc:
+        raise SpecError(path, where(exc), "interrupted while loading") from None
+    except Escape as exc:
+        raise SpecError(path, where(exc), str(exc)) from None
     except Exception as exc:  # the user's code failed while defining the problem
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
-        where = f"line {frames[-1].lineno}" if frames else "while loading"
-        raise SpecError(path, where, " ".join(f"{type(exc).__name__}: {exc}".splitlines())) from None
+        raise SpecError(path, where(exc), " ".join(f"{type(exc).__name__}: {exc}".splitlines())) from None
+    finally:
+        for name, call in saved.items():
+            setattr(os, name, call)
+        try:
+            moved = os.getcwd() != cwd
+        except OSError:  # into a folder it then removed
+            moved = True
+        if moved:
+            log.warning("%s changed the working directory while loading; mpitune went back to %s", path, cwd)
+            os.chdir(cwd)
 
 
 def _misspellings(names: dict[str, Any], strict: bool) -> list[tuple[str, str | None]]:

@@ -23,10 +23,13 @@ import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.model.result import COMPILE_ERROR, INVALID, OK, RUNTIME_ERROR
+from mpitune.model.schema import RESERVED
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.
 KT_BOOKKEEPING = ("time", "times", "compile_time", "verification_time", "benchmark_time", "strategy_time",
                   "framework_time", "timestamp", "__error__", "mpitune_status")
+KT_DURATIONS = ("compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time")
+MAX_NAME = 64  # characters in a parameter's name: a column of the file, a name in restrictions
 KT_ERRORS = {"InvalidConfig": INVALID, "CompilationFailedConfig": COMPILE_ERROR,
              "RuntimeFailedConfig": RUNTIME_ERROR}
 
@@ -76,6 +79,8 @@ def read_kt_json(path: str) -> dict:
         raise UserError(f"{path}: cannot read: {exc}") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise UserError(f"{path}: not a Kernel Tuner cache (nested too deeply)") from None
     except json.JSONDecodeError:
         stripped = text.rstrip()
         if stripped.endswith(","):
@@ -117,22 +122,100 @@ def from_kt_document(path: str, doc: dict) -> MeasuredData:
     """A Kernel Tuner cache already parsed (they are large: parse once, use twice)."""
     if not isinstance(doc, dict) or "tune_params" not in doc or "cache" not in doc:
         raise UserError(f"{path}: not a Kernel Tuner cache (no tune_params or cache)")
-    names = doc.get("tune_params_keys") or list(doc["tune_params"])
-    tune_params = {n: list(doc["tune_params"][n]) for n in names}
+    tune_params = _checked_params(path, doc)
+    names = list(tune_params)
+    if not isinstance(doc["cache"], dict):
+        raise UserError(f"{path}: cache: must be an object of entries, not {type(doc['cache']).__name__}")
     configs, measurements, observed = [], [], {}
-    for entry in doc["cache"].values():
-        configs.append(tuple(entry[n] for n in names))
+    seen: dict[tuple, str] = {}
+    for key, entry in doc["cache"].items():
+        config = _checked_entry(path, key, entry, tune_params)
+        if config in seen:
+            raise UserError(f"{path}: entry {key!r}: the same configuration as entry {seen[config]!r}")
+        seen[config] = key
+        configs.append(config)
         measurements.append(_kt_measurement(entry))
         measurements[-1].observed = _kt_observed(entry, names)
         observed.update(dict.fromkeys(measurements[-1].observed))
     if not configs:
         raise UserError(f"{path}: the cache holds no configurations")
+    for k, (name, values) in enumerate(tune_params.items()):  # values entries have that the header lacks
+        extra = {config[k] for config in configs} - set(values)
+        tune_params[name] = list(values) + sorted(extra, key=str)
     size = doc.get("problem_size", [])
     return MeasuredData(source=path, kernel_name=str(doc.get("kernel_name", "")),
                         device_name=str(doc.get("device_name", "")),
                         problem_size=size if isinstance(size, list) else [size],
                         tune_params=tune_params, configs=configs, measurements=measurements,
                         observed_names=list(observed))
+
+
+def _checked_params(path: str, doc: dict) -> dict[str, list]:
+    """The header's parameters, held to the rules a spec's ``tune_params`` are (identifiers that
+    no result column shadows, lists of finite numbers or of strings, without repeats), so that
+    the file an import writes works with every verb; the first breach is one line."""
+    params = doc["tune_params"]
+    if not isinstance(params, dict) or not params:
+        raise UserError(f"{path}: tune_params: must be an object of parameter name -> list of values")
+    names = doc.get("tune_params_keys") or list(params)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or sorted(names) != sorted(params):
+        raise UserError(f"{path}: tune_params_keys: must list the names of tune_params")
+    result = {}
+    for name in names:
+        where = f"{path}: tune_params: parameter {name[:40]!r}{'...' if len(name) > 40 else ''}"
+        if not name.isidentifier() or len(name) > MAX_NAME:
+            raise UserError(f"{where}: a name must be an identifier of at most {MAX_NAME} characters")
+        if name in RESERVED:
+            raise UserError(f"{where}: the name is reserved for a result field")
+        values = params[name]
+        if not isinstance(values, list) or not values:
+            raise UserError(f"{where}: must be a non-empty list of values, not {type(values).__name__} {values!r}")
+        for value in values:
+            if _kind(value) is None:
+                raise UserError(f"{where}: value {value!r}: values must be finite numbers or strings")
+        if len({_kind(v) for v in values}) > 1:
+            raise UserError(f"{where}: mixes strings and numbers")
+        if len(set(values)) != len(values):
+            raise UserError(f"{where}: lists the value {next(v for v in values if values.count(v) > 1)!r} twice")
+        result[name] = values
+    return result
+
+
+def _checked_entry(path: str, key: str, entry, tune_params: dict[str, list]) -> tuple:
+    """One cache entry's configuration, once its values and numbers are of the kinds they must be."""
+    where = f"{path}: entry {str(key)[:60]!r}"
+    if not isinstance(entry, dict):
+        raise UserError(f"{where}: must be an object, not {type(entry).__name__}")
+    config = []
+    for name, values in tune_params.items():
+        if name not in entry:
+            raise UserError(f"{where}: has no value for parameter {name!r}")
+        value = entry[name]
+        if _kind(value) is None or _kind(value) != _kind(values[0]):
+            raise UserError(f"{where}: parameter {name!r} is {value!r}, not a value of the kind {values[:3]!r} are")
+        config.append(value)
+    for name in ("time", *KT_DURATIONS):
+        value = entry.get(name)
+        # A time may be Kernel Tuner's error marker (text); NaN and inf are failed times.
+        if not (value is None or (name == "time" and isinstance(value, str)) or _number(value)):
+            raise UserError(f"{where}: {name} is {value!r}, not a number")
+    times = entry.get("times", [])
+    if not isinstance(times, list) or any(_kind(t) is not float for t in times):
+        raise UserError(f"{where}: times must be a list of finite numbers")
+    return tuple(config)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value) -> type | None:
+    """``float`` for a finite number (bools are numbers, as in a spec), ``str`` for text, else None."""
+    if isinstance(value, str):
+        return str
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float
+    return None
 
 
 def _from_mpitune(path: str) -> MeasuredData:
