@@ -49,15 +49,30 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     if gpus == 1 and "CUDA_VISIBLE_DEVICES" not in env:
         env["CUDA_VISIBLE_DEVICES"] = "0"
-    cmd = [*shlex.split(mpirun), "-n", str(gpus), sys.executable, "-m", "mpitune", spec, "--cache", str(cache),
-           "--strategy", "brute_force", "--compile-workers", str(workers)]
+    cmd = [
+        *shlex.split(mpirun),
+        "-n",
+        str(gpus),
+        sys.executable,
+        "-m",
+        "mpitune",
+        spec,
+        "--cache",
+        str(cache),
+        "--strategy",
+        "brute_force",
+        "--compile-workers",
+        str(workers),
+    ]
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     process_s = time.perf_counter() - started
     (out / f"floor-{gpus}gpu.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        sys.exit(f"floor: the {gpus}-GPU run failed ({proc.returncode}); see {out}/floor-{gpus}gpu.log:\n"
-                 + (proc.stdout + proc.stderr)[-2000:])
+        sys.exit(
+            f"floor: the {gpus}-GPU run failed ({proc.returncode}); see {out}/floor-{gpus}gpu.log:\n"
+            + (proc.stdout + proc.stderr)[-2000:]
+        )
     data = read(str(cache))
     res = data.results
     summary = summarize(data)
@@ -67,15 +82,39 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
     floor_s = max(compile_s / (gpus * workers), gpu_s / gpus)
     wall_s = float(data.runs["wall_s"][-1])
     return {
-        "gpus": gpus, "workers_per_rank": workers, "configs": len(res),
+        "gpus": gpus,
+        "workers_per_rank": workers,
+        "configs": len(res),
         "statuses": {s: int((res["status"] == s).sum()) for s in sorted(set(res["status"]))},
-        "wall_s": wall_s, "process_s": process_s, "compile_s": compile_s, "gpu_s": gpu_s, "timed_s": timed_s,
-        "floor_s": floor_s, "ratio": wall_s / floor_s,
+        "wall_s": wall_s,
+        "process_s": process_s,
+        "compile_s": compile_s,
+        "gpu_s": gpu_s,
+        "timed_s": timed_s,
+        "floor_s": floor_s,
+        "ratio": wall_s / floor_s,
         "floor_timed_only_s": max(compile_s / (gpus * workers), timed_s / gpus),
-        "efficiency": summary["efficiency"], "best": summary["best"], "gather": gather_waits(data),
-        "per_rank": [{k: r[k] for k in ("rank", "device", "configs", "compile_s", "verify_s", "benchmark_s",
-                                         "wait_s", "startup_s", "compile_ahead_s", "wall_s")}
-                     for r in summary["per_rank"]],
+        "efficiency": summary["efficiency"],
+        "best": summary["best"],
+        "gather": gather_waits(data),
+        "per_rank": [
+            {
+                k: r[k]
+                for k in (
+                    "rank",
+                    "device",
+                    "configs",
+                    "compile_s",
+                    "verify_s",
+                    "benchmark_s",
+                    "wait_s",
+                    "startup_s",
+                    "compile_ahead_s",
+                    "wall_s",
+                )
+            }
+            for r in summary["per_rank"]
+        ],
         "command": shlex.join(cmd),
     }
 
@@ -112,17 +151,29 @@ def interference(spec: str, workers: int, repeats: int) -> dict:
         busy_for_s = time.perf_counter() - started
         ahead.close()
         backend.close()
-    return {"config": config, "repeats": repeats, "workers": workers, "alone_ms": alone, "busy_ms": busy,
-            "alone_median_ms": statistics.median(alone), "busy_median_ms": statistics.median(busy),
-            "measured_for_s": busy_for_s, "compiles_queued": ROUNDS * len(space)}
+    return {
+        "config": config,
+        "repeats": repeats,
+        "workers": workers,
+        "alone_ms": alone,
+        "busy_ms": busy,
+        "alone_median_ms": statistics.median(alone),
+        "busy_median_ms": statistics.median(busy),
+        "measured_for_s": busy_for_s,
+        "compiles_queued": ROUNDS * len(space),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spec", default=str(REPO / "examples" / "matmul_cupy" / "spec.py"))
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) // 2 - 1),
-                        help="compile workers per rank (default: half the cores, less one)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) // 2 - 1),
+        help="compile workers per rank (default: half the cores, less one)",
+    )
     parser.add_argument("--mpirun", default="mpirun --bind-to none")
     parser.add_argument("--out", default=tempfile.mkdtemp(prefix="mpitune-floor-"))
     parser.add_argument("--interference", action="store_true")
@@ -137,21 +188,30 @@ def main(argv: list[str] | None = None) -> int:
         r = tune(args.spec, gpus, args.workers, args.mpirun, out)
         figures["runs"].append(r)
         g = r["gather"]
-        print(f"\n{gpus} GPU(s), {args.workers} compile workers per rank: "
-              f"{r['configs']} configurations {r['statuses']}")
-        print(f"  wall {r['wall_s']:.1f} s (process {r['process_s']:.1f} s); compile {r['compile_s']:.1f} s, "
-              f"GPU {r['gpu_s']:.1f} s (timed iterations {r['timed_s']:.1f} s)")
-        print(f"  floor {r['floor_s']:.1f} s -> wall / floor = {r['ratio']:.2f} "
-              f"({'meets' if r['ratio'] <= GOAL else 'misses'} the goal of {GOAL}); "
-              f"with the timed iterations alone the floor is {r['floor_timed_only_s']:.1f} s "
-              f"(ratio {r['wall_s'] / r['floor_timed_only_s']:.2f})")
-        print(f"  gather: in {g['waited']} of {g['rank_batches']} rank-batches a rank waited more than "
-              f"{100 * g['threshold']:.0f}% of the batch for others; {g['wait_s']:.1f} s of such waiting in all")
+        print(
+            f"\n{gpus} GPU(s), {args.workers} compile workers per rank: {r['configs']} configurations {r['statuses']}"
+        )
+        print(
+            f"  wall {r['wall_s']:.1f} s (process {r['process_s']:.1f} s); compile {r['compile_s']:.1f} s, "
+            f"GPU {r['gpu_s']:.1f} s (timed iterations {r['timed_s']:.1f} s)"
+        )
+        print(
+            f"  floor {r['floor_s']:.1f} s -> wall / floor = {r['ratio']:.2f} "
+            f"({'meets' if r['ratio'] <= GOAL else 'misses'} the goal of {GOAL}); "
+            f"with the timed iterations alone the floor is {r['floor_timed_only_s']:.1f} s "
+            f"(ratio {r['wall_s'] / r['floor_timed_only_s']:.2f})"
+        )
+        print(
+            f"  gather: in {g['waited']} of {g['rank_batches']} rank-batches a rank waited more than "
+            f"{100 * g['threshold']:.0f}% of the batch for others; {g['wait_s']:.1f} s of such waiting in all"
+        )
         for p in r["per_rank"]:
-            print(f"  rank {p['rank']}: {p['configs']} configs, startup {p['startup_s']:.1f}, compile (waited) "
-                  f"{p['compile_s']:.1f}, verify {p['verify_s']:.1f}, benchmark {p['benchmark_s']:.1f}, "
-                  f"wait {p['wait_s']:.1f}, wall {p['wall_s']:.1f} s; compiled in the background "
-                  f"{p['compile_ahead_s']:.1f} s")
+            print(
+                f"  rank {p['rank']}: {p['configs']} configs, startup {p['startup_s']:.1f}, compile (waited) "
+                f"{p['compile_s']:.1f}, verify {p['verify_s']:.1f}, benchmark {p['benchmark_s']:.1f}, "
+                f"wait {p['wait_s']:.1f}, wall {p['wall_s']:.1f} s; compiled in the background "
+                f"{p['compile_ahead_s']:.1f} s"
+            )
         if r["best"]:
             print(f"  best {r['best']['time_ms']:.4g} ms {r['best']['config']}")
         print(f"  run: {r['command']}")
@@ -159,15 +219,20 @@ def main(argv: list[str] | None = None) -> int:
         i = interference(args.spec, args.workers, args.repeats)
         figures["interference"] = i
         spread = lambda v: f"{min(v):.4f}-{max(v):.4f}"
-        print(f"\ninterference, {i['config']}, {i['repeats']} medians, {i['workers']} workers given "
-              f"{i['compiles_queued']} compiles, measured for {i['measured_for_s']:.1f} s while they worked:")
+        print(
+            f"\ninterference, {i['config']}, {i['repeats']} medians, {i['workers']} workers given "
+            f"{i['compiles_queued']} compiles, measured for {i['measured_for_s']:.1f} s while they worked:"
+        )
         print(f"  alone: median {i['alone_median_ms']:.4f} ms (range {spread(i['alone_ms'])})")
-        print(f"  with compiling in the background: median {i['busy_median_ms']:.4f} ms "
-              f"(range {spread(i['busy_ms'])}); difference "
-              f"{100 * (i['busy_median_ms'] / i['alone_median_ms'] - 1):+.2f}%")
+        print(
+            f"  with compiling in the background: median {i['busy_median_ms']:.4f} ms "
+            f"(range {spread(i['busy_ms'])}); difference "
+            f"{100 * (i['busy_median_ms'] / i['alone_median_ms'] - 1):+.2f}%"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1, default=lambda o: o.item()
-                                              if isinstance(o, np.generic) else str(o)))
+        Path(args.json).write_text(
+            json.dumps(figures, indent=1, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+        )
     return 0
 
 

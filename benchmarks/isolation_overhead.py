@@ -23,8 +23,19 @@ from mpitune.store.reader import CacheData, read
 
 
 def tune(spec: str, ranks: int, mpiexec: str, cache: str, isolate: bool) -> CacheData:
-    cmd = [*shlex.split(mpiexec), "-n", str(ranks), sys.executable, "-m", "mpitune", spec, "--cache", cache,
-           "--strategy", "brute_force"] + ([] if isolate else ["--no-isolation"])
+    cmd = [
+        *shlex.split(mpiexec),
+        "-n",
+        str(ranks),
+        sys.executable,
+        "-m",
+        "mpitune",
+        spec,
+        "--cache",
+        cache,
+        "--strategy",
+        "brute_force",
+    ] + ([] if isolate else ["--no-isolation"])
     # Each run compiles for real: CuPy would otherwise reuse the first run's kernels from disk.
     env = dict(os.environ, CUPY_CACHE_DIR=cache + ".cupy-cache")
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
@@ -53,13 +64,19 @@ def main() -> None:
     startup = tl[(tl["phase"] == "startup")]
     print(f"command: python {' '.join(sys.argv)}")
     print(f"{len(res)} configurations on {args.ranks} rank(s); devices: {', '.join(sorted(set(res['device'])))}")
-    print(f"median time per configuration outside compile/verify/benchmark: "
-          f"{np.median(overhead_ms(plain)):.2f} ms in the rank's own process, "
-          f"{np.median(overhead_ms(isolated)):.2f} ms with a worker process")
-    print(f"isolation costs {extra:.2f} ms per configuration, {100 * extra / compile_ms:.1f}% of the median "
-          f"compile time ({compile_ms:.1f} ms)")
-    per_rank = {int(r): float((startup["end_s"] - startup["start_s"])[startup["rank"] == r].sum())
-                for r in np.unique(startup["rank"])}
+    print(
+        f"median time per configuration outside compile/verify/benchmark: "
+        f"{np.median(overhead_ms(plain)):.2f} ms in the rank's own process, "
+        f"{np.median(overhead_ms(isolated)):.2f} ms with a worker process"
+    )
+    print(
+        f"isolation costs {extra:.2f} ms per configuration, {100 * extra / compile_ms:.1f}% of the median "
+        f"compile time ({compile_ms:.1f} ms)"
+    )
+    per_rank = {
+        int(r): float((startup["end_s"] - startup["start_s"])[startup["rank"] == r].sum())
+        for r in np.unique(startup["rank"])
+    }
     print("start-up per rank with a worker (s): " + ", ".join(f"rank {r}: {s:.2f}" for r, s in per_rank.items()))
     print(f"wall time: {plain['runs']['wall_s'][0]:.2f} s in-process, {isolated['runs']['wall_s'][0]:.2f} s isolated")
 

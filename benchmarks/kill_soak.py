@@ -65,13 +65,25 @@ def soak(kills: int, ranks: int, size: int, seed: int, mpiexec: str, workdir: Pa
     (workdir / "work.c").write_text(KERNEL)
     (workdir / "spec.py").write_text(SPEC.replace("SIZE", str(size)))
     cache = workdir / "soak.h5"
-    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpitune", "spec.py", "--cache", str(cache),
-           "--strategy", "brute_force"]
+    cmd = [
+        mpiexec,
+        "-n",
+        str(ranks),
+        sys.executable,
+        "-m",
+        "mpitune",
+        "spec.py",
+        "--cache",
+        str(cache),
+        "--strategy",
+        "brute_force",
+    ]
     passed = 0
     for round_ in range(1, kills + 1):
         before = recorded(cache)
-        job = subprocess.Popen(cmd, cwd=workdir, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+        job = subprocess.Popen(
+            cmd, cwd=workdir, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         delay_s = rng.uniform(0.2, 3.0)
         time.sleep(delay_s)
         finished_early = job.poll() is not None
@@ -79,21 +91,27 @@ def soak(kills: int, ranks: int, size: int, seed: int, mpiexec: str, workdir: Pa
             os.killpg(job.pid, signal.SIGKILL)
         job.wait()
         if cache.exists():
-            check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], env=env(),
-                                   capture_output=True, text=True)
+            check = subprocess.run(
+                [sys.executable, "-m", "mpitune", "check", str(cache)], env=env(), capture_output=True, text=True
+            )
         else:  # killed before the file was made: nothing was recorded, so nothing is lost
             check = subprocess.CompletedProcess([], 0, "no file yet", "")
         after = recorded(cache)
-        ok = (check.returncode == 0 and len(after) == len(set(after)) and set(before) <= set(after))
+        ok = check.returncode == 0 and len(after) == len(set(after)) and set(before) <= set(after)
         passed += ok
-        print(f"round {round_:2d}: killed after {delay_s:.2f} s{' (it had ended)' if finished_early else ''}, "
-              f"{len(before)} -> {len(after)} recorded, check {'sound' if check.returncode == 0 else 'FAILED'}"
-              f"{'' if ok else ' <- FAILED: ' + check.stdout.strip().replace(chr(10), ' | ')}", flush=True)
+        print(
+            f"round {round_:2d}: killed after {delay_s:.2f} s{' (it had ended)' if finished_early else ''}, "
+            f"{len(before)} -> {len(after)} recorded, check {'sound' if check.returncode == 0 else 'FAILED'}"
+            f"{'' if ok else ' <- FAILED: ' + check.stdout.strip().replace(chr(10), ' | ')}",
+            flush=True,
+        )
     final = subprocess.run(cmd, cwd=workdir, env=env(), capture_output=True, text=True)
     ids = recorded(cache)
     complete = final.returncode == 0 and sorted(ids) == list(range(size))
-    print(f"final run: exit {final.returncode}, {len(ids)} rows for {size} configurations, "
-          f"{'each recorded exactly once' if complete else 'NOT each exactly once'}")
+    print(
+        f"final run: exit {final.returncode}, {len(ids)} rows for {size} configurations, "
+        f"{'each recorded exactly once' if complete else 'NOT each exactly once'}"
+    )
     print(f"{passed} of {kills} kills passed the check; the final file is {'complete' if complete else 'WRONG'}")
     return 0 if passed == kills and complete else 1
 
@@ -104,8 +122,12 @@ def main() -> int:
     p.add_argument("--ranks", type=int, default=3)
     p.add_argument("--size", type=int, default=1000, help="configurations in the space")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--mpiexec", default=str(Path(sys.executable).parent / "mpiexec")
-                   if (Path(sys.executable).parent / "mpiexec").exists() else shutil.which("mpiexec"))
+    p.add_argument(
+        "--mpiexec",
+        default=str(Path(sys.executable).parent / "mpiexec")
+        if (Path(sys.executable).parent / "mpiexec").exists()
+        else shutil.which("mpiexec"),
+    )
     args = p.parse_args()
     print(f"command: python {' '.join(sys.argv)}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -35,6 +35,7 @@ from mpitune.store.reader import read
 
 def replayed(source: str, out: str, racing: bool, strategy: str, max_fevals: int | None) -> dict:
     """One replay's figures, read back from the file it wrote."""
+
     def load():
         given = Overrides(cache_path=out, racing=racing, max_fevals=max_fevals)
         return replay_problem(measured.load(source), given, strategy)
@@ -46,9 +47,14 @@ def replayed(source: str, out: str, racing: bool, strategy: str, max_fevals: int
     res = read(out).results
     ok = res[res["status"] == "ok"]
     best = ok[np.argmin(ok["time_ms"])]
-    return {"launches": int(ok["launches"].sum()), "benchmark_s": float(res["benchmark_s"].sum()),
-            "raced": int(ok["raced"].sum()), "configs": len(res), "best": int(best["config_id"]),
-            "best_ms": float(best["time_ms"])}
+    return {
+        "launches": int(ok["launches"].sum()),
+        "benchmark_s": float(res["benchmark_s"].sum()),
+        "raced": int(ok["raced"].sum()),
+        "configs": len(res),
+        "best": int(best["config_id"]),
+        "best_ms": float(best["time_ms"]),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,12 +75,16 @@ def main(argv: list[str] | None = None) -> int:
             fast = replayed(source, os.path.join(tmp, f"{name}.raced.h5"), True, args.strategy, args.max_fevals)
             same = full["best"] == fast["best"] and full["best_ms"] == fast["best_ms"]
             saved = 1 - fast["benchmark_s"] / full["benchmark_s"]
-            print(f"| {name} | {full['configs']} | {full['launches']} / {fast['launches']} | "
-                  f"{full['benchmark_s']:.1f} / {fast['benchmark_s']:.1f} | {saved:.0%} | {fast['raced']} | "
-                  f"{'yes' if same else 'NO'} |")
+            print(
+                f"| {name} | {full['configs']} | {full['launches']} / {fast['launches']} | "
+                f"{full['benchmark_s']:.1f} / {fast['benchmark_s']:.1f} | {saved:.0%} | {fast['raced']} | "
+                f"{'yes' if same else 'NO'} |"
+            )
             totals += (full["launches"], fast["launches"], full["benchmark_s"], fast["benchmark_s"])
-    print(f"| all | | {totals[0]:.0f} / {totals[1]:.0f} | {totals[2]:.1f} / {totals[3]:.1f} | "
-          f"{1 - totals[3] / totals[2]:.0%} | | |")
+    print(
+        f"| all | | {totals[0]:.0f} / {totals[1]:.0f} | {totals[2]:.1f} / {totals[3]:.1f} | "
+        f"{1 - totals[3] / totals[2]:.0%} | | |"
+    )
     return 0
 
 

@@ -84,15 +84,13 @@ class Scale:
     batch_sizes: tuple[int, ...] = (8, 64, 512)  # configurations per batch for rank 0's cost
 
 
-FULL = Scale((10, 10, 10, 10, 4, 5), 10000, (500, 10500), 64, (4, 16), (1, 2, 4, 8, 16, 32),
-             (10,) * 7, 3)
+FULL = Scale((10, 10, 10, 10, 4, 5), 10000, (500, 10500), 64, (4, 16), (1, 2, 4, 8, 16, 32), (10,) * 7, 3)
 QUICK = Scale((4, 4, 4, 4, 2, 2), 1000, (64, 1024), 8, (2,), (1, 2, 4), (10,) * 5, 2, (64,))
 
 
 def mpi_env() -> dict:
     """MPICH's progress throttle: with more ranks than cores idle ranks must yield."""
-    env = dict(os.environ, MPIR_CVAR_CH4_PROGRESS_THROTTLE="1",
-               MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT="16")
+    env = dict(os.environ, MPIR_CVAR_CH4_PROGRESS_THROTTLE="1", MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT="16")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
@@ -116,11 +114,21 @@ def write_synthetic(path: str, sizes: tuple[int, ...]) -> int:
             entry["time"] = "CompilationFailedConfig"
         else:
             times = rng.uniform(0.1, 5.0) * (1 + 0.01 * rng.random(7))
-            entry.update(time=float(np.median(times)), times=[float(t) for t in times],
-                         verification_time=float(rng.uniform(5, 50)), benchmark_time=float(rng.uniform(50, 1000)))
+            entry.update(
+                time=float(np.median(times)),
+                times=[float(t) for t in times],
+                verification_time=float(rng.uniform(5, 50)),
+                benchmark_time=float(rng.uniform(50, 1000)),
+            )
         entries[",".join(str(v) for v in config)] = entry
-    doc = {"kernel_name": "synthetic", "device_name": "synthetic device", "problem_size": [1024],
-           "tune_params_keys": names, "tune_params": tune_params, "cache": entries}
+    doc = {
+        "kernel_name": "synthetic",
+        "device_name": "synthetic device",
+        "problem_size": [1024],
+        "tune_params_keys": names,
+        "tune_params": tune_params,
+        "cache": entries,
+    }
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
     return len(entries)
@@ -135,24 +143,30 @@ def timed(totals: dict, key: str) -> Iterator[None]:
         totals[key] = totals.get(key, 0.0) + time.perf_counter() - start
 
 
-def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strategy: str,
-                  budget: int) -> tuple[dict, int]:
+def rank0_loop_us(
+    source: str, workdir: str, ranks: int, batch_size: int, strategy: str, budget: int
+) -> tuple[dict, int]:
     """Microseconds per configuration of each piece of rank 0's round, in one process: ask and
     deal (``next_orders``, which also records the batch in flight), writing the results
     (``record``), telling the strategy and the progress line. The ranks' measuring is done by
     the replay backend in this process and not counted."""
     out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}.h5")
-    problem, settings = replay_problem(measured.load(source), Overrides(cache_path=out, strategy=strategy,
-                                                                        batch_size=batch_size, max_fevals=budget,
-                                                                        seed=1))
+    problem, settings = replay_problem(
+        measured.load(source),
+        Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1),
+    )
     setup = prepare(problem, settings)
     identity = problem.identity()
     identity["devices"] = ["replayed"]
     cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
     clock = Clock(simulated=True)
     manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, clock)
-    cache.start_run(RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
-                    ("host",) * ranks, ("replayed",) * ranks, (0,) * ranks)
+    cache.start_run(
+        RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
+        ("host",) * ranks,
+        ("replayed",) * ranks,
+        (0,) * ranks,
+    )
     backend = backends.create(problem, workdir, 0)
     timeline = Timeline(clock)
     totals: dict[str, float] = {}
@@ -175,8 +189,24 @@ def rank0_loop_us(source: str, workdir: str, ranks: int, batch_size: int, strate
 def replay_wall_s(source: str, workdir: str, ranks: int, batch_size: int, budget: int) -> tuple[float, str]:
     """Real wall time of a whole ``mpiexec`` replay (start-up included) and its command."""
     out = os.path.join(workdir, f"mpi-{Path(source).name}-{ranks}-{batch_size}-{budget}.h5")
-    cmd = [mpiexec(), "-n", str(ranks), PYTHON, "-m", "mpitune", "replay", source, "--strategy", "brute_force",
-           "--batch-size", str(batch_size), "--max-fevals", str(budget), "--output", out]
+    cmd = [
+        mpiexec(),
+        "-n",
+        str(ranks),
+        PYTHON,
+        "-m",
+        "mpitune",
+        "replay",
+        source,
+        "--strategy",
+        "brute_force",
+        "--batch-size",
+        str(batch_size),
+        "--max-fevals",
+        str(budget),
+        "--output",
+        out,
+    ]
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env=mpi_env(), stdout=subprocess.DEVNULL)
     return time.perf_counter() - start, shlex.join(cmd)
@@ -190,10 +220,13 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
     print("|---|---|---|---|---|---|")
     for strategy in ("brute_force", "genetic_algorithm"):
         for batch_size in scale.batch_sizes:
-            per, _ = rank0_loop_us(source, workdir, min(batch_size, 64), batch_size, strategy,
-                                   min(scale.loop_configs, space_size))
-            print(f"| {strategy} | {batch_size} | {per['ask + deal']:.1f} | {per['write']:.1f} | "
-                  f"{per['tell + progress']:.1f} | {sum(per.values()):.1f} |")
+            per, _ = rank0_loop_us(
+                source, workdir, min(batch_size, 64), batch_size, strategy, min(scale.loop_configs, space_size)
+            )
+            print(
+                f"| {strategy} | {batch_size} | {per['ask + deal']:.1f} | {per['write']:.1f} | "
+                f"{per['tell + progress']:.1f} | {sum(per.values()):.1f} |"
+            )
     short, long = scale.mpi_configs
     long = min(long, space_size)
     print(f"real replay on 2 ranks, brute force: (wall({long}) - wall({short})) / {long - short} configurations")
@@ -201,8 +234,10 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
         wall_short, _ = replay_wall_s(source, workdir, 2, batch_size, short)
         wall_long, cmd = replay_wall_s(source, workdir, 2, batch_size, long)
         per_us = 1e6 * (wall_long - wall_short) / (long - short)
-        print(f"  {batch_size} configs per batch: {per_us:.1f} us per configuration "
-              f"(walls {wall_short:.2f} s and {wall_long:.2f} s)")
+        print(
+            f"  {batch_size} configs per batch: {per_us:.1f} us per configuration "
+            f"(walls {wall_short:.2f} s and {wall_long:.2f} s)"
+        )
     print(f"  command (long run): {cmd}")
 
 
@@ -234,18 +269,35 @@ def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
     print(f"\n## Parallel efficiency, brute force, {ranks} simulated ranks: {name} ({len(cost):,} configurations)")
     for per in scale.per_rank_mpi:
         out = os.path.join(workdir, f"eff-{per}.h5")
-        cmd = [mpiexec(), "-n", str(ranks), PYTHON, "-m", "mpitune", "replay", source, "--strategy", "brute_force",
-               "--batch-size", str(per * ranks), "--output", out]
+        cmd = [
+            mpiexec(),
+            "-n",
+            str(ranks),
+            PYTHON,
+            "-m",
+            "mpitune",
+            "replay",
+            source,
+            "--strategy",
+            "brute_force",
+            "--batch-size",
+            str(per * ranks),
+            "--output",
+            out,
+        ]
         start = time.perf_counter()
         subprocess.run(cmd, check=True, env=mpi_env(), stdout=subprocess.DEVNULL)
         real_s = time.perf_counter() - start
         s = summarize(read(out))
-        print(f"replayed under mpiexec, {per} per rank per batch: efficiency {100 * s['efficiency']:.1f} %, "
-              f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)")
+        print(
+            f"replayed under mpiexec, {per} per rank per batch: efficiency {100 * s['efficiency']:.1f} %, "
+            f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)"
+        )
         print(f"  command: {shlex.join(cmd)}")
     print("from the recorded durations, the same rounds (efficiency %):")
-    print("| configs per rank per batch | dealt by batching.deal (scatter/gather) "
-          "| pulled one at a time within a batch |")
+    print(
+        "| configs per rank per batch | dealt by batching.deal (scatter/gather) | pulled one at a time within a batch |"
+    )
     print("|---|---|---|")
     for per in scale.per_rank_model:
         size = per * ranks
@@ -289,24 +341,43 @@ def memory_child(sizes: tuple[int, ...], strategy: str, batches: int, batch_size
             ask_s += time.perf_counter() - start
             searcher.tell([TIME.evaluate(Result(i, "ok", time_ms=float(rng.uniform(1, 10))), {}) for i in ids])
     peak = peak_rss_mib()
-    print(json.dumps({"configs": len(space), "build_s": build_s, "rss_build_mib": rss_build, "peak_mib": peak,
-                      "ask_s": ask_s / max(batches, 1), "table_mib": space.indices.nbytes / 2**20}))
+    print(
+        json.dumps(
+            {
+                "configs": len(space),
+                "build_s": build_s,
+                "rss_build_mib": rss_build,
+                "peak_mib": peak,
+                "ask_s": ask_s / max(batches, 1),
+                "table_mib": space.indices.nbytes / 2**20,
+            }
+        )
+    )
 
 
 def memory(scale: Scale) -> None:
     total = int(np.prod(scale.memory_sizes))
-    print(f"\n## Rank 0's peak memory, a space of {total:,} configurations "
-          f"({len(scale.memory_sizes)} parameters)")
+    print(f"\n## Rank 0's peak memory, a space of {total:,} configurations ({len(scale.memory_sizes)} parameters)")
     print("| strategy | batches of 64 asked and told | peak RSS MiB | index table MiB | build s | s per ask |")
     print("|---|---|---|---|---|---|")
     for strategy in ("none", "brute_force", "random_sample", "genetic_algorithm", "pso"):
-        cmd = [PYTHON, __file__, "--memory-child", strategy, "--memory-sizes",
-               ",".join(map(str, scale.memory_sizes)), "--memory-batches", str(scale.memory_batches)]
+        cmd = [
+            PYTHON,
+            __file__,
+            "--memory-child",
+            strategy,
+            "--memory-sizes",
+            ",".join(map(str, scale.memory_sizes)),
+            "--memory-batches",
+            str(scale.memory_batches),
+        ]
         out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=mpi_env()).stdout
         r = json.loads(out.strip().splitlines()[-1])
         batches = 0 if strategy == "none" else scale.memory_batches
-        print(f"| {strategy} | {batches} | {r['peak_mib']:.0f} | {r['table_mib']:.0f} | {r['build_s']:.2f} | "
-              f"{r['ask_s']:.3f} |")
+        print(
+            f"| {strategy} | {batches} | {r['peak_mib']:.0f} | {r['table_mib']:.0f} | {r['build_s']:.2f} | "
+            f"{r['ask_s']:.3f} |"
+        )
     print(f"  command (one row): {shlex.join(cmd)}")
 
 
@@ -319,8 +390,12 @@ def largest_cache(directory: str) -> str | None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--caches", metavar="DIR", help="directory of measured Kernel Tuner caches (.json, .json.gz); "
-                                                   "the largest is replayed besides the synthetic space")
+    p.add_argument(
+        "--caches",
+        metavar="DIR",
+        help="directory of measured Kernel Tuner caches (.json, .json.gz); "
+        "the largest is replayed besides the synthetic space",
+    )
     p.add_argument("--quick", action="store_true", help="every part small, in seconds")
     p.add_argument("--memory-child", help=argparse.SUPPRESS)
     p.add_argument("--memory-sizes", help=argparse.SUPPRESS)

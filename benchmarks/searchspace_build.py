@@ -20,8 +20,7 @@ TUNE_PARAMS = {
     "use_shared": ["yes", "no"],
     "vector": list(range(1, 11)),
 }
-STRINGS = ["block_size_x * block_size_y <= 1024 and tile_x != tile_y",
-           "unroll < 3 or use_shared == 'yes'"]
+STRINGS = ["block_size_x * block_size_y <= 1024 and tile_x != tile_y", "unroll < 3 or use_shared == 'yes'"]
 
 
 def main() -> None:
@@ -33,11 +32,11 @@ def main() -> None:
     space = SearchSpace.build(TUNE_PARAMS, [Restriction(s, names) for s in STRINGS])
     strings_s = time.perf_counter() - start
     start = time.perf_counter()
-    with_callable = SearchSpace.build(TUNE_PARAMS, [Restriction(s, names) for s in STRINGS]
-                                      + [lambda c: c["vector"] % 2 == 0])
+    with_callable = SearchSpace.build(
+        TUNE_PARAMS, [Restriction(s, names) for s in STRINGS] + [lambda c: c["vector"] % 2 == 0]
+    )
     callable_s = time.perf_counter() - start
-    print(f"product {total:,} configurations, {len(space):,} valid after 2 restriction strings: "
-          f"{strings_s:.2f} s")
+    print(f"product {total:,} configurations, {len(space):,} valid after 2 restriction strings: {strings_s:.2f} s")
     print(f"plus a Python callable restriction ({len(with_callable):,} valid): {callable_s:.2f} s")
     print(f"index table: {space.indices.nbytes / 2**20:.1f} MiB ({space.indices.dtype})")
 

@@ -43,6 +43,7 @@ TIME = Objective()  # what the scheduler scores results by: the median time, low
 @dataclass
 class Replay:
     """One cache as arrays indexed by config id."""
+
     name: str
     space: SearchSpace
     status: list[str]
@@ -60,8 +61,15 @@ class Replay:
         time_ms = np.array([m.time_ms if m.status == "ok" else np.nan for m in records])
         cost_s = np.array([m.compile_s + m.verify_s + m.benchmark_s for m in records])
         name = os.path.basename(path).split(".")[0]
-        return cls(name, space, [m.status for m in records], time_ms, cost_s,
-                   float(np.nanmedian(time_ms)), float(np.nanmin(time_ms)))
+        return cls(
+            name,
+            space,
+            [m.status for m in records],
+            time_ms,
+            cost_s,
+            float(np.nanmedian(time_ms)),
+            float(np.nanmin(time_ms)),
+        )
 
     def score(self, best_ms: float) -> float:
         return (self.median - best_ms) / (self.median - self.optimum) if np.isfinite(best_ms) else 0.0
@@ -70,6 +78,7 @@ class Replay:
 @dataclass
 class Search:
     """One search to the largest budget: the score at every budget, and its costs."""
+
     scores: dict[int, float]
     wall_s: float  # simulated, on ``ranks`` ranks, at the largest budget
     serial_s: float  # the same evaluations on one rank
@@ -109,8 +118,9 @@ def replay(cache: Replay, strategy_name: str, seed: int, budgets: list[int], ran
 
 def table(cache_dir: str, args: argparse.Namespace) -> None:
     """The tables of one directory of caches: one per cache and the mean over them."""
-    paths = sorted(p for pattern in ("*.json", "*.json.gz", "*.h5")
-                   for p in glob.glob(os.path.join(cache_dir, pattern)))
+    paths = sorted(
+        p for pattern in ("*.json", "*.json.gz", "*.h5") for p in glob.glob(os.path.join(cache_dir, pattern))
+    )
     if not paths:
         sys.exit(f"no caches in {cache_dir}")
     print(f"## {cache_dir}\n")
@@ -118,10 +128,12 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
     ratios: dict[str, list[float]] = {name: [] for name in args.strategies}
     for path in paths:
         cache = Replay.load(path)
-        print(f"### {cache.name}: {len(cache.space)} configurations, "
-              f"{int(np.isnan(cache.time_ms).sum())} failed\n")
-        print("| strategy | " + " | ".join(f"{b}" for b in args.budgets)
-              + f" | wall s @{args.budgets[-1]}, {args.ranks} ranks | 1 rank | ms per config asked |")
+        print(f"### {cache.name}: {len(cache.space)} configurations, {int(np.isnan(cache.time_ms).sum())} failed\n")
+        print(
+            "| strategy | "
+            + " | ".join(f"{b}" for b in args.budgets)
+            + f" | wall s @{args.budgets[-1]}, {args.ranks} ranks | 1 rank | ms per config asked |"
+        )
         print("|---" * (len(args.budgets) + 4) + "|")
         for name in args.strategies:
             runs = [replay(cache, name, seed, args.budgets, args.ranks) for seed in range(args.repeats)]
@@ -136,13 +148,19 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
         print()
     caches = sorted({c for c, _, _ in scores})
     print(f"### mean score over {len(caches)} caches in {cache_dir}\n")
-    print("| strategy | " + " | ".join(f"{b}" for b in args.budgets)
-          + f" | mean | wall @{args.budgets[-1]}, {args.ranks} ranks / 1 rank (worst cache) |")
+    print(
+        "| strategy | "
+        + " | ".join(f"{b}" for b in args.budgets)
+        + f" | mean | wall @{args.budgets[-1]}, {args.ranks} ranks / 1 rank (worst cache) |"
+    )
     print("|---" * (len(args.budgets) + 3) + "|")
     for name in args.strategies:
         means = [np.mean([scores[c, name, b] for c in caches]) for b in args.budgets]
-        print(f"| {name} | " + " | ".join(f"{m:.3f}" for m in means)
-              + f" | {np.mean(means):.3f} | {max(ratios[name]):.3f} |")
+        print(
+            f"| {name} | "
+            + " | ".join(f"{m:.3f}" for m in means)
+            + f" | {np.mean(means):.3f} | {max(ratios[name]):.3f} |"
+        )
     print()
 
 

@@ -74,6 +74,7 @@ def kt_restriction(restriction: Restriction | Callable, names: list[str]) -> str
 
     def on_values(*values: Any, **named: Any) -> bool:
         return bool(user_fn(named or dict(zip(names, values))))
+
     return on_values
 
 
@@ -91,7 +92,8 @@ def kt_arguments(problem: Problem) -> dict[str, Any]:
         "grid_div_y": problem.grid_div.get("y"),
         "grid_div_z": problem.grid_div.get("z"),
         # Kernel Tuner warns about default names that are not tuned, and appends to the list.
-        "block_size_names": None if problem.block_size_names == DEFAULT_BLOCK_SIZE_NAMES
+        "block_size_names": None
+        if problem.block_size_names == DEFAULT_BLOCK_SIZE_NAMES
         else list(problem.block_size_names),
         "answer": problem.answer,
         "atol": problem.atol,
@@ -120,9 +122,18 @@ def kt_child(spec_path: str, result_path: str) -> None:
     problem = load_problem(spec_path, os.path.dirname(result_path))
     results, env = kernel_tuner.tune_kernel(**kt_arguments(problem))
     names = list(problem.tune_params)
-    timings_ms = {k: float(env[k]) for k in ("total_compile_time", "total_verification_time",
-                                             "total_benchmark_time", "total_framework_time",
-                                             "total_strategy_time", "overhead_time") if k in env}
+    timings_ms = {
+        k: float(env[k])
+        for k in (
+            "total_compile_time",
+            "total_verification_time",
+            "total_benchmark_time",
+            "total_framework_time",
+            "total_strategy_time",
+            "overhead_time",
+        )
+        if k in env
+    }
     out = {
         "version": kernel_tuner.__version__,
         "device": str(env.get("device_name", "?")),
@@ -184,10 +195,19 @@ def run_kernel_tuner(spec: str, names: list[str], out_dir: Path, timeout_s: floa
     times_ms = {config_key(r["config"], names): r["time_ms"] for r in child["results"] if r["time_ms"] is not None}
     best = min(times_ms, key=times_ms.get) if times_ms else None
     return {
-        "tuner": f"Kernel Tuner {child['version']}", "gpus": 1, "wall_s": wall_s,
-        "own_s": child["reported_s"], "import_s": child["import_s"], "configs": len(child["results"]),
-        "ok": len(times_ms), "best": best, "best_time_ms": times_ms.get(best), "devices": [child["device"]],
-        "timings_ms": child["timings_ms"], "times_ms": times_ms, "log": str(run_dir / "log.txt"),
+        "tuner": f"Kernel Tuner {child['version']}",
+        "gpus": 1,
+        "wall_s": wall_s,
+        "own_s": child["reported_s"],
+        "import_s": child["import_s"],
+        "configs": len(child["results"]),
+        "ok": len(times_ms),
+        "best": best,
+        "best_time_ms": times_ms.get(best),
+        "devices": [child["device"]],
+        "timings_ms": child["timings_ms"],
+        "times_ms": times_ms,
+        "log": str(run_dir / "log.txt"),
     }
 
 
@@ -200,8 +220,19 @@ def run_mpitune(spec: str, gpus: int, mpirun: list[str], out_dir: Path, timeout_
     run_dir.mkdir(parents=True, exist_ok=True)
     cache = run_dir / "results.h5"
     cache.unlink(missing_ok=True)  # a rerun into the same --out measures everything again
-    cmd = [*mpirun, "-n", str(gpus), sys.executable, "-m", "mpitune", spec, "--cache", str(cache),
-           "--strategy", "brute_force"]
+    cmd = [
+        *mpirun,
+        "-n",
+        str(gpus),
+        sys.executable,
+        "-m",
+        "mpitune",
+        spec,
+        "--cache",
+        str(cache),
+        "--strategy",
+        "brute_force",
+    ]
     env = fresh_env(run_dir)
     # The ranks run this checkout's mpitune, the one whose loader made the problem above.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -213,12 +244,18 @@ def run_mpitune(spec: str, gpus: int, mpirun: list[str], out_dir: Path, timeout_
     times_ms = {config_key(row, names): float(row["time_ms"]) for row in ok}
     best = summary["best"]
     return {
-        "tuner": "mpitune", "gpus": gpus, "wall_s": wall_s, "own_s": float(data.runs["wall_s"][-1]),
-        "import_s": None, "configs": summary["configs"], "ok": summary["ok"],
+        "tuner": "mpitune",
+        "gpus": gpus,
+        "wall_s": wall_s,
+        "own_s": float(data.runs["wall_s"][-1]),
+        "import_s": None,
+        "configs": summary["configs"],
+        "ok": summary["ok"],
         "best": config_key(best["config"], names) if best else None,
         "best_time_ms": best["time_ms"] if best else None,
         "devices": sorted({d["device"] for d in summary["devices"]}),
-        "times_ms": times_ms, "log": str(run_dir / "log.txt"),
+        "times_ms": times_ms,
+        "log": str(run_dir / "log.txt"),
     }
 
 
@@ -229,10 +266,16 @@ def compare_best(kt: dict, mt: dict) -> dict:
     same = kt["best"] == mt["best"]
     out: dict[str, Any] = {"gpus": mt["gpus"], "same": same}
     if not same:
-        out["kt_best"] = {"config": kt["best"], "kt_ms": kt["times_ms"].get(kt["best"]),
-                          "mpitune_ms": mt["times_ms"].get(kt["best"])}
-        out["mpitune_best"] = {"config": mt["best"], "kt_ms": kt["times_ms"].get(mt["best"]),
-                               "mpitune_ms": mt["times_ms"].get(mt["best"])}
+        out["kt_best"] = {
+            "config": kt["best"],
+            "kt_ms": kt["times_ms"].get(kt["best"]),
+            "mpitune_ms": mt["times_ms"].get(kt["best"]),
+        }
+        out["mpitune_best"] = {
+            "config": mt["best"],
+            "kt_ms": kt["times_ms"].get(mt["best"]),
+            "mpitune_ms": mt["times_ms"].get(mt["best"]),
+        }
         out["kt_gap"] = _gap(out["mpitune_best"]["kt_ms"], out["kt_best"]["kt_ms"])
         out["mpitune_gap"] = _gap(out["kt_best"]["mpitune_ms"], out["mpitune_best"]["mpitune_ms"])
     return out
@@ -264,16 +307,30 @@ ROW = "{:<20} {:>4} {:>8} {:>8} {:>8} {:>5} {:>10}  {}"
 def print_row(row: dict, names: list[str]) -> None:
     own = "-" if row["own_s"] is None else f"{row['own_s']:.1f}"
     best = "-" if row["best_time_ms"] is None else f"{row['best_time_ms']:.4g}"
-    print(ROW.format(row["tuner"], row["gpus"], f"{row['wall_s']:.1f}", own, row["configs"], row["ok"], best,
-                     _config_text(row["best"], names)), flush=True)
+    print(
+        ROW.format(
+            row["tuner"],
+            row["gpus"],
+            f"{row['wall_s']:.1f}",
+            own,
+            row["configs"],
+            row["ok"],
+            best,
+            _config_text(row["best"], names),
+        ),
+        flush=True,
+    )
 
 
 def print_kt_split(kt: dict) -> None:
     """Where Kernel Tuner's wall time went, as far as it says: its import, and its own totals."""
-    split = ", ".join(f"{k.replace('total_', '').replace('_time', '')} {v / 1e3:.1f}"
-                      for k, v in kt["timings_ms"].items())
-    print(f"\nKernel Tuner: `import kernel_tuner` took {kt['import_s']:.1f} s of its wall time; "
-          f"its own totals (s): {split or 'not reported'}")
+    split = ", ".join(
+        f"{k.replace('total_', '').replace('_time', '')} {v / 1e3:.1f}" for k, v in kt["timings_ms"].items()
+    )
+    print(
+        f"\nKernel Tuner: `import kernel_tuner` took {kt['import_s']:.1f} s of its wall time; "
+        f"its own totals (s): {split or 'not reported'}"
+    )
 
 
 def print_comparison(kt: dict, rows: list[dict], names: list[str]) -> tuple[list[dict], list[dict]]:
@@ -288,10 +345,15 @@ def print_comparison(kt: dict, rows: list[dict], names: list[str]) -> tuple[list
         if b["same"]:
             continue
         for label, best in (("Kernel Tuner's best", b["kt_best"]), ("mpitune's best", b["mpitune_best"])):
-            print(f"  {label}: {_config_text(best['config'], names)}: {_ms(best['kt_ms'])} by Kernel Tuner, "
-                  f"{_ms(best['mpitune_ms'])} by mpitune")
-        gaps = [f"{who} {100 * gap:.2f}%" for who, gap in (("Kernel Tuner", b["kt_gap"]), ("mpitune", b["mpitune_gap"]))
-                if gap is not None]
+            print(
+                f"  {label}: {_config_text(best['config'], names)}: {_ms(best['kt_ms'])} by Kernel Tuner, "
+                f"{_ms(best['mpitune_ms'])} by mpitune"
+            )
+        gaps = [
+            f"{who} {100 * gap:.2f}%"
+            for who, gap in (("Kernel Tuner", b["kt_gap"]), ("mpitune", b["mpitune_gap"]))
+            if gap is not None
+        ]
         print(f"  the other's best is slower than its own by: {', '.join(gaps) or 'n/a'}")
     return ratios, bests
 
@@ -337,10 +399,14 @@ def mpirun_command(mpirun: str, mpirun_args: str) -> list[str]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--spec", default=str(DEFAULT_SPEC), help="spec file (default: examples/matmul_cupy/spec.py)")
-    p.add_argument("--gpus", type=int, nargs="+",
-                   help="mpitune's GPU counts (default: 1, and 2 where the machine has 2 or more)")
-    p.add_argument("--mpirun", default="mpirun" if shutil.which("mpirun") else "mpiexec",
-                   help="MPI launcher (default: mpirun if on PATH, else mpiexec)")
+    p.add_argument(
+        "--gpus", type=int, nargs="+", help="mpitune's GPU counts (default: 1, and 2 where the machine has 2 or more)"
+    )
+    p.add_argument(
+        "--mpirun",
+        default="mpirun" if shutil.which("mpirun") else "mpiexec",
+        help="MPI launcher (default: mpirun if on PATH, else mpiexec)",
+    )
     p.add_argument("--mpirun-args", default="--bind-to none", help="launcher flags (default: %(default)s)")
     p.add_argument("--out", help="keep the HDF5 files, Kernel Tuner's results and the logs here")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
@@ -366,13 +432,19 @@ def benchmark(args: argparse.Namespace, out_dir: Path) -> dict:
     names = list(problem.tune_params)
     command = shlex.join(["python", *sys.argv])
     print(f"command: {command}")
-    print(f"problem: {problem.kernel_name} from {args.spec}, problem size {'x'.join(map(str, problem.problem_size))}, "
-          f"{space_size} configurations after restrictions, {problem.iterations} iterations, brute force")
+    print(
+        f"problem: {problem.kernel_name} from {args.spec}, problem size {'x'.join(map(str, problem.problem_size))}, "
+        f"{space_size} configurations after restrictions, {problem.iterations} iterations, brute force"
+    )
     print(f"GPUs: {len(names_of_gpus)} ({', '.join(sorted(set(names_of_gpus)))}); Kernel Tuner {kt_version}")
-    print("wall_s: process start to exit, each run from an empty CuPy kernel cache; own_s: the tuner's own clock "
-          "(Kernel Tuner: tune_kernel; mpitune: the run in its HDF5 file)")
-    print("Kernel Tuner checks answers on the host and reports the mean of its iterations; "
-          "mpitune checks on the GPU and reports the median")
+    print(
+        "wall_s: process start to exit, each run from an empty CuPy kernel cache; own_s: the tuner's own clock "
+        "(Kernel Tuner: tune_kernel; mpitune: the run in its HDF5 file)"
+    )
+    print(
+        "Kernel Tuner checks answers on the host and reports the mean of its iterations; "
+        "mpitune checks on the GPU and reports the median"
+    )
     print()
     print(ROW.format("tuner", "GPUs", "wall_s", "own_s", "configs", "ok", "best_ms", "best configuration"))
     kt = run_kernel_tuner(args.spec, names, out_dir, args.timeout_s)
@@ -385,10 +457,18 @@ def benchmark(args: argparse.Namespace, out_dir: Path) -> dict:
     if kt["configs"] != space_size:
         print(f"WARNING: Kernel Tuner measured {kt['configs']} configurations, mpitune's space has {space_size}")
     ratios, bests = print_comparison(kt, rows, names)
-    return {"command": command, "spec": args.spec, "space_size": space_size, "iterations": problem.iterations,
-            "param_names": names, "gpus": names_of_gpus, "kernel_tuner_version": kt_version,
-            "runs": [_json_row(r, names) for r in [kt, *rows]], "ratios": ratios,
-            "best": [_json_best(b, names) for b in bests]}
+    return {
+        "command": command,
+        "spec": args.spec,
+        "space_size": space_size,
+        "iterations": problem.iterations,
+        "param_names": names,
+        "gpus": names_of_gpus,
+        "kernel_tuner_version": kt_version,
+        "runs": [_json_row(r, names) for r in [kt, *rows]],
+        "ratios": ratios,
+        "best": [_json_best(b, names) for b in bests],
+    }
 
 
 def _json_row(row: dict, names: list[str]) -> dict:

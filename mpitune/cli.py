@@ -65,21 +65,37 @@ def _subcommands() -> str:
     lines = {"tune": TUNE_HELP, "replay": REPLAY_HELP}
     lines.update({verb: commands.load(verb).HELP for verb in sorted(commands.available())})
     width = max(map(len, lines))
-    return "commands:\n" + "\n".join(f"  {verb:<{width}}  {text}" for verb, text in lines.items()) + (
-        "\n\n'python -m mpitune COMMAND --help' shows a command's flags.")
+    return (
+        "commands:\n"
+        + "\n".join(f"  {verb:<{width}}  {text}" for verb, text in lines.items())
+        + ("\n\n'python -m mpitune COMMAND --help' shows a command's flags.")
+    )
 
 
 def _tune_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m mpitune", formatter_class=argparse.RawDescriptionHelpFormatter,
-                description="Tune the kernel described by SPEC on every MPI rank: "
-                            "mpiexec -n RANKS python -m mpitune [tune] SPEC [flags].",
-                epilog=_subcommands())
+    p = _Parser(
+        prog="python -m mpitune",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Tune the kernel described by SPEC on every MPI rank: "
+        "mpiexec -n RANKS python -m mpitune [tune] SPEC [flags].",
+        epilog=_subcommands(),
+    )
     p.add_argument("--version", action="version", version=f"mpitune {__version__}")
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
-    p.add_argument("--out", "--cache", dest="out", metavar="PATH",
-                   help="HDF5 results file (default: SPEC's name with .h5, here; --cache is the older name)")
-    p.add_argument("--load-timeout", type=float, default=LOAD_TIMEOUT_S, metavar="S",
-                   help=f"give up when the spec takes longer than S seconds to load (default {LOAD_TIMEOUT_S:g})")
+    p.add_argument(
+        "--out",
+        "--cache",
+        dest="out",
+        metavar="PATH",
+        help="HDF5 results file (default: SPEC's name with .h5, here; --cache is the older name)",
+    )
+    p.add_argument(
+        "--load-timeout",
+        type=float,
+        default=LOAD_TIMEOUT_S,
+        metavar="S",
+        help=f"give up when the spec takes longer than S seconds to load (default {LOAD_TIMEOUT_S:g})",
+    )
     _search_flags(p, "seconds")
     return p
 
@@ -90,30 +106,56 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
     p.add_argument("--time-limit", type=float, metavar="S", help=f"stop handing out batches after S {seconds}")
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
-    p.add_argument("--batch-size", type=int,
-                   help="configurations per round (default: see docs/performance.md, 'Batches')")
-    p.add_argument("--compile-workers", type=int, metavar="N",
-                   help="processes per rank compiling ahead while the device measures "
-                        "(default: the rank's cores minus one; 0: compile each configuration in turn)")
-    p.add_argument("--stop-file", metavar="PATH",
-                   help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)")
-    p.add_argument("--no-isolation", action="store_true",
-                   help="measure in the rank's own process: no per-configuration deadline, a crash ends the job")
-    p.add_argument("--allow-mixed-devices", action="store_true",
-                   help="run even when the ranks have different device models (their timings differ)")
+    p.add_argument(
+        "--batch-size", type=int, help="configurations per round (default: see docs/performance.md, 'Batches')"
+    )
+    p.add_argument(
+        "--compile-workers",
+        type=int,
+        metavar="N",
+        help="processes per rank compiling ahead while the device measures "
+        "(default: the rank's cores minus one; 0: compile each configuration in turn)",
+    )
+    p.add_argument(
+        "--stop-file",
+        metavar="PATH",
+        help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)",
+    )
+    p.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="measure in the rank's own process: no per-configuration deadline, a crash ends the job",
+    )
+    p.add_argument(
+        "--allow-mixed-devices",
+        action="store_true",
+        help="run even when the ranks have different device models (their timings differ)",
+    )
     _common(p)
 
 
 def _replay_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m mpitune replay", description=(
-        "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
-        ".h5 file) instead of running kernels; time is simulated from the recorded durations."))
+    p = _Parser(
+        prog="python -m mpitune replay",
+        description=(
+            "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
+            ".h5 file) instead of running kernels; time is simulated from the recorded durations."
+        ),
+    )
     p.add_argument("cache", help="the measured data")
-    p.add_argument("--out", "--output", dest="out", metavar="OUT.h5",
-                   help="results file (default: CACHE's name with .replay.h5; --output is the older name)")
-    p.add_argument("--append", action="store_true",
-                   help="add to a results file that holds another strategy's replay (default: refuse, "
-                        "since a search that starts knowing another's results is no comparison)")
+    p.add_argument(
+        "--out",
+        "--output",
+        dest="out",
+        metavar="OUT.h5",
+        help="results file (default: CACHE's name with .replay.h5; --output is the older name)",
+    )
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="add to a results file that holds another strategy's replay (default: refuse, "
+        "since a search that starts knowing another's results is no comparison)",
+    )
     _search_flags(p, "simulated seconds")
     return p
 
@@ -125,8 +167,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _setup_logging(args, rank: int) -> None:
     level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format=f"%(asctime)s rank {rank} %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format=f"%(asctime)s rank {rank} %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "replay":
         args = _replay_parser().parse_args(argv[1:])
         overrides = _overrides(args)
-        return _tune(args, argv, lambda: _unmixed(replay_problem(_read_measured(args.cache), overrides,
-                                                                 args.strategy), args.append))
+        return _tune(
+            args,
+            argv,
+            lambda: _unmixed(replay_problem(_read_measured(args.cache), overrides, args.strategy), args.append),
+        )
     if argv and argv[0] in commands.available():
         return _offline(argv[0], argv[1:])
     args = _tune_parser().parse_args(argv[1:] if argv and argv[0] == "tune" else argv)
@@ -143,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         return _refuse(refusal)
     overrides = _overrides(args)
-    return _tune(args, argv, lambda: _within(args.load_timeout, args.spec,
-                                             lambda: load_spec(args.spec, overrides, _read_measured)))
+    return _tune(
+        args,
+        argv,
+        lambda: _within(args.load_timeout, args.spec, lambda: load_spec(args.spec, overrides, _read_measured)),
+    )
 
 
 class _LoadDeadline(BaseException):
@@ -152,10 +201,10 @@ class _LoadDeadline(BaseException):
     own ``except Exception`` cannot swallow it."""
 
 
-def _within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSettings]]
-            ) -> tuple[Problem, RunSettings]:
+def _within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Problem, RunSettings]:
     """``load()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever
     ends the job with one line rather than hold every rank until the job's time limit."""
+
     def expired(signum, frame):
         raise _LoadDeadline
 
@@ -164,18 +213,29 @@ def _within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSett
     try:
         return load()
     except _LoadDeadline:
-        raise SpecError(os.path.abspath(spec), "loading", f"did not finish within {seconds:g} s (an endless "
-                                                          "loop?); --load-timeout S allows longer") from None
+        raise SpecError(
+            os.path.abspath(spec),
+            "loading",
+            f"did not finish within {seconds:g} s (an endless loop?); --load-timeout S allows longer",
+        ) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
-    return Overrides(strategy=args.strategy, max_fevals=args.max_fevals, time_limit_s=args.time_limit,
-                     seed=args.seed, cache_path=args.out, batch_size=args.batch_size,
-                     compile_workers=args.compile_workers, stop_file=args.stop_file or "",
-                     allow_mixed_devices=args.allow_mixed_devices, isolate=not args.no_isolation)
+    return Overrides(
+        strategy=args.strategy,
+        max_fevals=args.max_fevals,
+        time_limit_s=args.time_limit,
+        seed=args.seed,
+        cache_path=args.out,
+        batch_size=args.batch_size,
+        compile_workers=args.compile_workers,
+        stop_file=args.stop_file or "",
+        allow_mixed_devices=args.allow_mixed_devices,
+        isolate=not args.no_isolation,
+    )
 
 
 def _not_python(path: str) -> str | None:
@@ -204,8 +264,10 @@ def _unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem
             return loaded  # not an mpitune file: the writer refuses it with its own line
         others = sorted(recorded - {settings.strategy})
         if others:
-            raise UserError(f"{settings.cache_path} holds the replay of strategy {', '.join(others)}; replaying "
-                            f"{settings.strategy} into it would mix the two: name another --out, or pass --append")
+            raise UserError(
+                f"{settings.cache_path} holds the replay of strategy {', '.join(others)}; replaying "
+                f"{settings.strategy} into it would mix the two: name another --out, or pass --append"
+            )
     return loaded
 
 
@@ -266,21 +328,28 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
         code = tuner.tune(load, command, debug=args.debug)
     except KeyboardInterrupt:
         # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
-        print(f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
-              f"(exit code {tuner.EXIT_INTERRUPTED})", file=sys.stderr, flush=True)
+        print(
+            f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
+            f"(exit code {tuner.EXIT_INTERRUPTED})",
+            file=sys.stderr,
+            flush=True,
+        )
         tuner.MPI.COMM_WORLD.Abort(tuner.EXIT_INTERRUPTED)
         return tuner.EXIT_INTERRUPTED  # not reached
     except BaseException as exc:
         failed_write = cannot_write(exc)
         if failed_write:  # a full disk, a read-only folder: every batch recorded before is on disk
-            print(f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
-                  f"same command again to resume (exit code {EXIT_CANNOT_WRITE})", file=sys.stderr, flush=True)
+            print(
+                f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
+                f"same command again to resume (exit code {EXIT_CANNOT_WRITE})",
+                file=sys.stderr,
+                flush=True,
+            )
             tuner.MPI.COMM_WORLD.Abort(EXIT_CANNOT_WRITE)
             os._exit(EXIT_CANNOT_WRITE)  # should the abort return before the launcher ends this rank
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.
-        logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank,
-                                              exc_info=True)
+        logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank, exc_info=True)
         sys.stderr.flush()
         tuner.MPI.COMM_WORLD.Abort(1)
         return 1  # not reached

@@ -31,7 +31,7 @@ void scale(float *y, const float *x, int n)
 }
 """
 
-SCALE_SPEC = '''
+SCALE_SPEC = """
 import numpy as np
 
 n = 4096
@@ -44,7 +44,7 @@ answer = [2 * x, None, None]
 tune_params = {tune_params}
 restrictions = {restrictions}
 iterations = 3
-'''
+"""
 
 
 def mpiexec() -> list[str]:
@@ -72,10 +72,11 @@ def heavy_imports(statement: str, *argv: str) -> list[str]:
     """Which of mpi4py, cupy and h5py a fresh interpreter has loaded after ``statement`` (which
     sees ``argv`` as ``sys.argv[1:]``): the layers promise that importing them pulls in none they
     do not need."""
-    code = (f"import json, sys; {statement}; "
-            "print(json.dumps(sorted(m for m in ('mpi4py', 'cupy', 'h5py') if m in sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code, *argv], env=mpi_env(), capture_output=True, text=True,
-                         timeout=60)
+    code = (
+        f"import json, sys; {statement}; "
+        "print(json.dumps(sorted(m for m in ('mpi4py', 'cupy', 'h5py') if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *argv], env=mpi_env(), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -95,9 +96,15 @@ def start_mpitune(n: int, args: list[str], cwd: Path) -> subprocess.Popen:
     mid-run needs many batches."""
     if "--batch-size" not in args:
         args = [*args, "--batch-size", str(n)]
-    return subprocess.Popen([*mpiexec(), "-n", str(n), sys.executable, "-m", "mpitune", *args], cwd=cwd,
-                            env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [*mpiexec(), "-n", str(n), sys.executable, "-m", "mpitune", *args],
+        cwd=cwd,
+        env=mpi_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_for_batch(job: subprocess.Popen, batch: int) -> int:
@@ -111,19 +118,27 @@ def wait_for_batch(job: subprocess.Popen, batch: int) -> int:
 def report_json(cache: Path) -> dict:
     import json
 
-    proc = subprocess.run([sys.executable, "-m", "mpitune", "report", str(cache), "--json"],
-                          env=mpi_env(), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "report", str(cache), "--json"],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
-def write_scale_spec(directory: Path, tune_params: str = '{"STEP": [1, 2, 4, 8], "MODE": [0]}',
-                     restrictions: str = "None", extra: str = "") -> Path:
+def write_scale_spec(
+    directory: Path,
+    tune_params: str = '{"STEP": [1, 2, 4, 8], "MODE": [0]}',
+    restrictions: str = "None",
+    extra: str = "",
+) -> Path:
     """A small real C problem: 'MODE' 1 fails to compile and 'MODE' 2 gives a wrong answer."""
     (directory / "scale.c").write_text(SCALE_C)
     spec = directory / "spec.py"
-    spec.write_text(SCALE_SPEC.format(tune_params=tune_params, restrictions=restrictions)
-                    + textwrap.dedent(extra))
+    spec.write_text(SCALE_SPEC.format(tune_params=tune_params, restrictions=restrictions) + textwrap.dedent(extra))
     return spec
 
 
@@ -177,8 +192,18 @@ IDENTITY = {"kernel_name": "k", "tune_params": PARAMS}
 
 
 def info(**kw):
-    base = dict(started_unix=1.0, ranks=2, strategy="brute_force", seed=0, max_fevals=None,
-                time_limit_s=None, batch_size=2, space_size=8, command="cmd", version="0")
+    base = dict(
+        started_unix=1.0,
+        ranks=2,
+        strategy="brute_force",
+        seed=0,
+        max_fevals=None,
+        time_limit_s=None,
+        batch_size=2,
+        space_size=8,
+        command="cmd",
+        version="0",
+    )
     base.update(kw)
     return RunInfo(**base)
 
@@ -190,17 +215,37 @@ SHARED = str(REPO.parent / "shared" / "data" / "caches")
 def kt_cache(path, dangling=False, gz=False):
     """A small Kernel Tuner cache with every kind of entry, written as Kernel Tuner writes it."""
     entries = {
-        "1,1": {"x": 1, "y": 1, "time": 2.0, "times": [2.1, 2.0, 1.9], "compile_time": 100.0,
-                "verification_time": 5.0, "benchmark_time": 20.0},
-        "1,2": {"x": 1, "y": 2, "time": 1.0, "times": [1.0, 1.0, 1.0], "compile_time": 200.0,
-                "verification_time": 5.0, "benchmark_time": 10.0},
+        "1,1": {
+            "x": 1,
+            "y": 1,
+            "time": 2.0,
+            "times": [2.1, 2.0, 1.9],
+            "compile_time": 100.0,
+            "verification_time": 5.0,
+            "benchmark_time": 20.0,
+        },
+        "1,2": {
+            "x": 1,
+            "y": 2,
+            "time": 1.0,
+            "times": [1.0, 1.0, 1.0],
+            "compile_time": 200.0,
+            "verification_time": 5.0,
+            "benchmark_time": 10.0,
+        },
         "2,1": {"x": 2, "y": 1, "time": "CompilationFailedConfig", "compile_time": 50.0},
         "2,2": {"x": 2, "y": 2, "time": "RuntimeFailedConfig", "compile_time": 80.0, "benchmark_time": 1.0},
         "3,1": {"x": 3, "y": 1, "time": "InvalidConfig"},
         "3,2": {"x": 3, "y": 2, "__error__": "illegal memory access", "compile_time": 10.0},
     }
-    head = {"device_name": "Test GPU", "kernel_name": "k", "problem_size": [64, 64],
-            "tune_params_keys": ["x", "y"], "tune_params": {"x": [1, 2, 3], "y": [1, 2]}, "objective": "time"}
+    head = {
+        "device_name": "Test GPU",
+        "kernel_name": "k",
+        "problem_size": [64, 64],
+        "tune_params_keys": ["x", "y"],
+        "tune_params": {"x": [1, 2, 3], "y": [1, 2]},
+        "objective": "time",
+    }
     text = json.dumps(head)[:-1] + ', "cache": {\n'
     text += ",\n".join(f'"{k}": {json.dumps(v)}' for k, v in entries.items())
     text += ",\n" if dangling else "}\n}"

@@ -7,8 +7,13 @@ from conftest import REPO, mpi_env
 
 
 def test_scheduler_benchmark_quick_mode_prints_every_figure():
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scheduler.py"), "--quick"], env=mpi_env(),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "scheduler.py"), "--quick"],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "## Rank 0's cost per configuration: synthetic (1,024 configurations)" in out

@@ -21,8 +21,14 @@ TWO_CONFIGS = '{"STEP": [1, 2], "MODE": [0]}'
 
 def offline(args: list[str], cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """``python -m mpitune ...`` without mpiexec, as a user on a login node runs it."""
-    return subprocess.run([sys.executable, "-m", "mpitune", *args], cwd=cwd, env=env or mpi_env(),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mpitune", *args],
+        cwd=cwd,
+        env=env or mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def recorded_strategies(path: Path) -> list[str]:
@@ -82,8 +88,13 @@ def test_replay_refuses_to_mix_strategies_unless_asked(tmp_path):
 
 
 def test_a_closed_pipe_ends_quietly(results):
-    proc = subprocess.Popen([sys.executable, "-m", "mpitune", "report", str(results)], env=mpi_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mpitune", "report", str(results)],
+        env=mpi_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     proc.stdout.close()  # the reader is gone before the report is written, as `| head` after a line
     stderr = proc.stderr.read()
     assert proc.wait(timeout=60) == 141 and stderr == ""
@@ -110,10 +121,14 @@ def test_a_results_file_as_spec_is_refused_naming_it(results, tmp_path):
 
 
 def test_kernel_tuner_names_are_taken_and_said_once(tmp_path):
-    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0]}', extra='''
+    spec = write_scale_spec(
+        tmp_path,
+        '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0]}',
+        extra="""
         strategy = "diff_evo"
         strategy_options = {"popsize": 3, "max_fevals": 4}
-    ''')
+    """,
+    )
     proc = mpitune(2, [str(spec), "--out", str(tmp_path / "kt.h5")], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("'diff_evo' is Kernel Tuner's name; running 'differential_evolution'") == 1
@@ -123,11 +138,17 @@ def test_kernel_tuner_names_are_taken_and_said_once(tmp_path):
         assert len(f["results"]) == 4
 
 
-@pytest.mark.parametrize("option,says", [
-    ("popsiz", "strategy 'genetic_algorithm' has no option 'popsiz'; "
-               "its options: population, mutation_rate, crossover_rate"),
-    ("maxiter", "the budget here is max_fevals or time_limit"),
-])
+@pytest.mark.parametrize(
+    "option,says",
+    [
+        (
+            "popsiz",
+            "strategy 'genetic_algorithm' has no option 'popsiz'; "
+            "its options: population, mutation_rate, crossover_rate",
+        ),
+        ("maxiter", "the budget here is max_fevals or time_limit"),
+    ],
+)
 def test_an_unknown_strategy_option_is_answered_with_the_valid_ones(tmp_path, option, says):
     spec = write_scale_spec(tmp_path, TWO_CONFIGS, extra=f'strategy_options = {{"{option}": 3}}\n')
     proc = mpitune(2, [str(spec), "--strategy", "genetic_algorithm"], tmp_path)

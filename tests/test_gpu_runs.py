@@ -88,9 +88,13 @@ def test_without_isolation_a_poisoned_context_ends_the_run_and_reruns_finish(tmp
 def test_a_hanging_kernel_times_out_and_the_gpu_is_usable_again(tmp_path):
     spec = tmp_path / "spec.py"
     # x[0] is 0 and never changes: a loop on a volatile global read the compiler must keep.
-    spec.write_text(SPEC.replace("if (BAD && i == 0) ((float *)0x10)[0] = 1.0f;",
-                                 "if (BAD) { while (((volatile const float *)x)[0] == 0.0f) {} }")
-                    + "timeout_s = 10\n")
+    spec.write_text(
+        SPEC.replace(
+            "if (BAD && i == 0) ((float *)0x10)[0] = 1.0f;",
+            "if (BAD) { while (((volatile const float *)x)[0] == 0.0f) {} }",
+        )
+        + "timeout_s = 10\n"
+    )
     cache = tmp_path / "out.h5"
     proc = mpitune(min(GPUS, 2), [str(spec), "--cache", str(cache)], tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -125,8 +129,12 @@ def test_a_ported_kernel_tuner_script_tunes_gflops_with_power_and_clocks(tmp_pat
     cache = tmp_path / "port.h5"
     os.environ["GEMM_N"] = "1024"
     try:
-        proc = mpitune(max(1, min(GPUS, 2)), [str(REPO / "examples" / "kernel_tuner_port" / "spec.py"),
-                                              "--cache", str(cache)], tmp_path, timeout=600)
+        proc = mpitune(
+            max(1, min(GPUS, 2)),
+            [str(REPO / "examples" / "kernel_tuner_port" / "spec.py"), "--cache", str(cache)],
+            tmp_path,
+            timeout=600,
+        )
     finally:
         del os.environ["GEMM_N"]
     assert proc.returncode == 0, proc.stderr

@@ -39,8 +39,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     "__init__": {"api"},
 }
 # Third-party libraries that only one room may import.
-ONLY_IN = {"mpi4py": "scheduling", "cupy": "backends", "cupy_backends": "backends", "cupyx": "backends",
-           "h5py": "store", "pynvml": "observers", "pandas": "offline", "matplotlib": "offline"}
+ONLY_IN = {
+    "mpi4py": "scheduling",
+    "cupy": "backends",
+    "cupy_backends": "backends",
+    "cupyx": "backends",
+    "h5py": "store",
+    "pynvml": "observers",
+    "pandas": "offline",
+    "matplotlib": "offline",
+}
 
 
 def room_of(path: Path, package: Path) -> str:
@@ -94,12 +102,15 @@ def test_no_room_imports_what_the_architecture_forbids():
     assert violations() == []
 
 
-@pytest.mark.parametrize("room, line, expected", [
-    ("model", "import h5py", "h5py may be imported only in store/"),
-    ("strategies", "from mpitune.store.cache import Cache", "strategies may not import mpitune.store.cache"),
-    ("offline", "    from mpi4py import MPI", "mpi4py may be imported only in scheduling/"),
-    ("spec", "from mpitune import scheduling", "spec may not import mpitune.scheduling"),
-])
+@pytest.mark.parametrize(
+    "room, line, expected",
+    [
+        ("model", "import h5py", "h5py may be imported only in store/"),
+        ("strategies", "from mpitune.store.cache import Cache", "strategies may not import mpitune.store.cache"),
+        ("offline", "    from mpi4py import MPI", "mpi4py may be imported only in scheduling/"),
+        ("spec", "from mpitune import scheduling", "spec may not import mpitune.scheduling"),
+    ],
+)
 def test_the_check_catches_a_forbidden_import(tmp_path, room, line, expected):
     """The rule table is only worth something if a breach fails: plant one in a copy."""
     copy = tmp_path / "mpitune"

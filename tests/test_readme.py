@@ -18,11 +18,15 @@ NUM = r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"
 OBJECTIVE = rf"(?:{NUM} ms|\S+ {NUM} \({NUM} ms\))"
 CONFIG = r"\(\w+=[^,()]+(?:, \w+=[^,()]+)*\)"
 KINDS = {
-    "header": re.compile(r"mpitune: tuning \w+ \(\w+\) on \d+ rank\(s\): \d+ configurations, \d+ already in \S+, "
-                         r"strategy \w+, batches of \d+, "
-                         r"(?:compiling in turn|\d+ compile worker\(s\) per rank|\d+-\d+ compile workers per rank)"),
-    "batch": re.compile(rf"mpitune: batch \d+: \d+/\d+ configs, best (?:none yet|{OBJECTIVE} {CONFIG}), "
-                        rf"{NUM} configs/s, {NUM} s"),
+    "header": re.compile(
+        r"mpitune: tuning \w+ \(\w+\) on \d+ rank\(s\): \d+ configurations, \d+ already in \S+, "
+        r"strategy \w+, batches of \d+, "
+        r"(?:compiling in turn|\d+ compile worker\(s\) per rank|\d+-\d+ compile workers per rank)"
+    ),
+    "batch": re.compile(
+        rf"mpitune: batch \d+: \d+/\d+ configs, best (?:none yet|{OBJECTIVE} {CONFIG}), "
+        rf"{NUM} configs/s, {NUM} s"
+    ),
     "best": re.compile(rf"mpitune: best: {OBJECTIVE} {CONFIG}"),
     "final": re.compile(rf"mpitune: \d+ configurations measured in {NUM} s \(\w+\); results in \S+"),
 }

@@ -40,8 +40,9 @@ def test_simulation_mode_in_a_spec_and_simulated_time_limit(tmp_path):
     kt_cache(str(tmp_path / "measured.json"))
     spec = tmp_path / "sim.py"
     spec.write_text('simulation_mode = True\ncache = "measured.json"\nrestrictions = ["x < 3"]\n')
-    proc = mpitune(1, [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3",
-                       "--strategy", "brute_force"], tmp_path)
+    proc = mpitune(
+        1, [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3", "--strategy", "brute_force"], tmp_path
+    )
     assert proc.returncode == 75, proc.stderr
     with h5py.File(tmp_path / "o.h5", "r") as f:
         run = f["runs"][0]
@@ -73,8 +74,23 @@ CACHES = sorted(f for f in os.listdir(SHARED) if f.endswith(".json.gz")) if os.p
 def test_every_strategy_on_every_real_cache_respects_the_budget(tmp_path, strategy):
     for name in CACHES:
         out = tmp_path / f"{name}.h5"
-        proc = mpitune(4, ["replay", os.path.join(SHARED, name), "--strategy", strategy,
-                           "--max-fevals", "200", "--seed", "3", "--output", str(out)], tmp_path, timeout=300)
+        proc = mpitune(
+            4,
+            [
+                "replay",
+                os.path.join(SHARED, name),
+                "--strategy",
+                strategy,
+                "--max-fevals",
+                "200",
+                "--seed",
+                "3",
+                "--output",
+                str(out),
+            ],
+            tmp_path,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         with h5py.File(out, "r") as f:
             ids = list(f["results"]["config_id"])

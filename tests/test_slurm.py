@@ -19,7 +19,8 @@ from conftest import REPO, mpi_env, report_json
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("slurmctld", "slurmd", "sbatch", "munged")) or os.geteuid() != 0,
-    reason="needs root and a Slurm installation (slurmctld, slurmd, slurm-client, munge)")
+    reason="needs root and a Slurm installation (slurmctld, slurmd, slurm-client, munge)",
+)
 
 # Each call spins for about 50 ms, so a configuration (compile, warm-up, 3 timed calls)
 # takes about 0.25 s and the whole search well over the job's one minute.
@@ -66,8 +67,13 @@ def slurm(tmp_path_factory):
 def sbatch(env, cwd: Path, args: list[str], timeout: float) -> tuple[int, str]:
     """Submit, wait for the job, return its exit code and its output."""
     out = cwd / f"job-{time.monotonic_ns()}.out"
-    proc = subprocess.run(["timeout", str(timeout), "sbatch", "--wait", "--output", str(out), *args],
-                          cwd=cwd, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["timeout", str(timeout), "sbatch", "--wait", "--output", str(out), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 124, f"sbatch --wait timed out: {proc.stdout}{proc.stderr}"
     return proc.returncode, out.read_text() if out.exists() else proc.stderr
 
@@ -107,8 +113,19 @@ def test_srun_with_the_wrong_mpi_plugin_is_refused(slurm, tmp_path):
     (tmp_path / "spin.c").write_text(SPIN_C)
     (tmp_path / "spec.py").write_text(SPEC)
     env = dict(slurm, MPITUNE_SRUN_MPI="none")
-    rc, log = sbatch(env, tmp_path, ["--ntasks-per-node=2", "--gres=gpu:2", "--cpus-per-task=4", "--time=2",
-                                     str(REPO / "jobscripts" / "das6.sh"), "spec.py"], timeout=120)
+    rc, log = sbatch(
+        env,
+        tmp_path,
+        [
+            "--ntasks-per-node=2",
+            "--gres=gpu:2",
+            "--cpus-per-task=4",
+            "--time=2",
+            str(REPO / "jobscripts" / "das6.sh"),
+            "spec.py",
+        ],
+        timeout=120,
+    )
     assert rc == 2, log
     assert log.count("MPI sees a world of 1 rank") == 1
     assert "--mpi=pmi2 for MPICH" in log

@@ -32,8 +32,21 @@ import pytest
 from conftest import REPO
 
 # What setuptools and the tests leave in a tree (as .gitignore says), and the tree's history.
-IGNORED = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
-                                 "*.pyc", "*.so", "*.h5", "*.h5.lock", "*.h5.partial", ".whl")
+IGNORED = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    "*.pyc",
+    "*.so",
+    "*.h5",
+    "*.h5.lock",
+    "*.h5.partial",
+    ".whl",
+)
 # The run-time dependencies (setup.cfg's install_requires) and the MPI library of the quick start.
 DEPENDENCIES = ("mpi4py", "numpy", "h5py", "mpich")
 
@@ -49,16 +62,20 @@ def clean_env() -> dict:
 
 
 def run(cmd: list, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=clean_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
 
 
 def package_files(root: Path) -> set[str]:
     """Every file of the package in a tree, as a path from the tree's root ('mpitune/...')."""
-    return {p.relative_to(root).as_posix() for p in (root / "mpitune").rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so")}
+    return {
+        p.relative_to(root).as_posix()
+        for p in (root / "mpitune").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +112,16 @@ def test_the_sdist_holds_the_package_and_what_the_readme_runs(built):
         names = {n.removeprefix(top + "/") for n in tar.getnames()}
     missing = package_files(src) - names
     assert not missing, f"in the tree but not in the sdist: {sorted(missing)}"
-    for path in ("README.md", "setup.cfg", "pyproject.toml", "examples/matmul_c/spec.py", "examples/matmul_c/matmul.c",
-                 "jobscripts/das6.sh", "docs/running.md", "tests/conftest.py"):
+    for path in (
+        "README.md",
+        "setup.cfg",
+        "pyproject.toml",
+        "examples/matmul_c/spec.py",
+        "examples/matmul_c/matmul.c",
+        "jobscripts/das6.sh",
+        "docs/running.md",
+        "tests/conftest.py",
+    ):
         assert path in names, path
 
 
@@ -106,8 +131,11 @@ def test_the_installed_wheel_runs_the_quick_start_outside_the_checkout(built, tm
     run([sys.executable, "-m", "venv", venv], tmp_path, timeout=120)
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in DEPENDENCIES if _installed(name)]
     (tmp_path / "pins.txt").write_text("\n".join(pins) + "\n")
-    run([venv / "bin/python", "-m", "pip", "install", "-q", "-c", tmp_path / "pins.txt", f"{wheel}[mpich]"],
-        tmp_path, timeout=300)
+    run(
+        [venv / "bin/python", "-m", "pip", "install", "-q", "-c", tmp_path / "pins.txt", f"{wheel}[mpich]"],
+        tmp_path,
+        timeout=300,
+    )
 
     # The example as the sdist ships it, in a directory that has nothing to do with the checkout.
     work = tmp_path / "work"
@@ -122,10 +150,12 @@ def test_the_installed_wheel_runs_the_quick_start_outside_the_checkout(built, tm
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout
 
     job = run([venv / "bin/mpiexec", "-n", "4", venv / "bin/python", "-m", "mpitune", "spec.py"], work, timeout=300)
-    header = re.search(r"^mpitune: tuning matmul \(C\) on 4 rank\(s\): (\d+) configurations, 0 already in", job.stdout,
-                       re.M)
-    final = re.search(r"^mpitune: (\d+) configurations measured in [\d.]+ s \(finished\); results in (.+)$", job.stdout,
-                      re.M)
+    header = re.search(
+        r"^mpitune: tuning matmul \(C\) on 4 rank\(s\): (\d+) configurations, 0 already in", job.stdout, re.M
+    )
+    final = re.search(
+        r"^mpitune: (\d+) configurations measured in [\d.]+ s \(finished\); results in (.+)$", job.stdout, re.M
+    )
     assert header and final, job.stdout
     assert int(final.group(1)) == int(header.group(1)) > 0
     assert Path(final.group(2)) == work / "spec.h5"

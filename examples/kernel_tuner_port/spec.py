@@ -7,6 +7,7 @@ Constant memory (alpha, beta), a templated kernel (the register tile as template
 dynamic shared memory sized per configuration, GFLOP/s as the objective (higher is better)
 and power, energy and clocks recorded with NVML. See docs/from-kernel-tuner.md.
 """
+
 import os
 
 import numpy as np
@@ -27,9 +28,11 @@ tune_params = {
     "tile_size_y": [2, 4, 8],
     "tile_k": [16, 32],
 }
-restrictions = ["block_size_x * block_size_y >= 128",
-                "block_size_y * tile_size_y * tile_k >= block_size_x * block_size_y",
-                "block_size_x * tile_size_x * tile_k >= block_size_x * block_size_y"]
+restrictions = [
+    "block_size_x * block_size_y >= 128",
+    "block_size_y * tile_size_y * tile_k >= block_size_x * block_size_y",
+    "block_size_x * tile_size_x * tile_k >= block_size_x * block_size_y",
+]
 
 # tune_kernel's positional arguments, by name:
 kernel_name = "gemm<tile_size_x, tile_size_y>"
@@ -46,11 +49,14 @@ smem_args = {"size": lambda p: p["tile_k"] * p["block_size_x"] * p["tile_size_x"
 compiler_options = [f"-DN={n}"]
 answer = [(alpha * (a.astype(np.float64) @ b) + beta * c).astype(np.float32), None, None]
 atol = 1e-3
-metrics = {"GFLOP/s": lambda p: 2 * n**3 / 1e9 / (p["time"] / 1e3),
-           "GFLOP/J": lambda p: 2 * n**3 / 1e9 / p["nvml_energy"]}
+metrics = {
+    "GFLOP/s": lambda p: 2 * n**3 / 1e9 / (p["time"] / 1e3),
+    "GFLOP/J": lambda p: 2 * n**3 / 1e9 / p["nvml_energy"],
+}
 objective = "GFLOP/s"
 objective_higher_is_better = True
-observers = [NVMLObserver(["nvml_power", "nvml_energy", "core_freq", "mem_freq", "temperature"],
-                          continuous_duration=0.25)]
+observers = [
+    NVMLObserver(["nvml_power", "nvml_energy", "core_freq", "mem_freq", "temperature"], continuous_duration=0.25)
+]
 iterations = 7
 strategy = "brute_force"

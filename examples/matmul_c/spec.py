@@ -1,7 +1,8 @@
 """Tune a tiled C matrix multiply on the CPU.
 
-    mpiexec -n 4 python -m mpitune examples/matmul_c/spec.py
+mpiexec -n 4 python -m mpitune examples/matmul_c/spec.py
 """
+
 import numpy as np
 
 n = 256

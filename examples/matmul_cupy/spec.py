@@ -5,6 +5,7 @@
 
 The answer is computed once on rank 0 in float64 and compared on each GPU.
 """
+
 import os
 
 import numpy as np

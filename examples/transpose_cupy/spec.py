@@ -5,6 +5,7 @@
 A block moves one square tile of block_size_x by block_size_x elements; each of its
 block_size_y rows of threads handles block_size_x / block_size_y rows of the tile.
 """
+
 import numpy as np
 
 width, height = 8192, 4096
@@ -37,7 +38,7 @@ tune_params = {"block_size_x": [8, 16, 32, 64], "block_size_y": [1, 2, 4, 8, 16,
 grid_div_x = ["block_size_x"]
 grid_div_y = ["block_size_x"]  # the tile is square: block_size_x rows of the input per block
 restrictions = [
-    "block_size_x % block_size_y == 0",   # whole rows of the tile per row of threads
+    "block_size_x % block_size_y == 0",  # whole rows of the tile per row of threads
     "block_size_x * block_size_y <= 1024",  # the most threads a CUDA block can have
 ]
 iterations = 7

@@ -1,7 +1,8 @@
 """The smallest CUDA tuning problem: c = a + b, tuning the block size and the elements per thread.
 
-    mpirun -n 2 python -m mpitune examples/vector_add_cupy/spec.py
+mpirun -n 2 python -m mpitune examples/vector_add_cupy/spec.py
 """
+
 import numpy as np
 
 n = 1 << 26  # 64 Mi floats: 768 MiB moved per call, so the kernel is memory-bound

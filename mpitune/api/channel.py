@@ -58,8 +58,7 @@ def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, NVMLObserver):
-        return {"nvml_observer": {"observables": value.observables,
-                                  "continuous_duration": value.continuous_duration}}
+        return {"nvml_observer": {"observables": value.observables, "continuous_duration": value.continuous_duration}}
     if isinstance(value, (list, tuple)):
         items = [_encode(v, arrays) for v in value]
         return items if isinstance(value, list) else {"tuple": items}
@@ -73,7 +72,7 @@ def _decode(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
         return [_decode(v, arrays) for v in value]
     if not isinstance(value, dict):
         return value
-    (kind, body), = value.items()
+    ((kind, body),) = value.items()
     if kind == "array":
         return arrays[body]
     if kind == "scalar":

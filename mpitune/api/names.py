@@ -9,29 +9,64 @@ from typing import Any
 from mpitune.errors import SpecError
 
 # Kernel Tuner's ``run_kernel`` keywords: its launch and compile settings, nothing of a search.
-RUN_KERNEL_KEYWORDS = ("grid_div_x", "grid_div_y", "grid_div_z", "lang", "device", "platform", "smem_args",
-                       "cmem_args", "texmem_args", "compiler", "compiler_options", "defines", "block_size_names",
-                       "quiet", "log")
+RUN_KERNEL_KEYWORDS = (
+    "grid_div_x",
+    "grid_div_y",
+    "grid_div_z",
+    "lang",
+    "device",
+    "platform",
+    "smem_args",
+    "cmem_args",
+    "texmem_args",
+    "compiler",
+    "compiler_options",
+    "defines",
+    "block_size_names",
+    "quiet",
+    "log",
+)
 
 
-def spec_names(kernel_name: Any, kernel_source: Any, problem_size: Any, arguments: Any, tune_params: Any,
-               keywords: Mapping[str, Any]) -> dict[str, Any]:
+def spec_names(
+    kernel_name: Any,
+    kernel_source: Any,
+    problem_size: Any,
+    arguments: Any,
+    tune_params: Any,
+    keywords: Mapping[str, Any],
+) -> dict[str, Any]:
     """The positional arguments by their spec names, then the keywords as given."""
-    return {"kernel_name": kernel_name, "kernel_source": kernel_source, "problem_size": problem_size,
-            "arguments": arguments, "tune_params": tune_params, **keywords}
+    return {
+        "kernel_name": kernel_name,
+        "kernel_source": kernel_source,
+        "problem_size": problem_size,
+        "arguments": arguments,
+        "tune_params": tune_params,
+        **keywords,
+    }
 
 
-def run_kernel_names(origin: str, kernel_name: Any, kernel_source: Any, problem_size: Any, arguments: Any,
-                     params: Any, keywords: Mapping[str, Any]) -> dict[str, Any]:
+def run_kernel_names(
+    origin: str,
+    kernel_name: Any,
+    kernel_source: Any,
+    problem_size: Any,
+    arguments: Any,
+    params: Any,
+    keywords: Mapping[str, Any],
+) -> dict[str, Any]:
     """One configuration is a space of one: each parameter with its one value."""
     for name in keywords:
         if name not in RUN_KERNEL_KEYWORDS:
-            raise SpecError(origin, name, "unknown keyword argument of run_kernel; it takes "
-                                          + ", ".join(RUN_KERNEL_KEYWORDS))
+            raise SpecError(
+                origin, name, "unknown keyword argument of run_kernel; it takes " + ", ".join(RUN_KERNEL_KEYWORDS)
+            )
     if not isinstance(params, Mapping):
         raise SpecError(origin, "params", "must be a dict of parameter name -> its one value")
-    return spec_names(kernel_name, kernel_source, problem_size, arguments, {k: [v] for k, v in params.items()},
-                      keywords)
+    return spec_names(
+        kernel_name, kernel_source, problem_size, arguments, {k: [v] for k, v in params.items()}, keywords
+    )
 
 
 def callable_in(value: Any, where: str) -> str | None:
@@ -55,6 +90,10 @@ def refuse_callables(names: Mapping[str, Any], origin: str) -> None:
     for name, value in names.items():
         found = callable_in(value, name)
         if found:
-            raise SpecError(origin, name, f"{found} is a function, which cannot be sent to the ranks of an MPI job; "
-                                          "with ranks > 1 write it as an expression string (restrictions, metrics, "
-                                          "defines and smem_args take them), or tune with ranks=1")
+            raise SpecError(
+                origin,
+                name,
+                f"{found} is a function, which cannot be sent to the ranks of an MPI job; "
+                "with ranks > 1 write it as an expression string (restrictions, metrics, "
+                "defines and smem_args take them), or tune with ranks=1",
+            )

@@ -28,8 +28,12 @@ from mpitune.offline.exchange import KT_MARKERS, KT_RUNTIME_MARKER
 from mpitune.store.reader import CacheData
 
 # Timeline phases summed into Kernel Tuner's totals; the rest of the busy time is its "framework".
-_TOTALS = {"compile": "total_compile_time", "verify": "total_verification_time",
-           "benchmark": "total_benchmark_time", "strategy": "total_strategy_time"}
+_TOTALS = {
+    "compile": "total_compile_time",
+    "verify": "total_verification_time",
+    "benchmark": "total_benchmark_time",
+    "strategy": "total_strategy_time",
+}
 
 
 def kt_results(data: CacheData, problem: Problem) -> list[dict[str, Any]]:
@@ -58,8 +62,13 @@ def kt_results(data: CacheData, problem: Problem) -> list[dict[str, Any]]:
                         entry[aliases[name]] = value
         else:
             entry["time"] = KT_MARKERS.get(status, KT_RUNTIME_MARKER)
-        entry.update({"compile_time": 1e3 * float(row["compile_s"]), "verification_time": 1e3 * float(row["verify_s"]),
-                      "benchmark_time": 1e3 * float(row["benchmark_s"])})
+        entry.update(
+            {
+                "compile_time": 1e3 * float(row["compile_s"]),
+                "verification_time": 1e3 * float(row["verify_s"]),
+                "benchmark_time": 1e3 * float(row["benchmark_s"]),
+            }
+        )
         finished = started.get(int(row["run"]), math.nan) + float(row["finished_s"])
         if math.isfinite(finished):
             entry["timestamp"] = str(datetime.fromtimestamp(finished, timezone.utc))
@@ -80,16 +89,23 @@ def kt_env(data: CacheData, problem: Problem, results: list[dict[str, Any]], cac
     working = ~np.isin(rows["phase"], [*_TOTALS, *IDLE_PHASES])
     env: dict[str, Any] = {
         "device_name": ", ".join(sorted({str(d) for d in data.ranks["device"][data.ranks["run"] == run["run"]]})),
-        "kernel_name": problem.kernel_name, "lang": problem.lang, "problem_size": list(problem.problem_size),
-        "iterations": problem.iterations, "compiler_options": list(problem.compiler_options),
-        "block_size_names": list(problem.block_size_names), "objective": problem.objective,
+        "kernel_name": problem.kernel_name,
+        "lang": problem.lang,
+        "problem_size": list(problem.problem_size),
+        "iterations": problem.iterations,
+        "compiler_options": list(problem.compiler_options),
+        "block_size_names": list(problem.block_size_names),
+        "objective": problem.objective,
         "objective_higher_is_better": problem.objective_higher_is_better,
         **totals,
         "total_framework_time": 1e3 * float(seconds[working].sum()),
         "total_wait_time": 1e3 * float(seconds[np.isin(rows["phase"], IDLE_PHASES)].sum()),
         "overhead_time": 1e3 * float(run["wall_s"]),
-        "ranks": int(run["ranks"]), "strategy": str(run["strategy"]), "stop_reason": str(run["status"]),
-        "measured": int(run["measured"]), "cache": cache,
+        "ranks": int(run["ranks"]),
+        "strategy": str(run["strategy"]),
+        "stop_reason": str(run["status"]),
+        "measured": int(run["measured"]),
+        "cache": cache,
     }
     best = _best(results, problem)
     if best is not None:
@@ -99,8 +115,11 @@ def kt_env(data: CacheData, problem: Problem, results: list[dict[str, Any]], cac
 
 def _best(results: list[dict[str, Any]], problem: Problem) -> dict[str, Any] | None:
     """The passing configuration with the best objective, as Kernel Tuner's ``best_config``."""
-    scored = [r for r in results if r["status"] == OK and isinstance(r.get(problem.objective), float)
-              and math.isfinite(r[problem.objective])]
+    scored = [
+        r
+        for r in results
+        if r["status"] == OK and isinstance(r.get(problem.objective), float) and math.isfinite(r[problem.objective])
+    ]
     if not scored:
         return None
     pick = max if problem.objective_higher_is_better else min

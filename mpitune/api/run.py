@@ -24,8 +24,14 @@ from mpitune.spec.load import load_problem
 ORIGIN = "run_kernel"
 
 
-def run_kernel(kernel_name: str, kernel_source: str | os.PathLike[str], problem_size: int | Sequence[int],
-               arguments: Sequence[Any], params: dict[str, Any], **kwargs: Any) -> list[Any]:
+def run_kernel(
+    kernel_name: str,
+    kernel_source: str | os.PathLike[str],
+    problem_size: int | Sequence[int],
+    arguments: Sequence[Any],
+    params: dict[str, Any],
+    **kwargs: Any,
+) -> list[Any]:
     """Compile ``kernel_name`` with ``params`` (one value per parameter), run it once on fresh
     copies of ``arguments`` and return them as the kernel left them: a list like ``arguments``,
     numpy arrays for arrays, scalars as given. Keywords are Kernel Tuner's ``run_kernel``'s

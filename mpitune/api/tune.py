@@ -31,10 +31,17 @@ ORIGIN = "tune_kernel"  # what error messages name in place of a spec file
 _KT_CACHE_SUFFIXES = (".json", ".json.gz")
 
 
-def tune_kernel(kernel_name: str, kernel_source: str | os.PathLike[str], problem_size: int | Sequence[int],
-                arguments: Sequence[Any], tune_params: dict[str, Sequence[Any]], *,
-                cache: str | os.PathLike[str] | None = None, ranks: int = 1,
-                **kwargs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def tune_kernel(
+    kernel_name: str,
+    kernel_source: str | os.PathLike[str],
+    problem_size: int | Sequence[int],
+    arguments: Sequence[Any],
+    tune_params: dict[str, Sequence[Any]],
+    *,
+    cache: str | os.PathLike[str] | None = None,
+    ranks: int = 1,
+    **kwargs: Any,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Tune a kernel as Kernel Tuner's ``tune_kernel`` does, with its arguments (and the other
     names a spec file may set, docs/spec.md); returns ``(results, env)`` in Kernel Tuner's shapes
     (docs/python-api.md).
@@ -50,17 +57,22 @@ def tune_kernel(kernel_name: str, kernel_source: str | os.PathLike[str], problem
     simulation = bool(keywords.get("simulation_mode"))
     if cache is not None:
         if not simulation and str(cache).endswith(_KT_CACHE_SUFFIXES):
-            raise SpecError(ORIGIN, "cache", f"{os.fspath(cache)!r} is a Kernel Tuner JSON cache; mpitune writes "
-                                             "an HDF5 file (name one ending in .h5; python -m mpitune import "
-                                             "converts a JSON cache)")
+            raise SpecError(
+                ORIGIN,
+                "cache",
+                f"{os.fspath(cache)!r} is a Kernel Tuner JSON cache; mpitune writes "
+                "an HDF5 file (name one ending in .h5; python -m mpitune import "
+                "converts a JSON cache)",
+            )
         # A replay's data is found from the job's spec, elsewhere: the path must not be relative.
         keywords["cache"] = os.path.abspath(cache)
     names = spec_names(kernel_name, kernel_source, problem_size, arguments, tune_params, keywords)
     with tempfile.TemporaryDirectory(prefix="mpitune-") as scratch:
         kept = cache is not None and not simulation
         output = keywords["cache"] if kept else os.path.join(scratch, "tune_kernel.h5")
-        problem, settings = load_names(names, ORIGIN, os.getcwd(), Overrides(cache_path=output),
-                                       read_measured=_read_measured, strict=True)
+        problem, settings = load_names(
+            names, ORIGIN, os.getcwd(), Overrides(cache_path=output), read_measured=_read_measured, strict=True
+        )
         if ranks > 1:
             refuse_callables(names, ORIGIN)
             job.run_job(ranks, names, problem, settings, ORIGIN)
@@ -125,7 +137,7 @@ class _ErrorLines(io.TextIOBase):
         *lines, self._line = self._line.split("\n")
         for line in lines:
             if line.startswith(ERROR_PREFIX):
-                self.kept.append(line[len(ERROR_PREFIX):])
+                self.kept.append(line[len(ERROR_PREFIX) :])
             else:
                 self.stream.write(line + "\n")
         return len(text)

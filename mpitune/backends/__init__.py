@@ -18,8 +18,17 @@ from mpitune.backends.capabilities import Capabilities, DeviceKind
 
 _MODULES = ("cupy", "c", "replay")
 
-__all__ = ["Backend", "Capabilities", "DeviceKind", "all_capabilities", "capabilities", "create", "resolve",
-           "selectable", "warm_up"]
+__all__ = [
+    "Backend",
+    "Capabilities",
+    "DeviceKind",
+    "all_capabilities",
+    "capabilities",
+    "create",
+    "resolve",
+    "selectable",
+    "warm_up",
+]
 
 
 @cache

@@ -82,8 +82,15 @@ class Backend:
         """How long one configuration may take before it is given up (None: no limit)."""
         return None
 
-    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None, race: Race | None = None) -> Result:
+    def run(
+        self,
+        config_id: int,
+        config: dict,
+        timeline: Timeline,
+        derived: Derived | None = None,
+        compiled: Compiled | None = None,
+        race: Race | None = None,
+    ) -> Result:
         """Measure one configuration; ``compiled`` is its kernel compiled ahead elsewhere
         (None: compile it here), ``derived`` what rank 0 resolved for it (kernel_extras.py),
         ``race`` what its timing races against (None: every iteration is timed)."""

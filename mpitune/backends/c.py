@@ -27,15 +27,23 @@ from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED
 from mpitune.model.timeline import Timeline
 
 _SCALARS: dict[np.dtype, type] = {
-    np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
-    np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
-    np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
-    np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.int8): ctypes.c_int8,
+    np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint8): ctypes.c_uint8,
+    np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.float32): ctypes.c_float,
+    np.dtype(np.float64): ctypes.c_double,
     np.dtype(np.bool_): ctypes.c_bool,
 }
 CAPABILITIES = Capabilities(
-    lang="C", aliases=(), module="c", device=DeviceKind.CPU,
+    lang="C",
+    aliases=(),
+    module="c",
+    device=DeviceKind.CPU,
     scalar_dtypes=frozenset(dtype.str for dtype in _SCALARS),
 )
 DEFAULT_FLAGS = ["-O3", "-fPIC", "-shared"]
@@ -75,8 +83,9 @@ class GccCompiler:
         cmd = [*self.command, *(define(k, v) for k, v in defines.items()), "-o", lib, self.source_path]
         proc = run_compiler(cmd)
         if proc.returncode != 0:
-            return Compiled(config_id, status=COMPILE_ERROR,
-                            error=shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}"))
+            return Compiled(
+                config_id, status=COMPILE_ERROR, error=shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}")
+            )
         return Compiled(config_id, artifact=lib)
 
 
@@ -89,11 +98,19 @@ def run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
     only write end this process holds; once this process is gone (killed, or exiting) the read
     sees end-of-file and the watcher kills the whole group."""
     read, write = os.pipe()
-    guard = ('exec 3<&0 </dev/null; "$@" 3<&- & c=$!; (read _ <&3; kill -KILL 0) >/dev/null 2>&1 & w=$!; '
-             'exec 3<&-; wait $c; rc=$?; kill $w 2>/dev/null; exit $rc')
+    guard = (
+        'exec 3<&0 </dev/null; "$@" 3<&- & c=$!; (read _ <&3; kill -KILL 0) >/dev/null 2>&1 & w=$!; '
+        "exec 3<&-; wait $c; rc=$?; kill $w 2>/dev/null; exit $rc"
+    )
     try:  # the pipe is the shell's standard input, which only the watcher keeps
-        proc = subprocess.Popen(["/bin/sh", "-c", guard, "sh", *cmd], stdin=read, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", guard, "sh", *cmd],
+            stdin=read,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
     finally:
         os.close(read)
     try:
@@ -112,8 +129,7 @@ class CBackend(Backend):
         self.workdir = workdir
         self.device_name = cpu_name()
         self.source_path = os.path.join(workdir, "kernel.c")
-        self.argtypes = [ctypes.c_void_p if isinstance(a, np.ndarray) else _SCALARS[a.dtype]
-                         for a in problem.arguments]
+        self.argtypes = [ctypes.c_void_p if isinstance(a, np.ndarray) else _SCALARS[a.dtype] for a in problem.arguments]
         command = shlex.split(os.environ.get("CC", "gcc")) + DEFAULT_FLAGS + list(problem.compiler_options)
         self._compiler = GccCompiler(tuple(command), self.source_path, workdir)
 
@@ -125,11 +141,20 @@ class CBackend(Backend):
         return self._compiler
 
     def _call_args(self, arrays: list) -> list:
-        return [ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else ctype(a.item())
-                for a, ctype in zip(arrays, self.argtypes)]
+        return [
+            ctypes.c_void_p(a.ctypes.data) if isinstance(a, np.ndarray) else ctype(a.item())
+            for a, ctype in zip(arrays, self.argtypes)
+        ]
 
-    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None, race: Race | None = None) -> Result:
+    def run(
+        self,
+        config_id: int,
+        config: dict,
+        timeline: Timeline,
+        derived: Derived | None = None,
+        compiled: Compiled | None = None,
+        race: Race | None = None,
+    ) -> Result:
         result = Result(config_id=config_id, status=OK)
         ahead_s = 0.0 if compiled is None else compiled.compile_s  # spent elsewhere, before this
         with timeline.phase("compile", config_id) as t:
@@ -176,6 +201,7 @@ class CBackend(Backend):
         if result.error:
             result.status = VERIFY_FAILED
             return
+
         def launch_ms() -> float:
             start = time.perf_counter_ns()
             fn(*args)

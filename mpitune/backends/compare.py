@@ -34,21 +34,26 @@ def largest_difference(xp: Any, got: Any, expected: Any) -> float:
     return float("nan") if bool(xp.isnan(diff).all()) else float(xp.nanmax(diff))
 
 
-def mismatch(xp: Any, outputs: Sequence[Any], answer: Sequence[Any] | None, atol: float,
-             count_wrong: CountWrong | None = None) -> str:
+def mismatch(
+    xp: Any, outputs: Sequence[Any], answer: Sequence[Any] | None, atol: float, count_wrong: CountWrong | None = None
+) -> str:
     """Empty when every checked output matches its answer within ``atol``, else why the first
     one does not. Outputs and answers have the same shapes (the spec layer checks)."""
     if answer is None:
         return ""
     if count_wrong is None:
+
         def count_wrong(got: Any, expected: Any, atol: float) -> int:
             return int(xp.count_nonzero(wrong(xp, got, expected, atol)))
+
     for i, (got, expected) in enumerate(zip(outputs, answer)):
         if expected is None:
             continue
         got, expected = xp.asarray(got), xp.asarray(expected)
         bad = count_wrong(got, expected, atol)
         if bad:
-            return (f"argument {i}: {bad} of {got.size} values differ by more than atol={atol:g} "
-                    f"(largest difference {largest_difference(xp, got, expected):g})")
+            return (
+                f"argument {i}: {bad} of {got.size} values differ by more than atol={atol:g} "
+                f"(largest difference {largest_difference(xp, got, expected):g})"
+            )
     return ""

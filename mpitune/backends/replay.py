@@ -25,8 +25,9 @@ class ReplayBackend(Backend):
         self.lookup = data.lookup()
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
 
-    def run(self, config_id: int, config: dict, timeline: Timeline, derived=None, compiled=None,
-            race: Race | None = None) -> Result:
+    def run(
+        self, config_id: int, config: dict, timeline: Timeline, derived=None, compiled=None, race: Race | None = None
+    ) -> Result:
         """The recorded outcome; with a ``race``, the recorded launches are raced in the order they
         were timed and only the benchmark time of the launches made is spent."""
         m = self.lookup.get(tuple(config[n] for n in self.names))
@@ -54,8 +55,15 @@ class ReplayBackend(Backend):
 
 
 CAPABILITIES = Capabilities(
-    lang="replay", aliases=(), module="replay", device=DeviceKind.NONE, selectable=False,
-    kernel_name=re.compile(r".*"), kernel_name_rule="any name", isolate=False, simulated_clock=True,
+    lang="replay",
+    aliases=(),
+    module="replay",
+    device=DeviceKind.NONE,
+    selectable=False,
+    kernel_name=re.compile(r".*"),
+    kernel_name_rule="any name",
+    isolate=False,
+    simulated_clock=True,
 )
 
 

@@ -19,8 +19,11 @@ HELP = "check a cache file's integrity, repair what a killed run left, say what 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file")
     p.add_argument("--no-repair", action="store_true", help="only report, change nothing")
-    p.add_argument("--salvage", action="store_true",
-                   help="if damaged: keep it as CACHE.damaged and write what is readable to CACHE")
+    p.add_argument(
+        "--salvage",
+        action="store_true",
+        help="if damaged: keep it as CACHE.damaged and write what is readable to CACHE",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
     found = inspect(args.cache, fix=repair)
     if found.problems and args.salvage:
         saved = salvage(args.cache)
-        print(f"salvaged: {saved.rows} configuration(s) kept in {args.cache}, {saved.lost} row(s) unreadable; "
-              f"the damaged file is {saved.backup}")
+        print(
+            f"salvaged: {saved.rows} configuration(s) kept in {args.cache}, {saved.lost} row(s) unreadable; "
+            f"the damaged file is {saved.backup}"
+        )
         return 0
     for line in found.repaired:
         print(f"{'repaired' if found.fixed else 'needs repair'}: {line}")
@@ -43,11 +48,12 @@ def run(args: argparse.Namespace) -> int:
     for line in found.problems:
         print(f"problem: {line}")
     if found.problems:
-        raise UserError(f"{args.cache}: damaged, {len(found.problems)} problem(s); nothing was changed "
-                        f"(--salvage keeps what is readable)")
+        raise UserError(
+            f"{args.cache}: damaged, {len(found.problems)} problem(s); nothing was changed "
+            f"(--salvage keeps what is readable)"
+        )
     pending = found.repaired and not found.fixed
-    print(f"{args.cache}: {found.rows} configurations recorded, "
-          f"{'sound once repaired' if pending else 'sound'}")
+    print(f"{args.cache}: {found.rows} configurations recorded, {'sound once repaired' if pending else 'sound'}")
     return 1 if pending else 0
 
 

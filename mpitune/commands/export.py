@@ -12,10 +12,15 @@ HELP = "write a cache file as a Kernel Tuner JSON cache (replayable in its simul
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file")
-    p.add_argument("--format", required=True, choices=("kt-json", "t4"),
-                   help="kt-json: Kernel Tuner cache; t4: T4 results (schema 1.0.0)")
-    p.add_argument("--out", required=True, metavar="FILE",
-                   help="file to write (gzipped if it ends in .gz); - for standard output")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=("kt-json", "t4"),
+        help="kt-json: Kernel Tuner cache; t4: T4 results (schema 1.0.0)",
+    )
+    p.add_argument(
+        "--out", required=True, metavar="FILE", help="file to write (gzipped if it ends in .gz); - for standard output"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

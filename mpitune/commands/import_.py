@@ -18,6 +18,8 @@ def run(args: argparse.Namespace) -> int:
 
     command = shlex.join(["python", "-m", "mpitune", "import", args.kt_cache, "--out", args.out])
     s = import_kt(args.kt_cache, args.out, command)
-    print(f"mpitune: imported {s['configs']} configurations of {s['kernel']} on {s['device']} "
-          f"({s['runs']} session(s)) into {args.out}")
+    print(
+        f"mpitune: imported {s['configs']} configurations of {s['kernel']} on {s['device']} "
+        f"({s['runs']} session(s)) into {args.out}"
+    )
     return 0

@@ -24,23 +24,41 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--launcher", choices=("srun", "mpirun"),
-                   default=os.environ.get("MPITUNE_LAUNCHER", "srun"),
-                   help="how to start the ranks (default: srun, or $MPITUNE_LAUNCHER)")
-    p.add_argument("--srun-mpi", default=os.environ.get("MPITUNE_SRUN_MPI"),
-                   help="srun's --mpi plugin (default: pmix for Open MPI, pmi2 for MPICH)")
-    p.add_argument("--requeue", default=os.environ.get("MPITUNE_REQUEUE", "1") == "1",
-                   action=argparse.BooleanOptionalAction,
-                   help="requeue the job when the run stopped early and can resume (default: yes)")
-    p.add_argument("--margin", type=float, default=os.environ.get("MPITUNE_MARGIN_S"), metavar="S",
-                   help="also stop by --time-limit, S seconds before the job's end")
+    p.add_argument(
+        "--launcher",
+        choices=("srun", "mpirun"),
+        default=os.environ.get("MPITUNE_LAUNCHER", "srun"),
+        help="how to start the ranks (default: srun, or $MPITUNE_LAUNCHER)",
+    )
+    p.add_argument(
+        "--srun-mpi",
+        default=os.environ.get("MPITUNE_SRUN_MPI"),
+        help="srun's --mpi plugin (default: pmix for Open MPI, pmi2 for MPICH)",
+    )
+    p.add_argument(
+        "--requeue",
+        default=os.environ.get("MPITUNE_REQUEUE", "1") == "1",
+        action=argparse.BooleanOptionalAction,
+        help="requeue the job when the run stopped early and can resume (default: yes)",
+    )
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=os.environ.get("MPITUNE_MARGIN_S"),
+        metavar="S",
+        help="also stop by --time-limit, S seconds before the job's end",
+    )
     p.add_argument("mpitune_args", nargs=argparse.REMAINDER, help="SPEC and mpitune flags")
 
 
 def srun_mpi_plugin(python: str) -> str:
     """The plugin matching the MPI library mpi4py loads; a mismatch gives worlds of 1 rank."""
-    probe = subprocess.run([python, "-c", "from mpi4py import MPI; print(MPI.Get_library_version())"],
-                           capture_output=True, text=True, timeout=120)
+    probe = subprocess.run(
+        [python, "-c", "from mpi4py import MPI; print(MPI.Get_library_version())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return "pmix" if "Open MPI" in probe.stdout else "pmi2"
 
 
@@ -62,8 +80,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("job needs a spec: python -m mpitune job SPEC [mpitune flags]")
     job_id = os.environ.get("SLURM_JOB_ID", "")
     if not job_id:
-        raise UserError("job runs inside a Slurm allocation (sbatch or salloc) and SLURM_JOB_ID is not set; "
-                        "outside Slurm run: mpiexec -n RANKS python -m mpitune SPEC")
+        raise UserError(
+            "job runs inside a Slurm allocation (sbatch or salloc) and SLURM_JOB_ID is not set; "
+            "outside Slurm run: mpiexec -n RANKS python -m mpitune SPEC"
+        )
     python = sys.executable
     if args.launcher == "srun":
         start = ["srun", f"--mpi={args.srun_mpi or srun_mpi_plugin(python)}", "--kill-on-bad-exit=1"]
@@ -79,15 +99,17 @@ def run(args: argparse.Namespace) -> int:
             extra += ["--time-limit", str(left - float(args.margin))]
 
     def ask_to_stop(signum, frame):
-        print(f"mpitune job: {signal.Signals(signum).name}: the time limit is near, asking the run to stop",
-              flush=True)
+        print(f"mpitune job: {signal.Signals(signum).name}: the time limit is near, asking the run to stop", flush=True)
         stop_file.touch()
 
     for sig in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(sig, ask_to_stop)
     cmd = [*start, python, "-m", "mpitune", *args.mpitune_args, *extra]
-    print(f"mpitune job {job_id}: {os.environ.get('SLURM_NTASKS', '1')} rank(s) on "
-          f"{os.environ.get('SLURM_JOB_NODELIST', os.uname().nodename)}: {' '.join(cmd)}", flush=True)
+    print(
+        f"mpitune job {job_id}: {os.environ.get('SLURM_NTASKS', '1')} rank(s) on "
+        f"{os.environ.get('SLURM_JOB_NODELIST', os.uname().nodename)}: {' '.join(cmd)}",
+        flush=True,
+    )
     try:
         rc = subprocess.run(cmd).returncode
     finally:

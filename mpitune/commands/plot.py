@@ -12,8 +12,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("cache", help="an mpitune HDF5 file (a running job's file works too)")
     p.add_argument("--out", default=".", metavar="DIR", help="folder for the PNG files (default: here)")
-    p.add_argument("--only", nargs="+", choices=PLOTS, metavar="PLOT",
-                   help=f"draw only these: {', '.join(PLOTS)}")
+    p.add_argument("--only", nargs="+", choices=PLOTS, metavar="PLOT", help=f"draw only these: {', '.join(PLOTS)}")
     p.add_argument("--dpi", type=int, default=100, help="resolution of the PNG files (default 100)")
 
 

@@ -11,8 +11,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.add_argument("--top", type=int, default=5, metavar="K", help="show the K best configurations")
-    p.add_argument("--html", metavar="OUT.html",
-                   help="write an interactive, self-contained HTML report instead (needs plotly)")
+    p.add_argument(
+        "--html", metavar="OUT.html", help="write an interactive, self-contained HTML report instead (needs plotly)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

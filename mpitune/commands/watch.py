@@ -20,8 +20,13 @@ HELP = "print the progress of a running job's cache file every few seconds until
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file, while its run goes on")
-    p.add_argument("--interval", type=float, default=5.0, metavar="S",
-                   help="seconds between lines, or between the live page's refreshes (default 5)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between lines, or between the live page's refreshes (default 5)",
+    )
     p.add_argument("--html", action="store_true", help="serve the HTML report, refreshed as the run goes on")
     p.add_argument("--host", default="127.0.0.1", help="with --html: the address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="with --html: the port (default 8050; 0 picks a free one)")
@@ -36,8 +41,10 @@ def progress(data: CacheData) -> str:
     mine = results[results["run"] == run["run"]]
     ok = results[results["status"] == "ok"]
     elapsed_s = time.time() - run["started_unix"] if run["status"] == "running" else run["wall_s"]
-    line = (f"run {run['run']} ({run['status']}): {len(mine)} measured, {len(results)}/{run['space_size']} "
-            f"recorded, {len(mine) - int((mine['status'] == 'ok').sum())} failed")
+    line = (
+        f"run {run['run']} ({run['status']}): {len(mine)} measured, {len(results)}/{run['space_size']} "
+        f"recorded, {len(mine) - int((mine['status'] == 'ok').sum())} failed"
+    )
     if elapsed_s and not math.isnan(elapsed_s) and elapsed_s > 0:
         line += f", {len(mine) / elapsed_s:.3g} configs/s over {elapsed_s:.0f} s"
     if len(ok):
@@ -63,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         if not running:
             return 0
         if not writer_alive(args.cache):
-            print("mpitune: no process is writing this file any more: the run was killed; "
-                  "rerun it to resume", flush=True)
+            print(
+                "mpitune: no process is writing this file any more: the run was killed; rerun it to resume", flush=True
+            )
             return 1
         time.sleep(args.interval)

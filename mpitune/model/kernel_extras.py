@@ -72,12 +72,14 @@ class KernelExtras:
 def substitute(text: str, config: Mapping[str, Any]) -> str:
     """Replace every whole-word parameter name in ``text`` by its value, as Kernel Tuner does
     in string-valued defines and in template arguments of a kernel name."""
+
     def value(match: re.Match) -> str:
         name = match.group(0)
         if name not in config:
             return name
         v = config[name]
         return str(int(v)) if isinstance(v, (bool, np.bool_)) else str(v)
+
     return _TOKEN.sub(value, text)
 
 
@@ -118,8 +120,9 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def parse(defines: Any, smem_args: Any, cmem_args: Any, sample: Mapping[str, Any],
-          fail: Callable[[str, str], None]) -> KernelExtras | None:
+def parse(
+    defines: Any, smem_args: Any, cmem_args: Any, sample: Mapping[str, Any], fail: Callable[[str, str], None]
+) -> KernelExtras | None:
     """Check the three spec entries; ``fail(field, message)`` raises. ``sample`` is one
     configuration, on which every callable and expression is tried so that a typo is found
     before any rank compiles anything. None when the spec uses none of them."""
@@ -135,8 +138,11 @@ def parse(defines: Any, smem_args: Any, cmem_args: Any, sample: Mapping[str, Any
         extras.defines = dict(defines)
     if smem_args is not None:
         if not isinstance(smem_args, Mapping) or set(smem_args) != {"size"}:
-            fail("smem_args", "must be a dict with one key, 'size': bytes as an int, an expression string "
-                              "or a function of the configuration")
+            fail(
+                "smem_args",
+                "must be a dict with one key, 'size': bytes as an int, an expression string "
+                "or a function of the configuration",
+            )
         extras.smem_size = smem_args["size"]
         if isinstance(extras.smem_size, np.integer):
             extras.smem_size = int(extras.smem_size)

@@ -81,8 +81,14 @@ def _is_number(value: Any) -> bool:
 class Objective:
     """What a run optimises, and the metrics computed for every configuration."""
 
-    def __init__(self, name: str = TIME, higher_is_better: bool = False, metrics: Iterable[Metric] = (),
-                 observed_names: Iterable[str] = (), aliases: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        name: str = TIME,
+        higher_is_better: bool = False,
+        metrics: Iterable[Metric] = (),
+        observed_names: Iterable[str] = (),
+        aliases: Mapping[str, str] | None = None,
+    ):
         self.name = name
         self.higher_is_better = bool(higher_is_better)
         self.metrics = list(metrics)
@@ -92,8 +98,13 @@ class Objective:
 
     @classmethod
     def of(cls, problem) -> Objective:
-        return cls(problem.objective, problem.objective_higher_is_better, problem.metrics, problem.observed_names,
-                   problem.observed_aliases)
+        return cls(
+            problem.objective,
+            problem.objective_higher_is_better,
+            problem.metrics,
+            problem.observed_names,
+            problem.observed_aliases,
+        )
 
     @property
     def metric_names(self) -> list[str]:
@@ -101,8 +112,11 @@ class Objective:
 
     def record(self) -> dict:
         """How the file describes the objective and the metrics (JSON)."""
-        return {"objective": self.name, "higher_is_better": self.higher_is_better,
-                "metrics": {m.name: m.text for m in self.metrics}}
+        return {
+            "objective": self.name,
+            "higher_is_better": self.higher_is_better,
+            "metrics": {m.name: m.text for m in self.metrics},
+        }
 
     def evaluate(self, result: Result, config: Mapping[str, Any]) -> Result:
         """Fill ``result.metrics``, ``result.objective`` and ``result.score``. A failure gets
@@ -111,8 +125,13 @@ class Objective:
         result.objective, result.score = math.nan, math.inf
         if not result.ok:
             return result
-        p = {**config, TIME: result.time_ms, "time_ms": result.time_ms, "times": list(result.times_ms),
-             **{n: result.observed.get(n, math.nan) for n in self.observed_names}}
+        p = {
+            **config,
+            TIME: result.time_ms,
+            "time_ms": result.time_ms,
+            "times": list(result.times_ms),
+            **{n: result.observed.get(n, math.nan) for n in self.observed_names},
+        }
         p.update({alias: p[name] for alias, name in self.aliases.items()})
         for m in self.metrics:
             p[m.name] = result.metrics[m.name] = self._metric(m, p, config)
@@ -132,10 +151,16 @@ class Objective:
             return
         self._warned[f"objective {self.name}"] += 1
         need = "a positive finite number" if self.higher_is_better else "a finite number"
-        log.warning("objective %r is %s for configuration %s: a %s objective must be %s to be ranked; such "
-                    "configurations are recorded (status ok, with the value) but cannot be the best; "
-                    "further ones are not reported", self.name, value, dict(config),
-                    "higher-is-better" if self.higher_is_better else "lower-is-better", need)
+        log.warning(
+            "objective %r is %s for configuration %s: a %s objective must be %s to be ranked; such "
+            "configurations are recorded (status ok, with the value) but cannot be the best; "
+            "further ones are not reported",
+            self.name,
+            value,
+            dict(config),
+            "higher-is-better" if self.higher_is_better else "lower-is-better",
+            need,
+        )
 
     def _metric(self, m: Metric, p: dict, config: Mapping[str, Any]) -> float:
         try:
@@ -146,10 +171,16 @@ class Objective:
         except Exception as exc:  # the user's code: any failure is this configuration's NaN
             self._warned[m.name] += 1
             if self._warned[m.name] <= WARNINGS_PER_METRIC:
-                log.warning("metric %r failed for configuration %s: %s: %s%s", m.name, dict(config),
-                            type(exc).__name__, exc,
-                            "; further failures of this metric are not reported"
-                            if self._warned[m.name] == WARNINGS_PER_METRIC else "")
+                log.warning(
+                    "metric %r failed for configuration %s: %s: %s%s",
+                    m.name,
+                    dict(config),
+                    type(exc).__name__,
+                    exc,
+                    "; further failures of this metric are not reported"
+                    if self._warned[m.name] == WARNINGS_PER_METRIC
+                    else "",
+                )
             return math.nan
 
     def score(self, value: float) -> float:

@@ -57,8 +57,9 @@ class Problem:
         """A copy without what workers never need: restrictions and metrics (callables need
         not travel), the configuration list (they receive the space's index table) and the
         per-configuration callables of ``extras`` (rank 0 resolves those)."""
-        return replace(self, restrictions=[], metrics=[], configs=None,
-                       extras=self.extras.for_workers() if self.extras else None)
+        return replace(
+            self, restrictions=[], metrics=[], configs=None, extras=self.extras.for_workers() if self.extras else None
+        )
 
     def identity(self) -> dict:
         """What defines the problem: changing any of it invalidates measured results. Metrics
@@ -70,8 +71,7 @@ class Problem:
             "problem_size": list(self.problem_size),
             "arguments": [_describe(a) for a in self.arguments],
             "tune_params": {k: [plain(v) for v in vs] for k, vs in self.tune_params.items()},
-            "restrictions": [r.text if isinstance(r, Restriction) else callable_text(r)
-                             for r in self.restrictions],
+            "restrictions": [r.text if isinstance(r, Restriction) else callable_text(r) for r in self.restrictions],
             "grid_div": {k: v if isinstance(v, (str, type(None))) else list(v) for k, v in self.grid_div.items()},
             "block_size_names": list(self.block_size_names),
             "iterations": self.iterations,

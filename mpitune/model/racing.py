@@ -14,6 +14,7 @@ that of the launches it got (above ``ratio`` x the best), and ``Result.raced`` s
 Racing needs the objective to be the kernel time: only then is "slower than the best" a
 statement about the launches a rank sees (see the Manager, which turns it off otherwise).
 """
+
 from __future__ import annotations
 
 import math

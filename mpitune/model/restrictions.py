@@ -37,11 +37,44 @@ _RUNTIME = {
     "_round": np.round,
 }
 _ALLOWED_NODES = (
-    ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Call,
-    ast.Name, ast.Load, ast.Constant, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd,
-    ast.Invert, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
-    ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor, ast.Eq, ast.NotEq, ast.Lt,
-    ast.LtE, ast.Gt, ast.GtE, ast.Tuple, ast.List, ast.In, ast.NotIn,
+    ast.Expression,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.And,
+    ast.Or,
+    ast.Not,
+    ast.USub,
+    ast.UAdd,
+    ast.Invert,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.Pow,
+    ast.LShift,
+    ast.RShift,
+    ast.BitAnd,
+    ast.BitOr,
+    ast.BitXor,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.Tuple,
+    ast.List,
+    ast.In,
+    ast.NotIn,
 )
 
 
@@ -102,7 +135,8 @@ def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, li
         if not isinstance(node, _ALLOWED_NODES):
             raise RestrictionError(f"{text!r} uses {type(node).__name__}, which is not allowed")
         if isinstance(node, ast.Call) and (
-                not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords):
+            not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS or node.keywords
+        ):
             raise RestrictionError(f"{text!r} calls something other than {', '.join(sorted(_FUNCTIONS))}")
     called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
@@ -110,7 +144,8 @@ def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, li
     if unknown:
         raise RestrictionError(
             f"{text!r} names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
-            f"not a tunable parameter (known: {', '.join(param_names)})")
+            f"not a tunable parameter (known: {', '.join(param_names)})"
+        )
     return tree, sorted(names)
 
 

@@ -111,8 +111,7 @@ def param_dtype(values: list) -> str:
 
 def dtype(columns: tuple[Column, ...], iterations: int = 1) -> np.dtype:
     """The compound dtype of a dataset; ``iterations`` sizes the per-iteration column."""
-    return np.dtype([(c.name, "f8", (iterations,)) if c.dtype == ITERATIONS else (c.name, c.dtype)
-                     for c in columns])
+    return np.dtype([(c.name, "f8", (iterations,)) if c.dtype == ITERATIONS else (c.name, c.dtype) for c in columns])
 
 
 def results_dtype(tune_params: dict[str, list], iterations: int) -> np.dtype:

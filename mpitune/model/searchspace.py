@@ -32,8 +32,7 @@ class SearchSpace:
         self._scale = np.maximum(self.sizes - 1, 1).astype(np.float64)  # value index -> [0, 1]
 
     @classmethod
-    def build(cls, tune_params: dict[str, list],
-              restrictions: Iterable[Restriction | Callable] = ()) -> SearchSpace:
+    def build(cls, tune_params: dict[str, list], restrictions: Iterable[Restriction | Callable] = ()) -> SearchSpace:
         """Enumerate the Cartesian product and keep the rows every restriction accepts.
 
         The product is made and filtered by the restriction strings a block of rows at a
@@ -53,7 +52,7 @@ class SearchSpace:
             for j, (size, stride) in enumerate(zip(sizes, strides)):
                 block[:, j] = (flat // stride) % size
             block = block[_accepted(block, columns, restrictions)]
-            indices[kept:kept + len(block)] = block
+            indices[kept : kept + len(block)] = block
             kept += len(block)
         indices.resize((kept, len(sizes)), refcheck=False)  # in place: no second copy of the table
         return cls(tune_params, indices)._with_callables(restrictions)
@@ -67,16 +66,22 @@ class SearchSpace:
         """
         restrictions = list(restrictions)
         columns = _value_columns(self.tune_params)
-        keep = np.concatenate([_accepted(self.indices[s:s + _BLOCK_ROWS], columns, restrictions)
-                               for s in range(0, len(self), _BLOCK_ROWS)] or [np.ones(0, dtype=bool)])
+        keep = np.concatenate(
+            [
+                _accepted(self.indices[s : s + _BLOCK_ROWS], columns, restrictions)
+                for s in range(0, len(self), _BLOCK_ROWS)
+            ]
+            or [np.ones(0, dtype=bool)]
+        )
         return SearchSpace(self.tune_params, self.indices[keep])._with_callables(restrictions)
 
     def _with_callables(self, restrictions: list[Restriction | Callable]) -> SearchSpace:
         callables = [r for r in restrictions if not isinstance(r, Restriction)]
         if not callables:
             return self
-        ok = np.fromiter((all(bool(fn(self.config(i))) for fn in callables) for i in range(len(self))),
-                         dtype=bool, count=len(self))
+        ok = np.fromiter(
+            (all(bool(fn(self.config(i))) for fn in callables) for i in range(len(self))), dtype=bool, count=len(self)
+        )
         return SearchSpace(self.tune_params, self.indices[ok])
 
     @classmethod
@@ -96,7 +101,6 @@ class SearchSpace:
         """Parameter name -> value of one configuration, as plain Python values."""
         row = self.indices[config_id]
         return {name: self.tune_params[name][int(i)] for name, i in zip(self.names, row)}
-
 
     def id_of(self, rows: np.ndarray) -> np.ndarray:
         """Config id of each index row (one row or a matrix of them), -1 where a row is not a
@@ -124,7 +128,7 @@ class SearchSpace:
         strides = np.array(_strides(self.sizes.tolist()), dtype=np.int64)
         keys = np.empty(len(self), dtype=np.int64)
         for start in range(0, len(self), _BLOCK_ROWS):  # no int64 copy of the whole table
-            keys[start:start + _BLOCK_ROWS] = self.indices[start:start + _BLOCK_ROWS].astype(np.int64) @ strides
+            keys[start : start + _BLOCK_ROWS] = self.indices[start : start + _BLOCK_ROWS].astype(np.int64) @ strides
         return keys
 
     def neighbours(self, config_id: int, adjacent: bool = False) -> np.ndarray:

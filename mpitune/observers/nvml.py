@@ -21,16 +21,16 @@ log = logging.getLogger(__name__)
 
 # Kernel Tuner's observable -> the value mpitune records, with its unit in the name.
 RECORDED = {
-    "nvml_power": "power_w",         # mean power of the GPU over the window
-    "nvml_energy": "energy_j",       # energy of one kernel execution
-    "core_freq": "sm_clock_mhz",     # mean SM clock over the window
-    "mem_freq": "mem_clock_mhz",     # mean memory clock over the window
+    "nvml_power": "power_w",  # mean power of the GPU over the window
+    "nvml_energy": "energy_j",  # energy of one kernel execution
+    "core_freq": "sm_clock_mhz",  # mean SM clock over the window
+    "mem_freq": "mem_clock_mhz",  # mean memory clock over the window
     "temperature": "temperature_c",  # highest GPU temperature in the window
 }
 # Kernel Tuner observables mpitune refuses, and why.
 REFUSED = {
     "power_readings": "it is a variable-length series per configuration; mpitune records "
-                      "one value per configuration and observable",
+    "one value per configuration and observable",
     "gr_voltage": "Kernel Tuner reads it by running nvidia-smi during the benchmark",
 }
 # Tunable parameters that set the GPU instead of the kernel (see nvml_control.py).
@@ -55,9 +55,15 @@ class NVMLObserver:
     - ``use_locked_clocks``: ``nvml_gr_clock`` and ``nvml_mem_clock`` set application clocks.
     """
 
-    def __init__(self, observables: Sequence[str] | None = None, device: int | None = None,
-                 save_all: bool = False, nvidia_smi_fallback: str | None = None,
-                 use_locked_clocks: bool = False, continuous_duration: float = 1.0):
+    def __init__(
+        self,
+        observables: Sequence[str] | None = None,
+        device: int | None = None,
+        save_all: bool = False,
+        nvidia_smi_fallback: str | None = None,
+        use_locked_clocks: bool = False,
+        continuous_duration: float = 1.0,
+    ):
         names = list(RECORDED) if observables is None else observables
         if isinstance(names, str) or not all(isinstance(n, str) for n in names):
             raise ValueError(f"NVMLObserver: observables must be a list of names, got {names!r}")
@@ -65,15 +71,20 @@ class NVMLObserver:
             if name in REFUSED:
                 raise ValueError(f"NVMLObserver: observable {name!r} is not supported: {REFUSED[name]}")
             if name not in RECORDED:
-                raise ValueError(f"NVMLObserver: unknown observable {name!r}; "
-                                 f"supported: {', '.join(RECORDED)}")
-        if isinstance(continuous_duration, bool) or not isinstance(continuous_duration, (int, float)) \
-                or not 0 < continuous_duration < math.inf:
-            raise ValueError(f"NVMLObserver: continuous_duration must be a positive number of seconds, "
-                             f"got {continuous_duration!r}")
+                raise ValueError(f"NVMLObserver: unknown observable {name!r}; supported: {', '.join(RECORDED)}")
+        if (
+            isinstance(continuous_duration, bool)
+            or not isinstance(continuous_duration, (int, float))
+            or not 0 < continuous_duration < math.inf
+        ):
+            raise ValueError(
+                f"NVMLObserver: continuous_duration must be a positive number of seconds, got {continuous_duration!r}"
+            )
         if use_locked_clocks or nvidia_smi_fallback:
-            log.warning("NVMLObserver: use_locked_clocks and nvidia_smi_fallback have no effect in "
-                        "mpitune: clocks are set as application clocks, and only with permission")
+            log.warning(
+                "NVMLObserver: use_locked_clocks and nvidia_smi_fallback have no effect in "
+                "mpitune: clocks are set as application clocks, and only with permission"
+            )
         self.observables = list(dict.fromkeys(names))
         self.continuous_duration = float(continuous_duration)
 

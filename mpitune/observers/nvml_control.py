@@ -55,8 +55,7 @@ class ClockControl:
             if self.tune_clocks:
                 self._read_supported_clocks()
             if self.tune_power:
-                low, high = _call(self.device, POWER,
-                                  self.device.nvml.nvmlDeviceGetPowerManagementLimitConstraints)
+                low, high = _call(self.device, POWER, self.device.nvml.nvmlDeviceGetPowerManagementLimitConstraints)
                 self.power_range_w = (low / 1e3, high / 1e3)
             self._check_values(tune_params)
         except BaseException:
@@ -66,9 +65,10 @@ class ClockControl:
     def _read_supported_clocks(self) -> None:
         nvml = self.device.nvml
         mem_clocks = _call(self.device, CLOCKS, nvml.nvmlDeviceGetSupportedMemoryClocks)
-        self.supported = {int(m): {int(g) for g in _call(self.device, CLOCKS,
-                                                         nvml.nvmlDeviceGetSupportedGraphicsClocks, m)}
-                          for m in mem_clocks}
+        self.supported = {
+            int(m): {int(g) for g in _call(self.device, CLOCKS, nvml.nvmlDeviceGetSupportedGraphicsClocks, m)}
+            for m in mem_clocks
+        }
 
     def _check_values(self, tune_params: Mapping[str, Sequence]) -> None:
         """Refuse values the GPU cannot take, before anything is set or measured."""
@@ -76,28 +76,36 @@ class ClockControl:
             low, high = self.power_range_w
             for w in tune_params["nvml_pwr_limit"]:
                 if isinstance(w, bool) or not isinstance(w, (int, float)) or not low <= w <= high:
-                    raise UserError(f"observers: nvml_pwr_limit value {w!r} W is outside the range "
-                                    f"{low:g}-{high:g} W of GPU {self.bus}")
+                    raise UserError(
+                        f"observers: nvml_pwr_limit value {w!r} W is outside the range "
+                        f"{low:g}-{high:g} W of GPU {self.bus}"
+                    )
         if not self.tune_clocks:
             return
         mem_values = tune_params.get("nvml_mem_clock", [])
         for m in mem_values:
             if m not in self.supported:
-                raise UserError(f"observers: nvml_mem_clock value {m!r} MHz is not a memory clock of "
-                                f"GPU {self.bus}; supported: {_listed(self.supported)}")
+                raise UserError(
+                    f"observers: nvml_mem_clock value {m!r} MHz is not a memory clock of "
+                    f"GPU {self.bus}; supported: {_listed(self.supported)}"
+                )
         mem_values = mem_values or [self._applications_clocks()[1]]
         usable = set().union(*(self.supported[m] for m in mem_values))
         for g in tune_params.get("nvml_gr_clock", []):
             if g not in usable:
-                raise UserError(f"observers: nvml_gr_clock value {g!r} MHz is not a graphics clock of "
-                                f"GPU {self.bus} with memory clock {_listed(mem_values)} MHz; "
-                                f"supported: {_listed(usable)}")
+                raise UserError(
+                    f"observers: nvml_gr_clock value {g!r} MHz is not a graphics clock of "
+                    f"GPU {self.bus} with memory clock {_listed(mem_values)} MHz; "
+                    f"supported: {_listed(usable)}"
+                )
 
     def _applications_clocks(self) -> tuple[int, int]:
         """(graphics, memory) application clocks in force, MHz."""
         nvml = self.device.nvml
-        return (int(_call(self.device, CLOCKS, nvml.nvmlDeviceGetApplicationsClock, nvml.NVML_CLOCK_GRAPHICS)),
-                int(_call(self.device, CLOCKS, nvml.nvmlDeviceGetApplicationsClock, nvml.NVML_CLOCK_MEM)))
+        return (
+            int(_call(self.device, CLOCKS, nvml.nvmlDeviceGetApplicationsClock, nvml.NVML_CLOCK_GRAPHICS)),
+            int(_call(self.device, CLOCKS, nvml.nvmlDeviceGetApplicationsClock, nvml.NVML_CLOCK_MEM)),
+        )
 
     def _power_limit_mw(self) -> int:
         return int(_call(self.device, POWER, self.device.nvml.nvmlDeviceGetPowerManagementLimit))
@@ -116,8 +124,10 @@ class ClockControl:
             mem = int(config.get("nvml_mem_clock", saved.mem_clock_mhz))
             gr = int(config.get("nvml_gr_clock", saved.graphics_clock_mhz))
             if gr not in self.supported.get(mem, ()):
-                raise UserError(f"observers: GPU {self.bus} has no graphics clock {gr} MHz with memory "
-                                f"clock {mem} MHz; leave the pair out with a restriction")
+                raise UserError(
+                    f"observers: GPU {self.bus} has no graphics clock {gr} MHz with memory "
+                    f"clock {mem} MHz; leave the pair out with a restriction"
+                )
             if self._applications_clocks() != (gr, mem):
                 _call(self.device, CLOCKS, self.device.nvml.nvmlDeviceSetApplicationsClocks, mem, gr)
         if self.tune_power:
@@ -127,21 +137,26 @@ class ClockControl:
 
     def _save_and_probe(self) -> None:
         gr, mem = self._applications_clocks() if self.tune_clocks else (None, None)
-        saved = SavedSettings(host=socket.gethostname(), pci_bus_id=self.bus, graphics_clock_mhz=gr,
-                              mem_clock_mhz=mem,
-                              power_limit_mw=self._power_limit_mw() if self.tune_power else None)
+        saved = SavedSettings(
+            host=socket.gethostname(),
+            pci_bus_id=self.bus,
+            graphics_clock_mhz=gr,
+            mem_clock_mhz=mem,
+            power_limit_mw=self._power_limit_mw() if self.tune_power else None,
+        )
         try:
             restore_file.write_new(self.restore_path, saved)
         except FileExistsError:
-            raise UserError(f"observers: {self.restore_path} already holds saved settings of GPU "
-                            f"{self.bus}: another process on this node sets this GPU, or a run that "
-                            f"crashed left it and start-up recovery did not run") from None
+            raise UserError(
+                f"observers: {self.restore_path} already holds saved settings of GPU "
+                f"{self.bus}: another process on this node sets this GPU, or a run that "
+                f"crashed left it and start-up recovery did not run"
+            ) from None
         try:
             if self.tune_clocks:
                 _call(self.device, CLOCKS, self.device.nvml.nvmlDeviceSetApplicationsClocks, mem, gr)
             if self.tune_power:
-                _call(self.device, POWER, self.device.nvml.nvmlDeviceSetPowerManagementLimit,
-                      saved.power_limit_mw)
+                _call(self.device, POWER, self.device.nvml.nvmlDeviceSetPowerManagementLimit, saved.power_limit_mw)
         except UserError:
             restore_file.remove(self.restore_path)  # what was set is what was there
             raise
@@ -171,18 +186,25 @@ def put_back(device: NVMLDevice, saved: SavedSettings) -> None:
     nvml = device.nvml
     if saved.graphics_clock_mhz is not None:
         wanted = (saved.graphics_clock_mhz, saved.mem_clock_mhz)
-        now = tuple(int(_call(device, CLOCKS, nvml.nvmlDeviceGetApplicationsClock, clock))
-                    for clock in (nvml.NVML_CLOCK_GRAPHICS, nvml.NVML_CLOCK_MEM))
+        now = tuple(
+            int(_call(device, CLOCKS, nvml.nvmlDeviceGetApplicationsClock, clock))
+            for clock in (nvml.NVML_CLOCK_GRAPHICS, nvml.NVML_CLOCK_MEM)
+        )
         if now != wanted:
-            defaults = tuple(int(_call(device, CLOCKS, nvml.nvmlDeviceGetDefaultApplicationsClock, clock))
-                             for clock in (nvml.NVML_CLOCK_GRAPHICS, nvml.NVML_CLOCK_MEM))
+            defaults = tuple(
+                int(_call(device, CLOCKS, nvml.nvmlDeviceGetDefaultApplicationsClock, clock))
+                for clock in (nvml.NVML_CLOCK_GRAPHICS, nvml.NVML_CLOCK_MEM)
+            )
             if wanted == defaults:
                 _call(device, CLOCKS, nvml.nvmlDeviceResetApplicationsClocks)
             else:
-                _call(device, CLOCKS, nvml.nvmlDeviceSetApplicationsClocks, saved.mem_clock_mhz,
-                      saved.graphics_clock_mhz)
-    if saved.power_limit_mw is not None and \
-            int(_call(device, POWER, nvml.nvmlDeviceGetPowerManagementLimit)) != saved.power_limit_mw:
+                _call(
+                    device, CLOCKS, nvml.nvmlDeviceSetApplicationsClocks, saved.mem_clock_mhz, saved.graphics_clock_mhz
+                )
+    if (
+        saved.power_limit_mw is not None
+        and int(_call(device, POWER, nvml.nvmlDeviceGetPowerManagementLimit)) != saved.power_limit_mw
+    ):
         _call(device, POWER, nvml.nvmlDeviceSetPowerManagementLimit, saved.power_limit_mw)
 
 
@@ -196,8 +218,9 @@ def recover(restore_path: str) -> bool:
     if saved is None:
         return False
     if saved.host != socket.gethostname():
-        log.warning("observers: %s holds GPU settings saved on %s, not on this node; left as it is",
-                    restore_path, saved.host)
+        log.warning(
+            "observers: %s holds GPU settings saved on %s, not on this node; left as it is", restore_path, saved.host
+        )
         return False
     device = NVMLDevice(saved.pci_bus_id)
     try:
@@ -205,8 +228,12 @@ def recover(restore_path: str) -> bool:
     finally:
         device.close()
     restore_file.remove(restore_path)
-    log.warning("observers: GPU %s: put back the clock and power settings saved in %s by a run "
-                "that ended without restoring them", saved.pci_bus_id, restore_path)
+    log.warning(
+        "observers: GPU %s: put back the clock and power settings saved in %s by a run "
+        "that ended without restoring them",
+        saved.pci_bus_id,
+        restore_path,
+    )
     return True
 
 
@@ -216,8 +243,9 @@ def _call(device: NVMLDevice, what: str, fn, *args):
     try:
         return fn(device.handle, *args)
     except nvml.NVMLError_NoPermission:
-        raise UserError(f"observers: setting {what} on GPU {device.bus_id} "
-                        f"{PERMISSION[what].format(bus=device.bus_id)}") from None
+        raise UserError(
+            f"observers: setting {what} on GPU {device.bus_id} {PERMISSION[what].format(bus=device.bus_id)}"
+        ) from None
     except nvml.NVMLError_NotSupported:
         raise UserError(f"observers: GPU {device.bus_id} does not support setting {what}") from None
     except nvml.NVMLError as exc:

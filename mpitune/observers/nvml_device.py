@@ -23,8 +23,7 @@ _BUS_ID = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{
 
 def unavailable(reason: str) -> UserError:
     """The one line a rank stops with when it cannot use NVML at all."""
-    return UserError(f"observers: NVML is not available: {reason} "
-                     f"(pip install nvidia-ml-py; needs an NVIDIA driver)")
+    return UserError(f"observers: NVML is not available: {reason} (pip install nvidia-ml-py; needs an NVIDIA driver)")
 
 
 def nvml_bus_id(pci_bus_id: str) -> str:

@@ -48,9 +48,12 @@ class PowerSampler:
         self._error: BaseException | None = None
         self._rows: list[tuple[float, float, float, float, float]] = []
         self._energy_start_mj: float | None = None
-        log.debug("GPU %s: power from %s, energy from %s", self.device.bus_id,
-                  "the instantaneous field" if self._instant_power else "nvmlDeviceGetPowerUsage",
-                  "the total-energy counter" if self._energy_counter else "integrated power")
+        log.debug(
+            "GPU %s: power from %s, energy from %s",
+            self.device.bus_id,
+            "the instantaneous field" if self._instant_power else "nvmlDeviceGetPowerUsage",
+            "the total-energy counter" if self._energy_counter else "integrated power",
+        )
 
     def _has_instant_power(self) -> bool:
         nvml = self.device.nvml
@@ -78,10 +81,15 @@ class PowerSampler:
 
     def _sample(self) -> None:
         nvml, handle = self.device.nvml, self._handle
-        self._rows.append((time.perf_counter(), self._power_mw(),
-                           float(nvml.nvmlDeviceGetClockInfo(handle, self._sm_clock)),
-                           float(nvml.nvmlDeviceGetClockInfo(handle, self._mem_clock)),
-                           float(nvml.nvmlDeviceGetTemperature(handle, self._sensor))))
+        self._rows.append(
+            (
+                time.perf_counter(),
+                self._power_mw(),
+                float(nvml.nvmlDeviceGetClockInfo(handle, self._sm_clock)),
+                float(nvml.nvmlDeviceGetClockInfo(handle, self._mem_clock)),
+                float(nvml.nvmlDeviceGetTemperature(handle, self._sensor)),
+            )
+        )
 
     def _loop(self) -> None:
         try:
@@ -115,8 +123,7 @@ class PowerSampler:
         self._thread.join()
         self._thread = None
         if self._error is not None:
-            raise UserError(f"observers: reading NVML on GPU {self.device.bus_id} failed: "
-                            f"{self._error}") from None
+            raise UserError(f"observers: reading NVML on GPU {self.device.bus_id} failed: {self._error}") from None
         self._sample()
         energy_end_mj = self._energy_mj()
         times, power_mw, sm_mhz, mem_mhz, temp_c = zip(*self._rows)
@@ -126,9 +133,15 @@ class PowerSampler:
         else:
             energy_j = _integral(times, power_mw) / 1e3
         n = len(self._rows)
-        return {"power_w": sum(power_mw) / n / 1e3, "energy_j": energy_j,
-                "sm_clock_mhz": sum(sm_mhz) / n, "mem_clock_mhz": sum(mem_mhz) / n,
-                "temperature_c": max(temp_c), "window_s": window_s, "samples": float(n)}
+        return {
+            "power_w": sum(power_mw) / n / 1e3,
+            "energy_j": energy_j,
+            "sm_clock_mhz": sum(sm_mhz) / n,
+            "mem_clock_mhz": sum(mem_mhz) / n,
+            "temperature_c": max(temp_c),
+            "window_s": window_s,
+            "samples": float(n),
+        }
 
     def close(self) -> None:
         """Stop a window left open and end the NVML session."""

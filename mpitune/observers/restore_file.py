@@ -66,9 +66,14 @@ def read(path: str) -> SavedSettings | None:
     except (OSError, ValueError) as exc:
         raise UserError(f"observers: cannot read the saved GPU settings {path}: {exc}") from None
     fields = set(SavedSettings.__dataclass_fields__)
-    if not isinstance(data, dict) or data.pop("format", None) != FORMAT or not set(data) <= fields \
-            or not isinstance(data.get("host"), str) or not isinstance(data.get("pci_bus_id"), str) \
-            or not all(type(data.get(k)) in (int, type(None)) for k in fields - {"host", "pci_bus_id"}):
+    if (
+        not isinstance(data, dict)
+        or data.pop("format", None) != FORMAT
+        or not set(data) <= fields
+        or not isinstance(data.get("host"), str)
+        or not isinstance(data.get("pci_bus_id"), str)
+        or not all(type(data.get(k)) in (int, type(None)) for k in fields - {"host", "pci_bus_id"})
+    ):
         raise UserError(f"observers: {path} is not a file of saved GPU settings ({FORMAT})")
     return SavedSettings(**data)
 

@@ -22,7 +22,7 @@ from mpitune.store.reader import CacheData, read
 # The results columns before the per-iteration times (status, time_ms) come first in the table, then
 # metrics, observed values and statistics of the iterations; the columns after follow.
 _SPLIT = next(i for i, c in enumerate(RESULT_COLUMNS) if c.dtype == ITERATIONS)
-_LEADING, _TRAILING = RESULT_COLUMNS[:_SPLIT], RESULT_COLUMNS[_SPLIT + 1:]
+_LEADING, _TRAILING = RESULT_COLUMNS[:_SPLIT], RESULT_COLUMNS[_SPLIT + 1 :]
 _TEXT_COLUMNS = tuple(c.name for c in RESULT_COLUMNS if c.dtype.startswith("S"))
 
 
@@ -83,9 +83,14 @@ def frames(data: CacheData) -> Tables:
     timeline["host"] = [where.get(k, ("", ""))[0] for k in keys]
     timeline["device"] = [where.get(k, ("", ""))[1] for k in keys]
 
-    info = {"problem": data.problem, "param_names": names, "objective": data.objective.record(),
-            "metric_names": data.metric_names, "observed_names": data.observed_names,
-            "runs": _records(runs)}
+    info = {
+        "problem": data.problem,
+        "param_names": names,
+        "objective": data.objective.record(),
+        "metric_names": data.metric_names,
+        "observed_names": data.observed_names,
+        "runs": _records(runs),
+    }
     results.attrs.update(info)
     timeline.attrs.update(info)
     return Tables(results, timeline)

@@ -52,8 +52,15 @@ KT_RUNTIME_MARKER = "RuntimeFailedConfig"  # launch and runtime errors, timeouts
 STATUS_KEY = "mpitune_status"
 
 # mpitune status -> T4 "invalidity".
-T4_INVALIDITY = {OK: "correct", COMPILE_ERROR: "compile", LAUNCH_ERROR: "runtime", RUNTIME_ERROR: "runtime",
-                 VERIFY_FAILED: "correctness", TIMEOUT: "timeout", INVALID: "constraints"}
+T4_INVALIDITY = {
+    OK: "correct",
+    COMPILE_ERROR: "compile",
+    LAUNCH_ERROR: "runtime",
+    RUNTIME_ERROR: "runtime",
+    VERIFY_FAILED: "correctness",
+    TIMEOUT: "timeout",
+    INVALID: "constraints",
+}
 T4_SCHEMA_VERSION = "1.0.0"
 
 # A Kernel Tuner cache filled over several sessions shows a gap in its timestamps; a gap
@@ -113,20 +120,29 @@ def kt_document(data: CacheData) -> dict:
         else:
             entry["time"] = KT_MARKERS.get(status, KT_RUNTIME_MARKER)
             entry[STATUS_KEY] = status  # Kernel Tuner ignores it; an import restores it
-        entry.update({"compile_time": 1e3 * float(row["compile_s"]),
-                      "verification_time": 1e3 * float(row["verify_s"]),
-                      "benchmark_time": 1e3 * float(row["benchmark_s"]),
-                      "strategy_time": 0, "framework_time": 0})
+        entry.update(
+            {
+                "compile_time": 1e3 * float(row["compile_s"]),
+                "verification_time": 1e3 * float(row["verify_s"]),
+                "benchmark_time": 1e3 * float(row["benchmark_s"]),
+                "strategy_time": 0,
+                "framework_time": 0,
+            }
+        )
         stamp = _timestamp(data, row)
         if stamp:
             entry["timestamp"] = stamp
         cache[kt_key(config[n] for n in names)] = entry
     size = problem.get("problem_size", [])
-    return {"device_name": _device_name(data), "kernel_name": problem.get("kernel_name", ""),
-            "problem_size": size, "tune_params_keys": list(names),
-            "tune_params": {n: problem["tune_params"][n] for n in names},
-            "objective": data.objective.name,
-            "cache": cache}
+    return {
+        "device_name": _device_name(data),
+        "kernel_name": problem.get("kernel_name", ""),
+        "problem_size": size,
+        "tune_params_keys": list(names),
+        "tune_params": {n: problem["tune_params"][n] for n in names},
+        "objective": data.objective.name,
+        "cache": cache,
+    }
 
 
 def write_kt_json(doc: dict, path: str) -> None:
@@ -157,19 +173,31 @@ def t4_document(data: CacheData) -> dict:
             out["timestamp"] = stamp
         out["configuration"] = {n: plain(row[n]) for n in names}
         out["objectives"] = [objective]
-        out["times"] = {"compilation_time": 1e3 * float(row["compile_s"]), "runtimes": _times(row),
-                        "framework": 0.0, "search_algorithm": 0.0,
-                        "validation": 1e3 * float(row["verify_s"]),
-                        "benchmark": 1e3 * float(row["benchmark_s"])}
+        out["times"] = {
+            "compilation_time": 1e3 * float(row["compile_s"]),
+            "runtimes": _times(row),
+            "framework": 0.0,
+            "search_algorithm": 0.0,
+            "validation": 1e3 * float(row["verify_s"]),
+            "benchmark": 1e3 * float(row["benchmark_s"]),
+        }
         out["invalidity"] = T4_INVALIDITY.get(status, "runtime")
         out["correctness"] = 0 if status == VERIFY_FAILED else 1
         value = float(row["time_ms"]) if status == OK else KT_MARKERS.get(status, KT_RUNTIME_MARKER)
         out["measurements"] = [{"name": "time", "value": value, "unit": "ms"}] + [
-            {"name": n, "value": v, "unit": ""} for n, v in values.items()]
+            {"name": n, "value": v, "unit": ""} for n, v in values.items()
+        ]
         results.append(out)
-    return {"schema_version": T4_SCHEMA_VERSION, "results": results,
-            "metadata": {"timeunit": "milliseconds", "kernel_name": data.problem.get("kernel_name", ""),
-                         "device_name": _device_name(data), "generator": f"mpitune {__version__}"}}
+    return {
+        "schema_version": T4_SCHEMA_VERSION,
+        "results": results,
+        "metadata": {
+            "timeunit": "milliseconds",
+            "kernel_name": data.problem.get("kernel_name", ""),
+            "device_name": _device_name(data),
+            "generator": f"mpitune {__version__}",
+        },
+    }
 
 
 def export_t4(cache_path: str, out: str) -> int:
@@ -182,6 +210,7 @@ def export_t4(cache_path: str, out: str) -> int:
 
 
 # ---------------------------------------------------------------------------- import
+
 
 def _unix(stamp) -> float:
     try:
@@ -250,10 +279,18 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
 
     device = measured.device_name or "unknown device"
     host = "unknown host"  # Kernel Tuner does not record it
-    identity = {"kernel_name": measured.kernel_name, "kernel_source": "", "lang": "", "arguments": [],
-                "problem_size": measured.problem_size, "tune_params": tune_params, "restrictions": [],
-                "iterations": iterations, "devices": [device],
-                "imported_from": os.path.basename(kt_path)}
+    identity = {
+        "kernel_name": measured.kernel_name,
+        "kernel_source": "",
+        "lang": "",
+        "arguments": [],
+        "problem_size": measured.problem_size,
+        "tune_params": tune_params,
+        "restrictions": [],
+        "iterations": iterations,
+        "devices": [device],
+        "imported_from": os.path.basename(kt_path),
+    }
     if measured.observed_names:
         identity["observed_names"] = measured.observed_names
     cache = Cache(out, identity, tune_params, iterations)
@@ -261,11 +298,23 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
     try:
         for session in _sessions(finished, durations):
             t0 = min(finished[i] - durations[i] - strategy[i] for i in session)
-            cache.start_run(RunInfo(started_unix=t0, ranks=1, strategy="import", seed=-1, max_fevals=None,
-                                    time_limit_s=None, batch_size=1, space_size=len(space),
-                                    command=command or f"python -m mpitune import {kt_path} --out {out}",
-                                    version=__version__),
-                            [host], [device], [0])
+            cache.start_run(
+                RunInfo(
+                    started_unix=t0,
+                    ranks=1,
+                    strategy="import",
+                    seed=-1,
+                    max_fevals=None,
+                    time_limit_s=None,
+                    batch_size=1,
+                    space_size=len(space),
+                    command=command or f"python -m mpitune import {kt_path} --out {out}",
+                    version=__version__,
+                ),
+                [host],
+                [device],
+                [0],
+            )
             results, configs, phases = [], [], []
             last = 0.0
             for batch, i in enumerate(session):
@@ -284,16 +333,28 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
                     phases.append((0, PhaseRow(batch, -1, "strategy", strategy_start, start)))
                 cid = ids[tuple(p[v] for p, v in zip(position, config))]
                 t = start
-                for phase, seconds in (("compile", m.compile_s), ("verify", m.verify_s),
-                                       ("benchmark", m.benchmark_s)):
+                for phase, seconds in (("compile", m.compile_s), ("verify", m.verify_s), ("benchmark", m.benchmark_s)):
                     if seconds > 0:
                         phases.append((0, PhaseRow(batch, cid, phase, t, t + seconds * scale)))
                         t += seconds * scale
                 last = max(end, last)
-                results.append(Result(config_id=cid, status=m.status, time_ms=m.time_ms, times_ms=m.times_ms,
-                                      compile_s=m.compile_s, verify_s=m.verify_s, benchmark_s=m.benchmark_s,
-                                      error=m.error, observed=m.observed, rank=0, batch=batch,
-                                      started_s=start, finished_s=end))
+                results.append(
+                    Result(
+                        config_id=cid,
+                        status=m.status,
+                        time_ms=m.time_ms,
+                        times_ms=m.times_ms,
+                        compile_s=m.compile_s,
+                        verify_s=m.verify_s,
+                        benchmark_s=m.benchmark_s,
+                        error=m.error,
+                        observed=m.observed,
+                        rank=0,
+                        batch=batch,
+                        started_s=start,
+                        finished_s=end,
+                    )
+                )
                 configs.append(dict(zip(names, config)))
                 if len(results) == 2048:
                     cache.append(results, configs, [host], [device], phases)
@@ -303,5 +364,10 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
             runs += 1
     finally:
         cache.close()
-    return {"configs": len(measured.configs), "runs": runs, "space_size": len(space),
-            "kernel": measured.kernel_name, "device": device}
+    return {
+        "configs": len(measured.configs),
+        "runs": runs,
+        "space_size": len(space),
+        "kernel": measured.kernel_name,
+        "device": device,
+    }

@@ -70,16 +70,28 @@ def per_rank(data: CacheData) -> list[dict]:
         phases = {p: t[p] for p in PHASE_COLUMNS}
         phases.update({k: v for k, v in t.items() if k not in phases and k not in BACKGROUND_PHASES and k != "wall_s"})
         measuring = sum(t[p] for p in MEASURING)
-        out.append({
-            "rank": rank, "host": host, "device": device,
-            "compile_s": t["compile"], "verify_s": t["verify"], "benchmark_s": t["benchmark"],
-            "other_s": busy - measuring, "busy_s": busy, "idle_s": idle,
-            "wall_s": t["wall_s"],
-            "startup_s": t["startup"], "strategy_s": t["strategy"], "write_s": t["write"],
-            "wait_s": t["wait"], "phases": phases, "configs": int(measured.get(rank, 0)),
-            "compile_ahead_s": t["compile_ahead"],
-            "efficiency": measuring / t["wall_s"] if t["wall_s"] > 0 else None,
-        })
+        out.append(
+            {
+                "rank": rank,
+                "host": host,
+                "device": device,
+                "compile_s": t["compile"],
+                "verify_s": t["verify"],
+                "benchmark_s": t["benchmark"],
+                "other_s": busy - measuring,
+                "busy_s": busy,
+                "idle_s": idle,
+                "wall_s": t["wall_s"],
+                "startup_s": t["startup"],
+                "strategy_s": t["strategy"],
+                "write_s": t["write"],
+                "wait_s": t["wait"],
+                "phases": phases,
+                "configs": int(measured.get(rank, 0)),
+                "compile_ahead_s": t["compile_ahead"],
+                "efficiency": measuring / t["wall_s"] if t["wall_s"] > 0 else None,
+            }
+        )
     return out
 
 
@@ -96,8 +108,9 @@ def gather_waits(data: CacheData) -> dict:
     waited = rank_batches = 0
     extra_s = 0.0
     for run in np.unique(timeline["run"]):
-        rows = timeline[(timeline["run"] == run) & (timeline["batch"] >= 0)
-                        & ~np.isin(timeline["phase"], BACKGROUND_PHASES)]
+        rows = timeline[
+            (timeline["run"] == run) & (timeline["batch"] >= 0) & ~np.isin(timeline["phase"], BACKGROUND_PHASES)
+        ]
         for batch in np.unique(rows["batch"]):
             mine = rows[rows["batch"] == batch]
             span = float(mine["end_s"].max() - mine["start_s"].min())
@@ -128,15 +141,25 @@ def _iso(unix: float) -> str:
 def _runs(runs: np.ndarray, walls: list[float]) -> list[dict]:
     out = []
     for run, wall in zip(runs, walls):
-        out.append({
-            "run": int(run["run"]), "started": _iso(float(run["started_unix"])),
-            "wall_s": wall, "finished": not math.isnan(float(run["wall_s"])),
-            "status": str(run["status"]), "ranks": int(run["ranks"]), "strategy": str(run["strategy"]),
-            "seed": int(run["seed"]), "max_fevals": None if run["max_fevals"] < 0 else int(run["max_fevals"]),
-            "time_limit_s": None if math.isnan(run["time_limit_s"]) else float(run["time_limit_s"]),
-            "batch_size": int(run["batch_size"]), "space_size": int(run["space_size"]),
-            "measured": int(run["measured"]), "command": str(run["command"]), "version": str(run["version"]),
-        })
+        out.append(
+            {
+                "run": int(run["run"]),
+                "started": _iso(float(run["started_unix"])),
+                "wall_s": wall,
+                "finished": not math.isnan(float(run["wall_s"])),
+                "status": str(run["status"]),
+                "ranks": int(run["ranks"]),
+                "strategy": str(run["strategy"]),
+                "seed": int(run["seed"]),
+                "max_fevals": None if run["max_fevals"] < 0 else int(run["max_fevals"]),
+                "time_limit_s": None if math.isnan(run["time_limit_s"]) else float(run["time_limit_s"]),
+                "batch_size": int(run["batch_size"]),
+                "space_size": int(run["space_size"]),
+                "measured": int(run["measured"]),
+                "command": str(run["command"]),
+                "version": str(run["version"]),
+            }
+        )
     return out
 
 
@@ -144,8 +167,12 @@ def _spread(times: np.ndarray) -> dict:
     times = times[~np.isnan(times)]
     if not len(times):
         return {"min_ms": math.nan, "max_ms": math.nan, "std_ms": math.nan, "iterations": 0}
-    return {"min_ms": float(times.min()), "max_ms": float(times.max()), "std_ms": float(times.std()),
-            "iterations": len(times)}
+    return {
+        "min_ms": float(times.min()),
+        "max_ms": float(times.max()),
+        "std_ms": float(times.std()),
+        "iterations": len(times),
+    }
 
 
 def objective_values(data: CacheData) -> np.ndarray:
@@ -163,8 +190,10 @@ def _ranked(data: CacheData) -> np.ndarray:
 
 def _values(data: CacheData, i: int) -> dict:
     """Metrics and observed values of row ``i`` by name."""
-    return {"metrics": {n: float(v) for n, v in zip(data.metric_names, data.metrics[i])},
-            "observed": {n: float(v) for n, v in zip(data.observed_names, data.observed[i])}}
+    return {
+        "metrics": {n: float(v) for n, v in zip(data.metric_names, data.metrics[i])},
+        "observed": {n: float(v) for n, v in zip(data.observed_names, data.observed[i])},
+    }
 
 
 def summarize(data: CacheData, top: int = 5) -> dict:
@@ -189,15 +218,25 @@ def summarize(data: CacheData, top: int = 5) -> dict:
         "ok": int(statuses.get(OK, 0)),
         "failed": {k: int(v) for k, v in sorted(statuses.items()) if k != OK},
         "best": None,
-        "objective": {"name": data.objective.name,
-                      "higher_is_better": data.objective.higher_is_better,
-                      "metrics": data.metric_names, "observed": data.observed_names,
-                      "median": float(np.median(values[ranked])) if len(ranked) else None,
-                      "worst": float(values[ranked[-1]]) if len(ranked) else None},
-        "top": [{"config": _config(r, names), "config_id": int(r["config_id"]), "time_ms": float(r["time_ms"]),
-                 "objective": float(values[i]), **_values(data, i),
-                 **_spread(np.asarray(r["times_ms"], dtype=float).ravel())}
-                for i, r in zip(ranked[:top], best_rows)],
+        "objective": {
+            "name": data.objective.name,
+            "higher_is_better": data.objective.higher_is_better,
+            "metrics": data.metric_names,
+            "observed": data.observed_names,
+            "median": float(np.median(values[ranked])) if len(ranked) else None,
+            "worst": float(values[ranked[-1]]) if len(ranked) else None,
+        },
+        "top": [
+            {
+                "config": _config(r, names),
+                "config_id": int(r["config_id"]),
+                "time_ms": float(r["time_ms"]),
+                "objective": float(values[i]),
+                **_values(data, i),
+                **_spread(np.asarray(r["times_ms"], dtype=float).ravel()),
+            }
+            for i, r in zip(ranked[:top], best_rows)
+        ],
         "median_ms": float(np.median(ok["time_ms"])) if len(ok) else None,
         "worst_ms": float(ok["time_ms"].max()) if len(ok) else None,
         "runs": len(runs),
@@ -207,8 +246,10 @@ def summarize(data: CacheData, top: int = 5) -> dict:
         "efficiency": measuring_s / wall_rank_s if wall_rank_s > 0 else None,
         "gather": gather_waits(data),
         "problem": {
-            "kernel": problem.get("kernel_name"), "lang": problem.get("lang"),
-            "problem_size": problem.get("problem_size"), "iterations": problem.get("iterations"),
+            "kernel": problem.get("kernel_name"),
+            "lang": problem.get("lang"),
+            "problem_size": problem.get("problem_size"),
+            "iterations": problem.get("iterations"),
             "params": {n: len(tune_params.get(n, [])) for n in names},
             "imported_from": problem.get("imported_from"),
         },
@@ -216,9 +257,13 @@ def summarize(data: CacheData, top: int = 5) -> dict:
         "run_list": _runs(runs, walls),
     }
     if len(best_rows):
-        summary["best"] = {"config": _config(best_rows[0], names), "config_id": int(best_rows[0]["config_id"]),
-                           "time_ms": float(best_rows[0]["time_ms"]), "objective": float(values[ranked[0]]),
-                           **_values(data, int(ranked[0]))}
+        summary["best"] = {
+            "config": _config(best_rows[0], names),
+            "config_id": int(best_rows[0]["config_id"]),
+            "time_ms": float(best_rows[0]["time_ms"]),
+            "objective": float(values[ranked[0]]),
+            **_values(data, int(ranked[0])),
+        }
     return summary
 
 
@@ -260,40 +305,53 @@ def _text(path: str, s: dict) -> str:
     lines = [f"{path}: kernel {s['kernel']} ({s['lang'] or '-'}), problem size {_size(p['problem_size'])}"]
     if p.get("imported_from"):
         lines.append(f"  imported from {p['imported_from']}")
-    lines.append(f"  space: {s['space_size']} configurations of {len(p['params'])} parameters "
-                 f"(values: {params}); {p['iterations']} timed iterations each")
-    lines.append("  devices: " + "; ".join(f"{d['host']}: {d['device']} ({_rank_ranges(d['ranks'])})"
-                                           for d in s["devices"]))
+    lines.append(
+        f"  space: {s['space_size']} configurations of {len(p['params'])} parameters "
+        f"(values: {params}); {p['iterations']} timed iterations each"
+    )
+    lines.append(
+        "  devices: " + "; ".join(f"{d['host']}: {d['device']} ({_rank_ranges(d['ranks'])})" for d in s["devices"])
+    )
     lines.append(f"\n  {s['runs']} run(s), {_seconds(s['wall_s'])} wall time in all:")
     for r in s["run_list"]:
         budget = [f"max_fevals {r['max_fevals']}"] if r["max_fevals"] is not None else []
         budget += [f"time limit {r['time_limit_s']:g} s"] if r["time_limit_s"] is not None else []
         wall = _seconds(r["wall_s"]) + ("" if r["finished"] else " so far")
         started = r["started"].replace("T", " ").replace("+00:00", " UTC")
-        lines.append(f"  {r['run']:>4}. {started}, {wall}, {r['status']}: {r['measured']} configurations "
-                     f"measured on {r['ranks']} rank(s) in batches of {r['batch_size']}, "
-                     f"strategy {r['strategy']} (seed {r['seed']}" + "".join(f", {b}" for b in budget) + ")")
+        lines.append(
+            f"  {r['run']:>4}. {started}, {wall}, {r['status']}: {r['measured']} configurations "
+            f"measured on {r['ranks']} rank(s) in batches of {r['batch_size']}, "
+            f"strategy {r['strategy']} (seed {r['seed']}" + "".join(f", {b}" for b in budget) + ")"
+        )
         if r["command"]:
             lines.append(f"        {r['command']}")
-    lines.append(f"\n  {s['configs']} of {s['space_size']} configurations recorded: ok {s['ok']}"
-                 + "".join(f", {k} {v}" for k, v in s["failed"].items()))
+    lines.append(
+        f"\n  {s['configs']} of {s['space_size']} configurations recorded: ok {s['ok']}"
+        + "".join(f", {k} {v}" for k, v in s["failed"].items())
+    )
     o = s["objective"]
     if s["best"] and o["name"] == "time":
         b = s["best"]
-        lines.append(f"  best {b['time_ms']:.4g} ms; median {s['median_ms']:.4g} ms "
-                     f"({s['median_ms'] / b['time_ms']:.2f}x the best), worst {s['worst_ms']:.4g} ms "
-                     f"({s['worst_ms'] / b['time_ms']:.2f}x)")
+        lines.append(
+            f"  best {b['time_ms']:.4g} ms; median {s['median_ms']:.4g} ms "
+            f"({s['median_ms'] / b['time_ms']:.2f}x the best), worst {s['worst_ms']:.4g} ms "
+            f"({s['worst_ms'] / b['time_ms']:.2f}x)"
+        )
     elif s["best"]:
         b = s["best"]
-        lines.append(f"  objective {o['name']} ({'higher' if o['higher_is_better'] else 'lower'} is better): "
-                     f"best {b['objective']:.4g} ({b['time_ms']:.4g} ms); median {o['median']:.4g}, "
-                     f"worst {o['worst']:.4g}")
+        lines.append(
+            f"  objective {o['name']} ({'higher' if o['higher_is_better'] else 'lower'} is better): "
+            f"best {b['objective']:.4g} ({b['time_ms']:.4g} ms); median {o['median']:.4g}, "
+            f"worst {o['worst']:.4g}"
+        )
     if s["best"]:
         extra = [n for n in o["metrics"] + o["observed"] if n != o["name"]]
-        columns = ("objective in ms" if o["name"] == "time" else f"objective {o['name']}, time in ms") \
-            + "".join(f", {n}" for n in extra)
-        lines.append(f"\n  top {len(s['top'])} ({columns}; spread of the timed iterations: "
-                     "[min, max] and standard deviation):")
+        columns = ("objective in ms" if o["name"] == "time" else f"objective {o['name']}, time in ms") + "".join(
+            f", {n}" for n in extra
+        )
+        lines.append(
+            f"\n  top {len(s['top'])} ({columns}; spread of the timed iterations: [min, max] and standard deviation):"
+        )
         for i, t in enumerate(s["top"], 1):
             cfg = ", ".join(f"{k}={v}" for k, v in t["config"].items())
             spread = f"[{t['min_ms']:.4g}, {t['max_ms']:.4g}] ±{t['std_ms']:.2g}"
@@ -301,22 +359,29 @@ def _text(path: str, s: dict) -> str:
             shown = ([] if o["name"] == "time" else [t["objective"]]) + [t["time_ms"]] + [values[n] for n in extra]
             lines.append(f"  {i:>3}. {' '.join(f'{v:10.4g}' for v in shown)}  {spread:<28} {cfg}")
     lines.append("\n  seconds per rank (all runs):")
-    lines.append("  rank  host / device                 " + "".join(f"{p:>10}" for p in PHASE_COLUMNS)
-                 + "      wall  configs  eff")
+    lines.append(
+        "  rank  host / device                 "
+        + "".join(f"{p:>10}" for p in PHASE_COLUMNS)
+        + "      wall  configs  eff"
+    )
     for r in s["per_rank"]:
         where = f"{r['host']} / {r['device']}"[:30]
         figures = "".join(f"{r['phases'][p]:10.2f}" for p in PHASE_COLUMNS)
         eff = f"{100 * r['efficiency']:3.0f}%" if r["efficiency"] is not None else "   -"
         lines.append(f"  {r['rank']:>4}  {where:<30}{figures}{r['wall_s']:10.2f} {r['configs']:8d} {eff}")
     if s["efficiency"] is not None:
-        lines.append(f"\n  parallel efficiency {100 * s['efficiency']:.1f}%: the share of the ranks' wall time "
-                     "spent compiling, verifying and benchmarking;\n  the rest went to start-up, the "
-                     "strategy, writing the file, hung or crashed configurations, restarting workers, "
-                     "other work\n  and waiting for other ranks")
+        lines.append(
+            f"\n  parallel efficiency {100 * s['efficiency']:.1f}%: the share of the ranks' wall time "
+            "spent compiling, verifying and benchmarking;\n  the rest went to start-up, the "
+            "strategy, writing the file, hung or crashed configurations, restarting workers, "
+            "other work\n  and waiting for other ranks"
+        )
     g = s["gather"]
     if g["rank_batches"]:
-        lines.append(f"  at the end of a batch, a rank waited for others in {g['waited']} of {g['rank_batches']} "
-                     f"cases (more than {100 * g['threshold']:.0f}% of the batch; {g['wait_s']:.1f} s in all)")
+        lines.append(
+            f"  at the end of a batch, a rank waited for others in {g['waited']} of {g['rank_batches']} "
+            f"cases (more than {100 * g['threshold']:.0f}% of the batch; {g['wait_s']:.1f} s in all)"
+        )
     background = sum(r["compile_ahead_s"] for r in s["per_rank"])
     if background:
         lines.append(f"  compiled ahead in the background: {background:.1f} s of compiling beside the ranks' phases")

@@ -43,9 +43,11 @@ def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None
     else:
         cores = len(os.sched_getaffinity(0))
         if cores == 1 and (os.cpu_count() or 1) > ranks_on_node:
-            log.warning("this rank may run on one core only (bound by the launcher): its compile workers "
-                        "share that core. Start ranks with more cores each (mpirun --bind-to none, or "
-                        "--map-by slot:PE=N; srun --cpus-per-task=N)")
+            log.warning(
+                "this rank may run on one core only (bound by the launcher): its compile workers "
+                "share that core. Start ranks with more cores each (mpirun --bind-to none, or "
+                "--map-by slot:PE=N; srun --cpus-per-task=N)"
+            )
         if cores >= (os.cpu_count() or cores) and ranks_on_node > 1:
             cores //= ranks_on_node
     return max(1, cores - 1)
@@ -74,8 +76,11 @@ def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> 
         try:
             results.put(task.compiler(task.config_id, task.config, task.derived))
         except Exception as exc:  # a bug or a broken toolchain, not the kernel
-            results.put(Compiled(task.config_id, status=RUNTIME_ERROR,
-                                 error=f"the compiler failed: {type(exc).__name__}: {exc}"))
+            results.put(
+                Compiled(
+                    task.config_id, status=RUNTIME_ERROR, error=f"the compiler failed: {type(exc).__name__}: {exc}"
+                )
+            )
 
 
 class CompileAhead:
@@ -84,8 +89,9 @@ class CompileAhead:
     The workers start at once (a rank starts them before its device is ready, which takes
     longer); ``compiler`` is given when known and travels with every task."""
 
-    def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None,
-                 warm_up: Callable[[], None] | None = None):
+    def __init__(
+        self, workers: int, clock: Clock, compiler: Compiler | None = None, warm_up: Callable[[], None] | None = None
+    ):
         self.compiler, self.workers, self.clock, self.warm_up = compiler, workers, clock, warm_up
         self._queued: dict[int, tuple[dict, Derived | None]] = {}  # handed to the workers, not yet taken
         self._done: dict[int, Compiled] = {}
@@ -125,8 +131,11 @@ class CompileAhead:
             try:
                 compiled: Compiled = self._pool.receive(self._results, patience)
             except Hang:
-                return self._give_up(config_id, TIMEOUT, f"compiling took longer than {deadline_s:.1f} s "
-                                                         f"(the limit for one configuration)")
+                return self._give_up(
+                    config_id,
+                    TIMEOUT,
+                    f"compiling took longer than {deadline_s:.1f} s (the limit for one configuration)",
+                )
             except Death:
                 return self._give_up(config_id, RUNTIME_ERROR, "a compile worker died")
             if compiled.config_id in self._queued:
@@ -150,8 +159,9 @@ class CompileAhead:
         if not compiled.finished:
             return None
         origin = self.clock.origin
-        return PhaseRow(batch, compiled.config_id, "compile_ahead", compiled.started - origin,
-                        compiled.finished - origin)
+        return PhaseRow(
+            batch, compiled.config_id, "compile_ahead", compiled.started - origin, compiled.finished - origin
+        )
 
     def _kill(self) -> None:
         self._pool.kill()

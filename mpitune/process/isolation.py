@@ -96,8 +96,9 @@ def _serve(conn: Connection, problem: Problem, workdir: str, origin: float, loca
             return
         if isinstance(message, Stop):
             break
-        result = backend.run(message.config_id, message.config, timeline, message.derived, message.compiled,
-                             message.race)
+        result = backend.run(
+            message.config_id, message.config, timeline, message.derived, message.compiled, message.race
+        )
         conn.send(Measured(result, timeline.take(), backend.fatal_error))
         if backend.fatal_error:
             return  # its context is gone: the rank starts a fresh worker
@@ -107,8 +108,9 @@ def _serve(conn: Connection, problem: Problem, workdir: str, origin: float, loca
 class IsolatedBackend(Backend):
     """The rank's side: same interface as a backend, measured in a supervised worker."""
 
-    def __init__(self, problem: Problem, workdir: str, clock: Clock, timeout_s: float | None = None,
-                 local_rank: int = 0):
+    def __init__(
+        self, problem: Problem, workdir: str, clock: Clock, timeout_s: float | None = None, local_rank: int = 0
+    ):
         self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s
         self.config_s: list[float] = []  # how long measured configurations took, for the deadline
@@ -131,8 +133,11 @@ class IsolatedBackend(Backend):
         if isinstance(message, StartFailed):
             self.worker.join(EXIT_CODE_S)
             raise UserError(message.error)
-        self.device_name, self.device_detail, self._compiler = message.device_name, message.device_detail, \
-            message.compiler
+        self.device_name, self.device_detail, self._compiler = (
+            message.device_name,
+            message.device_detail,
+            message.compiler,
+        )
 
     def compiler(self) -> Compiler | None:
         return self._compiler
@@ -144,19 +149,36 @@ class IsolatedBackend(Backend):
             return TIMEOUT_FLOOR_S
         return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(self.config_s))
 
-    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None, race: Race | None = None) -> Result:
+    def run(
+        self,
+        config_id: int,
+        config: dict,
+        timeline: Timeline,
+        derived: Derived | None = None,
+        compiled: Compiled | None = None,
+        race: Race | None = None,
+    ) -> Result:
         deadline_s = self.deadline_s()
         start_s = self.clock.now()
         self.conn.send(Measure(config_id, config, derived, compiled, race))
         try:
             measured: Measured = self.worker.receive(self.conn, Patience(deadline_s))
         except Hang:
-            return self._lost(config_id, timeline, start_s, TIMEOUT,
-                              f"no result after {deadline_s:.1f} s (the limit for one configuration)")
+            return self._lost(
+                config_id,
+                timeline,
+                start_s,
+                TIMEOUT,
+                f"no result after {deadline_s:.1f} s (the limit for one configuration)",
+            )
         except Death as death:
-            return self._lost(config_id, timeline, start_s, RUNTIME_ERROR,
-                              f"the worker process died while running this configuration ({death})")
+            return self._lost(
+                config_id,
+                timeline,
+                start_s,
+                RUNTIME_ERROR,
+                f"the worker process died while running this configuration ({death})",
+            )
         timeline.extend(measured.rows)
         self.config_s.append(self.clock.now() - start_s)
         if measured.fatal_error:

@@ -85,8 +85,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 def _bootstrap(parent_pid: int, target: Callable[..., None], args: tuple) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name="mpitune-orphan-watch",
-                     daemon=True).start()
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), name="mpitune-orphan-watch", daemon=True).start()
     target(*args)
 
 
@@ -101,8 +100,10 @@ class Supervisor:
 
     def start(self, *args: Any) -> None:
         """Spawn the children; each calls ``target(*args)`` in a process of its own."""
-        self.processes = [SPAWN.Process(target=_bootstrap, args=(os.getpid(), self.target, args), name=name,
-                                        daemon=True) for name in self.names]
+        self.processes = [
+            SPAWN.Process(target=_bootstrap, args=(os.getpid(), self.target, args), name=name, daemon=True)
+            for name in self.names
+        ]
         for process in self.processes:
             process.start()
 
@@ -163,4 +164,5 @@ def _reader(source: Connection | Queue) -> Callable[[float], Any]:
         if not source.poll(timeout_s):
             raise queue.Empty
         return source.recv()
+
     return read

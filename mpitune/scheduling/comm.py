@@ -68,8 +68,7 @@ def bcast_arrays(comm: MPI.Comm, arrays: list[np.ndarray] | None) -> list[np.nda
     return out
 
 
-def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray | None
-                  ) -> tuple[Problem, np.ndarray]:
+def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
     """Send the problem (without restrictions) and the search space's index table once.
 
     Arrays travel as buffers; the rest is small and pickled.
@@ -86,8 +85,11 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
             return a
 
         slim = problem.for_workers()
-        skeleton = replace(slim, arguments=[ref(a) for a in slim.arguments],
-                           answer=None if slim.answer is None else [ref(a) for a in slim.answer])
+        skeleton = replace(
+            slim,
+            arguments=[ref(a) for a in slim.arguments],
+            answer=None if slim.answer is None else [ref(a) for a in slim.answer],
+        )
         arrays.append(indices)
     skeleton = comm.bcast(skeleton, root=0)
     arrays = bcast_arrays(comm, arrays if comm.rank == 0 else None)
@@ -95,8 +97,11 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
     def deref(a):
         return arrays[a.index] if isinstance(a, _ArrayRef) else a
 
-    problem = replace(skeleton, arguments=[deref(a) for a in skeleton.arguments],
-                      answer=None if skeleton.answer is None else [deref(a) for a in skeleton.answer])
+    problem = replace(
+        skeleton,
+        arguments=[deref(a) for a in skeleton.arguments],
+        answer=None if skeleton.answer is None else [deref(a) for a in skeleton.answer],
+    )
     return problem, arrays[-1]
 
 
@@ -105,9 +110,11 @@ def slurm_world_error(comm: MPI.Comm) -> str | None:
     its own world of one rank: N copies would each tune everything. Refuse that."""
     tasks = os.environ.get("SLURM_STEP_NUM_TASKS", "")
     if comm.size == 1 and tasks.isdigit() and int(tasks) > 1:
-        return (f"srun started {tasks} tasks but MPI sees a world of 1 rank in each: srun's --mpi plugin "
-                f"does not match the MPI library ({MPI.Get_library_version().splitlines()[0].strip()}); "
-                f"use --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH, or mpirun inside the allocation")
+        return (
+            f"srun started {tasks} tasks but MPI sees a world of 1 rank in each: srun's --mpi plugin "
+            f"does not match the MPI library ({MPI.Get_library_version().splitlines()[0].strip()}); "
+            f"use --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH, or mpirun inside the allocation"
+        )
     return None
 
 

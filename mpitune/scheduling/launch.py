@@ -45,8 +45,10 @@ def mpiexec() -> list[str]:
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = beside if os.path.exists(beside) else shutil.which("mpiexec")
     if not found:
-        raise UserError("ranks > 1 needs mpiexec: install mpitune with the 'mpich' extra, put the MPI library's "
-                        "mpiexec on PATH, or name it in MPITUNE_MPIEXEC")
+        raise UserError(
+            "ranks > 1 needs mpiexec: install mpitune with the 'mpich' extra, put the MPI library's "
+            "mpiexec on PATH, or name it in MPITUNE_MPIEXEC"
+        )
     return [found]
 
 
@@ -57,14 +59,20 @@ def job_environment(pythonpath: str) -> dict[str, str]:
     return env
 
 
-def run_mpitune(ranks: int, args: Sequence[str], cwd: str, pythonpath: str,
-                progress: Callable[[str], None]) -> JobEnd:
+def run_mpitune(ranks: int, args: Sequence[str], cwd: str, pythonpath: str, progress: Callable[[str], None]) -> JobEnd:
     """``mpiexec -n RANKS python -m mpitune ARGS``; each line of its stdout goes to ``progress``
     as it comes, its stderr to this process' stderr, except the error lines, which are returned."""
     command = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpitune", *args]
     try:
-        job = subprocess.Popen(command, cwd=cwd, env=job_environment(pythonpath), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, bufsize=1)
+        job = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=job_environment(pythonpath),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
     except OSError as exc:
         raise UserError(f"cannot start {shlex.join(command[:1])}: {exc}") from None
     errors: list[str] = []
@@ -90,7 +98,7 @@ def _relay_stderr(stream: IO[str] | None, errors: list[str], tail: list[str]) ->
     for line in stream:
         tail.append(line)
         if line.startswith(ERROR_PREFIX):
-            errors.append(line[len(ERROR_PREFIX):].rstrip("\n"))
+            errors.append(line[len(ERROR_PREFIX) :].rstrip("\n"))
         else:
             sys.stderr.write(line)
             sys.stderr.flush()

@@ -45,8 +45,12 @@ EXIT_INTERRUPTED = 130
 log = logging.getLogger(__name__)
 
 
-def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", debug: bool = False,
-         transport: Transport | None = None) -> int:
+def tune(
+    load: Callable[[], tuple[Problem, RunSettings]],
+    command: str = "",
+    debug: bool = False,
+    transport: Transport | None = None,
+) -> int:
     """Run one tuning job on every rank of the transport (COMM_WORLD unless given); returns the exit code.
 
     ``load`` is called on rank 0 only and returns the checked problem and settings (from a
@@ -74,8 +78,9 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
         return refuse(rank, error)
 
     with timeline.phase("startup"):
-        problem, indices = transport.bcast_problem(setup.problem if setup else None,
-                                                   setup.space.indices if setup else None)
+        problem, indices = transport.bcast_problem(
+            setup.problem if setup else None, setup.space.indices if setup else None
+        )
     caps = backends.capabilities(problem.lang)
     if caps.simulated_clock:
         # A replay's time is the measured time of the real run it stands for; the start-up
@@ -100,9 +105,15 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
     try:
         with timeline.phase("wait"):
             error = first_error(transport, error)
-            placements = transport.gather(Placement(
-                socket.gethostname(), backend.device_name if backend else "", backend.device_detail if backend else "",
-                os.getpid(), ahead.workers if ahead else 0))
+            placements = transport.gather(
+                Placement(
+                    socket.gethostname(),
+                    backend.device_name if backend else "",
+                    backend.device_detail if backend else "",
+                    os.getpid(),
+                    ahead.workers if ahead else 0,
+                )
+            )
         if error:
             return refuse(rank, error)
         assert backend is not None  # every rank has one once no rank has an error
@@ -133,8 +144,7 @@ def tune(load: Callable[[], tuple[Problem, RunSettings]], command: str = "", deb
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None,
-                   clock: Clock) -> CompileAhead | None:
+def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock) -> CompileAhead | None:
     """This rank's compile workers, started before its device is ready: as many as asked,
     else as its cores allow; none by default where kernels run on the CPU, whose timings
     compiling beside them would disturb, and none for a replay, which compiles nothing."""
@@ -145,8 +155,14 @@ def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None,
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
 
 
-def _rounds(transport: Transport, manager: Manager | None, backend: Backend, space: SearchSpace,
-            timeline: Timeline, ahead: CompileAhead | None) -> StopReason:
+def _rounds(
+    transport: Transport,
+    manager: Manager | None,
+    backend: Backend,
+    space: SearchSpace,
+    timeline: Timeline,
+    ahead: CompileAhead | None,
+) -> StopReason:
     """Rounds until rank 0 says stop; returns why it did."""
     while True:
         orders = None
@@ -185,12 +201,15 @@ def _stop_requests(manager: Manager | None) -> Iterator[None]:
     ask rank 0 to stop handing out batches; the batch in flight finishes and is recorded. Other
     ranks ignore them so that they can finish their chunk and hear the stop from rank 0. A second
     Ctrl-C on rank 0 stops at once (see ``_SecondInterrupt``)."""
+
     def handler(signum, frame):
         if manager:
             manager.stop_requested = StopReason.SIGNAL
-            log.warning("received %s: finishing the batch in flight, then stopping%s",
-                        signal.Signals(signum).name,
-                        " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "")
+            log.warning(
+                "received %s: finishing the batch in flight, then stopping%s",
+                signal.Signals(signum).name,
+                " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "",
+            )
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
     second = _SecondInterrupt() if manager else None
@@ -235,9 +254,12 @@ class _SecondInterrupt:
             if first is None:
                 first = now
             elif now - first > self.SAME_PRESS_S:
-                print("mpitune: error: interrupted twice: stopping now; every batch before the one in flight is "
-                      f"recorded, run the same command again to resume (exit code {EXIT_INTERRUPTED})",
-                      file=sys.stderr, flush=True)
+                print(
+                    "mpitune: error: interrupted twice: stopping now; every batch before the one in flight is "
+                    f"recorded, run the same command again to resume (exit code {EXIT_INTERRUPTED})",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 MPI.COMM_WORLD.Abort(EXIT_INTERRUPTED)
 
     def close(self) -> None:

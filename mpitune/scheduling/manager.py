@@ -47,8 +47,7 @@ class Setup:
 class Manager:
     """Hands out batches until the strategy is done or the budget is spent, and records what comes back."""
 
-    def __init__(self, setup: Setup, cache: Cache, hosts: tuple[str, ...], devices: tuple[str, ...],
-                 clock: Clock):
+    def __init__(self, setup: Setup, cache: Cache, hosts: tuple[str, ...], devices: tuple[str, ...], clock: Clock):
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
@@ -80,8 +79,17 @@ class Manager:
         return self.batching.size
 
     def _strategy_key(self) -> str:
-        return json.dumps([self.settings.strategy, self.settings.seed, self.settings.strategy_options,
-                           self.objective.name, self.objective.higher_is_better], sort_keys=True, default=str)
+        return json.dumps(
+            [
+                self.settings.strategy,
+                self.settings.seed,
+                self.settings.strategy_options,
+                self.objective.name,
+                self.objective.higher_is_better,
+            ],
+            sort_keys=True,
+            default=str,
+        )
 
     def _resume_strategy(self, known: list[Result]) -> None:
         """Continue the search of the runs before (population, RNG, ...), if they ran the same
@@ -139,17 +147,27 @@ class Manager:
         self.cache.hand_out(self.batch, chunks, requested, ids)
         upcoming = deal(self.strategy.upcoming(self._next_size()), self.ranks, self.batch + 1)
         try:
-            return [Order(now_s, self.batch, chunk, derived=self.derive(chunk), upcoming=next_chunk,
-                          upcoming_derived=self.derive(next_chunk), race=self.race)
-                    for chunk, next_chunk in zip(chunks, upcoming)]
+            return [
+                Order(
+                    now_s,
+                    self.batch,
+                    chunk,
+                    derived=self.derive(chunk),
+                    upcoming=next_chunk,
+                    upcoming_derived=self.derive(next_chunk),
+                    race=self.race,
+                )
+                for chunk, next_chunk in zip(chunks, upcoming)
+            ]
         except ValueError as exc:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
             return None
 
     def _next_size(self) -> int:
         limit = self.settings.max_fevals
-        return self.batching.next_size(len(self.space) - len(self.strategy.seen),
-                                       None if limit is None else limit - self.handed_out)
+        return self.batching.next_size(
+            len(self.space) - len(self.strategy.seen), None if limit is None else limit - self.handed_out
+        )
 
     def derive(self, chunk: list[int]) -> list[Derived] | None:
         """What the spec's per-configuration callables give for each id (ValueError if one fails)."""
@@ -215,8 +233,10 @@ class Manager:
             total = min(total, self.known + self.settings.max_fevals)
         done = self.known + self.measured
         elapsed_s = self.clock.now()
-        return (f"batch {self.batch + 1}: {done}/{total} configs, best {self.describe_best()}, "
-                f"{self.measured / elapsed_s:.3g} configs/s, {elapsed_s:.1f} s")
+        return (
+            f"batch {self.batch + 1}: {done}/{total} configs, best {self.describe_best()}, "
+            f"{self.measured / elapsed_s:.3g} configs/s, {elapsed_s:.1f} s"
+        )
 
 
 def format_config(config: dict) -> str:

@@ -14,19 +14,40 @@ from mpitune.process.compile_ahead import CompileAhead
 from mpitune.scheduling.messages import Order, Report
 
 
-def serve(order: Order, backend: Backend, space: SearchSpace, rank: int, timeline: Timeline,
-          ahead: CompileAhead | None = None) -> Report:
+def serve(
+    order: Order, backend: Backend, space: SearchSpace, rank: int, timeline: Timeline, ahead: CompileAhead | None = None
+) -> Report:
     """Carry out one order (not a stop): measure the chunk, and report it with the phases
     recorded since the last report and this rank's clock."""
-    results = run_chunk(backend, space, order.ids, rank, order.batch, timeline, order.derived, ahead,
-                        order.upcoming, order.upcoming_derived, order.race)
+    results = run_chunk(
+        backend,
+        space,
+        order.ids,
+        rank,
+        order.batch,
+        timeline,
+        order.derived,
+        ahead,
+        order.upcoming,
+        order.upcoming_derived,
+        order.race,
+    )
     return Report(results, timeline.take(), timeline.clock.now(), backend.fatal_error)
 
 
-def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], rank: int, batch: int,
-              timeline: Timeline, derived: Sequence[Derived] | None = None, ahead: CompileAhead | None = None,
-              upcoming: Sequence[int] = (), upcoming_derived: Sequence[Derived] | None = None,
-              race: Race | None = None) -> list[Result]:
+def run_chunk(
+    backend: Backend,
+    space: SearchSpace,
+    config_ids: Sequence[int],
+    rank: int,
+    batch: int,
+    timeline: Timeline,
+    derived: Sequence[Derived] | None = None,
+    ahead: CompileAhead | None = None,
+    upcoming: Sequence[int] = (),
+    upcoming_derived: Sequence[Derived] | None = None,
+    race: Race | None = None,
+) -> list[Result]:
     """Measure each configuration in turn; failures are statuses, never exceptions.
 
     With compile workers (``ahead``), the whole chunk, then the ``upcoming`` chunk this rank
@@ -66,6 +87,7 @@ def run_chunk(backend: Backend, space: SearchSpace, config_ids: Sequence[int], r
     return results
 
 
-def _items(space: SearchSpace, config_ids: Sequence[int],
-           derived: Sequence[Derived] | None) -> list[tuple[int, dict, Derived | None]]:
+def _items(
+    space: SearchSpace, config_ids: Sequence[int], derived: Sequence[Derived] | None
+) -> list[tuple[int, dict, Derived | None]]:
     return [(int(c), space.config(int(c)), derived[i] if derived else None) for i, c in enumerate(config_ids)]

@@ -38,8 +38,7 @@ def runs_to_replay(history: History, key: str) -> list[int]:
     return chain
 
 
-def rebuild(fresh: Callable[[], Strategy], history: History, known: Sequence[Result], key: str,
-            name: str) -> Strategy:
+def rebuild(fresh: Callable[[], Strategy], history: History, known: Sequence[Result], key: str, name: str) -> Strategy:
     """The strategy of this run, told everything in ``known`` (the results rows, in row order):
     the recorded search replayed, or else a fresh one."""
     chain = runs_to_replay(history, key)
@@ -62,13 +61,18 @@ def _replay(strategy: Strategy, chain: list[int], history: History, known: Seque
         rows[int(run), int(batch)].append(result)
     replayed = 0
     for run in chain:
-        strategy.tell([r for r, row_run in zip(known, history.row_runs) if row_run < run
-                       and r.config_id not in strategy.seen])
+        strategy.tell(
+            [r for r, row_run in zip(known, history.row_runs) if row_run < run and r.config_id not in strategy.seen]
+        )
         for ask in (a for a in history.asks if a.run == run):
             answer = strategy.ask(ask.requested)
             if tuple(answer) != ask.ids:
-                log.warning("the recorded search does not replay (batch %d of run %d asked otherwise); "
-                            "starting the strategy afresh from the cache", ask.batch, run)
+                log.warning(
+                    "the recorded search does not replay (batch %d of run %d asked otherwise); "
+                    "starting the strategy afresh from the cache",
+                    ask.batch,
+                    run,
+                )
                 return None
             strategy.tell(rows[run, ask.batch])
             replayed += 1

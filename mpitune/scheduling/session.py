@@ -50,18 +50,20 @@ def prepare(problem: Problem, settings: RunSettings) -> Setup:
     return Setup(problem, settings, space, strategy)
 
 
-def open_run(setup: Setup, placements: Sequence[Placement], clock: Clock, started_unix: float,
-             command: str) -> tuple[Manager | None, str | None]:
+def open_run(
+    setup: Setup, placements: Sequence[Placement], clock: Clock, started_unix: float, command: str
+) -> tuple[Manager | None, str | None]:
     """Open (or resume) the cache and record the run; an error string if the cache refuses."""
     problem, settings = setup.problem, setup.settings
     hosts = tuple(p.host for p in placements)
     devices = tuple(p.device for p in placements)
     models = sorted(set(devices))
     if len(models) > 1 and not settings.allow_mixed_devices:
-        by_model = "; ".join(f"{m}: ranks {', '.join(str(r) for r, d in enumerate(devices) if d == m)}"
-                             for m in models)
-        return None, (f"the ranks have different devices ({by_model}); their timings are not comparable. "
-                      f"Start the job on one kind of device, or pass --allow-mixed-devices")
+        by_model = "; ".join(f"{m}: ranks {', '.join(str(r) for r, d in enumerate(devices) if d == m)}" for m in models)
+        return None, (
+            f"the ranks have different devices ({by_model}); their timings are not comparable. "
+            f"Start the job on one kind of device, or pass --allow-mixed-devices"
+        )
     identity = problem.identity()
     identity["devices"] = models
     try:
@@ -69,15 +71,31 @@ def open_run(setup: Setup, placements: Sequence[Placement], clock: Clock, starte
     except UserError as exc:
         return None, f"{problem.spec_path}: cache: {exc}"
     manager = Manager(setup, cache, hosts, devices, clock)
-    cache.start_run(RunInfo(started_unix, len(hosts), settings.strategy, settings.seed, settings.max_fevals,
-                            settings.time_limit_s, manager.batch_size, len(setup.space), command, __version__),
-                    hosts, devices, [p.pid for p in placements], [p.device_detail for p in placements])
-    say(f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
+    cache.start_run(
+        RunInfo(
+            started_unix,
+            len(hosts),
+            settings.strategy,
+            settings.seed,
+            settings.max_fevals,
+            settings.time_limit_s,
+            manager.batch_size,
+            len(setup.space),
+            command,
+            __version__,
+        ),
+        hosts,
+        devices,
+        [p.pid for p in placements],
+        [p.device_detail for p in placements],
+    )
+    say(
+        f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
-        f"batches of {manager.batch_size}, {_workers_text(tuple(p.compile_workers for p in placements))}")
+        f"batches of {manager.batch_size}, {_workers_text(tuple(p.compile_workers for p in placements))}"
+    )
     if cache.interrupted:
-        say(f"the previous run was killed while {cache.interrupted}; they are not recorded and may be "
-            f"measured again")
+        say(f"the previous run was killed while {cache.interrupted}; they are not recorded and may be measured again")
     return manager, None
 
 
@@ -104,8 +122,10 @@ def finish(manager: Manager, timeline: Timeline) -> None:
     else:
         say(f"best: {manager.describe_best()}")
     kind = "simulated " if clock.simulated else ""
-    say(f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({reason.value}); "
-        f"results in {manager.cache.path}")
+    say(
+        f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({reason.value}); "
+        f"results in {manager.cache.path}"
+    )
     if manager.error:
         print(f"mpitune: error: {manager.error}", file=sys.stderr, flush=True)
     if reason.resumable:
@@ -117,5 +137,7 @@ def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> st
     load, and one configuration's iterations spread over a factor of 20. None when all is well."""
     if ranks_on_node <= cores or caps.device is not DeviceKind.CPU:
         return None
-    return (f"{ranks_on_node} ranks on this node timed {caps.lang} kernels on {cores} core(s), so the ranks took "
-            f"cores from each other's timings; for times that mean something, run at most {cores} rank(s) per node")
+    return (
+        f"{ranks_on_node} ranks on this node timed {caps.lang} kernels on {cores} core(s), so the ranks took "
+        f"cores from each other's timings; for times that mean something, run at most {cores} rank(s) per node"
+    )

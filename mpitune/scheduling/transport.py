@@ -39,8 +39,7 @@ class Transport(Protocol):
         """Every rank's ``value`` on rank 0, in rank order; None elsewhere."""
         ...
 
-    def allgather(self, value: T) -> list[T]:
-        ...
+    def allgather(self, value: T) -> list[T]: ...
 
     def start_clock(self, simulated: bool = False) -> tuple[Clock, float]:
         """One clock for every rank's timeline, and the run's start in Unix time."""

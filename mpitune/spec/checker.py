@@ -33,7 +33,6 @@ class Checker:
         return float(value)
 
     def str_list(self, name: str, value: Any) -> list[str]:
-        if isinstance(value, str) or not isinstance(value, (list, tuple)) or \
-                not all(isinstance(v, str) for v in value):
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             self.fail(name, f"must be a list of strings, got {value!r}")
         return list(value)

@@ -80,8 +80,11 @@ def arguments(check: Checker, args: Any) -> list[Any]:
             if arg.dtype.hasobject or arg.dtype.kind not in "biufc":
                 check.fail("arguments", f"argument {i} has dtype {arg.dtype}; use a numeric dtype")
         elif not isinstance(arg, np.generic) or arg.dtype.kind not in "biufc":
-            check.fail("arguments", f"argument {i} is a {type(arg).__name__}; use a numpy array or a numpy "
-                                    f"scalar such as np.int32({arg!r}) so its C type is unambiguous")
+            check.fail(
+                "arguments",
+                f"argument {i} is a {type(arg).__name__}; use a numpy array or a numpy "
+                f"scalar such as np.int32({arg!r}) so its C type is unambiguous",
+            )
     return [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
 
 
@@ -105,8 +108,11 @@ def answer(check: Checker, expected_outputs: Any, args: list[Any]) -> list[Any] 
         # each other and complex with complex; booleans, strings and objects do not compare.
         kinds = {expected.dtype.kind, arg.dtype.kind}
         if not (kinds <= set("iuf") or kinds == {"c"}):
-            check.fail("answer", f"entry {i} has dtype {expected.dtype} but argument {i} has {arg.dtype}; "
-                                 "both must be real numbers (integer or float) or both complex")
+            check.fail(
+                "answer",
+                f"entry {i} has dtype {expected.dtype} but argument {i} has {arg.dtype}; "
+                "both must be real numbers (integer or float) or both complex",
+            )
     if all(a is None for a in expected_outputs):
         return None
     return [None if a is None else np.ascontiguousarray(a) for a in expected_outputs]
@@ -145,6 +151,7 @@ def _guarded(check: Checker, fn: Callable) -> Callable[[dict], bool]:
             return bool(fn(config))
         except Exception as exc:
             check.fail("restrictions", f"{name} failed on {config}: {type(exc).__name__}: {exc}")
+
     return restriction
 
 

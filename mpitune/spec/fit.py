@@ -43,13 +43,19 @@ def observers(observers: Any, tune_params: Mapping[str, list], caps: Capabilitie
     settable = {name for c in backends.all_capabilities() for name in c.device_tunables}
     tunes_device = [name for name in tune_params if name in settable and name not in caps.device_tunables]
     if tunes_device:
-        fail("tune_params", f"{', '.join(tunes_device)} set the device, which lang={caps.lang!r} cannot "
-                            f"(use lang={_langs_with(lambda c: bool(c.device_tunables))})")
+        fail(
+            "tune_params",
+            f"{', '.join(tunes_device)} set the device, which lang={caps.lang!r} cannot "
+            f"(use lang={_langs_with(lambda c: bool(c.device_tunables))})",
+        )
     if observers is None:
         return []
     if observers and not caps.observers:
-        fail("observers", f"lang={caps.lang!r} runs no observers; power, energy and clocks need "
-                          f"lang={_langs_with(lambda c: bool(c.observers))}")
+        fail(
+            "observers",
+            f"lang={caps.lang!r} runs no observers; power, energy and clocks need "
+            f"lang={_langs_with(lambda c: bool(c.observers))}",
+        )
     kinds = " or ".join(caps.observers)
     if not isinstance(observers, (list, tuple)) or not all(type(o).__name__ in caps.observers for o in observers):
         fail("observers", f"must be a list holding one {kinds} (from mpitune.observers import {kinds})")
@@ -65,14 +71,18 @@ def problem(problem: Problem, caps: Capabilities, fail: Fail) -> None:
         dtype = np.asarray(arg).dtype
         if not isinstance(arg, np.ndarray) and caps.scalar_dtypes is not None and dtype.str not in caps.scalar_dtypes:
             fail("arguments", f"argument {i}: lang={caps.lang!r} cannot pass a {dtype} scalar by value")
-        if (dtype.kind == "f" and dtype.itemsize > caps.max_float_bytes) or \
-                (dtype.kind == "c" and dtype.itemsize > caps.max_complex_bytes):
+        if (dtype.kind == "f" and dtype.itemsize > caps.max_float_bytes) or (
+            dtype.kind == "c" and dtype.itemsize > caps.max_complex_bytes
+        ):
             fail("arguments", f"argument {i}: lang={caps.lang!r} has no {dtype} type")
     if not caps.complex_answers:
         for i, expected in enumerate(problem.answer or []):
             if expected is not None and np.asarray(expected).dtype.kind == "c":
-                fail("answer", f"entry {i} is complex; the check on the device compares real values only, "
-                               f"so leave it None or compare real and imaginary parts as separate outputs")
+                fail(
+                    "answer",
+                    f"entry {i} is complex; the check on the device compares real values only, "
+                    f"so leave it None or compare real and imaginary parts as separate outputs",
+                )
     if caps.launch_geometry:
         _geometry(problem, fail)
 
@@ -81,8 +91,10 @@ def _geometry(problem: Problem, fail: Fail) -> None:
     for name in problem.block_size_names:
         for value in problem.tune_params.get(name, []):
             if isinstance(value, (str, float)) or int(value) < 1:
-                fail("tune_params", f"block size parameter {name!r} has value {value!r}; "
-                                    f"block sizes must be positive integers")
+                fail(
+                    "tune_params",
+                    f"block size parameter {name!r} has value {value!r}; block sizes must be positive integers",
+                )
     names = list(problem.tune_params)
     for axis in "xyz":
         div = problem.grid_div.get(axis)

@@ -49,6 +49,7 @@ def read_spec_module(path: str) -> dict[str, Any]:
     def refuse(call: str) -> Callable[..., NoReturn]:
         def refused(*args: Any) -> NoReturn:
             raise Escape(f"calls {call}({', '.join(map(repr, args))}) while loading; a spec only defines names")
+
         return refused
 
     cwd = os.getcwd()
@@ -60,8 +61,9 @@ def read_spec_module(path: str) -> dict[str, Any]:
     except SyntaxError as exc:
         raise SpecError(path, "syntax", f"line {exc.lineno}: {exc.msg}") from None
     except SystemExit as exc:
-        raise SpecError(path, where(exc), f"calls sys.exit({exc.code!r}) while loading; a spec only defines "
-                                          "names") from None
+        raise SpecError(
+            path, where(exc), f"calls sys.exit({exc.code!r}) while loading; a spec only defines names"
+        ) from None
     except KeyboardInterrupt as exc:
         raise SpecError(path, where(exc), "interrupted while loading") from None
     except Escape as exc:
@@ -94,16 +96,23 @@ def _misspellings(names: dict[str, Any], strict: bool) -> list[tuple[str, str | 
     return found
 
 
-def load_spec(path: str, overrides: Overrides | None = None,
-              read_measured: ReadMeasured | None = None) -> tuple[Problem, RunSettings]:
+def load_spec(
+    path: str, overrides: Overrides | None = None, read_measured: ReadMeasured | None = None
+) -> tuple[Problem, RunSettings]:
     """Read, check and normalise a spec file; ``overrides`` come from the command line.
     ``read_measured`` reads the data a ``simulation_mode`` spec replays."""
     path = os.path.abspath(path)
     return load_names(read_spec_module(path), path, os.path.dirname(path), overrides, read_measured)
 
 
-def load_names(names: dict[str, Any], origin: str, base_dir: str, overrides: Overrides | None = None,
-               read_measured: ReadMeasured | None = None, strict: bool = False) -> tuple[Problem, RunSettings]:
+def load_names(
+    names: dict[str, Any],
+    origin: str,
+    base_dir: str,
+    overrides: Overrides | None = None,
+    read_measured: ReadMeasured | None = None,
+    strict: bool = False,
+) -> tuple[Problem, RunSettings]:
     """The checks of ``load_spec`` on a dict of names: a spec module's, or the keyword arguments
     of ``mpitune.tune_kernel`` (``strict``: no name of its own). ``origin`` names the input in
     every error (the spec's path, or the function); ``base_dir`` is where a relative
@@ -157,14 +166,23 @@ def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_d
     extras = fields.extras(check, spec, tune_params)
 
     problem = Problem(
-        spec_path=check.path, kernel_name=kernel_name, kernel_source=kernel_source, lang=caps.lang,
-        problem_size=problem_size, arguments=arguments, answer=answer,
-        atol=check.number("atol", spec["atol"], zero_ok=True), tune_params=tune_params,
-        restrictions=restrictions, grid_div=grid_div, block_size_names=block_size_names,
+        spec_path=check.path,
+        kernel_name=kernel_name,
+        kernel_source=kernel_source,
+        lang=caps.lang,
+        problem_size=problem_size,
+        arguments=arguments,
+        answer=answer,
+        atol=check.number("atol", spec["atol"], zero_ok=True),
+        tune_params=tune_params,
+        restrictions=restrictions,
+        grid_div=grid_div,
+        block_size_names=block_size_names,
         iterations=check.int_("iterations", spec["iterations"], 1),
         compiler_options=compiler_options,
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
-        isolate=isolate, extras=extras,
+        isolate=isolate,
+        extras=extras,
     )
     fit.problem(problem, caps, check.fail)
     _observers(fit.observers(spec["observers"], tune_params, caps, check.fail), problem)

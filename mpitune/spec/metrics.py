@@ -23,8 +23,11 @@ def attach(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, Any]
     problem.objective = problem.observed_aliases.get(spec["objective"], spec["objective"])
     known = [TIME] + [m.name for m in problem.metrics] + problem.observed_names
     if problem.objective not in known:
-        check.fail("objective", f"{problem.objective!r} is neither 'time' nor a metric nor an observed value; "
-                                f"choose one of {', '.join(map(repr, known))}")
+        check.fail(
+            "objective",
+            f"{problem.objective!r} is neither 'time' nor a metric nor an observed value; "
+            f"choose one of {', '.join(map(repr, known))}",
+        )
     higher_is_better = spec["objective_higher_is_better"]
     if not isinstance(higher_is_better, (bool, np.bool_)):
         check.fail("objective_higher_is_better", f"must be True or False, got {higher_is_better!r}")
@@ -35,14 +38,20 @@ def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], problem
     metrics = metrics or {}
     if not isinstance(metrics, dict):
         check.fail("metrics", f"must be a dict of name -> function of p (or expression string), got {metrics!r}")
-    taken = (set(problem.tune_params) | set(TIME_NAMES) | set(problem.observed_names)
-             | set(problem.observed_aliases) | set(RESERVED))
+    taken = (
+        set(problem.tune_params)
+        | set(TIME_NAMES)
+        | set(problem.observed_names)
+        | set(problem.observed_aliases)
+        | set(RESERVED)
+    )
     for name, definition in metrics.items():
         if not isinstance(name, str) or not name.strip():
             check.fail("metrics", f"metric name {name!r} is not a non-empty string")
         if name in taken:
-            check.fail("metrics", f"metric name {name!r} is taken by a parameter, time, an observed value "
-                                  "or a result field")
+            check.fail(
+                "metrics", f"metric name {name!r} is taken by a parameter, time, an observed value or a result field"
+            )
         taken.add(name)
         if isinstance(definition, str):
             try:

@@ -51,8 +51,14 @@ class SearchFields:
 
     @classmethod
     def of(cls, spec: dict[str, Any]) -> SearchFields:
-        return cls(strategy=spec["strategy"], strategy_options=spec["strategy_options"], seed=spec["seed"],
-                   compile_workers=spec["compile_workers"], cache=spec["cache"], racing=spec["racing"])
+        return cls(
+            strategy=spec["strategy"],
+            strategy_options=spec["strategy_options"],
+            seed=spec["seed"],
+            compile_workers=spec["compile_workers"],
+            cache=spec["cache"],
+            racing=spec["racing"],
+        )
 
 
 def default_strategy(has_budget: bool) -> str:
@@ -72,8 +78,11 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     budget = {k: options.pop(k) for k in BUDGET_OPTIONS if k in options}
     if fields.seed is not None:  # Kernel Tuner's tune_kernel(seed=...)
         budget.setdefault("seed", fields.seed)
-    from_command_line = {"max_fevals": overrides.max_fevals, "time_limit": overrides.time_limit_s,
-                         "seed": overrides.seed}
+    from_command_line = {
+        "max_fevals": overrides.max_fevals,
+        "time_limit": overrides.time_limit_s,
+        "seed": overrides.seed,
+    }
     budget.update({k: v for k, v in from_command_line.items() if v is not None})
     has_budget = budget.get("max_fevals") is not None or budget.get("time_limit") is not None
     requested = overrides.strategy or fields.strategy or default_strategy(has_budget)

@@ -99,15 +99,22 @@ def _append(ds: h5py.Dataset, rows: np.ndarray) -> None:
 def _values(names: Sequence[str], by_name: Sequence[dict]) -> np.ndarray:
     """One row per dict, one column per name; NaN where a dict lacks the name."""
     return np.array([[d.get(n, math.nan) for n in names] for d in by_name], dtype=np.float64).reshape(
-        len(by_name), len(names))
+        len(by_name), len(names)
+    )
 
 
 class Cache:
     """Writer side, used by rank 0 only. ``objective`` names the metrics kept beside the
     results (recomputed for every recorded row by ``rewrite_metrics`` when a run resumes)."""
 
-    def __init__(self, path: str, identity: dict, tune_params: dict[str, list], iterations: int,
-                 objective: Objective | None = None):
+    def __init__(
+        self,
+        path: str,
+        identity: dict,
+        tune_params: dict[str, list],
+        iterations: int,
+        objective: Objective | None = None,
+    ):
         self.path = path
         self.tune_params = tune_params
         self.objective = objective or Objective()
@@ -131,7 +138,8 @@ class Cache:
             self.close()
             raise CacheMismatchError(
                 f"{path} holds results of a different problem ({', '.join(differ) or 'schema'} "
-                f"differ); pass --cache NEW.h5 to tune this one into another file")
+                f"differ); pass --cache NEW.h5 to tune this one into another file"
+            )
         self.interrupted = in_flight(self.file)  # what a killed run left unmeasured
         for fixed in repair(self.file):
             log.warning("%s: %s", path, fixed)
@@ -186,12 +194,20 @@ class Cache:
         rows = self.results[...]
         names = rows.dtype.names or ()
         observed = self.observed[...] if self.observed is not None else np.zeros((len(rows), 0))
-        return [Result(config_id=int(r["config_id"]), status=r["status"].decode(errors="replace"),
-                       time_ms=float(r["time_ms"]), times_ms=[float(t) for t in r["times_ms"] if not math.isnan(t)],
-                       compile_s=float(r["compile_s"]), verify_s=float(r["verify_s"]),
-                       benchmark_s=float(r["benchmark_s"]), raced=bool(r["raced"]) if "raced" in names else False,
-                       observed=dict(zip(self.observed_names, map(float, values))))
-                for r, values in zip(rows, observed)]
+        return [
+            Result(
+                config_id=int(r["config_id"]),
+                status=r["status"].decode(errors="replace"),
+                time_ms=float(r["time_ms"]),
+                times_ms=[float(t) for t in r["times_ms"] if not math.isnan(t)],
+                compile_s=float(r["compile_s"]),
+                verify_s=float(r["verify_s"]),
+                benchmark_s=float(r["benchmark_s"]),
+                raced=bool(r["raced"]) if "raced" in names else False,
+                observed=dict(zip(self.observed_names, map(float, values))),
+            )
+            for r, values in zip(rows, observed)
+        ]
 
     def rewrite_metrics(self, results: Sequence[Result]) -> None:
         """The metrics of every recorded row, ``results`` in row order as ``recorded`` gave them
@@ -201,29 +217,51 @@ class Cache:
             self.metrics[...] = _values(self.objective.metric_names, [r.metrics for r in results])
             self.file.flush()
 
-    def start_run(self, info: RunInfo, hosts: Sequence[str], devices: Sequence[str],
-                  pids: Sequence[int], details: Sequence[str] = ()) -> int:
+    def start_run(
+        self,
+        info: RunInfo,
+        hosts: Sequence[str],
+        devices: Sequence[str],
+        pids: Sequence[int],
+        details: Sequence[str] = (),
+    ) -> int:
         """Record a new run and where its ranks are; ``details`` says which device exactly
         (index, PCI bus, UUID of a GPU), one per rank."""
         self.run = len(self.runs)
         row = np.zeros(1, RUNS_DTYPE)
-        row[0] = (self.run, info.started_unix, math.nan, info.ranks, text(info.strategy, NAME_TEXT), info.seed,
-                  -1 if info.max_fevals is None else info.max_fevals,
-                  math.nan if info.time_limit_s is None else info.time_limit_s,
-                  info.batch_size, info.space_size, 0, b"running", text(info.command, LONG_TEXT),
-                  text(info.version, SHORT_TEXT))
+        row[0] = (
+            self.run,
+            info.started_unix,
+            math.nan,
+            info.ranks,
+            text(info.strategy, NAME_TEXT),
+            info.seed,
+            -1 if info.max_fevals is None else info.max_fevals,
+            math.nan if info.time_limit_s is None else info.time_limit_s,
+            info.batch_size,
+            info.space_size,
+            0,
+            b"running",
+            text(info.command, LONG_TEXT),
+            text(info.version, SHORT_TEXT),
+        )
         _append(self.runs, row)
         ranks = np.zeros(len(hosts), RANKS_DTYPE)
         details = list(details) or [""] * len(hosts)
         for rank, (host, device, detail, pid) in enumerate(zip(hosts, devices, details, pids)):
-            ranks[rank] = (self.run, rank, text(host, NAME_TEXT), text(device, NAME_TEXT), text(detail, NAME_TEXT),
-                           pid)
+            ranks[rank] = (self.run, rank, text(host, NAME_TEXT), text(device, NAME_TEXT), text(detail, NAME_TEXT), pid)
         _append(self.ranks, ranks)
         self.file.flush()
         return self.run
 
-    def append(self, results: Iterable[Result], configs: Sequence[dict], hosts: Sequence[str],
-               devices: Sequence[str], phases: Iterable[tuple[int, PhaseRow]]) -> None:
+    def append(
+        self,
+        results: Iterable[Result],
+        configs: Sequence[dict],
+        hosts: Sequence[str],
+        devices: Sequence[str],
+        phases: Iterable[tuple[int, PhaseRow]],
+    ) -> None:
         """Write one batch (results with their configs, and timeline rows) and flush."""
         batch = list(results)
         dtype = self.results.dtype
@@ -232,22 +270,38 @@ class Cache:
         for i, (r, config) in enumerate(zip(batch, configs)):
             times = np.full(iterations, np.nan)
             times[: len(r.times_ms)] = r.times_ms[:iterations]
-            params = tuple(text(config[n], dtype[n]) if isinstance(config[n], str) else config[n]
-                           for n in self.tune_params)
-            by_name = dict(zip(("config_id", *self.tune_params), (r.config_id, *params)),
-                          status=text(r.status, SHORT_TEXT), time_ms=r.time_ms, times_ms=times,
-                          compile_s=r.compile_s, verify_s=r.verify_s, benchmark_s=r.benchmark_s,
-                          launches=len(r.times_ms), raced=int(r.raced), run=self.run, batch=r.batch, rank=r.rank,
-                          host=text(hosts[r.rank], NAME_TEXT), device=text(devices[r.rank], NAME_TEXT),
-                          started_s=r.started_s, finished_s=r.finished_s, error=text(r.error, LONG_TEXT))
+            params = tuple(
+                text(config[n], dtype[n]) if isinstance(config[n], str) else config[n] for n in self.tune_params
+            )
+            by_name = dict(
+                zip(("config_id", *self.tune_params), (r.config_id, *params)),
+                status=text(r.status, SHORT_TEXT),
+                time_ms=r.time_ms,
+                times_ms=times,
+                compile_s=r.compile_s,
+                verify_s=r.verify_s,
+                benchmark_s=r.benchmark_s,
+                launches=len(r.times_ms),
+                raced=int(r.raced),
+                run=self.run,
+                batch=r.batch,
+                rank=r.rank,
+                host=text(hosts[r.rank], NAME_TEXT),
+                device=text(devices[r.rank], NAME_TEXT),
+                started_s=r.started_s,
+                finished_s=r.finished_s,
+                error=text(r.error, LONG_TEXT),
+            )
             # By name: a file of an older schema version lacks the newer columns and keeps its layout.
             rows[i] = tuple(by_name[name] for name in dtype.names)
         _append(self.results, rows)
-        for ds, names, values in ((self.metrics, self.objective.metric_names, [r.metrics for r in batch]),
-                                  (self.observed, self.observed_names, [r.observed for r in batch])):
+        for ds, names, values in (
+            (self.metrics, self.objective.metric_names, [r.metrics for r in batch]),
+            (self.observed, self.observed_names, [r.observed for r in batch]),
+        ):
             if ds is not None and batch:
                 ds.resize((ds.shape[0] + len(batch), ds.shape[1]))
-                ds[-len(batch):] = _values(names, values)
+                ds[-len(batch) :] = _values(names, values)
         self.in_flight.resize((0,))
         self.append_phases(phases, flush=False)
         self.file.flush()
@@ -257,16 +311,22 @@ class Cache:
         that after a crash the file says what was lost and where; and the ask that made the
         batch (``asked``, in the strategy's order, for ``requested`` ids), which a resumed run
         replays to rebuild its strategy."""
-        rows = np.array([(self.run, batch, rank, i) for rank, ids in enumerate(chunks) for i in ids],
-                        dtype=IN_FLIGHT_DTYPE)
+        rows = np.array(
+            [(self.run, batch, rank, i) for rank, ids in enumerate(chunks) for i in ids], dtype=IN_FLIGHT_DTYPE
+        )
         self.in_flight.resize((len(rows),))
         self.in_flight[:] = rows
         _append(self.asked, np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
         self.file.flush()
 
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]], flush: bool = True) -> None:
-        rows = np.array([(self.run, rank, p.batch, p.config_id, text(p.phase, SHORT_TEXT), p.start_s, p.end_s)
-                         for rank, p in phases], dtype=TIMELINE_DTYPE)
+        rows = np.array(
+            [
+                (self.run, rank, p.batch, p.config_id, text(p.phase, SHORT_TEXT), p.start_s, p.end_s)
+                for rank, p in phases
+            ],
+            dtype=TIMELINE_DTYPE,
+        )
         _append(self.timeline, rows)
         if flush:
             self.file.flush()
@@ -290,4 +350,3 @@ class Cache:
     def close(self) -> None:
         self.file.close()
         self._lock.close()
-

@@ -59,9 +59,17 @@ def read_history(f: h5py.File) -> History:
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         for start, end in zip(starts, np.r_[starts[1:], len(rows)]):
             head = rows[start]
-            asks.append(Ask(int(head["run"]), int(head["batch"]), int(head["requested"]),
-                            tuple(int(i) for i in rows["config_id"][start:end])))
-    ends = [SearchEnd(int(r["run"]), r["key"].decode(errors="replace"), bool(r["continuable"]))
-            for r in (f["searches"][...] if "searches" in f else [])]
+            asks.append(
+                Ask(
+                    int(head["run"]),
+                    int(head["batch"]),
+                    int(head["requested"]),
+                    tuple(int(i) for i in rows["config_id"][start:end]),
+                )
+            )
+    ends = [
+        SearchEnd(int(r["run"]), r["key"].decode(errors="replace"), bool(r["continuable"]))
+        for r in (f["searches"][...] if "searches" in f else [])
+    ]
     results = f["results"]
     return History(asks, ends, results.fields("run")[...], results.fields("batch")[...])

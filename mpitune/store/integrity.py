@@ -57,8 +57,10 @@ def repair(f: h5py.File) -> list[str]:
             row["status"], row["wall_s"] = b"killed", float(ends.max()) if len(ends) else 0.0
             row["measured"] = int((f["results"].fields("run")[...] == row["run"]).sum())
             runs[i] = row
-            done.append(f"run {int(row['run'])} was killed: marked as such, with {int(row['measured'])} "
-                        f"configuration(s) recorded")
+            done.append(
+                f"run {int(row['run'])} was killed: marked as such, with {int(row['measured'])} "
+                f"configuration(s) recorded"
+            )
     return done
 
 
@@ -100,7 +102,7 @@ def findings(f: h5py.File) -> list[str]:
     twice = ids[counts > 1]
     if len(twice):
         problems.append(f"{len(twice)} configuration(s) recorded more than once: {', '.join(map(str, twice[:10]))}")
-    unknown = sorted({s.decode(errors='replace') for s in np.unique(results["status"])} - set(STATUSES))
+    unknown = sorted({s.decode(errors="replace") for s in np.unique(results["status"])} - set(STATUSES))
     if unknown:
         problems.append(f"unknown statuses: {', '.join(map(repr, unknown))}")
     for name in ("metrics", "observed"):
@@ -108,7 +110,7 @@ def findings(f: h5py.File) -> list[str]:
             problems.append(f"{name} has {len(f[name])} row(s) for {len(results)} result(s)")
     if len(results) and results["run"].max() >= len(runs):
         problems.append("results refer to runs that have no row in runs")
-    phases = sorted({p.decode(errors='replace') for p in np.unique(timeline["phase"])} - set(PHASES))
+    phases = sorted({p.decode(errors="replace") for p in np.unique(timeline["phase"])} - set(PHASES))
     if phases:
         problems.append(f"unknown timeline phases: {', '.join(map(repr, phases))}")
     if len(timeline) and (timeline["end_s"] < timeline["start_s"]).any():
@@ -157,8 +159,10 @@ def verify(path: str) -> None:
     found = examine(path)
     if found.problems:
         more = f" and {len(found.problems) - 1} more" if len(found.problems) > 1 else ""
-        raise DamagedFileError(f"{path} is damaged: {found.problems[0]}{more}; it was not changed "
-                               f"(python -m mpitune check {path} --salvage keeps what is readable)")
+        raise DamagedFileError(
+            f"{path} is damaged: {found.problems[0]}{more}; it was not changed "
+            f"(python -m mpitune check {path} --salvage keeps what is readable)"
+        )
 
 
 def inspect(path: str, fix: bool = True) -> Inspection:

@@ -47,8 +47,15 @@ def lay_out(f: h5py.File, identity: dict, digest: str, tune_params: dict[str, li
 
 
 def _table(f: h5py.File, name: str, dtype: np.dtype, compress: bool = True) -> None:
-    f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(_chunk_rows(dtype),),
-                     compression="gzip" if compress else None, fletcher32=True)
+    f.create_dataset(
+        name,
+        shape=(0,),
+        maxshape=(None,),
+        dtype=dtype,
+        chunks=(_chunk_rows(dtype),),
+        compression="gzip" if compress else None,
+        fletcher32=True,
+    )
 
 
 def add_history(f: h5py.File) -> None:
@@ -62,9 +69,16 @@ def values_dataset(f: h5py.File, name: str, names: Sequence[str], rows: int) -> 
     """``metrics`` or ``observed``: float64 (rows, len(names)), names in the attribute ``names``;
     absent when there are no names (HDF5 chunks cannot be empty)."""
     if names:
-        ds = f.create_dataset(name, shape=(rows, len(names)), maxshape=(None, len(names)), dtype=np.float64,
-                              chunks=(_CHUNK_ROWS, len(names)), fillvalue=np.nan, compression="gzip",
-                              fletcher32=True)
+        ds = f.create_dataset(
+            name,
+            shape=(rows, len(names)),
+            maxshape=(None, len(names)),
+            dtype=np.float64,
+            chunks=(_CHUNK_ROWS, len(names)),
+            fillvalue=np.nan,
+            compression="gzip",
+            fletcher32=True,
+        )
         ds.attrs["names"] = json.dumps(list(names))
 
 

@@ -59,8 +59,7 @@ def lock_file(path: str, refused: str) -> WriterLock:
 
 def hold_writer_lock(path: str) -> WriterLock:
     """Take the writer lock of the existing file PATH, or refuse a second writer, under any of its names."""
-    refused = (f"another mpitune run is writing {path} (under this or another name); wait for it or use "
-               f"another --out")
+    refused = f"another mpitune run is writing {path} (under this or another name); wait for it or use another --out"
     while True:
         lock = lock_file(path, refused)
         if lock.names(path):

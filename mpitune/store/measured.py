@@ -26,12 +26,21 @@ from mpitune.model.result import COMPILE_ERROR, INVALID, OK, RUNTIME_ERROR
 from mpitune.model.schema import RESERVED
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.
-KT_BOOKKEEPING = ("time", "times", "compile_time", "verification_time", "benchmark_time", "strategy_time",
-                  "framework_time", "timestamp", "__error__", "mpitune_status")
+KT_BOOKKEEPING = (
+    "time",
+    "times",
+    "compile_time",
+    "verification_time",
+    "benchmark_time",
+    "strategy_time",
+    "framework_time",
+    "timestamp",
+    "__error__",
+    "mpitune_status",
+)
 KT_DURATIONS = ("compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time")
 MAX_NAME = 64  # characters in a parameter's name: a column of the file, a name in restrictions
-KT_ERRORS = {"InvalidConfig": INVALID, "CompilationFailedConfig": COMPILE_ERROR,
-             "RuntimeFailedConfig": RUNTIME_ERROR}
+KT_ERRORS = {"InvalidConfig": INVALID, "CompilationFailedConfig": COMPILE_ERROR, "RuntimeFailedConfig": RUNTIME_ERROR}
 
 
 @dataclass
@@ -92,15 +101,21 @@ def read_kt_json(path: str) -> dict:
 
 
 def _kt_observed(entry: dict, params: list[str]) -> dict[str, float]:
-    return {k: float(v) for k, v in entry.items()
-            if k not in params and k not in KT_BOOKKEEPING and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {
+        k: float(v)
+        for k, v in entry.items()
+        if k not in params and k not in KT_BOOKKEEPING and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def _kt_measurement(entry: dict) -> Measurement:
     ms_to_s = 1e-3
-    m = Measurement(status=OK, compile_s=float(entry.get("compile_time", 0) or 0) * ms_to_s,
-                    verify_s=float(entry.get("verification_time", 0) or 0) * ms_to_s,
-                    benchmark_s=float(entry.get("benchmark_time", 0) or 0) * ms_to_s)
+    m = Measurement(
+        status=OK,
+        compile_s=float(entry.get("compile_time", 0) or 0) * ms_to_s,
+        verify_s=float(entry.get("verification_time", 0) or 0) * ms_to_s,
+        benchmark_s=float(entry.get("benchmark_time", 0) or 0) * ms_to_s,
+    )
     value = entry.get("time")
     if "__error__" in entry:
         m.status, m.error = RUNTIME_ERROR, str(entry["__error__"])
@@ -143,11 +158,16 @@ def from_kt_document(path: str, doc: dict) -> MeasuredData:
         extra = {config[k] for config in configs} - set(values)
         tune_params[name] = list(values) + sorted(extra, key=str)
     size = doc.get("problem_size", [])
-    return MeasuredData(source=path, kernel_name=str(doc.get("kernel_name", "")),
-                        device_name=str(doc.get("device_name", "")),
-                        problem_size=size if isinstance(size, list) else [size],
-                        tune_params=tune_params, configs=configs, measurements=measurements,
-                        observed_names=list(observed))
+    return MeasuredData(
+        source=path,
+        kernel_name=str(doc.get("kernel_name", "")),
+        device_name=str(doc.get("device_name", "")),
+        problem_size=size if isinstance(size, list) else [size],
+        tune_params=tune_params,
+        configs=configs,
+        measurements=measurements,
+        observed_names=list(observed),
+    )
 
 
 def _checked_params(path: str, doc: dict) -> dict[str, list]:
@@ -235,14 +255,28 @@ def _from_mpitune(path: str) -> MeasuredData:
         seen.add(config)
         times = [float(t) for t in row["times_ms"] if not math.isnan(t)]
         configs.append(config)
-        measurements.append(Measurement(status=str(row["status"]), time_ms=float(row["time_ms"]), times_ms=times,
-                                        compile_s=float(row["compile_s"]), verify_s=float(row["verify_s"]),
-                                        benchmark_s=float(row["benchmark_s"]), error=str(row["error"]),
-                                        observed=dict(zip(observed_names, map(float, row_values)))))
+        measurements.append(
+            Measurement(
+                status=str(row["status"]),
+                time_ms=float(row["time_ms"]),
+                times_ms=times,
+                compile_s=float(row["compile_s"]),
+                verify_s=float(row["verify_s"]),
+                benchmark_s=float(row["benchmark_s"]),
+                error=str(row["error"]),
+                observed=dict(zip(observed_names, map(float, row_values))),
+            )
+        )
     if not configs:
         raise UserError(f"{path}: the file holds no configurations")
     devices = problem.get("devices") or [""]
-    return MeasuredData(source=path, kernel_name=problem.get("kernel_name", ""), device_name=devices[0],
-                        problem_size=problem.get("problem_size", []),
-                        tune_params={n: problem["tune_params"][n] for n in names},
-                        configs=configs, measurements=measurements, observed_names=observed_names)
+    return MeasuredData(
+        source=path,
+        kernel_name=problem.get("kernel_name", ""),
+        device_name=devices[0],
+        problem_size=problem.get("problem_size", []),
+        tune_params={n: problem["tune_params"][n] for n in names},
+        configs=configs,
+        measurements=measurements,
+        observed_names=observed_names,
+    )

@@ -36,7 +36,7 @@ def _readable(ds: h5py.Dataset) -> tuple[np.ndarray, np.ndarray]:
     parts, kept = [], []
     for start in range(0, len(ds), step):
         try:
-            parts.append(ds[start:start + step])
+            parts.append(ds[start : start + step])
         except Exception:
             continue
         kept.append(np.arange(start, start + len(parts[-1])))
@@ -46,8 +46,14 @@ def _readable(ds: h5py.Dataset) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _copy(src: h5py.Dataset, dst: h5py.File, rows: np.ndarray) -> None:
-    dst.create_dataset(src.name, data=rows, maxshape=(None, *src.shape[1:]), chunks=src.chunks or True,
-                       compression="gzip", fletcher32=True)
+    dst.create_dataset(
+        src.name,
+        data=rows,
+        maxshape=(None, *src.shape[1:]),
+        chunks=src.chunks or True,
+        compression="gzip",
+        fletcher32=True,
+    )
     for key in src.attrs:
         dst[src.name].attrs[key] = src.attrs[key]
 
@@ -90,8 +96,11 @@ def salvage(path: str) -> Salvaged:
                     values, at = _readable(src[name])
                     out = np.full((len(result_rows), src[name].shape[1]), np.nan)
                     where = np.searchsorted(at, result_rows)
-                    found = (where < len(at)) & (at[np.minimum(where, len(at) - 1)] == result_rows) if len(at) else \
-                        np.zeros(len(result_rows), bool)
+                    found = (
+                        (where < len(at)) & (at[np.minimum(where, len(at) - 1)] == result_rows)
+                        if len(at)
+                        else np.zeros(len(result_rows), bool)
+                    )
                     out[found] = values[where[found]]
                     _copy(src[name], dst, out)
             repair(dst)

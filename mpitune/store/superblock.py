@@ -28,15 +28,27 @@ def lookup3(data: bytes, initval: int = 0) -> int:
     a = b = c = (0xDEADBEEF + length + initval) & _M
     i = 0
     while length > 12:
-        a = (a + int.from_bytes(data[i:i + 4], "little")) & _M
-        b = (b + int.from_bytes(data[i + 4:i + 8], "little")) & _M
-        c = (c + int.from_bytes(data[i + 8:i + 12], "little")) & _M
-        a = (a - c) & _M; a ^= _rot(c, 4); c = (c + b) & _M  # noqa: E702 - the published mix
-        b = (b - a) & _M; b ^= _rot(a, 6); a = (a + c) & _M  # noqa: E702
-        c = (c - b) & _M; c ^= _rot(b, 8); b = (b + a) & _M  # noqa: E702
-        a = (a - c) & _M; a ^= _rot(c, 16); c = (c + b) & _M  # noqa: E702
-        b = (b - a) & _M; b ^= _rot(a, 19); a = (a + c) & _M  # noqa: E702
-        c = (c - b) & _M; c ^= _rot(b, 4); b = (b + a) & _M  # noqa: E702
+        a = (a + int.from_bytes(data[i : i + 4], "little")) & _M
+        b = (b + int.from_bytes(data[i + 4 : i + 8], "little")) & _M
+        c = (c + int.from_bytes(data[i + 8 : i + 12], "little")) & _M
+        a = (a - c) & _M
+        a ^= _rot(c, 4)
+        c = (c + b) & _M
+        b = (b - a) & _M
+        b ^= _rot(a, 6)
+        a = (a + c) & _M
+        c = (c - b) & _M
+        c ^= _rot(b, 8)
+        b = (b + a) & _M
+        a = (a - c) & _M
+        a ^= _rot(c, 16)
+        c = (c + b) & _M
+        b = (b - a) & _M
+        b ^= _rot(a, 19)
+        a = (a + c) & _M
+        c = (c - b) & _M
+        c ^= _rot(b, 4)
+        b = (b + a) & _M
         length -= 12
         i += 12
     if length == 0:
@@ -45,13 +57,20 @@ def lookup3(data: bytes, initval: int = 0) -> int:
     a = (a + int.from_bytes(tail[0:4], "little")) & _M
     b = (b + int.from_bytes(tail[4:8], "little")) & _M
     c = (c + int.from_bytes(tail[8:12], "little")) & _M
-    c ^= b; c = (c - _rot(b, 14)) & _M  # noqa: E702 - the published final mix
-    a ^= c; a = (a - _rot(c, 11)) & _M  # noqa: E702
-    b ^= a; b = (b - _rot(a, 25)) & _M  # noqa: E702
-    c ^= b; c = (c - _rot(b, 16)) & _M  # noqa: E702
-    a ^= c; a = (a - _rot(c, 4)) & _M  # noqa: E702
-    b ^= a; b = (b - _rot(a, 14)) & _M  # noqa: E702
-    c ^= b; c = (c - _rot(b, 24)) & _M  # noqa: E702
+    c ^= b
+    c = (c - _rot(b, 14)) & _M
+    a ^= c
+    a = (a - _rot(c, 11)) & _M
+    b ^= a
+    b = (b - _rot(a, 25)) & _M
+    c ^= b
+    c = (c - _rot(b, 16)) & _M
+    a ^= c
+    a = (a - _rot(c, 4)) & _M
+    b ^= a
+    b = (b - _rot(a, 14)) & _M
+    c ^= b
+    c = (c - _rot(b, 24)) & _M
     return c
 
 
@@ -80,7 +99,7 @@ def clear_flags_in(head: bytearray) -> bool:
     if len(head) < size:
         raise ValueError("the superblock is cut short")
     head[11] = 0
-    head[size - 4:size] = struct.pack("<I", lookup3(bytes(head[:size - 4])))
+    head[size - 4 : size] = struct.pack("<I", lookup3(bytes(head[: size - 4])))
     return True
 
 

@@ -14,9 +14,13 @@ import re
 # EX_IOERR of sysexits.h: an output could not be written.
 EXIT_CANNOT_WRITE = 74
 
-REASONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-           errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-           errno.EPERM: "permission denied"}
+REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
 _H5_ERRNO = re.compile(r"errno = (\d+)")
 _H5_FILE = re.compile(r"filename = '([^']*)'")
 

@@ -20,8 +20,17 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import Strategy
 
 # The name a spec gives as ``strategy`` = the module that implements it.
-REGISTERED = ("bayes_opt", "brute_force", "differential_evolution", "genetic_algorithm", "greedy_ils", "portfolio",
-              "pso", "random_sample", "simulated_annealing")
+REGISTERED = (
+    "bayes_opt",
+    "brute_force",
+    "differential_evolution",
+    "genetic_algorithm",
+    "greedy_ils",
+    "portfolio",
+    "pso",
+    "random_sample",
+    "simulated_annealing",
+)
 # Kernel Tuner's strategy names that differ from ours for the same kind of search.
 KERNEL_TUNER_STRATEGIES = {"diff_evo": "differential_evolution"}
 # Per strategy, Kernel Tuner's option names that mean what ours mean (same role, same scale).
@@ -37,7 +46,7 @@ NO_EQUIVALENT = {
     "maxiter": "Kernel Tuner's number of generations or iterations; the budget here is max_fevals or time_limit",
     "method": "Kernel Tuner's choice of variant; each strategy here has one (docs/strategies.md)",
     "mutation_chance": "Kernel Tuner's 1-in-N chance that a child mutates; mutation_rate here is the chance "
-                       "that each parameter is resampled",
+    "that each parameter is resampled",
     "T": "Kernel Tuner's starting temperature; temperature here is relative to the spread of the log times",
     "T_min": "Kernel Tuner's end temperature; min_temperature here is relative to the spread of the log times",
     "neighbor": "greedy_ils here tries neighbours one parameter away, next value up or down first",
@@ -68,7 +77,7 @@ def resolve(name: str) -> str | None:
 def option_names(name: str) -> list[str]:
     """The options a registered strategy takes, in the order of its ``create``."""
     code = importlib.import_module(f"{__name__}.{name}").create.__code__
-    return list(code.co_varnames[2:code.co_argcount + code.co_kwonlyargcount])  # after space and seed
+    return list(code.co_varnames[2 : code.co_argcount + code.co_kwonlyargcount])  # after space and seed
 
 
 def translate(name: str, options: dict[str, Any]) -> Options:

@@ -46,8 +46,15 @@ def _one_blas_thread() -> contextlib.AbstractContextManager[object]:
 
 
 class BayesOpt(Strategy):
-    def __init__(self, space: SearchSpace, seed: int, initial_samples: int, candidates: int, max_observations: int,
-                 exploration: float):
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int,
+        initial_samples: int,
+        candidates: int,
+        max_observations: int,
+        exploration: float,
+    ):
         super().__init__(space, seed)
         self.initial_samples = initial_samples
         self.candidates = candidates
@@ -142,7 +149,7 @@ class BayesOpt(Strategy):
 
 
 def _matern(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
-    sq = (a ** 2).sum(1)[:, None] - 2 * a @ b.T + (b ** 2).sum(1)[None, :]
+    sq = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)[None, :]
     r = math.sqrt(5) * np.sqrt(np.maximum(sq, 0.0)) / scale
     return (1 + r + r * r / 3) * np.exp(-r)
 
@@ -168,9 +175,19 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return sign * (1 - poly * np.exp(-x * x))
 
 
-def create(space: SearchSpace, seed: int, initial_samples: int = 20, candidates: int = 1000,
-           max_observations: int = 250, exploration: float = 0.01) -> Strategy:
-    return BayesOpt(space, seed, integer_option("initial_samples", initial_samples, 1, 10**6),
-                    integer_option("candidates", candidates, 1, 10**7),
-                    integer_option("max_observations", max_observations, 2, 10**5),
-                    number_option("exploration", exploration, 0, 10))
+def create(
+    space: SearchSpace,
+    seed: int,
+    initial_samples: int = 20,
+    candidates: int = 1000,
+    max_observations: int = 250,
+    exploration: float = 0.01,
+) -> Strategy:
+    return BayesOpt(
+        space,
+        seed,
+        integer_option("initial_samples", initial_samples, 1, 10**6),
+        integer_option("candidates", candidates, 1, 10**7),
+        integer_option("max_observations", max_observations, 2, 10**5),
+        number_option("exploration", exploration, 0, 10),
+    )

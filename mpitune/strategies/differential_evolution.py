@@ -31,8 +31,15 @@ NEWCOMER = -1  # pending value of a random configuration that joins the populati
 
 
 class DifferentialEvolution(Strategy):
-    def __init__(self, space: SearchSpace, seed: int, population: int, differential_weight: float,
-                 crossover_rate: float, patience: int):
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int,
+        population: int,
+        differential_weight: float,
+        crossover_rate: float,
+        patience: int,
+    ):
         super().__init__(space, seed)
         self.population = population
         self.weight = differential_weight
@@ -114,9 +121,19 @@ class DifferentialEvolution(Strategy):
         self.pending = {i: t for i, t in self.pending.items() if t == NEWCOMER}
 
 
-def create(space: SearchSpace, seed: int, population: int = 20, differential_weight: float = 0.5,
-           crossover_rate: float = 0.7, patience: int = 2) -> Strategy:
-    return DifferentialEvolution(space, seed, integer_option("population", population, 3, 10**6),
-                                 number_option("differential_weight", differential_weight, 0, 2),
-                                 number_option("crossover_rate", crossover_rate, 0, 1),
-                                 integer_option("patience", patience, 1, 10**6))
+def create(
+    space: SearchSpace,
+    seed: int,
+    population: int = 20,
+    differential_weight: float = 0.5,
+    crossover_rate: float = 0.7,
+    patience: int = 2,
+) -> Strategy:
+    return DifferentialEvolution(
+        space,
+        seed,
+        integer_option("population", population, 3, 10**6),
+        number_option("differential_weight", differential_weight, 0, 2),
+        number_option("crossover_rate", crossover_rate, 0, 1),
+        integer_option("patience", patience, 1, 10**6),
+    )

@@ -52,8 +52,13 @@ class GeneticAlgorithm(Strategy):
         return np.where(mutate, resampled, children)
 
 
-def create(space: SearchSpace, seed: int, population: int = 20, mutation_rate: float = 0.1,
-           crossover_rate: float = 0.9) -> Strategy:
-    return GeneticAlgorithm(space, seed, integer_option("population", population, 2, 10**6),
-                            number_option("mutation_rate", mutation_rate, 0, 1),
-                            number_option("crossover_rate", crossover_rate, 0, 1))
+def create(
+    space: SearchSpace, seed: int, population: int = 20, mutation_rate: float = 0.1, crossover_rate: float = 0.9
+) -> Strategy:
+    return GeneticAlgorithm(
+        space,
+        seed,
+        integer_option("population", population, 2, 10**6),
+        number_option("mutation_rate", mutation_rate, 0, 1),
+        number_option("crossover_rate", crossover_rate, 0, 1),
+    )

@@ -76,12 +76,12 @@ def space_filling(space: SearchSpace, seen: Collection[int], rng: np.random.Gene
     if seen:
         seen_points = space.unit_coordinates(np.fromiter(seen, dtype=np.int64, count=len(seen)))
         for start in range(0, len(seen_points), SEEN_BLOCK):
-            block = seen_points[start:start + SEEN_BLOCK]
-            dist = ((points ** 2).sum(1)[:, None] - 2 * points @ block.T + (block ** 2).sum(1)[None, :])
+            block = seen_points[start : start + SEEN_BLOCK]
+            dist = (points**2).sum(1)[:, None] - 2 * points @ block.T + (block**2).sum(1)[None, :]
             nearest = np.minimum(nearest, dist.min(1))
     batch: list[int] = []
     for slot in range(n):
-        j = slot * k + int(np.argmax(nearest[slot * k:(slot + 1) * k]))
+        j = slot * k + int(np.argmax(nearest[slot * k : (slot + 1) * k]))
         batch.append(int(candidates[j]))
         nearest = np.minimum(nearest, ((points - points[j]) ** 2).sum(1))
     return batch
@@ -100,19 +100,19 @@ def nearest_unseen(space: SearchSpace, unseen: np.ndarray, points: np.ndarray) -
     n = min(len(points), int(unseen.sum()))
     if n == 0:
         return []
-    squares = (points ** 2).sum(1)[:, None]
+    squares = (points**2).sum(1)[:, None]
     near_ids = [np.empty((len(points), 0), dtype=np.int64)]
     near_dist = [np.empty((len(points), 0))]
     for start in range(0, len(unseen), NEAREST_BLOCK):
-        free = start + np.flatnonzero(unseen[start:start + NEAREST_BLOCK])
+        free = start + np.flatnonzero(unseen[start : start + NEAREST_BLOCK])
         if not len(free):
             continue
         coords = space.unit_coordinates(free)
-        dist = squares - 2 * points @ coords.T + (coords ** 2).sum(1)[None, :]
+        dist = squares - 2 * points @ coords.T + (coords**2).sum(1)[None, :]
         if len(free) > n:
             # Everything up to each point's n-th smallest distance, ties included, so that
             # the lowest ids among equal distances survive as a full scan would keep them.
-            bound = np.partition(dist, n - 1, axis=1)[:, n - 1:n]
+            bound = np.partition(dist, n - 1, axis=1)[:, n - 1 : n]
             rows, cols = np.nonzero(dist <= bound)
             width = np.bincount(rows, minlength=len(points)).max()
             ids = np.full((len(points), width), -1, dtype=np.int64)

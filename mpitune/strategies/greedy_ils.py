@@ -79,5 +79,9 @@ class GreedyILS(Strategy):
 
 
 def create(space: SearchSpace, seed: int, perturbation: int = 3, exploration: float = 0.125) -> Strategy:
-    return GreedyILS(space, seed, integer_option("perturbation", perturbation, 1, 10**6),
-                     number_option("exploration", exploration, 0, 1))
+    return GreedyILS(
+        space,
+        seed,
+        integer_option("perturbation", perturbation, 1, 10**6),
+        number_option("exploration", exploration, 0, 1),
+    )

@@ -35,8 +35,17 @@ REFIT_GROWTH = 1.25  # the length scales are refitted when the results grew by a
 
 
 class Portfolio(Strategy):
-    def __init__(self, space: SearchSpace, seed: int, switch: int, model_share: float, candidates: int,
-                 max_observations: int, exploration: float, population: int):
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int,
+        switch: int,
+        model_share: float,
+        candidates: int,
+        max_observations: int,
+        exploration: float,
+        population: int,
+    ):
         super().__init__(space, seed)
         self.switch = switch
         self.model_share = model_share
@@ -114,11 +123,23 @@ class Portfolio(Strategy):
         return np.concatenate([close, rest]).astype(np.int64)
 
 
-def create(space: SearchSpace, seed: int, switch: int = 150, model_share: float = 0.5, candidates: int = 1000,
-           max_observations: int = 250, exploration: float = 0.01, population: int = 20) -> Strategy:
-    return Portfolio(space, seed, integer_option("switch", switch, 0, 10**9),
-                     number_option("model_share", model_share, 0, 1),
-                     integer_option("candidates", candidates, 1, 10**7),
-                     integer_option("max_observations", max_observations, 2, 10**5),
-                     number_option("exploration", exploration, 0, 10),
-                     integer_option("population", population, 2, 10**6))
+def create(
+    space: SearchSpace,
+    seed: int,
+    switch: int = 150,
+    model_share: float = 0.5,
+    candidates: int = 1000,
+    max_observations: int = 250,
+    exploration: float = 0.01,
+    population: int = 20,
+) -> Strategy:
+    return Portfolio(
+        space,
+        seed,
+        integer_option("switch", switch, 0, 10**9),
+        number_option("model_share", model_share, 0, 1),
+        integer_option("candidates", candidates, 1, 10**7),
+        integer_option("max_observations", max_observations, 2, 10**5),
+        number_option("exploration", exploration, 0, 10),
+        integer_option("population", population, 2, 10**6),
+    )

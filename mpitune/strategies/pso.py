@@ -26,8 +26,16 @@ from mpitune.strategies.base import FAILED, Strategy, integer_option, number_opt
 
 
 class ParticleSwarm(Strategy):
-    def __init__(self, space: SearchSpace, seed: int, swarm_size: int, inertia: float, cognitive: float, social: float,
-                 patience: int):
+    def __init__(
+        self,
+        space: SearchSpace,
+        seed: int,
+        swarm_size: int,
+        inertia: float,
+        cognitive: float,
+        social: float,
+        patience: int,
+    ):
         super().__init__(space, seed)
         self.patience = patience
         self.inertia, self.cognitive, self.social = inertia, cognitive, social
@@ -59,9 +67,11 @@ class ParticleSwarm(Strategy):
             m = np.array(moving)
             glob = unit(self.best(1)[0])
             r1, r2 = self.rng.random((2, len(m), len(self.space.names)))
-            self.velocity[m] = (self.inertia * self.velocity[m]
-                                + self.cognitive * r1 * (self.personal[m] - self.position[m])
-                                + self.social * r2 * (glob - self.position[m]))
+            self.velocity[m] = (
+                self.inertia * self.velocity[m]
+                + self.cognitive * r1 * (self.personal[m] - self.position[m])
+                + self.social * r2 * (glob - self.position[m])
+            )
             ids = self.nearest_unseen(np.clip(self.position[m] + self.velocity[m], 0.0, 1.0))
             batch += ids
             owners += moving[: len(ids)]
@@ -93,8 +103,21 @@ class ParticleSwarm(Strategy):
                 self.stale[p] += 1
 
 
-def create(space: SearchSpace, seed: int, swarm_size: int = 20, inertia: float = 0.5, cognitive: float = 2.0,
-           social: float = 1.0, patience: int = 5) -> Strategy:
-    return ParticleSwarm(space, seed, integer_option("swarm_size", swarm_size, 1, 10**6),
-                         number_option("inertia", inertia, 0, 2), number_option("cognitive", cognitive, 0, 10),
-                         number_option("social", social, 0, 10), integer_option("patience", patience, 1, 10**6))
+def create(
+    space: SearchSpace,
+    seed: int,
+    swarm_size: int = 20,
+    inertia: float = 0.5,
+    cognitive: float = 2.0,
+    social: float = 1.0,
+    patience: int = 5,
+) -> Strategy:
+    return ParticleSwarm(
+        space,
+        seed,
+        integer_option("swarm_size", swarm_size, 1, 10**6),
+        number_option("inertia", inertia, 0, 2),
+        number_option("cognitive", cognitive, 0, 10),
+        number_option("social", social, 0, 10),
+        integer_option("patience", patience, 1, 10**6),
+    )

@@ -51,8 +51,9 @@ class Chain:
 
 
 class SimulatedAnnealing(Strategy):
-    def __init__(self, space: SearchSpace, seed: int, temperature: float, cooling: float, min_temperature: float,
-                 patience: int):
+    def __init__(
+        self, space: SearchSpace, seed: int, temperature: float, cooling: float, min_temperature: float, patience: int
+    ):
         super().__init__(space, seed)
         self.start_temperature = temperature
         self.cooling = cooling
@@ -153,7 +154,7 @@ class SimulatedAnnealing(Strategy):
     def temperature(self, chain: Chain) -> float:
         spread = float(np.std(self._logs)) if len(self._logs) > 1 else 1.0
         spread = spread or 1.0
-        return spread * max(self.min_temperature, self.start_temperature * self.cooling ** chain.steps)
+        return spread * max(self.min_temperature, self.start_temperature * self.cooling**chain.steps)
 
     def _accept(self, chain: Chain, value: float) -> bool:
         if value <= chain.value:
@@ -166,9 +167,19 @@ class SimulatedAnnealing(Strategy):
         return bool(self.rng.random() < math.exp(-worsening / self.temperature(chain)))
 
 
-def create(space: SearchSpace, seed: int, temperature: float = 0.2, cooling: float = 0.9,
-           min_temperature: float = 0.001, patience: int = 10) -> Strategy:
-    return SimulatedAnnealing(space, seed, number_option("temperature", temperature, 1e-9, 1e9),
-                              number_option("cooling", cooling, 1e-9, 1),
-                              number_option("min_temperature", min_temperature, 0, 1e9),
-                              integer_option("patience", patience, 1, 10**6))
+def create(
+    space: SearchSpace,
+    seed: int,
+    temperature: float = 0.2,
+    cooling: float = 0.9,
+    min_temperature: float = 0.001,
+    patience: int = 10,
+) -> Strategy:
+    return SimulatedAnnealing(
+        space,
+        seed,
+        number_option("temperature", temperature, 1e-9, 1e9),
+        number_option("cooling", cooling, 1e-9, 1),
+        number_option("min_temperature", min_temperature, 0, 1e9),
+        integer_option("patience", patience, 1, 10**6),
+    )

@@ -41,7 +41,7 @@ class Fit:
 def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Matern-5/2 covariance between the rows of ``a`` and ``b``, unit variance."""
     a, b = a / scales, b / scales
-    sq = (a ** 2).sum(1)[:, None] - 2 * a @ b.T + (b ** 2).sum(1)[None, :]
+    sq = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)[None, :]
     r = math.sqrt(5) * np.sqrt(np.maximum(sq, 0.0))
     return (1 + r + r * r / 3) * np.exp(-r)
 

@@ -17,8 +17,12 @@ def test_every_kind_of_keyword_value_round_trips_as_data(tmp_path):
     names = {
         "arguments": [np.zeros(4, np.float32), np.int32(7), np.float64(0.5)],
         "tune_params": {"block_size_x": [32, 64], "T": ["float", "double"]},
-        "problem_size": (64, 2), "atol": 1e-3, "answer": [np.arange(4.0), None, None], "verbose": True,
-        "cmem_args": {"coeffs": np.array([1.5, -0.5], np.float32)}, "restrictions": ["block_size_x >= 32"],
+        "problem_size": (64, 2),
+        "atol": 1e-3,
+        "answer": [np.arange(4.0), None, None],
+        "verbose": True,
+        "cmem_args": {"coeffs": np.array([1.5, -0.5], np.float32)},
+        "restrictions": ["block_size_x >= 32"],
         "observers": [NVMLObserver(["nvml_energy"], continuous_duration=0.5)],
     }
     stem = str(tmp_path / "job")

@@ -33,16 +33,23 @@ print("RESULT " + json.dumps({"results": results, "env": env}, default=str))
 def test_the_kernel_tuner_cuda_script_runs_with_only_its_imports_changed(cp, tmp_path):
     text = (PORT / "kernel_tuner_script.py").read_text()
     ported = text.replace("from kernel_tuner import tune_kernel", "from mpitune import tune_kernel").replace(
-        "from kernel_tuner.observers.nvml import NVMLObserver", "from mpitune.observers import NVMLObserver")
+        "from kernel_tuner.observers.nvml import NVMLObserver", "from mpitune.observers import NVMLObserver"
+    )
     assert ported.count("mpitune") >= 2 and "kernel_tuner" not in ported.split('"""', 2)[2]
     script = tmp_path / "kernel_tuner_script.py"
     script.write_text(ported)
     (tmp_path / "gemm.cu").write_text((PORT / "gemm.cu").read_text())
-    proc = subprocess.run([sys.executable, "-c", RUN_SCRIPT, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=280, env={**mpi_env(), "GEMM_N": "1024"})
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_SCRIPT, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**mpi_env(), "GEMM_N": "1024"},
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
-    out = json.loads(line[len("RESULT "):])
+    out = json.loads(line[len("RESULT ") :])
     results, env = out["results"], out["env"]
     ok = [r for r in results if isinstance(r["time"], float)]
     assert len(results) >= 8 and len(ok) >= len(results) // 2
@@ -59,8 +66,9 @@ def test_the_kernel_tuner_cuda_script_runs_with_only_its_imports_changed(cp, tmp
 def test_run_kernel_returns_the_gpus_outputs(cp):
     n = 10_000
     a, b = np.arange(n, dtype=np.float32), np.full(n, 2.5, np.float32)
-    c, a_out, b_out, n_out = mpitune.run_kernel("vadd", VADD, n, [np.zeros(n, np.float32), a, b, np.int32(n)],
-                                                {"block_size_x": 128}, lang="cupy")
+    c, a_out, b_out, n_out = mpitune.run_kernel(
+        "vadd", VADD, n, [np.zeros(n, np.float32), a, b, np.int32(n)], {"block_size_x": 128}, lang="cupy"
+    )
     assert isinstance(c, np.ndarray) and np.array_equal(c, a + b)
     assert np.array_equal(a_out, a) and np.array_equal(b_out, b) and int(n_out) == n
 
@@ -68,9 +76,14 @@ def test_run_kernel_returns_the_gpus_outputs(cp):
 def test_tune_kernel_on_one_and_two_ranks_finds_every_configuration(cp, tmp_path):
     n = 1 << 20
     a, b = np.ones(n, np.float32), np.full(n, 2.0, np.float32)
-    common = dict(lang="cupy", answer=[a + b, None, None, None], iterations=3,
-                  metrics={"GB/s": f"3 * 4 * {n} / 1e9 / (time / 1e3)"}, objective="GB/s",
-                  objective_higher_is_better=True)
+    common = dict(
+        lang="cupy",
+        answer=[a + b, None, None, None],
+        iterations=3,
+        metrics={"GB/s": f"3 * 4 * {n} / 1e9 / (time / 1e3)"},
+        objective="GB/s",
+        objective_higher_is_better=True,
+    )
     params = {"block_size_x": [64, 128, 256, 512, 1024]}
     args = [np.zeros(n, np.float32), a, b, np.int32(n)]
     one, _ = mpitune.tune_kernel("vadd", VADD, n, args, params, ranks=1, cache=str(tmp_path / "one.h5"), **common)

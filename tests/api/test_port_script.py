@@ -20,8 +20,14 @@ def test_the_c_script_tunes_end_to_end(tmp_path):
     """Run as a script is run: its unguarded top-level tune_kernel call must not run again in the
     worker processes that measure."""
     env = {**mpi_env(), "GEMM_N": "48"}
-    proc = subprocess.run([sys.executable, str(PORT / "kernel_tuner_script_c.py")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(PORT / "kernel_tuner_script_c.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("mpitune: tuning gemm (C) on 1 rank(s)") == 1
     assert proc.stdout.splitlines()[-1].startswith("32 configurations, 32 passed; best ")
@@ -33,7 +39,8 @@ def test_the_cuda_scripts_arguments_pass_the_checks(tmp_path, monkeypatch):
     text = path.read_text()
     assert "from kernel_tuner import tune_kernel\n" in text
     text = text.replace("from kernel_tuner import tune_kernel\n", "").replace(
-        "from kernel_tuner.observers.nvml import", "from mpitune.observers import")
+        "from kernel_tuner.observers.nvml import", "from mpitune.observers import"
+    )
     called = {}
 
     def tune_kernel(*args, **kwargs):
@@ -42,7 +49,8 @@ def test_the_cuda_scripts_arguments_pass_the_checks(tmp_path, monkeypatch):
 
     monkeypatch.setenv("GEMM_N", "32")
     exec(compile(text, str(path), "exec"), {"__file__": str(path), "__name__": "__main__", "tune_kernel": tune_kernel})
-    problem, settings = load_names(called["names"], "tune_kernel", os.getcwd(),
-                                   Overrides(cache_path=str(tmp_path / "out.h5")), strict=True)
+    problem, settings = load_names(
+        called["names"], "tune_kernel", os.getcwd(), Overrides(cache_path=str(tmp_path / "out.h5")), strict=True
+    )
     assert problem.lang == "cupy" and problem.objective == "GFLOP/s" and settings.strategy == "brute_force"
     assert problem.observed_names and [m.name for m in problem.metrics] == ["GFLOP/s", "GFLOP/J"]

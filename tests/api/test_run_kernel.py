@@ -44,8 +44,9 @@ def test_the_outputs_are_numpys_answer_after_one_run(unroll):
 
 
 def test_defines_functions_set_what_the_kernel_sees():
-    out = run_kernel("axpy", AXPY_C, 1000, axpy_args(), {"step": 2}, lang="C",
-                     defines={"UNROLL": lambda p: p["step"] * 2})
+    out = run_kernel(
+        "axpy", AXPY_C, 1000, axpy_args(), {"step": 2}, lang="C", defines={"UNROLL": lambda p: p["step"] * 2}
+    )
     args = axpy_args()
     np.testing.assert_array_equal(out[0], args[0] + np.float32(2.5) * args[1])
 
@@ -55,11 +56,14 @@ def test_a_configuration_that_fails_raises_with_the_compilers_message():
         run_kernel("axpy", AXPY_C, 1000, axpy_args(), {"UNROLL": 1, "BROKEN": 1}, lang="C")
 
 
-@pytest.mark.parametrize("keywords, message", [
-    ({"answer": [None] * 4}, "run_kernel: answer: unknown keyword argument of run_kernel"),
-    ({"lang": "fortran"}, "run_kernel: lang: "),
-    ({"texmem_args": {}}, "run_kernel: texmem_args: is a Kernel Tuner argument that mpitune does not support"),
-])
+@pytest.mark.parametrize(
+    "keywords, message",
+    [
+        ({"answer": [None] * 4}, "run_kernel: answer: unknown keyword argument of run_kernel"),
+        ({"lang": "fortran"}, "run_kernel: lang: "),
+        ({"texmem_args": {}}, "run_kernel: texmem_args: is a Kernel Tuner argument that mpitune does not support"),
+    ],
+)
 def test_a_bad_argument_is_one_error_naming_it(keywords, message):
     with pytest.raises(SpecError) as error:
         run_kernel("axpy", AXPY_C, 1000, axpy_args(), {"UNROLL": 1}, **{"lang": "C", **keywords})

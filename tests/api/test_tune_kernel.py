@@ -17,7 +17,7 @@ import mpitune
 from mpitune.errors import SpecError
 
 # y = 2 * x; MODE 1 does not compile and MODE 2 computes 3 * x (a wrong answer).
-PROBLEM = '''
+PROBLEM = """
 import json
 import numpy as np
 from mpitune import tune_kernel
@@ -27,35 +27,42 @@ x = np.arange(n, dtype=np.float32)
 args = ("scale", "scale.c", n, [np.zeros(n, np.float32), x, np.int32(n)],
         {"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]})
 common = dict(lang="C", answer=[2 * x, None, None], iterations=3, restrictions=["STEP < 8 or MODE == 0"])
-'''
+"""
 
 
 def run_script(directory: Path, body: str) -> list:
     """Run PROBLEM + body as a script in ``directory``; what it prints with ``out(...)``."""
     (directory / "scale.c").write_text(SCALE_C)
     script = directory / "script.py"
-    script.write_text(PROBLEM + "def out(*values):\n    print('OUT ' + json.dumps(values, default=str))\n"
-                      + textwrap.dedent(body))
-    proc = subprocess.run([sys.executable, str(script)], cwd=directory, env=mpi_env(), capture_output=True,
-                          text=True, timeout=120)
+    script.write_text(
+        PROBLEM + "def out(*values):\n    print('OUT ' + json.dumps(values, default=str))\n" + textwrap.dedent(body)
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=directory, env=mpi_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return [json.loads(line[4:]) for line in proc.stdout.splitlines() if line.startswith("OUT ")]
 
 
 def outcome(results: list[dict]) -> set:
-    return {(r["STEP"], r["MODE"], r["status"], r["time"] if isinstance(r["time"], str) else "ms")
-            for r in results}
+    return {(r["STEP"], r["MODE"], r["status"], r["time"] if isinstance(r["time"], str) else "ms") for r in results}
 
 
 def test_one_rank_and_two_ranks_give_the_same_results(tmp_path):
-    (one, env1), = run_script(tmp_path, '''
+    ((one, env1),) = run_script(
+        tmp_path,
+        """
         results, env = tune_kernel(*args, **common, metrics={"GB/s": lambda p: 8 * n / 1e6 / p["time"]})
         out(results, env)
-    ''')
-    (two, env2), = run_script(tmp_path, '''
+    """,
+    )
+    ((two, env2),) = run_script(
+        tmp_path,
+        """
         results, env = tune_kernel(*args, **common, metrics={"GB/s": f"8 * {n} / 1e6 / time"}, ranks=2)
         out(results, env)
-    ''')
+    """,
+    )
     assert len(one) == len(two) == 10
     assert outcome(one) == outcome(two)
     assert {(s, m) for s, m, status, _ in outcome(one) if status == "ok"} == {(1, 0), (2, 0), (4, 0), (8, 0)}
@@ -78,18 +85,23 @@ def test_one_rank_and_two_ranks_give_the_same_results(tmp_path):
 
 
 def test_a_cache_resumes_and_measures_nothing_again(tmp_path):
-    (first, env1), (second, env2) = run_script(tmp_path, '''
+    (first, env1), (second, env2) = run_script(
+        tmp_path,
+        """
         for _ in range(2):
             results, env = tune_kernel(*args, **common, cache="out.h5")
             out(results, env)
-    ''')
+    """,
+    )
     assert env1["measured"] == 10 and env2["measured"] == 0
     assert env1["cache"] == env2["cache"] == str(tmp_path / "out.h5")
     assert first == second  # the same rows, times included, read back from the file
 
 
 def test_errors_of_the_run_are_raised(tmp_path):
-    (one, two), = run_script(tmp_path, '''
+    ((one, two),) = run_script(
+        tmp_path,
+        """
         messages = []
         for ranks in (1, 2):
             try:
@@ -97,28 +109,36 @@ def test_errors_of_the_run_are_raised(tmp_path):
             except Exception as exc:
                 messages.append(f"{type(exc).__name__}: {exc}")
         out(*messages)
-    ''')
+    """,
+    )
     expected = "UserError: tune_kernel: restrictions: no configuration satisfies the restrictions"
     assert one == two == expected
 
 
 def args(**keywords):
     x = np.arange(16, dtype=np.float32)
-    return (("scale", SCALE_C, 16, [np.zeros(16, np.float32), x, np.int32(16)], {"STEP": [1, 2], "MODE": [0]}),
-            {"lang": "C", **keywords})
+    return (
+        ("scale", SCALE_C, 16, [np.zeros(16, np.float32), x, np.int32(16)], {"STEP": [1, 2], "MODE": [0]}),
+        {"lang": "C", **keywords},
+    )
 
 
-@pytest.mark.parametrize("keywords, message", [
-    ({"iteration": 3}, "tune_kernel: iteration: unknown keyword argument; did you mean 'iterations'?"),
-    ({"colour": "red"}, "tune_kernel: colour: unknown keyword argument"),
-    ({"verify": print}, "tune_kernel: verify: is a Kernel Tuner argument that mpitune does not support yet"),
-    ({"atol": "small"}, "tune_kernel: atol: must be a number, got str 'small'"),
-    ({"ranks": 0}, "tune_kernel: ranks: must be a whole number of ranks, at least 1, got 0"),
-    ({"cache": "kt.json"}, "tune_kernel: cache: 'kt.json' is a Kernel Tuner JSON cache"),
-    ({"ranks": 2, "metrics": {"GB/s": lambda p: 1.0}},
-     "tune_kernel: metrics: metrics['GB/s'] is a function, which cannot be sent to the ranks of an MPI job"),
-    ({"ranks": 2, "restrictions": ["STEP > 0", lambda p: True]}, "tune_kernel: restrictions: restrictions[1] is"),
-])
+@pytest.mark.parametrize(
+    "keywords, message",
+    [
+        ({"iteration": 3}, "tune_kernel: iteration: unknown keyword argument; did you mean 'iterations'?"),
+        ({"colour": "red"}, "tune_kernel: colour: unknown keyword argument"),
+        ({"verify": print}, "tune_kernel: verify: is a Kernel Tuner argument that mpitune does not support yet"),
+        ({"atol": "small"}, "tune_kernel: atol: must be a number, got str 'small'"),
+        ({"ranks": 0}, "tune_kernel: ranks: must be a whole number of ranks, at least 1, got 0"),
+        ({"cache": "kt.json"}, "tune_kernel: cache: 'kt.json' is a Kernel Tuner JSON cache"),
+        (
+            {"ranks": 2, "metrics": {"GB/s": lambda p: 1.0}},
+            "tune_kernel: metrics: metrics['GB/s'] is a function, which cannot be sent to the ranks of an MPI job",
+        ),
+        ({"ranks": 2, "restrictions": ["STEP > 0", lambda p: True]}, "tune_kernel: restrictions: restrictions[1] is"),
+    ],
+)
 def test_a_bad_argument_is_one_error_naming_it(keywords, message):
     positional, keywords = args(**keywords)
     with pytest.raises(SpecError) as error:
@@ -138,11 +158,14 @@ def test_simulation_mode_replays_a_kernel_tuner_cache(tmp_path, ranks):
     from conftest import kt_cache
 
     kt_cache(tmp_path / "kt.json")
-    (results, env), = run_script(tmp_path, f'''
+    ((results, env),) = run_script(
+        tmp_path,
+        f"""
         results, env = tune_kernel("k", "", (64, 64), [], {{"x": [1, 2, 3], "y": [1, 2]}}, simulation_mode=True,
                                    cache="kt.json", strategy="brute_force", ranks={ranks})
         out(results, env)
-    ''')
+    """,
+    )
     ok = {(r["x"], r["y"]): r["time"] for r in results if r["status"] == "ok"}
     assert ok == {(1, 1): 2.0, (1, 2): 1.0}
     assert len(results) == 6 and env["best_config"]["y"] == 2 and env["cache"] == ""

@@ -25,9 +25,15 @@ void tick(float *y, long long counter, int n)
 
 
 def backend(tmp_path, counter: np.ndarray, iterations: int, work=(1000,)):
-    names = {"lang": "C", "kernel_name": "tick", "kernel_source": SOURCE, "tune_params": {"WORK": list(work)},
-             "arguments": [np.zeros(4, np.float32), np.int64(counter.ctypes.data), np.int32(4)],
-             "answer": [np.ones(4, np.float32), None, None], "iterations": iterations}
+    names = {
+        "lang": "C",
+        "kernel_name": "tick",
+        "kernel_source": SOURCE,
+        "tune_params": {"WORK": list(work)},
+        "arguments": [np.zeros(4, np.float32), np.int64(counter.ctypes.data), np.int32(4)],
+        "answer": [np.ones(4, np.float32), None, None],
+        "iterations": iterations,
+    }
     problem, _ = load_names(names, "test", str(tmp_path))
     b = cbackend.create(problem, str(tmp_path), 0)
     b.prepare()

@@ -11,24 +11,56 @@ NAN = float("nan")
 
 # (outputs, answer, atol, the message): the GPU's check must give the same (test_cupy.py).
 MESSAGES = [
-    ([np.array([1, 2, 3], np.float32)], [np.array([1, 2, 3.5], np.float32)], 1e-6,
-     "argument 0: 1 of 3 values differ by more than atol=1e-06 (largest difference 0.5)"),
+    (
+        [np.array([1, 2, 3], np.float32)],
+        [np.array([1, 2, 3.5], np.float32)],
+        1e-6,
+        "argument 0: 1 of 3 values differ by more than atol=1e-06 (largest difference 0.5)",
+    ),
     ([np.array([1.0, 2.0])], [np.array([1.05, 2.0])], 0.1, ""),
     ([np.array([0.0, 0.5], np.float32)], [np.array([0.5, 0.5], np.float32)], 0.5, ""),  # atol itself passes
-    ([np.array([NAN, 1.0, 5.0], np.float32)], [np.array([0.0, 1.0, 1.0], np.float32)], 1e30,
-     "argument 0: 1 of 3 values differ by more than atol=1e+30 (largest difference 4)"),
-    ([np.full((2, 2), NAN)], [np.zeros((2, 2))], 1e-6,
-     "argument 0: 4 of 4 values differ by more than atol=1e-06 (largest difference nan)"),
-    ([np.arange(10, dtype=np.int32)], [np.arange(10, dtype=np.int32) * 2], 0.5,
-     "argument 0: 9 of 10 values differ by more than atol=0.5 (largest difference 9)"),
-    ([np.array([0, 5], np.uint8)], [np.array([3, 5], np.uint8)], 1,  # no unsigned wrap-around
-     "argument 0: 1 of 2 values differ by more than atol=1 (largest difference 3)"),
-    ([np.array([True, False, True])], [np.array([True, True, True])], 0.0,
-     "argument 0: 1 of 3 values differ by more than atol=0 (largest difference 1)"),
-    ([np.array([1 + 1j, 2], np.complex64)], [np.array([1 + 3j, 2], np.complex64)], 1e-3,
-     "argument 0: 1 of 2 values differ by more than atol=0.001 (largest difference 2)"),
-    ([np.ones(4, np.float32), np.zeros((2, 3)), np.int32(4)], [None, np.ones((2, 3)), None], 1e-6,
-     "argument 1: 6 of 6 values differ by more than atol=1e-06 (largest difference 1)"),
+    (
+        [np.array([NAN, 1.0, 5.0], np.float32)],
+        [np.array([0.0, 1.0, 1.0], np.float32)],
+        1e30,
+        "argument 0: 1 of 3 values differ by more than atol=1e+30 (largest difference 4)",
+    ),
+    (
+        [np.full((2, 2), NAN)],
+        [np.zeros((2, 2))],
+        1e-6,
+        "argument 0: 4 of 4 values differ by more than atol=1e-06 (largest difference nan)",
+    ),
+    (
+        [np.arange(10, dtype=np.int32)],
+        [np.arange(10, dtype=np.int32) * 2],
+        0.5,
+        "argument 0: 9 of 10 values differ by more than atol=0.5 (largest difference 9)",
+    ),
+    (
+        [np.array([0, 5], np.uint8)],
+        [np.array([3, 5], np.uint8)],
+        1,  # no unsigned wrap-around
+        "argument 0: 1 of 2 values differ by more than atol=1 (largest difference 3)",
+    ),
+    (
+        [np.array([True, False, True])],
+        [np.array([True, True, True])],
+        0.0,
+        "argument 0: 1 of 3 values differ by more than atol=0 (largest difference 1)",
+    ),
+    (
+        [np.array([1 + 1j, 2], np.complex64)],
+        [np.array([1 + 3j, 2], np.complex64)],
+        1e-3,
+        "argument 0: 1 of 2 values differ by more than atol=0.001 (largest difference 2)",
+    ),
+    (
+        [np.ones(4, np.float32), np.zeros((2, 3)), np.int32(4)],
+        [None, np.ones((2, 3)), None],
+        1e-6,
+        "argument 1: 6 of 6 values differ by more than atol=1e-06 (largest difference 1)",
+    ),
     ([np.ones(4)], None, 1e-6, ""),
     ([np.array([2**53 + 1], np.int64)], [np.array([2**53], np.int64)], 0.5, ""),  # compared in float64
 ]

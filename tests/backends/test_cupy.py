@@ -30,31 +30,54 @@ NO_DIV = {"x": None, "y": None, "z": None}
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def problem(source: str, kernel_name: str, arguments: list, answer: list | None, tune_params: dict,
-            problem_size=(1,), **kw) -> Problem:
+def problem(
+    source: str, kernel_name: str, arguments: list, answer: list | None, tune_params: dict, problem_size=(1,), **kw
+) -> Problem:
     kw.setdefault("grid_div", dict(NO_DIV))
     kw.setdefault("iterations", 5)
-    return Problem(spec_path="test_cupy", kernel_name=kernel_name, kernel_source=source,
-                   lang="cupy", problem_size=tuple(problem_size), arguments=arguments, answer=answer,
-                   atol=kw.pop("atol", 1e-6), tune_params=tune_params, **kw)
+    return Problem(
+        spec_path="test_cupy",
+        kernel_name=kernel_name,
+        kernel_source=source,
+        lang="cupy",
+        problem_size=tuple(problem_size),
+        arguments=arguments,
+        answer=answer,
+        atol=kw.pop("atol", 1e-6),
+        tune_params=tune_params,
+        **kw,
+    )
 
 
 # ------------------------------------------------------------------------------------
 # Without a GPU
 # ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("size, config, grid_div, names, expected", [
-    ((1000,), {"block_size_x": 256}, NO_DIV, DEFAULT_NAMES, (4, 1, 1)),
-    ((1024, 300), {"block_size_x": 32, "block_size_y": 4}, NO_DIV, DEFAULT_NAMES, (32, 75, 1)),
-    ((1000,), {"other": 7}, NO_DIV, DEFAULT_NAMES, (1000, 1, 1)),  # block size not tuned: divisor 1
-    ((1000, 300), {"block_size_x": 32, "tile": 4}, {"x": ["block_size_x", "tile"], "y": None, "z": None},
-     DEFAULT_NAMES, (8, 300, 1)),
-    ((1000, 300), {"block_size_y": 4, "tile": 4}, {"x": None, "y": "block_size_y*tile*2", "z": None},
-     DEFAULT_NAMES, (1000, 10, 1)),
-    ((1000,), {"block_size_x": 32}, {"x": "block_size_x / 2.5", "y": None, "z": None},
-     DEFAULT_NAMES, (79, 1, 1)),
-    ((64, 64, 10), {"bx": 16, "by": 8}, NO_DIV, ["bx", "by"], (4, 8, 10)),
-])
+
+@pytest.mark.parametrize(
+    "size, config, grid_div, names, expected",
+    [
+        ((1000,), {"block_size_x": 256}, NO_DIV, DEFAULT_NAMES, (4, 1, 1)),
+        ((1024, 300), {"block_size_x": 32, "block_size_y": 4}, NO_DIV, DEFAULT_NAMES, (32, 75, 1)),
+        ((1000,), {"other": 7}, NO_DIV, DEFAULT_NAMES, (1000, 1, 1)),  # block size not tuned: divisor 1
+        (
+            (1000, 300),
+            {"block_size_x": 32, "tile": 4},
+            {"x": ["block_size_x", "tile"], "y": None, "z": None},
+            DEFAULT_NAMES,
+            (8, 300, 1),
+        ),
+        (
+            (1000, 300),
+            {"block_size_y": 4, "tile": 4},
+            {"x": None, "y": "block_size_y*tile*2", "z": None},
+            DEFAULT_NAMES,
+            (1000, 10, 1),
+        ),
+        ((1000,), {"block_size_x": 32}, {"x": "block_size_x / 2.5", "y": None, "z": None}, DEFAULT_NAMES, (79, 1, 1)),
+        ((64, 64, 10), {"bx": 16, "by": 8}, NO_DIV, ["bx", "by"], (4, 8, 10)),
+    ],
+)
 def test_grid_follows_kernel_tuner_conventions(size, config, grid_div, names, expected):
     assert grid_dims(size, config, grid_div, names) == expected
 
@@ -70,8 +93,7 @@ def test_block_takes_named_parameters_and_defaults_to_one():
 
 
 def test_source_gets_defines_before_the_users_first_line():
-    code = kernel_code("__global__ void k() {}", {"block_size_x": 128, "T": "float", "F": True},
-                       (128, 1, 1), (8, 1, 1))
+    code = kernel_code("__global__ void k() {}", {"block_size_x": 128, "T": "float", "F": True}, (128, 1, 1), (8, 1, 1))
     head, body = code.split("#line 1\n")
     assert body == "__global__ void k() {}"
     lines = head.splitlines()
@@ -96,8 +118,10 @@ def test_template_arguments_take_the_configurations_values():
 def test_nvrtc_makes_a_cubin_for_a_known_gpu_and_ptx_for_a_newer_one():
     assert nvrtc_options([], 90, (80, 90), "/inc") == (("-arch=sm_90", "-ftz=true", "-I/inc"), "cubin")
     assert nvrtc_options([], 100, (80, 90), "/inc") == (("-arch=compute_90", "-ftz=true", "-I/inc"), "ptx")
-    assert nvrtc_options(["-arch=sm_80", "--ftz=false"], 90, (80, 90), "/inc") == \
-        (("-arch=sm_80", "--ftz=false", "-I/inc"), "cubin")
+    assert nvrtc_options(["-arch=sm_80", "--ftz=false"], 90, (80, 90), "/inc") == (
+        ("-arch=sm_80", "--ftz=false", "-I/inc"),
+        "cubin",
+    )
 
 
 class CudaError(Exception):
@@ -123,7 +147,8 @@ def test_launch_errors_name_the_geometry_and_the_kernels_limits():
     assert launch_limits((4, 1, 1), (2048, 1, 1), 0, None) == "grid (4, 1, 1), block (2048, 1, 1) = 2048 threads"
     assert launch_limits((4, 1, 1), (32, 32, 1), 1 << 20, KernelLimits(896, 72, 0)) == (
         "grid (4, 1, 1), block (32, 32, 1) = 1024 threads; this kernel allows at most 896 threads per block "
-        "with 72 registers per thread and 0 bytes of static shared memory and 1048576 of dynamic")
+        "with 72 registers per thread and 0 bytes of static shared memory and 1048576 of dynamic"
+    )
 
 
 def test_a_lost_context_says_where_and_what_follows():
@@ -134,8 +159,15 @@ def test_a_lost_context_says_where_and_what_follows():
 
 def _vadd_problem(**kw) -> Problem:
     a = np.ones(16, np.float32)
-    return problem(VADD, "vadd", [np.zeros_like(a), a, a, np.int32(16)], None,
-                   kw.pop("tune_params", {"block_size_x": [32, 64]}), (16,), **kw)
+    return problem(
+        VADD,
+        "vadd",
+        [np.zeros_like(a), a, a, np.int32(16)],
+        None,
+        kw.pop("tune_params", {"block_size_x": [32, 64]}),
+        (16,),
+        **kw,
+    )
 
 
 def test_missing_cupy_is_one_line_with_the_install_hint(monkeypatch, tmp_path):
@@ -213,9 +245,15 @@ def measure(p: Problem, configs: list[dict], tmp_path) -> tuple[list, Timeline, 
 def vadd(n: int = 1_000_003, **kw) -> Problem:
     rng = np.random.default_rng(0)
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
-    return problem(kw.pop("source", VADD), kw.pop("kernel_name", "vadd"),
-                   [np.zeros(n, np.float32), a, b, np.int32(n)], [a + b, None, None, None],
-                   kw.pop("tune_params", {"block_size_x": [64, 256, 1000]}), (n,), **kw)
+    return problem(
+        kw.pop("source", VADD),
+        kw.pop("kernel_name", "vadd"),
+        [np.zeros(n, np.float32), a, b, np.int32(n)],
+        [a + b, None, None, None],
+        kw.pop("tune_params", {"block_size_x": [64, 256, 1000]}),
+        (n,),
+        **kw,
+    )
 
 
 def statuses(results) -> list[str]:
@@ -257,8 +295,15 @@ def test_the_gpu_check_gives_the_hosts_messages(cp, outputs, answer, atol, messa
 def test_nan_output_fails_verification(cp, tmp_path):
     n = 1024
     source = r'extern "C" __global__ void nan_out(float *x) { x[threadIdx.x + blockIdx.x * blockDim.x] = 0.0f / 0.0f; }'
-    p = problem(source, "nan_out", [np.zeros(n, np.float32)], [np.zeros(n, np.float32)], {"block_size_x": [256]}, (n,),
-                atol=1e30)
+    p = problem(
+        source,
+        "nan_out",
+        [np.zeros(n, np.float32)],
+        [np.zeros(n, np.float32)],
+        {"block_size_x": [256]},
+        (n,),
+        atol=1e30,
+    )
     results, _, _ = measure(p, [{"block_size_x": 256}], tmp_path)
     assert statuses(results) == ["verify_failed"]
 
@@ -277,8 +322,9 @@ def test_unknown_kernel_name_is_a_compile_error(cp, tmp_path):
 
 
 def test_impossible_launches_are_launch_errors_and_the_context_survives(cp, tmp_path):
-    results, _, _ = measure(vadd(tune_params={"block_size_x": [2048, 256]}),
-                            [{"block_size_x": 2048}, {"block_size_x": 256}], tmp_path)
+    results, _, _ = measure(
+        vadd(tune_params={"block_size_x": [2048, 256]}), [{"block_size_x": 2048}, {"block_size_x": 256}], tmp_path
+    )
     assert statuses(results) == ["launch_error", "ok"]
     assert "2048 threads" in results[0].error
 
@@ -292,31 +338,56 @@ def test_block_z_beyond_the_device_limit_is_a_launch_error(cp, tmp_path):
 
 def test_templated_and_cpp_linkage_kernels(cp, tmp_path):
     for name in ("vadd_t<float>", "vadd_cpp"):
-        results, _, _ = measure(vadd(source=TEMPLATED, kernel_name=name, tune_params={"block_size_x": [128]}),
-                                [{"block_size_x": 128}], tmp_path)
+        results, _, _ = measure(
+            vadd(source=TEMPLATED, kernel_name=name, tune_params={"block_size_x": [128]}),
+            [{"block_size_x": 128}],
+            tmp_path,
+        )
         assert statuses(results) == ["ok"], (name, results[0].error)
 
 
-@pytest.mark.parametrize("size, config, grid_div, names", [
-    ((1000, 300), {"block_size_x": 32, "block_size_y": 4}, NO_DIV, DEFAULT_NAMES),
-    ((1000, 300), {"block_size_x": 32, "block_size_y": 4, "tile": 4},
-     {"x": ["block_size_x", "tile"], "y": "block_size_y*tile*2", "z": None}, DEFAULT_NAMES),
-    ((1000,), {"block_size_x": 32}, {"x": "block_size_x / 2.5", "y": None, "z": None}, DEFAULT_NAMES),
-    ((64, 64, 10), {"bx": 16, "by": 8}, NO_DIV, ["bx", "by"]),
-])
+@pytest.mark.parametrize(
+    "size, config, grid_div, names",
+    [
+        ((1000, 300), {"block_size_x": 32, "block_size_y": 4}, NO_DIV, DEFAULT_NAMES),
+        (
+            (1000, 300),
+            {"block_size_x": 32, "block_size_y": 4, "tile": 4},
+            {"x": ["block_size_x", "tile"], "y": "block_size_y*tile*2", "z": None},
+            DEFAULT_NAMES,
+        ),
+        ((1000,), {"block_size_x": 32}, {"x": "block_size_x / 2.5", "y": None, "z": None}, DEFAULT_NAMES),
+        ((64, 64, 10), {"bx": 16, "by": 8}, NO_DIV, ["bx", "by"]),
+    ],
+)
 def test_launch_geometry_on_the_gpu(cp, tmp_path, size, config, grid_div, names):
     grid = grid_dims(size, config, grid_div, names)
     block = block_dims(config, names)
     expected = np.array(grid + block + grid, np.int32)
-    p = problem(GEOMETRY, "geometry", [np.zeros(9, np.int32)], [expected], {k: [v] for k, v in config.items()},
-                size, grid_div=grid_div, block_size_names=names)
+    p = problem(
+        GEOMETRY,
+        "geometry",
+        [np.zeros(9, np.int32)],
+        [expected],
+        {k: [v] for k, v in config.items()},
+        size,
+        grid_div=grid_div,
+        block_size_names=names,
+    )
     results, _, _ = measure(p, [config], tmp_path)
     assert statuses(results) == ["ok"], results[0].error
 
 
 def test_event_times_match_a_kernel_of_known_duration(cp, tmp_path):
-    p = problem(SPIN, "spin", [np.zeros(1, np.int32)], [np.ones(1, np.int32)],
-                {"SPIN_NS": [2_000_000], "block_size_x": [32]}, (32,), iterations=4)
+    p = problem(
+        SPIN,
+        "spin",
+        [np.zeros(1, np.int32)],
+        [np.ones(1, np.int32)],
+        {"SPIN_NS": [2_000_000], "block_size_x": [32]},
+        (32,),
+        iterations=4,
+    )
     results, _, _ = measure(p, [{"SPIN_NS": 2_000_000, "block_size_x": 32}], tmp_path)
     (r,) = results
     assert r.status == "ok", r.error
@@ -364,8 +435,9 @@ ILLEGAL_ADDRESS = textwrap.dedent(r"""
 def test_illegal_address_is_recorded_then_the_rank_refuses_to_go_on(cp, tmp_path):
     # In a child process: the error poisons the CUDA context of the whole process.
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", ILLEGAL_ADDRESS], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-c", ILLEGAL_ADDRESS], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr
     assert "STATUS runtime_error" in proc.stdout, proc.stdout
     assert "LOST" in proc.stdout and "NOT RAISED" not in proc.stdout
@@ -400,21 +472,34 @@ def forms(n: int = 100_003, **kw) -> Problem:
 
     x = np.arange(n, dtype=np.float32)
     cmem = {"coeff": np.array([2.0, 3.0], np.float32), "table::offset": np.array([0.5], np.float32)}
-    return problem(FORMS, "axpb<float, tile>", [np.zeros(n, np.float32), x, np.int32(n)],
-                   [2 * x + 3.5, None, None], {"block_size_x": [128, 256], "tile": [1, 4]}, (n,),
-                   grid_div={"x": ["block_size_x", "tile"], "y": None, "z": None},
-                   extras=KernelExtras(cmem=cmem), **kw)
+    return problem(
+        FORMS,
+        "axpb<float, tile>",
+        [np.zeros(n, np.float32), x, np.int32(n)],
+        [2 * x + 3.5, None, None],
+        {"block_size_x": [128, 256], "tile": [1, 4]},
+        (n,),
+        grid_div={"x": ["block_size_x", "tile"], "y": None, "z": None},
+        extras=KernelExtras(cmem=cmem),
+        **kw,
+    )
 
 
 def test_constant_memory_templates_dynamic_shared_memory_and_defines(cp, tmp_path):
     from mpitune.model.kernel_extras import Derived
 
-    configs = [{"block_size_x": 128, "tile": 1}, {"block_size_x": 256, "tile": 4},
-               {"block_size_x": 256, "tile": 4}, {"block_size_x": 128, "tile": 4}]
-    derived = [Derived({"SMEM_FLOATS": "128"}, 128 * 4),
-               Derived({"SMEM_FLOATS": "256"}, 256 * 4),
-               Derived({"SMEM_FLOATS": "16384"}, 16384 * 4),  # 64 KiB: past the 48 KiB a launch gets unasked
-               Derived({"SMEM_FLOATS": "128"}, 1 << 20)]  # 1 MiB: more than any GPU has
+    configs = [
+        {"block_size_x": 128, "tile": 1},
+        {"block_size_x": 256, "tile": 4},
+        {"block_size_x": 256, "tile": 4},
+        {"block_size_x": 128, "tile": 4},
+    ]
+    derived = [
+        Derived({"SMEM_FLOATS": "128"}, 128 * 4),
+        Derived({"SMEM_FLOATS": "256"}, 256 * 4),
+        Derived({"SMEM_FLOATS": "16384"}, 16384 * 4),  # 64 KiB: past the 48 KiB a launch gets unasked
+        Derived({"SMEM_FLOATS": "128"}, 1 << 20),
+    ]  # 1 MiB: more than any GPU has
     backend = create(forms(), str(tmp_path), 0)
     backend.prepare()
     try:

@@ -34,8 +34,15 @@ def test_the_median_does_not_move_without_the_separate_warm_up(cp, tmp_path, spi
     medians: dict[str, list[float]] = {"with": [], "without": []}
     for _ in range(3):
         for key, iterations in (("with", 8), ("without", 7)):
-            p = problem(SPIN, "spin", [np.zeros(1, np.int32)], [np.ones(1, np.int32)],
-                        {"SPIN_NS": [spin_ns], "block_size_x": [32]}, (32,), iterations=iterations)
+            p = problem(
+                SPIN,
+                "spin",
+                [np.zeros(1, np.int32)],
+                [np.ones(1, np.int32)],
+                {"SPIN_NS": [spin_ns], "block_size_x": [32]},
+                (32,),
+                iterations=iterations,
+            )
             (r,), _, _ = measure(p, [config], tmp_path)
             assert r.status == "ok", r.error
             medians[key].append(float(np.median(r.times_ms[1:] if key == "with" else r.times_ms)))

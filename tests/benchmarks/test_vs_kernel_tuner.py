@@ -68,7 +68,8 @@ def test_callable_restrictions_keep_their_meaning_in_kernel_tuner(vs, tmp_path):
         "kernel_source = 'extern \"C\" __global__ void k(float *x) {}'\n"
         "arguments = [np.zeros(4, np.float32)]\n"
         "tune_params = {'tile_y': [1, 2, 4], 'block_size_x': [32, 64], 'tile_x': [1, 2, 4]}\n"
-        "restrictions = ['block_size_x * tile_x <= 128', tiles_wider_than_high]\n")
+        "restrictions = ['block_size_x * tile_x <= 128', tiles_wider_than_high]\n"
+    )
     problem = vs.load_problem(str(tmp_path / "spec.py"), str(tmp_path))
     restrictions = vs.kt_arguments(problem)["restrictions"]
     assert restrictions[0] == "block_size_x * tile_x <= 128"

@@ -30,8 +30,13 @@ HALF_WRITTEN = textwrap.dedent("""
 
 
 def run_check(path, *flags):
-    return subprocess.run([sys.executable, "-m", "mpitune", "check", str(path), *flags], env=mpi_env(),
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "mpitune", "check", str(path), *flags],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_check_repairs_a_half_written_batch_and_names_what_was_in_flight(tmp_path):

@@ -7,8 +7,18 @@ from conftest import mpi_env
 from mpitune.commands.job import seconds_left, srun_mpi_plugin
 
 
-@pytest.mark.parametrize("text,expected", [("14:59", 899), ("1:02:03", 3723), ("2-00:00:10", 172810),
-                                           ("0:05\n", 5), ("UNLIMITED", None), ("NOT_SET\n", None), ("", None)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("14:59", 899),
+        ("1:02:03", 3723),
+        ("2-00:00:10", 172810),
+        ("0:05\n", 5),
+        ("UNLIMITED", None),
+        ("NOT_SET\n", None),
+        ("", None),
+    ],
+)
 def test_squeue_time_left(text, expected):
     assert seconds_left(text) == expected
 
@@ -21,6 +31,7 @@ def test_plugin_follows_the_mpi_library_mpi4py_loads():
 
 
 def test_job_without_a_spec_is_refused():
-    proc = subprocess.run([sys.executable, "-m", "mpitune", "job"], env=mpi_env(), capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "job"], env=mpi_env(), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "needs a spec" in proc.stderr

@@ -13,16 +13,31 @@ def test_watch_and_report_follow_a_running_job_to_its_end(tmp_path):
     cache = tmp_path / "out.h5"
     job = start_mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
     wait_for_batch(job, 2)
-    report = subprocess.run([sys.executable, "-m", "mpitune", "report", str(cache), "--json"], env=mpi_env(),
-                            capture_output=True, text=True, timeout=60)
+    report = subprocess.run(
+        [sys.executable, "-m", "mpitune", "report", str(cache), "--json"],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert report.returncode == 0, report.stderr
     assert 0 < json.loads(report.stdout)["configs"] < 400  # read mid-run
-    plots = subprocess.run([sys.executable, "-m", "mpitune", "plot", str(cache), "--out", str(tmp_path / "plots")],
-                           env=mpi_env(), capture_output=True, text=True, timeout=120)
+    plots = subprocess.run(
+        [sys.executable, "-m", "mpitune", "plot", str(cache), "--out", str(tmp_path / "plots")],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert plots.returncode == 0, plots.stderr
     assert {p.name for p in (tmp_path / "plots").glob("*.png")} >= {"timeline.png", "convergence.png"}
-    watch = subprocess.run([sys.executable, "-m", "mpitune", "watch", str(cache), "--interval", "0.5"],
-                           env=mpi_env(), capture_output=True, text=True, timeout=120)
+    watch = subprocess.run(
+        [sys.executable, "-m", "mpitune", "watch", str(cache), "--interval", "0.5"],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     job.communicate(timeout=120)
     assert job.returncode == 0
     assert watch.returncode == 0, watch.stderr
@@ -41,6 +56,11 @@ def test_watch_says_when_the_writer_was_killed(tmp_path):
     os.killpg(job.pid, signal.SIGKILL)
     job.communicate(timeout=30)
     time.sleep(0.2)
-    watch = subprocess.run([sys.executable, "-m", "mpitune", "watch", str(cache), "--interval", "0.2"],
-                           env=mpi_env(), capture_output=True, text=True, timeout=60)
+    watch = subprocess.run(
+        [sys.executable, "-m", "mpitune", "watch", str(cache), "--interval", "0.2"],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert watch.returncode == 1 and "the run was killed" in watch.stdout

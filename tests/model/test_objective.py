@@ -32,10 +32,13 @@ def test_p_holds_params_times_observed_and_earlier_metrics():
     def spy(p):
         seen.update(p)
         return p["double"] + p["power_w"]
-    objective = Objective("energy", metrics=[metric("double", lambda p: 2 * p["time"] * p["bs"]),
-                                             metric("energy", spy)], observed_names=["power_w"])
-    r = objective.evaluate(Result(0, "ok", time_ms=3.0, times_ms=[2.0, 3.0, 4.0], observed={"power_w": 5.0}),
-                           {"bs": 2})
+
+    objective = Objective(
+        "energy",
+        metrics=[metric("double", lambda p: 2 * p["time"] * p["bs"]), metric("energy", spy)],
+        observed_names=["power_w"],
+    )
+    r = objective.evaluate(Result(0, "ok", time_ms=3.0, times_ms=[2.0, 3.0, 4.0], observed={"power_w": 5.0}), {"bs": 2})
     assert seen == {"bs": 2, "time": 3.0, "time_ms": 3.0, "times": [2.0, 3.0, 4.0], "power_w": 5.0, "double": 12.0}
     assert r.metrics == {"double": 12.0, "energy": 17.0} and r.objective == 17.0 and r.score == 17.0
 
@@ -59,8 +62,9 @@ def test_higher_is_better_scores_the_inverse_and_failures_score_infinity():
 
 
 def test_a_raising_metric_is_nan_with_one_warning_naming_it_and_the_configuration(caplog):
-    objective = Objective("ratio", metrics=[metric("ratio", lambda p: 1 / (p["x"] - 1)),
-                                            metric("after", lambda p: 7.0)])
+    objective = Objective(
+        "ratio", metrics=[metric("ratio", lambda p: 1 / (p["x"] - 1)), metric("after", lambda p: 7.0)]
+    )
     with caplog.at_level(logging.WARNING, logger="mpitune.model.objective"):
         r = objective.evaluate(Result(0, "ok", time_ms=1.0), {"x": 1})
     assert math.isnan(r.metrics["ratio"]) and r.metrics["after"] == 7.0 and r.score == math.inf
@@ -139,8 +143,10 @@ def test_resume_with_other_metrics_recomputes_them_for_every_recorded_row(tmp_pa
     spec = write_scale_spec(tmp_path, extra=METRICS_SPEC)
     out = tmp_path / "out.h5"
     assert mpitune(1, [str(spec), "--cache", str(out)], tmp_path).returncode == 0
-    write_scale_spec(tmp_path, extra='metrics = {"GB/s": "8 * n / 1e6 / time"}\nobjective = "GB/s"\n'
-                                     "objective_higher_is_better = True\n")
+    write_scale_spec(
+        tmp_path,
+        extra='metrics = {"GB/s": "8 * n / 1e6 / time"}\nobjective = "GB/s"\nobjective_higher_is_better = True\n',
+    )
     proc = mpitune(1, [str(spec), "--cache", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "4 already in" in proc.stdout and "0 configurations measured" in proc.stdout
@@ -151,20 +157,28 @@ def test_resume_with_other_metrics_recomputes_them_for_every_recorded_row(tmp_pa
 
 
 KT_WITH_GFLOPS = {
-    "device_name": "Test GPU", "kernel_name": "k", "problem_size": [64], "tune_params_keys": ["x"],
-    "tune_params": {"x": [1, 2, 3, 4]}, "objective": "time",
+    "device_name": "Test GPU",
+    "kernel_name": "k",
+    "problem_size": [64],
+    "tune_params_keys": ["x"],
+    "tune_params": {"x": [1, 2, 3, 4]},
+    "objective": "time",
     "cache": {  # GFLOP/s deliberately not 1/time: the replay must follow the recorded values
         "1": {"x": 1, "time": 1.0, "times": [1.0], "GFLOP/s": 10.0, "compile_time": 1.0},
         "2": {"x": 2, "time": 2.0, "times": [2.0], "GFLOP/s": 30.0, "compile_time": 1.0},
         "3": {"x": 3, "time": 3.0, "times": [3.0], "GFLOP/s": 20.0, "compile_time": 1.0},
-        "4": {"x": 4, "time": "CompilationFailedConfig", "compile_time": 1.0}}}
+        "4": {"x": 4, "time": "CompilationFailedConfig", "compile_time": 1.0},
+    },
+}
 
 
 def test_replay_exposes_kernel_tuner_metrics_as_observed_values(tmp_path):
     (tmp_path / "kt.json").write_text(json.dumps(KT_WITH_GFLOPS))
     spec = tmp_path / "sim.py"
-    spec.write_text('simulation_mode = True\ncache = "kt.json"\nobjective = "GFLOP/s"\n'
-                    'objective_higher_is_better = True\nmetrics = {"half": lambda p: p["GFLOP/s"] / 2}\n')
+    spec.write_text(
+        'simulation_mode = True\ncache = "kt.json"\nobjective = "GFLOP/s"\n'
+        'objective_higher_is_better = True\nmetrics = {"half": lambda p: p["GFLOP/s"] / 2}\n'
+    )
     out = tmp_path / "o.h5"
     proc = mpitune(2, [str(spec), "--cache", str(out)], tmp_path)
     assert proc.returncode == 0, proc.stderr

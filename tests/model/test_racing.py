@@ -30,10 +30,14 @@ def test_a_raced_configuration_could_not_have_been_the_best_whatever_its_other_l
 
 
 def test_fully_timed_results_set_the_best_and_widen_the_ratio_and_others_do_not():
-    race = Race().seen([Result(0, "ok", time_ms=2.0, times_ms=[2.0, 2.0, 3.0]),
-                        Result(1, "ok", time_ms=4.0, times_ms=[4.0, 4.1, 4.0]),
-                        Result(2, "ok", time_ms=0.5, times_ms=[0.5], raced=True),
-                        Result(3, "verify_failed")])
+    race = Race().seen(
+        [
+            Result(0, "ok", time_ms=2.0, times_ms=[2.0, 2.0, 3.0]),
+            Result(1, "ok", time_ms=4.0, times_ms=[4.0, 4.1, 4.0]),
+            Result(2, "ok", time_ms=0.5, times_ms=[0.5], raced=True),
+            Result(3, "verify_failed"),
+        ]
+    )
     assert race == Race(best_ms=2.0, ratio=1.5)
     assert Race().seen([Result(0, "ok", time_ms=1.0, times_ms=[1.0, 1.01])]).ratio == RATIO_FLOOR
     assert Race().seen([Result(0, "ok", time_ms=math.nan)]) == Race()

@@ -15,8 +15,13 @@ from mpitune.observers import NVMLObserver
 from mpitune.observers.nvml import energy_per_launch_j
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ALL = {"power_w": "nvml_power", "energy_j": "nvml_energy", "sm_clock_mhz": "core_freq",
-       "mem_clock_mhz": "mem_freq", "temperature_c": "temperature"}
+ALL = {
+    "power_w": "nvml_power",
+    "energy_j": "nvml_energy",
+    "sm_clock_mhz": "core_freq",
+    "mem_clock_mhz": "mem_freq",
+    "temperature_c": "temperature",
+}
 
 
 def test_without_observables_all_five_are_recorded_with_their_kernel_tuner_names():
@@ -29,13 +34,16 @@ def test_observables_keep_the_spec_order_and_lose_repeats():
     assert list(observer.value_names()) == ["temperature_c", "energy_j"]
 
 
-@pytest.mark.parametrize("observables, message", [
-    (["nvml_enrgy"], "unknown observable 'nvml_enrgy'; supported: nvml_power, nvml_energy, core_freq"),
-    (["power_readings"], "'power_readings' is not supported: it is a variable-length series"),
-    (["gr_voltage"], "'gr_voltage' is not supported: Kernel Tuner reads it by running nvidia-smi"),
-    ("nvml_energy", "observables must be a list of names"),
-    ([42], "observables must be a list of names"),
-])
+@pytest.mark.parametrize(
+    "observables, message",
+    [
+        (["nvml_enrgy"], "unknown observable 'nvml_enrgy'; supported: nvml_power, nvml_energy, core_freq"),
+        (["power_readings"], "'power_readings' is not supported: it is a variable-length series"),
+        (["gr_voltage"], "'gr_voltage' is not supported: Kernel Tuner reads it by running nvidia-smi"),
+        ("nvml_energy", "observables must be a list of names"),
+        ([42], "observables must be a list of names"),
+    ],
+)
 def test_a_bad_observable_is_named(observables, message):
     with pytest.raises(ValueError, match=r"^NVMLObserver: ") as info:
         NVMLObserver(observables)
@@ -64,14 +72,16 @@ def test_use_locked_clocks_is_ignored_with_a_warning(caplog):
 
 def test_a_pickled_observer_is_the_same_in_a_fresh_interpreter_without_loading_pynvml():
     observer = NVMLObserver(["core_freq", "nvml_energy"], continuous_duration=0.25)
-    code = ("import pickle, sys; o = pickle.load(sys.stdin.buffer); "
-            "print(o.value_names(), o.continuous_duration, 'pynvml' in sys.modules)")
+    code = (
+        "import pickle, sys; o = pickle.load(sys.stdin.buffer); "
+        "print(o.value_names(), o.continuous_duration, 'pynvml' in sys.modules)"
+    )
     env = dict(os.environ, PYTHONPATH=REPO)
-    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(observer), env=env,
-                         capture_output=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(observer), env=env, capture_output=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr.decode()
-    assert out.stdout.decode().split("\n")[0] == \
-        "{'sm_clock_mhz': 'core_freq', 'energy_j': 'nvml_energy'} 0.25 False"
+    assert out.stdout.decode().split("\n")[0] == "{'sm_clock_mhz': 'core_freq', 'energy_j': 'nvml_energy'} 0.25 False"
 
 
 def test_the_window_is_filled_by_enough_launches():
@@ -84,8 +94,15 @@ def test_the_window_is_filled_by_enough_launches():
 
 
 def test_values_are_those_asked_for_with_energy_per_kernel_execution():
-    window = {"power_w": 400.0, "energy_j": 412.0, "sm_clock_mhz": 1980.0, "mem_clock_mhz": 3201.0,
-              "temperature_c": 61.0, "window_s": 1.03, "samples": 190.0}
+    window = {
+        "power_w": 400.0,
+        "energy_j": 412.0,
+        "sm_clock_mhz": 1980.0,
+        "mem_clock_mhz": 3201.0,
+        "temperature_c": 61.0,
+        "window_s": 1.03,
+        "samples": 190.0,
+    }
     observer = NVMLObserver(["nvml_energy", "nvml_power"])
     assert observer.values(window, launches=1000) == {"energy_j": 0.412, "power_w": 400.0}
     assert window["energy_j"] == 412.0  # the sampler's window is left as it was

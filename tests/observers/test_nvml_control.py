@@ -43,14 +43,16 @@ def _nvml_library_loads() -> bool:
 # Without a GPU
 # ------------------------------------------------------------------------------------
 
+
 def test_recovery_without_a_file_has_nothing_to_do(tmp_path: Path):
     assert recover(str(tmp_path / "absent.json")) is False
 
 
 def test_recovery_leaves_another_nodes_file_alone(tmp_path: Path, caplog):
     path = str(tmp_path / "r.json")
-    saved = SavedSettings(host=socket.gethostname() + "-elsewhere", pci_bus_id="00000000:19:00.0",
-                          power_limit_mw=500000)
+    saved = SavedSettings(
+        host=socket.gethostname() + "-elsewhere", pci_bus_id="00000000:19:00.0", power_limit_mw=500000
+    )
     restore_file.write_new(path, saved)
     with caplog.at_level(logging.WARNING):
         assert recover(path) is False
@@ -77,6 +79,7 @@ def test_a_control_needs_a_parameter_that_sets_the_gpu(tmp_path: Path):
 # On a GPU (read-only as root)
 # ------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def gpu(cp):
     """GPU 0's bus id and its settings in force, read through NVML."""
@@ -92,17 +95,22 @@ def gpu(cp):
 
 
 def _settings(pynvml, handle) -> tuple[int, int, int]:
-    return (pynvml.nvmlDeviceGetApplicationsClock(handle, pynvml.NVML_CLOCK_GRAPHICS),
-            pynvml.nvmlDeviceGetApplicationsClock(handle, pynvml.NVML_CLOCK_MEM),
-            pynvml.nvmlDeviceGetPowerManagementLimit(handle))
+    return (
+        pynvml.nvmlDeviceGetApplicationsClock(handle, pynvml.NVML_CLOCK_GRAPHICS),
+        pynvml.nvmlDeviceGetApplicationsClock(handle, pynvml.NVML_CLOCK_MEM),
+        pynvml.nvmlDeviceGetPowerManagementLimit(handle),
+    )
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tune_params, message", [
-    ({"nvml_mem_clock": [1]}, "nvml_mem_clock value 1 MHz is not a memory clock of GPU"),
-    ({"nvml_gr_clock": [3]}, "nvml_gr_clock value 3 MHz is not a graphics clock of GPU"),
-    ({"nvml_pwr_limit": [100000]}, "nvml_pwr_limit value 100000 W is outside the range"),
-])
+@pytest.mark.parametrize(
+    "tune_params, message",
+    [
+        ({"nvml_mem_clock": [1]}, "nvml_mem_clock value 1 MHz is not a memory clock of GPU"),
+        ({"nvml_gr_clock": [3]}, "nvml_gr_clock value 3 MHz is not a graphics clock of GPU"),
+        ({"nvml_pwr_limit": [100000]}, "nvml_pwr_limit value 100000 W is outside the range"),
+    ],
+)
 def test_values_the_gpu_cannot_take_are_refused_when_the_control_is_made(gpu, tmp_path, tune_params, message):
     before = gpu["settings"]()
     with pytest.raises(UserError, match=f"^observers: {message}"):
@@ -151,17 +159,26 @@ def test_without_root_setting_is_refused_with_one_line_and_nothing_changes(gpu):
         restricted = None  # a GPU without application clocks (the H100 and H200): the power limit alone
     if restricted is not None:
         if restricted != nvml.NVML_FEATURE_ENABLED:
-            pytest.fail(f"application clocks of GPU {bus} may be set without root (nvidia-smi -acp "
-                        f"UNRESTRICTED): an unprivileged process could change them, so this test does not try")
-        cases.append(["clocks", {"nvml_gr_clock": [gr], "nvml_mem_clock": [mem]},
-                      {"nvml_gr_clock": gr, "nvml_mem_clock": mem}])
+            pytest.fail(
+                f"application clocks of GPU {bus} may be set without root (nvidia-smi -acp "
+                f"UNRESTRICTED): an unprivileged process could change them, so this test does not try"
+            )
+        cases.append(
+            ["clocks", {"nvml_gr_clock": [gr], "nvml_mem_clock": [mem]}, {"nvml_gr_clock": gr, "nvml_mem_clock": mem}]
+        )
     directory = tempfile.mkdtemp(prefix="mpitune-nvml-")
     try:
         if os.geteuid() == 0:
             os.chown(directory, NOBODY, NOBODY)
         env = dict(os.environ, PYTHONPATH=REPO, HOME=directory, TMPDIR=directory)
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps([bus, directory, cases, NOBODY])],
-                             env=env, cwd=directory, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, json.dumps([bus, directory, cases, NOBODY])],
+            env=env,
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         outcome = json.loads(out.stdout)
         assert os.listdir(directory) == []
@@ -170,8 +187,11 @@ def test_without_root_setting_is_refused_with_one_line_and_nothing_changes(gpu):
     assert gpu["settings"]() == before
     nvml_bus = nvml_bus_id(bus)
     expected = {
-        "clocks": [f"observers: setting application clocks (nvml_gr_clock, nvml_mem_clock) on GPU {nvml_bus} "
-                   f"needs root, or an administrator's nvidia-smi -i {nvml_bus} -acp UNRESTRICTED", False],
+        "clocks": [
+            f"observers: setting application clocks (nvml_gr_clock, nvml_mem_clock) on GPU {nvml_bus} "
+            f"needs root, or an administrator's nvidia-smi -i {nvml_bus} -acp UNRESTRICTED",
+            False,
+        ],
         "power": [f"observers: setting the power limit (nvml_pwr_limit) on GPU {nvml_bus} needs root", False],
     }  # False: no restore file is left behind
     assert outcome == {name: expected[name] for name, _, _ in cases}

@@ -66,8 +66,11 @@ def test_the_windows_energy_matches_its_mean_power_over_its_length(busy):
 def test_the_observer_turns_the_window_into_energy_per_kernel_execution(busy):
     window, launches = busy
     values = NVMLObserver(["nvml_energy", "nvml_power", "temperature"]).values(window, launches)
-    assert values == {"energy_j": window["energy_j"] / launches, "power_w": window["power_w"],
-                      "temperature_c": window["temperature_c"]}
+    assert values == {
+        "energy_j": window["energy_j"] / launches,
+        "power_w": window["power_w"],
+        "temperature_c": window["temperature_c"],
+    }
     assert 0 < values["energy_j"] < window["energy_j"]
 
 

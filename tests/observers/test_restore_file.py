@@ -14,8 +14,9 @@ from mpitune.errors import UserError
 from mpitune.observers import restore_file
 from mpitune.observers.restore_file import SavedSettings
 
-SAVED = SavedSettings(host="node07", pci_bus_id="00000000:19:00.0", graphics_clock_mhz=1980,
-                      mem_clock_mhz=3201, power_limit_mw=700000)
+SAVED = SavedSettings(
+    host="node07", pci_bus_id="00000000:19:00.0", graphics_clock_mhz=1980, mem_clock_mhz=3201, power_limit_mw=700000
+)
 
 
 def test_saved_settings_read_back_as_written(tmp_path: Path):
@@ -35,8 +36,9 @@ def test_settings_a_run_does_not_change_stay_none(tmp_path: Path):
 def test_saved_originals_are_never_overwritten(tmp_path: Path):
     path = str(tmp_path / "r.json")
     restore_file.write_new(path, SAVED)
-    changed = SavedSettings(host="node07", pci_bus_id="00000000:19:00.0", graphics_clock_mhz=1200,
-                            mem_clock_mhz=3201, power_limit_mw=400000)
+    changed = SavedSettings(
+        host="node07", pci_bus_id="00000000:19:00.0", graphics_clock_mhz=1200, mem_clock_mhz=3201, power_limit_mw=400000
+    )
     with pytest.raises(FileExistsError):
         restore_file.write_new(path, changed)
     assert restore_file.read(path) == SAVED
@@ -76,14 +78,17 @@ def test_no_file_means_nothing_to_restore(tmp_path: Path):
     assert restore_file.read(str(tmp_path / "absent.json")) is None
 
 
-@pytest.mark.parametrize("text", [
-    '{"format": "mpitune-nvml-restore-1", "host": "n", "pci_bus_id": "b", "power_limit_mw": 7',
-    '{"format": "other", "host": "n", "pci_bus_id": "b"}',
-    '{"format": "mpitune-nvml-restore-1", "host": "n", "pci_bus_id": "b", "power_limit_mw": true}',
-    '{"format": "mpitune-nvml-restore-1", "host": "n", "pci_bus_id": "b", "fan_speed": 3}',
-    '{"format": "mpitune-nvml-restore-1", "pci_bus_id": "b"}',
-    '[1, 2]',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"format": "mpitune-nvml-restore-1", "host": "n", "pci_bus_id": "b", "power_limit_mw": 7',
+        '{"format": "other", "host": "n", "pci_bus_id": "b"}',
+        '{"format": "mpitune-nvml-restore-1", "host": "n", "pci_bus_id": "b", "power_limit_mw": true}',
+        '{"format": "mpitune-nvml-restore-1", "host": "n", "pci_bus_id": "b", "fan_speed": 3}',
+        '{"format": "mpitune-nvml-restore-1", "pci_bus_id": "b"}',
+        "[1, 2]",
+    ],
+)
 def test_a_file_that_is_not_saved_settings_is_named(tmp_path: Path, text: str):
     path = tmp_path / "r.json"
     path.write_text(text)
@@ -105,13 +110,19 @@ def test_each_gpu_of_each_node_has_its_own_file_next_to_the_cache(tmp_path: Path
     c = restore_file.path_for(cache, "00000000:19:00.0", host="node08")
     assert a == cache + ".nvml-restore-node07-00000000_19_00.0.json"
     assert len({a, b, c}) == 3
-    assert restore_file.path_for(cache, "00000000:19:00.0") == \
-        restore_file.path_for(cache, "00000000:19:00.0", host=socket.gethostname())
+    assert restore_file.path_for(cache, "00000000:19:00.0") == restore_file.path_for(
+        cache, "00000000:19:00.0", host=socket.gethostname()
+    )
 
 
 def test_the_file_is_plain_json_a_person_can_read(tmp_path: Path):
     path = tmp_path / "r.json"
     restore_file.write_new(str(path), SAVED)
-    assert json.loads(path.read_text()) == {"format": "mpitune-nvml-restore-1", "host": "node07",
-                                            "pci_bus_id": "00000000:19:00.0", "graphics_clock_mhz": 1980,
-                                            "mem_clock_mhz": 3201, "power_limit_mw": 700000}
+    assert json.loads(path.read_text()) == {
+        "format": "mpitune-nvml-restore-1",
+        "host": "node07",
+        "pci_bus_id": "00000000:19:00.0",
+        "graphics_clock_mhz": 1980,
+        "mem_clock_mhz": 3201,
+        "power_limit_mw": 700000,
+    }

@@ -29,11 +29,28 @@ def test_results_one_row_per_configuration_with_parameters_and_statistics(cache)
 
     results, _ = load(str(cache))
     assert len(results) == 12 and results["config_id"].is_unique
-    assert {"STEP", "MODE", "status", "time_ms", "iterations", "min_ms", "mean_ms", "max_ms", "std_ms",
-            "times_ms", "compile_s", "verify_s", "benchmark_s", "rank", "host", "device", "batch",
-            "started", "finished"} <= set(results.columns)
-    assert results.groupby("MODE")["status"].first().to_dict() == {
-        0: "ok", 1: "compile_error", 2: "verify_failed"}
+    assert {
+        "STEP",
+        "MODE",
+        "status",
+        "time_ms",
+        "iterations",
+        "min_ms",
+        "mean_ms",
+        "max_ms",
+        "std_ms",
+        "times_ms",
+        "compile_s",
+        "verify_s",
+        "benchmark_s",
+        "rank",
+        "host",
+        "device",
+        "batch",
+        "started",
+        "finished",
+    } <= set(results.columns)
+    assert results.groupby("MODE")["status"].first().to_dict() == {0: "ok", 1: "compile_error", 2: "verify_failed"}
     ok = results[results["status"] == "ok"]
     assert (ok["iterations"] == 3).all()
     assert (ok["min_ms"] <= ok["time_ms"]).all() and (ok["time_ms"] <= ok["max_ms"]).all()
@@ -79,8 +96,11 @@ def code_blocks(markdown: str) -> list[str]:
     """Fenced ```python blocks and indented blocks (four spaces after a blank line) that start with
     an import: what a reader copies into a notebook."""
     fenced = re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
-    indented = [textwrap.dedent(block) for block in re.findall(r"(?:^|\n\n)((?: {4}.*\n?)+)", markdown)
-                if block.lstrip().startswith(("from ", "import "))]
+    indented = [
+        textwrap.dedent(block)
+        for block in re.findall(r"(?:^|\n\n)((?: {4}.*\n?)+)", markdown)
+        if block.lstrip().startswith(("from ", "import "))
+    ]
     return fenced + indented
 
 

@@ -30,8 +30,9 @@ GEMM = SHARED / "gemm_RTX_3090.json.gz"  # measured in two sessions a day apart
 
 
 def offline(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mpitune", *map(str, args)], env=mpi_env(),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mpitune", *map(str, args)], env=mpi_env(), capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.fixture
@@ -52,9 +53,18 @@ def replay_in_kernel_tuner(path: Path, restrictions=None) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # about the placeholder argument, which it never runs
         results, _ = kernel_tuner.tune_kernel(
-            doc["kernel_name"], f"void {doc['kernel_name']}() {{}}", doc["problem_size"],
-            [np.zeros(1, np.float32)], tune_params, restrictions=restrictions, cache=str(path),
-            simulation_mode=True, strategy="brute_force", quiet=True, lang="C")
+            doc["kernel_name"],
+            f"void {doc['kernel_name']}() {{}}",
+            doc["problem_size"],
+            [np.zeros(1, np.float32)],
+            tune_params,
+            restrictions=restrictions,
+            cache=str(path),
+            simulation_mode=True,
+            strategy="brute_force",
+            quiet=True,
+            lang="C",
+        )
     ok = [r for r in results if isinstance(r.get("time"), float)]
     assert len(results) == len(doc["cache"])
     return {k: min(ok, key=lambda r: r["time"])[k] for k in tune_params}

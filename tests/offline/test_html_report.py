@@ -33,8 +33,9 @@ def browser():
 
 
 def verb(*args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "mpitune", *args], env=mpi_env(), capture_output=True, text=True,
-                          timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", *args], env=mpi_env(), capture_output=True, text=True, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -77,8 +78,9 @@ def test_report_of_a_real_run_shows_every_configuration_and_rank(browser, tuned)
     ticks = page.eval_on_selector_all("#timeline .yaxislayer-above .ytick text", "els => els.map(e => e.textContent)")
     assert sorted(ticks) == ["rank 0", "rank 1", "rank 2"]
     assert page.locator("#timeline .barlayer .point").count() >= 3 * 4  # start-up, compile, ..., waits
-    failures = page.evaluate("() => { const t = document.getElementById('failures')._fullData[0];"
-                             " return [t.x, Array.from(t.y)]; }")
+    failures = page.evaluate(
+        "() => { const t = document.getElementById('failures')._fullData[0]; return [t.x, Array.from(t.y)]; }"
+    )
     assert dict(zip(*failures)) == {"ok": 6, **summary["failed"]}
 
     rows = page.locator("#top-table tbody tr")

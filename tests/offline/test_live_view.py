@@ -38,9 +38,14 @@ def test_live_page_follows_a_running_job_and_ctrl_c_stops_it(tmp_path):
     server = None
     try:
         wait_for_batch(job, 1)
-        server = subprocess.Popen([sys.executable, "-m", "mpitune", "watch", str(cache), "--html", "--port", "0",
-                                   "--interval", "0.5"], env=mpi_env(), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, start_new_session=True)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "mpitune", "watch", str(cache), "--html", "--port", "0", "--interval", "0.5"],
+            env=mpi_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         line = server.stdout.readline()
         assert line.startswith(f"mpitune: live report of {cache} at http://127.0.0.1:"), line + server.stderr.read()
         url = line.split(" at ")[1].split()[0]
@@ -51,9 +56,11 @@ def test_live_page_follows_a_running_job_and_ctrl_c_stops_it(tmp_path):
         screenshot(page, "html-live.png")
         job.communicate(timeout=180)
         assert job.returncode == 0
-        page.wait_for_function(f"+document.getElementById('configs').dataset.count === {CONFIGS} && "
-                               "document.getElementById('summary').innerText.includes('the newest is finished')",
-                               timeout=60_000)
+        page.wait_for_function(
+            f"+document.getElementById('configs').dataset.count === {CONFIGS} && "
+            "document.getElementById('summary').innerText.includes('the newest is finished')",
+            timeout=60_000,
+        )
         assert page.locator("#convergence .scatterlayer .trace").first.locator("path.point").count() == CONFIGS
         assert "live: 300 configurations" in page.inner_text("#live-status")
         assert seen.errors == []

@@ -65,8 +65,13 @@ def check_labelled(fig) -> None:
 
 
 def test_plot_command_writes_every_png(cache, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mpitune", "plot", str(cache), "--out", str(tmp_path / "p")],
-                          env=mpi_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "plot", str(cache), "--out", str(tmp_path / "p")],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     names = {"convergence.png", "timeline.png", "distribution.png", "parameters.png"}
     assert {p.name for p in (tmp_path / "p").iterdir()} == names

@@ -24,8 +24,13 @@ def cache(tmp_path_factory):
 
 
 def report(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "mpitune", "report", *map(str, args)], env=mpi_env(),
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "report", *map(str, args)],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -75,6 +80,11 @@ def test_text_names_problem_devices_runs_and_every_phase(cache):
 
 
 def test_a_missing_file_is_one_line_and_exit_code_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "mpitune", "report", str(tmp_path / "nope.h5")],
-                          env=mpi_env(), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "report", str(tmp_path / "nope.h5")],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("mpitune: error:")

@@ -49,7 +49,7 @@ def children_of(pid: int) -> list[int]:
                     stat = f.read()
             except OSError:
                 continue
-            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
                 found.append(int(entry))
     return found
 

@@ -74,8 +74,9 @@ def test_runs_with_compile_workers_record_what_compiled_in_the_background(tmp_pa
     spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32, 64, 128], "MODE": [0, 1, 2]}')
     ahead, plain = tmp_path / "ahead.h5", tmp_path / "plain.h5"
     for cache, workers in ((ahead, "2"), (plain, "0")):
-        proc = mpitune(2, [str(spec), "--cache", str(cache), "--compile-workers", workers, "--batch-size", "8"],
-                       tmp_path)
+        proc = mpitune(
+            2, [str(spec), "--cache", str(cache), "--compile-workers", workers, "--batch-size", "8"], tmp_path
+        )
         assert proc.returncode == 0, proc.stderr
     with h5py.File(ahead, "r") as a, h5py.File(plain, "r") as b:
         got = dict(zip(a["results"]["config_id"], a["results"]["status"]))
@@ -97,16 +98,27 @@ def test_runs_with_compile_workers_record_what_compiled_in_the_background(tmp_pa
     s = report_json(ahead)
     for r in s["per_rank"]:
         assert r["compile_ahead_s"] > 0
-        assert r["busy_s"] + r["idle_s"] == np.float64(r["wall_s"]) or \
-            abs(r["busy_s"] + r["idle_s"] - r["wall_s"]) < 0.03 * r["wall_s"]
+        assert (
+            r["busy_s"] + r["idle_s"] == np.float64(r["wall_s"])
+            or abs(r["busy_s"] + r["idle_s"] - r["wall_s"]) < 0.03 * r["wall_s"]
+        )
 
 
 def test_compile_workers_end_when_their_rank_is_killed(tmp_path):
-    rank = subprocess.Popen([sys.executable, "-c", (
-        "import time\nfrom mpitune.process.compile_ahead import CompileAhead\n"
-        "from mpitune.model.timeline import Clock\n"
-        "ahead = CompileAhead(2, Clock())\nprint('up', flush=True)\ntime.sleep(120)\n")],
-        stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    rank = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import time\nfrom mpitune.process.compile_ahead import CompileAhead\n"
+                "from mpitune.model.timeline import Clock\n"
+                "ahead = CompileAhead(2, Clock())\nprint('up', flush=True)\ntime.sleep(120)\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     try:
         assert rank.stdout.readline().strip() == "up"
         deadline = time.monotonic() + 30

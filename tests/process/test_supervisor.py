@@ -122,7 +122,10 @@ def test_a_stuck_child_ends_by_itself_when_its_parent_is_killed():
     here = Path(__file__).parent
     parent = subprocess.Popen(
         [sys.executable, "-c", "from supervised_children import parent_of_a_stuck_child; parent_of_a_stuck_child()"],
-        stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=f"{here}{os.pathsep}{REPO}"))
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=f"{here}{os.pathsep}{REPO}"),
+    )
     try:
         stuck = int(parent.stdout.readline())
         time.sleep(1)  # long enough for the child to be stuck in its order, not still starting

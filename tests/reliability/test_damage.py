@@ -20,13 +20,32 @@ SECONDS = 30  # per call: a hang fails the test instead of stalling it
 
 def write_measured(path: Path) -> Path:
     """A Kernel Tuner cache of 40 configurations that all ran (replayed, they take simulated time)."""
-    entries = {f"{x},{y}": {"x": x, "y": y, "time": 100.0 / (x * y), "times": [100.0 / (x * y)] * 3,
-                            "compile_time": 400.0, "verification_time": 0.0, "benchmark_time": 100.0}
-               for x in range(1, 9) for y in range(1, 6)}
-    path.write_text(json.dumps({"device_name": "Test GPU", "kernel_name": "k", "problem_size": [64],
-                                "tune_params_keys": ["x", "y"], "tune_params": {"x": list(range(1, 9)),
-                                                                                "y": list(range(1, 6))},
-                                "objective": "time", "cache": entries}))
+    entries = {
+        f"{x},{y}": {
+            "x": x,
+            "y": y,
+            "time": 100.0 / (x * y),
+            "times": [100.0 / (x * y)] * 3,
+            "compile_time": 400.0,
+            "verification_time": 0.0,
+            "benchmark_time": 100.0,
+        }
+        for x in range(1, 9)
+        for y in range(1, 6)
+    }
+    path.write_text(
+        json.dumps(
+            {
+                "device_name": "Test GPU",
+                "kernel_name": "k",
+                "problem_size": [64],
+                "tune_params_keys": ["x", "y"],
+                "tune_params": {"x": list(range(1, 9)), "y": list(range(1, 6))},
+                "objective": "time",
+                "cache": entries,
+            }
+        )
+    )
     return path
 
 
@@ -59,8 +78,14 @@ def damaged_copies(made_file: Path, where: Path) -> list[Path]:
 
 def call(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([sys.executable, "-m", "mpitune", *args], cwd=cwd, env=mpi_env(),
-                              capture_output=True, text=True, timeout=SECONDS)
+        return subprocess.run(
+            [sys.executable, "-m", "mpitune", *args],
+            cwd=cwd,
+            env=mpi_env(),
+            capture_output=True,
+            text=True,
+            timeout=SECONDS,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"mpitune {' '.join(args)} hung for {SECONDS} s")
 

@@ -27,8 +27,9 @@ def small_disk(tmp_path) -> Iterator[Path]:
     """A 1 MiB tmpfs: mounting needs root (or CAP_SYS_ADMIN)."""
     mount = tmp_path / "fs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mount)], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
     try:
@@ -63,8 +64,14 @@ def offline(*args: str, cwd: Path, user: str | None = None) -> subprocess.Comple
         env["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="mpitune-mpl-")
         os.chmod(env["MPLCONFIGDIR"], 0o777)
     try:
-        return subprocess.run([*prefix, sys.executable, "-m", "mpitune", *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [*prefix, sys.executable, "-m", "mpitune", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         if user:
             shutil.rmtree(env["MPLCONFIGDIR"], ignore_errors=True)

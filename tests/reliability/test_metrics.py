@@ -22,11 +22,15 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_unrankable_higher_is_better_metric_is_named_once_and_rows_are_kept(tmp_path, case):
     fn, value = CASES[case]
-    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8], "MODE": [0]}', extra=f"""
+    spec = write_scale_spec(
+        tmp_path,
+        '{"STEP": [1, 2, 4, 8], "MODE": [0]}',
+        extra=f"""
         metrics = {{"GFLOP/s": {fn}}}
         objective = "GFLOP/s"
         objective_higher_is_better = True
-        """)
+        """,
+    )
     cache = tmp_path / "out.h5"
     started = time.monotonic()
     proc = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
@@ -45,10 +49,14 @@ def test_unrankable_higher_is_better_metric_is_named_once_and_rows_are_kept(tmp_
 
 
 def test_a_lower_is_better_infinite_objective_is_named_too(tmp_path):
-    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2], "MODE": [0]}', extra="""
+    spec = write_scale_spec(
+        tmp_path,
+        '{"STEP": [1, 2], "MODE": [0]}',
+        extra="""
         metrics = {"energy": lambda p: float("inf")}
         objective = "energy"
-        """)
+        """,
+    )
     proc = mpitune(1, [str(spec), "--cache", str(tmp_path / "out.h5")], tmp_path)
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "objective 'energy' is inf" in line]

@@ -52,9 +52,26 @@ def test_hanging_compile_is_a_timeout_and_leaves_no_compiler(tmp_path, hanging, 
     env = mpi_env()
     env["CC"] = f"gcc -D{tag}"
     started = time.monotonic()
-    proc = subprocess.run([*mpiexec(), "-n", "1", sys.executable, "-m", "mpitune", str(spec), "--cache",
-                           str(cache), "--compile-workers", workers], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            *mpiexec(),
+            "-n",
+            "1",
+            sys.executable,
+            "-m",
+            "mpitune",
+            str(spec),
+            "--cache",
+            str(cache),
+            "--compile-workers",
+            workers,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -67,5 +84,6 @@ def test_hanging_compile_is_a_timeout_and_leaves_no_compiler(tmp_path, hanging, 
     # The measuring worker records a timeout; a compile worker's deadline is the compile's own.
     assert statuses[1] == "timeout" or "compiling took longer than 2.0 s" in errors[1], (statuses, errors)
     time.sleep(0.5)  # the watcher's SIGKILL is asynchronous to the worker's death
-    assert _compilers(tag) == [], subprocess.run(["ps", "-f", *map(str, _compilers(tag))], capture_output=True,
-                                                 text=True).stdout
+    assert _compilers(tag) == [], subprocess.run(
+        ["ps", "-f", *map(str, _compilers(tag))], capture_output=True, text=True
+    ).stdout

@@ -16,8 +16,9 @@ from conftest import kt_cache, mpi_env
 
 def offline(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "mpitune", *args], cwd=cwd, env=mpi_env(), capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", *args], cwd=cwd, env=mpi_env(), capture_output=True, text=True, timeout=60
+    )
     return proc, time.monotonic() - started
 
 
@@ -56,4 +57,3 @@ def test_export_onto_its_input_is_refused(tmp_path, imported, fmt, how):
     assert digest(imported) == before  # not a byte changed
     check, _ = offline("check", "x.h5", "--no-repair", cwd=tmp_path)
     assert check.returncode == 0 and "6 configurations recorded, sound" in check.stdout, check.stdout
-

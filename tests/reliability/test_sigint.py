@@ -110,9 +110,13 @@ def test_second_sigint_stops_at_once_and_keeps_what_was_recorded(tmp_path):
     _no_traceback(err)
     assert "interrupted twice: stopping now" in err
     assert took < 2, took  # the batch in flight needs about 3 s more
-    check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], capture_output=True,
-                           text=True, env=mpi_env(), timeout=60)
+    check = subprocess.run(
+        [sys.executable, "-m", "mpitune", "check", str(cache)],
+        capture_output=True,
+        text=True,
+        env=mpi_env(),
+        timeout=60,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert sorted(_rows(cache)) == sorted(recorded)  # every batch recorded before is intact
     assert not _ranks(cache)  # nothing left behind
-

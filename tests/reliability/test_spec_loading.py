@@ -21,8 +21,10 @@ REFUSED = {
     "keyboard_interrupt": ("raise KeyboardInterrupt\n", "line 14: interrupted while loading"),
     "fork": ("import os, time\nif os.fork() == 0:\n    time.sleep(30)\n", "calls os.fork() while loading"),
     "endless_loop": ("while True:\n    pass\n", "loading: did not finish within 2 s"),
-    "endless_loop_catching": ("import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
-                              "    except Exception:\n        pass\n", "loading: did not finish within 2 s"),
+    "endless_loop_catching": (
+        "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n    except Exception:\n        pass\n",
+        "loading: did not finish within 2 s",
+    ),
 }
 
 

@@ -20,10 +20,18 @@ def test_bcast_problem_sends_arrays_and_drops_restrictions():
     problem = indices = None
     if comm.rank == 0:
         x = np.arange(10, dtype=np.float32)
-        problem = Problem(spec_path="s.py", kernel_name="k", kernel_source="src", lang="C",
-                          problem_size=(10,), arguments=[x, np.int32(10)], answer=[2 * x, None],
-                          atol=1e-6, tune_params={"a": [1, 2]},
-                          restrictions=[Restriction("a > 1", ["a"]), lambda c: True])
+        problem = Problem(
+            spec_path="s.py",
+            kernel_name="k",
+            kernel_source="src",
+            lang="C",
+            problem_size=(10,),
+            arguments=[x, np.int32(10)],
+            answer=[2 * x, None],
+            atol=1e-6,
+            tune_params={"a": [1, 2]},
+            restrictions=[Restriction("a > 1", ["a"]), lambda c: True],
+        )
         indices = np.array([[1]], dtype=np.uint8)
     got, got_indices = bcast_problem(comm, problem, indices)
     assert got.restrictions == []

@@ -96,8 +96,21 @@ def test_random_sample_respects_max_fevals_and_seed(tmp_path):
     spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 3, 4, 5, 6, 7, 8], "MODE": [0]}')
     picked = []
     for name in ("a.h5", "b.h5"):
-        proc = mpitune(2, [str(spec), "--cache", str(tmp_path / name), "--strategy", "random_sample",
-                           "--max-fevals", "5", "--seed", "7"], tmp_path)
+        proc = mpitune(
+            2,
+            [
+                str(spec),
+                "--cache",
+                str(tmp_path / name),
+                "--strategy",
+                "random_sample",
+                "--max-fevals",
+                "5",
+                "--seed",
+                "7",
+            ],
+            tmp_path,
+        )
         assert proc.returncode == 0, proc.stderr
         with h5py.File(tmp_path / name, "r") as f:
             picked.append(list(f["results"]["config_id"]))
@@ -205,8 +218,13 @@ def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
     with h5py.File(cache, "r", libver="latest", swmr=True) as f:
         kept = list(f["results"]["config_id"])
     assert len(kept) >= done and len(set(kept)) == len(kept)  # a progress line follows its write
-    check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], env=mpi_env(),
-                           capture_output=True, text=True, timeout=60)
+    check = subprocess.run(
+        [sys.executable, "-m", "mpitune", "check", str(cache)],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "run 0 was killed" in check.stdout and "sound" in check.stdout
     resumed = mpitune(2, [str(spec), "--cache", str(cache)], tmp_path)
@@ -224,14 +242,16 @@ def test_ranks_on_different_device_models_are_refused_unless_allowed(tmp_path):
     from mpitune.spec.settings import Overrides
 
     spec = write_scale_spec(tmp_path)
-    where = [Placement("node1", "GPU model A", "", 1, 0), Placement("node1", "GPU model B", "", 2, 0),
-             Placement("node2", "GPU model A", "", 3, 0)]
+    where = [
+        Placement("node1", "GPU model A", "", 1, 0),
+        Placement("node1", "GPU model B", "", 2, 0),
+        Placement("node2", "GPU model A", "", 3, 0),
+    ]
     setup = prepare(*load_spec(str(spec), Overrides(cache_path=str(tmp_path / "out.h5"))))
     manager, error = open_run(setup, where, Clock(), 0.0, "test")
     assert manager is None
     assert "GPU model A: ranks 0, 2; GPU model B: ranks 1" in error and "--allow-mixed-devices" in error
-    setup = prepare(*load_spec(str(spec), Overrides(cache_path=str(tmp_path / "out.h5"),
-                                                   allow_mixed_devices=True)))
+    setup = prepare(*load_spec(str(spec), Overrides(cache_path=str(tmp_path / "out.h5"), allow_mixed_devices=True)))
     manager, error = open_run(setup, where, Clock(), 0.0, "test")
     assert error is None and manager.devices == ("GPU model A", "GPU model B", "GPU model A")
     manager.cache.close()
@@ -256,8 +276,13 @@ def test_a_dead_rank_ends_the_job_within_seconds_and_its_configurations_are_name
     job.communicate(timeout=60)
     assert time.monotonic() - killed < 10  # the job ended, no rank hangs in a collective
     assert job.returncode != 0
-    check = subprocess.run([sys.executable, "-m", "mpitune", "check", str(cache)], env=mpi_env(),
-                           capture_output=True, text=True, timeout=60)
+    check = subprocess.run(
+        [sys.executable, "-m", "mpitune", "check", str(cache)],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert check.returncode == 0, check.stdout
     assert "was in flight" in check.stdout and "rank 1 held" in check.stdout
     resumed = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)

@@ -47,8 +47,15 @@ def write_measured(path: Path) -> Path:
                 t = 100.0 / (x * y)
                 entry.update(time=t, times=[t, t, t], verification_time=0.0, benchmark_time=BENCHMARK_MS)
             entries[f"{x},{y}"] = entry
-    doc = {"device_name": "Test GPU", "kernel_name": "k", "problem_size": [64], "tune_params_keys": ["x", "y"],
-           "tune_params": {"x": list(X), "y": list(Y)}, "objective": "time", "cache": entries}
+    doc = {
+        "device_name": "Test GPU",
+        "kernel_name": "k",
+        "problem_size": [64],
+        "tune_params_keys": ["x", "y"],
+        "tune_params": {"x": list(X), "y": list(Y)},
+        "objective": "time",
+        "cache": entries,
+    }
     path.write_text(json.dumps(doc))
     return path
 
@@ -103,17 +110,23 @@ class Ranks:
 def recorded(path: str) -> tuple[list[int], list[tuple[str, int]]]:
     """The config ids in the file, and each run's (status, measured)."""
     with h5py.File(path, "r") as f:
-        return ([int(i) for i in f["results"]["config_id"]],
-                [(r["status"].decode(), int(r["measured"])) for r in f["runs"]])
+        return (
+            [int(i) for i in f["results"]["config_id"]],
+            [(r["status"].decode(), int(r["measured"])) for r in f["runs"]],
+        )
 
 
 def test_stop_reasons_keep_their_file_values_and_exit_codes():
-    assert [r.value for r in StopReason] == ["finished", "max_fevals", "time_limit", "signal", "device_error",
-                                             "spec_error"]
-    assert {r for r in StopReason if r.resumable} == {StopReason.TIME_LIMIT, StopReason.SIGNAL,
-                                                      StopReason.DEVICE_ERROR}
-    assert [r.exit_code for r in StopReason] == [0, 0, EXIT_RESUMABLE, EXIT_RESUMABLE, EXIT_RESUMABLE,
-                                                 EXIT_USER_ERROR]
+    assert [r.value for r in StopReason] == [
+        "finished",
+        "max_fevals",
+        "time_limit",
+        "signal",
+        "device_error",
+        "spec_error",
+    ]
+    assert {r for r in StopReason if r.resumable} == {StopReason.TIME_LIMIT, StopReason.SIGNAL, StopReason.DEVICE_ERROR}
+    assert [r.exit_code for r in StopReason] == [0, 0, EXIT_RESUMABLE, EXIT_RESUMABLE, EXIT_RESUMABLE, EXIT_USER_ERROR]
 
 
 @pytest.mark.parametrize("strategy", ["brute_force", "genetic_algorithm"])
@@ -241,11 +254,16 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
 
     assert tune(load(max_fevals=10), "cmd", transport=LocalTransport()) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == (f"mpitune: tuning k (replay) on 1 rank(s): 40 configurations, 0 already in {out}, "
-                        f"strategy brute_force, batches of 16, compiling in turn")
+    assert lines[0] == (
+        f"mpitune: tuning k (replay) on 1 rank(s): 40 configurations, 0 already in {out}, "
+        f"strategy brute_force, batches of 16, compiling in turn"
+    )
     assert [line.split(",")[0] for line in lines[1:5]] == [
-        "mpitune: batch 1: 5/10 configs", "mpitune: batch 2: 8/10 configs", "mpitune: batch 3: 9/10 configs",
-        "mpitune: batch 4: 10/10 configs"]
+        "mpitune: batch 1: 5/10 configs",
+        "mpitune: batch 2: 8/10 configs",
+        "mpitune: batch 3: 9/10 configs",
+        "mpitune: batch 4: 10/10 configs",
+    ]
     assert lines[-1] == f"mpitune: 10 configurations measured in 5.0 simulated s (max_fevals); results in {out}"
 
     assert tune(load(time_limit_s=3.0), "cmd", transport=LocalTransport()) == EXIT_RESUMABLE
@@ -260,8 +278,9 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
 
 
 def test_rank_zero_and_a_rank_need_no_mpi():
-    modules = "mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, " \
-              "mpitune.scheduling.transport"
+    modules = (
+        "mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, mpitune.scheduling.transport"
+    )
     assert "mpi4py" not in heavy_imports(f"import {modules}")
 
 

@@ -95,8 +95,11 @@ def test_an_old_files_pickled_strategy_is_never_loaded_on_resume(tmp_path, caplo
 def test_replay_output_onto_a_crafted_file_runs_no_code(tmp_path):
     source = str(write_measured(tmp_path / "kt.json"))
     out = tmp_path / "out.h5"
-    proc = mpitune(1, ["replay", source, "--output", str(out), "--strategy", "brute_force", "--max-fevals", "8",
-                       "--seed", "1"], tmp_path)
+    proc = mpitune(
+        1,
+        ["replay", source, "--output", str(out), "--strategy", "brute_force", "--max-fevals", "8", "--seed", "1"],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     marker = tmp_path / "pwned"
     key = json.dumps(["brute_force", 1, {}, "time", False], sort_keys=True, default=str)

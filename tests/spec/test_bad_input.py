@@ -26,9 +26,11 @@ SPECS = sorted(p.name for p in CORPUS.glob("*.py"))
 RANKS = 4
 LIMIT_S = 10.0
 # Every rank prints the exit code mpitune's main gives it (argparse's included) and exits with it.
-MAIN = ("import sys, mpitune.cli as c\n"
-        "try:\n    code = c.main(sys.argv[1:])\nexcept SystemExit as exc:\n    code = exc.code\n"
-        "sys.stdout.write(f'exit {code}\\n')\nsys.stdout.flush()\nsys.exit(code)\n")  # one write: no interleaving
+MAIN = (
+    "import sys, mpitune.cli as c\n"
+    "try:\n    code = c.main(sys.argv[1:])\nexcept SystemExit as exc:\n    code = exc.code\n"
+    "sys.stdout.write(f'exit {code}\\n')\nsys.stdout.flush()\nsys.exit(code)\n"
+)  # one write: no interleaving
 
 
 def directives(spec: Path) -> dict[str, str]:
@@ -50,7 +52,7 @@ def session_processes(sid: int) -> list[str]:
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, session, ...
+            fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, session, ...
             if int(fields[3]) == sid and fields[0] != "Z":
                 found.append(Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode())
         except (OSError, ValueError, IndexError):
@@ -63,8 +65,9 @@ def run_job(args: list[str], cwd: Path, ranks: int = RANKS, timeout: float = 3 *
     outlives it can be found (and is killed after the check)."""
     cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-c", MAIN, *args]
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=mpi_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -129,12 +132,16 @@ def test_missing_spec_file(tmp_path: Path):
     assert f"{tmp_path / 'nothing.py'}: spec: no such file" in line
 
 
-@pytest.mark.parametrize("flags,phrase", [
-    (["--max-fevals", "abc"], "--max-fevals: invalid int value: 'abc'"),
-    (["--time-limit", "soon"], "--time-limit: invalid float value: 'soon'"),
-    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-    ([], "required: spec"),
-], ids=["max-fevals-not-a-number", "time-limit-not-a-number", "unknown-flag", "no-spec"])
+@pytest.mark.parametrize(
+    "flags,phrase",
+    [
+        (["--max-fevals", "abc"], "--max-fevals: invalid int value: 'abc'"),
+        (["--time-limit", "soon"], "--time-limit: invalid float value: 'soon'"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        ([], "required: spec"),
+    ],
+    ids=["max-fevals-not-a-number", "time-limit-not-a-number", "unknown-flag", "no-spec"],
+)
 def test_bad_flags_are_one_usage_error_from_one_rank(tmp_path: Path, flags, phrase):
     spec = [str(write_scale_spec(tmp_path))] if flags else []
     line = assert_refused(*run_job([*spec, *flags], tmp_path))
@@ -180,17 +187,28 @@ def _foreign_hdf5(good: Path, bad: Path) -> None:
 # not check out (truncated, or a bad checksum) for minutes before it gives up.
 
 
-@pytest.mark.parametrize("make", [
-    pytest.param(_truncated, id="truncated"),
-    pytest.param(_overwritten, id="corrupt"),
-    _text, _empty, _foreign_hdf5,
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(_truncated, id="truncated"),
+        pytest.param(_overwritten, id="corrupt"),
+        _text,
+        _empty,
+        _foreign_hdf5,
+    ],
+)
 def test_report_of_a_broken_cache_is_one_line(good_cache: Path, tmp_path: Path, make):
     bad = tmp_path / "bad.h5"
     make(good_cache, bad)
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "mpitune", "report", str(bad)], cwd=tmp_path, env=mpi_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mpitune", "report", str(bad)],
+        cwd=tmp_path,
+        env=mpi_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _stdout, stderr = proc.communicate(timeout=LIMIT_S)
     except subprocess.TimeoutExpired:
@@ -205,8 +223,13 @@ def test_report_of_a_broken_cache_is_one_line(good_cache: Path, tmp_path: Path, 
 
 
 def test_report_of_a_missing_file(tmp_path: Path):
-    proc = subprocess.run([sys.executable, "-m", "mpitune", "report", str(tmp_path / "none.h5")], env=mpi_env(),
-                          capture_output=True, text=True, timeout=LIMIT_S)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "report", str(tmp_path / "none.h5")],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+    )
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("mpitune: error: "), proc.stderr

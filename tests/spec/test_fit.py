@@ -22,13 +22,27 @@ def fail(field: str, message: str):
     raise SpecError("spec.py", field, message)
 
 
-def cuda_problem(kernel_name: str = "vadd", arguments: list | None = None, answer: list | None = None,
-                 tune_params: dict | None = None, **kw) -> Problem:
+def cuda_problem(
+    kernel_name: str = "vadd",
+    arguments: list | None = None,
+    answer: list | None = None,
+    tune_params: dict | None = None,
+    **kw,
+) -> Problem:
     a = np.ones(16, np.float32)
-    return Problem(spec_path="spec.py", kernel_name=kernel_name, kernel_source="__global__ void vadd() {}",
-                   lang="cupy", problem_size=(16,), arguments=arguments or [np.zeros_like(a), a, np.int32(16)],
-                   answer=answer, atol=1e-6, tune_params=tune_params or {"block_size_x": [32, 64]},
-                   grid_div=kw.pop("grid_div", dict(NO_DIV)), **kw)
+    return Problem(
+        spec_path="spec.py",
+        kernel_name=kernel_name,
+        kernel_source="__global__ void vadd() {}",
+        lang="cupy",
+        problem_size=(16,),
+        arguments=arguments or [np.zeros_like(a), a, np.int32(16)],
+        answer=answer,
+        atol=1e-6,
+        tune_params=tune_params or {"block_size_x": [32, 64]},
+        grid_div=kw.pop("grid_div", dict(NO_DIV)),
+        **kw,
+    )
 
 
 def refusal(p: Problem) -> SpecError | None:
@@ -48,17 +62,26 @@ def test_a_good_gpu_problem_fits_without_importing_cupy(monkeypatch):
     assert refusal(cuda_problem("ns::vadd_t<float, 64>")) is None
 
 
-@pytest.mark.parametrize("kw, field, match", [
-    ({"kernel_name": "two words"}, "kernel_name", "C[+][+] function name"),
-    ({"kernel_name": "9lives"}, "kernel_name", "template instance"),
-    ({"tune_params": {"block_size_x": [0, 32]}}, "tune_params", "positive integers"),
-    ({"tune_params": {"block_size_x": [32.0]}}, "tune_params", "positive integers"),
-    ({"grid_div": {"x": "block_size_x * nope", "y": None, "z": None}}, "grid_div_x", "nope"),
-    ({"grid_div": {"x": None, "y": "block_size_x *", "z": None}}, "grid_div_y", "does not parse"),
-    ({"grid_div": {"x": None, "y": None, "z": "__import__('os')"}}, "grid_div_z", "calls something other"),
-    ({"answer": [np.zeros(16, np.complex64), None, None],
-      "arguments": [np.zeros(16, np.complex64), np.ones(16, np.float32), np.int32(16)]}, "answer", "complex"),
-])
+@pytest.mark.parametrize(
+    "kw, field, match",
+    [
+        ({"kernel_name": "two words"}, "kernel_name", "C[+][+] function name"),
+        ({"kernel_name": "9lives"}, "kernel_name", "template instance"),
+        ({"tune_params": {"block_size_x": [0, 32]}}, "tune_params", "positive integers"),
+        ({"tune_params": {"block_size_x": [32.0]}}, "tune_params", "positive integers"),
+        ({"grid_div": {"x": "block_size_x * nope", "y": None, "z": None}}, "grid_div_x", "nope"),
+        ({"grid_div": {"x": None, "y": "block_size_x *", "z": None}}, "grid_div_y", "does not parse"),
+        ({"grid_div": {"x": None, "y": None, "z": "__import__('os')"}}, "grid_div_z", "calls something other"),
+        (
+            {
+                "answer": [np.zeros(16, np.complex64), None, None],
+                "arguments": [np.zeros(16, np.complex64), np.ones(16, np.float32), np.int32(16)],
+            },
+            "answer",
+            "complex",
+        ),
+    ],
+)
 def test_what_the_gpu_cannot_run_is_refused_by_its_field(kw, field, match):
     exc = refusal(cuda_problem(**kw))
     assert exc is not None and exc.field == field

@@ -12,7 +12,7 @@ from mpitune.errors import SpecError
 from mpitune.spec.load import load_spec
 from mpitune.spec.settings import Overrides
 
-GOOD = '''
+GOOD = """
 import numpy as np
 n = 64
 kernel_name = "scale"
@@ -22,7 +22,7 @@ arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
 answer = [2 * np.ones(n, np.float32), None, None]
 tune_params = {"STEP": [1, 2, 4], "MODE": [0]}
 restrictions = ["STEP * 2 <= 8"]
-'''
+"""
 
 
 def write(tmp_path, text: str):
@@ -57,10 +57,16 @@ def test_default_strategy_follows_the_budget(tmp_path):
 
 def test_command_line_overrides_the_spec(tmp_path):
     spec = write(tmp_path, GOOD + 'strategy = "brute_force"\nstrategy_options = {"max_fevals": 5, "seed": 1}\n')
-    _, settings = load_spec(str(spec), Overrides(strategy="random_sample", max_fevals=2, time_limit_s=9.5,
-                                                 batch_size=3, cache_path="x.h5"))
-    assert (settings.strategy, settings.max_fevals, settings.time_limit_s, settings.seed,
-            settings.batch_size) == ("random_sample", 2, 9.5, 1, 3)
+    _, settings = load_spec(
+        str(spec), Overrides(strategy="random_sample", max_fevals=2, time_limit_s=9.5, batch_size=3, cache_path="x.h5")
+    )
+    assert (settings.strategy, settings.max_fevals, settings.time_limit_s, settings.seed, settings.batch_size) == (
+        "random_sample",
+        2,
+        9.5,
+        1,
+        3,
+    )
     assert settings.cache_path.endswith("x.h5")
 
 
@@ -167,9 +173,12 @@ def test_broken_spec_ends_every_rank_with_code_2_and_one_line(tmp_path, change):
     spec = write(tmp_path, GOOD + change)
     start = time.monotonic()
     # Every rank prints the exit code mpitune's main returned to it, in one write: no interleaving.
-    proc = mpirun(3, ["-c", "import sys, mpitune.cli as c; sys.stdout.write(f'exit {c.main(sys.argv[1:])}\\n')",
-                      str(spec)],
-                  tmp_path, timeout=60)
+    proc = mpirun(
+        3,
+        ["-c", "import sys, mpitune.cli as c; sys.stdout.write(f'exit {c.main(sys.argv[1:])}\\n')", str(spec)],
+        tmp_path,
+        timeout=60,
+    )
     elapsed = time.monotonic() - start
     assert proc.stdout.split().count("exit") == 3
     assert proc.stdout.count("exit 2") == 3, proc.stdout
@@ -196,10 +205,13 @@ def test_mpiexec_exit_code_is_2_for_a_broken_spec(tmp_path):
 
 def test_metrics_objective_and_direction_load_in_order(tmp_path):
     """Metrics keep their order, see earlier ones and the spec's names; workers get none."""
-    spec = write(tmp_path, GOOD + "metrics = {'GFLOP/s': lambda p: 2 * n / 1e9 / (p['time'] / 1e3),\n"
-                                  "           'per_step': 'time / STEP * n',\n"
-                                  "           'twice': lambda p: 2 * p['GFLOP/s']}\n"
-                                  "objective = 'GFLOP/s'\nobjective_higher_is_better = True\n")
+    spec = write(
+        tmp_path,
+        GOOD + "metrics = {'GFLOP/s': lambda p: 2 * n / 1e9 / (p['time'] / 1e3),\n"
+        "           'per_step': 'time / STEP * n',\n"
+        "           'twice': lambda p: 2 * p['GFLOP/s']}\n"
+        "objective = 'GFLOP/s'\nobjective_higher_is_better = True\n",
+    )
     problem, _ = load_spec(str(spec))
     assert [m.name for m in problem.metrics] == ["GFLOP/s", "per_step", "twice"]
     assert problem.objective == "GFLOP/s" and problem.objective_higher_is_better is True

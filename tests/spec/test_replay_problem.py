@@ -26,13 +26,13 @@ def test_the_measured_configurations_are_the_space(tmp_path, monkeypatch):
     assert (settings.strategy, settings.max_fevals) == ("genetic_algorithm", 3)
 
 
-SIMULATION = '''
+SIMULATION = """
 simulation_mode = True
 cache = "measured.json"
 restrictions = ["x < 3"]
 strategy = "random_sample"
 strategy_options = {"seed": 4}
-'''
+"""
 
 
 def test_a_simulation_mode_spec_replays_its_cache(tmp_path, monkeypatch):

@@ -18,8 +18,7 @@ from mpitune.store.reader import read
 def write_run(path, ids):
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h0", "h1"], ["d0", "d1"], [10, 11])
-    results = [Result(i, "ok", time_ms=float(i), times_ms=[i, i, i], compile_s=0.1, rank=i % 2, batch=0)
-               for i in ids]
+    results = [Result(i, "ok", time_ms=float(i), times_ms=[i, i, i], compile_s=0.1, rank=i % 2, batch=0) for i in ids]
     configs = [{"bs": 32, "kind": "b", "f": 0.5} for _ in ids]
     cache.append(results, configs, ["h0", "h1"], ["d0", "d1"], [(0, PhaseRow(0, -1, "wait", 0.0, 1.0))])
     cache.finish_run(2.0, "finished", len(ids))
@@ -75,8 +74,9 @@ def test_nan_padding_for_short_times(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
-    cache.append([Result(5, "compile_error", error="bad", rank=0)], [{"bs": 64, "kind": "a", "f": 1.0}],
-                 ["h"], ["d"], [])
+    cache.append(
+        [Result(5, "compile_error", error="bad", rank=0)], [{"bs": 64, "kind": "a", "f": 1.0}], ["h"], ["d"], []
+    )
     cache.close()
     row = read(str(path)).results[0]
     assert np.isnan(row["times_ms"]).all() and row["error"] == "bad" and row["status"] == "compile_error"
@@ -140,26 +140,38 @@ def test_metrics_and_observed_values_beside_the_results(tmp_path):
     double = Objective("double", True, [Metric("double", lambda p: 2 * p["power_w"], "2 * power_w")], ["power_w"])
     cache = Cache(str(path), identity, PARAMS, 3, double)
     cache.start_run(info(), ["h0"], ["d0"], [10])
-    results = [double.evaluate(Result(i, "ok", time_ms=1.0, observed={"power_w": 10.0 + i}, rank=0), {})
-               for i in range(3)] + [double.evaluate(Result(3, "compile_error", rank=0), {})]
+    results = [
+        double.evaluate(Result(i, "ok", time_ms=1.0, observed={"power_w": 10.0 + i}, rank=0), {}) for i in range(3)
+    ] + [double.evaluate(Result(3, "compile_error", rank=0), {})]
     cache.append(results, [{"bs": 32, "kind": "a", "f": 0.5}] * 4, ["h0"], ["d0"], [])
     cache.close()
     data = read(str(path))
     assert data.metric_names == ["double"] and data.observed_names == ["power_w"]
     np.testing.assert_array_equal(data.metrics[:, 0], [20.0, 22.0, 24.0, np.nan])
     np.testing.assert_array_equal(data.observed[:, 0], [10.0, 11.0, 12.0, np.nan])
-    assert data.objective.record() == {"objective": "double", "higher_is_better": True,
-                                       "metrics": {"double": "2 * power_w"}}
+    assert data.objective.record() == {
+        "objective": "double",
+        "higher_is_better": True,
+        "metrics": {"double": "2 * power_w"},
+    }
 
     with h5py.File(path, "a") as f:  # a writer killed between the results and the metrics of a batch
         f["metrics"].resize((2, 1))
-    triple = Objective(metrics=[Metric("triple", lambda p: 3 * p["power_w"], "3 * power_w"),
-                                Metric("t2", lambda p: p["triple"] + p["time"], "triple + time")],
-                       observed_names=["power_w"])
+    triple = Objective(
+        metrics=[
+            Metric("triple", lambda p: 3 * p["power_w"], "3 * power_w"),
+            Metric("t2", lambda p: p["triple"] + p["time"], "triple + time"),
+        ],
+        observed_names=["power_w"],
+    )
     cache = Cache(str(path), identity, PARAMS, 3, triple)
     known = cache.recorded()
-    assert [r.observed for r in known] == [{"power_w": 10.0}, {"power_w": 11.0}, {"power_w": 12.0},
-                                           {"power_w": pytest.approx(np.nan, nan_ok=True)}]
+    assert [r.observed for r in known] == [
+        {"power_w": 10.0},
+        {"power_w": 11.0},
+        {"power_w": 12.0},
+        {"power_w": pytest.approx(np.nan, nan_ok=True)},
+    ]
     cache.rewrite_metrics([triple.evaluate(r, {}) for r in known])
     cache.close()
     data = read(str(path))

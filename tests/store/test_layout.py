@@ -15,20 +15,68 @@ from mpitune.store.cache import Cache, problem_hash
 from mpitune.store.reader import read
 
 # As the writer of schema version 1 declared them, for PARAMS and 3 iterations.
-RESULTS_V1 = np.dtype([
-    ("config_id", np.int64), ("bs", np.int64), ("kind", "S1"), ("f", np.float64), ("status", "S16"),
-    ("time_ms", np.float64), ("times_ms", np.float64, (3,)), ("compile_s", np.float64), ("verify_s", np.float64),
-    ("benchmark_s", np.float64), ("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("host", "S96"),
-    ("device", "S96"), ("started_s", np.float64), ("finished_s", np.float64), ("error", "S1024")])
-TIMELINE_V1 = np.dtype([("run", np.int32), ("rank", np.int32), ("batch", np.int64), ("config_id", np.int64),
-                        ("phase", "S16"), ("start_s", np.float64), ("end_s", np.float64)])
-RUNS_V1 = np.dtype([("run", np.int32), ("started_unix", np.float64), ("wall_s", np.float64), ("ranks", np.int32),
-                    ("strategy", "S96"), ("seed", np.int64), ("max_fevals", np.int64), ("time_limit_s", np.float64),
-                    ("batch_size", np.int32), ("space_size", np.int64), ("measured", np.int64), ("status", "S16"),
-                    ("command", "S1024"), ("version", "S16")])
+RESULTS_V1 = np.dtype(
+    [
+        ("config_id", np.int64),
+        ("bs", np.int64),
+        ("kind", "S1"),
+        ("f", np.float64),
+        ("status", "S16"),
+        ("time_ms", np.float64),
+        ("times_ms", np.float64, (3,)),
+        ("compile_s", np.float64),
+        ("verify_s", np.float64),
+        ("benchmark_s", np.float64),
+        ("run", np.int32),
+        ("batch", np.int64),
+        ("rank", np.int32),
+        ("host", "S96"),
+        ("device", "S96"),
+        ("started_s", np.float64),
+        ("finished_s", np.float64),
+        ("error", "S1024"),
+    ]
+)
+TIMELINE_V1 = np.dtype(
+    [
+        ("run", np.int32),
+        ("rank", np.int32),
+        ("batch", np.int64),
+        ("config_id", np.int64),
+        ("phase", "S16"),
+        ("start_s", np.float64),
+        ("end_s", np.float64),
+    ]
+)
+RUNS_V1 = np.dtype(
+    [
+        ("run", np.int32),
+        ("started_unix", np.float64),
+        ("wall_s", np.float64),
+        ("ranks", np.int32),
+        ("strategy", "S96"),
+        ("seed", np.int64),
+        ("max_fevals", np.int64),
+        ("time_limit_s", np.float64),
+        ("batch_size", np.int32),
+        ("space_size", np.int64),
+        ("measured", np.int64),
+        ("status", "S16"),
+        ("command", "S1024"),
+        ("version", "S16"),
+    ]
+)
 IN_FLIGHT_V1 = np.dtype([("run", np.int32), ("batch", np.int64), ("rank", np.int32), ("config_id", np.int64)])
-RANKS_V1 = np.dtype([("run", np.int32), ("rank", np.int32), ("host", "S96"), ("device", "S96"),
-                     ("device_detail", "S96"), ("pid", np.int64)])
+RANKS_V1 = np.dtype(
+    [
+        ("run", np.int32),
+        ("rank", np.int32),
+        ("host", "S96"),
+        ("device", "S96"),
+        ("device_detail", "S96"),
+        ("pid", np.int64),
+    ]
+)
 # Version 2: the results gained launches and raced (racing, model/racing.py) after benchmark_s.
 RESULTS_V2 = np.dtype(RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced", np.int8)] + RESULTS_V1.descr[10:])
 V1 = {"results": RESULTS_V1, "timeline": TIMELINE_V1, "runs": RUNS_V1, "in_flight": IN_FLIGHT_V1, "ranks": RANKS_V1}
@@ -39,8 +87,13 @@ def test_the_store_writes_the_dtypes_of_schema_version_2(tmp_path):
     cache = Cache(str(path), {**IDENTITY, "observed_names": ["power_w"]}, PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
     cache.hand_out(0, [[0]], requested=1, asked=[0])
-    cache.append([Result(0, "ok", time_ms=1.0, times_ms=[1.0], observed={"power_w": 5.0}, rank=0)],
-                 [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [(0, PhaseRow(0, 0, "compile", 0.0, 1.0))])
+    cache.append(
+        [Result(0, "ok", time_ms=1.0, times_ms=[1.0], observed={"power_w": 5.0}, rank=0)],
+        [{"bs": 32, "kind": "a", "f": 0.5}],
+        ["h"],
+        ["d"],
+        [(0, PhaseRow(0, 0, "compile", 0.0, 1.0))],
+    )
     cache.close()
     with h5py.File(path, "r") as f:
         assert f.attrs["schema_version"] == 2
@@ -81,8 +134,13 @@ def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     assert [(r.config_id, r.time_ms, r.raced) for r in cache.recorded()] == [(7, 2.5, False)]
     assert cache.start_run(info(), ["h"], ["d"], [1]) == 1
-    cache.append([Result(3, "ok", time_ms=1.0, times_ms=[1.0, 1.1], raced=True, rank=0)],
-                 [{"bs": 32, "kind": "a", "f": 0.5}], ["h"], ["d"], [])
+    cache.append(
+        [Result(3, "ok", time_ms=1.0, times_ms=[1.0, 1.1], raced=True, rank=0)],
+        [{"bs": 32, "kind": "a", "f": 0.5}],
+        ["h"],
+        ["d"],
+        [],
+    )
     cache.close()
     with h5py.File(path, "r") as f:  # resuming keeps the file's layout; the history was added
         assert f["results"].dtype == RESULTS_V1

@@ -14,11 +14,20 @@ from mpitune.strategies.base import Strategy
 
 TINY = SearchSpace.build({"a": [1, 2, 3, 4], "b": [1, 2, 3]}, [Restriction("a + b != 5", ["a", "b"])])
 # Small enough options that the populations, swarms and initial designs fit the tiny space.
-SMALL = {"bayes_opt": {"initial_samples": 4}, "differential_evolution": {"population": 4},
-         "genetic_algorithm": {"population": 4}, "pso": {"swarm_size": 4}}
+SMALL = {
+    "bayes_opt": {"initial_samples": 4},
+    "differential_evolution": {"population": 4},
+    "genetic_algorithm": {"population": 4},
+    "pso": {"swarm_size": 4},
+}
 
-LANDSCAPE_PARAMS = {"bx": [16, 32, 64, 128, 256, 512, 1024, 2048], "by": [1, 2, 4, 8, 16, 32, 64, 128],
-                    "tile": [1, 2, 3, 4, 5, 6], "unroll": [0, 1, 2, 3], "shared": [0, 1, 2]}
+LANDSCAPE_PARAMS = {
+    "bx": [16, 32, 64, 128, 256, 512, 1024, 2048],
+    "by": [1, 2, 4, 8, 16, 32, 64, 128],
+    "tile": [1, 2, 3, 4, 5, 6],
+    "unroll": [0, 1, 2, 3],
+    "shared": [0, 1, 2],
+}
 LANDSCAPE = SearchSpace.build(LANDSCAPE_PARAMS, [Restriction("bx * by <= 32768", list(LANDSCAPE_PARAMS))])
 
 # The strategies a search must beat; every other registered strategy is a searcher.

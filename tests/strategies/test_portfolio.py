@@ -50,6 +50,7 @@ def test_the_failure_estimate_is_high_in_a_failing_region_and_zero_without_failu
 def test_it_finds_the_landscape_s_valley_sooner_than_the_genetic_algorithm():
     def best(name: str, seed: int) -> float:
         return min(t for t in map(landscape_ms, run(make(name, seed=seed), 8, 40, landscape_ms)) if t == t)
+
     seeds = range(6)
     assert np.mean([best("portfolio", s) for s in seeds]) < np.mean([best("genetic_algorithm", s) for s in seeds])
     assert len(LANDSCAPE) > 40

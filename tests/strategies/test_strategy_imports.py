@@ -8,8 +8,22 @@ import pytest
 
 import mpitune.strategies
 
-ALLOWED = {"__future__", "abc", "collections", "contextlib", "dataclasses", "heapq", "importlib", "math", "typing",
-           "numpy", "threadpoolctl", "mpitune.model.result", "mpitune.model.searchspace", "mpitune.strategies"}
+ALLOWED = {
+    "__future__",
+    "abc",
+    "collections",
+    "contextlib",
+    "dataclasses",
+    "heapq",
+    "importlib",
+    "math",
+    "typing",
+    "numpy",
+    "threadpoolctl",
+    "mpitune.model.result",
+    "mpitune.model.searchspace",
+    "mpitune.strategies",
+}
 PACKAGE = Path(mpitune.strategies.__file__).parent
 MODULES = sorted(PACKAGE.glob("*.py"))
 

@@ -22,11 +22,19 @@ from mpitune.backends.cupy.compiling import warm_up
 from mpitune.observers.nvml import TUNABLES
 
 CAPABILITIES = Capabilities(
-    lang="cupy", aliases=("cuda",), module="cupy", device=DeviceKind.GPU,
+    lang="cupy",
+    aliases=("cuda",),
+    module="cupy",
+    device=DeviceKind.GPU,
     kernel_name=re.compile(r"^\s*[A-Za-z_][\w:]*\s*(<.*>)?\s*$"),
     kernel_name_rule="a C++ function name or a template instance such as 'name<float, 64>'",
-    memory_kinds=frozenset({"smem_args", "cmem_args"}), max_float_bytes=8, max_complex_bytes=16,
-    complex_answers=False, launch_geometry=True, observers=("NVMLObserver",), device_tunables=TUNABLES,
+    memory_kinds=frozenset({"smem_args", "cmem_args"}),
+    max_float_bytes=8,
+    max_complex_bytes=16,
+    complex_answers=False,
+    launch_geometry=True,
+    observers=("NVMLObserver",),
+    device_tunables=TUNABLES,
 )
 
 __all__ = ["CAPABILITIES", "create", "warm_up"]

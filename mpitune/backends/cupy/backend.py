@@ -111,8 +111,13 @@ class CupyBackend(Backend):
         self._constants: dict = {}  # cmem_args on the GPU, copied into each module's symbols
         self._smem_bytes = 0  # dynamic shared memory of the configuration being measured
         self._probe: Any = None
-        log.info("GPU %d of this node: %s (%s, PCI %s)", self.device_id, self.device_name,
-                 self.device_uuid, self.device_pci_bus_id)
+        log.info(
+            "GPU %d of this node: %s (%s, PCI %s)",
+            self.device_id,
+            self.device_name,
+            self.device_uuid,
+            self.device_pci_bus_id,
+        )
 
     def _open_device(self, rank: int) -> int:
         """The GPU of this rank's place among the ranks of its node (the MPI library's count of
@@ -126,8 +131,12 @@ class CupyBackend(Backend):
             raise UserError("no CUDA GPU visible to this process (check CUDA_VISIBLE_DEVICES)")
         device_id = select_device(rank, count)
         if rank >= count:
-            log.warning("local rank %d but only %d GPU(s) visible: GPU %d is shared and its "
-                        "timings will interfere", rank, count, device_id)
+            log.warning(
+                "local rank %d but only %d GPU(s) visible: GPU %d is shared and its timings will interfere",
+                rank,
+                count,
+                device_id,
+            )
         log.debug("local rank %d -> GPU %d of %d", rank, device_id, count)
         cp.cuda.Device(device_id).use()
         return device_id
@@ -152,13 +161,20 @@ class CupyBackend(Backend):
 
         capability = int(self.cp.cuda.Device(self.device_id).compute_capability)
         include_dir = os.path.join(os.path.dirname(self.cp.__file__), "_core", "include")
-        options, image = nvrtc_options(self.problem.compiler_options, capability,
-                                       tuple(nvrtc.getSupportedArchs()), include_dir)
+        options, image = nvrtc_options(
+            self.problem.compiler_options, capability, tuple(nvrtc.getSupportedArchs()), include_dir
+        )
         extras = self.problem.extras
-        return NvrtcCompiler(self.problem.kernel_source, self.problem.kernel_name.strip(), options, image,
-                             tuple(self.problem.problem_size), dict(self.problem.grid_div),
-                             tuple(self.problem.block_size_names),
-                             tuple(extras.cmem) if extras else ())
+        return NvrtcCompiler(
+            self.problem.kernel_source,
+            self.problem.kernel_name.strip(),
+            options,
+            image,
+            tuple(self.problem.problem_size),
+            dict(self.problem.grid_div),
+            tuple(self.problem.block_size_names),
+            tuple(extras.cmem) if extras else (),
+        )
 
     def compiler(self) -> NvrtcCompiler:
         return self._compiler
@@ -180,12 +196,15 @@ class CupyBackend(Backend):
         self._ends = [cp.cuda.Event() for _ in range(n)]
         try:
             with self.stream:
-                self._pristine = [cp.asarray(a) if isinstance(a, np.ndarray) else None
-                                  for a in self.problem.arguments]
-                self._args = tuple(cp.empty_like(p) if p is not None else a
-                                   for p, a in zip(self._pristine, self.problem.arguments))
-                answers = None if self.problem.answer is None else [
-                    None if a is None else cp.asarray(a) for a in self.problem.answer]
+                self._pristine = [cp.asarray(a) if isinstance(a, np.ndarray) else None for a in self.problem.arguments]
+                self._args = tuple(
+                    cp.empty_like(p) if p is not None else a for p, a in zip(self._pristine, self.problem.arguments)
+                )
+                answers = (
+                    None
+                    if self.problem.answer is None
+                    else [None if a is None else cp.asarray(a) for a in self.problem.answer]
+                )
                 if self.problem.extras:
                     self._constants = {k: cp.asarray(v) for k, v in self.problem.extras.cmem.items()}
                 self._probe = cp.full(1, 42, dtype=np.int32)
@@ -216,8 +235,15 @@ class CupyBackend(Backend):
 
     # -- once per configuration ------------------------------------------------------
 
-    def run(self, config_id: int, config: dict, timeline: Timeline, derived: Derived | None = None,
-            compiled: Compiled | None = None, race: Race | None = None) -> Result:
+    def run(
+        self,
+        config_id: int,
+        config: dict,
+        timeline: Timeline,
+        derived: Derived | None = None,
+        compiled: Compiled | None = None,
+        race: Race | None = None,
+    ) -> Result:
         if self.fatal_error:
             raise DeviceLostError(self.fatal_error)
         result = Result(config_id=config_id, status=OK)
@@ -274,8 +300,13 @@ class CupyBackend(Backend):
             kernel = module.get_function(compiled.entry)
             for name, symbol in (compiled.symbols or {}).items():
                 source = self._constants[name]
-                self.cp.cuda.runtime.memcpyAsync(module.get_global_var(symbol), source.data.ptr, source.nbytes,
-                                                 self.cp.cuda.runtime.memcpyDeviceToDevice, self.stream.ptr)
+                self.cp.cuda.runtime.memcpyAsync(
+                    module.get_global_var(symbol),
+                    source.data.ptr,
+                    source.nbytes,
+                    self.cp.cuda.runtime.memcpyDeviceToDevice,
+                    self.stream.ptr,
+                )
             return kernel, ""
         except Exception as exc:
             if is_sticky(exc):
@@ -283,8 +314,9 @@ class CupyBackend(Backend):
                 return None, self.fatal_error
             return None, shorten(describe(exc))
 
-    def _measure(self, kernel: Any, grid: Dims, block: Dims, result: Result, timeline: Timeline,
-                 race: Race | None) -> None:
+    def _measure(
+        self, kernel: Any, grid: Dims, block: Dims, result: Result, timeline: Timeline, race: Race | None
+    ) -> None:
         """Verify (also the warm-up), then time; any failure becomes the result's status."""
         phase, failure, times = "verify", None, []
         with timeline.phase("verify", result.config_id) as t:
@@ -319,8 +351,9 @@ class CupyBackend(Backend):
         """Reset every array, run once (this is also the warm-up) and compare on the GPU.
         Beyond 48 KiB, dynamic shared memory must be asked for, once per kernel, first."""
         if self._smem_bytes > DEFAULT_SMEM_LIMIT:
-            self.cp.cuda.driver.funcSetAttribute(kernel.ptr, FunctionAttribute.MAX_DYNAMIC_SHARED_BYTES,
-                                                 self._smem_bytes)
+            self.cp.cuda.driver.funcSetAttribute(
+                kernel.ptr, FunctionAttribute.MAX_DYNAMIC_SHARED_BYTES, self._smem_bytes
+            )
         for dst, src in zip(self._args, self._pristine):
             if src is not None and src.nbytes:
                 dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)
@@ -369,13 +402,16 @@ class CupyBackend(Backend):
 
     def _limits(self, kernel: Any) -> KernelLimits | None:
         """What the driver says this kernel allows; None when it does not say."""
+
         def get(attribute: FunctionAttribute) -> int:
             return int(self.cp.cuda.driver.funcGetAttribute(attribute, kernel.ptr))
 
         try:
-            return KernelLimits(max_threads=get(FunctionAttribute.MAX_THREADS),
-                                registers=get(FunctionAttribute.REGISTERS),
-                                static_shared_bytes=get(FunctionAttribute.STATIC_SHARED_BYTES))
+            return KernelLimits(
+                max_threads=get(FunctionAttribute.MAX_THREADS),
+                registers=get(FunctionAttribute.REGISTERS),
+                static_shared_bytes=get(FunctionAttribute.STATIC_SHARED_BYTES),
+            )
         except Exception:
             return None
 

@@ -14,8 +14,9 @@ from mpitune.model.kernel_extras import Derived
 from mpitune.model.result import COMPILE_ERROR, LAUNCH_ERROR
 
 
-def nvrtc_options(user: Sequence[str], capability: int, supported: Sequence[int],
-                  include_dir: str) -> tuple[tuple[str, ...], str]:
+def nvrtc_options(
+    user: Sequence[str], capability: int, supported: Sequence[int], include_dir: str
+) -> tuple[tuple[str, ...], str]:
     """The options NVRTC gets and whether it makes a cubin or PTX.
 
     As CuPy's RawModule does (and Kernel Tuner through it): machine code for the GPU's own
@@ -86,11 +87,16 @@ class NvrtcCompiler:
             try:
                 nvrtc.compileProgram(program, list(self.options))
             except nvrtc.NVRTCError as exc:
-                return Compiled(config_id, status=COMPILE_ERROR,
-                                error=shorten(text(nvrtc.getProgramLog(program)) or str(exc)))
+                return Compiled(
+                    config_id, status=COMPILE_ERROR, error=shorten(text(nvrtc.getProgramLog(program)) or str(exc))
+                )
             image = nvrtc.getCUBIN(program) if self.image == "cubin" else nvrtc.getPTX(program)
             lowered = [text(nvrtc.getLoweredName(program, e)) for e in expressions]
         finally:
             nvrtc.destroyProgram(program)
-        return Compiled(config_id, artifact=image if isinstance(image, bytes) else image.encode(),
-                        entry=lowered[0], symbols=dict(zip(self.constants, lowered[1:])))
+        return Compiled(
+            config_id,
+            artifact=image if isinstance(image, bytes) else image.encode(),
+            entry=lowered[0],
+            symbols=dict(zip(self.constants, lowered[1:])),
+        )

@@ -71,9 +71,11 @@ def classify(exc: BaseException, context_ok: Callable[[], bool]) -> Failure:
 
 def context_lost(device: str, where: str, exc: BaseException) -> str:
     """The error of the configuration that lost the context, and of every ``run`` after it."""
-    return (f"{device} failed during {where}: {describe(exc)}. This error poisons the CUDA context of the "
-            f"process, so this rank measures nothing more; the configuration is recorded as runtime_error "
-            f"and a rerun resumes after it")
+    return (
+        f"{device} failed during {where}: {describe(exc)}. This error poisons the CUDA context of the "
+        f"process, so this rank measures nothing more; the configuration is recorded as runtime_error "
+        f"and a rerun resumes after it"
+    )
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ def launch_limits(grid: Sequence[int], block: Sequence[int], smem_bytes: int, li
     if limits is None:
         return f"grid {grid}, block {block} = {threads} threads"
     smem = f" and {smem_bytes} of dynamic" if smem_bytes else ""
-    return (f"grid {grid}, block {block} = {threads} threads; this kernel allows at most "
-            f"{limits.max_threads} threads per block with {limits.registers} registers "
-            f"per thread and {limits.static_shared_bytes} bytes of static shared memory{smem}")
+    return (
+        f"grid {grid}, block {block} = {threads} threads; this kernel allows at most "
+        f"{limits.max_threads} threads per block with {limits.registers} registers "
+        f"per thread and {limits.static_shared_bytes} bytes of static shared memory{smem}"
+    )

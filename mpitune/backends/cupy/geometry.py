@@ -33,8 +33,9 @@ def _divisor(axis: int, grid_div: Any, config: Mapping[str, Any], block_size_nam
     return math.prod(evaluate(entry, config) for entry in grid_div)
 
 
-def grid_dims(problem_size: Sequence[int], config: Mapping[str, Any], grid_div: Mapping[str, Any],
-              block_size_names: Sequence[str]) -> Dims:
+def grid_dims(
+    problem_size: Sequence[int], config: Mapping[str, Any], grid_div: Mapping[str, Any], block_size_names: Sequence[str]
+) -> Dims:
     """Blocks per grid: ceil(problem_size / divisor) per axis, with Kernel Tuner's grid_div rules.
 
     ``grid_div[axis]`` is None (the axis' block size), a list of parameter names whose
@@ -58,8 +59,13 @@ def _define_value(value: Any) -> str:
     return str(value)
 
 
-def kernel_code(source: str, config: Mapping[str, Any], block: Sequence[int], grid: Sequence[int],
-                defines: Mapping[str, str] | None = None) -> str:
+def kernel_code(
+    source: str,
+    config: Mapping[str, Any],
+    block: Sequence[int],
+    grid: Sequence[int],
+    defines: Mapping[str, str] | None = None,
+) -> str:
     """The source after its ``#define`` lines: by default one per parameter, for
     block_size_x/y/z and grid_size_x/y/z, and ``kernel_tuner`` (kernels written for Kernel
     Tuner test it); with the spec's ``defines``, exactly those, as in Kernel Tuner.

@@ -27,8 +27,9 @@ def plotly_js() -> str:
     try:
         from plotly.offline import get_plotlyjs
     except ImportError:
-        raise UserError("the HTML report needs plotly: pip install plotly "
-                        "(in a checkout: pip install -e '.[analysis]')") from None
+        raise UserError(
+            "the HTML report needs plotly: pip install plotly (in a checkout: pip install -e '.[analysis]')"
+        ) from None
     return get_plotlyjs()
 
 
@@ -41,14 +42,14 @@ def render(payload_json: str, title: str, live: Live | None = None) -> str:
     """The whole page for a payload already encoded as JSON (payload.to_json)."""
     live_json = json.dumps(asdict(live) if live else None)
     return (
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-        "<link rel=\"icon\" href=\"data:,\">\n"  # no favicon request
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<link rel="icon" href="data:,">\n'  # no favicon request
         f"<title>{html.escape(title)}</title>\n<style>{CSS}</style>\n"
         f"<script>{plotly_js()}</script>\n</head>\n<body>\n"
-        "<header id=\"summary\"></header>\n<div id=\"live-status\"></div>\n<main id=\"report\"></main>\n"
-        f"<script type=\"application/json\" id=\"payload\">{_embedded(payload_json)}</script>\n"
-        f"<script type=\"application/json\" id=\"live\">{live_json}</script>\n"
+        '<header id="summary"></header>\n<div id="live-status"></div>\n<main id="report"></main>\n'
+        f'<script type="application/json" id="payload">{_embedded(payload_json)}</script>\n'
+        f'<script type="application/json" id="live">{live_json}</script>\n'
         f"<script>{SCRIPT}</script>\n</body>\n</html>\n"
     )
 

@@ -70,13 +70,20 @@ def summary(v: View) -> Summary:
     ranked = obj.ranked()
     statuses = res["status"].value_counts()
     runs = v.runs
-    s = Summary(kernel=str(v.problem.get("kernel_name", "?")), lang=str(v.problem.get("lang") or ""),
-                source=_source(v), objective=obj.label, direction=obj.direction,
-                configs=int(res["config_id"].nunique()),
-                space_size=int(runs["space_size"].iloc[-1]) if len(runs) else None,
-                ok=int(statuses.get(OK, 0)), failed={str(k): int(n) for k, n in statuses.items() if k != OK},
-                runs=len(runs), ranks=int(runs["ranks"].max()) if len(runs) else 0,
-                state=str(runs["status"].iloc[-1]) if len(runs) else "no run yet")
+    s = Summary(
+        kernel=str(v.problem.get("kernel_name", "?")),
+        lang=str(v.problem.get("lang") or ""),
+        source=_source(v),
+        objective=obj.label,
+        direction=obj.direction,
+        configs=int(res["config_id"].nunique()),
+        space_size=int(runs["space_size"].iloc[-1]) if len(runs) else None,
+        ok=int(statuses.get(OK, 0)),
+        failed={str(k): int(n) for k, n in statuses.items() if k != OK},
+        runs=len(runs),
+        ranks=int(runs["ranks"].max()) if len(runs) else 0,
+        state=str(runs["status"].iloc[-1]) if len(runs) else "no run yet",
+    )
     if len(ranked):
         i = int(ranked[0])
         s.best = float(obj.values[i])
@@ -100,11 +107,16 @@ def table(v: View) -> Table:
     extra = [] if obj.name == TIME else [obj.name]
     columns = ["#", *extra, "time_ms", *v.param_names, "iterations", "std_ms", "run", "rank", "host", "device"]
     picked = res.iloc[top]
-    cells = [picked[c].tolist() for c in columns[1 + len(extra):]]
-    rows = [[place, *([float(obj.values[i])] if extra else []), *(_cell(col[place - 1]) for col in cells)]
-            for place, i in enumerate(top, start=1)]
-    note = f"the best {len(top):,} of {len(ranked):,} configurations with a value" if len(ranked) > len(top) \
+    cells = [picked[c].tolist() for c in columns[1 + len(extra) :]]
+    rows = [
+        [place, *([float(obj.values[i])] if extra else []), *(_cell(col[place - 1]) for col in cells)]
+        for place, i in enumerate(top, start=1)
+    ]
+    note = (
+        f"the best {len(top):,} of {len(ranked):,} configurations with a value"
+        if len(ranked) > len(top)
         else f"all {len(ranked):,} configurations with a value"
+    )
     return Table(columns, rows, note + f", ranked by {obj.label} ({obj.direction}); click a column to sort")
 
 
@@ -113,10 +125,16 @@ def build(tables: Tables, path: str, limits: Limits | None = None, version: str 
     started = time.perf_counter()
     v = view(tables, limits)
     built = [chart(v) for chart in CHARTS]
-    out = {"version": version, "path": path, "summary": asdict(summary(v)),
-           "charts": [asdict(c) for c in built], "table": asdict(table(v))}
-    log.debug("built the report of %s (%d configurations) in %.2f s", path, len(v.results),
-              time.perf_counter() - started)
+    out = {
+        "version": version,
+        "path": path,
+        "summary": asdict(summary(v)),
+        "charts": [asdict(c) for c in built],
+        "table": asdict(table(v)),
+    }
+    log.debug(
+        "built the report of %s (%d configurations) in %.2f s", path, len(v.results), time.perf_counter() - started
+    )
     return out
 
 

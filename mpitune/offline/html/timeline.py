@@ -48,8 +48,10 @@ def _exact(rank: int, where: str, start, end, phase, config) -> Bars:
     text = []
     for k, (i, j) in enumerate(zip(firsts, lasts)):
         what = f"configuration {config[i]}" if i == j and config[i] >= 0 else f"{j - i + 1} intervals" if j > i else ""
-        text.append(f"rank {rank} on {where}<br><b>{PHASE_LABELS.get(p[k], p[k])}</b> {e[k] - s[k]:.3g} s "
-                    f"({s[k]:.3f} to {e[k]:.3f} s)<br>{what}")
+        text.append(
+            f"rank {rank} on {where}<br><b>{PHASE_LABELS.get(p[k], p[k])}</b> {e[k] - s[k]:.3g} s "
+            f"({s[k]:.3f} to {e[k]:.3f} s)<br>{what}"
+        )
     return Bars(rank, s, e, p, text)
 
 
@@ -65,7 +67,7 @@ def _binned(rank: int, where: str, start, end, phase, width: float, phases: list
     for i in np.flatnonzero(~single):  # long phases: few, split over the bins they cover
         edges = np.arange(first[i], last[i] + 2) * width
         overlap = np.minimum(edges[1:], end[i]) - np.maximum(edges[:-1], start[i])
-        filled[first[i]:last[i] + 1, code[i]] += np.maximum(overlap, 0)
+        filled[first[i] : last[i] + 1, code[i]] += np.maximum(overlap, 0)
     used = np.flatnonzero(filled.sum(axis=1) > 0)
     main = np.asarray(phases)[filled[used].argmax(axis=1)]
     s, e = used * width, (used + 1) * width
@@ -73,10 +75,13 @@ def _binned(rank: int, where: str, start, end, phase, width: float, phases: list
     lasts = np.r_[firsts[1:] - 1, len(s) - 1] if len(firsts) else firsts
     text = []
     for i, j in zip(firsts, lasts):
-        shares = filled[used[i]:used[j] + 1].sum(axis=0)
+        shares = filled[used[i] : used[j] + 1].sum(axis=0)
         total = shares.sum()
-        parts = ", ".join(f"{PHASE_LABELS.get(phases[c], phases[c])} {shares[c] / total:.0%}"
-                          for c in np.argsort(-shares) if shares[c] > 0)
+        parts = ", ".join(
+            f"{PHASE_LABELS.get(phases[c], phases[c])} {shares[c] / total:.0%}"
+            for c in np.argsort(-shares)
+            if shares[c] > 0
+        )
         text.append(f"rank {rank} on {where}<br><b>{s[i]:.3f} to {e[j]:.3f} s</b><br>{parts}")
     return Bars(rank, s[firsts], e[lasts], main[firsts], text)
 
@@ -110,19 +115,39 @@ def timeline(v: View) -> Chart:
             ys += [f"rank {b.rank}"] * len(pick)
             texts += [b.text[i] for i in pick]
         if xs:
-            fig.add_trace(go.Bar(x=xs, base=bases, y=ys, orientation="h", name=PHASE_LABELS.get(p, p),
-                                 marker=dict(color=PHASE_COLORS.get(p, "#17becf"), line=dict(width=0)),
-                                 text=texts, textposition="none", hovertemplate="%{text}<extra></extra>"))
+            fig.add_trace(
+                go.Bar(
+                    x=xs,
+                    base=bases,
+                    y=ys,
+                    orientation="h",
+                    name=PHASE_LABELS.get(p, p),
+                    marker=dict(color=PHASE_COLORS.get(p, "#17becf"), line=dict(width=0)),
+                    text=texts,
+                    textposition="none",
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
     for run, at in sorted(v.run_offsets.items())[1:]:
-        fig.add_vline(x=at, line=dict(color="#333", dash="dash", width=1),
-                      annotation_text=f"run {run}", annotation_position="top")
-    fig.update_layout(**LAYOUT, barmode="overlay", bargap=0.25, height=160 + 38 * len(ranks),
-                      xaxis=dict(title="wall time " + ("of the runs, end to end" if v.multi_run else
-                                                       "since the run started") + " (s)"),
-                      yaxis=dict(categoryorder="array", categoryarray=[f"rank {r}" for r in reversed(ranks)]))
+        fig.add_vline(
+            x=at, line=dict(color="#333", dash="dash", width=1), annotation_text=f"run {run}", annotation_position="top"
+        )
+    fig.update_layout(
+        **LAYOUT,
+        barmode="overlay",
+        bargap=0.25,
+        height=160 + 38 * len(ranks),
+        xaxis=dict(
+            title="wall time " + ("of the runs, end to end" if v.multi_run else "since the run started") + " (s)"
+        ),
+        yaxis=dict(categoryorder="array", categoryarray=[f"rank {r}" for r in reversed(ranks)]),
+    )
     fig.update_layout(margin=dict(t=60))
     drawn = sum(len(b.start) for b in bars)
-    note = (f"{len(tl):,} recorded phases drawn as {drawn:,} bars of {width:.3g} s bins; each shows the phase "
-            "that filled most of it (hover for the shares)." if binned else
-            f"{len(tl):,} recorded phases; red is time a rank waited for the others.")
+    note = (
+        f"{len(tl):,} recorded phases drawn as {drawn:,} bars of {width:.3g} s bins; each shows the phase "
+        "that filled most of it (hover for the shares)."
+        if binned
+        else f"{len(tl):,} recorded phases; red is time a rank waited for the others."
+    )
     return Chart("timeline", "Timeline of every rank", fig.to_plotly_json(), note)

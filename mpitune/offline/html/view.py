@@ -81,8 +81,7 @@ class View:
     @property
     def wall_s(self) -> np.ndarray:
         """Each row's finishing time with the runs laid end to end."""
-        return (self.results["finished_s"].to_numpy(float)
-                + self.results["run"].map(self.run_offsets).to_numpy(float))
+        return self.results["finished_s"].to_numpy(float) + self.results["run"].map(self.run_offsets).to_numpy(float)
 
     @property
     def multi_run(self) -> bool:
@@ -108,13 +107,24 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
     # Kept on the View instead, so that pandas' own concatenations need not compare them.
     results.attrs, timeline.attrs = {}, {}
     offsets, total = {}, 0.0
-    walls = run_walls(runs["run"].to_numpy(), runs["wall_s"].to_numpy(float), timeline["run"].to_numpy(),
-                      timeline["end_s"].to_numpy(float))
+    walls = run_walls(
+        runs["run"].to_numpy(),
+        runs["wall_s"].to_numpy(float),
+        timeline["run"].to_numpy(),
+        timeline["end_s"].to_numpy(float),
+    )
     for run, wall in sorted(zip(runs["run"].astype(int).tolist(), walls)):
         offsets[run], total = total, total + wall
-    return View(results=results, timeline=timeline, objective=objective_of(results, attrs["objective"]),
-                param_names=list(attrs["param_names"]), problem=dict(attrs["problem"]), runs=runs,
-                run_offsets=offsets, limits=limits or Limits())
+    return View(
+        results=results,
+        timeline=timeline,
+        objective=objective_of(results, attrs["objective"]),
+        param_names=list(attrs["param_names"]),
+        problem=dict(attrs["problem"]),
+        runs=runs,
+        run_offsets=offsets,
+        limits=limits or Limits(),
+    )
 
 
 def sample(rows: np.ndarray, limit: int, keep: np.ndarray) -> np.ndarray:
@@ -132,16 +142,20 @@ def hover_text(v: View, rows: np.ndarray) -> list[str]:
     """What a point says when hovered: its configuration, objective, status, iterations and
     the rank, host and device that measured it."""
     res = v.results
-    cols = {n: res[n].to_numpy()[rows] for n in [*v.param_names, "status", "iterations", "rank", "host", "device",
-                                                   "run", "time_ms"]}
+    cols = {
+        n: res[n].to_numpy()[rows]
+        for n in [*v.param_names, "status", "iterations", "rank", "host", "device", "run", "time_ms"]
+    }
     values = v.objective.values[rows]
     out = []
     for k in range(len(rows)):
         config = ", ".join(f"{n}={_plain(cols[n][k])}" for n in v.param_names)
         objective = "" if v.objective.name == TIME else f"{v.objective.name} {values[k]:.4g}, "
-        out.append(f"<b>{config}</b><br>{objective}time {cols['time_ms'][k]:.4g} ms<br>"
-                   f"status {cols['status'][k]}, {int(cols['iterations'][k])} iterations<br>"
-                   f"rank {int(cols['rank'][k])} on {cols['host'][k]} ({cols['device'][k]}), run {int(cols['run'][k])}")
+        out.append(
+            f"<b>{config}</b><br>{objective}time {cols['time_ms'][k]:.4g} ms<br>"
+            f"status {cols['status'][k]}, {int(cols['iterations'][k])} iterations<br>"
+            f"rank {int(cols['rank'][k])} on {cols['host'][k]} ({cols['device'][k]}), run {int(cols['run'][k])}"
+        )
     return out
 
 
