@@ -1,0 +1,89 @@
+"""What racing saves on a real device: one spec tuned by brute force with full timing and with racing.
+
+    python benchmarks/racing_gpu.py [SPEC] [--ranks 1] [--mpirun "mpirun --bind-to none"]
+
+SPEC (default: the examples' CUDA matrix multiply) is tuned twice from an empty compile cache,
+into two fresh files: once with ``racing = False`` (a copy of the spec with that line added) and
+once as it is (racing on by default). Prints, from the files: the wall time, the GPU time
+(verified launch + timed launches, ``verify_s + benchmark_s``), the timed launches, the
+configurations raced, and whether both runs found the same best configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from mpitune.store.reader import read
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tune(mpirun: list[str], ranks: int, spec: str, out: str, env: dict) -> float:
+    started = time.perf_counter()
+    cmd = [*mpirun, "-n", str(ranks), sys.executable, "-m", "mpitune", spec, "--out", out, "--strategy", "brute_force"]
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def figures(path: str) -> dict:
+    data = read(path)
+    res = data.results
+    ok = res[res["status"] == "ok"]
+    best = ok[np.argmin(ok["time_ms"])]
+    return {
+        "wall_s": float(data.runs["wall_s"][-1]),
+        "gpu_s": float(res["verify_s"].sum() + res["benchmark_s"].sum()),
+        "launches": int(res["launches"].sum()),
+        "raced": int(res["raced"].sum()),
+        "configs": len(res),
+        "best": {n: best[n].item() for n in data.param_names},
+        "best_ms": float(best["time_ms"]),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("spec", nargs="?", default=os.path.join(REPO, "examples", "matmul_cupy", "spec.py"))
+    p.add_argument("--ranks", type=int, default=1)
+    p.add_argument("--mpirun", default="mpirun --bind-to none")
+    args = p.parse_args()
+    spec = os.path.abspath(args.spec)
+    full = os.path.join(os.path.dirname(spec), "racing_off_" + os.path.basename(spec))
+    with open(spec) as fh, open(full, "w") as out:
+        out.write(fh.read() + "\nracing = False\n")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            got = {}
+            for name, path in (("full timing", full), ("racing", spec)):
+                env = dict(os.environ, PYTHONPATH=REPO, CUPY_CACHE_DIR=os.path.join(tmp, f"cupy-{len(got)}"))
+                h5 = os.path.join(tmp, f"{len(got)}.h5")
+                process_s = tune(shlex.split(args.mpirun), args.ranks, path, h5, env)
+                got[name] = {**figures(h5), "process_s": process_s}
+    finally:
+        os.remove(full)
+        shutil.rmtree(os.path.join(os.path.dirname(spec), "__pycache__"), ignore_errors=True)
+    print(f"command: python benchmarks/racing_gpu.py {shlex.join(sys.argv[1:])}")
+    for name, f in got.items():
+        print(
+            f"{name:12s}: {f['configs']} configs, wall {f['wall_s']:.1f} s (process {f['process_s']:.1f} s), "
+            f"GPU {f['gpu_s']:.2f} s, {f['launches']} timed launches, {f['raced']} raced, "
+            f"best {f['best_ms']:.4f} ms {f['best']}"
+        )
+    a, b = got["full timing"], got["racing"]
+    print(
+        f"racing/full: GPU time {b['gpu_s'] / a['gpu_s']:.3f}, timed launches {b['launches'] / a['launches']:.3f}, "
+        f"wall {b['wall_s'] / a['wall_s']:.3f}; same best: {a['best'] == b['best']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
