@@ -20,6 +20,8 @@ IDLE_PHASES = ("wait",)
 # Work done beside a rank's own phases (in its compile workers, see compile_ahead.py): it
 # overlaps them, so it is reported on its own and is no part of the rank's wall time.
 BACKGROUND_PHASES = ("compile_ahead",)
+# Every phase a file's timeline may hold.
+RECORDED_PHASES = PHASES + BACKGROUND_PHASES
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.model.result import STATUSES
-from mpitune.model.timeline import PHASES
+from mpitune.model.timeline import RECORDED_PHASES
 from mpitune.store.lock import writer_alive
 from mpitune.store.soundness import image, read_back
 from mpitune.store.superblock import clear_write_flags
@@ -110,7 +110,7 @@ def findings(f: h5py.File) -> list[str]:
             problems.append(f"{name} has {len(f[name])} row(s) for {len(results)} result(s)")
     if len(results) and results["run"].max() >= len(runs):
         problems.append("results refer to runs that have no row in runs")
-    phases = sorted({p.decode(errors="replace") for p in np.unique(timeline["phase"])} - set(PHASES))
+    phases = sorted({p.decode(errors="replace") for p in np.unique(timeline["phase"])} - set(RECORDED_PHASES))
     if phases:
         problems.append(f"unknown timeline phases: {', '.join(map(repr, phases))}")
     if len(timeline) and (timeline["end_s"] < timeline["start_s"]).any():

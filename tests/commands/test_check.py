@@ -7,7 +7,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from conftest import mpi_env
+from conftest import mpi_env, mpitune, write_scale_spec
 
 HALF_WRITTEN = textwrap.dedent("""
     import os, signal, sys
@@ -63,3 +63,18 @@ def test_check_refuses_garbage_with_one_line(tmp_path):
     path.write_bytes(np.arange(100, dtype=np.int64).tobytes())
     proc = run_check(path)
     assert proc.returncode == 2 and proc.stderr.startswith("mpitune: error:") and "Traceback" not in proc.stderr
+
+
+def test_a_run_with_compile_workers_is_sound_and_resumes(tmp_path):
+    """Compile workers record their own background phase (compile_ahead) in the timeline: a
+    phase the file may hold, not damage."""
+    spec = write_scale_spec(tmp_path)
+    out = tmp_path / "out.h5"
+    first = mpitune(2, [str(spec), "--out", str(out), "--compile-workers", "1"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    with h5py.File(out, "r") as f:
+        assert b"compile_ahead" in set(f["timeline"]["phase"])
+    checked = run_check(out)
+    assert checked.returncode == 0 and checked.stdout.strip().endswith("sound"), checked.stdout + checked.stderr
+    again = mpitune(2, [str(spec), "--out", str(out), "--compile-workers", "1"], tmp_path)
+    assert again.returncode == 0, again.stderr
