@@ -1,7 +1,8 @@
 """The ask/tell contract every strategy follows, and the bookkeeping they share.
 
-A strategy is pickled into the cache file when a run stops and unpickled when it resumes,
-so the attribute names here are part of files already written: keep them.
+A resumed run rebuilds a strategy by replaying the asks and tells the file recorded, with the
+same seed (scheduling/resume.py), so a strategy must be a function of its seed, options and
+what it was told, in that order: no clocks, no other randomness.
 """
 
 from __future__ import annotations
