@@ -25,6 +25,7 @@ import numpy as np
 
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import Strategy, integer_option, number_option
+from mpitune.strategies.surrogate import expected_improvement
 
 try:  # optional (it comes with scikit-learn): one BLAS thread while asking
     from threadpoolctl import threadpool_limits
@@ -91,7 +92,7 @@ class BayesOpt(Strategy):
         chosen = np.zeros(len(cand), dtype=bool)
         batch: list[int] = []
         for _ in range(min(n, len(cand))):
-            gain = _expected_improvement(mean, var, best - self.exploration)
+            gain = expected_improvement(mean, var, best - self.exploration)
             gain[chosen] = -np.inf
             j = int(np.argmax(gain))
             chosen[j] = True
@@ -156,23 +157,6 @@ def _matern(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
 
 def _chol_solve(chol: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.linalg.solve(chol.T, np.linalg.solve(chol, b))
-
-
-def _expected_improvement(mean: np.ndarray, var: np.ndarray, target: float) -> np.ndarray:
-    """For minimisation; the normal cdf through erf, to stay with numpy alone."""
-    sd = np.sqrt(var)
-    z = (target - mean) / sd
-    cdf = 0.5 * (1 + _erf(z / math.sqrt(2)))
-    pdf = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-    return (target - mean) * cdf + sd * pdf
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    """Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7."""
-    sign, x = np.sign(x), np.abs(x)
-    t = 1 / (1 + 0.3275911 * x)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return sign * (1 - poly * np.exp(-x * x))
 
 
 def create(
