@@ -189,6 +189,11 @@ def rank0_loop_us(
 def replay_wall_s(source: str, workdir: str, ranks: int, batch_size: int, budget: int) -> tuple[float, str]:
     """Real wall time of a whole ``mpiexec`` replay (start-up included) and its command."""
     out = os.path.join(workdir, f"mpi-{Path(source).name}-{ranks}-{batch_size}-{budget}.h5")
+    return mpi_replay(source, out, ranks, batch_size, "--max-fevals", str(budget))
+
+
+def mpi_replay(source: str, out: str, ranks: int, batch_size: int, *flags: str) -> tuple[float, str]:
+    """A brute-force replay into ``out`` under ``mpiexec``: its real wall time and its command."""
     cmd = [
         mpiexec(),
         "-n",
@@ -202,8 +207,7 @@ def replay_wall_s(source: str, workdir: str, ranks: int, batch_size: int, budget
         "brute_force",
         "--batch-size",
         str(batch_size),
-        "--max-fevals",
-        str(budget),
+        *flags,
         "--output",
         out,
     ]
@@ -269,31 +273,13 @@ def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
     print(f"\n## Parallel efficiency, brute force, {ranks} simulated ranks: {name} ({len(cost):,} configurations)")
     for per in scale.per_rank_mpi:
         out = os.path.join(workdir, f"eff-{per}.h5")
-        cmd = [
-            mpiexec(),
-            "-n",
-            str(ranks),
-            PYTHON,
-            "-m",
-            "mpitune",
-            "replay",
-            source,
-            "--strategy",
-            "brute_force",
-            "--batch-size",
-            str(per * ranks),
-            "--output",
-            out,
-        ]
-        start = time.perf_counter()
-        subprocess.run(cmd, check=True, env=mpi_env(), stdout=subprocess.DEVNULL)
-        real_s = time.perf_counter() - start
+        real_s, command = mpi_replay(source, out, ranks, per * ranks)
         s = summarize(read(out))
         print(
             f"replayed under mpiexec, {per} per rank per batch: efficiency {100 * s['efficiency']:.1f} %, "
             f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)"
         )
-        print(f"  command: {shlex.join(cmd)}")
+        print(f"  command: {command}")
     print("from the recorded durations, the same rounds (efficiency %):")
     print(
         "| configs per rank per batch | dealt by batching.deal (scatter/gather) | pulled one at a time within a batch |"
