@@ -1,12 +1,12 @@
 """What racing saves on measured data: every cache replayed with full timing and with racing.
 
-    python benchmarks/racing.py CACHE_DIR [--strategy brute_force] [--max-fevals N]
+    python benchmarks/racing.py CACHE_DIR [--strategy brute_force] [--max-fevals N] [--rule majority]
 
 Each Kernel Tuner cache (``*.json``, ``*.json.gz``) in CACHE_DIR is replayed twice in this
 process, on one rank, through the real loop (Manager, replay backend, HDF5 file): once with
-``racing=False`` and once with racing on. The replay backend races the recorded per-iteration
-times in the order they were measured and spends the simulated benchmark time of the launches
-it made only. Prints, per cache, the timed launches and the simulated benchmark seconds of
+``racing=False`` and once with racing on, by the rule ``--rule`` names (model/racing.py).
+The replay backend races the recorded per-iteration times in the order they were measured and
+spends the simulated benchmark time of the launches it made only. Prints, per cache, the timed launches and the simulated benchmark seconds of
 both, what racing saved, the configurations it stopped, and whether the best configuration
 (and its median) is the same; then the totals. These are replays of measured data: the saving
 on a GPU also depends on what compiling and verifying cost there.
@@ -25,6 +25,7 @@ import tempfile
 
 import numpy as np
 
+from mpitune.model.racing import RaceRule
 from mpitune.scheduling.loop import tune
 from mpitune.scheduling.transport import LocalTransport
 from mpitune.spec.replay import replay_problem
@@ -33,7 +34,7 @@ from mpitune.store import measured
 from mpitune.store.reader import read
 
 
-def replayed(source: str, out: str, racing: bool, strategy: str, max_fevals: int | None) -> dict:
+def replayed(source: str, out: str, racing: bool | str, strategy: str, max_fevals: int | None) -> dict:
     """One replay's figures, read back from the file it wrote."""
 
     def load():
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("caches")
     parser.add_argument("--strategy", default="brute_force")
     parser.add_argument("--max-fevals", type=int, default=None)
+    parser.add_argument("--rule", choices=[rule.value for rule in RaceRule], default=RaceRule.MAJORITY.value)
     args = parser.parse_args(argv)
     sources = sorted(glob.glob(os.path.join(args.caches, "*.json*")))
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         for source in sources:
             name = os.path.basename(source).split(".")[0]
             full = replayed(source, os.path.join(tmp, f"{name}.full.h5"), False, args.strategy, args.max_fevals)
-            fast = replayed(source, os.path.join(tmp, f"{name}.raced.h5"), True, args.strategy, args.max_fevals)
+            fast = replayed(source, os.path.join(tmp, f"{name}.raced.h5"), args.rule, args.strategy, args.max_fevals)
             same = full["best"] == fast["best"] and full["best_ms"] == fast["best_ms"]
             saved = 1 - fast["benchmark_s"] / full["benchmark_s"]
             print(

@@ -1,12 +1,13 @@
 """What racing saves on a real device: one spec tuned by brute force with full timing and with racing.
 
     python benchmarks/racing_gpu.py [SPEC] [--ranks 1] [--mpirun "mpirun --bind-to none"]
+                                    [--rules majority spread]
 
-SPEC (default: the examples' CUDA matrix multiply) is tuned twice from an empty compile cache,
-into two fresh files: once with ``racing = False`` (a copy of the spec with that line added) and
-once as it is (racing on by default). Prints, from the files: the wall time, the GPU time
+SPEC (default: the examples' CUDA matrix multiply) is tuned from an empty compile cache into a
+fresh file once with ``racing = False`` and once per racing rule (model/racing.py), each a copy
+of the spec with that line added. Prints, from the files: the wall time, the GPU time
 (verified launch + timed launches, ``verify_s + benchmark_s``), the timed launches, the
-configurations raced, and whether both runs found the same best configuration.
+configurations raced, and whether each racing run found the best configuration of full timing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 
 import numpy as np
 
+from mpitune.model.racing import RaceRule
 from mpitune.store.reader import read
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,21 +57,30 @@ def main() -> None:
     p.add_argument("spec", nargs="?", default=os.path.join(REPO, "examples", "matmul_cupy", "spec.py"))
     p.add_argument("--ranks", type=int, default=1)
     p.add_argument("--mpirun", default="mpirun --bind-to none")
+    p.add_argument("--rules", nargs="+", choices=[rule.value for rule in RaceRule], default=[r.value for r in RaceRule])
     args = p.parse_args()
     spec = os.path.abspath(args.spec)
-    full = os.path.join(os.path.dirname(spec), "racing_off_" + os.path.basename(spec))
-    with open(spec) as fh, open(full, "w") as out:
-        out.write(fh.read() + "\nracing = False\n")
+    with open(spec) as fh:
+        source = fh.read()
+    variants = {"full timing": "False", **{rule: repr(rule) for rule in args.rules}}
+    copies = {
+        name: os.path.join(os.path.dirname(spec), f"racing_{i}_{os.path.basename(spec)}")
+        for i, name in enumerate(variants)
+    }
     try:
         with tempfile.TemporaryDirectory() as tmp:
             got = {}
-            for name, path in (("full timing", full), ("racing", spec)):
+            for name, value in variants.items():
+                with open(copies[name], "w") as out:
+                    out.write(f"{source}\nracing = {value}\n")
                 env = dict(os.environ, PYTHONPATH=REPO, CUPY_CACHE_DIR=os.path.join(tmp, f"cupy-{len(got)}"))
                 h5 = os.path.join(tmp, f"{len(got)}.h5")
-                process_s = tune(shlex.split(args.mpirun), args.ranks, path, h5, env)
+                process_s = tune(shlex.split(args.mpirun), args.ranks, copies[name], h5, env)
                 got[name] = {**figures(h5), "process_s": process_s}
     finally:
-        os.remove(full)
+        for path in copies.values():
+            if os.path.exists(path):
+                os.remove(path)
         shutil.rmtree(os.path.join(os.path.dirname(spec), "__pycache__"), ignore_errors=True)
     print(f"command: python benchmarks/racing_gpu.py {shlex.join(sys.argv[1:])}")
     for name, f in got.items():
@@ -78,11 +89,13 @@ def main() -> None:
             f"GPU {f['gpu_s']:.2f} s, {f['launches']} timed launches, {f['raced']} raced, "
             f"best {f['best_ms']:.4f} ms {f['best']}"
         )
-    a, b = got["full timing"], got["racing"]
-    print(
-        f"racing/full: GPU time {b['gpu_s'] / a['gpu_s']:.3f}, timed launches {b['launches'] / a['launches']:.3f}, "
-        f"wall {b['wall_s'] / a['wall_s']:.3f}; same best: {a['best'] == b['best']}"
-    )
+    a = got["full timing"]
+    for rule in args.rules:
+        b = got[rule]
+        print(
+            f"{rule}/full: GPU time {b['gpu_s'] / a['gpu_s']:.3f}, timed launches {b['launches'] / a['launches']:.3f}, "
+            f"wall {b['wall_s'] / a['wall_s']:.3f}; same best: {a['best'] == b['best']}"
+        )
 
 
 if __name__ == "__main__":

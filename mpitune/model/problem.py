@@ -11,6 +11,7 @@ import numpy as np
 
 from mpitune.model.kernel_extras import KernelExtras
 from mpitune.model.objective import TIME, Metric
+from mpitune.model.racing import RaceRule
 from mpitune.model.restrictions import Restriction
 
 
@@ -99,6 +100,7 @@ class RunSettings:
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
     # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.
     racing: bool = True
+    race_rule: RaceRule = RaceRule.MAJORITY  # when a configuration's launches so far suffice to stop it
     # Processes per rank that compile configurations ahead while the device measures
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
     compile_workers: int | None = None

@@ -214,7 +214,7 @@ class Manager:
         if self.objective.name != TIME or self.objective.higher_is_better:
             log.info("racing is off: the objective is %s, not the kernel time", self.objective.name)
             return None
-        return Race().seen(known)
+        return Race(rule=self.settings.race_rule).seen(known)
 
     def _update_best(self, results: list[Result]) -> None:
         for r in results:

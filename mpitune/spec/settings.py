@@ -15,6 +15,7 @@ from typing import Any
 
 from mpitune import strategies
 from mpitune.model.problem import RunSettings
+from mpitune.model.racing import RaceRule
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import BUDGET_OPTIONS
 
@@ -35,7 +36,7 @@ class Overrides:
     stop_file: str = ""
     allow_mixed_devices: bool = False
     isolate: bool = True
-    racing: bool | None = None
+    racing: bool | str | None = None  # True, False or a RaceRule's value
 
 
 @dataclass(frozen=True)
@@ -112,9 +113,13 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     if workers is not None:
         settings.compile_workers = check.int_("compile_workers", workers, 0)
     racing = fields.racing if overrides.racing is None else overrides.racing
-    if not isinstance(racing, bool):
-        check.fail("racing", f"must be True or False, got {racing!r}")
-    settings.racing = racing
+    rules = {rule.value: rule for rule in RaceRule}
+    if isinstance(racing, str) and racing in rules:
+        settings.racing, settings.race_rule = True, rules[racing]
+    elif isinstance(racing, bool):
+        settings.racing = racing
+    else:
+        check.fail("racing", f"must be True, False or one of {', '.join(map(repr, rules))}, got {racing!r}")
     cache = overrides.cache_path or fields.cache
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")

@@ -2,7 +2,7 @@
 
 import math
 
-from mpitune.model.racing import RATIO_FLOOR, Race
+from mpitune.model.racing import RATIO_FLOOR, Race, RaceRule
 from mpitune.model.result import Result
 
 
@@ -41,3 +41,28 @@ def test_fully_timed_results_set_the_best_and_widen_the_ratio_and_others_do_not(
     assert race == Race(best_ms=2.0, ratio=1.5)
     assert Race().seen([Result(0, "ok", time_ms=1.0, times_ms=[1.0, 1.01])]).ratio == RATIO_FLOOR
     assert Race().seen([Result(0, "ok", time_ms=math.nan)]) == Race()
+
+
+def test_the_spread_rule_stops_on_the_first_launch_beyond_the_bound_and_never_on_a_fast_one():
+    race = Race(best_ms=1.0, ratio=1.3, rule=RaceRule.SPREAD)
+    assert race.lost([1.31], iterations=7)  # the majority rule would need four such launches
+    assert not race.lost([1.31, 1.29], iterations=7) and not race.lost([1.3], iterations=7)
+    assert not race.lost([], iterations=7)
+    assert race.seen([Result(0, "ok", time_ms=0.5, times_ms=[0.5, 0.6, 0.5])]).rule is RaceRule.SPREAD
+
+
+def test_under_the_spread_rule_a_raced_configuration_no_noisier_than_the_run_could_not_have_been_the_best():
+    """The spread rule's promise: if no launch of a configuration exceeds ``ratio`` x its median
+    (the noise the run measured), one launch beyond ``ratio`` x the best proves its median slower."""
+    import itertools
+
+    race = Race(best_ms=1.0, ratio=1.3, rule=RaceRule.SPREAD)
+    values = [0.9, 1.0, 1.2, 1.35, 1.6, 2.0]
+    for iterations in (1, 3, 5):
+        for times in itertools.product(values, repeat=iterations):
+            median = sorted(times)[(iterations - 1) // 2]
+            if max(times) > race.ratio * median:
+                continue  # noisier than the run has seen: outside the rule's promise
+            for got in range(1, iterations + 1):
+                if race.lost(list(times[:got]), iterations):
+                    assert median > race.best_ms, (times, got)

@@ -133,6 +133,7 @@ BROKEN = [
     ("metrics = {'time': lambda p: 1.0}\n", "metrics", "'time' is taken"),
     ("metrics = {'b': lambda p: p['a'], 'a': lambda p: 1.0}\n", "metrics", "'b' fails"),
     ("objective_higher_is_better = 'yes'\n", "objective_higher_is_better", "True or False"),
+    ("racing = 'fast'\n", "racing", "'majority', 'spread'"),
     ("compiler_options = '-O2'\n", "compiler_options", "list of strings"),
     ("problem_size = (1, 2, 3, 4)\n", "problem_size", "1 to 3"),
     ("texmem_args = {}\n", "texmem_args", "does not support"),
