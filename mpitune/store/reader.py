@@ -24,19 +24,46 @@ from mpitune.store.soundness import open_for_reading
 @dataclass(frozen=True)
 class RecordedObjective:
     """The objective the file's latest run optimised (its attribute ``objective``); a file written
-    before metrics existed records none and reads as time, lower is better."""
+    before metrics existed records none and reads as time, lower is better. ``names`` and
+    ``directions`` hold every objective of a multi-objective run (the first is ``name``), and only
+    that one otherwise."""
 
     name: str
     higher_is_better: bool
     metrics: dict[str, str]  # name -> definition (the expression, or the function's source)
+    names: tuple[str, ...] = ()
+    directions: tuple[bool, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.names:
+            object.__setattr__(self, "names", (self.name,))
+            object.__setattr__(self, "directions", (self.higher_is_better,))
+
+    @property
+    def several(self) -> bool:
+        return len(self.names) > 1
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> RecordedObjective:
-        return cls(str(record["objective"]), bool(record["higher_is_better"]), dict(record.get("metrics", {})))
+        return cls(
+            str(record["objective"]),
+            bool(record["higher_is_better"]),
+            dict(record.get("metrics", {})),
+            tuple(str(n) for n in record.get("objectives", ())),
+            tuple(bool(d) for d in record.get("objectives_higher_is_better", ())),
+        )
 
     def record(self) -> dict[str, Any]:
         """As the file holds it (and the pandas tables' ``attrs["objective"]``)."""
-        return {"objective": self.name, "higher_is_better": self.higher_is_better, "metrics": dict(self.metrics)}
+        record: dict[str, Any] = {
+            "objective": self.name,
+            "higher_is_better": self.higher_is_better,
+            "metrics": dict(self.metrics),
+        }
+        if self.several:
+            record["objectives"] = list(self.names)
+            record["objectives_higher_is_better"] = list(self.directions)
+        return record
 
 
 @dataclass(frozen=True)
