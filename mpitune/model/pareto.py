@@ -60,7 +60,10 @@ def front_ranks(points: np.ndarray, enough: int | None = None) -> np.ndarray:
 def _non_dominated(points: np.ndarray) -> np.ndarray:
     """Positions of the non-dominated rows of finite ``points``. In lexicographic order a point
     can only be dominated by one before it, and dominance is transitive, so each point need only
-    be compared with the front found so far: O(n x front size)."""
+    be compared with the front found so far: O(n x front size). Two objectives, the common
+    case, take a vectorised sweep instead."""
+    if points.shape[1] == 2:
+        return _non_dominated_2d(points)
     order = np.lexsort(points.T[::-1])
     front: list[int] = []
     for i in order:
@@ -70,6 +73,18 @@ def _non_dominated(points: np.ndarray) -> np.ndarray:
                 continue
         front.append(int(i))
     return np.sort(np.asarray(front, dtype=np.int64))
+
+
+def _non_dominated_2d(points: np.ndarray) -> np.ndarray:
+    """Sorted by (first, second), a point is dominated by an earlier one with a smaller first
+    value and a second value no larger, or by the first of its own first value when that one's
+    second value is smaller: a prefix minimum and a group start, O(n log n)."""
+    order = np.lexsort((points[:, 1], points[:, 0]))
+    first, second = points[order, 0], points[order, 1]
+    before = np.concatenate(([np.inf], np.minimum.accumulate(second)))  # min of second[:i]
+    start = np.searchsorted(first, first, side="left")  # where each point's first value begins
+    dominated = (before[start] <= second) | (second[start] < second)
+    return np.sort(order[~dominated])
 
 
 def crowding(points: np.ndarray) -> np.ndarray:
