@@ -25,6 +25,13 @@ def oriented(values: np.ndarray, higher_is_better: Sequence[bool]) -> np.ndarray
     return np.where(np.asarray(higher_is_better, dtype=bool), -values, values)
 
 
+def front_rows(values: np.ndarray, higher_is_better: Sequence[bool]) -> np.ndarray:
+    """The rows of ``values`` (n, one column per objective, NaN where a configuration has no
+    value) on the Pareto front for those directions, ascending: what a run records as its front
+    and what report, plot and the HTML report show."""
+    return np.flatnonzero(front_mask(oriented(values, higher_is_better)))
+
+
 def front_mask(points: np.ndarray) -> np.ndarray:
     """True for the rows on the front (non-dominated among the finite rows)."""
     ranks = front_ranks(points, enough=1)

@@ -17,6 +17,9 @@ import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.model.objective import Objective
+from mpitune.model.pareto import front_rows
+from mpitune.model.result import OK
+from mpitune.store.front import objective_values
 from mpitune.store.layout import value_names
 from mpitune.store.soundness import open_for_reading
 
@@ -84,6 +87,19 @@ class CacheData:
     metric_names: list[str]
     observed: np.ndarray
     observed_names: list[str]
+    # The config ids of the Pareto front as the latest multi-objective run ended; None where the
+    # file has none (one objective, or a run still going or killed before its end).
+    recorded_front: np.ndarray | None = None
+
+    def objective_values(self) -> np.ndarray:
+        """(rows, objectives): the value of each recorded objective per results row, NaN where a
+        configuration did not pass."""
+        return objective_values(self.objective.names, self.column, self.results["status"] == OK)
+
+    def front_rows(self) -> np.ndarray:
+        """The results rows on the Pareto front of the recorded objectives, computed from the
+        rows as they stand (the same rule as the front a run records when it ends)."""
+        return front_rows(self.objective_values(), self.objective.directions)
 
     def column(self, name: str) -> np.ndarray:
         """One value per results row: a metric, an observed value or a results field, by name."""
@@ -114,6 +130,7 @@ def read(path: str) -> CacheData:
                 metric_names=metric_names,
                 observed=_rows(f, "observed", len(results), len(observed_names)),
                 observed_names=observed_names,
+                recorded_front=f["front"]["config_id"][...] if "front" in f and f["front"].shape[0] else None,
             )
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot read cache {path}: {exc}") from None
