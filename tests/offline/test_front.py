@@ -100,3 +100,37 @@ def test_the_front_figure_marks_every_front_member_and_names_both_objectives(tun
     front = [c for c in ax.collections if c.get_label().startswith("Pareto front")]
     assert len(front) == 1 and len(front[0].get_offsets()) == len(brute_force_front(tuned))
     plt.close(fig)
+
+
+def test_the_html_report_fills_its_pareto_place(tuned):
+    """In a real headless Chromium: the Pareto chart is there, after the convergence, and its
+    highlighted points are the front of ``report``."""
+    pytest.importorskip("plotly")
+    from headless import browser_or_skip, open_page
+
+    pw, chromium = browser_or_skip()
+    try:
+        out = tuned.with_suffix(".html")
+        proc = subprocess.run(
+            [sys.executable, "-m", "mpitune", "report", str(tuned), "--html", str(out)],
+            env=mpi_env(),
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+        page, seen = open_page(chromium, out.as_uri())
+        assert seen.errors == []
+        ids = page.eval_on_selector_all(".js-plotly-plot", "els => els.map(e => e.id)")
+        assert ids[:2] == ["convergence", "pareto"]
+        drawn = page.evaluate("""() => {
+            const t = document.getElementById('pareto')._fullData.find(t => t.meta === 'front');
+            return [Array.from(t.x), Array.from(t.y)];
+        }""")
+        front = report_json(tuned)["pareto"]["front"]
+        expected = sorted((m["objectives"]["time"], m["objectives"]["trips"]) for m in front)
+        assert np.allclose(sorted(zip(*drawn)), expected)
+        assert "time (ms), lower is better" in page.inner_text("#pareto")
+        page.close()
+    finally:
+        chromium.close()
+        pw.stop()
