@@ -96,8 +96,10 @@ class Objective:
         aliases: Mapping[str, str] | None = None,
     ):
         self.names = (name,) if isinstance(name, str) else tuple(name)
-        directions = [higher_is_better] * len(self.names) if isinstance(higher_is_better, bool) else higher_is_better
-        self.directions = tuple(bool(d) for d in directions)
+        if isinstance(higher_is_better, Sequence):
+            self.directions = tuple(bool(d) for d in higher_is_better)
+        else:  # one bool (numpy's too) for every objective
+            self.directions = (bool(higher_is_better),) * len(self.names)
         if not self.names or len(self.directions) != len(self.names):
             raise ValueError(f"objectives {self.names} and directions {self.directions} do not pair up")
         self.name = self.names[0]  # the first objective: what single-objective strategies minimise
