@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from search_problems import LANDSCAPE, landscape_ms, make
+from search_problems import LANDSCAPE, landscape_ms, make, run
 
 from mpitune.model import pareto
 from mpitune.model.result import Result
@@ -59,3 +59,10 @@ def test_finds_a_larger_hypervolume_than_random_sampling():
     # The reference is the worst corner, so any sample dominates most of the box: compare what is
     # missed. (Measured: nsga2 misses 0.2 %, random sampling 1.8 %, over 6 seeds.)
     assert 1 - found < 0.5 * (1 - random), (found, random)
+
+
+def test_with_one_objective_it_asks_what_the_genetic_algorithm_asks():
+    """Told one score each (distinct ones), every front is one configuration: the selection is
+    the genetic algorithm's elite, and the search the same, batch for batch."""
+    nsga2 = run(make("nsga2", seed=2), 4, 120, landscape_ms)
+    assert nsga2 == run(make("genetic_algorithm", seed=2), 4, 120, landscape_ms)
