@@ -28,8 +28,15 @@ def oriented(values: np.ndarray, higher_is_better: Sequence[bool]) -> np.ndarray
 def front_rows(values: np.ndarray, higher_is_better: Sequence[bool]) -> np.ndarray:
     """The rows of ``values`` (n, one column per objective, NaN where a configuration has no
     value) on the Pareto front for those directions, ascending: what a run records as its front
-    and what report, plot and the HTML report show."""
-    return np.flatnonzero(front_mask(oriented(values, higher_is_better)))
+    and what report, plot and the HTML report show. A higher-is-better value must be positive to
+    count, as for the score strategies minimise (model/objective.py): a row with one that is not
+    is on no front, like a failure."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1, len(higher_is_better))
+    points = oriented(values, higher_is_better)
+    with np.errstate(invalid="ignore"):
+        unrankable = (np.asarray(higher_is_better, dtype=bool) & ~(values > 0)).any(axis=1)
+    points[unrankable] = np.nan
+    return np.flatnonzero(front_mask(points))
 
 
 def front_mask(points: np.ndarray) -> np.ndarray:

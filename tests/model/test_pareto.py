@@ -35,6 +35,14 @@ def test_orientation_negates_higher_is_better_columns():
     assert pareto.front_mask(pareto.oriented(values, [False, False])).tolist() == [True, False]
 
 
+def test_front_rows_take_values_with_directions_and_leave_out_what_cannot_be_ranked():
+    # (time, GFLOP/s higher is better): row 2 is beaten by row 0; row 3's GFLOP/s of 0 (and row
+    # 4's NaN) cannot be ranked, as the strategies score them, so they are on no front.
+    values = np.array([[1.0, 50.0], [2.0, 80.0], [3.0, 40.0], [0.5, 0.0], [0.1, math.nan]])
+    assert pareto.front_rows(values, [False, True]).tolist() == [0, 1]
+    assert pareto.front_rows(values, [False, False]).tolist() == [3]  # lower is better: 0 is the best
+
+
 def test_crowding_keeps_the_extremes_and_measures_the_gaps():
     front = np.array([[1, 5], [2, 3], [4, 1]], dtype=float)
     # The middle point: neighbours 1 and 4 over a range of 3, and 5 and 1 over a range of 4.
