@@ -6,6 +6,12 @@ higher is better. Metric functions are the spec's own lambdas and closures: they
 travel to other ranks, so everything here runs on rank 0, on the results of a batch once
 they are gathered. Strategies never see metrics; they minimise ``Result.score``.
 
+A run may name several objectives (Kernel Tuner's ``objective = ["time", "energy"]`` with a list
+of directions): every result then gets ``Result.scores``, one score per objective, which
+multi-objective strategies (nsga2) compare by Pareto dominance; ``Result.score`` and
+``Result.objective`` stay those of the first, which every single-objective strategy, the
+progress line and "best" follow.
+
 The score of a lower-is-better objective is its value; that of a higher-is-better one is
 ``1 / value``. Not ``-value``: the strategies compare configurations by ratio (simulated
 annealing accepts by log ratio, Bayesian optimisation fits log values), which needs
@@ -19,7 +25,7 @@ import logging
 import math
 import numbers
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,14 +89,21 @@ class Objective:
 
     def __init__(
         self,
-        name: str = TIME,
-        higher_is_better: bool = False,
+        name: str | Sequence[str] = TIME,
+        higher_is_better: bool | Sequence[bool] = False,
         metrics: Iterable[Metric] = (),
         observed_names: Iterable[str] = (),
         aliases: Mapping[str, str] | None = None,
     ):
-        self.name = name
-        self.higher_is_better = bool(higher_is_better)
+        self.names = (name,) if isinstance(name, str) else tuple(name)
+        if isinstance(higher_is_better, Sequence):
+            self.directions = tuple(bool(d) for d in higher_is_better)
+        else:  # one bool (numpy's too) for every objective
+            self.directions = (bool(higher_is_better),) * len(self.names)
+        if not self.names or len(self.directions) != len(self.names):
+            raise ValueError(f"objectives {self.names} and directions {self.directions} do not pair up")
+        self.name = self.names[0]  # the first objective: what single-objective strategies minimise
+        self.higher_is_better = self.directions[0]
         self.metrics = list(metrics)
         self.observed_names = list(observed_names)
         self.aliases = dict(aliases or {})  # Kernel Tuner's name of an observed value -> ours
@@ -99,12 +112,29 @@ class Objective:
     @classmethod
     def of(cls, problem) -> Objective:
         return cls(
-            problem.objective,
-            problem.objective_higher_is_better,
+            problem.objectives or problem.objective,
+            problem.objectives_higher_is_better or problem.objective_higher_is_better,
             problem.metrics,
             problem.observed_names,
             problem.observed_aliases,
         )
+
+    @property
+    def several(self) -> bool:
+        """Whether the run has several objectives (a Pareto front) rather than one best."""
+        return len(self.names) > 1
+
+    @property
+    def is_kernel_time(self) -> bool:
+        """Whether the run minimises the kernel time alone: only then may slower configurations be
+        raced (model/racing.py); with a second objective a slow one can be on the front."""
+        return self.names == (TIME,) and not self.higher_is_better
+
+    def key(self) -> list:
+        """What of the objective a saved search depends on (it holds scores): the first
+        objective and its direction, and all of them when there are several."""
+        key: list = [self.name, self.higher_is_better]
+        return key + [list(self.names), list(self.directions)] if self.several else key
 
     @property
     def metric_names(self) -> list[str]:
@@ -112,17 +142,22 @@ class Objective:
 
     def record(self) -> dict:
         """How the file describes the objective and the metrics (JSON)."""
-        return {
+        record = {
             "objective": self.name,
             "higher_is_better": self.higher_is_better,
             "metrics": {m.name: m.text for m in self.metrics},
         }
+        if self.several:  # absent with one objective, so such files stay as they were
+            record["objectives"] = list(self.names)
+            record["objectives_higher_is_better"] = list(self.directions)
+        return record
 
     def evaluate(self, result: Result, config: Mapping[str, Any]) -> Result:
-        """Fill ``result.metrics``, ``result.objective`` and ``result.score``. A failure gets
-        NaN metrics and an infinite score; a metric that raises gets NaN and a warning."""
+        """Fill ``result.metrics``, ``result.objective``, ``result.score`` and ``result.scores``. A
+        failure gets NaN metrics and infinite scores; a metric that raises gets NaN and a warning."""
         result.metrics = {m.name: math.nan for m in self.metrics}
         result.objective, result.score = math.nan, math.inf
+        result.scores = (math.inf,) * len(self.names)
         if not result.ok:
             return result
         p = {
@@ -135,30 +170,32 @@ class Objective:
         p.update({alias: p[name] for alias, name in self.aliases.items()})
         for m in self.metrics:
             p[m.name] = result.metrics[m.name] = self._metric(m, p, config)
-        result.objective = float(p[self.name]) if self.name in p else math.nan
-        result.score = self.score(result.objective)
-        if math.isinf(result.score) and not math.isnan(result.objective):
-            self._unrankable(result.objective, config)
+        values = [float(p[name]) if name in p else math.nan for name in self.names]
+        result.scores = tuple(self.score(v, hib) for v, hib in zip(values, self.directions))
+        result.objective, result.score = values[0], result.scores[0]
+        for name, hib, value, score in zip(self.names, self.directions, values, result.scores):
+            if math.isinf(score) and not math.isnan(value):
+                self._unrankable(name, hib, value, config)
         return result
 
-    def _unrankable(self, value: float, config: Mapping[str, Any]) -> None:
+    def _unrankable(self, name: str, higher_is_better: bool, value: float, config: Mapping[str, Any]) -> None:
         """A configuration that ran and verified but whose objective cannot be ranked (infinite,
         or not positive where higher is better, see ``score``) stays recorded with its status and
         value, and cannot be the best; said once per run, as a run where every configuration is
         like this would otherwise end with only "no configuration passed". (NaN, from a metric
         that failed, was already warned of.)"""
-        if self._warned[f"objective {self.name}"]:
+        if self._warned[f"objective {name}"]:
             return
-        self._warned[f"objective {self.name}"] += 1
-        need = "a positive finite number" if self.higher_is_better else "a finite number"
+        self._warned[f"objective {name}"] += 1
+        need = "a positive finite number" if higher_is_better else "a finite number"
         log.warning(
             "objective %r is %s for configuration %s: a %s objective must be %s to be ranked; such "
             "configurations are recorded (status ok, with the value) but cannot be the best; "
             "further ones are not reported",
-            self.name,
+            name,
             value,
             dict(config),
-            "higher-is-better" if self.higher_is_better else "lower-is-better",
+            "higher-is-better" if higher_is_better else "lower-is-better",
             need,
         )
 
@@ -183,11 +220,12 @@ class Objective:
                 )
             return math.nan
 
-    def score(self, value: float) -> float:
-        """What strategies minimise for an objective value (see the module's docstring)."""
+    def score(self, value: float, higher_is_better: bool | None = None) -> float:
+        """What strategies minimise for a value of an objective of that direction (the first
+        objective's by default; see the module's docstring)."""
         if not math.isfinite(value):
             return math.inf
-        if not self.higher_is_better:
+        if not (self.higher_is_better if higher_is_better is None else higher_is_better):
             return value
         return 1.0 / value if value > 0 else math.inf
 

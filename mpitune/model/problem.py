@@ -35,6 +35,10 @@ class Problem:
     # What is optimised (see objective.py); metrics are rank 0's alone (spec callables).
     objective: str = TIME
     objective_higher_is_better: bool = False
+    # With several objectives (Kernel Tuner's list form), all of them, the first being ``objective``;
+    # empty with one.
+    objectives: tuple[str, ...] = ()
+    objectives_higher_is_better: tuple[bool, ...] = ()
     metrics: list[Metric] = field(default_factory=list)
     # Names of the values besides time that the backend observes for every configuration,
     # and Kernel Tuner's name for each where it has another (``nvml_energy`` -> ``energy_j``).

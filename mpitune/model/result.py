@@ -38,6 +38,8 @@ class Result:
     metrics: dict[str, float] = field(default_factory=dict)
     objective: float = math.nan  # the value of the run's objective (time, a metric or an observed value)
     score: float = math.nan  # what strategies minimise: inf for a failure, NaN until evaluated
+    # One score per objective when the run has several (``score`` is the first); () until evaluated.
+    scores: tuple[float, ...] = ()
     # Filled in by the scheduler, which knows where and when the backend ran.
     rank: int = -1
     batch: int = -1

@@ -92,6 +92,12 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
     Column("key", "S64", "SHA-256 of the strategy, seed, options and objective"),
     Column("continuable", "i1", "1 if the next run may continue this search, 0 if ids came back unmeasured"),
 )
+# The Pareto front of a run with several objectives, as its latest run ended (model/pareto.py
+# computes it from the results, metrics and observed values; a reader computes the same from them
+# at any time). Absent from files of one objective; files before it read as if computed.
+FRONT_COLUMNS: tuple[Column, ...] = (
+    Column("config_id", "i8", "a configuration on the front, in the order of results"),
+)
 RANK_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
     Column("rank", "i4", "which rank"),
@@ -125,3 +131,4 @@ IN_FLIGHT_DTYPE = dtype(IN_FLIGHT_COLUMNS)
 RANKS_DTYPE = dtype(RANK_COLUMNS)
 ASKED_DTYPE = dtype(ASKED_COLUMNS)
 SEARCH_DTYPE = dtype(SEARCH_COLUMNS)
+FRONT_DTYPE = dtype(FRONT_COLUMNS)

@@ -5,8 +5,10 @@
 writes ``convergence.png`` (the best objective value so far against wall time and against
 evaluations), ``timeline.png`` (a Gantt chart of every rank's phases), ``distribution.png``
 (the objective over the measured configurations) and ``parameters.png`` (the objective against
-each tunable parameter). The objective is the one the file records, with its direction, ranked
-as ``report`` ranks it (mpitune/offline/ranking.py), so plots and report name the same best.
+each tunable parameter); and for a file of several objectives ``pareto.png`` (objective 1
+against objective 2, the Pareto front highlighted; offline/front.py). The objective is the one the
+file records (the first of several), with its direction, ranked as ``report`` ranks it
+(mpitune/offline/ranking.py), so plots and report name the same best.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.result import OK
 from mpitune.model.timeline import PHASES
+from mpitune.offline import front
 from mpitune.offline.analysis import Tables, frames, run_table
 from mpitune.offline.ranking import TIME_COLUMN, objective_column, running_best, usable
 from mpitune.offline.report import run_walls
 from mpitune.store.reader import read
 
-PLOTS = ("convergence", "timeline", "distribution", "parameters")
+PLOTS = ("convergence", "timeline", "distribution", "parameters")  # of every file, from its tables
+PARETO = "pareto"  # of a file of several objectives (offline/front.py)
+CHOICES = (*PLOTS, PARETO)
 
 
 @dataclass(frozen=True)
@@ -375,16 +380,20 @@ def parameters(t: Tables, plt, seed: int = 0):
     return fig
 
 
-def plot(path: str, out_dir: str, which: tuple[str, ...] = PLOTS, dpi: int = 100) -> list[str]:
-    """Write the chosen plots of a cache file into out_dir; returns the paths written."""
+def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int = 100) -> list[str]:
+    """Write the chosen plots of a cache file into out_dir (by default every one that applies:
+    ``pareto`` only to a file of several objectives); returns the paths written."""
     plt = _pyplot()
-    tables = frames(read(path))
+    data = read(path)
+    tables = frames(data)
     if not len(tables.results):
         raise UserError(f"{path} holds no results yet")
+    if which is None:
+        which = (*PLOTS, PARETO) if data.objective.several else PLOTS
     os.makedirs(out_dir, exist_ok=True)
     written = []
     for name in which:
-        fig = globals()[name](tables, plt)
+        fig = front.figure(data, plt) if name == PARETO else globals()[name](tables, plt)
         target = os.path.join(out_dir, f"{name}.png")
         fig.savefig(target, dpi=dpi)
         plt.close(fig)

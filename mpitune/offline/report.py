@@ -17,6 +17,7 @@ import numpy as np
 from mpitune.model.problem import plain
 from mpitune.model.result import OK
 from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES, PHASES
+from mpitune.offline import front
 from mpitune.offline.ranking import best_first, objective_column, usable
 from mpitune.store.reader import CacheData, read
 
@@ -255,6 +256,7 @@ def summarize(data: CacheData, top: int = 5) -> dict:
         },
         "devices": _devices(data.ranks),
         "run_list": _runs(runs, walls),
+        "pareto": front.summary(data),  # None with one objective
     }
     if len(best_rows):
         summary["best"] = {
@@ -358,6 +360,8 @@ def _text(path: str, s: dict) -> str:
             values = {**t["metrics"], **t["observed"]}
             shown = ([] if o["name"] == "time" else [t["objective"]]) + [t["time_ms"]] + [values[n] for n in extra]
             lines.append(f"  {i:>3}. {' '.join(f'{v:10.4g}' for v in shown)}  {spread:<28} {cfg}")
+    if s["pareto"]:
+        lines += front.text(s["pareto"])
     lines.append("\n  seconds per rank (all runs):")
     lines.append(
         "  rank  host / device                 "

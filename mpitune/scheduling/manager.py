@@ -17,7 +17,6 @@ import numpy as np
 
 from mpitune import strategies
 from mpitune.model.kernel_extras import Derived
-from mpitune.model.objective import TIME
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.racing import Race
 from mpitune.model.result import Result
@@ -84,8 +83,7 @@ class Manager:
                 self.settings.strategy,
                 self.settings.seed,
                 self.settings.strategy_options,
-                self.objective.name,
-                self.objective.higher_is_better,
+                *self.objective.key(),
             ],
             sort_keys=True,
             default=str,
@@ -211,8 +209,8 @@ class Manager:
         configuration), and an observed value (energy) is not what the launches time."""
         if not self.settings.racing:
             return None
-        if self.objective.name != TIME or self.objective.higher_is_better:
-            log.info("racing is off: the objective is %s, not the kernel time", self.objective.name)
+        if not self.objective.is_kernel_time:
+            log.info("racing is off: the objective is %s, not the kernel time", ", ".join(self.objective.names))
             return None
         return Race(rule=self.settings.race_rule).seen(known)
 

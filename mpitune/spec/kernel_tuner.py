@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "timeout_s": None,
     "compile_workers": None,
     "metrics": None,
-    "objective_higher_is_better": False,
+    "objective_higher_is_better": None,  # False for every objective
     "defines": None,
     "smem_args": None,
     "cmem_args": None,

@@ -1,5 +1,7 @@
 """``metrics``, ``objective`` and ``objective_higher_is_better``: what is optimised.
 
+As in Kernel Tuner, ``objective`` is one name or a list of names (multi-objective: the Pareto front
+is searched for), and ``objective_higher_is_better`` one bool or a list of one bool per name.
 Each metric is tried on a sample ``p`` (the first value of every parameter, time 1 ms, every
 observed value 1) so that a misspelled name fails here rather than on every result."""
 
@@ -20,18 +22,54 @@ def attach(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, Any]
     """Into ``problem``, which already knows its parameters and observed values (names a
     metric may not take). ``namespace`` is the spec module's: expression metrics see its names."""
     _metrics(check, spec["metrics"], namespace, problem)
-    problem.objective = problem.observed_aliases.get(spec["objective"], spec["objective"])
+    names = _objective_names(check, spec["objective"], problem)
+    directions = _directions(check, spec["objective_higher_is_better"], len(names))
+    problem.objective, problem.objective_higher_is_better = names[0], directions[0]
+    if len(names) > 1:
+        problem.objectives, problem.objectives_higher_is_better = tuple(names), tuple(directions)
+
+
+def _objective_names(check: Checker, given: Any, problem: Problem) -> list[str]:
+    """The objective names, Kernel Tuner's names of observed values taken as ours."""
+    several = isinstance(given, (list, tuple))
+    if several and not given:
+        check.fail("objective", "is an empty list; name one objective or several")
+    names = []
     known = [TIME] + [m.name for m in problem.metrics] + problem.observed_names
-    if problem.objective not in known:
+    for name in given if several else [given]:
+        ours = problem.observed_aliases.get(name, name) if isinstance(name, str) else name
+        if ours not in known:
+            check.fail(
+                "objective",
+                f"{name!r} is neither 'time' nor a metric nor an observed value; "
+                f"choose one of {', '.join(map(repr, known))}",
+            )
+        if ours in names:
+            check.fail("objective", f"{name!r} is named twice")
+        names.append(ours)
+    return names
+
+
+def _directions(check: Checker, given: Any, count: int) -> list[bool]:
+    """One direction per objective: a list as long as the objectives, or one bool for a single
+    objective; not given (None), every objective is lower-is-better, Kernel Tuner's default for time."""
+    if given is None:
+        return [False] * count
+    if count == 1 and isinstance(given, (list, tuple)) and len(given) == 1:
+        given = given[0]
+    if count == 1:
+        if not isinstance(given, (bool, np.bool_)):
+            check.fail("objective_higher_is_better", f"must be True or False, got {given!r}")
+        return [bool(given)]
+    if not isinstance(given, (list, tuple)) or len(given) != count:
         check.fail(
-            "objective",
-            f"{problem.objective!r} is neither 'time' nor a metric nor an observed value; "
-            f"choose one of {', '.join(map(repr, known))}",
+            "objective_higher_is_better",
+            f"must be a list of {count} True/False, one per objective, got {given!r}",
         )
-    higher_is_better = spec["objective_higher_is_better"]
-    if not isinstance(higher_is_better, (bool, np.bool_)):
-        check.fail("objective_higher_is_better", f"must be True or False, got {higher_is_better!r}")
-    problem.objective_higher_is_better = bool(higher_is_better)
+    for value in given:
+        if not isinstance(value, (bool, np.bool_)):
+            check.fail("objective_higher_is_better", f"must hold True or False, got {value!r}")
+    return [bool(v) for v in given]
 
 
 def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], problem: Problem) -> None:

@@ -24,9 +24,11 @@ import numpy as np
 
 from mpitune.errors import CacheMismatchError, UserError
 from mpitune.model.objective import Objective
-from mpitune.model.result import Result
+from mpitune.model.pareto import front_rows
+from mpitune.model.result import OK, Result
 from mpitune.model.schema import (
     ASKED_DTYPE,
+    FRONT_DTYPE,
     IN_FLIGHT_DTYPE,
     LONG_TEXT,
     NAME_TEXT,
@@ -37,9 +39,10 @@ from mpitune.model.schema import (
     TIMELINE_DTYPE,
 )
 from mpitune.model.timeline import PhaseRow
+from mpitune.store.front import objective_values
 from mpitune.store.history import History, read_history, search_digest
 from mpitune.store.integrity import in_flight, repair, verify
-from mpitune.store.layout import add_history, lay_out, text, value_names, values_dataset
+from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
 from mpitune.store.superblock import clear_write_flags, is_hdf5
 
@@ -154,6 +157,7 @@ class Cache:
         self.searches = self.file["searches"]
         self.metrics = self.file.get("metrics")
         self.observed = self.file.get("observed")
+        self.front = self.file.get("front")
         self.run = -1
         # From here on no dataset or attribute may be created, only appended to and written.
         self.file.swmr_mode = True
@@ -188,6 +192,7 @@ class Cache:
             if "metrics" in self.file:
                 del self.file["metrics"]
             values_dataset(self.file, "metrics", names, len(self.file["results"]))
+        set_front(self.file, self.objective.several)
 
     def recorded(self) -> list[Result]:
         """Every configuration measured in earlier runs, to tell the strategy on resume."""
@@ -332,10 +337,35 @@ class Cache:
             self.file.flush()
 
     def finish_run(self, wall_s: float, status: str, measured: int) -> None:
+        """Record how the run ended and, with several objectives, the Pareto front of every
+        configuration the file holds."""
         row = self.runs[self.run]
         row["wall_s"], row["status"], row["measured"] = wall_s, text(status, SHORT_TEXT), measured
         self.runs[self.run] = row
+        if self.front is not None:
+            self._record_front()
         self.file.flush()
+
+    def _record_front(self) -> None:
+        """Computed as a reader computes it (``CacheData.front_rows``), from the stored rows."""
+        rows = self.results[...]
+        tables = {
+            **self._columns(self.metrics, self.objective.metric_names),
+            **self._columns(self.observed, self.observed_names),
+        }
+        ok = rows["status"] == OK.encode()
+        values = objective_values(self.objective.names, lambda n: tables[n] if n in tables else rows[n], ok)
+        ids = rows["config_id"][front_rows(values, self.objective.directions)]
+        front = np.zeros(len(ids), FRONT_DTYPE)
+        front["config_id"] = ids
+        self.front.resize((len(front),))
+        if len(front):
+            self.front[:] = front
+
+    @staticmethod
+    def _columns(ds: h5py.Dataset | None, names: Sequence[str]) -> dict[str, np.ndarray]:
+        table = ds[...] if ds is not None else np.zeros((0, len(names)))
+        return {name: table[:, j] for j, name in enumerate(names)}
 
     def end_search(self, key: str, continuable: bool) -> None:
         """Record that this run's search ended cleanly: the next run with the same ``key``

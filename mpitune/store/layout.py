@@ -65,6 +65,15 @@ def add_history(f: h5py.File) -> None:
             _table(f, name, dtype)
 
 
+def set_front(f: h5py.File, several: bool) -> None:
+    """The ``front`` dataset for a run with several objectives (written when it ends), and none
+    for a run of one: a front left by an earlier run would describe other objectives."""
+    if several and "front" not in f:
+        _table(f, "front", schema.FRONT_DTYPE, compress=False)
+    elif not several and "front" in f:
+        del f["front"]
+
+
 def values_dataset(f: h5py.File, name: str, names: Sequence[str], rows: int) -> None:
     """``metrics`` or ``observed``: float64 (rows, len(names)), names in the attribute ``names``;
     absent when there are no names (HDF5 chunks cannot be empty)."""

@@ -17,6 +17,9 @@ import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.model.objective import Objective
+from mpitune.model.pareto import front_rows
+from mpitune.model.result import OK
+from mpitune.store.front import objective_values
 from mpitune.store.layout import value_names
 from mpitune.store.soundness import open_for_reading
 
@@ -24,19 +27,46 @@ from mpitune.store.soundness import open_for_reading
 @dataclass(frozen=True)
 class RecordedObjective:
     """The objective the file's latest run optimised (its attribute ``objective``); a file written
-    before metrics existed records none and reads as time, lower is better."""
+    before metrics existed records none and reads as time, lower is better. ``names`` and
+    ``directions`` hold every objective of a multi-objective run (the first is ``name``), and only
+    that one otherwise."""
 
     name: str
     higher_is_better: bool
     metrics: dict[str, str]  # name -> definition (the expression, or the function's source)
+    names: tuple[str, ...] = ()
+    directions: tuple[bool, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.names:
+            object.__setattr__(self, "names", (self.name,))
+            object.__setattr__(self, "directions", (self.higher_is_better,))
+
+    @property
+    def several(self) -> bool:
+        return len(self.names) > 1
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> RecordedObjective:
-        return cls(str(record["objective"]), bool(record["higher_is_better"]), dict(record.get("metrics", {})))
+        return cls(
+            str(record["objective"]),
+            bool(record["higher_is_better"]),
+            dict(record.get("metrics", {})),
+            tuple(str(n) for n in record.get("objectives", ())),
+            tuple(bool(d) for d in record.get("objectives_higher_is_better", ())),
+        )
 
     def record(self) -> dict[str, Any]:
         """As the file holds it (and the pandas tables' ``attrs["objective"]``)."""
-        return {"objective": self.name, "higher_is_better": self.higher_is_better, "metrics": dict(self.metrics)}
+        record: dict[str, Any] = {
+            "objective": self.name,
+            "higher_is_better": self.higher_is_better,
+            "metrics": dict(self.metrics),
+        }
+        if self.several:
+            record["objectives"] = list(self.names)
+            record["objectives_higher_is_better"] = list(self.directions)
+        return record
 
 
 @dataclass(frozen=True)
@@ -57,6 +87,19 @@ class CacheData:
     metric_names: list[str]
     observed: np.ndarray
     observed_names: list[str]
+    # The config ids of the Pareto front as the latest multi-objective run ended; None where the
+    # file has none (one objective, or a run still going or killed before its end).
+    recorded_front: np.ndarray | None = None
+
+    def objective_values(self) -> np.ndarray:
+        """(rows, objectives): the value of each recorded objective per results row, NaN where a
+        configuration did not pass."""
+        return objective_values(self.objective.names, self.column, self.results["status"] == OK)
+
+    def front_rows(self) -> np.ndarray:
+        """The results rows on the Pareto front of the recorded objectives, computed from the
+        rows as they stand (the same rule as the front a run records when it ends)."""
+        return front_rows(self.objective_values(), self.objective.directions)
 
     def column(self, name: str) -> np.ndarray:
         """One value per results row: a metric, an observed value or a results field, by name."""
@@ -87,6 +130,7 @@ def read(path: str) -> CacheData:
                 metric_names=metric_names,
                 observed=_rows(f, "observed", len(results), len(observed_names)),
                 observed_names=observed_names,
+                recorded_front=f["front"]["config_id"][...] if "front" in f and f["front"].shape[0] else None,
             )
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot read cache {path}: {exc}") from None

@@ -26,6 +26,7 @@ REGISTERED = (
     "differential_evolution",
     "genetic_algorithm",
     "greedy_ils",
+    "nsga2",
     "portfolio",
     "pso",
     "random_sample",

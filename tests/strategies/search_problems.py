@@ -18,6 +18,7 @@ SMALL = {
     "bayes_opt": {"initial_samples": 4},
     "differential_evolution": {"population": 4},
     "genetic_algorithm": {"population": 4},
+    "nsga2": {"population": 4},
     "pso": {"swarm_size": 4},
 }
 

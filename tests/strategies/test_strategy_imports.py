@@ -20,6 +20,7 @@ ALLOWED = {
     "typing",
     "numpy",
     "threadpoolctl",
+    "mpitune.model.pareto",  # numpy only: dominance and crowding, for nsga2
     "mpitune.model.result",
     "mpitune.model.searchspace",
     "mpitune.strategies",

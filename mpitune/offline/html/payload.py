@@ -16,14 +16,14 @@ from plotly.io.json import to_json_plotly
 
 from mpitune.model.result import OK
 from mpitune.offline.analysis import Tables, load
-from mpitune.offline.html import charts
+from mpitune.offline.html import charts, front
 from mpitune.offline.html.timeline import timeline
 from mpitune.offline.html.view import TIME, Limits, View, view
 
 log = logging.getLogger(__name__)
 
-# Each chart of the page, in the order it is shown. A multi-objective run would add a Pareto
-# chart (objectives against each other, the front highlighted) here, once such runs exist.
+# Each chart of the page, in the order it is shown; a file of several objectives adds its Pareto
+# chart (objective 1 against objective 2, the front highlighted; html/front.py) after the first.
 CHARTS = (charts.convergence, charts.distribution, charts.parameters, timeline, charts.failures)
 
 
@@ -125,6 +125,8 @@ def build(tables: Tables, path: str, limits: Limits | None = None, version: str 
     started = time.perf_counter()
     v = view(tables, limits)
     built = [chart(v) for chart in CHARTS]
+    if front.several(v):
+        built.insert(1, front.pareto(v))
     out = {
         "version": version,
         "path": path,

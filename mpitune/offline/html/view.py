@@ -77,6 +77,7 @@ class View:
     runs: Any  # pandas.DataFrame, one row per run
     run_offsets: dict[int, float]  # where each run starts when the runs are laid end to end (s)
     limits: Limits = field(default_factory=Limits)
+    record: dict = field(default_factory=dict)  # the file's objective attribute, all objectives in it
 
     @property
     def wall_s(self) -> np.ndarray:
@@ -124,6 +125,7 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
         runs=runs,
         run_offsets=offsets,
         limits=limits or Limits(),
+        record=dict(attrs["objective"]),
     )
 
 

@@ -1,0 +1,67 @@
+"""NSGA-II-style search for the Pareto front of a run with several objectives.
+
+It is the steady-state genetic algorithm (genetic_algorithm.py: the shared space-filling design
+until ``population`` results are in, then every batch slot one child by uniform crossover of two
+binary-tournament winners and per-parameter resampling, snapped to valid unseen configurations)
+with NSGA-II's selection in place of "the lowest score": the population is the ``population``
+told configurations first by non-domination rank, then by crowding distance within a front
+(larger first, the ends of a front first), ties by id. Parents are sorted that way, so the GA's
+tournament (the better-placed of two random parents) is NSGA-II's crowded-comparison tournament.
+
+It compares ``Result.scores``, one score per objective each to minimise (model/objective.py),
+by Pareto dominance (model/pareto.py). With one objective the fronts are single configurations
+ordered by score and it searches as the genetic algorithm does. Failures score infinity in every
+objective: they rank last and drop out of the population.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from mpitune.model.pareto import crowding, front_ranks
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies.base import Strategy, integer_option, number_option, objective
+from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
+
+
+class NSGA2(GeneticAlgorithm):
+    def __init__(self, space: SearchSpace, seed: int, population: int, mutation_rate: float, crossover_rate: float):
+        super().__init__(space, seed, population, mutation_rate, crossover_rate)
+        self.vectors: dict[int, tuple[float, ...]] = {}  # config id -> its scores, for everything told
+
+    def tell(self, results: Iterable[Result]) -> None:
+        results = list(results)
+        super().tell(results)  # checks that each was scored
+        for r in results:
+            self.vectors[r.config_id] = r.scores or (objective(r),)
+
+    def best(self, k: int = 1) -> list[int]:
+        """The ``k`` told ids NSGA-II's selection keeps, best placed first (see the module's
+        docstring): the genetic algorithm's parents."""
+        ids = np.array(sorted(self.vectors), dtype=np.int64)
+        if not len(ids):
+            return []
+        points = np.array([self.vectors[int(i)] for i in ids], dtype=np.float64)
+        ranks = front_ranks(points, enough=k)
+        crowd = np.zeros(len(ids))
+        for rank in np.unique(ranks):
+            members = ranks == rank
+            if np.isfinite(points[members]).all():
+                crowd[members] = crowding(points[members])
+        order = np.lexsort((ids, -crowd, ranks))
+        return [int(i) for i in ids[order[:k]]]
+
+
+def create(
+    space: SearchSpace, seed: int, population: int = 20, mutation_rate: float = 0.1, crossover_rate: float = 0.9
+) -> Strategy:
+    return NSGA2(
+        space,
+        seed,
+        integer_option("population", population, 2, 10**6),
+        number_option("mutation_rate", mutation_rate, 0, 1),
+        number_option("crossover_rate", crossover_rate, 0, 1),
+    )
