@@ -3,8 +3,11 @@
 It starts one rank per task with srun (or mpirun), turns Slurm's warning before the time
 limit (``--signal=B:USR1@T``) or its SIGTERM into a clean stop (rank 0 sees the stop file
 before the next batch, the batch in flight finishes, results are flushed, every rank exits
-with 75), and then requeues the job so that the next one resumes. Keeping this in Python,
-not in each site's job script, leaves the scripts to the site-specific lines only.
+with 75), and then requeues the job so that the next one resumes. A SIGTERM while much of
+the job's time is left is no time limit but ``scancel`` (or an administrator): the run drains
+the same way, within Slurm's KillWait if the batch in flight allows, and the job is not
+requeued, since a cancelled job is meant to end. Keeping this in Python, not in each site's
+job script, leaves the scripts to the site-specific lines only.
 """
 
 from __future__ import annotations
@@ -75,6 +78,34 @@ def seconds_left(squeue_time: str) -> int | None:
     return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + secs
 
 
+# A SIGTERM with more time left than this is not the time limit's (Slurm sends that at the
+# limit, with none left; a --signal=B:TERM@T warning comes at most T + 60 s early).
+CANCELLED_ABOVE_S = 300
+
+
+def time_left_s(job_id: str) -> int | None:
+    """Seconds until the job's limit, from squeue's %L; None where squeue cannot say or the
+    job has no limit."""
+    try:
+        squeue = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return seconds_left(squeue.stdout) if squeue.returncode == 0 else None
+
+
+def stop_cause(signum: int, left_s: int | None) -> str:
+    """Why the job is asked to stop: "limit" for the warning (SIGUSR1, only ever sent on
+    request with --signal) and for a SIGTERM near the job's end; "cancelled" for a SIGTERM
+    with the time left well above any warning (scancel), or in a job without a limit."""
+    if signum == signal.SIGUSR1:
+        return "limit"
+    if left_s is None or left_s > CANCELLED_ABOVE_S:
+        return "cancelled"
+    return "limit"
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.mpitune_args:
         raise UserError("job needs a spec: python -m mpitune job SPEC [mpitune flags]")
@@ -93,14 +124,26 @@ def run(args: argparse.Namespace) -> int:
     stop_file.unlink(missing_ok=True)
     extra = ["--stop-file", str(stop_file)]
     if args.margin is not None:
-        squeue = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True)
-        left = seconds_left(squeue.stdout) if squeue.returncode == 0 else None
+        left = time_left_s(job_id)
         if left is not None and left - float(args.margin) > 0:
             extra += ["--time-limit", str(left - float(args.margin))]
+    causes: list[str] = []
 
     def ask_to_stop(signum, frame):
-        print(f"mpitune job: {signal.Signals(signum).name}: the time limit is near, asking the run to stop", flush=True)
-        stop_file.touch()
+        stop_file.touch()  # first: rank 0 looks for it before every batch
+        if causes:
+            return  # scancel signals every process of the job: say it once
+        cause = stop_cause(signum, None if signum == signal.SIGUSR1 else time_left_s(job_id))
+        causes.append(cause)
+        name = signal.Signals(signum).name
+        if cause == "cancelled":
+            print(
+                f"mpitune job: {name}: the job was cancelled (not its time limit), asking the run to "
+                "stop; it will not be requeued",
+                flush=True,
+            )
+        else:
+            print(f"mpitune job: {name}: the time limit is near, asking the run to stop", flush=True)
 
     for sig in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(sig, ask_to_stop)
@@ -116,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
         stop_file.unlink(missing_ok=True)
     if rc == EXIT_RESUMABLE:
         print("mpitune job: stopped early; the results so far are saved and a rerun resumes", flush=True)
-        if args.requeue:
+        if causes == ["cancelled"]:
+            print(f"mpitune job: job {job_id} was cancelled, so not requeued; submit it again to resume", flush=True)
+        elif args.requeue:
             requeued = subprocess.run(["scontrol", "requeue", job_id]).returncode == 0
             print(f"mpitune job: {'requeued' if requeued else 'could not requeue'} job {job_id}", flush=True)
     return rc
