@@ -22,6 +22,12 @@ from pathlib import Path
 
 from mpitune.errors import EXIT_RESUMABLE, UserError
 
+# srun ends the remaining tasks this long after the first one ended, whatever its exit code:
+# a killed rank must not leave the others waiting forever in a collective, and a clean stop
+# must leave rank 0 time to close the file after the workers have exited 75. (srun's
+# --kill-on-bad-exit does the first but breaks the second: it counts the workers' 75 as a
+# failure and killed rank 0 as it closed the file, seen on three nodes.)
+SRUN_WAIT_S = 5.0
 HELP = "run SPEC on the tasks of this Slurm job, stop cleanly before its limit and requeue"
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--srun-mpi",
         default=os.environ.get("MPITUNE_SRUN_MPI"),
         help="srun's --mpi plugin (default: pmix for Open MPI, pmi2 for MPICH)",
+    )
+    p.add_argument(
+        "--srun-wait",
+        type=float,
+        default=float(os.environ.get("MPITUNE_SRUN_WAIT_S", SRUN_WAIT_S)),
+        metavar="S",
+        help=f"srun ends the other tasks S s after the first one ended (default: {SRUN_WAIT_S:g}, "
+        "or $MPITUNE_SRUN_WAIT_S)",
     )
     p.add_argument(
         "--requeue",
@@ -117,7 +131,12 @@ def run(args: argparse.Namespace) -> int:
         )
     python = sys.executable
     if args.launcher == "srun":
-        start = ["srun", f"--mpi={args.srun_mpi or srun_mpi_plugin(python)}", "--kill-on-bad-exit=1"]
+        start = [
+            "srun",
+            f"--mpi={args.srun_mpi or srun_mpi_plugin(python)}",
+            "--kill-on-bad-exit=0",
+            f"--wait={args.srun_wait:g}",
+        ]
     else:
         start = ["mpirun", "-n", os.environ.get("SLURM_NTASKS", "1")]
     stop_file = Path.cwd() / f".mpitune-stop-{job_id}"
