@@ -36,6 +36,7 @@ class Overrides:
     allow_mixed_devices: bool = False
     isolate: bool = True
     racing: bool | None = None
+    rank_deadline_floor_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     if not isinstance(racing, bool):
         check.fail("racing", f"must be True or False, got {racing!r}")
     settings.racing = racing
+    if overrides.rank_deadline_floor_s is not None:
+        settings.rank_deadline_floor_s = check.number("rank_deadline_floor", overrides.rank_deadline_floor_s)
     cache = overrides.cache_path or fields.cache
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")
