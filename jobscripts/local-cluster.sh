@@ -143,6 +143,9 @@ ENV
     done
     cat >"$dir/slurm.conf" <<CONF
 ClusterName=mpitune-local
+# Job ids new to this machine: MPICH names its shared memory after the job and step, and a
+# segment a killed job left under the same name makes MPI_Init fail ("Out of memory").
+FirstJobId=$(( $(date +%s) % 50000000 + 1000 ))
 SlurmctldHost=$(hostname -s)($net.1)
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
