@@ -39,6 +39,9 @@ GPUS = "1 2 2"
 # Rank 0 calls a rank silent after this many seconds past what its batch should take
 # (the `deadline` branch; its default, 60 s, is for real clusters).
 DEADLINE_FLOOR_S = 8
+# Configurations of the runs that are stopped or broken at batch 4 or 5 (3 per batch): enough
+# to be mid-search then, few enough that the resumed job is short.
+STOPPED_CONFIGS = 45
 
 
 def _netns_works() -> bool:
@@ -335,7 +338,7 @@ def test_two_ranks_of_a_node_take_distinct_gpus(cluster, work):
 def test_the_time_limit_warning_stops_every_rank_and_the_requeued_job_resumes(cluster, work):
     """`scancel --signal=USR1 --batch` is what `--signal=B:USR1@T` sends: every rank on every
     node exits 75, the job requeues itself, and the requeued job finishes the space."""
-    write_spec(work, 90)
+    write_spec(work, STOPPED_CONFIGS)
     env = dict(cluster.env, MPITUNE_REQUEUE="1")
     job = submit(cluster, work, [*ONE_PER_NODE, "--time=10"], ["--batch-size", "3"], env=env)
     done = wait_for_batch(job, 4)
@@ -351,12 +354,15 @@ def test_the_time_limit_warning_stops_every_rank_and_the_requeued_job_resumes(cl
     exits = set(re.findall(r"srun: error: (node\d): task (\d): Exited with exit code 75", log))
     assert exits == {("node1", "0"), ("node2", "1"), ("node3", "2")}, log
     first = recorded_ids(work / "spin.h5")
-    assert done <= len(first) < 90
-    # Slurm holds a requeued job back about two minutes; let it start now.
+    assert done <= len(first) < STOPPED_CONFIGS
+    # Slurm holds a requeued job back about two minutes; let it start now, but in a later
+    # second than its first run was killed in: slurmd refuses a job credential as revoked
+    # if it is not newer (to the second) than the kill ("Job credential revoked").
+    time.sleep(2)
     subprocess.run(["scontrol", "update", f"jobid={job.id}", "starttime=now"], env=cluster.env, check=True)
     state, code, _ = wait_end(cluster, job, 120)
     assert (state, code) == ("COMPLETED", 0), read(job.log)
-    assert recorded_ids(work / "spin.h5") == list(range(90))
+    assert recorded_ids(work / "spin.h5") == list(range(STOPPED_CONFIGS))
     with h5py.File(work / "spin.h5", "r") as f:
         assert [s.decode() for s in f["runs"]["status"]] == ["signal", "finished"]
 
@@ -364,7 +370,7 @@ def test_the_time_limit_warning_stops_every_rank_and_the_requeued_job_resumes(cl
 def test_scancel_is_not_the_time_limit(cluster, work):
     """A plain scancel: the job says it was cancelled, drains, every rank exits 75, and it is
     not requeued (it was meant to end); submitting again resumes."""
-    write_spec(work, 90)
+    write_spec(work, STOPPED_CONFIGS)
     env = dict(cluster.env, MPITUNE_REQUEUE="1")
     job = submit(cluster, work, [*ONE_PER_NODE, "--time=10"], ["--batch-size", "3"], env=env)
     wait_for_batch(job, 4)
@@ -380,10 +386,10 @@ def test_scancel_is_not_the_time_limit(cluster, work):
     assert len(set(re.findall(r"(node\d): task \d: Exited with exit code 75", log))) == 3, log
     assert job_state(cluster, job)[0] == "CANCELLED"  # still: not pending again
     assert "sound" in check(work / "spin.h5")
-    resume_to_the_end(cluster, work, ONE_PER_NODE, 90)
+    resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
 
 
-def _fault_run(cluster: Cluster, work: Path, configs: int = 120) -> tuple[Job, int]:
+def _fault_run(cluster: Cluster, work: Path, configs: int = STOPPED_CONFIGS) -> tuple[Job, int]:
     write_spec(work, configs)
     job = submit(cluster, work, ONE_PER_NODE, ["--batch-size", "3"])
     return job, wait_for_batch(job, 5)
@@ -402,7 +408,7 @@ def test_a_killed_rank_ends_the_job_within_10_s(cluster, work):
     measured("killed rank 1 to the job's end", seconds=took_s, done_before=done, recorded=recorded, check=report)
     assert took_s < 10, read(job.log)
     assert code != 0 and recorded >= done
-    resume_to_the_end(cluster, work, ONE_PER_NODE, 120)
+    resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
 
 
 def test_b_a_lost_node_ends_the_job_within_60_s(cluster, work):
@@ -424,7 +430,7 @@ def test_b_a_lost_node_ends_the_job_within_60_s(cluster, work):
     measured("node2 lost to the job's end", seconds=took_s, done_before=done, recorded=recorded, check=report)
     assert took_s < 60, read(job.log)
     assert code != 0 and recorded >= done
-    resume_to_the_end(cluster, work, ONE_PER_NODE, 120)
+    resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
 
 
 def test_c_rank_0s_node_lost_leaves_a_readable_file_that_resumes(cluster, work):
@@ -448,7 +454,7 @@ def test_c_rank_0s_node_lost_leaves_a_readable_file_that_resumes(cluster, work):
     measured("node1 lost to the last rank's exit", seconds=orphans_s, done_before=done, recorded=recorded, check=report)
     assert recorded >= done
     assert "in flight" in report or "lost:" in report or "repaired" in report, report
-    resume_to_the_end(cluster, work, ONE_PER_NODE, 120)
+    resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
 
 
 def test_d_a_stopped_rank_is_named_and_the_run_ends_resumable(cluster, work):
@@ -473,4 +479,4 @@ def test_d_a_stopped_rank_is_named_and_the_run_ends_resumable(cluster, work):
     assert len(named) == 1, log
     assert "mpitune: stopped early" in log or "exit code 75" in log, log
     assert recorded >= done
-    resume_to_the_end(cluster, work, ONE_PER_NODE, 120)
+    resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
