@@ -433,6 +433,30 @@ def test_b_a_lost_node_ends_the_job_within_60_s(cluster, work):
     resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
 
 
+def test_b_a_node_whose_link_went_down_ends_the_job_within_60_s(cluster, work):
+    """(b) node2's link goes down, its processes alive but unreachable, as when a node hangs
+    or its network fails: rank 0 calls rank 1 silent after the batch's deadline, and the
+    job ends long before Slurm's SlurmdTimeout (300 s) would declare the node down."""
+    job, done = _fault_run(cluster, work)
+    try:
+        cluster.node("link-down", 2)
+        lost_s = time.monotonic()
+        _, _, ended_s = wait_end(cluster, job, 75, ENDED | {"COMPLETING"})
+    finally:
+        cluster.node("node-up", 2)
+    _, code, _ = wait_end(cluster, job, 60)
+    took_s = ended_s - lost_s
+    time.sleep(1)
+    log = read(job.log)
+    report = check(work / "spin.h5")
+    recorded = len(recorded_ids(work / "spin.h5"))
+    measured("node2's link down to the job's end", seconds=took_s, done_before=done, recorded=recorded, check=report)
+    assert took_s < 60, log
+    assert "rank 1 on node2 did not answer" in log, log
+    assert code != 0 and recorded >= done
+    resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
+
+
 def test_c_rank_0s_node_lost_leaves_a_readable_file_that_resumes(cluster, work):
     """(c) node1 (batch script, srun, rank 0) is lost: the other ranks must not be left running,
     the file is readable and `check` names what was in flight; the next job resumes."""
