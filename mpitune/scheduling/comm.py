@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from mpi4py import MPI
@@ -206,7 +206,7 @@ class MpiTransport:
         self._sending = [r for r in self._sending if not r.Test()]
         return [received[r] for r in range(self.size)]
 
-    def _receive(self, deadline_s: float | None) -> T:
+    def _receive(self, deadline_s: float | None) -> Any:
         """A worker's next order from rank 0, or SilentRanks naming rank 0 after ``deadline_s``."""
         started_s = time.monotonic()
         for pause_s in _pauses():
