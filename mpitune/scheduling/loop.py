@@ -232,6 +232,7 @@ def _rounds(
         leftovers = transport.gather(timeline.take(), _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
     except SilentRanks as silent:
         if manager:  # the search is over and recorded: only some timeline rows are missing
+            silent.waited_s, silent.expected_s = time.monotonic() - sent_s, 0.0
             rows = silent.received
             manager.cache.append_phases([(r, p) for r in sorted(rows) for p in rows[r]])
         raise
@@ -267,6 +268,8 @@ def _abandon(silent: SilentRanks, rank: int, path: str) -> None:
             expected = f"MPI reported: {silent.error}"
         elif silent.expected_s is None:
             expected = "its batch had no history yet"
+        elif silent.expected_s == 0:
+            expected = "after the last batch, when only its last timeline rows were due"
         else:
             expected = f"its batch was expected to take {_seconds(silent.expected_s)} s"
         print(
