@@ -71,6 +71,7 @@ def tune(
     clock, started_unix = transport.start_clock()
     timeline = Timeline(clock)
     silent: SilentRanks | None = None
+    abandon: SilentRanks | None = None
 
     setup: Setup | None = None
     if rank == 0:
@@ -146,6 +147,7 @@ def tune(
                 silent, stop = exc, StopReason.SILENT_RANK
         if manager:
             finish(manager, timeline)  # the file's last write, and its lock released
+        abandon = silent  # only once the file is closed: a failed last write ends the job its own way
         return stop.exit_code
     finally:
         if ahead is not None:
@@ -153,8 +155,8 @@ def tune(
         if backend is not None:
             backend.close()
         shutil.rmtree(workdir, ignore_errors=True)
-        if silent is not None:
-            _abandon(silent, rank, manager.cache.path if manager else "")
+        if abandon is not None:
+            _abandon(abandon, rank, manager.cache.path if manager else "")
 
 
 def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock) -> CompileAhead | None:
