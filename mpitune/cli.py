@@ -131,7 +131,7 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         type=float,
         metavar="S",
         help="wait at least S seconds for a rank's batch before calling the rank silent and ending the run "
-        "(default 60, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
+        "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
     )
     p.add_argument(
         "--allow-mixed-devices",

@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from mpi4py import MPI
@@ -142,6 +142,11 @@ def _pauses() -> Iterator[float]:
         pause_s = min(2 * pause_s, _MAX_PAUSE_S)
 
 
+def _error_text(exc: MPI.Exception) -> str:
+    """MPI's error, in one line."""
+    return " ".join(str(exc.Get_error_string()).split())
+
+
 class MpiTransport:
     """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport."""
 
@@ -154,6 +159,7 @@ class MpiTransport:
         # Every rank knows every host, so that a worker can name rank 0's when rank 0 goes silent.
         self.hosts: tuple[str, ...] = tuple(comm.allgather(socket.gethostname()))
         self._sending: list[MPI.Request] = []  # rank 0's orders not yet taken by their rank
+        self._unreachable: dict[int, str] = {}  # ranks an order could not be sent to, and MPI's error
 
     def bcast(self, value: T | None) -> T:
         return self.comm.bcast(value, root=0)
@@ -165,7 +171,11 @@ class MpiTransport:
         # Sent without waiting: a large order to a rank that stopped answering would otherwise
         # hold rank 0 here, before the deadline of the gather that follows can notice it.
         self._sending = [r for r in self._sending if not r.Test()]
-        self._sending += [self.comm.isend(values[r], dest=r, tag=_ORDER_TAG) for r in range(1, self.size)]
+        for rank in range(1, self.size):
+            try:
+                self._sending.append(self.comm.isend(values[rank], dest=rank, tag=_ORDER_TAG))
+            except MPI.Exception as exc:  # a peer MPI knows is gone: the gather names it
+                self._unreachable[rank] = _error_text(exc)
         return values[0]
 
     def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
@@ -175,27 +185,37 @@ class MpiTransport:
         started_s = time.monotonic()
         received: dict[int, T] = {0: value}
         status = MPI.Status()
+        error = ""
         for pause_s in _pauses():
-            while (message := self.comm.improbe(MPI.ANY_SOURCE, _REPORT_TAG, status)) is not None:
-                received[status.Get_source()] = message.recv()
+            try:
+                while (message := self.comm.improbe(MPI.ANY_SOURCE, _REPORT_TAG, status)) is not None:
+                    received[status.Get_source()] = message.recv()
+            except MPI.Exception as exc:  # a peer MPI found dead: no use waiting for the others
+                error = _error_text(exc)
             if len(received) == self.size:
                 break
             waited_s = time.monotonic() - started_s
-            if deadline_s is not None and waited_s > deadline_s:
+            if error or (deadline_s is not None and waited_s > deadline_s) or (
+                len(received) + len(self._unreachable) == self.size
+            ):
                 silent = [r for r in range(self.size) if r not in received]
-                raise SilentRanks(silent, [self.hosts[r] for r in silent], waited_s, received)
+                error = error or "; ".join(self._unreachable[r] for r in silent if r in self._unreachable)
+                raise SilentRanks(silent, [self.hosts[r] for r in silent], waited_s, received, error=error)
             time.sleep(pause_s)
         # Every worker answered, so it took its order: those sends are complete.
         self._sending = [r for r in self._sending if not r.Test()]
         return [received[r] for r in range(self.size)]
 
-    def _receive(self, deadline_s: float | None) -> T:
+    def _receive(self, deadline_s: float | None) -> Any:
         """A worker's next order from rank 0, or SilentRanks naming rank 0 after ``deadline_s``."""
         started_s = time.monotonic()
         for pause_s in _pauses():
-            message = self.comm.improbe(0, _ORDER_TAG)
-            if message is not None:
-                return message.recv()
+            try:
+                message = self.comm.improbe(0, _ORDER_TAG)
+                if message is not None:
+                    return message.recv()
+            except MPI.Exception as exc:
+                self._silent_root(started_s, 0.0, _error_text(exc))
             self._silent_root(started_s, deadline_s)
             time.sleep(pause_s)
         raise AssertionError("not reached")
@@ -203,17 +223,20 @@ class MpiTransport:
     def _send(self, value: T, deadline_s: float | None) -> None:
         """A worker's report to rank 0; a small one leaves at once, a large one once rank 0 takes it."""
         started_s = time.monotonic()
-        request = self.comm.isend(value, dest=0, tag=_REPORT_TAG)
-        for pause_s in _pauses():
-            if request.Test():
-                return
-            self._silent_root(started_s, deadline_s)
-            time.sleep(pause_s)
+        try:
+            request = self.comm.isend(value, dest=0, tag=_REPORT_TAG)
+            for pause_s in _pauses():
+                if request.Test():
+                    return
+                self._silent_root(started_s, deadline_s)
+                time.sleep(pause_s)
+        except MPI.Exception as exc:
+            self._silent_root(started_s, 0.0, _error_text(exc))
 
-    def _silent_root(self, started_s: float, deadline_s: float | None) -> None:
+    def _silent_root(self, started_s: float, deadline_s: float | None, error: str = "") -> None:
         waited_s = time.monotonic() - started_s
-        if deadline_s is not None and waited_s > deadline_s:
-            raise SilentRanks([0], [self.hosts[0]], waited_s, {})
+        if deadline_s is not None and waited_s >= deadline_s:
+            raise SilentRanks([0], [self.hosts[0]], waited_s, {}, error=error)
 
     def allgather(self, value: T) -> list[T]:
         return self.comm.allgather(value)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from mpitune.process.isolation import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
 from mpitune.scheduling.messages import Order, Report
 
-DEFAULT_FLOOR_S = 60.0
+DEFAULT_FLOOR_S = 45.0  # see docs/reliability.md, "A rank that stops answering"
 FLOOR_VARIABLE = "MPITUNE_RANK_DEADLINE_FLOOR_S"
 SAFETY_FACTOR = 4.0
 HISTORY_ROUNDS = 5

@@ -45,6 +45,9 @@ __all__ = ["EXIT_INTERRUPTED", "MPI", "tune"]  # the command line reads the rank
 EXIT_INTERRUPTED = 130
 # Rank 0 still looks once for reports this long when its own chunk used up a batch's deadline.
 _LAST_LOOK_S = 1.0
+# What the launcher is given to forward this rank's last lines before MPI_Abort ends it: MPICH's
+# mpiexec dropped a line written just before the abort about one time in three.
+_FORWARD_S = 0.2
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,7 @@ def tune(
     clock, started_unix = transport.start_clock()
     timeline = Timeline(clock)
     silent: SilentRanks | None = None
+    abandon: SilentRanks | None = None
 
     setup: Setup | None = None
     if rank == 0:
@@ -143,6 +147,7 @@ def tune(
                 silent, stop = exc, StopReason.SILENT_RANK
         if manager:
             finish(manager, timeline)  # the file's last write, and its lock released
+        abandon = silent  # only once the file is closed: a failed last write ends the job its own way
         return stop.exit_code
     finally:
         if ahead is not None:
@@ -150,8 +155,8 @@ def tune(
         if backend is not None:
             backend.close()
         shutil.rmtree(workdir, ignore_errors=True)
-        if silent is not None:
-            _abandon(silent, rank, manager.cache.path if manager else "")
+        if abandon is not None:
+            _abandon(abandon, rank, manager.cache.path if manager else "")
 
 
 def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock) -> CompileAhead | None:
@@ -229,6 +234,7 @@ def _rounds(
         leftovers = transport.gather(timeline.take(), _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
     except SilentRanks as silent:
         if manager:  # the search is over and recorded: only some timeline rows are missing
+            silent.waited_s, silent.expected_s = time.monotonic() - sent_s, 0.0
             rows = silent.received
             manager.cache.append_phases([(r, p) for r in sorted(rows) for p in rows[r]])
         raise
@@ -260,13 +266,16 @@ def _abandon(silent: SilentRanks, rank: int, path: str) -> None:
     (the path the command line takes for a crash). One line says why: rank 0's on stderr, a
     worker's in its log; MPICH's own line about the abort is kept off this rank's stderr."""
     if rank == 0:
-        expected = (
-            "its batch had no history yet"
-            if silent.expected_s is None
-            else f"its batch was expected to take {silent.expected_s:.0f} s"
-        )
+        if silent.error:
+            expected = f"MPI reported: {silent.error}"
+        elif silent.expected_s is None:
+            expected = "its batch had no history yet"
+        elif silent.expected_s == 0:
+            expected = "after the last batch, when only its last timeline rows were due"
+        else:
+            expected = f"its batch was expected to take {_seconds(silent.expected_s)} s"
         print(
-            f"mpitune: error: {who(silent.ranks, silent.hosts)} did not answer within {silent.waited_s:.0f} s "
+            f"mpitune: error: {who(silent.ranks, silent.hosts)} did not answer within {_seconds(silent.waited_s)} s "
             f"({expected}); results so far are saved in {path}; rerun the same command to resume "
             f"(exit code {EXIT_RESUMABLE})",
             file=sys.stderr,
@@ -274,17 +283,23 @@ def _abandon(silent: SilentRanks, rank: int, path: str) -> None:
         )
     else:
         log.error(
-            "rank 0 on %s sent nothing for %.0f s after this rank's report, longer than its batch may take: "
+            "rank 0 on %s sent nothing for %s s after this rank's report, longer than its batch may take%s: "
             "it is lost or stopped; ending the job (exit code %d)",
             silent.hosts[0],
-            silent.waited_s,
+            _seconds(silent.waited_s),
+            f" (MPI reported: {silent.error})" if silent.error else "",
             EXIT_RESUMABLE,
         )
     sys.stdout.flush()
     sys.stderr.flush()
+    time.sleep(_FORWARD_S)
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
     MPI.COMM_WORLD.Abort(EXIT_RESUMABLE)
     os._exit(EXIT_RESUMABLE)  # should the abort return before the launcher ends this rank
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
 
 
 @contextmanager

@@ -28,7 +28,8 @@ class SilentRanks(Exception):
     """Ranks that did not answer within a deadline: on rank 0 the workers whose reports did not
     arrive, on a worker rank 0 itself. ``received`` holds, by rank, what did arrive (rank 0
     records those reports: they are measured work). ``expected_s`` is what the batch should
-    have taken (None: unknown), for the line that reports it."""
+    have taken (None: unknown), for the line that reports it; ``error`` what MPI said when it
+    found a peer gone before any deadline passed ('' when none did)."""
 
     def __init__(
         self,
@@ -37,10 +38,11 @@ class SilentRanks(Exception):
         waited_s: float,
         received: dict[int, Any],
         expected_s: float | None = None,
+        error: str = "",
     ):
         self.ranks, self.hosts, self.waited_s, self.received = tuple(ranks), tuple(hosts), waited_s, received
-        self.expected_s = expected_s
-        super().__init__(f"{who(self.ranks, self.hosts)} did not answer within {waited_s:.0f} s")
+        self.expected_s, self.error = expected_s, error
+        super().__init__(f"{who(self.ranks, self.hosts)} did not answer within {waited_s:.1f} s {error}".strip())
 
 
 def who(ranks: Sequence[int], hosts: Sequence[str]) -> str:
