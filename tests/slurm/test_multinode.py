@@ -128,6 +128,9 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         SLURM_CONF=str(state / "slurm.conf"),
         MPITUNE_ENV=str(Path(sys.executable).parent.parent),
         MPITUNE_REQUEUE="0",
+        # The plugin for the mpich wheel, given: probing the MPI library costs every job about
+        # a second (tests/test_slurm.py covers the probe).
+        MPITUNE_SRUN_MPI="pmi2",
         MPITUNE_RANK_DEADLINE_FLOOR_S=str(DEADLINE_FLOOR_S),
         MPITUNE_CLUSTER_TAG=f"t{os.getpid() % 100000}",
         MPITUNE_CLUSTER_GPUS=GPUS,
@@ -309,7 +312,7 @@ def test_three_nodes_one_rank_each(cluster, work):
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_start_up_per_rank_on_fewer_nodes(cluster, work, nodes):
     """Start-up per rank on 1 and 2 nodes, beside the 3 above: the report shows it per rank."""
-    write_spec(work, 6)
+    write_spec(work, 3)
     job = submit(cluster, work, ["-N", str(nodes), "--ntasks-per-node=1", "--gres=gpu:1"])
     state, code, _ = wait_end(cluster, job, 90)
     assert (state, code) == ("COMPLETED", 0), read(job.log)
