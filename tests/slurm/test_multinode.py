@@ -237,6 +237,18 @@ def wait_for_batch(job: Job, batch: int, timeout_s: float = 60) -> int:
     pytest.fail(f"no batch {batch} within {timeout_s} s:\n{read(job.log)}")
 
 
+def holders(path: Path) -> set[int]:
+    """The processes that have PATH open, from /proc/*/fd."""
+    found = set()
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) == str(path):
+                found.add(int(fd.parts[2]))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
 def recorded_ids(cache: Path) -> list[int]:
     with h5py.File(cache, "r") as f:
         return sorted(int(i) for i in f["results"]["config_id"])
@@ -290,7 +302,7 @@ def test_three_nodes_one_rank_each(cluster, work):
     assert (state, code) == ("COMPLETED", 0), log
     assert "3 rank(s) on node[1-3]" in log
     assert recorded_ids(work / "spin.h5") == list(range(24))
-    assert [p.name for p in work.glob("*.h5*")] == ["spin.h5"]  # one file, written by rank 0 alone
+    assert [p.name for p in work.glob("*.h5*")] == ["spin.h5"]  # one file (its writer: the warning test)
     summary = report_json(work / "spin.h5")
     ranks = {r["rank"]: r for r in summary["per_rank"]}
     assert {r["host"] for r in ranks.values()} == {"node1", "node2", "node3"}
@@ -345,6 +357,8 @@ def test_the_time_limit_warning_stops_every_rank_and_the_requeued_job_resumes(cl
     env = dict(cluster.env, MPITUNE_REQUEUE="1")
     job = submit(cluster, work, [*ONE_PER_NODE, "--time=10"], ["--batch-size", "3"], env=env)
     done = wait_for_batch(job, 4)
+    # Rank 0 alone writes the file: mid-run, only its process (on node1) has it open.
+    assert holders(work / "spin.h5") == set(cluster.ranks_on(1)) != set()
     subprocess.run(["scancel", "--signal=USR1", "--batch", job.id], env=cluster.env, check=True, timeout=30)
     warned_s = time.monotonic()
     deadline = warned_s + 60
