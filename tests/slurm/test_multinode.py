@@ -334,20 +334,27 @@ def test_start_up_per_rank_on_fewer_nodes(cluster, work, nodes):
     measured(f"start-up on {nodes} node(s)", **{f"rank{r['rank']}_s": r["startup_s"] for r in ranks})
 
 
-def test_two_ranks_of_a_node_take_distinct_gpus(cluster, work):
+@pytest.mark.parametrize(
+    "bind,visible",
+    [
+        ([], ("0,1", "0,1")),  # both GPUs visible to both tasks: the local rank chooses
+        (["--gpu-bind=single:1"], ("0", "1")),  # one GPU per task, set by Slurm: it is honoured
+    ],
+)
+def test_two_ranks_of_a_node_take_distinct_gpus(cluster, work, bind, visible):
     write_spec(work, 12)
-    job = submit(cluster, work, ["-N", "2", "--ntasks-per-node=2", "--gres=gpu:2"])
+    job = submit(cluster, work, ["-N", "2", "--ntasks-per-node=2", "--gres=gpu:2", *bind])
     state, code, _ = wait_end(cluster, job, 90)
     assert (state, code) == ("COMPLETED", 0), read(job.log)
     with h5py.File(work / "spin.h5", "r") as f:
         ranks = f["ranks"][...]
     placed = sorted((r["host"].decode(), r["device_detail"].decode()) for r in ranks)
-    assert placed == [
-        ("node2", "local rank 0, GPU 0 of CUDA_VISIBLE_DEVICES=0,1"),
-        ("node2", "local rank 1, GPU 1 of CUDA_VISIBLE_DEVICES=0,1"),
-        ("node3", "local rank 0, GPU 0 of CUDA_VISIBLE_DEVICES=0,1"),
-        ("node3", "local rank 1, GPU 1 of CUDA_VISIBLE_DEVICES=0,1"),
+    expected = [
+        (host, f"local rank {k}, GPU {k} of CUDA_VISIBLE_DEVICES={visible[k]}")
+        for host in ("node2", "node3")
+        for k in (0, 1)
     ]
+    assert placed == expected
 
 
 def test_the_time_limit_warning_stops_every_rank_and_the_requeued_job_resumes(cluster, work):
