@@ -127,6 +127,13 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         help="measure in the rank's own process: no per-configuration deadline, a crash ends the job",
     )
     p.add_argument(
+        "--rank-deadline-floor",
+        type=float,
+        metavar="S",
+        help="wait at least S seconds for a rank's batch before calling the rank silent and ending the run "
+        "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
+    )
+    p.add_argument(
         "--allow-mixed-devices",
         action="store_true",
         help="run even when the ranks have different device models (their timings differ)",
@@ -235,6 +242,7 @@ def _overrides(args: argparse.Namespace) -> Overrides:
         stop_file=args.stop_file or "",
         allow_mixed_devices=args.allow_mixed_devices,
         isolate=not args.no_isolation,
+        rank_deadline_floor_s=args.rank_deadline_floor,
     )
 
 

@@ -223,5 +223,18 @@ def _unload(lib) -> None:
 
 
 def create(problem, workdir: str, local_rank: int = 0) -> Backend:
-    """The CPU needs no choosing: ``local_rank`` is not used."""
-    return CBackend(problem, workdir)
+    """The CPU needs no choosing, but the file records the GPU a GPU backend would take on
+    this rank (its node-local rank within CUDA_VISIBLE_DEVICES, as Slurm sets it), so that
+    the placement of ranks on nodes and GPUs can be checked without a GPU."""
+    backend = CBackend(problem, workdir)
+    backend.device_detail = gpu_placement(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return backend
+
+
+def gpu_placement(local_rank: int, visible: str | None) -> str:
+    """'local rank K, GPU G of CUDA_VISIBLE_DEVICES=V': the GPU is the local rank modulo the
+    visible ones, as the GPU backends choose (select_device)."""
+    devices = [d for d in (visible or "").split(",") if d.strip()]
+    if not devices:
+        return f"local rank {local_rank}, no CUDA_VISIBLE_DEVICES"
+    return f"local rank {local_rank}, GPU {devices[local_rank % len(devices)]} of CUDA_VISIBLE_DEVICES={visible}"

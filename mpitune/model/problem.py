@@ -108,6 +108,9 @@ class RunSettings:
     # Processes per rank that compile configurations ahead while the device measures
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
     compile_workers: int | None = None
+    # The least rank 0 waits for a batch's reports before it calls a rank silent and ends the
+    # run (scheduling/deadlines.py); None: MPITUNE_RANK_DEADLINE_FLOOR_S, else 45 s.
+    rank_deadline_floor_s: float | None = None
 
 
 def _describe(arg: Any) -> str:

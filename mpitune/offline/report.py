@@ -60,14 +60,14 @@ def per_rank(data: CacheData) -> list[dict]:
             t["wall_s"] += float(mine["end_s"][~background].max()) if (~background).any() else 0.0
             for phase, start, end in zip(mine["phase"], mine["start_s"], mine["end_s"]):
                 t[phase] += float(end - start)
-    where = {int(r["rank"]): (r["host"], r["device"]) for r in ranks}  # latest run wins
+    where = {int(r["rank"]): (r["host"], r["device"], r["device_detail"]) for r in ranks}  # latest run wins
     measured = Counter(results["rank"].tolist())
     out = []
     for rank in sorted(totals):
         t = totals[rank]
         idle = sum(t[p] for p in IDLE_PHASES)
         busy = sum(v for k, v in t.items() if k not in IDLE_PHASES + BACKGROUND_PHASES and k != "wall_s")
-        host, device = where.get(rank, ("?", "?"))
+        host, device, detail = where.get(rank, ("?", "?", ""))
         phases = {p: t[p] for p in PHASE_COLUMNS}
         phases.update({k: v for k, v in t.items() if k not in phases and k not in BACKGROUND_PHASES and k != "wall_s"})
         measuring = sum(t[p] for p in MEASURING)
@@ -76,6 +76,7 @@ def per_rank(data: CacheData) -> list[dict]:
                 "rank": rank,
                 "host": host,
                 "device": device,
+                "device_detail": str(detail),
                 "compile_s": t["compile"],
                 "verify_s": t["verify"],
                 "benchmark_s": t["benchmark"],
@@ -314,6 +315,10 @@ def _text(path: str, s: dict) -> str:
     lines.append(
         "  devices: " + "; ".join(f"{d['host']}: {d['device']} ({_rank_ranges(d['ranks'])})" for d in s["devices"])
     )
+    if len(s["devices"]) > 1 and any(r["device_detail"] for r in s["per_rank"]):  # which node and GPU each rank had
+        lines.append(
+            "  placement: " + "; ".join(f"rank {r['rank']} {r['host']} ({r['device_detail']})" for r in s["per_rank"])
+        )
     lines.append(f"\n  {s['runs']} run(s), {_seconds(s['wall_s'])} wall time in all:")
     for r in s["run_list"]:
         budget = [f"max_fevals {r['max_fevals']}"] if r["max_fevals"] is not None else []

@@ -1,27 +1,43 @@
 """The MPI transport: collectives, the shared clock, broadcasting the problem.
 
 Only this module and the loop (loop.py, which hands the MPI module to the command line) import mpi4py.
+
+A round's orders and reports travel point to point (one tagged message per worker each way)
+rather than by ``MPI_Scatter``/``MPI_Gather``: a collective cannot be given up on, so a rank that
+stops answering would hold rank 0 in it for good. Here the receiver looks for the message
+(``improbe``, then ``Message.recv``, which takes a pickled message of any size) and sleeps a
+little between looks, until it comes or the caller's deadline passes.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from mpi4py import MPI
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
+from mpitune.scheduling.transport import SilentRanks
 
 T = TypeVar("T")
 
 _CLOCK_TAG = 7
 _CLOCK_ROUNDS = 5
+_ORDER_TAG = 11  # rank 0 -> worker: the round's Order
+_REPORT_TAG = 12  # worker -> rank 0: what it measured (or, at the end, its last timeline rows)
+# Between two looks for a message a rank sleeps from _FIRST_PAUSE_S, doubling up to _MAX_PAUSE_S:
+# a message that comes at once costs microseconds, one that comes after a long batch at most
+# _MAX_PAUSE_S late, and a rank that waits minutes uses next to no CPU (a blocking MPICH receive
+# spins a core, which ranks sharing a node's cores with the kernels notice).
+_FIRST_PAUSE_S = 20e-6
+_MAX_PAUSE_S = 1e-3
 
 
 def start_clock(comm: MPI.Comm, simulated: bool = False) -> tuple[Clock, float]:
@@ -118,6 +134,19 @@ def slurm_world_error(comm: MPI.Comm) -> str | None:
     return None
 
 
+def _pauses() -> Iterator[float]:
+    """How long to sleep after each look that found nothing."""
+    pause_s = _FIRST_PAUSE_S
+    while True:
+        yield pause_s
+        pause_s = min(2 * pause_s, _MAX_PAUSE_S)
+
+
+def _error_text(exc: MPI.Exception) -> str:
+    """MPI's error, in one line."""
+    return " ".join(str(exc.Get_error_string()).split())
+
+
 class MpiTransport:
     """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport."""
 
@@ -127,15 +156,87 @@ class MpiTransport:
         node = comm.Split_type(MPI.COMM_TYPE_SHARED)  # collective: every rank constructs one
         self.node_rank, self.node_size = node.rank, node.size
         node.Free()
+        # Every rank knows every host, so that a worker can name rank 0's when rank 0 goes silent.
+        self.hosts: tuple[str, ...] = tuple(comm.allgather(socket.gethostname()))
+        self._sending: list[MPI.Request] = []  # rank 0's orders not yet taken by their rank
+        self._unreachable: dict[int, str] = {}  # ranks an order could not be sent to, and MPI's error
 
     def bcast(self, value: T | None) -> T:
         return self.comm.bcast(value, root=0)
 
-    def scatter(self, values: Sequence[T] | None) -> T:
-        return self.comm.scatter(values, root=0)
+    def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
+        if self.rank != 0:
+            return self._receive(deadline_s)
+        assert values is not None, "rank 0 scatters"
+        # Sent without waiting: a large order to a rank that stopped answering would otherwise
+        # hold rank 0 here, before the deadline of the gather that follows can notice it.
+        self._sending = [r for r in self._sending if not r.Test()]
+        for rank in range(1, self.size):
+            try:
+                self._sending.append(self.comm.isend(values[rank], dest=rank, tag=_ORDER_TAG))
+            except MPI.Exception as exc:  # a peer MPI knows is gone: the gather names it
+                self._unreachable[rank] = _error_text(exc)
+        return values[0]
 
-    def gather(self, value: T) -> list[T] | None:
-        return self.comm.gather(value, root=0)
+    def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
+        if self.rank != 0:
+            self._send(value, deadline_s)
+            return None
+        started_s = time.monotonic()
+        received: dict[int, T] = {0: value}
+        status = MPI.Status()
+        error = ""
+        for pause_s in _pauses():
+            try:
+                while (message := self.comm.improbe(MPI.ANY_SOURCE, _REPORT_TAG, status)) is not None:
+                    received[status.Get_source()] = message.recv()
+            except MPI.Exception as exc:  # a peer MPI found dead: no use waiting for the others
+                error = _error_text(exc)
+            if len(received) == self.size:
+                break
+            waited_s = time.monotonic() - started_s
+            if error or (deadline_s is not None and waited_s > deadline_s) or (
+                len(received) + len(self._unreachable) == self.size
+            ):
+                silent = [r for r in range(self.size) if r not in received]
+                error = error or "; ".join(self._unreachable[r] for r in silent if r in self._unreachable)
+                raise SilentRanks(silent, [self.hosts[r] for r in silent], waited_s, received, error=error)
+            time.sleep(pause_s)
+        # Every worker answered, so it took its order: those sends are complete.
+        self._sending = [r for r in self._sending if not r.Test()]
+        return [received[r] for r in range(self.size)]
+
+    def _receive(self, deadline_s: float | None) -> Any:
+        """A worker's next order from rank 0, or SilentRanks naming rank 0 after ``deadline_s``."""
+        started_s = time.monotonic()
+        for pause_s in _pauses():
+            try:
+                message = self.comm.improbe(0, _ORDER_TAG)
+                if message is not None:
+                    return message.recv()
+            except MPI.Exception as exc:
+                self._silent_root(started_s, 0.0, _error_text(exc))
+            self._silent_root(started_s, deadline_s)
+            time.sleep(pause_s)
+        raise AssertionError("not reached")
+
+    def _send(self, value: T, deadline_s: float | None) -> None:
+        """A worker's report to rank 0; a small one leaves at once, a large one once rank 0 takes it."""
+        started_s = time.monotonic()
+        try:
+            request = self.comm.isend(value, dest=0, tag=_REPORT_TAG)
+            for pause_s in _pauses():
+                if request.Test():
+                    return
+                self._silent_root(started_s, deadline_s)
+                time.sleep(pause_s)
+        except MPI.Exception as exc:
+            self._silent_root(started_s, 0.0, _error_text(exc))
+
+    def _silent_root(self, started_s: float, deadline_s: float | None, error: str = "") -> None:
+        waited_s = time.monotonic() - started_s
+        if deadline_s is not None and waited_s >= deadline_s:
+            raise SilentRanks([0], [self.hosts[0]], waited_s, {}, error=error)
 
     def allgather(self, value: T) -> list[T]:
         return self.comm.allgather(value)

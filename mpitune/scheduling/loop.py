@@ -10,6 +10,7 @@ An order to stop ends every rank, with the exit code of its reason.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import signal
@@ -24,23 +25,29 @@ from contextlib import contextmanager
 from mpitune import backends
 from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
-from mpitune.errors import UserError
+from mpitune.errors import EXIT_RESUMABLE, UserError
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.scheduling.comm import MPI, MpiTransport
+from mpitune.scheduling.deadlines import Deadlines, floor_s
 from mpitune.scheduling.manager import Manager, Setup
-from mpitune.scheduling.messages import Placement, StopReason
+from mpitune.scheduling.messages import Placement, Report, StopReason
 from mpitune.scheduling.rank import serve
 from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse, say
-from mpitune.scheduling.transport import Transport, first_error
+from mpitune.scheduling.transport import SilentRanks, Transport, first_error, who
 
 __all__ = ["EXIT_INTERRUPTED", "MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
 
 # A job ended by a second Ctrl-C, or by one before tuning began: 128 + SIGINT, as a shell reports it.
 EXIT_INTERRUPTED = 130
+# Rank 0 still looks once for reports this long when its own chunk used up a batch's deadline.
+_LAST_LOOK_S = 1.0
+# What the launcher is given to forward this rank's last lines before MPI_Abort ends it: MPICH's
+# mpiexec dropped a line written just before the abort about one time in three.
+_FORWARD_S = 0.2
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,8 @@ def tune(
         return refuse(int(os.environ.get("SLURM_PROCID", "0")), error)
     clock, started_unix = transport.start_clock()
     timeline = Timeline(clock)
+    silent: SilentRanks | None = None
+    abandon: SilentRanks | None = None
 
     setup: Setup | None = None
     if rank == 0:
@@ -132,9 +141,13 @@ def tune(
             log.warning("%s", caveat)
 
         with _stop_requests(manager):
-            stop = _rounds(transport, manager, backend, space, timeline, ahead)
+            try:
+                stop = _rounds(transport, manager, backend, space, timeline, ahead)
+            except SilentRanks as exc:
+                silent, stop = exc, StopReason.SILENT_RANK
         if manager:
-            finish(manager, timeline)
+            finish(manager, timeline)  # the file's last write, and its lock released
+        abandon = silent  # only once the file is closed: a failed last write ends the job its own way
         return stop.exit_code
     finally:
         if ahead is not None:
@@ -142,6 +155,8 @@ def tune(
         if backend is not None:
             backend.close()
         shutil.rmtree(workdir, ignore_errors=True)
+        if abandon is not None:
+            _abandon(abandon, rank, manager.cache.path if manager else "")
 
 
 def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock) -> CompileAhead | None:
@@ -163,36 +178,128 @@ def _rounds(
     timeline: Timeline,
     ahead: CompileAhead | None,
 ) -> StopReason:
-    """Rounds until rank 0 says stop; returns why it did."""
+    """Rounds until rank 0 says stop; returns why it did.
+
+    Every exchange has a deadline (deadlines.py) except a worker's wait for its first order,
+    which follows start-up collectives that have none either. ``SilentRanks`` leaves here on
+    every rank: on rank 0 after the reports that did arrive are recorded and the run is marked
+    ``silent_rank``, so that the file keeps every completed configuration."""
+    deadlines = None
+    if manager:
+        deadlines = Deadlines(floor_s(manager.settings.rank_deadline_floor_s), manager.setup.problem.timeout_s)
+    patience_s: float | None = None  # how long a worker waits for its next order
+    reported_s = math.nan  # when rank 0 had the last round's reports
     while True:
         orders = None
         if manager:
+            assert deadlines is not None
             with timeline.phase("strategy"):
-                orders = manager.next_orders()
+                orders = deadlines.stamp(manager.next_orders())
         with timeline.phase("wait"):
-            order = transport.scatter(orders)
+            order = transport.scatter(orders, patience_s)
+            sent_s = time.monotonic()
+            if deadlines and not math.isnan(reported_s):
+                deadlines.turned(sent_s - reported_s)
             timeline.clock.sync(order.now_s)
+        patience_s = order.next_order_within_s
         if order.stop is not None:
             break
         report = serve(order, backend, space, transport.rank, timeline, ahead)
+        silent = None
         with timeline.phase("wait"):
-            reports = transport.gather(report)
+            try:
+                reports = transport.gather(report, _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
+            except SilentRanks as exc:
+                if not manager:
+                    raise
+                silent = exc
+                silent.waited_s, silent.expected_s = time.monotonic() - sent_s, order.expected_s
+                reports = [exc.received.get(r, Report([], [], report.now_s)) for r in range(transport.size)]
+            reported_s = time.monotonic()
             if manager:
                 assert reports is not None
                 timeline.clock.sync(max(r.now_s for r in reports))
         if manager:
-            assert reports is not None
-            with timeline.phase("write"):
-                results = manager.record(reports)
-            with timeline.phase("strategy"):
-                manager.tell(results)
-                say(manager.progress_line())
+            assert reports is not None and orders is not None and deadlines is not None
+            deadlines.observe(orders, reports)
+            if silent is not None:
+                # What did arrive is measured work: recorded, and the silent ranks' chunks are
+                # left unmeasured (the strategy of a resumed run starts afresh from the file).
+                manager.stop_reason = manager.stop_requested = StopReason.SILENT_RANK
+            _record(manager, timeline, reports)
+            if silent is not None:
+                raise silent
     # The last rows of every rank (their final waits) reach rank 0 with one more gather.
-    leftovers = transport.gather(timeline.take())
+    try:
+        leftovers = transport.gather(timeline.take(), _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
+    except SilentRanks as silent:
+        if manager:  # the search is over and recorded: only some timeline rows are missing
+            silent.waited_s, silent.expected_s = time.monotonic() - sent_s, 0.0
+            rows = silent.received
+            manager.cache.append_phases([(r, p) for r in sorted(rows) for p in rows[r]])
+        raise
     if manager:
         assert leftovers is not None
         manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
     return order.stop
+
+
+def _record(manager: Manager, timeline: Timeline, reports: list[Report]) -> None:
+    with timeline.phase("write"):
+        results = manager.record(reports)
+    with timeline.phase("strategy"):
+        manager.tell(results)
+        say(manager.progress_line())
+
+
+def _remaining_s(deadline_s: float | None, sent_s: float) -> float | None:
+    """What is left of a deadline counted from ``sent_s``; rank 0 measured a chunk of its own
+    meanwhile, and a report that is already there must still be looked for."""
+    if deadline_s is None:
+        return None
+    return max(deadline_s - (time.monotonic() - sent_s), _LAST_LOOK_S)
+
+
+def _abandon(silent: SilentRanks, rank: int, path: str) -> None:
+    """End every rank now, with ``EXIT_RESUMABLE``: a rank that does not answer cannot take
+    part in a clean stop, and the launcher would wait for it, so this goes through MPI_Abort
+    (the path the command line takes for a crash). One line says why: rank 0's on stderr, a
+    worker's in its log; MPICH's own line about the abort is kept off this rank's stderr."""
+    if rank == 0:
+        if silent.error:
+            expected = f"MPI reported: {silent.error}"
+        elif silent.expected_s is None:
+            expected = "its batch had no history yet"
+        elif silent.expected_s == 0:
+            expected = "after the last batch, when only its last timeline rows were due"
+        else:
+            expected = f"its batch was expected to take {_seconds(silent.expected_s)} s"
+        print(
+            f"mpitune: error: {who(silent.ranks, silent.hosts)} did not answer within {_seconds(silent.waited_s)} s "
+            f"({expected}); results so far are saved in {path}; rerun the same command to resume "
+            f"(exit code {EXIT_RESUMABLE})",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        log.error(
+            "rank 0 on %s sent nothing for %s s after this rank's report, longer than its batch may take%s: "
+            "it is lost or stopped; ending the job (exit code %d)",
+            silent.hosts[0],
+            _seconds(silent.waited_s),
+            f" (MPI reported: {silent.error})" if silent.error else "",
+            EXIT_RESUMABLE,
+        )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(_FORWARD_S)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    MPI.COMM_WORLD.Abort(EXIT_RESUMABLE)
+    os._exit(EXIT_RESUMABLE)  # should the abort return before the launcher ends this rank
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
 
 
 @contextmanager

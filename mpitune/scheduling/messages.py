@@ -25,11 +25,12 @@ class StopReason(enum.Enum):
     SIGNAL = "signal"  # SIGTERM, SIGUSR1 or the stop file: the job is about to be ended
     DEVICE_ERROR = "device_error"  # a rank's device can no longer be trusted
     SPEC_ERROR = "spec_error"  # a spec's per-configuration callable failed
+    SILENT_RANK = "silent_rank"  # a rank did not answer within its batch's deadline (deadlines.py)
 
     @property
     def resumable(self) -> bool:
         """Whether the search was cut short, so that the same command continues it."""
-        return self in (StopReason.SIGNAL, StopReason.TIME_LIMIT, StopReason.DEVICE_ERROR)
+        return self in (StopReason.SIGNAL, StopReason.TIME_LIMIT, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK)
 
     @property
     def exit_code(self) -> int:
@@ -52,6 +53,12 @@ class Order:
     # The best median known and the run's noise ratio, to race against (model/racing.py);
     # None when racing is off: turned off in the spec, or an objective other than time.
     race: Race | None = None
+    # What the batch should take (None: no history yet), how long rank 0 waits for this rank's
+    # report after sending the order, and how long this rank waits for its next order after
+    # reporting, before calling the other side silent (deadlines.py); None: no limit.
+    expected_s: float | None = None
+    deadline_s: float | None = None
+    next_order_within_s: float | None = None
 
 
 @dataclass

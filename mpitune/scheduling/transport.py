@@ -2,13 +2,19 @@
 
 The loop in production talks MPI (``comm.MpiTransport``); ``LocalTransport`` is a world of one
 rank in this process, so that a whole run can be driven without mpiexec.
+
+The rounds' ``scatter`` and ``gather`` take a deadline: on a cluster a rank can stop answering
+without dying (SIGSTOP, a node whose link went down), and a collective would then wait for it
+until Slurm notices, minutes later, with the file locked. ``SilentRanks`` is what a rank learns
+instead, naming who did not answer, so that rank 0 can save what arrived and end the job.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -16,6 +22,34 @@ from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
 
 T = TypeVar("T")
+
+
+class SilentRanks(Exception):
+    """Ranks that did not answer within a deadline: on rank 0 the workers whose reports did not
+    arrive, on a worker rank 0 itself. ``received`` holds, by rank, what did arrive (rank 0
+    records those reports: they are measured work). ``expected_s`` is what the batch should
+    have taken (None: unknown), for the line that reports it; ``error`` what MPI said when it
+    found a peer gone before any deadline passed ('' when none did)."""
+
+    def __init__(
+        self,
+        ranks: Sequence[int],
+        hosts: Sequence[str],
+        waited_s: float,
+        received: dict[int, Any],
+        expected_s: float | None = None,
+        error: str = "",
+    ):
+        self.ranks, self.hosts, self.waited_s, self.received = tuple(ranks), tuple(hosts), waited_s, received
+        self.expected_s, self.error = expected_s, error
+        super().__init__(f"{who(self.ranks, self.hosts)} did not answer within {waited_s:.1f} s {error}".strip())
+
+
+def who(ranks: Sequence[int], hosts: Sequence[str]) -> str:
+    """'rank 2 on node2', or 'ranks 1 (on node1), 2 (on node2)' for several."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]} on {hosts[0]}"
+    return "ranks " + ", ".join(f"{r} (on {h})" for r, h in zip(ranks, hosts))
 
 
 class Transport(Protocol):
@@ -26,17 +60,22 @@ class Transport(Protocol):
     size: int
     node_rank: int  # this rank's place among the ranks of its node: which device is its own
     node_size: int
+    hosts: tuple[str, ...]  # every rank's host name, as the start-up Placement records it
 
     def bcast(self, value: T | None) -> T:
         """Rank 0's ``value`` on every rank."""
         ...
 
-    def scatter(self, values: Sequence[T] | None) -> T:
-        """Rank 0's ``values[r]`` on rank r."""
+    def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
+        """Rank 0's ``values[r]`` on rank r. A worker that has not received its value
+        ``deadline_s`` seconds after the call raises ``SilentRanks`` naming rank 0 (None: no
+        limit); rank 0 never waits for the workers here."""
         ...
 
-    def gather(self, value: T) -> list[T] | None:
-        """Every rank's ``value`` on rank 0, in rank order; None elsewhere."""
+    def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
+        """Every rank's ``value`` on rank 0, in rank order; None elsewhere. Rank 0 raises
+        ``SilentRanks`` when some have not arrived ``deadline_s`` seconds after the call; a
+        worker, when rank 0 has not taken its value by then (None: no limit)."""
         ...
 
     def allgather(self, value: T) -> list[T]: ...
@@ -65,21 +104,25 @@ def first_error(transport: Transport, error: str | None) -> str | None:
 
 
 class LocalTransport:
-    """A world of one rank in this process: every collective is a no-op."""
+    """A world of one rank in this process: every collective is a no-op, and no deadline can
+    pass, since there is no other rank to wait for."""
 
     rank = 0
     size = 1
     node_rank = 0
     node_size = 1
 
+    def __init__(self) -> None:
+        self.hosts = (socket.gethostname(),)
+
     def bcast(self, value: T | None) -> T:
         return value  # type: ignore[return-value]  # rank 0 is every rank
 
-    def scatter(self, values: Sequence[T] | None) -> T:
+    def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
         assert values is not None, "rank 0 scatters"
         return values[0]
 
-    def gather(self, value: T) -> list[T] | None:
+    def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
         return [value]
 
     def allgather(self, value: T) -> list[T]:

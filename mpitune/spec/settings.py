@@ -37,6 +37,7 @@ class Overrides:
     allow_mixed_devices: bool = False
     isolate: bool = True
     racing: bool | str | None = None  # True, False or a RaceRule's value
+    rank_deadline_floor_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
         settings.racing = racing
     else:
         check.fail("racing", f"must be True, False or one of {', '.join(map(repr, rules))}, got {racing!r}")
+    if overrides.rank_deadline_floor_s is not None:
+        settings.rank_deadline_floor_s = check.number("rank_deadline_floor", overrides.rank_deadline_floor_s)
     cache = overrides.cache_path or fields.cache
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")

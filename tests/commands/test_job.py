@@ -1,10 +1,11 @@
+import signal
 import subprocess
 import sys
 
 import pytest
 from conftest import mpi_env
 
-from mpitune.commands.job import seconds_left, srun_mpi_plugin
+from mpitune.commands.job import CANCELLED_ABOVE_S, seconds_left, srun_mpi_plugin, stop_cause
 
 
 @pytest.mark.parametrize(
@@ -35,3 +36,18 @@ def test_job_without_a_spec_is_refused():
         [sys.executable, "-m", "mpitune", "job"], env=mpi_env(), capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 2 and "needs a spec" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "signum,left_s,cause",
+    [
+        (signal.SIGUSR1, 90, "limit"),  # the warning asked for with --signal=B:USR1@90
+        (signal.SIGUSR1, None, "limit"),
+        (signal.SIGTERM, 0, "limit"),  # Slurm's SIGTERM at the time limit
+        (signal.SIGTERM, CANCELLED_ABOVE_S, "limit"),  # a --signal=B:TERM@T warning, sent early
+        (signal.SIGTERM, CANCELLED_ABOVE_S + 1, "cancelled"),  # scancel with time to spare
+        (signal.SIGTERM, None, "cancelled"),  # a job without a limit has none to be near
+    ],
+)
+def test_a_sigterm_with_time_left_is_a_cancel_not_the_limit(signum, left_s, cause):
+    assert stop_cause(signum, left_s) == cause

@@ -70,3 +70,50 @@ def test_run_clock_agrees_across_ranks():
     assert max(readings) - min(readings) < 0.05
     assert len(set(comm.allgather(started_unix))) == 1
     assert abs(started_unix - time.time()) < 60
+
+
+@pytest.mark.mpi(min_size=2)
+def test_gather_names_the_ranks_past_its_deadline_and_their_reports_still_arrive():
+    import time
+
+    from mpi4py import MPI
+
+    from mpitune.scheduling.comm import MpiTransport
+    from mpitune.scheduling.transport import SilentRanks
+
+    transport = MpiTransport(MPI.COMM_WORLD)
+    rank, size = transport.rank, transport.size
+    if rank == 0:
+        with pytest.raises(SilentRanks) as silent:
+            transport.gather("zero", deadline_s=0.2)
+        assert silent.value.ranks == tuple(range(1, size))
+        assert silent.value.hosts == transport.hosts[1:] and all(silent.value.hosts)
+        assert silent.value.received == {0: "zero"} and 0.2 <= silent.value.waited_s < 1.0
+        # What came late is not lost: the next look takes it, in rank order.
+        assert transport.gather("zero", deadline_s=10) == ["zero", *[("late", r) for r in range(1, size)]]
+    else:
+        time.sleep(1.0)
+        assert transport.gather(("late", rank), deadline_s=10) is None
+    MPI.COMM_WORLD.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_worker_names_rank_0_when_no_order_comes_in_time():
+    import time
+
+    from mpi4py import MPI
+
+    from mpitune.scheduling.comm import MpiTransport
+    from mpitune.scheduling.transport import SilentRanks
+
+    transport = MpiTransport(MPI.COMM_WORLD)
+    rank, size = transport.rank, transport.size
+    if rank == 0:
+        time.sleep(1.0)
+        assert transport.scatter([("order", r) for r in range(size)]) == ("order", 0)
+    else:
+        with pytest.raises(SilentRanks) as silent:
+            transport.scatter(None, deadline_s=0.2)
+        assert silent.value.ranks == (0,) and silent.value.hosts == (transport.hosts[0],)
+        assert transport.scatter(None, deadline_s=10) == ("order", rank)
+    assert transport.gather(rank, deadline_s=10) == (list(range(size)) if rank == 0 else None)

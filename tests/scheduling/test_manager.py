@@ -124,9 +124,23 @@ def test_stop_reasons_keep_their_file_values_and_exit_codes():
         "signal",
         "device_error",
         "spec_error",
+        "silent_rank",
     ]
-    assert {r for r in StopReason if r.resumable} == {StopReason.TIME_LIMIT, StopReason.SIGNAL, StopReason.DEVICE_ERROR}
-    assert [r.exit_code for r in StopReason] == [0, 0, EXIT_RESUMABLE, EXIT_RESUMABLE, EXIT_RESUMABLE, EXIT_USER_ERROR]
+    assert {r for r in StopReason if r.resumable} == {
+        StopReason.TIME_LIMIT,
+        StopReason.SIGNAL,
+        StopReason.DEVICE_ERROR,
+        StopReason.SILENT_RANK,
+    }
+    assert [r.exit_code for r in StopReason] == [
+        0,
+        0,
+        EXIT_RESUMABLE,
+        EXIT_RESUMABLE,
+        EXIT_RESUMABLE,
+        EXIT_USER_ERROR,
+        EXIT_RESUMABLE,
+    ]
 
 
 @pytest.mark.parametrize("strategy", ["brute_force", "genetic_algorithm"])

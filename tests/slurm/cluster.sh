@@ -34,6 +34,9 @@ NodeName=$host Name=gpu File=$dir/dev/gpu[0-1]
 CONF
     cat > "$dir/slurm.conf" <<CONF
 ClusterName=mpitune-test
+# Job ids new to this machine: MPICH names its shared memory after the job and step, and a
+# segment a killed job left under the same name makes MPI_Init fail ("Out of memory").
+FirstJobId=$(( $(date +%s) % 50000000 + 1000 ))
 SlurmctldHost=$host
 SlurmUser=root
 SlurmdUser=root

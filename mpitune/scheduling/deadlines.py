@@ -1,0 +1,140 @@
+"""How long rank 0 waits for a round's reports, and a worker for its next order.
+
+A rank that stops answering while its process lives (SIGSTOP, a node whose link went down)
+would hold every other rank in the next exchange until Slurm notices, minutes later
+(``SlurmdTimeout`` is 300 s by default). Rank 0 notices itself, with a deadline per batch
+derived from what the batch should take:
+
+- what similar work took so far in this run: of the last ``HISTORY_ROUNDS`` rounds, the slowest
+  rank's chunk time divided by its chunk length, times the longest chunk of this batch;
+- times ``SAFETY_FACTOR``, plus what one configuration may take before its rank's supervisor
+  ends it (``timeout_s`` from the spec, else the rule of process/isolation.py), so that a
+  configuration that hangs until its own timeout is not mistaken for a lost rank;
+- never less than the floor (``--rank-deadline-floor``, ``MPITUNE_RANK_DEADLINE_FLOOR_S``,
+  else ``DEFAULT_FLOOR_S``): a slow first compile, a cold file system or a busy node are not
+  a dead rank.
+
+The first batch has no history: each configuration of its longest chunk may take its whole
+per-configuration limit.
+
+A worker waits for its next order at most the batch's deadline plus rank 0's own turnaround
+(writing the file, asking the strategy), which can be long: ``TURNAROUND_FACTOR`` times the
+longest seen, and at least the floor.
+
+Pure arithmetic on what rank 0 observed; no MPI, no clock of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from mpitune.process.isolation import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
+from mpitune.scheduling.messages import Order, Report
+
+DEFAULT_FLOOR_S = 45.0  # see docs/reliability.md, "A rank that stops answering"
+FLOOR_VARIABLE = "MPITUNE_RANK_DEADLINE_FLOOR_S"
+SAFETY_FACTOR = 4.0
+HISTORY_ROUNDS = 5
+TURNAROUND_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What one batch may take: rank 0 gives up on a report ``deadline_s`` after sending the
+    orders; a worker gives up on rank 0 ``next_order_within_s`` after sending its report."""
+
+    expected_s: float | None  # what the batch should take; None: no history yet
+    deadline_s: float
+    next_order_within_s: float
+
+
+def floor_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
+    """The floor the command line gives, else the environment's, else the default."""
+    if setting is not None:
+        return setting
+    text = (os.environ if environ is None else environ).get(FLOOR_VARIABLE, "").strip()
+    try:
+        return float(text) if text else DEFAULT_FLOOR_S
+    except ValueError:
+        return DEFAULT_FLOOR_S
+
+
+def per_config_limit_s(timeout_s: float | None, config_s: Sequence[float]) -> float:
+    """How long one configuration may take before its rank's supervisor ends it as a timeout:
+    the spec's ``timeout_s``, else isolation.py's rule on the configurations measured so far."""
+    if timeout_s is not None:
+        return timeout_s
+    if not config_s:
+        return TIMEOUT_FLOOR_S
+    return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(config_s))
+
+
+def allowance(
+    longest_chunk: int,
+    seconds_per_config: float | None,
+    limit_s: float,
+    floor_s: float,
+    turnaround_s: float = 0.0,
+    factor: float = SAFETY_FACTOR,
+) -> Allowance:
+    """The allowance of a batch whose longest chunk holds ``longest_chunk`` configurations,
+    when a configuration took at most ``seconds_per_config`` so far (None: nothing measured
+    yet) and may take ``limit_s`` before its rank gives up on it."""
+    if seconds_per_config is None:
+        expected_s = None
+        deadline_s = max(floor_s, longest_chunk * limit_s)
+    else:
+        expected_s = seconds_per_config * longest_chunk
+        deadline_s = max(floor_s, factor * expected_s + limit_s)
+    return Allowance(expected_s, deadline_s, deadline_s + max(floor_s, TURNAROUND_FACTOR * turnaround_s))
+
+
+class Deadlines:
+    """Rank 0's record of what the rounds took, from which each batch's allowance comes."""
+
+    def __init__(self, floor_s: float, timeout_s: float | None):
+        self.floor_s, self.timeout_s = floor_s, timeout_s
+        self.rates: list[float] = []  # per round: the slowest rank's seconds per configuration
+        self.config_s: list[float] = []  # every configuration measured in this run
+        self.turnaround_s = 0.0  # the longest rank 0 took from the last report to the next orders
+
+    def stamp(self, orders: list[Order]) -> list[Order]:
+        """The orders, each carrying its batch's allowance (a stop's: the floor, for the last rows)."""
+        rates = self.rates[-HISTORY_ROUNDS:]
+        longest = max(len(o.ids) for o in orders)
+        if orders[0].stop is not None:
+            limit = allowance(0, 0.0, 0.0, self.floor_s, self.turnaround_s)
+        else:
+            limit = allowance(
+                longest,
+                max(rates) if rates else None,
+                per_config_limit_s(self.timeout_s, self.config_s),
+                self.floor_s,
+                self.turnaround_s,
+            )
+        return [
+            replace(
+                o,
+                expected_s=limit.expected_s,
+                deadline_s=limit.deadline_s,
+                next_order_within_s=limit.next_order_within_s,
+            )
+            for o in orders
+        ]
+
+    def observe(self, orders: Sequence[Order], reports: Sequence[Report]) -> None:
+        """Learn from one round: each rank's chunk time (its clock at the end of the chunk less
+        rank 0's when it dealt), per configuration handed to it."""
+        rates = [
+            (report.now_s - order.now_s) / len(order.ids) for order, report in zip(orders, reports) if order.ids
+        ]
+        if rates:
+            self.rates.append(max(0.0, max(rates)))
+        self.config_s += [r.finished_s - r.started_s for report in reports for r in report.results]
+
+    def turned(self, seconds: float) -> None:
+        """Rank 0 took ``seconds`` from the last report of a round to the next orders."""
+        self.turnaround_s = max(self.turnaround_s, seconds)

@@ -1,0 +1,94 @@
+"""How long rank 0 waits for a batch (deadlines.py), and the one-rank transport's side of it."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from mpitune.model.result import Result
+from mpitune.process.isolation import TIMEOUT_FLOOR_S
+from mpitune.scheduling.deadlines import (
+    DEFAULT_FLOOR_S,
+    FLOOR_VARIABLE,
+    SAFETY_FACTOR,
+    Deadlines,
+    allowance,
+    floor_s,
+    per_config_limit_s,
+)
+from mpitune.scheduling.messages import Order, Report, StopReason
+from mpitune.scheduling.transport import LocalTransport, SilentRanks
+
+
+def test_the_first_batch_may_spend_each_configurations_whole_limit():
+    first = allowance(longest_chunk=4, seconds_per_config=None, limit_s=30.0, floor_s=10.0)
+    assert first.expected_s is None
+    assert first.deadline_s == 120.0  # 4 configurations of up to 30 s each
+    assert first.next_order_within_s == 120.0 + 10.0
+
+
+def test_history_gives_a_deadline_of_the_expected_time_a_factor_and_one_hang():
+    later = allowance(longest_chunk=3, seconds_per_config=2.0, limit_s=5.0, floor_s=1.0, turnaround_s=0.5)
+    assert later.expected_s == 6.0
+    assert later.deadline_s == SAFETY_FACTOR * 6.0 + 5.0
+    assert later.next_order_within_s == later.deadline_s + 10 * 0.5  # rank 0's turnaround, ten times
+
+
+def test_the_floor_holds_for_quick_batches():
+    quick = allowance(longest_chunk=1, seconds_per_config=0.001, limit_s=2.0, floor_s=60.0)
+    assert quick.deadline_s == 60.0 and quick.next_order_within_s == 120.0
+
+
+def test_the_per_configuration_limit_is_the_supervisors():
+    assert per_config_limit_s(7.0, [100.0]) == 7.0  # the spec's timeout_s
+    assert per_config_limit_s(None, []) == TIMEOUT_FLOOR_S
+    assert per_config_limit_s(None, [0.1, 0.2, 0.3]) == TIMEOUT_FLOOR_S
+    assert per_config_limit_s(None, [10.0, 20.0, 30.0]) == 20 * 20.0
+
+
+def test_the_floor_comes_from_the_command_line_then_the_environment():
+    assert floor_s(5.0, {FLOOR_VARIABLE: "9"}) == 5.0
+    assert floor_s(None, {FLOOR_VARIABLE: "9"}) == 9.0
+    assert floor_s(None, {}) == DEFAULT_FLOOR_S
+    assert floor_s(None, {FLOOR_VARIABLE: "soon"}) == DEFAULT_FLOOR_S
+
+
+def _result(config_id: int, started_s: float, finished_s: float) -> Result:
+    r = Result(config_id, "ok")
+    r.started_s, r.finished_s = started_s, finished_s
+    return r
+
+
+def test_rank_0_learns_the_slowest_ranks_time_per_configuration():
+    deadlines = Deadlines(floor_s=1.0, timeout_s=2.0)
+    orders = deadlines.stamp([Order(10.0, 0, [0, 1]), Order(10.0, 0, [2, 3])])
+    assert orders[0].expected_s is None and orders[0].deadline_s == 2 * 2.0  # no history: 2 x timeout_s
+    # rank 0 took 1 s for its two, rank 1 took 3 s: 1.5 s per configuration
+    reports = [
+        Report([_result(0, 10.0, 10.5), _result(1, 10.5, 11.0)], [], 11.0),
+        Report([_result(2, 10.0, 11.5), _result(3, 11.5, 13.0)], [], 13.0),
+    ]
+    deadlines.observe(orders, reports)
+    deadlines.turned(0.2)
+    nxt = deadlines.stamp([Order(13.0, 1, [4, 5, 6]), Order(13.0, 1, [7])])
+    assert nxt[0].expected_s == pytest.approx(4.5)  # the longest chunk, three configurations
+    assert nxt[0].deadline_s == pytest.approx(SAFETY_FACTOR * 4.5 + 2.0)
+    assert nxt[0].next_order_within_s == pytest.approx(nxt[0].deadline_s + 2.0)
+    assert nxt[1].deadline_s == nxt[0].deadline_s  # every rank's order says the batch's allowance
+    stop = deadlines.stamp([Order(14.0, stop=StopReason.FINISHED)] * 2)
+    assert stop[0].deadline_s == 1.0 and stop[0].stop is StopReason.FINISHED  # the last rows: the floor
+
+
+def test_a_world_of_one_rank_has_no_one_to_wait_for():
+    local = LocalTransport()
+    assert local.hosts == (socket.gethostname(),)
+    assert local.scatter(["order"], deadline_s=0.0) == "order"
+    assert local.gather("report", deadline_s=0.0) == ["report"]
+
+
+def test_silent_ranks_say_who_and_how_long():
+    one = SilentRanks([2], ["node2"], 41.2, {0: "r0"}, expected_s=9.0)
+    assert str(one) == "rank 2 on node2 did not answer within 41.2 s"
+    two = SilentRanks([1, 2], ["node1", "node2"], 3.0, {})
+    assert str(two) == "ranks 1 (on node1), 2 (on node2) did not answer within 3.0 s"
