@@ -4,12 +4,13 @@
 
 Each Kernel Tuner cache (``*.json``, ``*.json.gz``) in CACHE_DIR is replayed twice in this
 process, on one rank, through the real loop (Manager, replay backend, HDF5 file): once with
-``racing=False`` and once with racing on, by the rule ``--rule`` names (model/racing.py).
-The replay backend races the recorded per-iteration times in the order they were measured and
-spends the simulated benchmark time of the launches it made only. Prints, per cache, the timed
-launches and the simulated benchmark seconds of both, what racing saved, the configurations it stopped, and whether the best configuration
-(and its median) is the same; then the totals. These are replays of measured data: the saving
-on a GPU also depends on what compiling and verifying cost there.
+``racing=False`` and once with racing on, by the rule ``--rule`` names (model/racing.py). The
+replay backend races the recorded per-iteration times in the order they were measured and spends
+the simulated benchmark time of the launches it made only. Prints, per cache, the timed launches
+and the simulated benchmark seconds of both, what racing saved, the configurations it stopped,
+and whether the best configuration (and its median) is the same; then the totals. These are
+replays of measured data: the saving on a GPU also depends on what compiling and verifying cost
+there.
 """
 
 from __future__ import annotations
