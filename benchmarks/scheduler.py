@@ -1,7 +1,7 @@
 """What scheduling costs: rank 0's time per configuration, parallel efficiency on many ranks,
 and rank 0's memory for a space of 10 million configurations.
 
-    python benchmarks/scheduler.py [--caches DIR] [--quick]
+    python benchmarks/scheduler.py [--caches DIR] [--quick] [--only cost|efficiency|memory]
 
 1. Rank 0's cost per configuration, on a synthetic measured space (a Kernel Tuner cache of
    200,000 configurations the script writes into a temporary directory) and on the largest
@@ -11,12 +11,14 @@ and rank 0's memory for a space of 10 million configurations.
    mpitune replay``: the difference between a long and a short run, per extra configuration,
    is everything the loop costs per configuration (scatter and gather included), while the
    replayed measuring itself costs microseconds.
-2. Parallel efficiency of a brute-force replay of the largest cache in DIR on 64 ranks (on a
-   2-core machine: the clock is simulated, so oversubscription changes the real time only):
-   sum over ranks of compile + verify + benchmark time / (ranks x simulated wall), read from
-   the run's HDF5 file as ``mpitune report`` does, for a few batch sizes; and for every batch
-   size from the recorded durations directly (the same rounds, dealt by ``batching.deal``), next
-   to what ranks that pull configurations one at a time within a batch would reach.
+2. Parallel efficiency of a brute-force replay of the largest cache in DIR: sum over ranks of
+   compile + verify + benchmark time / (ranks x simulated wall). First simulated in one process
+   on 8, 64 and 256 ranks with the real Manager (dealing by predicted cost, and interleaved) and
+   the replay backend's recorded durations; then replayed under ``mpiexec`` on 64 ranks (on a
+   2-core machine: the clock is simulated, so oversubscription changes the real time only),
+   read from the run's HDF5 file as ``mpitune report`` does; and for every batch size from the
+   recorded durations directly (the same rounds, dealt by ``batching.deal``), next to what ranks
+   that pull configurations one at a time within a batch would reach.
 3. Peak memory (``ru_maxrss``) of a process that builds a 10-million-configuration space and
    asks and tells batches of a strategy, as rank 0 does.
 
@@ -38,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +57,7 @@ from mpitune.model.searchspace import SearchSpace  # noqa: E402
 from mpitune.model.timeline import Clock, Timeline  # noqa: E402
 from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.scheduling.batching import deal  # noqa: E402
+from mpitune.scheduling.costs import CostModel, result_cost_s  # noqa: E402
 from mpitune.scheduling.manager import Manager  # noqa: E402
 from mpitune.scheduling.rank import serve  # noqa: E402
 from mpitune.scheduling.session import prepare  # noqa: E402
@@ -76,16 +79,17 @@ class Scale:
     synthetic_sizes: tuple[int, ...]  # values per parameter of the synthetic space
     loop_configs: int  # configurations through rank 0's loop in one process
     mpi_configs: tuple[int, int]  # budgets of the short and the long real replay
-    ranks: int  # simulated ranks for the efficiency
-    per_rank_mpi: tuple[int, ...]  # configurations per rank per batch replayed under mpiexec
+    ranks: int  # ranks of the efficiency replayed under mpiexec
+    per_rank_mpi: tuple[int | None, ...]  # configurations per rank per batch replayed (None: default)
     per_rank_model: tuple[int, ...]  # ... and computed from the recorded durations
     memory_sizes: tuple[int, ...]  # the large space for the memory part
     memory_batches: int
+    simulated_ranks: tuple[int, ...]  # ranks of the efficiency simulated in one process
     batch_sizes: tuple[int, ...] = (8, 64, 512)  # configurations per batch for rank 0's cost
 
 
-FULL = Scale((10, 10, 10, 10, 4, 5), 10000, (500, 10500), 64, (4, 16), (1, 2, 4, 8, 16, 32), (10,) * 7, 3)
-QUICK = Scale((4, 4, 4, 4, 2, 2), 1000, (64, 1024), 8, (2,), (1, 2, 4), (10,) * 5, 2, (64,))
+FULL = Scale((10, 10, 10, 10, 4, 5), 10000, (500, 10500), 64, (None,), (1, 2, 4, 8, 16, 32), (10,) * 7, 3, (8, 64, 256))
+QUICK = Scale((4, 4, 4, 4, 2, 2), 1000, (64, 1024), 8, (2,), (1, 2, 4), (10,) * 5, 2, (8,), (64,))
 
 
 def mpi_env() -> dict:
@@ -143,14 +147,11 @@ def timed(totals: dict, key: str) -> Iterator[None]:
         totals[key] = totals.get(key, 0.0) + time.perf_counter() - start
 
 
-def rank0_loop_us(
-    source: str, workdir: str, ranks: int, batch_size: int, strategy: str, budget: int
-) -> tuple[dict, int]:
-    """Microseconds per configuration of each piece of rank 0's round, in one process: ask and
-    deal (``next_orders``, which also records the batch in flight), writing the results
-    (``record``), telling the strategy and the progress line. The ranks' measuring is done by
-    the replay backend in this process and not counted."""
-    out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}.h5")
+def replay_manager(
+    source: str, out: str, ranks: int, batch_size: int | None, strategy: str, budget: int | None
+) -> tuple[Manager, Cache, SearchSpace]:
+    """Rank 0's Manager of a replay of ``source`` on ``ranks`` ranks, as the loop opens it,
+    writing into the HDF5 file ``out`` (``batch_size`` None: the default, guided batches)."""
     problem, settings = replay_problem(
         measured.load(source),
         Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1),
@@ -159,23 +160,34 @@ def rank0_loop_us(
     identity = problem.identity()
     identity["devices"] = ["replayed"]
     cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
-    clock = Clock(simulated=True)
-    manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, clock)
+    manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, Clock(simulated=True))
     cache.start_run(
         RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
         ("host",) * ranks,
         ("replayed",) * ranks,
         (0,) * ranks,
     )
-    backend = backends.create(problem, workdir, 0)
-    timeline = Timeline(clock)
+    return manager, cache, setup.space
+
+
+def rank0_loop_us(
+    source: str, workdir: str, ranks: int, batch_size: int, strategy: str, budget: int
+) -> tuple[dict, int]:
+    """Microseconds per configuration of each piece of rank 0's round, in one process: ask and
+    deal (``next_orders``, which also records the batch in flight), writing the results
+    (``record``), telling the strategy and the progress line. The ranks' measuring is done by
+    the replay backend in this process and not counted."""
+    out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}.h5")
+    manager, cache, space = replay_manager(source, out, ranks, batch_size, strategy, budget)
+    backend = backends.create(manager.setup.problem, workdir, 0)
+    timeline = Timeline(manager.clock)
     totals: dict[str, float] = {}
     while True:
         with timed(totals, "ask + deal"):
             orders = manager.next_orders()
         if orders[0].stop is not None:
             break
-        reports = [serve(order, backend, setup.space, rank, timeline) for rank, order in enumerate(orders)]
+        reports = [serve(order, backend, space, rank, timeline) for rank, order in enumerate(orders)]
         with timed(totals, "write"):
             results = manager.record(reports)
         with timed(totals, "tell + progress"):
@@ -186,13 +198,48 @@ def rank0_loop_us(
     return {k: 1e6 * v / n for k, v in totals.items()}, n
 
 
+class Interleaved(CostModel):
+    """A cost model that never predicts, so that the Manager deals interleaved
+    (``batching.deal``), as before dealing by cost: the baseline of the simulation."""
+
+    def predict_s(self, ids: Sequence[int]) -> None:
+        return None
+
+
+def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool) -> dict:
+    """A brute-force replay on ``ranks`` ranks in one process, round by round as the loop runs
+    it: the real Manager deals (by cost, or interleaved), every rank serves its order with the
+    replay backend on its own simulated clock, which catches up with rank 0's at the scatter,
+    and rank 0's with the slowest rank's at the gather. Efficiency as the issue defines it: sum
+    of compile + verify + benchmark seconds / (ranks x simulated wall)."""
+    out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}.h5")
+    manager, cache, space = replay_manager(source, out, ranks, batch_size, "brute_force", None)
+    if not by_cost:
+        manager.costs = Interleaved(space)
+    backend = backends.create(manager.setup.problem, workdir, 0)
+    timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
+    busy_s = 0.0
+    while (orders := manager.next_orders())[0].stop is None:
+        reports = []
+        for rank, order in enumerate(orders):
+            timelines[rank].clock.sync(order.now_s)
+            reports.append(serve(order, backend, space, rank, timelines[rank]))
+        manager.clock.sync(max(r.now_s for r in reports))
+        results = manager.record(reports)
+        manager.tell(results)
+        busy_s += sum(result_cost_s(r) for r in results)
+    cache.close()
+    wall_s = manager.clock.now()
+    return {"efficiency": busy_s / (ranks * wall_s), "wall_s": wall_s, "batches": manager.batch + 1}
+
+
 def replay_wall_s(source: str, workdir: str, ranks: int, batch_size: int, budget: int) -> tuple[float, str]:
     """Real wall time of a whole ``mpiexec`` replay (start-up included) and its command."""
     out = os.path.join(workdir, f"mpi-{Path(source).name}-{ranks}-{batch_size}-{budget}.h5")
-    return mpi_replay(source, out, ranks, batch_size, "--max-fevals", str(budget))
+    return mpi_replay(source, out, ranks, "--batch-size", str(batch_size), "--max-fevals", str(budget))
 
 
-def mpi_replay(source: str, out: str, ranks: int, batch_size: int, *flags: str) -> tuple[float, str]:
+def mpi_replay(source: str, out: str, ranks: int, *flags: str) -> tuple[float, str]:
     """A brute-force replay into ``out`` under ``mpiexec``: its real wall time and its command."""
     cmd = [
         mpiexec(),
@@ -205,8 +252,6 @@ def mpi_replay(source: str, out: str, ranks: int, batch_size: int, *flags: str) 
         source,
         "--strategy",
         "brute_force",
-        "--batch-size",
-        str(batch_size),
         *flags,
         "--output",
         out,
@@ -268,19 +313,32 @@ def list_schedule_s(costs: np.ndarray, ranks: int) -> float:
 
 
 def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
-    ranks = scale.ranks
     cost = durations(source)
-    print(f"\n## Parallel efficiency, brute force, {ranks} simulated ranks: {name} ({len(cost):,} configurations)")
+    print(f"\n## Parallel efficiency, brute force: {name} ({len(cost):,} configurations)")
+    print("simulated in one process with the real Manager and replay backend (racing on), default batches:")
+    print("| ranks | dealt by cost | dealt interleaved | batches | simulated wall s (by cost) |")
+    print("|---|---|---|---|---|")
+    for ranks in scale.simulated_ranks:
+        by_cost = simulated_efficiency(source, workdir, ranks, None, True)
+        interleaved = simulated_efficiency(source, workdir, ranks, None, False)
+        print(
+            f"| {ranks} | {100 * by_cost['efficiency']:.1f} % | {100 * interleaved['efficiency']:.1f} % | "
+            f"{by_cost['batches']} | {by_cost['wall_s']:.1f} |"
+        )
+    print(f"  command: {shlex.join(['python', *sys.argv])}")
+    ranks = scale.ranks
     for per in scale.per_rank_mpi:
         out = os.path.join(workdir, f"eff-{per}.h5")
-        real_s, command = mpi_replay(source, out, ranks, per * ranks)
+        flags = () if per is None else ("--batch-size", str(per * ranks))
+        real_s, command = mpi_replay(source, out, ranks, *flags)
         s = summarize(read(out))
+        batches = "default batches" if per is None else f"{per} per rank per batch"
         print(
-            f"replayed under mpiexec, {per} per rank per batch: efficiency {100 * s['efficiency']:.1f} %, "
+            f"replayed under mpiexec on {ranks} ranks, {batches}: efficiency {100 * s['efficiency']:.1f} %, "
             f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)"
         )
         print(f"  command: {command}")
-    print("from the recorded durations, the same rounds (efficiency %):")
+    print(f"{ranks} ranks, from the recorded durations (full timing), the same rounds (efficiency %):")
     print(
         "| configs per rank per batch | dealt by batching.deal (scatter/gather) | pulled one at a time within a batch |"
     )
@@ -383,6 +441,7 @@ def main() -> None:
         "the largest is replayed besides the synthetic space",
     )
     p.add_argument("--quick", action="store_true", help="every part small, in seconds")
+    p.add_argument("--only", choices=("cost", "efficiency", "memory"), help="run one part only")
     p.add_argument("--memory-child", help=argparse.SUPPRESS)
     p.add_argument("--memory-sizes", help=argparse.SUPPRESS)
     p.add_argument("--memory-batches", type=int, help=argparse.SUPPRESS)
@@ -398,12 +457,15 @@ def main() -> None:
         start = time.perf_counter()
         n = write_synthetic(synthetic, scale.synthetic_sizes)
         print(f"synthetic measured space: {n:,} configurations, written in {time.perf_counter() - start:.1f} s")
-        rank0_cost("synthetic", synthetic, tmp, scale)
         real = None if args.quick or not args.caches else largest_cache(args.caches)
-        if real:
-            rank0_cost(Path(real).name, real, tmp, scale)
-        efficiency(Path(real).name if real else "synthetic", real or synthetic, tmp, scale)
-    memory(scale)
+        if args.only in (None, "cost"):
+            rank0_cost("synthetic", synthetic, tmp, scale)
+            if real:
+                rank0_cost(Path(real).name, real, tmp, scale)
+        if args.only in (None, "efficiency"):
+            efficiency(Path(real).name if real else "synthetic", real or synthetic, tmp, scale)
+    if args.only in (None, "memory"):
+        memory(scale)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
-from mpitune.scheduling.batching import Batching, deal
+from mpitune.scheduling.batching import Batching, deal, deal_by_cost
+from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import rebuild
 from mpitune.store.cache import Cache
@@ -71,6 +72,9 @@ class Manager:
         self.known = len(known)
         self.best: Result | None = None
         self._update_best(known)
+        self.costs = CostModel(self.space)
+        self.costs.learn(known)
+        self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
         self.race = self._start_race(known)
         self._resume_strategy(known)
 
@@ -143,9 +147,11 @@ class Manager:
         self._in_flight = set(ids)
         self.batch += 1
         self._batch_start_s = now_s
-        chunks = deal(ids, self.ranks, self.batch)
+        chunks = self._deal(ids, self.batch)
         self.cache.hand_out(self.batch, chunks, requested, ids)
-        upcoming = deal(self.strategy.upcoming(self._next_size()), self.ranks, self.batch + 1)
+        upcoming_ids = self.strategy.upcoming(self._next_size(costs_known=True))  # known after this batch
+        upcoming = self._deal(upcoming_ids, self.batch + 1)
+        self._planned = (upcoming_ids, upcoming) if self.costs.learned else None
         try:
             return [
                 Order(
@@ -163,11 +169,21 @@ class Manager:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
             return None
 
-    def _next_size(self) -> int:
+    def _deal(self, ids: list[int], batch: int) -> list[list[int]]:
+        """One chunk per rank: as this batch was dealt by cost when it was the upcoming one (its
+        chunks are being compiled ahead on those ranks), else by predicted cost, else (nothing
+        measured yet) interleaved. An upcoming batch dealt blind is dealt again by cost: its
+        compiling ahead is lost once, but it is the largest batch of the run dealt knowing
+        nothing (on 256 replayed ranks, 23 % of the work)."""
+        if self._planned is not None and self._planned[0] == ids:
+            return self._planned[1]
+        cost_s = self.costs.predict_s(ids)
+        return deal(ids, self.ranks, batch) if cost_s is None else deal_by_cost(ids, cost_s, self.ranks)
+
+    def _next_size(self, costs_known: bool | None = None) -> int:
         limit = self.settings.max_fevals
-        return self.batching.next_size(
-            len(self.space) - len(self.strategy.seen), None if limit is None else limit - self.handed_out
-        )
+        known = self.costs.learned > 0 if costs_known is None else costs_known
+        return self.batching.next_size(None if limit is None else limit - self.handed_out, known)
 
     def derive(self, chunk: list[int]) -> list[Derived] | None:
         """What the spec's per-configuration callables give for each id (ValueError if one fails)."""
@@ -200,6 +216,7 @@ class Manager:
 
     def tell(self, results: list[Result]) -> None:
         self.strategy.tell(results)
+        self.costs.learn(results)
         self._update_best(results)
         if self.race is not None:
             self.race = self.race.seen(results)
