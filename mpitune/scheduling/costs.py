@@ -40,16 +40,23 @@ class CostModel:
 
     def __init__(self, space: SearchSpace):
         self.space = space
-        varying = [j for j, size in enumerate(space.sizes) if size > 1]
-        # Value indices 1.. of each varying parameter; value 0 is the intercept's share.
-        self._singles = [(j, v) for j in varying for v in range(1, int(space.sizes[j]))]
-        self._pairs: list[tuple[int, int, int, int]] = []
+        sizes = [int(size) for size in space.sizes]
+        varying = [j for j, size in enumerate(sizes) if size > 1]
+        # A configuration has one indicator set per varying parameter whose value is not its
+        # first (value 0 is the intercept's share), and one per pair of such parameters: each
+        # parameter and each pair owns a block of indicators, numbered from its offset.
+        width = 1
+        self._singles: list[tuple[int, int]] = []  # (parameter, offset)
+        for j in varying:
+            self._singles.append((j, width))
+            width += sizes[j] - 1
+        self._pairs: list[tuple[int, int, int]] = []  # (parameter a, parameter b, offset)
         for a, b in itertools.combinations(varying, 2):
-            block = [(a, va, b, vb) for va in range(1, int(space.sizes[a])) for vb in range(1, int(space.sizes[b]))]
-            if 1 + len(self._singles) + len(self._pairs) + len(block) > MAX_FEATURES:
+            block = (sizes[a] - 1) * (sizes[b] - 1)
+            if width + block > MAX_FEATURES:
                 break
-            self._pairs.extend(block)
-        width = 1 + len(self._singles) + len(self._pairs)
+            self._pairs.append((a, b, width))
+            width += block
         self._gram = np.zeros((width, width))
         self._moment = np.zeros(width)
         self._weights: np.ndarray | None = None
@@ -60,14 +67,19 @@ class CostModel:
         return len(self._moment)
 
     def _features(self, ids: Sequence[int]) -> np.ndarray:
-        rows = self.space.indices[np.asarray(ids, dtype=np.int64)]
+        """The indicators of each id, one row each: a few numpy operations per parameter and
+        pair, not per indicator, since rank 0 pays for them with every batch."""
+        rows = self.space.indices[np.asarray(ids, dtype=np.int64)].astype(np.int64)
         out = np.zeros((len(rows), self.features))
         out[:, 0] = 1.0
-        for k, (j, v) in enumerate(self._singles, start=1):
-            out[:, k] = rows[:, j] == v
-        start = 1 + len(self._singles)
-        for k, (a, va, b, vb) in enumerate(self._pairs, start=start):
-            out[:, k] = (rows[:, a] == va) & (rows[:, b] == vb)
+        at = np.arange(len(rows))
+        sizes = self.space.sizes
+        for j, offset in self._singles:
+            set_ = rows[:, j] > 0
+            out[at[set_], offset + rows[set_, j] - 1] = 1.0
+        for a, b, offset in self._pairs:
+            set_ = (rows[:, a] > 0) & (rows[:, b] > 0)
+            out[at[set_], offset + (rows[set_, a] - 1) * (int(sizes[b]) - 1) + rows[set_, b] - 1] = 1.0
         return out
 
     def learn(self, results: Iterable[Result]) -> None:

@@ -72,8 +72,11 @@ class Manager:
         self.known = len(known)
         self.best: Result | None = None
         self._update_best(known)
-        self.costs = CostModel(self.space)
-        self.costs.learn(known)
+        # Dealing by cost evens out chunks of several configurations; with one per rank there
+        # is nothing to even out, and a strategy that learns from every result gets just that.
+        self.costs = CostModel(self.space) if self.batching.size > self.ranks else None
+        if self.costs is not None:
+            self.costs.learn(known)
         self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
         self.race = self._start_race(known)
         self._resume_strategy(known)
@@ -151,7 +154,7 @@ class Manager:
         self.cache.hand_out(self.batch, chunks, requested, ids)
         upcoming_ids = self.strategy.upcoming(self._next_size(costs_known=True))  # known after this batch
         upcoming = self._deal(upcoming_ids, self.batch + 1)
-        self._planned = (upcoming_ids, upcoming) if self.costs.learned else None
+        self._planned = (upcoming_ids, upcoming) if self.costs is not None and self.costs.learned else None
         try:
             return [
                 Order(
@@ -172,18 +175,20 @@ class Manager:
     def _deal(self, ids: list[int], batch: int) -> list[list[int]]:
         """One chunk per rank: as this batch was dealt by cost when it was the upcoming one (its
         chunks are being compiled ahead on those ranks), else by predicted cost, else (nothing
-        measured yet) interleaved. An upcoming batch dealt blind is dealt again by cost: its
-        compiling ahead is lost once, but it is the largest batch of the run dealt knowing
-        nothing (on 256 replayed ranks, 23 % of the work)."""
+        measured yet, or at most one id per rank) interleaved. An upcoming batch dealt blind is
+        dealt again by cost: its compiling ahead is lost once, but it would be the largest
+        batch of the run dealt knowing nothing (46 % of the gemm cache's configurations on 256
+        ranks)."""
         if self._planned is not None and self._planned[0] == ids:
             return self._planned[1]
-        cost_s = self.costs.predict_s(ids)
+        cost_s = None if self.costs is None or len(ids) <= self.ranks else self.costs.predict_s(ids)
         return deal(ids, self.ranks, batch) if cost_s is None else deal_by_cost(ids, cost_s, self.ranks)
 
     def _next_size(self, costs_known: bool | None = None) -> int:
         limit = self.settings.max_fevals
-        known = self.costs.learned > 0 if costs_known is None else costs_known
-        return self.batching.next_size(None if limit is None else limit - self.handed_out, known)
+        if costs_known is None:
+            costs_known = self.costs is None or self.costs.learned > 0
+        return self.batching.next_size(None if limit is None else limit - self.handed_out, costs_known)
 
     def derive(self, chunk: list[int]) -> list[Derived] | None:
         """What the spec's per-configuration callables give for each id (ValueError if one fails)."""
@@ -216,7 +221,8 @@ class Manager:
 
     def tell(self, results: list[Result]) -> None:
         self.strategy.tell(results)
-        self.costs.learn(results)
+        if self.costs is not None:
+            self.costs.learn(results)
         self._update_best(results)
         if self.race is not None:
             self.race = self.race.seen(results)

@@ -183,6 +183,15 @@ def test_guided_batches_start_with_one_per_rank_then_take_the_batch_size(tmp_pat
     assert [len(b) for b in ranks.batches] == [2, 38]
     # The first order names the ids its batch's successor holds, to compile ahead.
     assert sorted(i for o in ranks.orders[0] for i in o.upcoming) == sorted(ranks.batches[1])
+    assert manager.costs is not None and manager.costs.learned == 40
+
+
+def test_a_strategy_that_learns_from_every_result_gets_one_per_rank_and_no_cost_model(tmp_path):
+    ranks = Ranks(tmp_path, 2, strategy="genetic_algorithm", max_fevals=6)
+    manager = ranks.open()
+    assert manager.costs is None  # one configuration per rank: nothing to even out
+    ranks.run(manager)
+    assert [len(b) for b in ranks.batches] == [2, 2, 2]
 
 
 def test_dealing_by_cost_records_every_configuration_once_and_names_each_rank_its_next_chunk(tmp_path, monkeypatch):
@@ -200,7 +209,7 @@ def test_dealing_by_cost_records_every_configuration_once_and_names_each_rank_it
     assert sorted(ids) == list(range(40))
     # Batch 0 is dealt blind, and so is its upcoming one, which is dealt again by cost when it
     # is handed out; from then on each batch is dealt by cost once, as the upcoming one.
-    assert [sorted(d) for d in dealt] == [sorted(b) for b in ranks.batches[1:]] + [[]]
+    assert [sorted(d) for d in dealt] == [sorted(b) for b in ranks.batches[1:]]
     # From batch 1 on, each rank gets the very chunk it was told to compile ahead.
     for orders, following in zip(ranks.orders[1:], ranks.orders[2:]):
         assert [o.upcoming for o in orders] == [o.ids for o in following]
