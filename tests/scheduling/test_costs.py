@@ -82,3 +82,17 @@ def test_pairs_of_values_are_features_only_as_far_as_the_cap_allows(monkeypatch)
     assert capped.features == 1 + 6 * 4 + 2 * 16  # whole pairs only, in parameter order
     capped.learn([measured(0, 1.0)])
     assert capped.predict_s([1]).shape == (1,)
+
+
+def test_the_sums_learned_are_those_of_the_indicator_matrix():
+    """FᵀF and Fᵀy summed from the set indicators alone equal the dense products."""
+    ids = [0, 5, 7, 11, 23, 17, 17]
+    model = CostModel(SPACE)
+    model.learn(measured(i, 0.1 * (i + 1)) for i in ids)
+    dense = np.zeros((len(ids), model.features + 1))
+    dense[np.arange(len(ids))[:, None], model._active(ids)] = 1.0
+    dense = dense[:, :-1]
+    gram = model._upper + model._upper.T - np.diag(np.diagonal(model._upper))
+    np.testing.assert_array_equal(gram, dense.T @ dense)
+    np.testing.assert_allclose(model._moment, dense.T @ np.log([0.1 * (i + 1) for i in ids]))
+    assert dense[:, 0].all() and dense.sum() > len(ids)  # the intercept, and more than it
