@@ -18,6 +18,7 @@ def test_scheduler_benchmark_quick_mode_prints_every_figure():
     out = proc.stdout
     assert "## Rank 0's cost per configuration: synthetic (1,024 configurations)" in out
     assert "us per configuration" in out and "efficiency" in out
+    assert "| brute_force, interleaved (no cost model) | 128 |" in out  # what the cost model costs
     # The in-process simulation with the real Manager, dealing by cost and interleaved.
     simulated = next(line for line in out.splitlines() if line.startswith("| 8 | "))
     by_cost, interleaved = (float(cell.rstrip(" %")) for cell in simulated.split("|")[2:4])
