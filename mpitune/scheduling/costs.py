@@ -105,7 +105,9 @@ class CostModel:
             return None
         if self._weights is None:
             gram = self._upper + self._upper.T - np.diag(np.diagonal(self._upper))
-            solved = _conjugate_gradient(gram + RIDGE * np.eye(self.features), self._moment)
+            ridge = np.full(self.features, RIDGE)
+            ridge[0] = 0.0  # the intercept is not shrunk: a prediction is seconds, not only an order
+            solved = _conjugate_gradient(gram + np.diag(ridge), self._moment)
             self._weights = np.append(solved, 0.0)  # the unset column weighs nothing
         return np.exp(self._weights[self._active(ids)].sum(axis=1))
 

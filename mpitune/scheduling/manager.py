@@ -130,7 +130,7 @@ class Manager:
             self.stop_reason = self.stop_requested
         elif self.settings.max_fevals is not None and n <= 0:
             self.stop_reason = StopReason.MAX_FEVALS
-        elif time_limit_s is not None and now_s + self._typical_batch_s() > time_limit_s:
+        elif time_limit_s is not None and (n := self._within_time(n, time_limit_s - now_s)) <= 0:
             self.stop_reason = StopReason.TIME_LIMIT
         else:
             ids = self.strategy.ask(n)
@@ -195,6 +195,19 @@ class Manager:
         if self._derive is None or not chunk:
             return None
         return [self._derive(self.space.config(i)) for i in chunk]
+
+    def _within_time(self, n: int, left_s: float) -> int:
+        """How many of the next ``n`` configurations a batch may hold to end within ``left_s``:
+        by their predicted costs where the strategy names them in advance (the ranks sharing
+        them evenly), so that a batch shrinks to fit the time left; else all of them if a
+        typical batch fits, none if not. The first batch of a guided search is short, so its
+        duration says little about the next."""
+        upcoming = self.strategy.upcoming(n) if self.costs is not None else []
+        cost_s = self.costs.predict_s(upcoming) if self.costs is not None and upcoming else None
+        if cost_s is None:
+            return n if self._typical_batch_s() <= left_s else 0
+        per_rank_s = np.cumsum(cost_s) / self.ranks
+        return min(n, int(np.searchsorted(per_rank_s, left_s, side="right")))
 
     def _typical_batch_s(self) -> float:
         """How long the next batch will likely take: the median of the last few."""

@@ -175,6 +175,18 @@ def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys)
     assert "stopped early (time_limit); run the same command again to resume (exit code 75)" in capsys.readouterr().out
 
 
+def test_a_batch_dealt_by_cost_shrinks_to_end_within_the_time_limit(tmp_path):
+    # Every configuration takes 0.5 simulated s. The first batch (one per rank) ends at 0.5 s; a
+    # full batch (38 left, 19 per rank) would end at 10 s, so the next holds what fits in the
+    # 1.6 s left on two ranks: 6, ending at 2.0 s; then nothing fits.
+    ranks = Ranks(tmp_path, 2, strategy="brute_force", time_limit_s=2.1)
+    manager = ranks.open()
+    stop = ranks.run(manager)
+    assert stop is StopReason.TIME_LIMIT
+    assert [len(b) for b in ranks.batches] == [2, 6]
+    assert ranks.clock.now() == pytest.approx(2.0)
+
+
 def test_guided_batches_start_with_one_per_rank_then_take_the_batch_size(tmp_path):
     ranks = Ranks(tmp_path, 2)  # brute force, batch size by default: 64, guided
     manager = ranks.open()
