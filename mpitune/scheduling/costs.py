@@ -7,8 +7,8 @@ spends on it: compile + verify + benchmark (a failed compile costs only its comp
 
 The model is a ridge regression of log seconds on the parameter values, one indicator per
 value of every parameter that varies, and one per pair of values of two parameters (as many
-pairs as ``MAX_FEATURES`` allows, in parameter order): costs are products of factors (work
-per thread, threads per block, vector width), so logs add, and the pairs catch what two
+parameters and pairs as ``MAX_FEATURES`` allows, in parameter order): costs are products of
+factors (work per thread, threads per block, vector width), so logs add, and the pairs catch what two
 parameters do together (a tile size and the block it is spread over). Its sufficient
 statistics (FᵀF and Fᵀy) are summed as results come, so learning costs the same whatever was
 measured before, and the weights are solved once per batch. No MPI, no clock, no randomness:
@@ -48,10 +48,12 @@ class CostModel:
         width = 1
         self._singles: list[tuple[int, int]] = []  # (parameter, offset)
         for j in varying:
+            if width + sizes[j] - 1 > MAX_FEATURES:  # a space of hundreds of parameters
+                break
             self._singles.append((j, width))
             width += sizes[j] - 1
         self._pairs: list[tuple[int, int, int]] = []  # (parameter a, parameter b, offset)
-        for a, b in itertools.combinations(varying, 2):
+        for a, b in itertools.combinations([j for j, _ in self._singles], 2):
             block = (sizes[a] - 1) * (sizes[b] - 1)
             if width + block > MAX_FEATURES:
                 break

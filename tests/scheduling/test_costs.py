@@ -82,6 +82,8 @@ def test_pairs_of_values_are_features_only_as_far_as_the_cap_allows(monkeypatch)
     assert capped.features == 1 + 6 * 4 + 2 * 16  # whole pairs only, in parameter order
     capped.learn([measured(0, 1.0)])
     assert capped.predict_s([1]).shape == (1,)
+    monkeypatch.setattr(costs, "MAX_FEATURES", 10)
+    assert CostModel(space).features == 1 + 2 * 4  # whole parameters only, and no pairs
 
 
 def test_the_sums_learned_are_those_of_the_indicator_matrix():
