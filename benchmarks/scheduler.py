@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import heapq
 import itertools
 import json
 import os
@@ -40,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,23 +48,19 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from replay_rounds import double_buffered_s, durations, list_schedule_s, replay_manager, simulated_efficiency  # noqa: E402
+
 from mpitune import backends, strategies  # noqa: E402
 from mpitune.model.objective import Objective  # noqa: E402
 from mpitune.model.restrictions import Restriction  # noqa: E402
-from mpitune.model.result import COMPILE_ERROR, Result  # noqa: E402
+from mpitune.model.result import Result  # noqa: E402
 from mpitune.model.searchspace import SearchSpace  # noqa: E402
-from mpitune.model.timeline import Clock, Timeline  # noqa: E402
+from mpitune.model.timeline import Timeline  # noqa: E402
 from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.scheduling.batching import deal  # noqa: E402
-from mpitune.scheduling.costs import CostModel, result_cost_s  # noqa: E402
 from mpitune.scheduling.launch import mpiexec  # noqa: E402
-from mpitune.scheduling.manager import Manager  # noqa: E402
 from mpitune.scheduling.rank import serve  # noqa: E402
-from mpitune.scheduling.session import prepare  # noqa: E402
-from mpitune.spec.replay import replay_problem  # noqa: E402
-from mpitune.spec.settings import Overrides  # noqa: E402
 from mpitune.store import measured  # noqa: E402
-from mpitune.store.cache import Cache, RunInfo  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
 TIME = Objective()  # the median time, lower is better: what results are scored by here
@@ -146,29 +141,6 @@ def timed(totals: dict, key: str) -> Iterator[None]:
         totals[key] = totals.get(key, 0.0) + time.perf_counter() - start
 
 
-def replay_manager(
-    source: str, out: str, ranks: int, batch_size: int | None, strategy: str, budget: int | None
-) -> tuple[Manager, Cache, SearchSpace]:
-    """Rank 0's Manager of a replay of ``source`` on ``ranks`` ranks, as the loop opens it,
-    writing into the HDF5 file ``out`` (``batch_size`` None: the default, guided batches)."""
-    problem, settings = replay_problem(
-        measured.load(source),
-        Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1),
-    )
-    setup = prepare(problem, settings)
-    identity = problem.identity()
-    identity["devices"] = ["replayed"]
-    cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
-    manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, Clock(simulated=True))
-    cache.start_run(
-        RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
-        ("host",) * ranks,
-        ("replayed",) * ranks,
-        (0,) * ranks,
-    )
-    return manager, cache, setup.space
-
-
 def rank0_loop_us(
     source: str, workdir: str, ranks: int, batch_size: int, strategy: str, budget: int, by_cost: bool = True
 ) -> tuple[dict, int]:
@@ -198,41 +170,6 @@ def rank0_loop_us(
     cache.close()
     n = manager.measured
     return {k: 1e6 * v / n for k, v in totals.items()}, n
-
-
-class Interleaved(CostModel):
-    """A cost model that never predicts, so that the Manager deals interleaved
-    (``batching.deal``), as before dealing by cost: the baseline of the simulation."""
-
-    def predict_s(self, ids: Sequence[int]) -> None:
-        return None
-
-
-def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool) -> dict:
-    """A brute-force replay on ``ranks`` ranks in one process, round by round as the loop runs
-    it: the real Manager deals (by cost, or interleaved), every rank serves its order with the
-    replay backend on its own simulated clock, which catches up with rank 0's at the scatter,
-    and rank 0's with the slowest rank's at the gather. Efficiency as the issue defines it: sum
-    of compile + verify + benchmark seconds / (ranks x simulated wall)."""
-    out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}.h5")
-    manager, cache, space = replay_manager(source, out, ranks, batch_size, "brute_force", None)
-    if not by_cost:
-        manager.costs = Interleaved(space)
-    backend = backends.create(manager.setup.problem, workdir, 0)
-    timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
-    busy_s = 0.0
-    while (orders := manager.next_orders())[0].stop is None:
-        reports = []
-        for rank, order in enumerate(orders):
-            timelines[rank].clock.sync(order.now_s)
-            reports.append(serve(order, backend, space, rank, timelines[rank]))
-        manager.clock.sync(max(r.now_s for r in reports))
-        results = manager.record(reports)
-        manager.tell(results)
-        busy_s += sum(result_cost_s(r) for r in results)
-    cache.close()
-    wall_s = manager.clock.now()
-    return {"efficiency": busy_s / (ranks * wall_s), "wall_s": wall_s, "batches": manager.batch + 1}
 
 
 def replay_wall_s(source: str, workdir: str, ranks: int, batch_size: int, budget: int) -> tuple[float, str]:
@@ -297,28 +234,6 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
     print(f"  command (long run): {cmd}")
 
 
-def durations(source: str) -> np.ndarray:
-    """Recorded compile + verify + benchmark seconds of every configuration, in id order."""
-    data = measured.load(source)
-    space = SearchSpace.from_configs(data.tune_params, data.configs)
-    lookup = data.lookup()
-    names = list(data.tune_params)
-    cost = np.empty(len(space))
-    for i in range(len(space)):
-        config = space.config(i)
-        m = lookup[tuple(config[n] for n in names)]
-        cost[i] = m.compile_s + (0.0 if m.status == COMPILE_ERROR else m.verify_s + m.benchmark_s)
-    return cost
-
-
-def list_schedule_s(costs: np.ndarray, ranks: int) -> float:
-    """Makespan when each rank takes the next configuration as soon as it is free."""
-    free_at = [0.0] * ranks
-    for c in costs:
-        heapq.heappush(free_at, heapq.heappop(free_at) + float(c))
-    return max(free_at)
-
-
 def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
     cost = durations(source)
     print(f"\n## Parallel efficiency, brute force: {name} ({len(cost):,} configurations)")
@@ -365,18 +280,6 @@ def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
             f"{100 * cost.sum() / (ranks * double_buffered_s(loads)):.1f} |"
         )
     print(f"pulled one at a time with no batches: {100 * cost.sum() / (ranks * list_schedule_s(cost, ranks)):.1f} %")
-
-
-def double_buffered_s(loads: list[np.ndarray]) -> float:
-    """Makespan of rounds whose next chunk is already on its rank when the rank finishes one
-    (rank 0 sends batch k once it has gathered batch k - 2): a rank waits only when it is a
-    whole batch ahead of the slowest. ``loads[k][r]``: rank r's seconds in batch k."""
-    free_s = np.zeros(len(loads[0])) if loads else np.zeros(0)
-    gathered_s = [0.0, 0.0]
-    for load in loads:
-        free_s = np.maximum(free_s, gathered_s[-2]) + load
-        gathered_s.append(float(free_s.max()))
-    return gathered_s[-1]
 
 
 def peak_rss_mib() -> float:
