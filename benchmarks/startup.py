@@ -95,17 +95,17 @@ def import_breakdown(top: int) -> None:
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        own, cumulative, name = line[len("import time:") :].split("|")
-        total_us += int(own)
+        own_text, cumulative_text, name = line[len("import time:") :].split("|")
+        total_us += int(own_text)
         depth = (len(name) - len(name.lstrip()) - 1) // 2  # importtime indents by two per level
         if depth <= 1:
-            rows.append((int(cumulative), int(own), f"{'> ' * depth}{name.strip()}"))
+            rows.append((int(cumulative_text), int(own_text), f"{'> ' * depth}{name.strip()}"))
     total_s = total_us / 1e6
     print(f"\nimports of one rank ({RANK_IMPORTS}; MPI initialises as mpi4py.MPI is imported): {total_s:.2f} s")
     print("| module | with its imports s | own s |")
     print("|---|---|---|")
-    for cumulative, own, name in sorted(rows, reverse=True)[:top]:
-        print(f"| {name} | {cumulative / 1e6:.3f} | {own / 1e6:.3f} |")
+    for cumulative_us, own_us, module in sorted(rows, reverse=True)[:top]:
+        print(f"| {module} | {cumulative_us / 1e6:.3f} | {own_us / 1e6:.3f} |")
     print(f"  command: {shlex.join([sys.executable, '-X', 'importtime', '-c', RANK_IMPORTS])}")
 
 
