@@ -97,6 +97,7 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
         "efficiency": summary["efficiency"],
         "best": summary["best"],
         "gather": gather_waits(data),
+        "startup": summary["startup"],
         "per_rank": [
             {
                 k: r[k]
@@ -108,6 +109,7 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
                     "verify_s",
                     "benchmark_s",
                     "wait_s",
+                    "spec_s",
                     "startup_s",
                     "compile_ahead_s",
                     "wall_s",
@@ -174,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         default=max(1, (os.cpu_count() or 2) // 2 - 1),
         help="compile workers per rank (default: half the cores, less one)",
     )
-    parser.add_argument("--mpirun", default="mpirun --bind-to none")
+    parser.add_argument(
+        "--mpirun",
+        default=os.environ.get("MPITUNE_MPIEXEC", "mpirun --bind-to none"),
+        help="the launcher and its options (default: $MPITUNE_MPIEXEC, else mpirun --bind-to none)",
+    )
     parser.add_argument("--out", default=tempfile.mkdtemp(prefix="mpitune-floor-"))
     parser.add_argument("--interference", action="store_true")
     parser.add_argument("--repeats", type=int, default=15)
@@ -205,9 +211,16 @@ def main(argv: list[str] | None = None) -> int:
             f"  gather: in {g['waited']} of {g['rank_batches']} rank-batches a rank waited more than "
             f"{100 * g['threshold']:.0f}% of the batch for others; {g['wait_s']:.1f} s of such waiting in all"
         )
+        u = r["startup"]
+        print(
+            f"  start-up: the spec's own loading {u['spec_s']:.2f} s on rank 0, mpitune's own start-up "
+            f"{u['mpitune_min_s']:.2f} to {u['mpitune_max_s']:.2f} s per rank (benchmarks/startup.py adds "
+            "what comes before the run's clock)"
+        )
         for p in r["per_rank"]:
             print(
-                f"  rank {p['rank']}: {p['configs']} configs, startup {p['startup_s']:.1f}, compile (waited) "
+                f"  rank {p['rank']}: {p['configs']} configs, spec {p['spec_s']:.1f}, startup {p['startup_s']:.1f}, "
+                f"compile (waited) "
                 f"{p['compile_s']:.1f}, verify {p['verify_s']:.1f}, benchmark {p['benchmark_s']:.1f}, "
                 f"wait {p['wait_s']:.1f}, wall {p['wall_s']:.1f} s; compiled in the background "
                 f"{p['compile_ahead_s']:.1f} s"

@@ -1,7 +1,7 @@
 """What scheduling costs: rank 0's time per configuration, parallel efficiency on many ranks,
 and rank 0's memory for a space of 10 million configurations.
 
-    python benchmarks/scheduler.py [--caches DIR] [--quick]
+    python benchmarks/scheduler.py [--caches DIR] [--quick] [--only cost|efficiency|memory]
 
 1. Rank 0's cost per configuration, on a synthetic measured space (a Kernel Tuner cache of
    200,000 configurations the script writes into a temporary directory) and on the largest
@@ -11,12 +11,15 @@ and rank 0's memory for a space of 10 million configurations.
    mpitune replay``: the difference between a long and a short run, per extra configuration,
    is everything the loop costs per configuration (scatter and gather included), while the
    replayed measuring itself costs microseconds.
-2. Parallel efficiency of a brute-force replay of the largest cache in DIR on 64 ranks (on a
-   2-core machine: the clock is simulated, so oversubscription changes the real time only):
-   sum over ranks of compile + verify + benchmark time / (ranks x simulated wall), read from
-   the run's HDF5 file as ``mpitune report`` does, for a few batch sizes; and for every batch
-   size from the recorded durations directly (the same rounds, dealt by ``batching.deal``), next
-   to what ranks that pull configurations one at a time within a batch would reach.
+2. Parallel efficiency of a brute-force replay of the largest cache in DIR: sum over ranks of
+   compile + verify + benchmark time / (ranks x simulated wall). First simulated in one process
+   on 8, 64 and 256 ranks with the real Manager (dealing by predicted cost, and interleaved) and
+   the replay backend's recorded durations; then replayed under ``mpiexec`` on 64 ranks (on a
+   2-core machine: the clock is simulated, so oversubscription changes the real time only),
+   read from the run's HDF5 file as ``mpitune report`` does; and for every batch size from the
+   recorded durations directly (the same rounds, dealt by ``batching.deal``), next to what ranks
+   that pull configurations one at a time within a batch would reach, and what rounds whose next
+   chunk is already on its rank when it finishes (double buffering) would reach.
 3. Peak memory (``ru_maxrss``) of a process that builds a 10-million-configuration space and
    asks and tells batches of a strategy, as rank 0 does.
 
@@ -27,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import heapq
 import itertools
 import json
 import os
 import resource
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,21 +48,19 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from replay_rounds import double_buffered_s, durations, list_schedule_s, replay_manager, simulated_efficiency  # noqa: E402
+
 from mpitune import backends, strategies  # noqa: E402
 from mpitune.model.objective import Objective  # noqa: E402
 from mpitune.model.restrictions import Restriction  # noqa: E402
-from mpitune.model.result import COMPILE_ERROR, Result  # noqa: E402
+from mpitune.model.result import Result  # noqa: E402
 from mpitune.model.searchspace import SearchSpace  # noqa: E402
-from mpitune.model.timeline import Clock, Timeline  # noqa: E402
+from mpitune.model.timeline import Timeline  # noqa: E402
 from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.scheduling.batching import deal  # noqa: E402
-from mpitune.scheduling.manager import Manager  # noqa: E402
+from mpitune.scheduling.launch import mpiexec  # noqa: E402
 from mpitune.scheduling.rank import serve  # noqa: E402
-from mpitune.scheduling.session import prepare  # noqa: E402
-from mpitune.spec.replay import replay_problem  # noqa: E402
-from mpitune.spec.settings import Overrides  # noqa: E402
 from mpitune.store import measured  # noqa: E402
-from mpitune.store.cache import Cache, RunInfo  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
 TIME = Objective()  # the median time, lower is better: what results are scored by here
@@ -76,16 +75,20 @@ class Scale:
     synthetic_sizes: tuple[int, ...]  # values per parameter of the synthetic space
     loop_configs: int  # configurations through rank 0's loop in one process
     mpi_configs: tuple[int, int]  # budgets of the short and the long real replay
-    ranks: int  # simulated ranks for the efficiency
-    per_rank_mpi: tuple[int, ...]  # configurations per rank per batch replayed under mpiexec
+    ranks: int  # ranks of the efficiency replayed under mpiexec
+    per_rank_mpi: tuple[int | None, ...]  # configurations per rank per batch replayed (None: default)
     per_rank_model: tuple[int, ...]  # ... and computed from the recorded durations
     memory_sizes: tuple[int, ...]  # the large space for the memory part
     memory_batches: int
+    simulated_ranks: tuple[int, ...]  # ranks of the efficiency simulated in one process
     batch_sizes: tuple[int, ...] = (8, 64, 512)  # configurations per batch for rank 0's cost
 
 
-FULL = Scale((10, 10, 10, 10, 4, 5), 10000, (500, 10500), 64, (4, 16), (1, 2, 4, 8, 16, 32), (10,) * 7, 3)
-QUICK = Scale((4, 4, 4, 4, 2, 2), 1000, (64, 1024), 8, (2,), (1, 2, 4), (10,) * 5, 2, (64,))
+FULL = Scale(
+    (10, 10, 10, 10, 4, 5), 10000, (500, 10500), 64, (None,), (1, 2, 4, 8, 16, 32), (10,) * 7, 3, (8, 64, 256),
+    (8, 64, 512, 2048),
+)
+QUICK = Scale((4, 4, 4, 4, 2, 2), 1000, (64, 1024), 8, (2,), (1, 2, 4), (10,) * 5, 2, (8,), (128,))
 
 
 def mpi_env() -> dict:
@@ -93,11 +96,6 @@ def mpi_env() -> dict:
     env = dict(os.environ, MPIR_CVAR_CH4_PROGRESS_THROTTLE="1", MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT="16")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
-
-
-def mpiexec() -> str:
-    local = Path(PYTHON).parent / "mpiexec"
-    return str(local) if local.exists() else shutil.which("mpiexec") or "mpiexec"
 
 
 def write_synthetic(path: str, sizes: tuple[int, ...]) -> int:
@@ -144,38 +142,26 @@ def timed(totals: dict, key: str) -> Iterator[None]:
 
 
 def rank0_loop_us(
-    source: str, workdir: str, ranks: int, batch_size: int, strategy: str, budget: int
+    source: str, workdir: str, ranks: int, batch_size: int, strategy: str, budget: int, by_cost: bool = True
 ) -> tuple[dict, int]:
     """Microseconds per configuration of each piece of rank 0's round, in one process: ask and
     deal (``next_orders``, which also records the batch in flight), writing the results
     (``record``), telling the strategy and the progress line. The ranks' measuring is done by
-    the replay backend in this process and not counted."""
-    out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}.h5")
-    problem, settings = replay_problem(
-        measured.load(source),
-        Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1),
-    )
-    setup = prepare(problem, settings)
-    identity = problem.identity()
-    identity["devices"] = ["replayed"]
-    cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
-    clock = Clock(simulated=True)
-    manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, clock)
-    cache.start_run(
-        RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
-        ("host",) * ranks,
-        ("replayed",) * ranks,
-        (0,) * ranks,
-    )
-    backend = backends.create(problem, workdir, 0)
-    timeline = Timeline(clock)
+    the replay backend in this process and not counted. Without ``by_cost`` the Manager has
+    no cost model and deals interleaved, to show what the model costs."""
+    out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}-{by_cost}.h5")
+    manager, cache, space = replay_manager(source, out, ranks, batch_size, strategy, budget)
+    if not by_cost:
+        manager.costs = None
+    backend = backends.create(manager.setup.problem, workdir, 0)
+    timeline = Timeline(manager.clock)
     totals: dict[str, float] = {}
     while True:
         with timed(totals, "ask + deal"):
             orders = manager.next_orders()
         if orders[0].stop is not None:
             break
-        reports = [serve(order, backend, setup.space, rank, timeline) for rank, order in enumerate(orders)]
+        reports = [serve(order, backend, space, rank, timeline) for rank, order in enumerate(orders)]
         with timed(totals, "write"):
             results = manager.record(reports)
         with timed(totals, "tell + progress"):
@@ -189,13 +175,13 @@ def rank0_loop_us(
 def replay_wall_s(source: str, workdir: str, ranks: int, batch_size: int, budget: int) -> tuple[float, str]:
     """Real wall time of a whole ``mpiexec`` replay (start-up included) and its command."""
     out = os.path.join(workdir, f"mpi-{Path(source).name}-{ranks}-{batch_size}-{budget}.h5")
-    return mpi_replay(source, out, ranks, batch_size, "--max-fevals", str(budget))
+    return mpi_replay(source, out, ranks, "--batch-size", str(batch_size), "--max-fevals", str(budget))
 
 
-def mpi_replay(source: str, out: str, ranks: int, batch_size: int, *flags: str) -> tuple[float, str]:
+def mpi_replay(source: str, out: str, ranks: int, *flags: str) -> tuple[float, str]:
     """A brute-force replay into ``out`` under ``mpiexec``: its real wall time and its command."""
     cmd = [
-        mpiexec(),
+        *mpiexec(),  # MPITUNE_MPIEXEC="mpirun --bind-to none" overrides it, as for tune_kernel
         "-n",
         str(ranks),
         PYTHON,
@@ -205,8 +191,6 @@ def mpi_replay(source: str, out: str, ranks: int, batch_size: int, *flags: str) 
         source,
         "--strategy",
         "brute_force",
-        "--batch-size",
-        str(batch_size),
         *flags,
         "--output",
         out,
@@ -224,13 +208,18 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
     print("|---|---|---|---|---|---|")
     for strategy in ("brute_force", "genetic_algorithm"):
         for batch_size in scale.batch_sizes:
-            per, _ = rank0_loop_us(
-                source, workdir, min(batch_size, 64), batch_size, strategy, min(scale.loop_configs, space_size)
-            )
+            budget = min(scale.loop_configs, space_size)
+            per, _ = rank0_loop_us(source, workdir, min(batch_size, 64), batch_size, strategy, budget)
             print(
                 f"| {strategy} | {batch_size} | {per['ask + deal']:.1f} | {per['write']:.1f} | "
                 f"{per['tell + progress']:.1f} | {sum(per.values()):.1f} |"
             )
+            if strategy == "brute_force" and batch_size > 64:  # chunks of several: dealt by cost
+                per, _ = rank0_loop_us(source, workdir, 64, batch_size, strategy, budget, by_cost=False)
+                print(
+                    f"| {strategy}, interleaved (no cost model) | {batch_size} | {per['ask + deal']:.1f} | "
+                    f"{per['write']:.1f} | {per['tell + progress']:.1f} | {sum(per.values()):.1f} |"
+                )
     short, long = scale.mpi_configs
     long = min(long, space_size)
     print(f"real replay on 2 ranks, brute force: (wall({long}) - wall({short})) / {long - short} configurations")
@@ -245,54 +234,51 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
     print(f"  command (long run): {cmd}")
 
 
-def durations(source: str) -> np.ndarray:
-    """Recorded compile + verify + benchmark seconds of every configuration, in id order."""
-    data = measured.load(source)
-    space = SearchSpace.from_configs(data.tune_params, data.configs)
-    lookup = data.lookup()
-    names = list(data.tune_params)
-    cost = np.empty(len(space))
-    for i in range(len(space)):
-        config = space.config(i)
-        m = lookup[tuple(config[n] for n in names)]
-        cost[i] = m.compile_s + (0.0 if m.status == COMPILE_ERROR else m.verify_s + m.benchmark_s)
-    return cost
-
-
-def list_schedule_s(costs: np.ndarray, ranks: int) -> float:
-    """Makespan when each rank takes the next configuration as soon as it is free."""
-    free_at = [0.0] * ranks
-    for c in costs:
-        heapq.heappush(free_at, heapq.heappop(free_at) + float(c))
-    return max(free_at)
-
-
 def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
-    ranks = scale.ranks
     cost = durations(source)
-    print(f"\n## Parallel efficiency, brute force, {ranks} simulated ranks: {name} ({len(cost):,} configurations)")
+    print(f"\n## Parallel efficiency, brute force: {name} ({len(cost):,} configurations)")
+    print("simulated in one process with the real Manager and replay backend (racing on), default batches:")
+    print("| ranks | dealt by cost | dealt interleaved | batches | simulated wall s (by cost) |")
+    print("|---|---|---|---|---|")
+    for ranks in scale.simulated_ranks:
+        by_cost = simulated_efficiency(source, workdir, ranks, None, True)
+        interleaved = simulated_efficiency(source, workdir, ranks, None, False)
+        print(
+            f"| {ranks} | {100 * by_cost['efficiency']:.1f} % | {100 * interleaved['efficiency']:.1f} % | "
+            f"{by_cost['batches']} | {by_cost['wall_s']:.1f} |"
+        )
+    print(f"  command: {shlex.join(['python', *sys.argv])}")
+    ranks = scale.ranks
     for per in scale.per_rank_mpi:
         out = os.path.join(workdir, f"eff-{per}.h5")
-        real_s, command = mpi_replay(source, out, ranks, per * ranks)
+        flags = () if per is None else ("--batch-size", str(per * ranks))
+        real_s, command = mpi_replay(source, out, ranks, *flags)
         s = summarize(read(out))
+        batches = "default batches" if per is None else f"{per} per rank per batch"
         print(
-            f"replayed under mpiexec, {per} per rank per batch: efficiency {100 * s['efficiency']:.1f} %, "
+            f"replayed under mpiexec on {ranks} ranks, {batches}: efficiency {100 * s['efficiency']:.1f} %, "
             f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)"
         )
         print(f"  command: {command}")
-    print("from the recorded durations, the same rounds (efficiency %):")
+    print(f"{ranks} ranks, from the recorded durations (full timing), the same rounds (efficiency %):")
     print(
-        "| configs per rank per batch | dealt by batching.deal (scatter/gather) | pulled one at a time within a batch |"
+        "| configs per rank per batch | dealt by batching.deal (scatter/gather) | pulled one at a time within a batch "
+        "| dealt, double-buffered |"
     )
-    print("|---|---|---|")
+    print("|---|---|---|---|")
     for per in scale.per_rank_model:
         size = per * ranks
-        dealt = pulled = 0.0
+        loads = []
+        pulled = 0.0
         for batch, start in enumerate(range(0, len(cost), size)):
             ids = list(range(start, min(start + size, len(cost))))
-            dealt += max(float(cost[chunk].sum()) for chunk in deal(ids, ranks, batch))
+            loads.append(np.array([float(cost[chunk].sum()) for chunk in deal(ids, ranks, batch)]))
             pulled += list_schedule_s(cost[ids], ranks)
-        print(f"| {per} | {100 * cost.sum() / (ranks * dealt):.1f} | {100 * cost.sum() / (ranks * pulled):.1f} |")
+        dealt = sum(float(load.max()) for load in loads)
+        print(
+            f"| {per} | {100 * cost.sum() / (ranks * dealt):.1f} | {100 * cost.sum() / (ranks * pulled):.1f} | "
+            f"{100 * cost.sum() / (ranks * double_buffered_s(loads)):.1f} |"
+        )
     print(f"pulled one at a time with no batches: {100 * cost.sum() / (ranks * list_schedule_s(cost, ranks)):.1f} %")
 
 
@@ -383,6 +369,7 @@ def main() -> None:
         "the largest is replayed besides the synthetic space",
     )
     p.add_argument("--quick", action="store_true", help="every part small, in seconds")
+    p.add_argument("--only", choices=("cost", "efficiency", "memory"), help="run one part only")
     p.add_argument("--memory-child", help=argparse.SUPPRESS)
     p.add_argument("--memory-sizes", help=argparse.SUPPRESS)
     p.add_argument("--memory-batches", type=int, help=argparse.SUPPRESS)
@@ -395,15 +382,19 @@ def main() -> None:
     print(f"command: {shlex.join(['python', *sys.argv])}")
     with tempfile.TemporaryDirectory(prefix="mpitune-scheduler-") as tmp:
         synthetic = os.path.join(tmp, "synthetic.json")
-        start = time.perf_counter()
-        n = write_synthetic(synthetic, scale.synthetic_sizes)
-        print(f"synthetic measured space: {n:,} configurations, written in {time.perf_counter() - start:.1f} s")
-        rank0_cost("synthetic", synthetic, tmp, scale)
         real = None if args.quick or not args.caches else largest_cache(args.caches)
-        if real:
-            rank0_cost(Path(real).name, real, tmp, scale)
-        efficiency(Path(real).name if real else "synthetic", real or synthetic, tmp, scale)
-    memory(scale)
+        if args.only in (None, "cost") or (args.only == "efficiency" and not real):
+            start = time.perf_counter()
+            n = write_synthetic(synthetic, scale.synthetic_sizes)
+            print(f"synthetic measured space: {n:,} configurations, written in {time.perf_counter() - start:.1f} s")
+        if args.only in (None, "cost"):
+            rank0_cost("synthetic", synthetic, tmp, scale)
+            if real:
+                rank0_cost(Path(real).name, real, tmp, scale)
+        if args.only in (None, "efficiency"):
+            efficiency(Path(real).name if real else "synthetic", real or synthetic, tmp, scale)
+    if args.only in (None, "memory"):
+        memory(scale)
 
 
 if __name__ == "__main__":

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from mpitune.strategies.base import Strategy
 
 # Configurations per rank in a batch by default: a strategy that knows its order in advance
 # (brute force) gets chunks long enough for compile workers to stay ahead and for few
-# gathers; one that learns from every result gets one each, so that it learns soonest.
-PER_RANK_PREDICTABLE = 16
-TAIL_SHARE = 2  # a guided batch takes at most 1/TAIL_SHARE of what is left
+# gathers, each of which waits for the slowest rank (replaying the 17,956 measured
+# configurations of a GEMM on 64 ranks, dealt by cost, 32 per rank reached about 2 points more
+# efficiency than 16); one that learns from every result gets one each, so that it learns soonest.
+PER_RANK_PREDICTABLE = 32
 
 
 def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
@@ -23,6 +26,30 @@ def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
     return chunks[shift:] + chunks[:shift]
 
 
+def deal_by_cost(ids: list[int], cost_s: Sequence[float] | np.ndarray, ranks: int) -> list[list[int]]:
+    """One chunk per rank, so that the ranks' predicted seconds (``cost_s``, aligned with
+    ``ids``) come out even: the batch waits for its slowest rank.
+
+    Each block of ``ranks`` consecutive ids (in the strategy's order) is dealt one id per rank,
+    as ``deal`` does, so that what a prediction misses about neighbouring configurations (a
+    parameter value never measured before makes all of them costlier) still spreads over the
+    ranks; within a block the costliest id goes to the rank with the least predicted work so
+    far. Longest-first dealing of the whole batch balances the predictions better but puts the
+    neighbours, and their common error, together: on replays of measured data it did worse.
+    Ties go to the lower rank and the earlier id, so the same predictions deal the same way."""
+    cost = np.asarray(cost_s, dtype=np.float64)
+    loads_s = np.zeros(ranks)
+    chunks: list[list[int]] = [[] for _ in range(ranks)]
+    for start in range(0, len(ids), ranks):
+        block = np.arange(start, min(start + ranks, len(ids)))
+        costliest_first = block[np.argsort(-cost[block], kind="stable")]
+        least_loaded = np.argsort(loads_s, kind="stable")[: len(block)]
+        for i, rank in zip(costliest_first.tolist(), least_loaded.tolist()):
+            chunks[rank].append(ids[i])
+            loads_s[rank] += cost[i]
+    return chunks
+
+
 def default_batch_size(ranks: int, strategy: Strategy) -> int:
     predictable = type(strategy).upcoming is not Strategy.upcoming
     return ranks * (PER_RANK_PREDICTABLE if predictable else 1)
@@ -30,10 +57,14 @@ def default_batch_size(ranks: int, strategy: Strategy) -> int:
 
 @dataclass(frozen=True)
 class Batching:
-    """The batch size of a run, and whether batches shrink towards the end of the search.
+    """The batch size of a run, and whether its first batch is short.
 
-    Guided (the default where batches are longer than one configuration per rank): the last
-    batches, where ranks can only wait for the slowest, are short.
+    Guided (the default where batches are longer than one configuration per rank): until a
+    configuration's cost is known the batch is one configuration per rank, so that the first
+    long batch is dealt by predicted cost (``deal_by_cost``) rather than blind. Batches do not
+    shrink towards the end of the search: with chunks dealt by predicted cost, every extra
+    round adds its slowest rank's lead, and halving the batches over the last half of the
+    configurations cost 0.3 points of efficiency on 64 replayed ranks and 2.8 on 256.
     """
 
     ranks: int
@@ -46,13 +77,8 @@ class Batching:
         size = requested or default_batch_size(ranks, strategy)
         return cls(ranks, size, requested is None and size > ranks)
 
-    def next_size(self, left: int, budget_left: int | None) -> int:
-        """Configurations in the next batch, with ``left`` never handed out and ``budget_left``
-        more allowed (None: no budget): the batch size within the budget, and in a guided
-        search at most a 1/TAIL_SHARE share of what is left per rank."""
-        n = self.size if budget_left is None else min(self.size, budget_left)
-        if self.guided:
-            if budget_left is not None:
-                left = min(left, budget_left)
-            n = min(n, self.ranks * max(1, math.ceil(left / (self.ranks * TAIL_SHARE))))
-        return n
+    def next_size(self, budget_left: int | None, costs_known: bool) -> int:
+        """Configurations in the next batch with ``budget_left`` more allowed (None: no budget),
+        and whether any configuration's cost was measured yet (``costs_known``)."""
+        n = self.size if costs_known or not self.guided else self.ranks
+        return n if budget_left is None else min(n, budget_left)

@@ -75,12 +75,14 @@ def tune(
 
     setup: Setup | None = None
     if rank == 0:
-        with timeline.phase("startup"):
-            try:
-                setup = prepare(*load())
-            except UserError as exc:
-                log.debug("the input was refused", exc_info=debug)
-                error = str(exc)
+        try:
+            with timeline.phase("spec"):
+                loaded = load()
+            with timeline.phase("startup"):
+                setup = prepare(*loaded)
+        except UserError as exc:
+            log.debug("the input was refused", exc_info=debug)
+            error = str(exc)
     with timeline.phase("wait"):
         error, workers = transport.bcast((error, setup.settings.compile_workers if setup else None))
     if error:

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import mpi_env, mpitune, report_json, write_scale_spec
 
-PHASES = ("startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait")
+PHASES = ("spec", "startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,10 @@ def test_json_keeps_the_core_keys_and_adds_devices_runs_and_phases(cache):
         assert r["wait_s"] == r["idle_s"] and r["startup_s"] > 0 and r["compile_s"] > 0
         assert 0 < r["efficiency"] <= 1
     assert s["per_rank"][0]["strategy_s"] > 0  # rank 0 runs the strategy
+    assert s["per_rank"][0]["spec_s"] > 0 and s["per_rank"][1]["spec_s"] == 0  # and loads the spec
+    startup = s["startup"]
+    assert startup["spec_s"] == s["per_rank"][0]["spec_s"]
+    assert 0 < startup["mpitune_min_s"] <= startup["mpitune_max_s"] == max(r["startup_s"] for r in s["per_rank"])
     assert sum(r["configs"] for r in s["per_rank"]) == 12
 
 
@@ -74,9 +78,10 @@ def test_text_names_problem_devices_runs_and_every_phase(cache):
     assert "ok 4, compile_error 4, verify_failed 4" in text
     assert "top 3" in text and text.count("MODE=0") == 3
     header = next(line for line in text.splitlines() if line.strip().startswith("rank  host"))
-    for column in ("startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait", "wall"):
+    for column in ("spec", "startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait", "wall"):
         assert column in header
     assert "parallel efficiency" in text
+    assert "start-up: loading the spec (its own code and the checks of what it defines) " in text
 
 
 def test_a_missing_file_is_one_line_and_exit_code_2(tmp_path):

@@ -1,7 +1,8 @@
-"""Dealing batches to ranks and sizing them, as pure functions of the strategy and the budget."""
+"""Dealing batches to ranks and sizing them, as pure functions of the strategy, the budget and
+the predicted costs."""
 
 from mpitune.model.searchspace import SearchSpace
-from mpitune.scheduling.batching import PER_RANK_PREDICTABLE, Batching, deal
+from mpitune.scheduling.batching import PER_RANK_PREDICTABLE, Batching, deal, deal_by_cost
 from mpitune.strategies import create
 
 
@@ -17,6 +18,20 @@ def test_dealing_interleaves_and_rotates_by_batch():
     assert seen == {0: {0, 1}, 1: {0, 1}}
 
 
+def test_dealing_by_cost_evens_out_the_predicted_work_one_id_per_rank_from_each_block():
+    ids = [20, 21, 22, 23, 24, 25, 26, 27]
+    cost_s = [5, 1, 5, 1, 5, 1, 1, 5]
+    chunks = deal_by_cost(ids, cost_s, 2)
+    # Interleaved, rank 0 would get 5 + 5 + 5 + 1 s and rank 1 1 + 1 + 1 + 5 s.
+    assert chunks == [[20, 23, 24, 26], [21, 22, 25, 27]]
+    load = dict(zip(ids, cost_s))
+    assert [sum(load[i] for i in chunk) for chunk in chunks] == [12, 12]
+    # Every block of `ranks` consecutive ids gives each rank one; the strategy's order is kept.
+    assert [sorted(i // 2 for i in chunk) for chunk in chunks] == [[10, 11, 12, 13]] * 2
+    assert deal_by_cost([3, 1, 2], [1.0, 9.0, 1.0], 4) == [[1], [3], [2], []]
+    assert deal_by_cost(ids, cost_s, 2) == chunks  # deterministic
+
+
 def test_a_predictable_strategy_gets_long_guided_batches_and_a_learning_one_one_per_rank():
     space = SearchSpace.build({"a": list(range(10))}, [])
     brute = Batching.of(4, create("brute_force", space, 0, {}), None)
@@ -25,11 +40,12 @@ def test_a_predictable_strategy_gets_long_guided_batches_and_a_learning_one_one_
     assert Batching.of(4, create("brute_force", space, 0, {}), 8) == Batching(4, 8, guided=False)
 
 
-def test_guided_batches_take_at_most_half_of_what_is_left_and_stay_within_the_budget():
+def test_a_guided_search_starts_with_one_configuration_per_rank_until_costs_are_known():
     guided = Batching(2, 32, guided=True)
-    assert [guided.next_size(left, None) for left in (100, 40, 20, 10, 4, 2, 1)] == [32, 20, 10, 6, 2, 2, 2]
-    assert guided.next_size(100, 7) == 4  # half of the budget left, rounded up to whole ranks
-    assert guided.next_size(100, 0) == 0
-    fixed = Batching(2, 8, guided=False)
-    assert [fixed.next_size(left, None) for left in (100, 3)] == [8, 8]  # the strategy gives fewer
-    assert fixed.next_size(100, 5) == 5
+    assert guided.next_size(None, costs_known=False) == 2
+    assert guided.next_size(None, costs_known=True) == 32
+    assert guided.next_size(7, costs_known=True) == 7  # within the budget
+    assert guided.next_size(0, costs_known=False) == 0
+    fixed = Batching(2, 8, guided=False)  # the user's batch size holds from the first batch
+    assert fixed.next_size(None, costs_known=False) == 8
+    assert fixed.next_size(5, costs_known=True) == 5

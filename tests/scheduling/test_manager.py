@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import h5py
@@ -20,6 +21,8 @@ from conftest import heavy_imports
 from mpitune import backends
 from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.scheduling import batching
+from mpitune.scheduling import manager as manager_module
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Placement, StopReason
 from mpitune.scheduling.rank import serve
@@ -30,12 +33,14 @@ from mpitune.spec.settings import Overrides
 from mpitune.store import measured
 
 X, Y = range(1, 9), range(1, 6)  # 40 configurations
+Cost = Callable[[int, int], float]  # seconds of the configuration (x, y)
 COMPILE_MS, BENCHMARK_MS = 400.0, 100.0  # every configuration takes 0.5 simulated seconds
 
 
-def write_measured(path: Path) -> Path:
+def write_measured(path: Path, benchmark_s: Cost | None = None) -> Path:
     """A Kernel Tuner cache of 40 configurations, as Kernel Tuner writes it: x == 3 does not
-    compile, the rest ran, the fastest at x=8, y=5."""
+    compile, the rest ran, the fastest at x=8, y=5; each benchmark took BENCHMARK_MS, or
+    ``benchmark_s(x, y)`` seconds."""
     entries = {}
     for x in X:
         for y in Y:
@@ -45,7 +50,8 @@ def write_measured(path: Path) -> Path:
                 entry["compile_time"] = COMPILE_MS + BENCHMARK_MS
             else:
                 t = 100.0 / (x * y)
-                entry.update(time=t, times=[t, t, t], verification_time=0.0, benchmark_time=BENCHMARK_MS)
+                benchmark_ms = BENCHMARK_MS if benchmark_s is None else 1000 * benchmark_s(x, y)
+                entry.update(time=t, times=[t, t, t], verification_time=0.0, benchmark_time=benchmark_ms)
             entries[f"{x},{y}"] = entry
     doc = {
         "device_name": "Test GPU",
@@ -63,8 +69,8 @@ def write_measured(path: Path) -> Path:
 class Ranks:
     """The other side of the loop for ``ranks`` ranks, each with its own replay backend and clock."""
 
-    def __init__(self, tmp_path: Path, ranks: int, **overrides):
-        source = write_measured(tmp_path / "measured.json")
+    def __init__(self, tmp_path: Path, ranks: int, measured_cost: Cost | None = None, **overrides):
+        source = write_measured(tmp_path / "measured.json", measured_cost)
         self.cache_path = str(tmp_path / "out.h5")
         given = Overrides(cache_path=self.cache_path, **overrides)
         problem, settings = replay_problem(measured.load(str(source)), given, overrides.get("strategy"))
@@ -161,10 +167,10 @@ def test_every_configuration_is_recorded_exactly_once(tmp_path, capsys, strategy
 def test_max_fevals_stops_after_that_many_configurations(tmp_path):
     ranks = Ranks(tmp_path, 2, strategy="random_sample", max_fevals=7, seed=3)
     manager = ranks.open()
-    assert manager.batch_size == 32  # random sampling knows its order: guided batches
+    assert manager.batch_size == 64  # random sampling knows its order: guided batches
     stop = ranks.run(manager)
     assert stop is StopReason.MAX_FEVALS and stop.exit_code == 0
-    assert [len(b) for b in ranks.batches] == [4, 2, 1]  # shrinking within what the budget leaves
+    assert [len(b) for b in ranks.batches] == [2, 5]  # one per rank to learn costs, then what the budget leaves
     ids, runs = recorded(ranks.cache_path)
     assert len(ids) == len(set(ids)) == 7 and runs == [("max_fevals", 7)]
 
@@ -183,16 +189,61 @@ def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys)
     assert "stopped early (time_limit); run the same command again to resume (exit code 75)" in capsys.readouterr().out
 
 
-def test_guided_batches_shrink_towards_the_end_and_name_the_next_chunk(tmp_path):
-    ranks = Ranks(tmp_path, 2)  # brute force, batch size by default: 32, guided
+def test_a_batch_dealt_by_cost_shrinks_to_end_within_the_time_limit(tmp_path):
+    # Every configuration takes 0.5 simulated s. The first batch (one per rank) ends at 0.5 s; a
+    # full batch (38 left, 19 per rank) would end at 10 s, so the next holds what fits in the
+    # 1.6 s left on two ranks: 6, ending at 2.0 s; then nothing fits.
+    ranks = Ranks(tmp_path, 2, strategy="brute_force", time_limit_s=2.1)
     manager = ranks.open()
-    assert manager.batch_size == 32
+    stop = ranks.run(manager)
+    assert stop is StopReason.TIME_LIMIT
+    assert [len(b) for b in ranks.batches] == [2, 6]
+    assert ranks.clock.now() == pytest.approx(2.0)
+
+
+def test_guided_batches_start_with_one_per_rank_then_take_the_batch_size(tmp_path):
+    ranks = Ranks(tmp_path, 2)  # brute force, batch size by default: 64, guided
+    manager = ranks.open()
+    assert manager.batch_size == 64
     ranks.run(manager)
-    assert [len(b) for b in ranks.batches] == [20, 10, 6, 2, 2]
-    # Brute force knows its order: each order names the chunk its rank gets next, to compile ahead.
-    for orders, following in zip(ranks.orders, ranks.orders[1:]):
+    assert [len(b) for b in ranks.batches] == [2, 38]
+    # The first order names the ids its batch's successor holds, to compile ahead.
+    assert sorted(i for o in ranks.orders[0] for i in o.upcoming) == sorted(ranks.batches[1])
+    assert manager.costs is not None and manager.costs.learned == 40
+
+
+def test_a_strategy_that_learns_from_every_result_gets_one_per_rank_and_no_cost_model(tmp_path):
+    ranks = Ranks(tmp_path, 2, strategy="genetic_algorithm", max_fevals=6)
+    manager = ranks.open()
+    assert manager.costs is None  # one configuration per rank: nothing to even out
+    ranks.run(manager)
+    assert [len(b) for b in ranks.batches] == [2, 2, 2]
+
+
+def test_dealing_by_cost_records_every_configuration_once_and_names_each_rank_its_next_chunk(tmp_path, monkeypatch):
+    dealt = []
+
+    def spy(ids, cost_s, ranks):
+        dealt.append(list(ids))
+        return batching.deal_by_cost(ids, cost_s, ranks)
+
+    monkeypatch.setattr(manager_module, "deal_by_cost", spy)
+    ranks = Ranks(tmp_path, 3, strategy="brute_force", batch_size=6, measured_cost=lambda x, y: 0.1 * x * y)
+    manager = ranks.open()
+    ranks.run(manager)
+    ids, _ = recorded(ranks.cache_path)
+    assert sorted(ids) == list(range(40))
+    # Batch 0 is dealt blind, and so is its upcoming one, which is dealt again by cost when it
+    # is handed out; from then on each batch is dealt by cost once, as the upcoming one.
+    assert [sorted(d) for d in dealt] == [sorted(b) for b in ranks.batches[1:]]
+    # From batch 1 on, each rank gets the very chunk it was told to compile ahead.
+    for orders, following in zip(ranks.orders[1:], ranks.orders[2:]):
         assert [o.upcoming for o in orders] == [o.ids for o in following]
     assert all(o.upcoming == [] for o in ranks.orders[-1])
+    # What was measured last is dealt evenly: the predicted costs differ up to 40 times.
+    last = ranks.orders[-2]
+    work_s = [sum(0.1 * manager.space.config(i)["x"] * manager.space.config(i)["y"] for i in o.ids) for o in last]
+    assert max(work_s) - min(work_s) <= 0.1 * 8 * 5
 
 
 def test_a_stop_file_stops_after_the_batch_in_flight(tmp_path, caplog, capsys):
@@ -270,13 +321,11 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (
         f"mpitune: tuning k (replay) on 1 rank(s): 40 configurations, 0 already in {out}, "
-        f"strategy brute_force, batches of 16, compiling in turn"
+        f"strategy brute_force, batches of 32, compiling in turn"
     )
-    assert [line.split(",")[0] for line in lines[1:5]] == [
-        "mpitune: batch 1: 5/10 configs",
-        "mpitune: batch 2: 8/10 configs",
-        "mpitune: batch 3: 9/10 configs",
-        "mpitune: batch 4: 10/10 configs",
+    assert [line.split(",")[0] for line in lines[1:3]] == [  # one per rank to learn costs, then the rest
+        "mpitune: batch 1: 1/10 configs",
+        "mpitune: batch 2: 10/10 configs",
     ]
     assert lines[-1] == f"mpitune: 10 configurations measured in 5.0 simulated s (max_fevals); results in {out}"
 

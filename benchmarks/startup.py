@@ -1,0 +1,144 @@
+"""Per-rank start-up of a tuning run, beyond the spec's own loading, from the run's own file.
+
+    python benchmarks/startup.py [--spec SPEC] [--ranks 1 2] [--max-fevals N] [--repeat K]
+
+Runs ``MPIEXEC -n N python -m mpitune SPEC --max-fevals N --strategy brute_force`` (the
+launcher of ``mpitune.scheduling.launch``: the venv's ``mpiexec``, else the one on PATH;
+``MPITUNE_MPIEXEC="mpirun --bind-to none ..."`` overrides it, as on a GPU machine with Open MPI)
+and splits each rank's time from the launch to its first configuration:
+
+- before the clock: from starting the launcher to the run's clock (``runs.started_unix``):
+  launcher, Python, mpitune's imports and MPI's initialisation; every rank leaves the clock's
+  barrier together, so this is one figure for all;
+- spec: rank 0 loading the spec (phase ``spec``: the spec file's own code and the checks of
+  what it defines); the other ranks wait for it;
+- start-up: mpitune's own start-up phases on the clock (the problem's broadcast, the backend:
+  the CUDA context and the uploads on a GPU, the file), and waiting for other ranks before
+  the first batch.
+
+Start-up beyond the spec = the time to a rank's first configuration less the spec phase; goal
+at most 1 s. The backend is the spec's ``lang``: ``examples/matmul_c/spec.py`` (the default)
+times the C backend, ``examples/matmul_cupy/spec.py`` the CUDA one. ``--importtime`` also
+prints the heaviest imports of one rank's modules (``python -X importtime``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from mpitune.scheduling.launch import job_environment, mpiexec  # noqa: E402
+from mpitune.store.reader import read  # noqa: E402
+
+MEASURING = ("compile", "verify", "benchmark")
+GOAL_S = 1.0  # per-rank start-up beyond the spec's own loading
+# What a rank imports before MPI starts: the command line, and the loop (which imports mpi4py).
+RANK_IMPORTS = "import mpitune.cli, mpitune.scheduling.loop"
+
+
+def run_once(spec: str, ranks: int, max_fevals: int, workdir: str) -> tuple[list[dict], str]:
+    """One run of ``ranks`` ranks: each rank's start-up split as the module says, and the command."""
+    out = os.path.join(workdir, f"startup-{ranks}-{time.monotonic_ns()}.h5")
+    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpitune", spec, "--out", out]
+    cmd += ["--max-fevals", str(max_fevals), "--strategy", "brute_force"]
+    launched_unix = time.time()
+    proc = subprocess.run(cmd, env=job_environment(str(REPO)), capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{shlex.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    data = read(out)
+    before_clock_s = float(data.runs["started_unix"][-1]) - launched_unix
+    timeline = data.timeline[data.timeline["run"] == data.runs["run"][-1]]
+    spec_s = float((timeline["end_s"] - timeline["start_s"])[timeline["phase"] == "spec"].sum())
+    out_rows = []
+    for rank in range(ranks):
+        mine = timeline[timeline["rank"] == rank]
+        first_s = float(mine["start_s"][np.isin(mine["phase"], MEASURING)].min())
+        before = mine[mine["end_s"] <= first_s]
+        seconds = before["end_s"] - before["start_s"]
+        out_rows.append(
+            {
+                "rank": rank,
+                "before_clock_s": before_clock_s,
+                "spec_s": spec_s,
+                "startup_s": float(seconds[before["phase"] == "startup"].sum()),
+                "wait_s": float(seconds[before["phase"] == "wait"].sum()),
+                "first_s": before_clock_s + first_s,
+                "beyond_spec_s": before_clock_s + first_s - spec_s,
+            }
+        )
+    return out_rows, shlex.join(cmd)
+
+
+def import_breakdown(top: int) -> None:
+    """The heaviest imports of a rank's modules (``-X importtime``): those imported by
+    ``RANK_IMPORTS`` or by the modules it names directly, with everything they import."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", RANK_IMPORTS],
+        env=job_environment(str(REPO)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = []
+    total_us = 0
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own_text, cumulative_text, name = line[len("import time:") :].split("|")
+        total_us += int(own_text)
+        depth = (len(name) - len(name.lstrip()) - 1) // 2  # importtime indents by two per level
+        if depth <= 1:
+            rows.append((int(cumulative_text), int(own_text), f"{'> ' * depth}{name.strip()}"))
+    total_s = total_us / 1e6
+    print(f"\nimports of one rank ({RANK_IMPORTS}; MPI initialises as mpi4py.MPI is imported): {total_s:.2f} s")
+    print("| module | with its imports s | own s |")
+    print("|---|---|---|")
+    for cumulative_us, own_us, module in sorted(rows, reverse=True)[:top]:
+        print(f"| {module} | {cumulative_us / 1e6:.3f} | {own_us / 1e6:.3f} |")
+    print(f"  command: {shlex.join([sys.executable, '-X', 'importtime', '-c', RANK_IMPORTS])}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--spec", default=str(REPO / "examples" / "matmul_c" / "spec.py"), help="the spec to start")
+    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2], help="ranks of each run (default 1 2)")
+    p.add_argument("--max-fevals", type=int, default=2, help="configurations per run (default 2)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per rank count; the median is printed")
+    p.add_argument("--importtime", action="store_true", help="also break one rank's imports down")
+    args = p.parse_args()
+    print(f"command: {shlex.join(['python', *sys.argv])}")
+    print(f"spec: {args.spec}; launcher: {shlex.join(mpiexec())}")
+    print("| ranks | rank | before the clock s | spec s | start-up s | waiting s | to first config s | beyond spec s |")
+    print("|---|---|---|---|---|---|---|---|")
+    worst_s = 0.0
+    with tempfile.TemporaryDirectory(prefix="mpitune-startup-") as tmp:
+        for ranks in args.ranks:
+            runs = [run_once(args.spec, ranks, args.max_fevals, tmp) for _ in range(args.repeat)]
+            for rank in range(ranks):
+                median = {k: float(np.median([rows[rank][k] for rows, _ in runs])) for k in runs[0][0][rank]}
+                worst_s = max(worst_s, median["beyond_spec_s"])
+                print(
+                    f"| {ranks} | {rank} | {median['before_clock_s']:.2f} | {median['spec_s']:.2f} | "
+                    f"{median['startup_s']:.2f} | {median['wait_s']:.2f} | {median['first_s']:.2f} | "
+                    f"{median['beyond_spec_s']:.2f} |"
+                )
+            print(f"  command (each of {args.repeat} runs, medians shown): {runs[-1][1]}")
+    verdict = "PASS" if worst_s <= GOAL_S else "FAIL"
+    print(f"slowest rank's start-up beyond the spec: {worst_s:.2f} s (goal at most {GOAL_S:g} s: {verdict})")
+    if args.importtime:
+        import_breakdown(12)
+
+
+if __name__ == "__main__":
+    main()

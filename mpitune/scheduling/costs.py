@@ -1,0 +1,156 @@
+"""What a configuration will cost a rank, predicted from the configurations measured so far.
+
+Rank 0 deals a batch so that every rank's chunk takes about as long (batching.deal_by_cost):
+the whole batch waits for its slowest rank, and measured durations of neighbouring
+configurations differ by up to ten times. The cost of a configuration is the seconds its rank
+spends on it: compile + verify + benchmark (a failed compile costs only its compile).
+
+The model is a ridge regression of log seconds on the parameter values, one indicator per
+value of every parameter that varies, and one per pair of values of two parameters (as many
+parameters and pairs as ``MAX_FEATURES`` allows, in parameter order): costs are products of
+factors (work per thread, threads per block, vector width), so logs add, and the pairs catch what two
+parameters do together (a tile size and the block it is spread over). Its sufficient
+statistics (FᵀF and Fᵀy) are summed as results come, so learning costs the same whatever was
+measured before, and the weights are solved once per batch. No MPI, no clock, no randomness:
+the same results give the same predictions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from mpitune.model.result import Result
+from mpitune.model.searchspace import SearchSpace
+
+MAX_FEATURES = 512  # indicators in all: FᵀF is MAX_FEATURES² doubles (2 MiB), solved per batch
+RIDGE = 1.0  # shrinks the weight of a value seen in few configurations towards none
+FLOOR_S = 1e-3  # a configuration answered without running (invalid) costs about nothing
+
+
+def result_cost_s(result: Result) -> float:
+    """What measuring ``result`` cost its rank: compile + verify + benchmark seconds."""
+    return result.compile_s + result.verify_s + result.benchmark_s
+
+
+class CostModel:
+    """Predicted seconds per configuration of one search space, learned from its results."""
+
+    def __init__(self, space: SearchSpace):
+        self.space = space
+        sizes = [int(size) for size in space.sizes]
+        varying = [j for j, size in enumerate(sizes) if size > 1]
+        # A configuration has one indicator set per varying parameter whose value is not its
+        # first (value 0 is the intercept's share), and one per pair of such parameters: each
+        # parameter and each pair owns a block of indicators, numbered from its offset.
+        width = 1
+        self._singles: list[tuple[int, int]] = []  # (parameter, offset)
+        for j in varying:
+            if width + sizes[j] - 1 > MAX_FEATURES:  # a space of hundreds of parameters
+                break
+            self._singles.append((j, width))
+            width += sizes[j] - 1
+        self._pairs: list[tuple[int, int, int]] = []  # (parameter a, parameter b, offset)
+        for a, b in itertools.combinations([j for j, _ in self._singles], 2):
+            block = (sizes[a] - 1) * (sizes[b] - 1)
+            if width + block > MAX_FEATURES:
+                break
+            self._pairs.append((a, b, width))
+            width += block
+        self._upper = np.zeros((width, width))  # FᵀF's upper triangle and diagonal
+        self._moment = np.zeros(width)
+        self._weights: np.ndarray | None = None
+        self.learned = 0  # results learned from
+
+    @property
+    def features(self) -> int:
+        return len(self._moment)
+
+    def _active(self, ids: Sequence[int]) -> np.ndarray:
+        """The indicators set for each id, one row each, one column per parameter and pair, as
+        indicator numbers; an unset one is ``features`` (a column past the last, dropped).
+
+        Indices rather than a 0/1 matrix, and sums by ``bincount`` rather than matrix products:
+        on a node whose cores the ranks and their compile workers keep busy, the BLAS threads
+        of a 512 x 238 product took 37 ms instead of 1."""
+        rows = self.space.indices[np.asarray(ids, dtype=np.int64)].astype(np.int64)
+        sizes = self.space.sizes
+        unset = self.features
+        out = np.full((len(rows), 1 + len(self._singles) + len(self._pairs)), unset, dtype=np.int64)
+        out[:, 0] = 0
+        for k, (j, offset) in enumerate(self._singles, start=1):
+            out[:, k] = np.where(rows[:, j] > 0, offset + rows[:, j] - 1, unset)
+        for k, (a, b, offset) in enumerate(self._pairs, start=1 + len(self._singles)):
+            both = (rows[:, a] > 0) & (rows[:, b] > 0)
+            out[:, k] = np.where(both, offset + (rows[:, a] - 1) * (int(sizes[b]) - 1) + rows[:, b] - 1, unset)
+        return out
+
+    def learn(self, results: Iterable[Result]) -> None:
+        """Add measured results (a failed one too: it tells what failing costs)."""
+        results = list(results)
+        if not results:
+            return
+        active = self._active([r.config_id for r in results])
+        y = np.log(np.maximum([result_cost_s(r) for r in results], FLOOR_S))
+        width = self.features + 1  # with the unset column
+        self._upper += _pair_counts(active, width)[:-1, :-1]
+        moment = np.bincount(active.ravel(), weights=np.repeat(y, active.shape[1]), minlength=width)
+        self._moment += moment[:-1]
+        self._weights = None
+        self.learned += len(results)
+
+    def predict_s(self, ids: Sequence[int]) -> np.ndarray | None:
+        """Predicted seconds of each id; None before any result was learned (nothing to go by)."""
+        if not self.learned:
+            return None
+        if self._weights is None:
+            gram = self._upper + self._upper.T - np.diag(np.diagonal(self._upper))
+            ridge = np.full(self.features, RIDGE)
+            ridge[0] = 0.0  # the intercept is not shrunk: a prediction is seconds, not only an order
+            solved = _conjugate_gradient(gram + np.diag(ridge), self._moment)
+            self._weights = np.append(solved, 0.0)  # the unset column weighs nothing
+        return np.exp(self._weights[self._active(ids)].sum(axis=1))
+
+
+def _pair_counts(active: np.ndarray, width: int) -> np.ndarray:
+    """How often each pair of indicators (i <= j) is set together in the rows of ``active``
+    (indicator numbers, ``width - 1`` where unset): FᵀF's upper triangle and diagonal. Most
+    are unset (71 % of the gemm cache's), so each row's set indicators are sorted to its front
+    and rows are taken together by how many are set, so that only set pairs are counted: 1 µs
+    per row, where all pairs of all columns took 20."""
+    ordered = np.sort(active, axis=1)
+    counts = (ordered < width - 1).sum(axis=1)
+    codes = [np.zeros(0, dtype=np.int64)]
+    for count in np.unique(counts).tolist():
+        rows = ordered[counts == count, :count]
+        first, second = np.triu_indices(count)
+        codes.append((rows[:, first] * width + rows[:, second]).ravel())
+    return np.bincount(np.concatenate(codes), minlength=width * width).reshape(width, width)
+
+
+def _conjugate_gradient(a: np.ndarray, b: np.ndarray, tolerance: float = 1e-10) -> np.ndarray:
+    """x with a @ x = b, for a symmetric positive definite (FᵀF plus the ridge), by conjugate
+    gradients preconditioned with a's diagonal, from x = 0 so that the answer depends on a and
+    b alone. Products by einsum, which uses no BLAS: LAPACK's solve of a 238 x 238 system took
+    1 ms on a quiet core and 275 ms with its threads on two busy ones, as rank 0's cores are
+    beside compile workers; this takes a few ms either way."""
+    inverse_diagonal = 1.0 / np.diagonal(a)
+    x = np.zeros_like(b)
+    residual = b.copy()
+    z = inverse_diagonal * residual
+    direction = z.copy()
+    rz = float(residual @ z)
+    stop = tolerance * float(np.sqrt(b @ b))
+    for _ in range(2 * len(b)):
+        if float(np.sqrt(residual @ residual)) <= stop:
+            break
+        towards = np.einsum("ij,j->i", a, direction)
+        step = rz / float(direction @ towards)
+        x += step * direction
+        residual -= step * towards
+        z = inverse_diagonal * residual
+        rz, previous = float(residual @ z), rz
+        direction = z + (rz / previous) * direction
+    return x

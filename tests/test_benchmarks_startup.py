@@ -1,0 +1,23 @@
+"""A short run of benchmarks/startup.py, so that the script that measures start-up keeps working."""
+
+import subprocess
+import sys
+
+from conftest import REPO, mpi_env
+
+
+def test_startup_benchmark_splits_a_rank_start_up_from_the_spec():
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "startup.py"), "--ranks", "1", "--repeat", "1"],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 | 0 |"))
+    before, spec, startup, waiting, first, beyond = (float(cell) for cell in row.split("|")[3:9])
+    assert before > 0 and spec > 0 and startup > 0 and waiting >= 0
+    assert first >= before + spec + startup - 0.01  # to the first configuration, all of it
+    assert abs(beyond - (first - spec)) <= 0.011  # each printed to 0.01 s
+    assert "slowest rank's start-up beyond the spec: " in proc.stdout
