@@ -103,7 +103,8 @@ def on_rank0(watch: Watch, abort: Callable[[str], None] | None = None) -> Callab
 
     def alarm(silence: Silence) -> None:
         watch.silence = silence
-        if _within(NOTICE_S, lambda: watch.ending):  # the main thread took it in a gather
+        # A main thread waiting in a gather takes the alarm at its next look, a millisecond on.
+        if watch.ending or (watch.polling and _within(NOTICE_S, lambda: watch.ending)):
             _within(HANDOVER_S, lambda: False)  # it ends the job; should it not, this thread does
         finish(rank0_silence_line(silence, watch))
 
