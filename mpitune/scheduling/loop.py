@@ -4,7 +4,9 @@ One round: rank 0's Manager makes one ``Order`` per rank (a chunk of configurati
 transport scatters them; each rank runs its chunk on its own backend (in a supervised worker
 process, see isolation.py) and answers with a ``Report`` (results and timeline rows), gathered
 at rank 0, which writes them to the cache, tells the strategy and prints a progress line.
-An order to stop ends every rank, with the exit code of its reason.
+An order to stop ends every rank, with the exit code of its reason. A rank that stops answering
+ends the job with ``EXIT_RESUMABLE``: its heartbeat falls silent (heartbeat.py) or its batch's
+deadline passes (deadlines.py), and ending.py ends the job, keeping what the file holds.
 """
 
 from __future__ import annotations
