@@ -134,6 +134,13 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
     )
     p.add_argument(
+        "--liveness-timeout",
+        type=float,
+        metavar="S",
+        help="end the run when a rank has sent no heartbeat for S seconds, however long its batch "
+        "(default 20, or $MPITUNE_LIVENESS_TIMEOUT_S; 0: no heartbeats; see docs/reliability.md)",
+    )
+    p.add_argument(
         "--allow-mixed-devices",
         action="store_true",
         help="run even when the ranks have different device models (their timings differ)",
@@ -333,7 +340,7 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     sys.unraisablehook = _unraisable
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        code = tuner.tune(load, command, debug=args.debug)
+        code = tuner.tune(load, command, debug=args.debug, liveness_timeout_s=args.liveness_timeout)
     except KeyboardInterrupt:
         # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
         print(

@@ -1,6 +1,7 @@
 """The MPI transport: collectives, the shared clock, broadcasting the problem.
 
-Only this module and the loop (loop.py, which hands the MPI module to the command line) import mpi4py.
+Only this module, the heartbeat thread (heartbeat.py) and, through this one, the loop and
+ending.py (which hand the MPI module to the command line and abort through it) use mpi4py.
 
 A round's orders and reports travel point to point (one tagged message per worker each way)
 rather than by ``MPI_Scatter``/``MPI_Gather``: a collective cannot be given up on, so a rank that
@@ -24,6 +25,7 @@ from mpi4py import MPI
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
+from mpitune.scheduling.liveness import Watch
 from mpitune.scheduling.transport import SilentRanks
 
 T = TypeVar("T")
@@ -148,10 +150,15 @@ def _error_text(exc: MPI.Exception) -> str:
 
 
 class MpiTransport:
-    """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport."""
+    """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport.
 
-    def __init__(self, comm: MPI.Comm):
+    ``watch`` is what rank 0's main thread shares with its heartbeat thread (liveness.py): a
+    gather also ends when the heartbeats found a worker silent, however much of its deadline
+    is left."""
+
+    def __init__(self, comm: MPI.Comm, watch: Watch | None = None):
         self.comm = comm
+        self.watch = watch or Watch()
         self.rank, self.size = comm.rank, comm.size
         node = comm.Split_type(MPI.COMM_TYPE_SHARED)  # collective: every rank constructs one
         self.node_rank, self.node_size = node.rank, node.size
@@ -182,6 +189,14 @@ class MpiTransport:
         if self.rank != 0:
             self._send(value, deadline_s)
             return None
+        self.watch.polling = True
+        try:
+            return self._gather(value, deadline_s)
+        finally:
+            self.watch.polling = False
+
+    def _gather(self, value: T, deadline_s: float | None) -> list[T]:
+        """Rank 0's side of ``gather``."""
         started_s = time.monotonic()
         received: dict[int, T] = {0: value}
         status = MPI.Status()
@@ -195,6 +210,11 @@ class MpiTransport:
             if len(received) == self.size:
                 break
             waited_s = time.monotonic() - started_s
+            silence = self.watch.silence
+            if silence is not None and not error:
+                self.watch.ending = True
+                hosts = [self.hosts[r] for r in silence.ranks]
+                raise SilentRanks(silence.ranks, hosts, silence.longest_s, received, heartbeat=silence)
             if error or (deadline_s is not None and waited_s > deadline_s) or (
                 len(received) + len(self._unreachable) == self.size
             ):

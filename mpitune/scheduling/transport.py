@@ -20,6 +20,7 @@ import numpy as np
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
+from mpitune.scheduling.liveness import Silence
 
 T = TypeVar("T")
 
@@ -29,7 +30,8 @@ class SilentRanks(Exception):
     arrive, on a worker rank 0 itself. ``received`` holds, by rank, what did arrive (rank 0
     records those reports: they are measured work). ``expected_s`` is what the batch should
     have taken (None: unknown), for the line that reports it; ``error`` what MPI said when it
-    found a peer gone before any deadline passed ('' when none did)."""
+    found a peer gone before any deadline passed ('' when none did); ``heartbeat`` the silence
+    the heartbeats found, when it was they that ended the wait (None: a deadline or MPI)."""
 
     def __init__(
         self,
@@ -39,9 +41,10 @@ class SilentRanks(Exception):
         received: dict[int, Any],
         expected_s: float | None = None,
         error: str = "",
+        heartbeat: Silence | None = None,
     ):
         self.ranks, self.hosts, self.waited_s, self.received = tuple(ranks), tuple(hosts), waited_s, received
-        self.expected_s, self.error = expected_s, error
+        self.expected_s, self.error, self.heartbeat = expected_s, error, heartbeat
         super().__init__(f"{who(self.ranks, self.hosts)} did not answer within {waited_s:.1f} s {error}".strip())
 
 

@@ -324,6 +324,15 @@ class Cache:
         _append(self.asked, np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
         self.file.flush()
 
+    def still_in_flight(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """Record again, after ``append`` of the batch cleared the record, the chunks (rank, ids)
+        whose results never came: a rank that stopped answering held them, and ``check`` names
+        them as it names what a killed run held."""
+        rows = np.array([(self.run, batch, rank, i) for rank, ids in chunks for i in ids], dtype=IN_FLIGHT_DTYPE)
+        self.in_flight.resize((len(rows),))
+        self.in_flight[:] = rows
+        self.file.flush()
+
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]], flush: bool = True) -> None:
         rows = np.array(
             [

@@ -117,3 +117,42 @@ def test_a_worker_names_rank_0_when_no_order_comes_in_time():
         assert silent.value.ranks == (0,) and silent.value.hosts == (transport.hosts[0],)
         assert transport.scatter(None, deadline_s=10) == ("order", rank)
     assert transport.gather(rank, deadline_s=10) == (list(range(size)) if rank == 0 else None)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_gather_ends_when_the_heartbeats_find_a_worker_silent():
+    """Real heartbeat threads with a 1 s timeout; the workers' stop beating, and rank 0's gather,
+    whose deadline is 30 s, ends within seconds naming them."""
+    import time
+
+    from mpi4py import MPI
+
+    from mpitune.scheduling.comm import MpiTransport
+    from mpitune.scheduling.heartbeat import Heartbeat
+    from mpitune.scheduling.liveness import Silence, Watch
+    from mpitune.scheduling.transport import SilentRanks
+
+    comm = MPI.COMM_WORLD
+    watch = Watch()
+    alarms: list[Silence] = []
+
+    def alarm(silence: Silence) -> None:
+        alarms.append(silence)
+        watch.silence = silence
+
+    heartbeat = Heartbeat.start(comm, 1.0, alarm)
+    assert heartbeat is not None and MPI.Query_thread() == MPI.THREAD_MULTIPLE
+    transport = MpiTransport(comm, watch)
+    heartbeat.know_hosts(transport.hosts)
+    if transport.rank != 0:
+        heartbeat.stop()  # this rank falls silent
+    else:
+        started = time.monotonic()
+        with pytest.raises(SilentRanks) as silent:
+            transport.gather("zero", deadline_s=30)
+        assert 1.0 < time.monotonic() - started < 10
+        assert silent.value.heartbeat is alarms[0] and silent.value.ranks == tuple(range(1, transport.size))
+        assert silent.value.hosts == transport.hosts[1:]
+        assert watch.ending and not watch.polling
+        heartbeat.stop()
+    comm.Barrier()

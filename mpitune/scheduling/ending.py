@@ -1,0 +1,164 @@
+"""Ending the job when a rank stops answering: one line, the file closed where that is safe,
+and ``MPI_Abort`` with ``EXIT_RESUMABLE`` (a rank that does not answer cannot take part in a
+clean stop, and the launcher would wait for it).
+
+Two threads of rank 0 can notice a silent rank: the main thread, when a batch's deadline passes
+(deadlines.py) or when it waits in a gather and the heartbeat thread has raised the alarm; and
+the heartbeat thread itself (heartbeat.py), while the main thread is busy elsewhere, measuring
+rank 0's own chunk of a long batch above all. They share a ``liveness.Watch``:
+
+- the main thread, in a gather, ends the run itself: it records the reports that arrived, keeps
+  the silent ranks' chunks in the file as in flight, closes the file and aborts (``abandon``);
+- otherwise the heartbeat thread waits for the main thread to finish what it is writing (the
+  ``writing`` lock, ``WRITE_WAIT_S`` at most), marks the run ``silent_rank`` and closes the file;
+  the batch in flight is lost and stays recorded as in flight, so that ``check`` names it and a
+  rerun measures it. Should the main thread hold the lock longer, the heartbeat thread aborts
+  without closing the file: every batch flushed before is kept, and the next run (or ``check``)
+  repairs the run's row, as after a crash.
+
+Whoever ends the job writes the one line; the other then only waits for the abort.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import NoReturn
+
+from mpitune.errors import EXIT_RESUMABLE
+from mpitune.scheduling.comm import MPI
+from mpitune.scheduling.liveness import Silence, Watch
+from mpitune.scheduling.transport import SilentRanks, who
+
+# How long the heartbeat thread gives the main thread to take its alarm in a gather (it looks
+# every millisecond), then to end the run itself once it has.
+NOTICE_S = 1.0
+HANDOVER_S = 10.0
+# How long the heartbeat thread waits for the main thread to finish writing the file.
+WRITE_WAIT_S = 10.0
+# What the launcher is given to forward this rank's last lines before MPI_Abort ends it: MPICH's
+# mpiexec dropped a line written just before the abort about one time in three.
+FORWARD_S = 0.2
+
+_ONE_LINE = threading.Lock()  # taken by the thread that ends the job; the other waits for the abort
+
+log = logging.getLogger(__name__)
+
+
+def seconds(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def heard_nothing(silence: Silence) -> str:
+    """'rank 2 on node2 sent no heartbeat for 21 s (the liveness timeout is 20 s)'."""
+    return (
+        f"{who(silence.ranks, silence.hosts)} sent no heartbeat for {seconds(silence.longest_s)} s "
+        f"(the liveness timeout is {seconds(silence.timeout_s)} s)"
+    )
+
+
+def rank0_line(silent: SilentRanks, path: str) -> str:
+    """Rank 0's one line when the main thread ends the run, the file closed."""
+    if silent.heartbeat is not None:
+        what = f"{heard_nothing(silent.heartbeat)}: it is stopped or its node is lost"
+    else:
+        if silent.error:
+            expected = f"MPI reported: {silent.error}"
+        elif silent.expected_s is None:
+            expected = "its batch had no history yet"
+        elif silent.expected_s == 0:
+            expected = "after the last batch, when only its last timeline rows were due"
+        else:
+            expected = f"its batch was expected to take {seconds(silent.expected_s)} s"
+        what = f"{who(silent.ranks, silent.hosts)} did not answer within {seconds(silent.waited_s)} s ({expected})"
+    return (
+        f"mpitune: error: {what}; results so far are saved in {path}; rerun the same command to resume "
+        f"(exit code {EXIT_RESUMABLE})"
+    )
+
+
+def abandon(silent: SilentRanks, rank: int, path: str) -> NoReturn:
+    """The main thread ends every rank for a silent one: rank 0's line on stderr, a worker's in
+    its log."""
+    if rank == 0:
+        line = rank0_line(silent, path)
+    else:
+        line = (
+            f"rank 0 on {silent.hosts[0]} sent nothing for {seconds(silent.waited_s)} s after this rank's report, "
+            f"longer than its batch may take"
+            + (f" (MPI reported: {silent.error})" if silent.error else "")
+            + f": it is lost or stopped; ending the job (exit code {EXIT_RESUMABLE})"
+        )
+    _end(line, on_stderr=rank == 0)
+
+
+def on_rank0(watch: Watch, abort: Callable[[str], None] | None = None) -> Callable[[Silence], None]:
+    """What rank 0's heartbeat thread does when a worker is silent (see the module's docstring).
+    ``abort(line)`` ends the job (tests pass their own)."""
+    finish = abort or _end
+
+    def alarm(silence: Silence) -> None:
+        watch.silence = silence
+        # A main thread waiting in a gather takes the alarm at its next look, a millisecond on.
+        if watch.ending or (watch.polling and _within(NOTICE_S, lambda: watch.ending)):
+            _within(HANDOVER_S, lambda: False)  # it ends the job; should it not, this thread does
+        finish(rank0_silence_line(silence, watch))
+
+    return alarm
+
+
+def rank0_silence_line(silence: Silence, watch: Watch) -> str:
+    """Close the file if the main thread lets go of it in time; the line that says what was kept."""
+    resume = f"rerun the same command to resume (exit code {EXIT_RESUMABLE})"
+    if not watch.writing.acquire(timeout=WRITE_WAIT_S):  # held for good: the job is ending
+        kept = f"every batch before the one in flight is saved in {watch.path}, which the next run repairs"
+    elif watch.close is None:
+        return f"mpitune: error: {heard_nothing(silence)} during start-up, before anything was recorded; {resume}"
+    else:
+        kept = f"results so far are saved in {watch.path} (the batch in flight is measured again)"
+        if not watch.closed:
+            try:
+                watch.close()
+                watch.closed = True
+            except Exception as exc:  # the file's last write failed: what was flushed before is kept
+                log.error("could not close %s: %s", watch.path, exc)
+    return f"mpitune: error: {heard_nothing(silence)}: it is stopped or its node is lost; {kept}; {resume}"
+
+
+def on_worker(silence: Silence) -> None:
+    """What a worker's heartbeat thread does when rank 0 is silent: one line in its log, and
+    the job ends (rank 0's node lost or rank 0 stopped: nothing would tell this rank more)."""
+    _end(f"{heard_nothing(silence)}: it is lost or stopped; ending the job (exit code {EXIT_RESUMABLE})", False)
+
+
+def _within(limit_s: float, done: Callable[[], bool]) -> bool:
+    """Wait up to ``limit_s`` for ``done()``; whether it came."""
+    until = time.monotonic() + limit_s
+    while not done():
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _end(line: str, on_stderr: bool = True) -> NoReturn:
+    """Write ``line`` (on stderr: rank 0's; else in this rank's log) and end every rank with
+    ``EXIT_RESUMABLE``, unless another thread of this rank is already ending the job, in which
+    case wait for its abort. MPICH's own line about the abort is kept off this rank's stderr."""
+    if not _ONE_LINE.acquire(blocking=False):
+        time.sleep(HANDOVER_S + WRITE_WAIT_S)  # the other thread's abort ends this process first
+        os._exit(EXIT_RESUMABLE)
+    if on_stderr:
+        print(line, file=sys.stderr, flush=True)
+    else:
+        log.error("%s", line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(FORWARD_S)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    MPI.COMM_WORLD.Abort(EXIT_RESUMABLE)
+    os._exit(EXIT_RESUMABLE)  # should the abort return before the launcher ends this rank

@@ -1,0 +1,131 @@
+"""Every rank's heartbeat thread: a tiny message to its peers every few seconds, and the alarm
+when a peer has sent none for the liveness timeout (liveness.py says why and how long).
+
+A thread, because the rank's main thread is often busy for long: measuring its chunk (rank 0
+too), writing the file, asking the strategy, or blocked in a start-up collective. The main
+thread's blocking MPI calls and sleeps release Python's GIL, so this thread runs meanwhile.
+
+Workers beat to rank 0 and rank 0 to every worker, on a communicator of their own (a
+duplicate of COMM_WORLD, made right after MPI is up), so that no heartbeat is ever taken for a
+round's order or report (comm.py) and none left unreceived when the ranks leave one by one
+troubles COMM_WORLD: MPICH 5.0's ``MPI_Finalize`` failed on COMM_WORLD ("being freed has 1
+unmatched message(s)"), and its launcher then killed the job, after matched probes of
+heartbeats there. That needs an MPI library that allows calls from several threads at once
+(``MPI_THREAD_MULTIPLE``, what mpi4py asks for by default); with less, no thread is started and
+the per-batch deadline alone catches a silent rank.
+
+A heartbeat is (Unix time, host name): the host, so that a rank names a silent peer's host
+before the start-up exchange has told it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from mpi4py import MPI
+
+from mpitune.scheduling.liveness import Liveness, Silence, interval_s
+
+_HEARTBEAT_TAG = 13
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """This rank's heartbeat thread on ``comm`` (its own communicator); ``on_silence`` is called
+    once, in the thread, when a peer has been silent for longer than ``timeout_s`` (and is
+    expected to end the job)."""
+
+    def __init__(self, comm: MPI.Comm, timeout_s: float, on_silence: Callable[[Silence], None]):
+        self.comm, self.timeout_s, self.on_silence = comm, timeout_s, on_silence
+        self.peers = list(range(1, comm.size)) if comm.rank == 0 else [0]
+        self.liveness = Liveness(self.peers, timeout_s, time.monotonic())
+        self.interval_s = interval_s(timeout_s)
+        self._host = socket.gethostname()
+        self._sending: list[MPI.Request] = []
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()  # between stop() and the thread deciding to raise the alarm
+        self._stopping = self._alarmed = False
+        self._failed = ""  # what MPI said when a beat could not go out, once
+        self._thread = threading.Thread(target=self._run, name="mpitune-heartbeat", daemon=True)
+
+    @classmethod
+    def start(
+        cls,
+        comm: MPI.Comm,
+        timeout_s: float,
+        on_silence: Callable[[Silence], None],
+        thread_level: int | None = None,
+    ) -> Heartbeat | None:
+        """The running heartbeat of this rank, on a duplicate of ``comm``; None for a world of
+        one rank, a timeout of 0 (turned off), or an MPI library that gives less than
+        ``MPI_THREAD_MULTIPLE`` (``thread_level``: what it gives, as ``MPI.Query_thread()`` says
+        unless told). Collective, unless it returns None on every rank (the same settings and
+        library on every rank); the duplicate is never freed, which MPI_Finalize allows."""
+        if comm.size == 1 or timeout_s <= 0:
+            return None
+        provided = MPI.Query_thread() if thread_level is None else thread_level
+        if provided < MPI.THREAD_MULTIPLE:
+            if comm.rank == 0:
+                log.warning(
+                    "the MPI library gives thread level %d, less than MPI_THREAD_MULTIPLE (%d): no heartbeats; a "
+                    "silent rank is noticed only once its batch is overdue (docs/reliability.md)",
+                    provided,
+                    MPI.THREAD_MULTIPLE,
+                )
+            return None
+        heartbeat = cls(comm.Dup(), timeout_s, on_silence)
+        heartbeat._thread.start()
+        return heartbeat
+
+    def know_hosts(self, hosts: Sequence[str]) -> None:
+        self.liveness.know_hosts(hosts)
+
+    def stop(self) -> None:
+        """No more heartbeats, sent or expected: the run is ending cleanly, and the ranks leave
+        at different moments. Waits for the thread unless it is raising its alarm."""
+        with self._lock:
+            self._stopping = True
+            alarmed = self._alarmed
+        self._stopped.set()
+        if not alarmed and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.interval_s + 5.0)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self._beat()
+                self._listen()
+            except MPI.Exception as exc:  # a peer MPI found gone: the main thread's exchanges hear it too
+                if not self._failed:
+                    self._failed = " ".join(str(exc.Get_error_string()).split())
+                    log.debug("a heartbeat failed: %s", self._failed)
+            silence = self.liveness.silence(time.monotonic())
+            if silence is not None:
+                with self._lock:
+                    if self._stopping:
+                        return
+                    self._alarmed = True
+                self.on_silence(silence)
+                return
+            self._stopped.wait(self.interval_s)
+
+    def _beat(self) -> None:
+        """Send each peer this rank's heartbeat, without waiting: one to a stopped peer stays
+        queued (a few small messages until the timeout passes)."""
+        self._sending = [r for r in self._sending if not r.Test()]
+        beat = (time.time(), self._host)
+        for peer in self.peers:
+            self._sending.append(self.comm.isend(beat, dest=peer, tag=_HEARTBEAT_TAG))
+
+    def _listen(self) -> None:
+        """Take in every heartbeat that has arrived, before the silence is judged."""
+        status = MPI.Status()
+        source = MPI.ANY_SOURCE if self.comm.rank == 0 else 0
+        while (message := self.comm.improbe(source, _HEARTBEAT_TAG, status)) is not None:
+            _, host = message.recv()
+            self.liveness.heard(status.Get_source(), time.monotonic(), host)

@@ -1,0 +1,97 @@
+"""Stops a person or Slurm asks for: a first signal drains the batch in flight, a second
+Ctrl-C on rank 0 ends the job at once."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from mpitune.scheduling.comm import MPI
+from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.messages import StopReason
+
+# A job ended by a second Ctrl-C, or by one before tuning began: 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def stop_requests(manager: Manager | None) -> Iterator[None]:
+    """SIGINT (Ctrl-C), SIGTERM and SIGUSR1 (what Slurm sends before a job's end, with ``--signal``)
+    ask rank 0 to stop handing out batches; the batch in flight finishes and is recorded. Other
+    ranks ignore them so that they can finish their chunk and hear the stop from rank 0. A second
+    Ctrl-C on rank 0 stops at once (see ``_SecondInterrupt``)."""
+
+    def handler(signum, frame):
+        if manager:
+            manager.stop_requested = StopReason.SIGNAL
+            log.warning(
+                "received %s: finishing the batch in flight, then stopping%s",
+                signal.Signals(signum).name,
+                " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "",
+            )
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+    second = _SecondInterrupt() if manager else None
+    try:
+        yield
+    finally:
+        if second:
+            second.close()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+class _SecondInterrupt:
+    """Rank 0 spends most of a batch inside MPI calls, where Python's signal handlers do not run
+    until the call returns; so a thread watches the signal wakeup socket and, on a second SIGINT,
+    ends the job at once with ``EXIT_INTERRUPTED``. Every batch recorded so far is on disk (the
+    file is flushed per batch); the batch in flight is lost and the next run (or ``check``) marks
+    the run killed. SIGINTs within ``SAME_PRESS_S`` of the first count as one: a Ctrl-C in a
+    terminal reaches rank 0 from the terminal and again from the launcher forwarding it."""
+
+    SAME_PRESS_S = 0.5
+
+    def __init__(self) -> None:
+        self._read, self._write = socket.socketpair()
+        self._write.setblocking(False)
+        self._previous_fd = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._watch, name="mpitune-interrupts", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        first: float | None = None
+        while True:
+            try:
+                received = self._read.recv(64)
+            except OSError:
+                return
+            if not received:
+                return  # closed: the run is over
+            if signal.SIGINT not in received:
+                continue
+            now = time.monotonic()
+            if first is None:
+                first = now
+            elif now - first > self.SAME_PRESS_S:
+                print(
+                    "mpitune: error: interrupted twice: stopping now; every batch before the one in flight is "
+                    f"recorded, run the same command again to resume (exit code {EXIT_INTERRUPTED})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                MPI.COMM_WORLD.Abort(EXIT_INTERRUPTED)
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._previous_fd)
+        self._write.close()
+        self._read.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=1.0)
+        self._read.close()

@@ -1,0 +1,123 @@
+"""Whether the other ranks are alive, from the heartbeats they send: pure bookkeeping.
+
+A rank can stop answering without dying (SIGSTOP, a node whose link went down or whose
+processes were killed without MPI hearing of it), and Slurm notices a lost node only after
+``SlurmdTimeout``, 300 s by default. The per-batch deadline (deadlines.py) notices too, but only
+once the batch is overdue, minutes later when batches are long, and not at all during start-up.
+So every rank has a thread (heartbeat.py) that sends a tiny message to rank 0 every
+``interval_s``, and rank 0's thread sends one to every worker: a peer that has sent nothing for
+the liveness timeout is silent, however long its batch.
+
+The timeout must exceed what can hold a healthy rank's heartbeat thread back: the thread needs
+Python's GIL, which a long HDF5 write or a strategy's ask in C code may hold for seconds, and a
+node busy with other work deschedules a process for a while. It must also leave room, within
+the 60 s in which a job with a lost node should end, for rank 0 to close the file and for the
+launcher to tear the job down. Hence ``DEFAULT_TIMEOUT_S`` = 20 s (docs/reliability.md).
+
+No MPI and no clock of its own: the thread passes its monotonic clock's readings in.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+DEFAULT_TIMEOUT_S = 20.0  # see the module's docstring and docs/reliability.md
+TIMEOUT_VARIABLE = "MPITUNE_LIVENESS_TIMEOUT_S"
+# A heartbeat every 2 s at most, and at least 5 per timeout, so that one late beat (a GIL held
+# for a second) is not taken for silence.
+MAX_INTERVAL_S = 2.0
+BEATS_PER_TIMEOUT = 5
+UNKNOWN_HOST = "an unknown host"
+
+
+def timeout_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
+    """The liveness timeout the command line gives, else the environment's, else the default;
+    0 (or less) turns the heartbeats off, leaving the per-batch deadline alone."""
+    if setting is not None:
+        return setting
+    text = (os.environ if environ is None else environ).get(TIMEOUT_VARIABLE, "").strip()
+    try:
+        return float(text) if text else DEFAULT_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+def interval_s(timeout_s: float) -> float:
+    """How often a rank sends its heartbeat and looks for its peers'."""
+    return min(MAX_INTERVAL_S, timeout_s / BEATS_PER_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class Silence:
+    """Peers that sent no heartbeat for longer than ``timeout_s``: by rank, their hosts and
+    how long each has been silent."""
+
+    ranks: tuple[int, ...]
+    hosts: tuple[str, ...]
+    silent_s: tuple[float, ...]
+    timeout_s: float
+
+    @property
+    def longest_s(self) -> float:
+        return max(self.silent_s)
+
+
+class Liveness:
+    """When each peer was last heard from, on the caller's monotonic clock. A peer never heard
+    from counts from ``now_s`` at construction: the ranks start their heartbeats within moments
+    of each other, right after MPI is up, so a rank that stopped during start-up is silent too."""
+
+    def __init__(self, peers: Sequence[int], timeout_s: float, now_s: float):
+        self.timeout_s = timeout_s
+        self.heard_s = {peer: now_s for peer in peers}
+        self.hosts: dict[int, str] = {}
+
+    def heard(self, peer: int, now_s: float, host: str = "") -> None:
+        """A heartbeat (or any sign of life) from ``peer`` arrived at ``now_s``."""
+        if peer in self.heard_s:
+            self.heard_s[peer] = max(self.heard_s[peer], now_s)
+            if host:
+                self.hosts[peer] = host
+
+    def know_hosts(self, hosts: Sequence[str]) -> None:
+        """Every rank's host, once the start-up exchange gave them: a peer that stops before its
+        first heartbeat is named by host too."""
+        for peer in self.heard_s:
+            self.hosts.setdefault(peer, hosts[peer])
+
+    def silence(self, now_s: float) -> Silence | None:
+        """The peers silent for longer than the timeout at ``now_s``; None while all are heard.
+        The caller takes in every heartbeat that has arrived before asking, so that its own
+        late turn (a thread held back) is not mistaken for its peers' silence."""
+        silent = sorted((peer, now_s - heard) for peer, heard in self.heard_s.items() if now_s - heard > self.timeout_s)
+        if not silent:
+            return None
+        return Silence(
+            tuple(peer for peer, _ in silent),
+            tuple(self.hosts.get(peer, UNKNOWN_HOST) for peer, _ in silent),
+            tuple(seconds for _, seconds in silent),
+            self.timeout_s,
+        )
+
+
+class Watch:
+    """What rank 0's main thread and its heartbeat thread share, so that whichever notices a
+    silent rank first ends the run, and the file is closed by one of them only.
+
+    The main thread holds ``writing`` while it writes the file, sets ``polling`` while it waits
+    in a gather (where it can take the heartbeat thread's ``silence`` and end the run itself,
+    recording the reports that did arrive), and ``ending`` once it ends the run for a silent
+    rank. ``close`` (set once the file is open) marks the run ``silent_rank`` and closes the
+    file, and is called with ``writing`` held; ``closed`` says it was closed."""
+
+    def __init__(self) -> None:
+        self.writing = threading.Lock()
+        self.silence: Silence | None = None
+        self.polling = False
+        self.ending = False
+        self.closed = False
+        self.path = ""
+        self.close: Callable[[], None] | None = None
