@@ -101,9 +101,7 @@ def time_left_s(job_id: str) -> int | None:
     """Seconds until the job's limit, from squeue's %L; None where squeue cannot say or the
     job has no limit."""
     try:
-        squeue = subprocess.run(
-            ["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True, timeout=10
-        )
+        squeue = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return seconds_left(squeue.stdout) if squeue.returncode == 0 else None

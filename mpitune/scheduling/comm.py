@@ -215,8 +215,10 @@ class MpiTransport:
                 self.watch.ending = True
                 hosts = [self.hosts[r] for r in silence.ranks]
                 raise SilentRanks(silence.ranks, hosts, silence.longest_s, received, heartbeat=silence)
-            if error or (deadline_s is not None and waited_s > deadline_s) or (
-                len(received) + len(self._unreachable) == self.size
+            if (
+                error
+                or (deadline_s is not None and waited_s > deadline_s)
+                or (len(received) + len(self._unreachable) == self.size)
             ):
                 silent = [r for r in range(self.size) if r not in received]
                 error = error or "; ".join(self._unreachable[r] for r in silent if r in self._unreachable)

@@ -128,9 +128,7 @@ class Deadlines:
     def observe(self, orders: Sequence[Order], reports: Sequence[Report]) -> None:
         """Learn from one round: each rank's chunk time (its clock at the end of the chunk less
         rank 0's when it dealt), per configuration handed to it."""
-        rates = [
-            (report.now_s - order.now_s) / len(order.ids) for order, report in zip(orders, reports) if order.ids
-        ]
+        rates = [(report.now_s - order.now_s) / len(order.ids) for order, report in zip(orders, reports) if order.ids]
         if rates:
             self.rates.append(max(0.0, max(rates)))
         self.config_s += [r.finished_s - r.started_s for report in reports for r in report.results]

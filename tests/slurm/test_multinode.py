@@ -208,9 +208,7 @@ def job_state(cluster: Cluster, job: Job) -> tuple[str, int | None]:
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "PREEMPTED"}
 
 
-def wait_end(
-    cluster: Cluster, job: Job, timeout_s: float, states: set[str] = ENDED
-) -> tuple[str, int | None, float]:
+def wait_end(cluster: Cluster, job: Job, timeout_s: float, states: set[str] = ENDED) -> tuple[str, int | None, float]:
     """Poll until the job is in one of STATES (by default: it has ended): (state, exit code,
     monotonic time it was seen so)."""
     deadline = time.monotonic() + timeout_s
