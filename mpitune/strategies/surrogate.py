@@ -23,6 +23,8 @@ NOISE = 1e-2  # on standardised log times: timings are not exactly repeatable
 BASE_SCALES = (0.1, 0.2, 0.4, 0.8)  # isotropic start, in unit coordinates times sqrt(n_params)
 SCALE_STEPS = (0.25, 0.5, 2.0, 4.0)  # tried per parameter around its current scale
 MAX_SCALE = 50.0  # a parameter with a longer scale is as good as ignored
+MIN_SCALE = 0.01  # shorter makes distinct values independent all the same, and the squared distances
+# of ``matern`` lose their precision (a scale of 4e-8 left K + noise not positive definite)
 SWEEPS = 1  # passes over the parameters when fitting the scales
 FAILURE_PRIOR = 1.0  # pseudo-observations at the overall failure rate in the failure estimate
 
@@ -65,14 +67,15 @@ def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None) ->
         scales = grid[int(np.argmax(likelihoods))]
         best = max(likelihoods)
     else:
-        scales, best = start.copy(), _log_likelihood(x, y, start)
+        scales = np.clip(start, MIN_SCALE, MAX_SCALE)
+        best = _log_likelihood(x, y, scales)
     varying = [p for p in range(d) if np.ptp(x[:, p]) > 0]  # a constant parameter has no scale to learn
     for _ in range(SWEEPS):
         for p in varying:
             current = scales[p]
             for step in SCALE_STEPS:
                 trial = scales.copy()
-                trial[p] = min(current * step, MAX_SCALE)
+                trial[p] = min(max(current * step, MIN_SCALE), MAX_SCALE)
                 ll = _log_likelihood(x, y, trial)
                 if ll > best:
                     best, scales = ll, trial
@@ -94,11 +97,20 @@ def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np
     return (weights @ failed + FAILURE_PRIOR * prior) / (weights.sum(1) + FAILURE_PRIOR)
 
 
-def choose_batch(fit: Fit, cand: np.ndarray, n: int, exploration: float, feasible: np.ndarray) -> list[int]:
+def choose_batch(
+    fit: Fit,
+    cand: np.ndarray,
+    n: int,
+    exploration: float,
+    feasible: np.ndarray,
+    local: np.ndarray | None = None,
+    n_local: int = 0,
+) -> list[int]:
     """Indices into ``cand`` of ``n`` points by expected improvement times the chance to be
     valid, one at a time with a constant liar: each chosen point is added as a fake observation
     at the mean (an exact rank-one update of the candidates' posterior), which shrinks the
-    uncertainty around it, so the next pick goes elsewhere."""
+    uncertainty around it, so the next pick goes elsewhere. The first ``n_local`` picks are
+    taken among the candidates where the mask ``local`` is True, while there are any."""
     k_xc = matern(fit.x, cand, fit.scales)
     whitened = np.linalg.solve(fit.chol, k_xc)
     mean = k_xc.T @ fit.alpha
@@ -110,10 +122,15 @@ def choose_batch(fit: Fit, cand: np.ndarray, n: int, exploration: float, feasibl
     for _ in range(min(n, len(cand))):
         gain = expected_improvement(mean, var, y_best - exploration) * feasible
         gain[chosen] = -np.inf
+        if len(picks) < n_local and local is not None and (local & ~chosen).any():
+            gain = np.where(local, gain, -np.inf)
         j = int(np.argmax(gain))
         chosen[j] = True
         picks.append(j)
-        cov = matern(cand, cand[j][None, :], fit.scales)[:, 0] - whitened.T @ whitened[:, j]
+        # Without BLAS (einsum, a plain loop): a threaded matrix-vector product per pick is
+        # slow where MPI ranks that wait for the next batch share the cores.
+        r = math.sqrt(5) * np.sqrt(np.einsum("ij,ij->i", *(2 * [(cand - cand[j]) / fit.scales])))
+        cov = (1 + r + r * r / 3) * np.exp(-r) - np.einsum("ij,i->j", whitened, whitened[:, j])
         for u in updates:
             cov -= u * u[j]
         u = cov / math.sqrt(var[j] + NOISE)

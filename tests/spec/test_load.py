@@ -50,8 +50,8 @@ def test_kernel_tuner_lang_cuda_and_top_level_seed_port_as_they_are(tmp_path):
 
 def test_default_strategy_follows_the_budget(tmp_path):
     spec = write(tmp_path, GOOD)
-    assert load_spec(str(spec), Overrides(max_fevals=10))[1].strategy == "genetic_algorithm"
-    assert load_spec(str(spec), Overrides(time_limit_s=60))[1].strategy == "genetic_algorithm"
+    assert load_spec(str(spec), Overrides(max_fevals=10))[1].strategy == "portfolio"
+    assert load_spec(str(spec), Overrides(time_limit_s=60))[1].strategy == "portfolio"
     assert load_spec(str(spec), Overrides(max_fevals=10, strategy="random_sample"))[1].strategy == "random_sample"
 
 

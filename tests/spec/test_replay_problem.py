@@ -23,7 +23,7 @@ def test_the_measured_configurations_are_the_space(tmp_path, monkeypatch):
     assert problem.tune_params == {"x": [1, 2, 3], "y": [1, 2]} and len(problem.configs) == 6
     assert problem.problem_size == (64, 64) and problem.iterations == 3
     assert settings.cache_path == str(tmp_path / "c.replay.h5")
-    assert (settings.strategy, settings.max_fevals) == ("genetic_algorithm", 3)
+    assert (settings.strategy, settings.max_fevals) == ("portfolio", 3)
 
 
 SIMULATION = """

@@ -3,6 +3,7 @@ the breeder evolves apart from the model's picks, the model stops at ``switch``,
 surrogate learns which parameters matter and where configurations fail."""
 
 import numpy as np
+import pytest
 from search_problems import LANDSCAPE, landscape_ms, make, run
 
 from mpitune.strategies import surrogate
@@ -54,3 +55,19 @@ def test_it_finds_the_landscape_s_valley_sooner_than_the_genetic_algorithm():
     seeds = range(6)
     assert np.mean([best("portfolio", s) for s in seeds]) < np.mean([best("genetic_algorithm", s) for s in seeds])
     assert len(LANDSCAPE) > 40
+
+
+
+def test_the_length_scales_stay_long_enough_for_the_fit_to_be_positive_definite():
+    """A parameter that splits the times in two drove its scale towards zero (4e-8 on a
+    convolution cache), where the squared distances of ``matern`` lost their precision and
+    the Cholesky factorisation of the next fit failed."""
+    rng = np.random.default_rng(1)
+    x = np.column_stack([rng.integers(0, 2, 240), rng.integers(0, 16, (240, 3)) / 15]).astype(float)
+    y = np.where(x[:, 0] > 0, 1.0, -1.0) + x[:, 1] + 0.01 * rng.standard_normal(240)
+    tiny = np.array([4e-8, 0.3, 0.3, 0.3])
+    with pytest.raises(np.linalg.LinAlgError):
+        surrogate.condition(x, y, tiny)
+    scales = surrogate.fit_scales(x, y, tiny)
+    assert scales.min() >= surrogate.MIN_SCALE
+    surrogate.condition(x, y, scales)  # no LinAlgError
