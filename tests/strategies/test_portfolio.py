@@ -57,7 +57,6 @@ def test_it_finds_the_landscape_s_valley_sooner_than_the_genetic_algorithm():
     assert len(LANDSCAPE) > 40
 
 
-
 def test_the_length_scales_stay_long_enough_for_the_fit_to_be_positive_definite():
     """A parameter that splits the times in two drove its scale towards zero (4e-8 on a
     convolution cache), where the squared distances of ``matern`` lost their precision and
