@@ -212,7 +212,8 @@ node_up() {
     load_state
     local k=$3
     ip link set "$(veth "$k")" up
-    if ! kill -0 "$(cat "$dir/run/node$k.pid")" 2>/dev/null; then
+    # Not `kill -0 PID`: a killed slurmd whose parent has not reaped it yet still answers that.
+    if [ -z "$(ip netns pids "$(netns "$k")" 2>/dev/null)" ]; then
         start_slurmd "$k"
     fi
     SLURM_CONF="$dir/slurm.conf" scontrol update nodename="node$k" state=resume 2>/dev/null || true

@@ -43,6 +43,9 @@ WRITE_WAIT_S = 10.0
 # What the launcher is given to forward this rank's last lines before MPI_Abort ends it: MPICH's
 # mpiexec dropped a line written just before the abort about one time in three.
 FORWARD_S = 0.2
+# How long MPI_Abort may take before this rank ends itself: with rank 0's node lost, the abort
+# can wait for a launcher that is gone, and a rank left running holds its GPU.
+ABORT_WAIT_S = 5.0
 
 _ONE_LINE = threading.Lock()  # taken by the thread that ends the job; the other waits for the abort
 
@@ -160,5 +163,6 @@ def _end(line: str, on_stderr: bool = True) -> NoReturn:
     sys.stderr.flush()
     time.sleep(FORWARD_S)
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    threading.Timer(ABORT_WAIT_S, os._exit, args=(EXIT_RESUMABLE,)).start()
     MPI.COMM_WORLD.Abort(EXIT_RESUMABLE)
     os._exit(EXIT_RESUMABLE)  # should the abort return before the launcher ends this rank

@@ -52,7 +52,8 @@ def _spec(tmp_path: Path, load_s: float = 0.0) -> list[str]:
         extra += f"import pathlib, time\npathlib.Path('loading').touch()\ntime.sleep({load_s})\n"
     spec = write_scale_spec(tmp_path, params, extra=extra)
     (tmp_path / "scale.c").write_text(SLOW_C)
-    return [str(spec), "--out", str(tmp_path / "out.h5"), "--liveness-timeout", str(TIMEOUT_S)]
+    # Batches of one configuration per rank, so that there is a third batch to make long.
+    return [str(spec), "--out", str(tmp_path / "out.h5"), "--liveness-timeout", str(TIMEOUT_S), "--batch-size", "3"]
 
 
 def _rank_pid(spec: str, rank: int, within_s: float = 30.0) -> int:
