@@ -115,6 +115,32 @@ def wait_for_batch(job: subprocess.Popen, batch: int) -> int:
     pytest.fail(f"the job ended before batch {batch}: {job.stderr.read()}")
 
 
+def file_pid(cache: Path, rank: int) -> int:
+    """A rank's process id, as the file's ranks table records it at start-up (read while the
+    run writes the file)."""
+    import h5py
+
+    with h5py.File(cache, "r", swmr=True) as f:
+        rows = f["ranks"][...]
+    return int(rows["pid"][rows["rank"] == rank][-1])
+
+
+def recorded_ids(cache: Path) -> list[int]:
+    """The configuration ids of the file's results, one per row."""
+    import h5py
+
+    with h5py.File(cache, "r") as f:
+        return [int(i) for i in f["results"]["config_id"]]
+
+
+def check_file(cache: Path) -> str:
+    """``mpitune check CACHE``, which must pass; what it printed."""
+    command = [sys.executable, "-m", "mpitune", "check", str(cache)]
+    proc = subprocess.run(command, capture_output=True, text=True, env=mpi_env(), timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def report_json(cache: Path) -> dict:
     import json
 

@@ -17,13 +17,20 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import h5py
 import pytest
-from conftest import mpi_env, mpitune, start_mpitune, wait_for_batch, write_scale_spec
+from conftest import (
+    check_file,
+    file_pid,
+    mpitune,
+    recorded_ids,
+    start_mpitune,
+    wait_for_batch,
+    write_scale_spec,
+)
 
 TIMEOUT_S = float(os.environ.get("MPITUNE_TEST_LIVENESS_TIMEOUT_S", "3"))
 SLOW_S = max(2.0, TIMEOUT_S / 2)
@@ -75,24 +82,6 @@ def _rank_pid(spec: str, rank: int, within_s: float = 30.0) -> int:
     pytest.fail(f"no process of rank {rank} within {within_s} s")
 
 
-def _file_pid(cache: Path, rank: int) -> int:
-    with h5py.File(cache, "r", swmr=True) as f:
-        rows = f["ranks"][...]
-    return int(rows["pid"][rows["rank"] == rank][-1])
-
-
-def _rows(cache: Path) -> list[int]:
-    with h5py.File(cache, "r") as f:
-        return [int(i) for i in f["results"]["config_id"]]
-
-
-def _check(cache: Path) -> str:
-    command = [sys.executable, "-m", "mpitune", "check", str(cache)]
-    proc = subprocess.run(command, capture_output=True, text=True, env=mpi_env(), timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
-
-
 def _stop(job: subprocess.Popen, pid: int) -> tuple[subprocess.CompletedProcess, float]:
     """SIGSTOP ``pid``; the job's end and how long after the stop it came."""
     try:
@@ -126,7 +115,7 @@ def _stop_in_a_long_batch(tmp_path: Path, monkeypatch, rank: int, slow: str):
         wait_for_batch(job, 1)
         flag.touch()
         done = wait_for_batch(job, 2)  # batch 3, dealt now, is long on every rank that is slow
-        pid = _file_pid(tmp_path / "out.h5", rank)
+        pid = file_pid(tmp_path / "out.h5", rank)
     except BaseException:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
@@ -139,7 +128,7 @@ def _stop_in_a_long_batch(tmp_path: Path, monkeypatch, rank: int, slow: str):
 def _resumes_once(tmp_path: Path) -> None:
     again = mpitune(3, _spec(tmp_path), tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert sorted(_rows(tmp_path / "out.h5")) == list(range(CONFIGS))
+    assert sorted(recorded_ids(tmp_path / "out.h5")) == list(range(CONFIGS))
 
 
 @pytest.mark.parametrize("slow", ["all", "workers"])
@@ -157,9 +146,9 @@ def test_a_worker_stopped_in_a_long_batch_ends_the_run_within_the_liveness_timeo
     cache = tmp_path / "out.h5"
     with h5py.File(cache, "r") as f:
         assert f["runs"][0]["status"] == b"silent_rank"  # closed by mpitune, not repaired after
-    rows = _rows(cache)
+    rows = recorded_ids(cache)
     assert len(rows) >= done and len(set(rows)) == len(rows)
-    checked = _check(cache)
+    checked = check_file(cache)
     assert "was in flight" in checked and "rank 2 held" in checked, checked
     assert "repaired" not in checked, checked
     if slow == "all":  # once is enough: the other case's file differs only in who closed it
@@ -173,9 +162,9 @@ def test_rank_0_stopped_in_a_long_batch_ends_the_workers(tmp_path, monkeypatch):
     assert f"rank 0 on {socket.gethostname()} sent no heartbeat for" in ended.stderr, ended.stderr
     assert "Traceback" not in ended.stderr
     cache = tmp_path / "out.h5"
-    checked = _check(cache)  # the stopped writer's file: repaired, and its batch in flight named
+    checked = check_file(cache)  # the stopped writer's file: repaired, and its batch in flight named
     assert "was in flight" in checked, checked
-    assert len(_rows(cache)) >= done  # the rerun after a stopped rank 0: test_silent_rank.py
+    assert len(recorded_ids(cache)) >= done  # the rerun after a stopped rank 0: test_silent_rank.py
 
 
 def test_a_worker_stopped_during_start_up_ends_the_job(tmp_path):

@@ -12,13 +12,20 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import h5py
 import pytest
-from conftest import mpi_env, mpitune, start_mpitune, wait_for_batch, write_scale_spec
+from conftest import (
+    check_file,
+    file_pid,
+    mpitune,
+    recorded_ids,
+    start_mpitune,
+    wait_for_batch,
+    write_scale_spec,
+)
 
 CONFIGS = 24
 # 50 ms per launch: verify + 3 iterations make 0.2 s per configuration.
@@ -40,29 +47,11 @@ def _spec(tmp_path: Path) -> list[str]:
     return [str(spec), "--out", str(tmp_path / "out.h5"), "--rank-deadline-floor", "2"]
 
 
-def _pid(cache: Path, rank: int) -> int:
-    """A rank's process id, as the file's ranks table records it at start-up."""
-    with h5py.File(cache, "r", swmr=True) as f:
-        rows = f["ranks"][...]
-    return int(rows["pid"][rows["rank"] == rank][-1])
-
-
-def _rows(cache: Path) -> list[int]:
-    with h5py.File(cache, "r") as f:
-        return [int(i) for i in f["results"]["config_id"]]
-
-
-def _check(cache: Path) -> None:
-    command = [sys.executable, "-m", "mpitune", "check", str(cache)]
-    proc = subprocess.run(command, capture_output=True, text=True, env=mpi_env(), timeout=60)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
 def _resumes_once(tmp_path: Path, args: list[str]) -> None:
     """The same command completes the space, and every configuration is in the file once."""
     again = mpitune(3, args, tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert sorted(_rows(tmp_path / "out.h5")) == list(range(CONFIGS))
+    assert sorted(recorded_ids(tmp_path / "out.h5")) == list(range(CONFIGS))
 
 
 def _gone(pid: int) -> None:
@@ -98,7 +87,7 @@ def _stop_mid_run(tmp_path: Path, rank: int) -> tuple[subprocess.CompletedProces
     pid = -1
     try:
         done = wait_for_batch(job, 2)
-        pid = _pid(tmp_path / "out.h5", rank)
+        pid = file_pid(tmp_path / "out.h5", rank)
         os.kill(pid, signal.SIGSTOP)
         stopped = time.monotonic()
         out, err = job.communicate(timeout=60)
@@ -126,8 +115,8 @@ def test_a_stopped_worker_ends_the_run_with_one_line_and_it_resumes(tmp_path):
     assert "(silent_rank)" in ended.stdout
     assert not left
     cache = tmp_path / "out.h5"
-    _check(cache)
-    rows = _rows(cache)
+    check_file(cache)
+    rows = recorded_ids(cache)
     assert len(rows) >= done and len(set(rows)) == len(rows)
     with h5py.File(cache, "r") as f:
         assert f["runs"][0]["status"] == b"silent_rank"
@@ -143,8 +132,8 @@ def test_a_stopped_rank_0_ends_the_workers(tmp_path):
     assert "Traceback" not in ended.stderr
     assert not left
     cache = tmp_path / "out.h5"
-    _check(cache)  # the stopped writer is repaired after: its batch in flight is named
-    assert len(_rows(cache)) >= done
+    check_file(cache)  # the stopped writer is repaired after: its batch in flight is named
+    assert len(recorded_ids(cache)) >= done
     _resumes_once(tmp_path, _spec(tmp_path))
 
 
@@ -154,7 +143,7 @@ def test_a_killed_worker_ends_the_job_within_seconds(tmp_path, rank):
     job = start_mpitune(3, args, tmp_path)
     try:
         done = wait_for_batch(job, 2)
-        os.kill(_pid(tmp_path / "out.h5", rank), signal.SIGKILL)
+        os.kill(file_pid(tmp_path / "out.h5", rank), signal.SIGKILL)
         killed = time.monotonic()
         job.communicate(timeout=60)
         took = time.monotonic() - killed
@@ -165,6 +154,6 @@ def test_a_killed_worker_ends_the_job_within_seconds(tmp_path, rank):
     assert job.returncode != 0
     assert took < 10, took
     cache = tmp_path / "out.h5"
-    _check(cache)
-    assert len(_rows(cache)) >= done
+    check_file(cache)
+    assert len(recorded_ids(cache)) >= done
     _resumes_once(tmp_path, args)
