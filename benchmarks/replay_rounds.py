@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import heapq
 import os
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +18,7 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.costs import CostModel, result_cost_s
 from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.messages import Order
 from mpitune.scheduling.rank import serve
 from mpitune.scheduling.session import prepare
 from mpitune.spec.replay import replay_problem
@@ -57,11 +59,13 @@ class Interleaved(CostModel):
 
 
 def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool) -> dict:
-    """A brute-force replay on ``ranks`` ranks in one process, round by round as the loop runs
-    it: the real Manager deals (by cost, or interleaved), every rank serves its order with the
-    replay backend on its own simulated clock, which catches up with rank 0's at the scatter,
-    and rank 0's with the slowest rank's at the gather. Efficiency as the issue defines it: sum
-    of compile + verify + benchmark seconds / (ranks x simulated wall)."""
+    """A brute-force replay on ``ranks`` ranks in one process, batch by batch as the loop runs
+    it: the real Manager deals (by cost, or interleaved) and keeps its batches in flight
+    (``Manager.fill``: two on several ranks), every rank serves its orders in turn with the
+    replay backend on its own simulated clock, which catches up with rank 0's when the order
+    went out, and rank 0's with the slowest rank's when it records a batch (rank 0 measures its
+    own chunk of a batch, then waits for the batch). Efficiency as the issue defines it: sum of
+    compile + verify + benchmark seconds / (ranks x simulated wall)."""
     out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}.h5")
     manager, cache, space = replay_manager(source, out, ranks, batch_size, "brute_force", None)
     if not by_cost:
@@ -69,7 +73,12 @@ def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int 
     backend = backends.create(manager.setup.problem, workdir, 0)
     timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
     busy_s = 0.0
-    while (orders := manager.next_orders())[0].stop is None:
+    sent: deque[list[Order]] = deque()
+    while True:
+        sent.extend(manager.fill())
+        orders = sent.popleft()
+        if orders[0].stop is not None:
+            break
         reports = []
         for rank, order in enumerate(orders):
             timelines[rank].clock.sync(order.now_s)

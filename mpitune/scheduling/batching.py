@@ -50,6 +50,16 @@ def deal_by_cost(ids: list[int], cost_s: Sequence[float] | np.ndarray, ranks: in
     return chunks
 
 
+def pipeline_depth(ranks: int) -> int:
+    """How many batches rank 0 keeps in flight: on several ranks two, so that each rank holds its
+    next chunk when it finishes one and waits only when it is a whole batch ahead of the
+    slowest (batch b is handed out once batch b - 2 is recorded); on one rank one, since a rank
+    measures its chunks in turn anyway and a strategy learns soonest that way. A resumed run
+    replays a recorded search in the same order (resume.py), so this rule is part of the
+    file's meaning: change it only with that replay."""
+    return 2 if ranks > 1 else 1
+
+
 def default_batch_size(ranks: int, strategy: Strategy) -> int:
     predictable = type(strategy).upcoming is not Strategy.upcoming
     return ranks * (PER_RANK_PREDICTABLE if predictable else 1)

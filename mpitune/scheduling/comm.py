@@ -7,7 +7,10 @@ A round's orders and reports travel point to point (one tagged message per worke
 rather than by ``MPI_Scatter``/``MPI_Gather``: a collective cannot be given up on, so a rank that
 stops answering would hold rank 0 in it for good. Here the receiver looks for the message
 (``improbe``, then ``Message.recv``, which takes a pickled message of any size) and sleeps a
-little between looks, until it comes or the caller's deadline passes.
+little between looks, until it comes or the caller's deadline passes. Rank 0 sends the orders
+of the next batch before the reports of the one before are in, so a worker may answer two
+batches before rank 0 gathers the first: MPI keeps each sender's messages of one tag in order,
+and rank 0 keeps what arrived early for the gather it belongs to.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 import os
 import socket
 import time
+from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -167,6 +171,7 @@ class MpiTransport:
         self.hosts: tuple[str, ...] = tuple(comm.allgather(socket.gethostname()))
         self._sending: list[MPI.Request] = []  # rank 0's orders not yet taken by their rank
         self._unreachable: dict[int, str] = {}  # ranks an order could not be sent to, and MPI's error
+        self._early: defaultdict[int, deque[Any]] = defaultdict(deque)  # by rank: reports for later gathers
 
     def bcast(self, value: T | None) -> T:
         return self.comm.bcast(value, root=0)
@@ -199,12 +204,19 @@ class MpiTransport:
         """Rank 0's side of ``gather``."""
         started_s = time.monotonic()
         received: dict[int, T] = {0: value}
+        for rank, early in self._early.items():
+            if early:
+                received[rank] = early.popleft()
         status = MPI.Status()
         error = ""
         for pause_s in _pauses():
             try:
                 while (message := self.comm.improbe(MPI.ANY_SOURCE, _REPORT_TAG, status)) is not None:
-                    received[status.Get_source()] = message.recv()
+                    source = status.Get_source()
+                    if source in received:
+                        self._early[source].append(message.recv())
+                    else:
+                        received[source] = message.recv()
             except MPI.Exception as exc:  # a peer MPI found dead: no use waiting for the others
                 error = _error_text(exc)
             if len(received) == self.size:

@@ -100,6 +100,7 @@ class Deadlines:
         self.rates: list[float] = []  # per round: the slowest rank's seconds per configuration
         self.config_s: list[float] = []  # every configuration measured in this run
         self.turnaround_s = 0.0  # the longest rank 0 took from the last report to the next orders
+        self._reported_s: dict[int, float] = {}  # by rank: its clock at its last report
 
     def stamp(self, orders: list[Order]) -> list[Order]:
         """The orders, each carrying its batch's allowance (a stop's: the floor, for the last rows)."""
@@ -126,9 +127,15 @@ class Deadlines:
         ]
 
     def observe(self, orders: Sequence[Order], reports: Sequence[Report]) -> None:
-        """Learn from one round: each rank's chunk time (its clock at the end of the chunk less
-        rank 0's when it dealt), per configuration handed to it."""
-        rates = [(report.now_s - order.now_s) / len(order.ids) for order, report in zip(orders, reports) if order.ids]
+        """Learn from one batch: each rank's chunk time per configuration handed to it, from
+        when it could start the chunk (rank 0 dealt it, and the rank had reported its chunk of
+        the batch before: two batches are in flight) to its report."""
+        rates = []
+        for rank, (order, report) in enumerate(zip(orders, reports)):
+            started_s = max(order.now_s, self._reported_s.get(rank, order.now_s))
+            self._reported_s[rank] = report.now_s
+            if order.ids:
+                rates.append((report.now_s - started_s) / len(order.ids))
         if rates:
             self.rates.append(max(0.0, max(rates)))
         self.config_s += [r.finished_s - r.started_s for report in reports for r in report.results]

@@ -18,8 +18,9 @@ import shutil
 import socket
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 
 from mpitune import backends
 from mpitune.backends.base import Backend
@@ -220,6 +221,11 @@ def _rounds(
 ) -> StopReason:
     """Rounds until rank 0 says stop; returns why it did.
 
+    Rank 0 keeps ``manager.depth`` batches in flight (two on several ranks): it sends batch b
+    once it has recorded batch b - 2, so a worker finds its next order waiting when it reports
+    a chunk (the transport keeps each rank's messages in order), and rank 0 measures its own
+    chunks in turn, recording each batch after its own chunk of it.
+
     Every exchange has a deadline (deadlines.py) except a worker's wait for its first order,
     which the heartbeats cover, as they cover the start-up collectives. ``SilentRanks`` leaves
     here on every rank: on rank 0 after the reports that did arrive are recorded, the chunks of
@@ -230,54 +236,53 @@ def _rounds(
     if manager:
         deadlines = Deadlines(floor_s(manager.settings.rank_deadline_floor_s), manager.setup.problem.timeout_s)
     patience_s: float | None = None  # how long a worker waits for its next order
-    reported_s = math.nan  # when rank 0 had the last round's reports
+    reported_s = math.nan  # when rank 0 had the last batch's reports
+    own: deque[tuple[Order, float]] = deque()  # rank 0's orders in flight, with when each went out
     writing = watch.writing if manager else nullcontext()
     while True:
-        orders = None
+        batches = []
         if manager:
             assert deadlines is not None
             with timeline.phase("strategy"), writing:
-                orders = deadlines.stamp(manager.next_orders())
+                batches = [deadlines.stamp(orders) for orders in manager.fill()]
         with timeline.phase("wait"):
-            order = transport.scatter(orders, patience_s)
-            sent_s = time.monotonic()
-            if deadlines and not math.isnan(reported_s):
-                deadlines.turned(sent_s - reported_s)
+            if manager:
+                for orders in batches:
+                    own.append((transport.scatter(orders), time.monotonic()))
+                if batches and deadlines is not None and not math.isnan(reported_s):
+                    deadlines.turned(time.monotonic() - reported_s)
+                order, sent_s = own.popleft()
+                # This batch's deadline counts from when its ranks could start it: it went out,
+                # and the batch before it was recorded (each rank had finished its chunk of that).
+                sent_s = sent_s if math.isnan(reported_s) else max(sent_s, reported_s)
+            else:
+                order, sent_s = transport.scatter(None, patience_s), time.monotonic()
             timeline.clock.sync(order.now_s)
         patience_s = order.next_order_within_s
         if order.stop is not None:
             stop_beating()
             break
         report = serve(order, backend, space, transport.rank, timeline, ahead)
-        silent = None
         with timeline.phase("wait"):
             try:
                 reports = transport.gather(report, _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
-            except SilentRanks as exc:
+            except SilentRanks as silent:
                 if not manager:
                     raise
-                silent = exc
                 watch.ending = True  # this thread ends the run: the heartbeat thread leaves the file alone
-                if exc.heartbeat is None:
+                if silent.heartbeat is None:
                     silent.waited_s, silent.expected_s = time.monotonic() - sent_s, order.expected_s
-                reports = [exc.received.get(r, Report([], [], report.now_s)) for r in range(transport.size)]
+                _record_silent(manager, transport, timeline, writing, deadlines, silent, report)
+                raise
             reported_s = time.monotonic()
             if manager:
                 assert reports is not None
                 timeline.clock.sync(max(r.now_s for r in reports))
         if manager:
-            assert reports is not None and orders is not None and deadlines is not None
-            deadlines.observe(orders, reports)
+            assert reports is not None and deadlines is not None
+            deadlines.observe(next(iter(manager.in_flight.values())).orders, reports)
             with writing:
-                if silent is not None:
-                    # What did arrive is measured work: recorded, and the silent ranks' chunks are
-                    # left unmeasured (the strategy of a resumed run starts afresh from the file).
-                    manager.stop_reason = manager.stop_requested = StopReason.SILENT_RANK
                 _record(manager, timeline, reports)
-                if silent is not None:
-                    _keep_in_flight(manager, orders, silent)
-            if silent is not None:
-                raise silent
     # The last rows of every rank (their final waits) reach rank 0 with one more gather.
     try:
         leftovers = transport.gather(timeline.take(), _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
@@ -303,11 +308,41 @@ def _record(manager: Manager, timeline: Timeline, reports: list[Report]) -> None
         say(manager.progress_line())
 
 
-def _keep_in_flight(manager: Manager, orders: list[Order], silent: SilentRanks) -> None:
-    """The chunks whose reports did not arrive stay recorded as in flight (recording the batch
-    cleared that record), so that ``check`` names them, as it does after rank 0 was killed."""
-    lost = [(rank, o.ids) for rank, o in enumerate(orders) if rank not in silent.received and o.ids]
-    manager.cache.still_in_flight(manager.batch, lost)
+def _record_silent(
+    manager: Manager,
+    transport: Transport,
+    timeline: Timeline,
+    writing: AbstractContextManager,
+    deadlines: Deadlines | None,
+    silent: SilentRanks,
+    report: Report,
+) -> None:
+    """Rank 0's record of a run some ranks stopped answering in: what did arrive of the oldest
+    batch, and of the batch after it what the live ranks had already sent (rank 0's own chunk
+    of it was never measured), is measured work and recorded; the chunks whose reports did not
+    come stay recorded as in flight (recording a batch cleared that record), so that ``check``
+    names them, as it does after rank 0 was killed. The run is marked ``silent_rank``, and a
+    resumed run's strategy starts afresh from the file."""
+    manager.stop_reason = manager.stop_requested = StopReason.SILENT_RANK
+    received = silent.received
+    while True:
+        batch, flight = next(iter(manager.in_flight.items()))
+        reports = [received.get(r, Report([], [], report.now_s)) for r in range(transport.size)]
+        if deadlines is not None:
+            deadlines.observe(flight.orders, reports)
+        with writing:
+            _record(manager, timeline, reports)
+            lost = [(rank, o.ids) for rank, o in enumerate(flight.orders) if rank not in received and o.ids]
+            manager.cache.still_in_flight(batch, lost)
+        if not manager.in_flight:
+            return
+        try:  # the next batch: one last look for what arrived, without waiting
+            got = transport.gather(Report([], [], report.now_s), 0.0)
+            assert got is not None
+            arrived = dict(enumerate(got))
+        except SilentRanks as more:
+            arrived = more.received
+        received = {r: got for r, got in arrived.items() if r != 0}
 
 
 def _closer(manager: Manager, timeline: Timeline) -> Callable[[], None]:

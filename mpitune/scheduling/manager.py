@@ -11,7 +11,7 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
-from mpitune.scheduling.batching import Batching, deal, deal_by_cost
+from mpitune.scheduling.batching import Batching, deal, deal_by_cost, pipeline_depth
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import rebuild
@@ -32,6 +32,18 @@ from mpitune.strategies.base import Strategy
 log = logging.getLogger(__name__)
 
 TYPICAL_BATCHES = 5  # the last batches whose median predicts the next one's duration
+
+
+@dataclass
+class Flight:
+    """One batch handed out and not yet recorded: its ids, when it was handed out, what it
+    should take per rank (its predicted costs shared out evenly; 0 when not predicted) and
+    its orders, rank by rank."""
+
+    ids: set[int]
+    handed_s: float
+    expected_s: float = 0.0
+    orders: list[Order] = field(default_factory=list)
 
 
 @dataclass
@@ -54,18 +66,21 @@ class Manager:
         self.objective = cache.objective
         self.ranks = len(hosts)
         self.batching = Batching.of(self.ranks, self.strategy, setup.settings.batch_size)
+        self.depth = pipeline_depth(self.ranks)
         extras = setup.problem.extras
         self._derive = extras.derive if extras is not None and extras.varies else None
         self.handed_out = 0
         self.measured = 0
-        self.batch = -1
+        self.batch = -1  # the last batch handed out
+        self.recorded_batch = -1  # the last batch recorded
         self.stop_reason: StopReason | None = None
         self.error = ""  # why a spec's callable stopped the run
-        self._in_flight: set[int] = set()  # the ids of the batch being measured
+        self.in_flight: dict[int, Flight] = {}  # by batch, oldest first: handed out, not yet recorded
         self.unmeasured: set[int] = set()  # handed out, never measured (see save_strategy)
         self.stop_requested: StopReason | None = None  # set from outside: a signal, a lost device
-        self.batch_s: list[float] = []
-        self._batch_start_s = math.nan
+        self.stop_sent = False  # the order to stop went out: nothing more is handed out
+        self.batch_s: list[float] = []  # what each recorded batch took, from its start on the ranks
+        self._recorded_s = math.nan  # when the last batch was recorded
         known = [self.objective.evaluate(r, self.space.config(r.config_id)) for r in cache.recorded()]
         cache.rewrite_metrics(known)  # metrics are derived: this run's definitions hold for every row
         self.known = len(known)
@@ -111,14 +126,27 @@ class Manager:
         """Record that this run's search ended cleanly, for a resumed run to continue it, unless
         configurations it handed out came back unmeasured (a rank lost its device mid-chunk): the
         strategy counts them as seen and would never propose them again, so a resumed run starts
-        it afresh from the cache."""
-        self.cache.end_search(self._strategy_key(), continuable=not self.unmeasured)
+        it afresh from the cache. A batch still in flight at the end (a rank stopped answering)
+        came back unmeasured too."""
+        self.cache.end_search(self._strategy_key(), continuable=not self.unmeasured and not self.in_flight)
+
+    def fill(self) -> list[list[Order]]:
+        """The batches to send now, oldest first: as many as keep ``depth`` batches in flight,
+        the last possibly the order to stop, which goes out once; the ranks carry out their
+        orders in turn, so a stop reaches each after the chunks it already holds."""
+        batches = []
+        while not self.stop_sent and len(self.in_flight) < self.depth:
+            orders = self.next_orders()
+            batches.append(orders)
+            if orders[0].stop is not None:
+                self.stop_sent = True
+            else:
+                self.in_flight[self.batch].orders = orders
+        return batches
 
     def next_orders(self) -> list[Order]:
-        """What every rank does next: a chunk of config ids each, or stop."""
+        """What every rank does after the batches in flight: a chunk of config ids each, or stop."""
         now_s = self.clock.now()
-        if not math.isnan(self._batch_start_s):
-            self.batch_s.append(now_s - self._batch_start_s)
         time_limit_s = self.settings.time_limit_s
         n = self._next_size()
         if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
@@ -145,9 +173,8 @@ class Manager:
         ``requested``), recorded in the file as in flight and as asked; None (and a spec_error
         stop) if a spec's callable fails on one of its configurations."""
         self.handed_out += len(ids)
-        self._in_flight = set(ids)
         self.batch += 1
-        self._batch_start_s = now_s
+        self.in_flight[self.batch] = Flight(set(ids), now_s, self._per_rank_s(ids))
         chunks = self._deal(ids, self.batch)
         self.cache.hand_out(self.batch, chunks, requested, ids)
         upcoming_ids = self.strategy.upcoming(self._next_size(costs_known=True))  # known after this batch
@@ -168,6 +195,7 @@ class Manager:
             ]
         except ValueError as exc:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
+            self.unmeasured |= self.in_flight.pop(self.batch).ids  # never sent
             return None
 
     def _deal(self, ids: list[int], batch: int) -> list[list[int]]:
@@ -195,39 +223,57 @@ class Manager:
         return [self._derive(self.space.config(i)) for i in chunk]
 
     def _within_time(self, n: int, left_s: float) -> int:
-        """How many of the next ``n`` configurations a batch may hold to end within ``left_s``:
-        by their predicted costs where the strategy names them in advance (the ranks sharing
-        them evenly), so that a batch shrinks to fit the time left; else all of them if a
-        typical batch fits, none if not. The first batch of a guided search is short, so its
-        duration says little about the next."""
+        """How many of the next ``n`` configurations a batch may hold to end within ``left_s``,
+        after the batches still in flight: by their predicted costs where the strategy names
+        them in advance (the ranks sharing them evenly), so that a batch shrinks to fit the
+        time left; else all of them if a typical batch fits after those in flight, none if
+        not. The first batch of a guided search is short, so its duration says little about
+        the next."""
         upcoming = self.strategy.upcoming(n) if self.costs is not None else []
         cost_s = self.costs.predict_s(upcoming) if self.costs is not None and upcoming else None
         if cost_s is None:
-            return n if self._typical_batch_s() <= left_s else 0
+            return n if (1 + len(self.in_flight)) * self._typical_batch_s() <= left_s else 0
         per_rank_s = np.cumsum(cost_s) / self.ranks
+        left_s -= sum(f.expected_s for f in self.in_flight.values())
         return min(n, int(np.searchsorted(per_rank_s, left_s, side="right")))
+
+    def _per_rank_s(self, ids: list[int]) -> float:
+        """A batch's predicted seconds per rank, 0 where nothing predicts them."""
+        cost_s = self.costs.predict_s(ids) if self.costs is not None else None
+        return 0.0 if cost_s is None else float(np.sum(cost_s)) / self.ranks
 
     def _typical_batch_s(self) -> float:
         """How long the next batch will likely take: the median of the last few."""
         return float(np.median(self.batch_s[-TYPICAL_BATCHES:])) if self.batch_s else 0.0
 
     def record(self, reports: Sequence[Report]) -> list[Result]:
-        """Write one batch's reports (one per rank, in rank order) to the file; the results, scored.
+        """Write the reports of the oldest batch in flight (one per rank, in rank order) to the
+        file; the results, scored.
 
-        A rank whose device was lost stops the run after this batch (``device_error``)."""
+        A rank whose device was lost stops the run after this batch (``device_error``), also
+        when the order to stop had gone out for another reason."""
+        batch, flight = next(iter(self.in_flight.items()))
+        del self.in_flight[batch]
+        self.recorded_batch = batch
+        now_s = self.clock.now()
+        started_s = flight.handed_s if math.isnan(self._recorded_s) else max(flight.handed_s, self._recorded_s)
+        self.batch_s.append(now_s - started_s)
+        self._recorded_s = now_s
         lost = [(rank, report.fatal_error) for rank, report in enumerate(reports) if report.fatal_error]
         if lost:
             rank, fatal = lost[0]
             log.error("rank %d (%s): %s", rank, self.hosts[rank], fatal)
             self.stop_requested = StopReason.DEVICE_ERROR
+            if self.stop_reason is not None:
+                self.stop_reason = StopReason.DEVICE_ERROR
         results = [r for report in reports for r in report.results]
         phases = [(rank, p) for rank, report in enumerate(reports) for p in report.phases]
         configs = [self.space.config(r.config_id) for r in results]
         for r, config in zip(results, configs):
             self.objective.evaluate(r, config)
-        self.cache.append(results, configs, self.hosts, self.devices, phases)
+        self.cache.append(results, configs, self.hosts, self.devices, phases, done_batch=batch)
         self.measured += len(results)
-        self.unmeasured |= self._in_flight - {r.config_id for r in results}
+        self.unmeasured |= flight.ids - {r.config_id for r in results}
         return results
 
     def tell(self, results: list[Result]) -> None:
@@ -268,7 +314,7 @@ class Manager:
         done = self.known + self.measured
         elapsed_s = self.clock.now()
         return (
-            f"batch {self.batch + 1}: {done}/{total} configs, best {self.describe_best()}, "
+            f"batch {self.recorded_batch + 1}: {done}/{total} configs, best {self.describe_best()}, "
             f"{self.measured / elapsed_s:.3g} configs/s, {elapsed_s:.1f} s"
         )
 

@@ -266,8 +266,10 @@ class Cache:
         hosts: Sequence[str],
         devices: Sequence[str],
         phases: Iterable[tuple[int, PhaseRow]],
+        done_batch: int | None = None,
     ) -> None:
-        """Write one batch (results with their configs, and timeline rows) and flush."""
+        """Write one batch (results with their configs, and timeline rows) and flush; the batch
+        ``done_batch`` is no longer in flight (None: no batch is), while a later one may be."""
         batch = list(results)
         dtype = self.results.dtype
         rows = np.zeros(len(batch), dtype)
@@ -307,31 +309,38 @@ class Cache:
             if ds is not None and batch:
                 ds.resize((ds.shape[0] + len(batch), ds.shape[1]))
                 ds[-len(batch) :] = _values(names, values)
-        self.in_flight.resize((0,))
+        held = self.in_flight[...]
+        self._keep_in_flight(held[held["batch"] != done_batch] if done_batch is not None else held[:0])
         self.append_phases(phases, flush=False)
         self.file.flush()
 
     def hand_out(self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int]) -> None:
         """Record which rank holds which configurations until their results are appended, so
-        that after a crash the file says what was lost and where; and the ask that made the
-        batch (``asked``, in the strategy's order, for ``requested`` ids), which a resumed run
-        replays to rebuild its strategy."""
-        rows = np.array(
-            [(self.run, batch, rank, i) for rank, ids in enumerate(chunks) for i in ids], dtype=IN_FLIGHT_DTYPE
-        )
-        self.in_flight.resize((len(rows),))
-        self.in_flight[:] = rows
+        that after a crash the file says what was lost and where (beside the batch still in
+        flight before it, if any); and the ask that made the batch (``asked``, in the
+        strategy's order, for ``requested`` ids), which a resumed run replays to rebuild its
+        strategy."""
+        self._hold(batch, list(enumerate(chunks)))
         _append(self.asked, np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
         self.file.flush()
 
     def still_in_flight(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
-        """Record again, after ``append`` of the batch cleared the record, the chunks (rank, ids)
+        """Record again, after ``append`` of the batch cleared its record, the chunks (rank, ids)
         whose results never came: a rank that stopped answering held them, and ``check`` names
         them as it names what a killed run held."""
+        self._hold(batch, chunks)
+        self.file.flush()
+
+    def _hold(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """Add a batch's chunks to the record; what a killed run before this one left there was
+        reported when the file was opened (``interrupted``) and goes."""
+        held = self.in_flight[...]
         rows = np.array([(self.run, batch, rank, i) for rank, ids in chunks for i in ids], dtype=IN_FLIGHT_DTYPE)
+        self._keep_in_flight(np.concatenate([held[held["run"] == self.run], rows]))
+
+    def _keep_in_flight(self, rows: np.ndarray) -> None:
         self.in_flight.resize((len(rows),))
         self.in_flight[:] = rows
-        self.file.flush()
 
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]], flush: bool = True) -> None:
         rows = np.array(

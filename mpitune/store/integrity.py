@@ -66,19 +66,23 @@ def repair(f: h5py.File) -> list[str]:
 
 
 def in_flight(f: h5py.File) -> str:
-    """Which configurations each rank held when the last run was killed, '' if none."""
+    """Which configurations each rank held when the last run was killed, '' if none: per batch,
+    since on several ranks two batches are in flight at once (scheduling/manager.py)."""
     if "in_flight" not in f or not len(f["in_flight"]):
         return ""
     rows = f["in_flight"][...]
     recorded = set(f["results"].fields("config_id")[...].tolist())
-    held = []
-    for rank in np.unique(rows["rank"]):
-        ids = [int(i) for i in rows["config_id"][rows["rank"] == rank] if int(i) not in recorded]
-        if ids:
-            held.append(f"rank {int(rank)} held {', '.join(map(str, ids))}")
-    if not held:
-        return ""
-    return f"batch {int(rows['batch'][0])} of run {int(rows['run'][0])} was in flight: " + "; ".join(held)
+    lines = []
+    for run, batch in sorted({(int(r), int(b)) for r, b in zip(rows["run"], rows["batch"])}):
+        mine = rows[(rows["run"] == run) & (rows["batch"] == batch)]
+        held = []
+        for rank in np.unique(mine["rank"]):
+            ids = [int(i) for i in mine["config_id"][mine["rank"] == rank] if int(i) not in recorded]
+            if ids:
+                held.append(f"rank {int(rank)} held {', '.join(map(str, ids))}")
+        if held:
+            lines.append(f"batch {batch} of run {run} was in flight: " + "; ".join(held))
+    return "; ".join(lines)
 
 
 def findings(f: h5py.File) -> list[str]:
