@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,13 +37,11 @@ TYPICAL_BATCHES = 5  # the last batches whose median predicts the next one's dur
 
 @dataclass
 class Flight:
-    """One batch handed out and not yet recorded: its ids, when it was handed out, what it
-    should take per rank (its predicted costs shared out evenly; 0 when not predicted) and
-    its orders, rank by rank."""
+    """One batch handed out and not yet recorded: its ids, when it was handed out and its
+    orders, rank by rank."""
 
     ids: set[int]
     handed_s: float
-    expected_s: float = 0.0
     orders: list[Order] = field(default_factory=list)
 
 
@@ -93,6 +92,7 @@ class Manager:
             self.costs.learn(known)
         self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
         self.race = self._start_race(known)
+        self._held: deque[list[Result]] = deque()  # recorded, told as batches go out (resume.rebuild)
         self._resume_strategy(known)
 
     @property
@@ -120,7 +120,8 @@ class Manager:
         def fresh() -> Strategy:
             return strategies.create(settings.strategy, self.space, settings.seed, settings.strategy_options)
 
-        self.strategy = rebuild(fresh, self.cache.history(), known, self._strategy_key(), settings.strategy)
+        self.strategy, held = rebuild(fresh, self.cache.history(), known, self._strategy_key(), settings.strategy)
+        self._held.extend(held)
 
     def save_strategy(self) -> None:
         """Record that this run's search ended cleanly, for a resumed run to continue it, unless
@@ -135,7 +136,12 @@ class Manager:
         the last possibly the order to stop, which goes out once; the ranks carry out their
         orders in turn, so a stop reaches each after the chunks it already holds."""
         batches = []
-        while not self.stop_sent and len(self.in_flight) < self.depth:
+        while not self.stop_sent:
+            if len(self.in_flight) + len(self._held) >= self.depth:
+                if not self._held:
+                    break
+                self.strategy.tell(self._held.popleft())  # in flight when the last run stopped
+                continue
             orders = self.next_orders()
             batches.append(orders)
             if orders[0].stop is not None:
@@ -174,10 +180,12 @@ class Manager:
         stop) if a spec's callable fails on one of its configurations."""
         self.handed_out += len(ids)
         self.batch += 1
-        self.in_flight[self.batch] = Flight(set(ids), now_s, self._per_rank_s(ids))
+        self.in_flight[self.batch] = Flight(set(ids), now_s)
         chunks = self._deal(ids, self.batch)
         self.cache.hand_out(self.batch, chunks, requested, ids)
-        upcoming_ids = self.strategy.upcoming(self._next_size(costs_known=True))  # known after this batch
+        # The batch after this one: asked at once while fewer than ``depth`` are in flight,
+        # else once this one's results (and costs) are in.
+        upcoming_ids = self.strategy.upcoming(self._next_size(None if len(self.in_flight) < self.depth else True))
         upcoming = self._deal(upcoming_ids, self.batch + 1)
         self._planned = (upcoming_ids, upcoming) if self.costs is not None and self.costs.learned else None
         try:
@@ -234,7 +242,7 @@ class Manager:
         if cost_s is None:
             return n if (1 + len(self.in_flight)) * self._typical_batch_s() <= left_s else 0
         per_rank_s = np.cumsum(cost_s) / self.ranks
-        left_s -= sum(f.expected_s for f in self.in_flight.values())
+        left_s -= sum(self._per_rank_s(list(f.ids)) for f in self.in_flight.values())
         return min(n, int(np.searchsorted(per_rank_s, left_s, side="right")))
 
     def _per_rank_s(self, ids: list[int]) -> float:

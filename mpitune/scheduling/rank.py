@@ -56,12 +56,15 @@ def run_chunk(
     each configuration (kernel_extras.py), aligned with ``config_ids``; None if nothing.
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what
-    it measured so far is returned, and nothing after it is trusted.
+    it measured so far is returned, and nothing after it is trusted, nor anything of a chunk
+    that was already on its way (two batches are in flight).
 
     With a ``race`` (None: racing is off), each configuration races against the best known at
     rank 0 when the batch was dealt and the ones this rank has measured since.
     """
     timeline.batch = batch
+    if backend.fatal_error:  # lost with the chunk before: nothing measured here could be trusted
+        return []
     items = _items(space, config_ids, derived)
     if ahead is not None:
         ahead.keep_only(list(config_ids) + list(upcoming))

@@ -3,9 +3,11 @@
 The file keeps every ask (its size and the ids answered, in order) and the results in the
 order they were told, so a fresh strategy with the same seed and options, asked and told the
 same again, is in the state the stopped run left: strategies are deterministic for a seed and
-a sequence of asks and tells. Nothing executable is stored, so no file can make a resume run
-code. A rebuilt strategy that asks otherwise than the file says (another version of mpitune,
-a changed metric) is not trusted: the run starts afresh, knowing everything the file holds.
+a sequence of asks and tells. A run on several ranks asked for batch b once batch b - depth
+was told (``batching.pipeline_depth`` of its ranks), and is replayed in that order. Nothing
+executable is stored, so no file can make a resume run code. A rebuilt strategy that asks
+otherwise than the file says (another version of mpitune, a changed metric) is not trusted:
+the run starts afresh, knowing everything the file holds.
 
 Which runs to replay follows how a stopped run hands its search on: a run that ended cleanly
 (``SearchEnd``) with the same key passes its search to the next run; a killed run passes
@@ -17,10 +19,11 @@ continuable runs with this run's key; the first of them started fresh.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 
 from mpitune.model.result import Result
+from mpitune.scheduling.batching import pipeline_depth
 from mpitune.store.history import History, search_digest
 from mpitune.strategies.base import Strategy
 
@@ -38,33 +41,51 @@ def runs_to_replay(history: History, key: str) -> list[int]:
     return chain
 
 
-def rebuild(fresh: Callable[[], Strategy], history: History, known: Sequence[Result], key: str, name: str) -> Strategy:
+def rebuild(
+    fresh: Callable[[], Strategy], history: History, known: Sequence[Result], key: str, name: str
+) -> tuple[Strategy, list[list[Result]]]:
     """The strategy of this run, told everything in ``known`` (the results rows, in row order):
-    the recorded search replayed, or else a fresh one."""
+    the recorded search replayed, or else a fresh one; and the batches it is told only as this
+    run's first batches go out (``Manager.fill``). A stopped run on several ranks told the
+    batch in flight at its stop before any further ask, where an uninterrupted run would have
+    asked for one more batch first: held back, they keep the resumed search the one an
+    uninterrupted run makes."""
     chain = runs_to_replay(history, key)
     strategy = fresh()
+    held: list[list[Result]] = []
     if chain:
         replayed = _replay(strategy, chain, history, known)
         if replayed is None:
             strategy = fresh()
         else:
-            log.info("resuming the saved state of strategy %s (%d recorded asks replayed)", name, replayed)
-    strategy.tell([r for r in known if r.config_id not in strategy.seen])
-    return strategy
+            held = replayed[1]
+            log.info("resuming the saved state of strategy %s (%d recorded asks replayed)", name, replayed[0])
+    held_ids = {r.config_id for batch in held for r in batch}
+    strategy.tell([r for r in known if r.config_id not in strategy.seen and r.config_id not in held_ids])
+    return strategy, held
 
 
-def _replay(strategy: Strategy, chain: list[int], history: History, known: Sequence[Result]) -> int | None:
-    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks, or None
-    (with a warning) as soon as it answers an ask otherwise than recorded."""
+def _replay(
+    strategy: Strategy, chain: list[int], history: History, known: Sequence[Result]
+) -> tuple[int, list[list[Result]]] | None:
+    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks and the
+    batches of the last run to hold back (see ``rebuild``), or None (with a warning) as soon
+    as it answers an ask otherwise than recorded."""
     rows: dict[tuple[int, int], list[Result]] = defaultdict(list)
     for result, run, batch in zip(known, history.row_runs, history.row_batches):
         rows[int(run), int(batch)].append(result)
     replayed = 0
+    held: list[list[Result]] = []
     for run in chain:
         strategy.tell(
             [r for r, row_run in zip(known, history.row_runs) if row_run < run and r.config_id not in strategy.seen]
         )
-        for ask in (a for a in history.asks if a.run == run):
+        depth = pipeline_depth(history.ranks.get(run, 1))
+        asks = [a for a in history.asks if a.run == run]
+        untold = deque(a.batch for a in asks)  # asked, not yet told
+        for ask in asks:
+            while untold and untold[0] <= ask.batch - depth:
+                strategy.tell(rows[run, untold.popleft()])
             answer = strategy.ask(ask.requested)
             if tuple(answer) != ask.ids:
                 log.warning(
@@ -74,6 +95,9 @@ def _replay(strategy: Strategy, chain: list[int], history: History, known: Seque
                     run,
                 )
                 return None
-            strategy.tell(rows[run, ask.batch])
             replayed += 1
-    return replayed
+        keep = depth - 1 if run == chain[-1] else 0
+        while len(untold) > keep:
+            strategy.tell(rows[run, untold.popleft()])
+        held = [rows[run, batch] for batch in untold]
+    return replayed, held

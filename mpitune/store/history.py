@@ -42,12 +42,15 @@ class SearchEnd:
 
 @dataclass(frozen=True)
 class History:
-    """``row_runs`` and ``row_batches``: the run and batch of every results row, in row order."""
+    """``row_runs`` and ``row_batches``: the run and batch of every results row, in row order;
+    ``ranks``: how many ranks each run had, which says how its asks and tells interleaved
+    (scheduling/batching.py, ``pipeline_depth``)."""
 
     asks: list[Ask]
     ends: list[SearchEnd]
     row_runs: np.ndarray
     row_batches: np.ndarray
+    ranks: dict[int, int]
 
 
 def read_history(f: h5py.File) -> History:
@@ -72,4 +75,6 @@ def read_history(f: h5py.File) -> History:
         for r in (f["searches"][...] if "searches" in f else [])
     ]
     results = f["results"]
-    return History(asks, ends, results.fields("run")[...], results.fields("batch")[...])
+    runs = f["runs"][...]
+    ranks = {int(r): int(n) for r, n in zip(runs["run"], runs["ranks"])}
+    return History(asks, ends, results.fields("run")[...], results.fields("batch")[...], ranks)

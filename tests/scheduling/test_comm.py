@@ -98,6 +98,28 @@ def test_gather_names_the_ranks_past_its_deadline_and_their_reports_still_arrive
 
 
 @pytest.mark.mpi(min_size=2)
+def test_a_report_that_arrives_before_its_gather_waits_for_it_in_order():
+    from mpi4py import MPI
+
+    from mpitune.scheduling.comm import MpiTransport
+
+    transport = MpiTransport(MPI.COMM_WORLD)
+    rank, size = transport.rank, transport.size
+    if rank == 0:
+        # Two orders out before any report is in, as with two batches in flight.
+        assert transport.scatter([("a", r) for r in range(size)]) == ("a", 0)
+        assert transport.scatter([("b", r) for r in range(size)]) == ("b", 0)
+        MPI.COMM_WORLD.Barrier()  # every worker has sent both its reports
+        assert transport.gather("first", deadline_s=10) == ["first", *[("a", r) for r in range(1, size)]]
+        assert transport.gather("second", deadline_s=10) == ["second", *[("b", r) for r in range(1, size)]]
+    else:
+        for _ in range(2):
+            transport.gather(transport.scatter(None, deadline_s=10), deadline_s=10)
+        MPI.COMM_WORLD.Barrier()
+    MPI.COMM_WORLD.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
 def test_a_worker_names_rank_0_when_no_order_comes_in_time():
     import time
 

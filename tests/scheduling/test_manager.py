@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,6 +80,7 @@ class Ranks:
         self.timelines = [Timeline(Clock(simulated=True)) for _ in range(ranks)]
         self.batches: list[list[int]] = []  # the ids of every batch handed out, in order
         self.orders: list[list[Order]] = []
+        self.sent: deque[list[Order]] = deque()  # handed out, not yet measured
 
     @property
     def clock(self) -> Clock:
@@ -91,8 +93,10 @@ class Ranks:
         return manager
 
     def round(self, manager: Manager) -> StopReason | None:
-        """One round: the orders, every rank's chunk, the results recorded and told."""
-        orders = manager.next_orders()
+        """One round as the loop makes it: the batches that keep the Manager's in flight handed
+        out, then the oldest of them: every rank's chunk, the results recorded and told."""
+        self.sent.extend(manager.fill())
+        orders = self.sent.popleft()
         if orders[0].stop is not None:
             return orders[0].stop
         self.orders.append(orders)
@@ -170,7 +174,9 @@ def test_max_fevals_stops_after_that_many_configurations(tmp_path):
     assert manager.batch_size == 64  # random sampling knows its order: guided batches
     stop = ranks.run(manager)
     assert stop is StopReason.MAX_FEVALS and stop.exit_code == 0
-    assert [len(b) for b in ranks.batches] == [2, 5]  # one per rank to learn costs, then what the budget leaves
+    # One per rank while no cost is known (the second batch goes out before the first is
+    # recorded: two are in flight), then what the budget leaves.
+    assert [len(b) for b in ranks.batches] == [2, 2, 3]
     ids, runs = recorded(ranks.cache_path)
     assert len(ids) == len(set(ids)) == 7 and runs == [("max_fevals", 7)]
 
@@ -181,8 +187,9 @@ def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys)
     manager = ranks.open()
     stop = ranks.run(manager)
     assert stop is StopReason.TIME_LIMIT and stop.exit_code == EXIT_RESUMABLE
-    # Batches start at 0, 0.5, ... 4.5; at 5.0 the next would end at 5.5, after the limit.
-    assert [orders[0].now_s for orders in ranks.orders] == pytest.approx([0.5 * b for b in range(10)])
+    # Two batches go out at 0, then one as each is recorded: at 0.5, ... 4.0. At 4.5 the next
+    # would start after the one in flight, at 5.0, and end at 5.5, after the limit.
+    assert [orders[0].now_s for orders in ranks.orders] == pytest.approx([0.0] + [0.5 * b for b in range(9)])
     assert ranks.clock.now() == pytest.approx(5.0)
     ids, runs = recorded(ranks.cache_path)
     assert sorted(ids) == list(range(20)) and runs == [("time_limit", 20)]
@@ -190,14 +197,15 @@ def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys)
 
 
 def test_a_batch_dealt_by_cost_shrinks_to_end_within_the_time_limit(tmp_path):
-    # Every configuration takes 0.5 simulated s. The first batch (one per rank) ends at 0.5 s; a
-    # full batch (38 left, 19 per rank) would end at 10 s, so the next holds what fits in the
-    # 1.6 s left on two ranks: 6, ending at 2.0 s; then nothing fits.
+    # Every configuration takes 0.5 simulated s. The first two batches (one per rank, no cost
+    # known yet) go out at 0; the first ends at 0.5 s, the second at 1.0 s. A full batch (36
+    # left, 18 per rank) would end at 10 s, so the next holds what fits in the 1.6 s left on two
+    # ranks after the 0.5 s of the batch in flight: 4, ending at 2.0 s; then nothing fits.
     ranks = Ranks(tmp_path, 2, strategy="brute_force", time_limit_s=2.1)
     manager = ranks.open()
     stop = ranks.run(manager)
     assert stop is StopReason.TIME_LIMIT
-    assert [len(b) for b in ranks.batches] == [2, 6]
+    assert [len(b) for b in ranks.batches] == [2, 2, 4]
     assert ranks.clock.now() == pytest.approx(2.0)
 
 
@@ -206,9 +214,11 @@ def test_guided_batches_start_with_one_per_rank_then_take_the_batch_size(tmp_pat
     manager = ranks.open()
     assert manager.batch_size == 64
     ranks.run(manager)
-    assert [len(b) for b in ranks.batches] == [2, 38]
-    # The first order names the ids its batch's successor holds, to compile ahead.
-    assert sorted(i for o in ranks.orders[0] for i in o.upcoming) == sorted(ranks.batches[1])
+    # Two batches in flight: the second goes out before any cost is known.
+    assert [len(b) for b in ranks.batches] == [2, 2, 36]
+    # Each order names the ids its batch's successor holds, to compile ahead.
+    for orders, following in zip(ranks.orders, ranks.batches[1:]):
+        assert sorted(i for o in orders for i in o.upcoming) == sorted(following)
     assert manager.costs is not None and manager.costs.learned == 40
 
 
@@ -233,11 +243,12 @@ def test_dealing_by_cost_records_every_configuration_once_and_names_each_rank_it
     ranks.run(manager)
     ids, _ = recorded(ranks.cache_path)
     assert sorted(ids) == list(range(40))
-    # Batch 0 is dealt blind, and so is its upcoming one, which is dealt again by cost when it
-    # is handed out; from then on each batch is dealt by cost once, as the upcoming one.
-    assert [sorted(d) for d in dealt] == [sorted(b) for b in ranks.batches[1:]]
-    # From batch 1 on, each rank gets the very chunk it was told to compile ahead.
-    for orders, following in zip(ranks.orders[1:], ranks.orders[2:]):
+    # Batches 0 and 1 go out before any cost is known and are dealt blind, and so is the
+    # upcoming one of batch 1, which is dealt again by cost when it is handed out; from then on
+    # each batch is dealt by cost once, as the upcoming one.
+    assert [sorted(d) for d in dealt] == [sorted(b) for b in ranks.batches[2:]]
+    # From batch 2 on, each rank gets the very chunk it was told to compile ahead.
+    for orders, following in zip(ranks.orders[2:], ranks.orders[3:]):
         assert [o.upcoming for o in orders] == [o.ids for o in following]
     assert all(o.upcoming == [] for o in ranks.orders[-1])
     # What was measured last is dealt evenly: the predicted costs differ up to 40 times.
@@ -246,7 +257,7 @@ def test_dealing_by_cost_records_every_configuration_once_and_names_each_rank_it
     assert max(work_s) - min(work_s) <= 0.1 * 8 * 5
 
 
-def test_a_stop_file_stops_after_the_batch_in_flight(tmp_path, caplog, capsys):
+def test_a_stop_file_stops_after_the_batches_in_flight(tmp_path, caplog, capsys):
     stop_file = tmp_path / "stop"
     ranks = Ranks(tmp_path, 2, batch_size=4, stop_file=str(stop_file))
     manager = ranks.open()
@@ -257,7 +268,8 @@ def test_a_stop_file_stops_after_the_batch_in_flight(tmp_path, caplog, capsys):
     assert stop is StopReason.SIGNAL and stop.exit_code == EXIT_RESUMABLE
     assert f"found {stop_file}: finishing, then stopping" in caplog.text
     ids, runs = recorded(ranks.cache_path)
-    assert sorted(ids) == list(range(8)) and runs == [("signal", 8)]
+    # Two rounds measured batches 0 and 1 and handed out batch 2, which is measured too.
+    assert sorted(ids) == list(range(12)) and runs == [("signal", 12)]
     assert "(signal); results in" in capsys.readouterr().out
 
 
@@ -281,16 +293,27 @@ def test_a_lost_device_stops_the_run_and_a_rerun_measures_what_it_lost(tmp_path,
     ranks = Ranks(tmp_path, 2, batch_size=8)
     manager = ranks.open()
     assert ranks.round(manager) is None
-    # Rank 1's device is lost during its first configuration of batch 2: it stops its chunk there.
-    ranks.backends[1].fatal_error = "the CUDA context is lost"
+    # Rank 1's device is lost during its first configuration of batch 1: it stops its chunk there.
+    backend = ranks.backends[1]
+    measure = backend.run
+
+    def run_and_lose(*args, **kwargs):
+        result = measure(*args, **kwargs)
+        backend.fatal_error = "the CUDA context is lost"
+        return result
+
+    backend.run = run_and_lose
     with caplog.at_level(logging.ERROR):
         assert ranks.round(manager) is None
     assert "rank 1 (host): the CUDA context is lost" in caplog.text
     lost = set(ranks.orders[-1][1].ids[1:])
     assert manager.unmeasured == lost and len(lost) == 3
     assert ranks.run(manager) is StopReason.DEVICE_ERROR
+    # Batch 2 was on its way: rank 0 measures its chunk, rank 1 measures nothing more.
+    lost |= set(ranks.orders[-1][1].ids)
+    assert manager.unmeasured == lost and len(lost) == 3 + 4
     ids, runs = recorded(ranks.cache_path)
-    assert len(ids) == 8 + 5 and not lost & set(ids) and runs == [("device_error", 13)]
+    assert len(ids) == 8 + 5 + 4 and not lost & set(ids) and runs == [("device_error", 17)]
     with h5py.File(ranks.cache_path, "r") as f:
         assert not f["searches"]["continuable"].any()  # the strategy counts the lost ones as seen: not kept
 
@@ -357,3 +380,22 @@ def test_orders_carry_the_race_with_the_best_median_and_none_when_racing_is_off(
     (tmp_path / "off").mkdir()
     off = Ranks(tmp_path / "off", 2, racing=False)
     assert all(o.race is None for o in off.open().next_orders())
+
+
+@pytest.mark.parametrize("count, depth", [(1, 1), (3, 2)])
+def test_several_ranks_keep_two_batches_in_flight_one_rank_one(tmp_path, count, depth):
+    ranks = Ranks(tmp_path, count, strategy="genetic_algorithm", max_fevals=12)
+    manager = ranks.open()
+    assert manager.depth == depth
+    first = manager.fill()
+    assert len(first) == depth and manager.fill() == []  # nothing more until the oldest is recorded
+    ranks.sent.extend(first)
+    assert ranks.round(manager) is None  # the oldest measured, recorded and told
+    assert len(ranks.sent) == len(manager.in_flight) == depth - 1
+    following = manager.fill()  # the next batch goes out once the oldest is recorded
+    assert len(following) == 1 and len(manager.in_flight) == depth
+    ranks.sent.extend(following)
+    with h5py.File(ranks.cache_path, "r") as f:  # what the file says is in flight: every batch not recorded
+        assert sorted({int(b) for b in f["in_flight"]["batch"]}) == sorted(manager.in_flight)
+    assert ranks.run(manager) is StopReason.MAX_FEVALS
+    assert not manager.in_flight and sum(len(b) for b in ranks.batches) == 12

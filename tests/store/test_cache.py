@@ -203,3 +203,26 @@ def test_an_unusable_cache_path_is_refused_before_start_up(tmp_path):
     assert str(refused.value) == f"{text} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it"
     with pytest.raises(UserError, match="exists and is not an HDF5 file"):
         refuse_unusable(str(tmp_path))
+
+
+def test_two_batches_in_flight_are_recorded_apart_and_a_killed_runs_record_goes_with_the_next_hand_out(tmp_path):
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h0", "h1"], ["d", "d"], [1, 2])
+    cache.hand_out(0, [[0], [1]], 2, [0, 1])
+    cache.hand_out(1, [[2], [3]], 2, [2, 3])
+    # Batch 0 recorded: batch 1 is still in flight, and stays so when the writer dies.
+    config = {"bs": 32, "kind": "a", "f": 0.5}
+    cache.append([Result(i, "ok", time_ms=1.0, rank=i) for i in (0, 1)], [config] * 2, ["h0", "h1"], ["d", "d"], [], 0)
+    assert sorted(cache.in_flight["config_id"].tolist()) == [2, 3]
+    cache.hand_out(2, [[4], [5]], 2, [4, 5])
+    cache.close()
+    reopened = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    assert reopened.interrupted == (
+        "batch 1 of run 0 was in flight: rank 0 held 2; rank 1 held 3; "
+        "batch 2 of run 0 was in flight: rank 0 held 4; rank 1 held 5"
+    )
+    reopened.start_run(info(), ["h0", "h1"], ["d", "d"], [1, 2])
+    reopened.hand_out(0, [[2], [3]], 2, [2, 3])  # the next run's record replaces the killed run's
+    assert [(int(r["run"]), int(r["batch"])) for r in reopened.in_flight[...]] == [(1, 0), (1, 0)]
+    reopened.close()
