@@ -8,6 +8,12 @@ fresh file once with ``racing = False`` and once per racing rule (model/racing.p
 of the spec with that line added. Prints, from the files: the wall time, the GPU time
 (verified launch + timed launches, ``verify_s + benchmark_s``), the timed launches, the
 configurations raced, and whether each racing run found the best configuration of full timing.
+
+With ``--before`` it also tunes the way configurations were measured before the verified launch
+was the warm-up: an untimed warm-up, a verified launch and ``iterations`` timed launches, 2 +
+iterations in all. It is the same count of launches of the same kernel as full timing with one
+more iteration (1 verified + iterations + 1 timed), which is what it runs (``racing = False``,
+``iterations`` raised by one); the ratios against it are the GPU time saved since then.
 """
 
 from __future__ import annotations
@@ -58,11 +64,14 @@ def main() -> None:
     p.add_argument("--ranks", type=int, default=1)
     p.add_argument("--mpirun", default="mpirun --bind-to none")
     p.add_argument("--rules", nargs="+", choices=[rule.value for rule in RaceRule], default=[r.value for r in RaceRule])
+    p.add_argument("--before", action="store_true", help="also tune with 2 + iterations launches, as before")
     args = p.parse_args()
     spec = os.path.abspath(args.spec)
     with open(spec) as fh:
         source = fh.read()
-    variants = {"full timing": "False", **{rule: repr(rule) for rule in args.rules}}
+    variants = {"full timing": "racing = False", **{rule: f"racing = {rule!r}" for rule in args.rules}}
+    if args.before:
+        variants["before"] = f"racing = False\niterations = {_iterations(spec) + 1}"
     copies = {
         name: os.path.join(os.path.dirname(spec), f"racing_{i}_{os.path.basename(spec)}")
         for i, name in enumerate(variants)
@@ -72,7 +81,7 @@ def main() -> None:
             got = {}
             for name, value in variants.items():
                 with open(copies[name], "w") as out:
-                    out.write(f"{source}\nracing = {value}\n")
+                    out.write(f"{source}\n{value}\n")
                 env = dict(os.environ, PYTHONPATH=REPO, CUPY_CACHE_DIR=os.path.join(tmp, f"cupy-{len(got)}"))
                 h5 = os.path.join(tmp, f"{len(got)}.h5")
                 process_s = tune(shlex.split(args.mpirun), args.ranks, copies[name], h5, env)
@@ -89,13 +98,22 @@ def main() -> None:
             f"GPU {f['gpu_s']:.2f} s, {f['launches']} timed launches, {f['raced']} raced, "
             f"best {f['best_ms']:.4f} ms {f['best']}"
         )
-    a = got["full timing"]
-    for rule in args.rules:
-        b = got[rule]
-        print(
-            f"{rule}/full: GPU time {b['gpu_s'] / a['gpu_s']:.3f}, timed launches {b['launches'] / a['launches']:.3f}, "
-            f"wall {b['wall_s'] / a['wall_s']:.3f}; same best: {a['best'] == b['best']}"
-        )
+    for base in ("full timing", "before") if args.before else ("full timing",):
+        a = got[base]
+        for rule in args.rules:
+            b = got[rule]
+            print(
+                f"{rule}/{base}: GPU time {b['gpu_s'] / a['gpu_s']:.3f}, "
+                f"timed launches {b['launches'] / a['launches']:.3f}, "
+                f"wall {b['wall_s'] / a['wall_s']:.3f}; same best: {a['best'] == b['best']}"
+            )
+
+
+def _iterations(spec: str) -> int:
+    """The spec's timed launches per configuration, as mpitune's own loader reads them."""
+    from mpitune.spec.load import load_spec
+
+    return load_spec(spec)[0].iterations
 
 
 if __name__ == "__main__":

@@ -172,6 +172,7 @@ class MpiTransport:
         self._sending: list[MPI.Request] = []  # rank 0's orders not yet taken by their rank
         self._unreachable: dict[int, str] = {}  # ranks an order could not be sent to, and MPI's error
         self._early: defaultdict[int, deque[Any]] = defaultdict(deque)  # by rank: reports for later gathers
+        self._orders: deque[Any] = deque()  # a worker's orders received by ``waiting``, not yet taken
 
     def bcast(self, value: T | None) -> T:
         return self.comm.bcast(value, root=0)
@@ -240,8 +241,20 @@ class MpiTransport:
         self._sending = [r for r in self._sending if not r.Test()]
         return [received[r] for r in range(self.size)]
 
+    def waiting(self) -> list[Any]:
+        if self.rank == 0:
+            return []
+        try:
+            while (message := self.comm.improbe(0, _ORDER_TAG)) is not None:
+                self._orders.append(message.recv())
+        except MPI.Exception:  # rank 0 gone: the next receive names it
+            pass
+        return list(self._orders)
+
     def _receive(self, deadline_s: float | None) -> Any:
         """A worker's next order from rank 0, or SilentRanks naming rank 0 after ``deadline_s``."""
+        if self._orders:
+            return self._orders.popleft()
         started_s = time.monotonic()
         for pause_s in _pauses():
             try:

@@ -262,7 +262,7 @@ def _rounds(
         if order.stop is not None:
             stop_beating()
             break
-        report = serve(order, backend, space, transport.rank, timeline, ahead)
+        report = serve(order, backend, space, transport.rank, timeline, ahead, _stopping(transport, manager))
         with timeline.phase("wait"):
             try:
                 reports = transport.gather(report, _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
@@ -298,6 +298,18 @@ def _rounds(
         with writing:
             manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
     return order.stop
+
+
+def _stopping(transport: Transport, manager: Manager | None) -> Callable[[], bool]:
+    """Whether the run is being stopped from outside the search (``StopReason.interrupts``),
+    asked before each configuration: on rank 0 once the stop is requested, on a worker once
+    the order to stop waits behind its chunk. The chunk then ends before its next
+    configuration (after its first), so that such a stop comes within a configuration or two
+    of the batch rank 0 records when it decides to stop, rather than after the batch already
+    on its way too; what was not measured a rerun measures."""
+    if manager is not None:
+        return lambda: manager.stop_requested is not None
+    return lambda: any(isinstance(o, Order) and o.stop is not None and o.stop.interrupts for o in transport.waiting())
 
 
 def _record(manager: Manager, timeline: Timeline, reports: list[Report]) -> None:

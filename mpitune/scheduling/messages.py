@@ -33,6 +33,13 @@ class StopReason(enum.Enum):
         return self in (StopReason.SIGNAL, StopReason.TIME_LIMIT, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK)
 
     @property
+    def interrupts(self) -> bool:
+        """Whether it comes from outside the search (a signal or the stop file, a lost device,
+        a silent rank), so that the ranks stop before their next configuration instead of
+        finishing the batches in flight, which a search that ended on its own does."""
+        return self in (StopReason.SIGNAL, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK)
+
+    @property
     def exit_code(self) -> int:
         if self is StopReason.SPEC_ERROR:
             return EXIT_USER_ERROR

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mpitune.backends.base import Backend
 from mpitune.model.kernel_extras import Derived
@@ -15,10 +15,19 @@ from mpitune.scheduling.messages import Order, Report
 
 
 def serve(
-    order: Order, backend: Backend, space: SearchSpace, rank: int, timeline: Timeline, ahead: CompileAhead | None = None
+    order: Order,
+    backend: Backend,
+    space: SearchSpace,
+    rank: int,
+    timeline: Timeline,
+    ahead: CompileAhead | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> Report:
     """Carry out one order (not a stop): measure the chunk, and report it with the phases
-    recorded since the last report and this rank's clock."""
+    recorded since the last report and this rank's clock. ``stopping`` says whether the run
+    is ending (the order to stop is waiting, or a signal reached rank 0): then the chunk ends
+    before its next configuration (it measures one at least), and the rest comes back
+    unmeasured."""
     results = run_chunk(
         backend,
         space,
@@ -31,6 +40,7 @@ def serve(
         order.upcoming,
         order.upcoming_derived,
         order.race,
+        stopping,
     )
     return Report(results, timeline.take(), timeline.clock.now(), backend.fatal_error)
 
@@ -47,6 +57,7 @@ def run_chunk(
     upcoming: Sequence[int] = (),
     upcoming_derived: Sequence[Derived] | None = None,
     race: Race | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> list[Result]:
     """Measure each configuration in turn; failures are statuses, never exceptions.
 
@@ -57,7 +68,9 @@ def run_chunk(
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what
     it measured so far is returned, and nothing after it is trusted, nor anything of a chunk
-    that was already on its way (two batches are in flight).
+    that was already on its way (two batches are in flight); and, after at least one
+    configuration, once ``stopping()`` says the run is ending. That one keeps a chunk of a
+    single configuration (a searching strategy's) whole, so that its search stays continuable.
 
     With a ``race`` (None: racing is off), each configuration races against the best known at
     rank 0 when the batch was dealt and the ones this rank has measured since.
@@ -71,6 +84,8 @@ def run_chunk(
         ahead.submit(items + _items(space, upcoming, upcoming_derived))
     results = []
     for config_id, config, extra in items:
+        if results and stopping is not None and stopping():
+            break
         started_s = timeline.clock.now()
         compiled = None
         if ahead is not None:

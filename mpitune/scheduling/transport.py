@@ -81,6 +81,11 @@ class Transport(Protocol):
         worker, when rank 0 has not taken its value by then (None: no limit)."""
         ...
 
+    def waiting(self) -> list[Any]:
+        """On a worker, what rank 0 sent that ``scatter`` has not yet returned, oldest first (an
+        order to stop may wait behind the next chunk); [] on rank 0. Never blocks."""
+        ...
+
     def allgather(self, value: T) -> list[T]: ...
 
     def start_clock(self, simulated: bool = False) -> tuple[Clock, float]:
@@ -127,6 +132,9 @@ class LocalTransport:
 
     def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
         return [value]
+
+    def waiting(self) -> list[Any]:
+        return []
 
     def allgather(self, value: T) -> list[T]:
         return [value]

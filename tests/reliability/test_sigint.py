@@ -120,3 +120,31 @@ def test_second_sigint_stops_at_once_and_keeps_what_was_recorded(tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
     assert sorted(_rows(cache)) == sorted(recorded)  # every batch recorded before is intact
     assert not _ranks(cache)  # nothing left behind
+
+
+def test_a_signal_stops_the_batch_already_on_its_way_after_a_configuration_and_a_rerun_measures_the_rest(tmp_path):
+    """Two batches are in flight on two ranks (8 configurations of 0.4 s per rank each): a
+    SIGTERM to every rank, as Slurm sends it, ends the run without measuring the whole of the
+    second, whose unmeasured configurations the rerun measures, each once."""
+    job, cache = _job(tmp_path, 80, "--batch-size", "16")
+    wait_for_batch(job, 1)
+    for pid in _ranks(cache):
+        if pid != job.pid:
+            os.kill(pid, signal.SIGTERM)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 75, err
+    _no_traceback(err)
+    assert "(signal)" in out
+    rows = _rows(cache)
+    with h5py.File(cache, "r") as f:
+        asked = [int(i) for i in f["asked"]["config_id"]]
+        assert f["runs"][0]["status"] == b"signal"
+        assert not f["searches"]["continuable"].any()  # ids came back unmeasured
+    assert len(set(rows)) == len(rows) and set(rows) < set(asked)
+    # Each of the two ranks measured at least one configuration of every chunk it held, of
+    # the two batches in flight at most.
+    assert len(asked) - len(rows) <= 2 * 16 - 2 * 2
+    rerun = start_mpitune(2, [str(tmp_path / "spec.py"), "--cache", str(cache)], tmp_path)
+    _, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err
+    assert sorted(_rows(cache)) == list(range(80))
