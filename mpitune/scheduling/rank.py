@@ -82,7 +82,7 @@ def run_chunk(
     if ahead is not None:
         ahead.keep_only(list(config_ids) + list(upcoming))
         ahead.submit(items + _items(space, upcoming, upcoming_derived))
-    results = []
+    results: list[Result] = []
     for config_id, config, extra in items:
         if results and stopping is not None and stopping():
             break
