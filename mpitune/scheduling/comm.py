@@ -247,8 +247,8 @@ class MpiTransport:
         try:
             while (message := self.comm.improbe(0, _ORDER_TAG)) is not None:
                 self._orders.append(message.recv())
-        except MPI.Exception:  # rank 0 gone: the next receive names it
-            pass
+        except MPI.Exception as exc:  # rank 0 gone (MPI may say so once only): end now
+            self._silent_root(time.monotonic(), 0.0, _error_text(exc))
         return list(self._orders)
 
     def _receive(self, deadline_s: float | None) -> Any:
@@ -269,6 +269,9 @@ class MpiTransport:
 
     def _send(self, value: T, deadline_s: float | None) -> None:
         """A worker's report to rank 0; a small one leaves at once, a large one once rank 0 takes it."""
+        # First a look for orders: where rank 0's process is gone, MPI says so here at once,
+        # while a send could hold this rank retrying a lost connection.
+        self.waiting()
         started_s = time.monotonic()
         try:
             request = self.comm.isend(value, dest=0, tag=_REPORT_TAG)

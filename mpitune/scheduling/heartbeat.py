@@ -16,6 +16,13 @@ the per-batch deadline alone catches a silent rank.
 
 A heartbeat is (Unix time, host name): the host, so that a rank names a silent peer's host
 before the start-up exchange has told it.
+
+A second thread, the watchdog, makes no MPI call: it raises the same alarm once a peer has been
+silent for ``WATCHDOG_FACTOR`` timeouts. When a peer's node vanishes, MPI's TCP transport can
+hold every thread that calls into MPI (the heartbeat thread and the main thread alike) while it
+retries the lost connection, so the heartbeat thread never judges the silence; a worker
+holding two batches (it was not waiting on rank 0 when rank 0's node went) was held so for
+minutes.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from mpi4py import MPI
 from mpitune.scheduling.liveness import Liveness, Silence, interval_s
 
 _HEARTBEAT_TAG = 13
+WATCHDOG_FACTOR = 1.5
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +60,7 @@ class Heartbeat:
         self._stopping = self._alarmed = False
         self._failed = ""  # what MPI said when a beat could not go out, once
         self._thread = threading.Thread(target=self._run, name="mpitune-heartbeat", daemon=True)
+        self._watchdog = threading.Thread(target=self._watch, name="mpitune-watchdog", daemon=True)
 
     @classmethod
     def start(
@@ -80,6 +89,7 @@ class Heartbeat:
             return None
         heartbeat = cls(comm.Dup(), timeout_s, on_silence)
         heartbeat._thread.start()
+        heartbeat._watchdog.start()
         return heartbeat
 
     def know_hosts(self, hosts: Sequence[str]) -> None:
@@ -104,15 +114,29 @@ class Heartbeat:
                 if not self._failed:
                     self._failed = " ".join(str(exc.Get_error_string()).split())
                     log.debug("a heartbeat failed: %s", self._failed)
-            silence = self.liveness.silence(time.monotonic())
-            if silence is not None:
-                with self._lock:
-                    if self._stopping:
-                        return
-                    self._alarmed = True
-                self.on_silence(silence)
+            if self._alarm(self.liveness.silence(time.monotonic())):
                 return
             self._stopped.wait(self.interval_s)
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self.interval_s):
+            silence = self.liveness.silence(time.monotonic())
+            if silence is not None and silence.longest_s > WATCHDOG_FACTOR * self.timeout_s:
+                log.debug("the heartbeat thread did not raise the alarm: the watchdog does")
+                self._alarm(silence)
+                return
+
+    def _alarm(self, silence: Silence | None) -> bool:
+        """Call ``on_silence`` once, from whichever thread finds the silence first; whether
+        this thread is done (the alarm is raised, or the heartbeats are stopping)."""
+        if silence is None:
+            return False
+        with self._lock:
+            if self._stopping or self._alarmed:
+                return True
+            self._alarmed = True
+        self.on_silence(silence)
+        return True
 
     def _beat(self) -> None:
         """Send each peer this rank's heartbeat, without waiting: one to a stopped peer stays

@@ -83,7 +83,8 @@ class Transport(Protocol):
 
     def waiting(self) -> list[Any]:
         """On a worker, what rank 0 sent that ``scatter`` has not yet returned, oldest first (an
-        order to stop may wait behind the next chunk); [] on rank 0. Never blocks."""
+        order to stop may wait behind the next chunk); [] on rank 0. Never blocks; raises
+        ``SilentRanks`` naming rank 0 when MPI finds it gone."""
         ...
 
     def allgather(self, value: T) -> list[T]: ...
