@@ -10,6 +10,7 @@ Errors the user can fix end every rank with one line on stderr and exit code 2;
 from __future__ import annotations
 
 import argparse
+import ast
 import logging
 import os
 import shlex
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from mpitune import __version__, commands
 from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
 from mpitune.model.problem import Problem, RunSettings
+from mpitune.spec.kernel_tuner import DEFAULTS
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import MeasuredSpace, replay_problem
 from mpitune.spec.settings import Overrides
@@ -207,7 +209,35 @@ def main(argv: list[str] | None = None) -> int:
         args,
         argv,
         lambda: _within(args.load_timeout, args.spec, lambda: load_spec(args.spec, overrides, _read_measured)),
+        _named_lang(args.spec) if overrides.isolate else None,
     )
+
+
+def _named_lang(path: str) -> str | None:
+    """The ``lang`` a spec file names, read from its syntax without running it (Kernel Tuner's
+    default when it assigns none), so that each rank can start its worker for that backend
+    while rank 0 runs the spec; None when only running it would tell (it computes or imports
+    ``lang``, or replays measured data) or the file cannot be read: no worker is started early."""
+    try:
+        with open(path, "rb") as fh:
+            tree = ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    lang: str | None = DEFAULTS["lang"]
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            return None
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        value = getattr(node, "value", None)
+        for name in (t.id for t in targets if isinstance(t, ast.Name)):
+            constant = value.value if isinstance(value, ast.Constant) else None
+            if name == "simulation_mode" and constant is not False:
+                return None
+            if name == "lang":
+                lang = constant if isinstance(constant, str) else None
+    return lang
 
 
 class _LoadDeadline(BaseException):
@@ -330,9 +360,27 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
-    """``load()`` gives the problem and settings; it runs on rank 0 only."""
+def _tune(
+    args: argparse.Namespace,
+    argv: list[str],
+    load: Callable[[], tuple[Problem, RunSettings]],
+    worker_lang: str | None = None,
+) -> int:
+    """``load()`` gives the problem and settings; it runs on rank 0 only. ``worker_lang``: the
+    backend to start this rank's worker process for before MPI (None: none early)."""
     _calm_oversubscribed_mpich()
+    from mpitune.scheduling import early
+
+    early.start(worker_lang)  # before MPI and the spec: the loop claims it
+    try:
+        return _run(args, argv, load)
+    finally:
+        early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
+
+
+def _run(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
+    """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
+    from mpitune.scheduling import early
     from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
     rank = tuner.MPI.COMM_WORLD.rank
@@ -340,7 +388,10 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     sys.unraisablehook = _unraisable
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        code = tuner.tune(load, command, debug=args.debug, liveness_timeout_s=args.liveness_timeout)
+        try:
+            code = tuner.tune(load, command, debug=args.debug, liveness_timeout_s=args.liveness_timeout)
+        finally:
+            early.end()  # before an abort below, which ends this process
     except KeyboardInterrupt:
         # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
         print(

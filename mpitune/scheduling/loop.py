@@ -30,6 +30,7 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 from mpitune.process.isolation import IsolatedBackend
+from mpitune.scheduling import early
 from mpitune.scheduling.comm import MPI, MpiTransport
 from mpitune.scheduling.deadlines import Deadlines, floor_s
 from mpitune.scheduling.ending import abandon, on_rank0, on_worker
@@ -134,9 +135,13 @@ def _tune(
         workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
         backend: Backend | None = None
         ahead = _compile_ahead(caps, transport.node_size, workers, clock)
+        isolate = problem.isolate and caps.isolate
+        spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
         try:
-            if problem.isolate and caps.isolate:
-                backend = IsolatedBackend(problem, workdir, clock, problem.timeout_s, transport.node_rank)
+            if isolate:
+                backend = IsolatedBackend(
+                    problem, workdir, clock, problem.timeout_s, transport.node_rank, spawned, timeline
+                )
             else:
                 backend = backends.create(problem, workdir, transport.node_rank)
                 backend.prepare()

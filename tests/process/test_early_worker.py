@@ -1,0 +1,237 @@
+"""The measuring worker started before MPI and the spec: used once its problem comes, ended when
+none comes or it warmed up the wrong device, with real processes and a real mpiexec."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import h5py
+import pytest
+from conftest import mpi_env, mpiexec, write_scale_spec
+
+from mpitune.cli import _named_lang
+from mpitune.model.timeline import Clock, Timeline
+from mpitune.process.isolation import WORKER_START_PHASE, IsolatedBackend, spawn_worker
+from mpitune.scheduling import early
+from mpitune.spec.load import load_spec
+
+MARK = "MPITUNE_TEST_MARK"  # inherited by every process a job starts: how to find its leftovers
+
+
+def marked(mark: str) -> list[int]:
+    """The processes, still running, whose environment holds ``MARK=mark``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        if f"{MARK}={mark}".encode() in env.split(b"\0") and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def job(n: int, args: list[str], cwd: Path, wrap: str = "", **env: str) -> tuple[subprocess.CompletedProcess, str]:
+    """``mpiexec -n N python -m mpitune ARGS`` (each rank under ``sh -c WRAP`` when given), its
+    processes marked; the result and the mark."""
+    mark = uuid.uuid4().hex
+    command = [sys.executable, "-m", "mpitune", *args]
+    if wrap:
+        command = ["sh", "-c", f'{wrap}; exec "$@"', "sh", *command]
+    proc = subprocess.run(
+        [*mpiexec(), "-n", str(n), *command],
+        cwd=cwd,
+        env={**mpi_env(), **env, MARK: mark},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc, mark
+
+
+def logged_pids(stderr: str, pattern: str) -> dict[int, int]:
+    """Rank -> the process id a log line of each rank names (``(?P<pid>...)`` in ``pattern``)."""
+    found = {}
+    for line in stderr.splitlines():
+        m = re.search(r" rank (\d+) INFO .*" + pattern, line)
+        if m:
+            found[int(m.group(1))] = int(m.group("pid"))
+    return found
+
+
+def worker_starts(cache: Path) -> dict[int, tuple[float, float]]:
+    """Rank -> (start, end) of its worker_start phase, on the run's clock."""
+    with h5py.File(cache, "r") as f:
+        rows = f["timeline"][...]
+    mine = rows[rows["phase"] == WORKER_START_PHASE.encode()]
+    return {int(r["rank"]): (float(r["start_s"]), float(r["end_s"])) for r in mine}
+
+
+def spec_phase(cache: Path) -> tuple[float, float]:
+    with h5py.File(cache, "r") as f:
+        rows = f["timeline"][...]
+    (row,) = rows[rows["phase"] == b"spec"]
+    return float(row["start_s"]), float(row["end_s"])
+
+
+# -- what is decided before MPI ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source, lang",
+    [
+        ('lang = "C"\n', "C"),
+        ("x: int = 1\nlang: str = 'cuda'\n", "cuda"),
+        ("import numpy as np\n", "cupy"),  # Kernel Tuner's default
+        ('lang = "C"\nlang = "cupy"\n', "cupy"),  # the last assignment wins, as when it runs
+        ("lang = 'c'.upper()\n", None),  # computed: only running the spec says
+        ('from settings import *\nlang = "C"\n', None),
+        ('lang = "C"\nsimulation_mode = True\n', None),  # a replay runs nothing in a worker
+        ('lang = "C"\nsimulation_mode = False\n', "C"),
+        ("lang = (\n", None),  # the spec loader says what is wrong with it
+    ],
+)
+def test_the_backend_is_read_from_the_spec_without_running_it(tmp_path, source, lang):
+    spec = tmp_path / "spec.py"
+    spec.write_text("import sys\nsys.exit(3)\n" + source)  # never run
+    assert _named_lang(str(spec)) == lang
+
+
+def test_a_missing_spec_starts_nothing(tmp_path):
+    assert _named_lang(str(tmp_path / "nothing.py")) is None
+
+
+def test_the_launchers_local_rank_comes_first_and_slurms_last():
+    assert early.launcher_local_rank({}) is None
+    assert early.launcher_local_rank({"SLURM_LOCALID": "0", "MPI_LOCALRANKID": "3"}) == 3
+    assert early.launcher_local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": "2", "MPI_LOCALRANKID": "3"}) == 2
+    assert early.launcher_local_rank({"SLURM_LOCALID": "1", "PMI_LOCAL_RANK": ""}) == 1
+
+
+# -- the worker, in this process's children ---------------------------------------------------
+
+
+def test_a_worker_spawned_before_its_problem_measures_it(tmp_path):
+    problem, _ = load_spec(str(write_scale_spec(tmp_path)))
+    spawned = spawn_worker(problem.lang, 0)
+    clock = Clock()  # started after the spawn, as the run's clock starts after an early one
+    timeline = Timeline(clock)
+    backend = IsolatedBackend(problem, str(tmp_path), clock, local_rank=0, spawned=spawned, timeline=timeline)
+    try:
+        assert backend.worker.pids == [spawned.pid]
+        (row,) = [r for r in timeline.rows if r.phase == WORKER_START_PHASE]
+        assert row.start_s < 0 and row.end_s >= row.start_s  # spawned before the clock started
+        result = backend.run(0, {"STEP": 2, "MODE": 0}, timeline)
+        assert result.status == "ok", result.error
+        assert backend.device_detail == "local rank 0, no CUDA_VISIBLE_DEVICES"
+    finally:
+        backend.close()
+    assert not alive(spawned.pid)
+
+
+def test_an_early_worker_is_claimed_only_for_its_backend_and_local_rank(monkeypatch):
+    monkeypatch.setenv("MPI_LOCALRANKID", "1")
+    for key in ("OMPI_COMM_WORLD_LOCAL_RANK",):
+        monkeypatch.delenv(key, raising=False)
+    early.start("c")  # a spec's spelling: the backend's recorded name is "C"
+    pid = early._early.pid if early._early else 0
+    assert pid and alive(pid)
+    spawned = early.claim("C", True, 1)
+    assert spawned is not None and spawned.pid == pid
+    spawned.end()
+    assert not alive(pid)
+
+    for lang, isolate, local_rank in [("C", True, 0), ("cupy", True, 1), ("C", False, 1)]:
+        early.start("C")
+        pid = early._early.pid if early._early else 0
+        assert early.claim(lang, isolate, local_rank) is None
+        assert not alive(pid), (lang, isolate, local_rank)  # ended at once, not left to its orphan watch
+
+    early.start("C")
+    pid = early._early.pid if early._early else 0
+    early.end()
+    assert early._early is None and not alive(pid)
+    early.start("replay")  # runs nothing in a worker
+    early.start(None)
+    assert early._early is None
+
+
+# -- under mpiexec ----------------------------------------------------------------------------
+
+
+def test_each_rank_measures_in_the_worker_it_started_before_mpi(tmp_path):
+    spec = write_scale_spec(tmp_path)
+    cache = tmp_path / "out.h5"
+    proc, mark = job(2, [str(spec), "--out", str(cache), "-v"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    claimed = logged_pids(
+        proc.stderr, r"worker process (?P<pid>\d+), started [\d.]+ s ago before MPI, takes the problem"
+    )
+    ready = logged_pids(proc.stderr, r"worker process (?P<pid>\d+) ready ")
+    assert set(claimed) == {0, 1} and claimed == ready, proc.stderr
+    starts = worker_starts(cache)
+    spec_start_s, _ = spec_phase(cache)
+    assert set(starts) == {0, 1}
+    assert all(start_s < spec_start_s for start_s, _ in starts.values())  # before the spec, so before any problem
+    assert "starting a fresh one" not in proc.stderr
+    assert marked(mark) == []
+
+
+def test_a_refused_spec_ends_the_early_workers_and_says_so_in_one_line(tmp_path):
+    spec = write_scale_spec(tmp_path, restrictions='["STEP > 8"]')  # no configuration is left
+    proc, mark = job(2, [str(spec), "--out", str(tmp_path / "out.h5")], tmp_path)
+    left = marked(mark)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"mpitune: error: {spec}: restrictions: no configuration satisfies the restrictions"
+    ]
+    assert left == []
+    assert not (tmp_path / "out.h5").exists()
+
+    proc, mark = job(2, [str(spec), "--out", str(tmp_path / "out.h5"), "-v"], tmp_path)
+    left = marked(mark)
+    assert proc.returncode == 2, proc.stderr
+    ended = logged_pids(proc.stderr, r"ending worker process (?P<pid>\d+), started before MPI: no problem came for it")
+    assert set(ended) == {0, 1}, proc.stderr
+    assert left == [] and not any(alive(pid) for pid in ended.values())
+
+
+def test_a_launcher_local_rank_that_mpi_contradicts_restarts_the_worker_on_the_right_device(tmp_path):
+    spec = write_scale_spec(tmp_path)
+    cache = tmp_path / "out.h5"
+    # Each rank is told the other's local rank: the launcher's variable that is read first lies.
+    swap = "export OMPI_COMM_WORLD_LOCAL_RANK=$((1 - MPI_LOCALRANKID))"
+    proc, mark = job(2, [str(spec), "--out", str(cache), "-v"], tmp_path, swap, CUDA_VISIBLE_DEVICES="0,1")
+    assert proc.returncode == 0, proc.stderr
+    restarted = logged_pids(
+        proc.stderr,
+        r"ending worker process (?P<pid>\d+), started [\d.]+ s ago before MPI: it warmed up backend C on local "
+        r"rank \d and the problem needs C on local rank \d \(MPI's\): starting a fresh one",
+    )
+    ready = logged_pids(proc.stderr, r"worker process (?P<pid>\d+) ready ")
+    assert set(restarted) == set(ready) == {0, 1}, proc.stderr
+    assert all(restarted[r] != ready[r] for r in ready)
+    with h5py.File(cache, "r") as f:
+        ranks = f["ranks"][...]
+        statuses = {s.decode() for s in f["results"]["status"]}
+    detail = {int(r["rank"]): r["device_detail"].decode() for r in ranks}
+    assert detail == {r: f"local rank {r}, GPU {r} of CUDA_VISIBLE_DEVICES=0,1" for r in (0, 1)}
+    assert statuses == {"ok"}
+    _, spec_end_s = spec_phase(cache)
+    assert all(start_s > spec_end_s for start_s, _ in worker_starts(cache).values())  # the fresh workers
+    assert marked(mark) == []
