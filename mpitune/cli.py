@@ -18,15 +18,19 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mpitune import __version__, commands
 from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
-from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.kernel_tuner import DEFAULTS
-from mpitune.spec.load import load_spec
-from mpitune.spec.replay import MeasuredSpace, replay_problem
-from mpitune.spec.settings import Overrides
 from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
+
+# numpy and what needs it are imported where used: a tuning rank spawns its worker process
+# first (scheduling/early.py), and every import before that spawn delays the worker.
+if TYPE_CHECKING:
+    from mpitune.model.problem import Problem, RunSettings
+    from mpitune.spec.replay import MeasuredSpace
+    from mpitune.spec.settings import Overrides
 
 LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
@@ -191,6 +195,8 @@ def _setup_logging(args, rank: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
+        from mpitune.spec.replay import replay_problem
+
         args = _replay_parser().parse_args(argv[1:])
         overrides = _overrides(args)
         return _tune(
@@ -204,13 +210,18 @@ def main(argv: list[str] | None = None) -> int:
     refusal = _not_python(args.spec)
     if refusal:
         return _refuse(refusal)
-    overrides = _overrides(args)
     return _tune(
         args,
         argv,
-        lambda: _within(args.load_timeout, args.spec, lambda: load_spec(args.spec, overrides, _read_measured)),
-        _named_lang(args.spec) if overrides.isolate else None,
+        lambda: _within(args.load_timeout, args.spec, lambda: _load_spec(args)),
+        None if args.no_isolation else _named_lang(args.spec),
     )
+
+
+def _load_spec(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
+    from mpitune.spec.load import load_spec
+
+    return load_spec(args.spec, _overrides(args), _read_measured)
 
 
 def _named_lang(path: str) -> str | None:
@@ -268,6 +279,8 @@ def _within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSett
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
+    from mpitune.spec.settings import Overrides
+
     return Overrides(
         strategy=args.strategy,
         max_fevals=args.max_fevals,

@@ -10,9 +10,9 @@ restarted (arguments uploaded again) before the rank goes on.
 
 Starting a worker costs a fresh Python, its imports and, on a GPU, CuPy and the CUDA context:
 seconds, none of which needs the problem. So a worker is spawned for a backend and a device
-alone (``spawn_worker``), warms them up (``backends.prewarm``) and only then waits for its
-problem; a rank may spawn it long before the problem exists (scheduling/early.py starts it
-before MPI), and the problem travels through the pipe while the worker still warms up.
+alone (prewarm.py), warms them up (``backends.prewarm``) and only then waits for its problem;
+a rank may spawn it long before the problem exists (scheduling/early.py starts it before MPI),
+and the problem travels through the pipe while the worker still warms up.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from mpitune.model.problem import Problem
 from mpitune.model.racing import Race
 from mpitune.model.result import RUNTIME_ERROR, TIMEOUT, Result
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
-from mpitune.process.supervisor import EXIT_CODE_S, SPAWN, Death, Hang, Patience, Supervisor
+from mpitune.process.prewarm import Spawned, spawn_worker
+from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +110,18 @@ class Measured:
     fatal_error: str
 
 
-def _serve(conn: Connection, lang: str, local_rank: int | None) -> None:
-    """The worker: warm up the backend of ``lang`` (on the device of ``local_rank``; None: no
-    device yet) while its problem may still be on its way, build the backend once, then measure
-    what the rank sends until told to stop."""
+def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
+    """The worker (prewarm.py spawns it): warm up the backend ``lang`` names (on the device of
+    ``local_rank``; None: no device yet) while its problem may still be on its way, build the
+    backend once, then measure what the rank sends until told to stop."""
     inbox: queue.Queue = queue.Queue(maxsize=1)
     # The problem (arrays of hundreds of MB) is read while the device warms up; the warm-up
     # stays in the main thread, whose current CUDA device is the one the backend uses.
     threading.Thread(target=_receive_start, args=(conn, inbox), name="mpitune-problem", daemon=True).start()
+    caps = backends.resolve(lang)
     try:
-        backends.prewarm(lang, local_rank)
+        if caps is not None:
+            backends.prewarm(caps.lang, local_rank)
     except Exception:  # only a head start: creating the backend reports what is wrong
         log.debug("warming up the %s backend failed", lang, exc_info=True)
     conn.send(Warm(os.getpid(), time.perf_counter()))
@@ -157,41 +160,6 @@ def _receive_start(conn: Connection, inbox: queue.Queue) -> None:
         inbox.put(conn.recv())
     except EOFError:
         inbox.put(Stop())
-
-
-@dataclass
-class Spawned:
-    """A worker process started for a backend and a device, not yet given its problem."""
-
-    supervisor: Supervisor
-    conn: Connection
-    lang: str
-    local_rank: int | None
-    spawned_at: float  # time.perf_counter() just before the spawn
-
-    @property
-    def pid(self) -> int:
-        return self.supervisor.pids[0] if self.supervisor.pids else 0
-
-    def fits(self, lang: str, local_rank: int) -> bool:
-        """Whether it warmed up what a problem of ``lang`` on ``local_rank`` needs (or no device)."""
-        return self.lang == lang and self.local_rank in (None, local_rank)
-
-    def end(self) -> None:
-        """Kill it and reap it: it holds nothing that needs a goodbye (no problem, no kernel)."""
-        self.supervisor.kill()
-        self.conn.close()
-
-
-def spawn_worker(lang: str, local_rank: int | None) -> Spawned:
-    """Start a worker that warms up ``lang``'s backend on the device of ``local_rank`` (None:
-    imports only) and then waits for its problem; returns at once."""
-    ours, theirs = SPAWN.Pipe()
-    supervisor = Supervisor(_serve, ["mpitune-worker"])
-    spawned_at = time.perf_counter()
-    supervisor.start(theirs, lang, local_rank)
-    theirs.close()  # only the worker holds its end: its death closes the pipe
-    return Spawned(supervisor, ours, lang, local_rank, spawned_at)
 
 
 def _send_quietly(conn: Connection, message: object) -> None:

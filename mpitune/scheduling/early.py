@@ -18,8 +18,7 @@ import os
 import time
 from collections.abc import Mapping
 
-from mpitune import backends
-from mpitune.process.isolation import Spawned, spawn_worker
+from mpitune.process.prewarm import Spawned, spawn_worker
 
 # The node-local rank as launchers announce it, before MPI is initialised: Open MPI, MPICH's
 # Hydra, PMI launchers (Cray, MVAPICH), then Slurm's, which an ``mpirun`` inside a batch job
@@ -49,13 +48,11 @@ def launcher_local_rank(environ: Mapping[str, str] | None = None) -> int | None:
 
 def start(lang_text: str | None) -> None:
     """Spawn this rank's worker now for the backend a spec's ``lang`` names (None: not known
-    without running the spec, or no isolation asked for: none is started), unless that
-    backend runs nothing in a worker."""
+    without running the spec, or no isolation asked for: none is started). Nothing heavy is
+    imported here, so that the worker starts as soon as the rank's Python does."""
     global _early
-    caps = backends.resolve(lang_text) if lang_text else None
-    if _early is not None or caps is None or not caps.isolate:
-        return
-    _early = spawn_worker(caps.lang, launcher_local_rank())
+    if _early is None and lang_text:
+        _early = spawn_worker(lang_text, launcher_local_rank())
 
 
 def claim(lang: str, isolate: bool, local_rank: int) -> Spawned | None:
@@ -65,8 +62,11 @@ def claim(lang: str, isolate: bool, local_rank: int) -> Spawned | None:
     spawned, _early = _early, None
     if spawned is None:
         return None
+    from mpitune import backends  # imported by the loop by now; not before the spawn
+
     ago_s = time.perf_counter() - spawned.spawned_at
-    if isolate and spawned.fits(lang, local_rank):
+    caps = backends.resolve(spawned.lang)
+    if isolate and caps is not None and caps.lang == lang and spawned.local_rank in (None, local_rank):
         log.info("worker process %d, started %.2f s ago before MPI, takes the problem", spawned.pid, ago_s)
         return spawned
     why = (

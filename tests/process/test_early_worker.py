@@ -156,18 +156,23 @@ def test_an_early_worker_is_claimed_only_for_its_backend_and_local_rank(monkeypa
     spawned.end()
     assert not alive(pid)
 
-    for lang, isolate, local_rank in [("C", True, 0), ("cupy", True, 1), ("C", False, 1)]:
-        early.start("C")
+    # Another local rank (MPI's), another backend, no isolation, a lang no backend has.
+    for started, lang, isolate, local_rank in [
+        ("C", "C", True, 0),
+        ("C", "cupy", True, 1),
+        ("C", "C", False, 1),
+        ("fortran", "C", True, 1),
+    ]:
+        early.start(started)
         pid = early._early.pid if early._early else 0
         assert early.claim(lang, isolate, local_rank) is None
-        assert not alive(pid), (lang, isolate, local_rank)  # ended at once, not left to its orphan watch
+        assert not alive(pid), (started, lang, isolate, local_rank)  # ended at once, not left to its orphan watch
 
     early.start("C")
     pid = early._early.pid if early._early else 0
     early.end()
     assert early._early is None and not alive(pid)
-    early.start("replay")  # runs nothing in a worker
-    early.start(None)
+    early.start(None)  # the spec computes its lang, or no isolation was asked for
     assert early._early is None
 
 
