@@ -144,6 +144,45 @@ def test_a_worker_spawned_before_its_problem_measures_it(tmp_path):
     assert not alive(spawned.pid)
 
 
+GPU_SPEC = '''
+import numpy as np
+n = 1 << 16
+a = np.arange(n, dtype=np.float32)
+lang = "cupy"
+kernel_name = "twice"
+kernel_source = """
+extern "C" __global__ void twice(float *y, const float *x, int n)
+{
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+problem_size = n
+arguments = [np.zeros(n, np.float32), a, np.int32(n)]
+answer = [2 * a, None, None]
+tune_params = {"block_size_x": [64, 128]}
+iterations = 3
+'''
+
+
+def test_a_gpu_worker_made_its_context_before_its_problem_and_measures_on_that_gpu(cp, tmp_path):
+    (tmp_path / "spec.py").write_text(GPU_SPEC)
+    problem, _ = load_spec(str(tmp_path / "spec.py"))
+    spawned = spawn_worker("cuda", 0)  # a spec's alias: the worker resolves it
+    clock = Clock()
+    timeline = Timeline(clock)
+    backend = IsolatedBackend(problem, str(tmp_path), clock, local_rank=0, spawned=spawned, timeline=timeline)
+    try:
+        assert backend.worker.pids == [spawned.pid]
+        assert backend.device_detail.startswith("GPU 0, ")
+        assert [r.phase for r in timeline.rows if r.phase == WORKER_START_PHASE] == [WORKER_START_PHASE]
+        result = backend.run(0, {"block_size_x": 128}, timeline)
+        assert result.status == "ok", result.error
+    finally:
+        backend.close()
+    assert not alive(spawned.pid)
+
+
 def test_an_early_worker_is_claimed_only_for_its_backend_and_local_rank(monkeypatch):
     monkeypatch.setenv("MPI_LOCALRANKID", "1")
     for key in ("OMPI_COMM_WORLD_LOCAL_RANK",):
