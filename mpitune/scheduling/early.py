@@ -30,6 +30,8 @@ LOCAL_RANK_VARIABLES = (
     "MV2_COMM_WORLD_LOCAL_RANK",
     "SLURM_LOCALID",
 )
+# Any of these says a launcher started this process, as one rank among others.
+_LAUNCHED_VARIABLES = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +39,14 @@ _early: Spawned | None = None  # this process's worker, started early and not ye
 
 
 def launcher_local_rank(environ: Mapping[str, str] | None = None) -> int | None:
-    """The node-local rank the launcher announces, or None when none does."""
+    """The node-local rank the launcher announces; 0 for a process no launcher started (MPI
+    makes it a world of one); None for a launcher that does not say."""
     env = os.environ if environ is None else environ
     for name in LOCAL_RANK_VARIABLES:
         text = env.get(name, "").strip()
         if text.isdigit():
             return int(text)
-    return None
+    return None if any(name in env for name in _LAUNCHED_VARIABLES) else 0
 
 
 def start(lang_text: str | None) -> None:

@@ -117,7 +117,8 @@ def test_a_missing_spec_starts_nothing(tmp_path):
 
 
 def test_the_launchers_local_rank_comes_first_and_slurms_last():
-    assert early.launcher_local_rank({}) is None
+    assert early.launcher_local_rank({}) == 0  # no launcher: MPI's world of one
+    assert early.launcher_local_rank({"PMI_RANK": "3"}) is None  # a launcher that does not say
     assert early.launcher_local_rank({"SLURM_LOCALID": "0", "MPI_LOCALRANKID": "3"}) == 3
     assert early.launcher_local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": "2", "MPI_LOCALRANKID": "3"}) == 2
     assert early.launcher_local_rank({"SLURM_LOCALID": "1", "PMI_LOCAL_RANK": ""}) == 1
