@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         argv,
         lambda: _within(args.load_timeout, args.spec, lambda: _load_spec(args)),
         None if args.no_isolation else _named_lang(args.spec),
+        args.compile_workers,
     )
 
 
@@ -378,13 +379,15 @@ def _tune(
     argv: list[str],
     load: Callable[[], tuple[Problem, RunSettings]],
     worker_lang: str | None = None,
+    compile_workers: int | None = None,
 ) -> int:
     """``load()`` gives the problem and settings; it runs on rank 0 only. ``worker_lang``: the
-    backend to start this rank's worker process for before MPI (None: none early)."""
+    backend to start this rank's worker process (and compile workers, ``compile_workers`` of
+    them, None: the default) for before MPI (None: none early)."""
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import early
 
-    early.start(worker_lang)  # before MPI and the spec: the loop claims it
+    early.start(worker_lang, compile_workers)  # before MPI and the spec: the loop claims them
     try:
         return _run(args, argv, load)
     finally:

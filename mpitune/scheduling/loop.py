@@ -208,8 +208,11 @@ def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, 
     compiling beside them would disturb, and none for a replay, which compiles nothing."""
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
-    if workers <= 0 or caps.device is DeviceKind.NONE:
-        return None
+    if caps.device is DeviceKind.NONE:
+        workers = 0
+    started = early.compile_ahead(caps.lang, workers, clock)  # the command line's, if they fit
+    if started is not None or workers <= 0:
+        return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
 
 

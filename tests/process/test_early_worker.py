@@ -15,6 +15,7 @@ from conftest import mpi_env, mpiexec, write_scale_spec
 
 from mpitune.cli import _named_lang
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.process.compile_ahead import CompileAhead
 from mpitune.process.isolation import WORKER_START_PHASE, IsolatedBackend, spawn_worker
 from mpitune.scheduling import early
 from mpitune.spec.load import load_spec
@@ -23,7 +24,9 @@ MARK = "MPITUNE_TEST_MARK"  # inherited by every process a job starts: how to fi
 
 
 def marked(mark: str) -> list[int]:
-    """The processes, still running, whose environment holds ``MARK=mark``."""
+    """The processes, still running, whose environment holds ``MARK=mark``: mpitune's, not
+    Python's resource tracker (which the compile workers' queues start and which ends once
+    the processes that share it have)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -31,9 +34,10 @@ def marked(mark: str) -> list[int]:
         try:
             env = (entry / "environ").read_bytes()
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = (entry / "cmdline").read_bytes()
         except OSError:  # gone meanwhile, or not ours
             continue
-        if f"{MARK}={mark}".encode() in env.split(b"\0") and state != "Z":
+        if f"{MARK}={mark}".encode() in env.split(b"\0") and state != "Z" and b"resource_tracker" not in command:
             pids.append(int(entry.name))
     return pids
 
@@ -122,6 +126,13 @@ def test_the_launchers_local_rank_comes_first_and_slurms_last():
     assert early.launcher_local_rank({"SLURM_LOCALID": "0", "MPI_LOCALRANKID": "3"}) == 3
     assert early.launcher_local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": "2", "MPI_LOCALRANKID": "3"}) == 2
     assert early.launcher_local_rank({"SLURM_LOCALID": "1", "PMI_LOCAL_RANK": ""}) == 1
+
+
+def test_the_ranks_on_a_node_come_from_the_launcher():
+    assert early.launcher_local_size({}) == 1
+    assert early.launcher_local_size({"PMI_RANK": "0", "MPI_LOCALNRANKS": "4"}) == 4
+    assert early.launcher_local_size({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MPI_LOCALNRANKS": "4"}) == 2
+    assert early.launcher_local_size({"SLURM_PROCID": "1"}) is None
 
 
 # -- the worker, in this process's children ---------------------------------------------------
@@ -216,6 +227,41 @@ def test_an_early_worker_is_claimed_only_for_its_backend_and_local_rank(monkeypa
     assert early._early is None
 
 
+def pool_alive(ahead: CompileAhead) -> bool:
+    return any(alive(pid) for pid in ahead._pool.pids)
+
+
+def test_early_compile_workers_are_taken_only_as_many_and_for_the_backend_they_warm_up(monkeypatch):
+    monkeypatch.setenv("MPI_LOCALNRANKS", "2")
+    monkeypatch.setenv("PMI_RANK", "0")
+    clock = Clock()
+    early.start("C", 1)
+    assert early._ahead is not None
+    ahead = early.compile_ahead("C", 1, clock)
+    assert ahead is not None and ahead.clock is clock and ahead.workers == 1 and pool_alive(ahead)
+    early.end()  # the measuring worker, which nothing claimed here
+    assert pool_alive(ahead)  # taken: the loop's to close
+    ahead.close()
+    assert not pool_alive(ahead)
+
+    for started, workers, lang, wanted in [("C", 1, "C", 2), ("C", 1, "C", 0), ("C", 1, "cupy", 1)]:
+        early.start(started, workers)
+        assert early._ahead is not None
+        pool = early._ahead[1]
+        assert early.compile_ahead(lang, wanted, clock) is None
+        assert not pool_alive(pool), (started, workers, lang, wanted)
+        early.end()
+
+    early.start("C")  # kernels on the CPU: no compile workers unless asked for
+    assert early._ahead is None
+    early.end()
+    early.start("cupy")  # on a GPU: the default, from the ranks the launcher says share the node
+    assert early._ahead is not None and early._ahead[1].workers >= 1
+    pool = early._ahead[1]
+    early.end()
+    assert early._ahead is None and not pool_alive(pool)
+
+
 # -- under mpiexec ----------------------------------------------------------------------------
 
 
@@ -237,9 +283,23 @@ def test_each_rank_measures_in_the_worker_it_started_before_mpi(tmp_path):
     assert marked(mark) == []
 
 
+def test_compile_workers_started_before_mpi_compile_the_run(tmp_path):
+    spec = write_scale_spec(tmp_path)
+    cache = tmp_path / "out.h5"
+    proc, mark = job(2, [str(spec), "--out", str(cache), "--compile-workers", "1", "-v"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    taken = [line for line in proc.stderr.splitlines() if "1 compile worker(s), started before MPI, take" in line]
+    assert len(taken) == 2 and "ending 1 compile worker" not in proc.stderr, proc.stderr
+    with h5py.File(cache, "r") as f:
+        phases = [p.decode() for p in f["timeline"]["phase"]]
+        statuses = {s.decode() for s in f["results"]["status"]}
+    assert "compile_ahead" in phases and statuses == {"ok"}
+    assert marked(mark) == []
+
+
 def test_a_refused_spec_ends_the_early_workers_and_says_so_in_one_line(tmp_path):
     spec = write_scale_spec(tmp_path, restrictions='["STEP > 8"]')  # no configuration is left
-    proc, mark = job(2, [str(spec), "--out", str(tmp_path / "out.h5")], tmp_path)
+    proc, mark = job(2, [str(spec), "--out", str(tmp_path / "out.h5"), "--compile-workers", "1"], tmp_path)
     left = marked(mark)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
@@ -248,11 +308,12 @@ def test_a_refused_spec_ends_the_early_workers_and_says_so_in_one_line(tmp_path)
     assert left == []
     assert not (tmp_path / "out.h5").exists()
 
-    proc, mark = job(2, [str(spec), "--out", str(tmp_path / "out.h5"), "-v"], tmp_path)
+    proc, mark = job(2, [str(spec), "--out", str(tmp_path / "out.h5"), "--compile-workers", "1", "-v"], tmp_path)
     left = marked(mark)
     assert proc.returncode == 2, proc.stderr
     ended = logged_pids(proc.stderr, r"ending worker process (?P<pid>\d+), started before MPI: no problem came for it")
     assert set(ended) == {0, 1}, proc.stderr
+    assert proc.stderr.count("ending 1 compile worker(s), started before MPI: no problem came for them") == 2
     assert left == [] and not any(alive(pid) for pid in ended.values())
 
 
