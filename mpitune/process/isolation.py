@@ -26,6 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 
 from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler
@@ -162,10 +163,11 @@ def _receive_start(conn: Connection, inbox: queue.Queue) -> None:
         inbox.put(Stop())
 
 
-def _send_quietly(conn: Connection, message: object) -> None:
-    """Send from a thread of its own: a worker that dies or is killed first closes the pipe."""
+def _send_quietly(conn: Connection, pickled: bytes) -> None:
+    """Send from a thread of its own, so that the rank waits for the worker with a deadline
+    meanwhile: a worker that dies or is killed first closes the pipe."""
     try:
-        conn.send(message)
+        conn.send_bytes(pickled)  # what ``conn.send`` writes, read by the worker's ``recv``
     except OSError:  # the rank's receive reports the death
         log.debug("the worker went away before it took its problem", exc_info=True)
 
@@ -183,9 +185,9 @@ class IsolatedBackend(Backend):
         spawned: Spawned | None = None,
         timeline: Timeline | None = None,
     ):
-        """``spawned``: a worker started early for this problem's backend and device (see
-        ``Spawned.fits``), given the problem now; None: one is spawned here. The worker's own
-        start goes to ``timeline`` as a background phase."""
+        """``spawned``: a worker started early for this problem's backend and device
+        (scheduling/early.py decides that it is), given the problem now; None: one is spawned
+        here. The worker's own start goes to ``timeline`` as a background phase."""
         self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s
         self.config_s: list[float] = []  # how long measured configurations took, for the deadline
@@ -196,7 +198,8 @@ class IsolatedBackend(Backend):
         if spawned is None:
             spawned = spawn_worker(self.problem.lang, self.local_rank)
         self.worker, self.conn = spawned.supervisor, spawned.conn
-        start = Start(self.problem, self.workdir, self.clock.origin, self.local_rank)
+        # Pickled here, where a problem that cannot be raises at once, as a spawn's arguments did.
+        start = ForkingPickler.dumps(Start(self.problem, self.workdir, self.clock.origin, self.local_rank))
         threading.Thread(
             target=_send_quietly, args=(self.conn, start), name="mpitune-send-problem", daemon=True
         ).start()

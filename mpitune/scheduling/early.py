@@ -91,7 +91,7 @@ def start(lang_text: str | None, compile_workers: int | None = None) -> None:
     workers = compile_workers
     if workers is None and caps.device is DeviceKind.GPU:
         ranks_on_node = launcher_local_size()
-        workers = None if ranks_on_node is None else default_workers(ranks_on_node)
+        workers = None if ranks_on_node is None else default_workers(ranks_on_node, warn=False)
     if workers:  # their clock is the run's, given when the loop takes them
         _ahead = caps.lang, CompileAhead(workers, Clock(), warm_up=backends.warm_up(caps.lang))
 
