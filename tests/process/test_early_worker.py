@@ -341,3 +341,12 @@ def test_a_launcher_local_rank_that_mpi_contradicts_restarts_the_worker_on_the_r
     _, spec_end_s = spec_phase(cache)
     assert all(start_s > spec_end_s for start_s, _ in worker_starts(cache).values())  # the fresh workers
     assert marked(mark) == []
+
+
+def test_without_isolation_no_worker_is_started_early(tmp_path):
+    spec = write_scale_spec(tmp_path)
+    cache = tmp_path / "out.h5"
+    proc, mark = job(1, [str(spec), "--out", str(cache), "--no-isolation", "-v"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "worker process" not in proc.stderr and worker_starts(cache) == {}
+    assert marked(mark) == []
