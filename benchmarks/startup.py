@@ -43,8 +43,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpitune.cli import _named_lang  # noqa: E402
 from mpitune.scheduling.launch import job_environment, mpiexec  # noqa: E402
+from mpitune.spec.peek import named_lang  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
 MEASURING = ("compile", "verify", "benchmark")
@@ -177,7 +177,7 @@ def main() -> None:
     verdict = "PASS" if worst_s <= GOAL_S else "FAIL"
     print(f"slowest rank's start-up beyond the spec: {worst_s:.2f} s (goal at most {GOAL_S:g} s: {verdict})")
     if args.importtime:
-        import_breakdown(12, _named_lang(args.spec))
+        import_breakdown(12, named_lang(args.spec))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ Errors the user can fix end every rank with one line on stderr and exit code 2;
 from __future__ import annotations
 
 import argparse
-import ast
 import logging
 import os
 import shlex
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from mpitune import __version__, commands
 from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
-from mpitune.spec.kernel_tuner import DEFAULTS
+from mpitune.spec.peek import named_lang
 from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
 
 # numpy and what needs it are imported where used: a tuning rank spawns its worker process
@@ -214,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         args,
         argv,
         lambda: _within(args.load_timeout, args.spec, lambda: _load_spec(args)),
-        None if args.no_isolation else _named_lang(args.spec),
+        None if args.no_isolation else named_lang(args.spec),
         args.compile_workers,
     )
 
@@ -223,33 +222,6 @@ def _load_spec(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
     from mpitune.spec.load import load_spec
 
     return load_spec(args.spec, _overrides(args), _read_measured)
-
-
-def _named_lang(path: str) -> str | None:
-    """The ``lang`` a spec file names, read from its syntax without running it (Kernel Tuner's
-    default when it assigns none), so that each rank can start its worker for that backend
-    while rank 0 runs the spec; None when only running it would tell (it computes or imports
-    ``lang``, or replays measured data) or the file cannot be read: no worker is started early."""
-    try:
-        with open(path, "rb") as fh:
-            tree = ast.parse(fh.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return None
-    lang: str | None = DEFAULTS["lang"]
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
-            return None
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
-        value = getattr(node, "value", None)
-        for name in (t.id for t in targets if isinstance(t, ast.Name)):
-            constant = value.value if isinstance(value, ast.Constant) else None
-            if name == "simulation_mode" and constant is not False:
-                return None
-            if name == "lang":
-                lang = constant if isinstance(constant, str) else None
-    return lang
 
 
 class _LoadDeadline(BaseException):

@@ -13,12 +13,13 @@ import h5py
 import pytest
 from conftest import mpi_env, mpiexec, write_scale_spec
 
-from mpitune.cli import _named_lang
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.process.compile_ahead import CompileAhead
-from mpitune.process.isolation import WORKER_START_PHASE, IsolatedBackend, spawn_worker
+from mpitune.process.isolation import WORKER_START_PHASE, IsolatedBackend
+from mpitune.process.prewarm import spawn_worker
 from mpitune.scheduling import early
 from mpitune.spec.load import load_spec
+from mpitune.spec.peek import named_lang
 
 MARK = "MPITUNE_TEST_MARK"  # inherited by every process a job starts: how to find its leftovers
 
@@ -113,11 +114,11 @@ def spec_phase(cache: Path) -> tuple[float, float]:
 def test_the_backend_is_read_from_the_spec_without_running_it(tmp_path, source, lang):
     spec = tmp_path / "spec.py"
     spec.write_text("import sys\nsys.exit(3)\n" + source)  # never run
-    assert _named_lang(str(spec)) == lang
+    assert named_lang(str(spec)) == lang
 
 
 def test_a_missing_spec_starts_nothing(tmp_path):
-    assert _named_lang(str(tmp_path / "nothing.py")) is None
+    assert named_lang(str(tmp_path / "nothing.py")) is None
 
 
 def test_the_launchers_local_rank_comes_first_and_slurms_last():
