@@ -14,7 +14,12 @@ and splits each rank's time from the launch to its first configuration:
   what it defines); the other ranks wait for it;
 - start-up: mpitune's own start-up phases on the clock (the problem's broadcast, the backend:
   the CUDA context and the uploads on a GPU, the file), and waiting for other ranks before
-  the first batch.
+  the first batch;
+- the rank's measuring worker (phase ``worker_start``, beside the others): when it was spawned
+  and when it was warm (its Python, its imports, on a GPU CuPy and the CUDA context), both from
+  the launch; spawned before the clock, it started before MPI and the spec (scheduling/early.py);
+- the first configuration's compile phase, past the first configuration: compiling it, or
+  waiting for a compile worker (on a GPU) that is still starting.
 
 Start-up beyond the spec = the time to a rank's first configuration less the spec phase; goal
 at most 1 s. The backend is the spec's ``lang``: ``examples/matmul_c/spec.py`` (the default)
@@ -39,12 +44,22 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mpitune.scheduling.launch import job_environment, mpiexec  # noqa: E402
+from mpitune.spec.peek import named_lang  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
 MEASURING = ("compile", "verify", "benchmark")
+WORKER_START = "worker_start"  # the background phase of a rank's measuring worker (process/isolation.py)
 GOAL_S = 1.0  # per-rank start-up beyond the spec's own loading
 # What a rank imports before MPI starts: the command line, and the loop (which imports mpi4py).
 RANK_IMPORTS = "import mpitune.cli, mpitune.scheduling.loop"
+# What a rank imports before it spawns its measuring worker (scheduling/early.py).
+BEFORE_SPAWN_IMPORTS = "import mpitune.cli, mpitune.scheduling.early"
+# What the worker imports before it warms up its device: the worker's module and the backend
+# (for CuPy: CuPy itself; ``prewarm`` with no device imports only).
+WORKER_IMPORTS = (
+    "import mpitune.process.isolation; from mpitune import backends; "
+    "backends.prewarm(backends.resolve({lang!r}).lang, None)"
+)
 
 
 def run_once(spec: str, ranks: int, max_fevals: int, workdir: str) -> tuple[list[dict], str]:
@@ -64,7 +79,9 @@ def run_once(spec: str, ranks: int, max_fevals: int, workdir: str) -> tuple[list
     for rank in range(ranks):
         mine = timeline[timeline["rank"] == rank]
         first_s = float(mine["start_s"][np.isin(mine["phase"], MEASURING)].min())
-        before = mine[mine["end_s"] <= first_s]
+        worker = mine[mine["phase"] == WORKER_START]
+        compiles = np.sort(mine[mine["phase"] == "compile"], order="start_s")
+        before = mine[(mine["end_s"] <= first_s) & (mine["phase"] != WORKER_START)]
         seconds = before["end_s"] - before["start_s"]
         out_rows.append(
             {
@@ -75,38 +92,56 @@ def run_once(spec: str, ranks: int, max_fevals: int, workdir: str) -> tuple[list
                 "wait_s": float(seconds[before["phase"] == "wait"].sum()),
                 "first_s": before_clock_s + first_s,
                 "beyond_spec_s": before_clock_s + first_s - spec_s,
+                # The first worker's (a restart adds more); NaN without one (no isolation).
+                "worker_spawned_s": before_clock_s + float(worker["start_s"][0]) if len(worker) else np.nan,
+                "worker_warm_s": before_clock_s + float(worker["end_s"][0]) if len(worker) else np.nan,
+                # The wait for the first configuration's kernel: compiling it, or waiting for
+                # a compile worker that started late.
+                "first_compile_s": float(compiles["end_s"][0] - compiles["start_s"][0]) if len(compiles) else np.nan,
             }
         )
     return out_rows, shlex.join(cmd)
 
 
-def import_breakdown(top: int) -> None:
-    """The heaviest imports of a rank's modules (``-X importtime``): those imported by
-    ``RANK_IMPORTS`` or by the modules it names directly, with everything they import."""
+def import_times(statement: str) -> list[tuple[int, int, int, str]]:
+    """(own us, with its imports us, depth, module) of each import ``python -X importtime -c
+    STATEMENT`` makes, in a fresh interpreter with this repository first on the path."""
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", RANK_IMPORTS],
+        [sys.executable, "-X", "importtime", "-c", statement],
         env=job_environment(str(REPO)),
         capture_output=True,
         text=True,
         check=True,
     )
     rows = []
-    total_us = 0
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
         own_text, cumulative_text, name = line[len("import time:") :].split("|")
-        total_us += int(own_text)
         depth = (len(name) - len(name.lstrip()) - 1) // 2  # importtime indents by two per level
-        if depth <= 1:
-            rows.append((int(cumulative_text), int(own_text), f"{'> ' * depth}{name.strip()}"))
-    total_s = total_us / 1e6
+        rows.append((int(own_text), int(cumulative_text), depth, name.strip()))
+    return rows
+
+
+def import_breakdown(top: int, lang: str | None) -> None:
+    """The heaviest imports of a rank's modules (``-X importtime``): those imported by
+    ``RANK_IMPORTS`` or by the modules it names directly, with everything they import; and the
+    totals of what the rank imports before it spawns its worker, and of the worker's own."""
+    rows = import_times(RANK_IMPORTS)
+    total_s = sum(own for own, _, _, _ in rows) / 1e6
     print(f"\nimports of one rank ({RANK_IMPORTS}; MPI initialises as mpi4py.MPI is imported): {total_s:.2f} s")
     print("| module | with its imports s | own s |")
     print("|---|---|---|")
-    for cumulative_us, own_us, module in sorted(rows, reverse=True)[:top]:
+    shown = [(cumulative, own, f"{'> ' * depth}{name}") for own, cumulative, depth, name in rows if depth <= 1]
+    for cumulative_us, own_us, module in sorted(shown, reverse=True)[:top]:
         print(f"| {module} | {cumulative_us / 1e6:.3f} | {own_us / 1e6:.3f} |")
     print(f"  command: {shlex.join([sys.executable, '-X', 'importtime', '-c', RANK_IMPORTS])}")
+    before_s = sum(own for own, _, _, _ in import_times(BEFORE_SPAWN_IMPORTS)) / 1e6
+    print(f"imports of a rank before it spawns its worker ({BEFORE_SPAWN_IMPORTS}): {before_s:.2f} s")
+    if lang:
+        statement = WORKER_IMPORTS.format(lang=lang)
+        worker_s = sum(own for own, _, _, _ in import_times(statement)) / 1e6
+        print(f"imports of the worker before its device ({statement}): {worker_s:.2f} s")
 
 
 def main() -> None:
@@ -119,8 +154,11 @@ def main() -> None:
     args = p.parse_args()
     print(f"command: {shlex.join(['python', *sys.argv])}")
     print(f"spec: {args.spec}; launcher: {shlex.join(mpiexec())}")
-    print("| ranks | rank | before the clock s | spec s | start-up s | waiting s | to first config s | beyond spec s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| ranks | rank | before the clock s | spec s | start-up s | waiting s | to first config s | beyond spec s "
+        "| worker spawned s | worker warm s | first compile s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     worst_s = 0.0
     with tempfile.TemporaryDirectory(prefix="mpitune-startup-") as tmp:
         for ranks in args.ranks:
@@ -131,13 +169,15 @@ def main() -> None:
                 print(
                     f"| {ranks} | {rank} | {median['before_clock_s']:.2f} | {median['spec_s']:.2f} | "
                     f"{median['startup_s']:.2f} | {median['wait_s']:.2f} | {median['first_s']:.2f} | "
-                    f"{median['beyond_spec_s']:.2f} |"
+                    f"{median['beyond_spec_s']:.2f} | "
+                    f"{median['worker_spawned_s']:.2f} | {median['worker_warm_s']:.2f} | "
+                    f"{median['first_compile_s']:.2f} |"
                 )
             print(f"  command (each of {args.repeat} runs, medians shown): {runs[-1][1]}")
     verdict = "PASS" if worst_s <= GOAL_S else "FAIL"
     print(f"slowest rank's start-up beyond the spec: {worst_s:.2f} s (goal at most {GOAL_S:g} s: {verdict})")
     if args.importtime:
-        import_breakdown(12)
+        import_breakdown(12, named_lang(args.spec))
 
 
 if __name__ == "__main__":

@@ -17,14 +17,19 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mpitune import __version__, commands
 from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
-from mpitune.model.problem import Problem, RunSettings
-from mpitune.spec.load import load_spec
-from mpitune.spec.replay import MeasuredSpace, replay_problem
-from mpitune.spec.settings import Overrides
+from mpitune.spec.peek import named_lang
 from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
+
+# numpy and what needs it are imported where used: a tuning rank spawns its worker process
+# first (scheduling/early.py), and every import before that spawn delays the worker.
+if TYPE_CHECKING:
+    from mpitune.model.problem import Problem, RunSettings
+    from mpitune.spec.replay import MeasuredSpace
+    from mpitune.spec.settings import Overrides
 
 LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
 # The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
@@ -189,6 +194,8 @@ def _setup_logging(args, rank: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
+        from mpitune.spec.replay import replay_problem
+
         args = _replay_parser().parse_args(argv[1:])
         overrides = _overrides(args)
         return _tune(
@@ -202,12 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     refusal = _not_python(args.spec)
     if refusal:
         return _refuse(refusal)
-    overrides = _overrides(args)
     return _tune(
         args,
         argv,
-        lambda: _within(args.load_timeout, args.spec, lambda: load_spec(args.spec, overrides, _read_measured)),
+        lambda: _within(args.load_timeout, args.spec, lambda: _load_spec(args)),
+        None if args.no_isolation else named_lang(args.spec),
+        args.compile_workers,
     )
+
+
+def _load_spec(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
+    from mpitune.spec.load import load_spec
+
+    return load_spec(args.spec, _overrides(args), _read_measured)
 
 
 class _LoadDeadline(BaseException):
@@ -238,6 +252,8 @@ def _within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSett
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
+    from mpitune.spec.settings import Overrides
+
     return Overrides(
         strategy=args.strategy,
         max_fevals=args.max_fevals,
@@ -330,9 +346,29 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
-    """``load()`` gives the problem and settings; it runs on rank 0 only."""
+def _tune(
+    args: argparse.Namespace,
+    argv: list[str],
+    load: Callable[[], tuple[Problem, RunSettings]],
+    worker_lang: str | None = None,
+    compile_workers: int | None = None,
+) -> int:
+    """``load()`` gives the problem and settings; it runs on rank 0 only. ``worker_lang``: the
+    backend to start this rank's worker process (and compile workers, ``compile_workers`` of
+    them, None: the default) for before MPI (None: none early)."""
     _calm_oversubscribed_mpich()
+    from mpitune.scheduling import early
+
+    early.start(worker_lang, compile_workers)  # before MPI and the spec: the loop claims them
+    try:
+        return _run(args, argv, load)
+    finally:
+        early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
+
+
+def _run(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
+    """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
+    from mpitune.scheduling import early
     from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
     rank = tuner.MPI.COMM_WORLD.rank
@@ -340,7 +376,10 @@ def _tune(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Pr
     sys.unraisablehook = _unraisable
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
-        code = tuner.tune(load, command, debug=args.debug, liveness_timeout_s=args.liveness_timeout)
+        try:
+            code = tuner.tune(load, command, debug=args.debug, liveness_timeout_s=args.liveness_timeout)
+        finally:
+            early.end()  # before an abort below, which ends this process
     except KeyboardInterrupt:
         # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
         print(

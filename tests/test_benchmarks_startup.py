@@ -16,8 +16,13 @@ def test_startup_benchmark_splits_a_rank_start_up_from_the_spec():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     row = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 | 0 |"))
-    before, spec, startup, waiting, first, beyond = (float(cell) for cell in row.split("|")[3:9])
+    cells = [float(cell) for cell in row.split("|")[3:12]]
+    before, spec, startup, waiting, first, beyond, spawned, warm, first_compile = cells
     assert before > 0 and spec > 0 and startup > 0 and waiting >= 0
     assert first >= before + spec + startup - 0.01  # to the first configuration, all of it
     assert abs(beyond - (first - spec)) <= 0.011  # each printed to 0.01 s
+    # The measuring worker was spawned before the run's clock (before MPI and the spec) and was
+    # warm before the rank measured anything.
+    assert 0 < spawned < before and spawned <= warm <= first + 0.01
+    assert first_compile > 0  # the C backend compiles the first configuration itself
     assert "slowest rank's start-up beyond the spec: " in proc.stdout

@@ -25,6 +25,7 @@ __all__ = [
     "all_capabilities",
     "capabilities",
     "create",
+    "prewarm",
     "resolve",
     "selectable",
     "warm_up",
@@ -65,6 +66,15 @@ def warm_up(lang: str) -> Callable[[], None] | None:
     """What a compile worker can run before its first configuration, so that loading the
     compiler is not on the device's critical path; None if nothing."""
     return getattr(_module(capabilities(lang).module), "warm_up", None)
+
+
+def prewarm(lang: str, local_rank: int | None) -> None:
+    """Import the backend of ``lang`` and warm up what needs no problem (on a GPU: CuPy, and
+    the CUDA context of the device of ``local_rank``; None: not yet known, no device), so that
+    ``create`` and ``prepare`` find it done. A backend module says how in its ``prewarm``."""
+    warm = getattr(_module(capabilities(lang).module), "prewarm", None)
+    if warm is not None:
+        warm(local_rank)
 
 
 def create(problem: Any, workdir: str, local_rank: int) -> Backend:

@@ -20,9 +20,12 @@ from dataclasses import dataclass
 PHASES = ("spec", "startup", "strategy", "compile", "verify", "benchmark", "write", "lost", "restart", "other", "wait")
 # Phases in which a rank waits for others; everything else is work.
 IDLE_PHASES = ("wait",)
-# Work done beside a rank's own phases (in its compile workers, see compile_ahead.py): it
-# overlaps them, so it is reported on its own and is no part of the rank's wall time.
-BACKGROUND_PHASES = ("compile_ahead",)
+# Work done beside a rank's own phases, in its child processes: compiling ahead
+# (compile_ahead.py), and its measuring worker's own start, from its spawn (before MPI, so
+# before the clock's zero, when started early) to its backend imported and its device context
+# made (isolation.py). It overlaps them, so it is reported on its own and is no part of the
+# rank's wall time.
+BACKGROUND_PHASES = ("compile_ahead", "worker_start")
 # Every phase a file's timeline may hold.
 RECORDED_PHASES = PHASES + BACKGROUND_PHASES
 

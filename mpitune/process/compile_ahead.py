@@ -30,19 +30,20 @@ from mpitune.process.supervisor import SPAWN, Death, Hang, Patience, Supervisor
 log = logging.getLogger(__name__)
 
 
-def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None) -> int:
+def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None, warn: bool = True) -> int:
     """Compile workers for one rank: the cores it was given, less one for itself.
 
     Slurm says how many cores a task has (``SLURM_CPUS_PER_TASK``); otherwise the process'
     CPU affinity does, shared among the node's ranks when every rank sees the whole machine
-    (``mpirun --bind-to none``). A rank bound to a single core gets one worker.
+    (``mpirun --bind-to none``). A rank bound to a single core gets one worker, and a warning
+    unless ``warn`` is off (a guess before MPI, which the loop makes again, and says then).
     """
     given = (os.environ if environ is None else environ).get("SLURM_CPUS_PER_TASK", "")
     if given.isdigit() and int(given) > 0:
         cores = int(given)
     else:
         cores = len(os.sched_getaffinity(0))
-        if cores == 1 and (os.cpu_count() or 1) > ranks_on_node:
+        if warn and cores == 1 and (os.cpu_count() or 1) > ranks_on_node:
             log.warning(
                 "this rank may run on one core only (bound by the launcher): its compile workers "
                 "share that core. Start ranks with more cores each (mpirun --bind-to none, or "

@@ -7,15 +7,26 @@ rank, and with it the job. Here the backend lives in a supervised child process
 waits with a deadline. A configuration that overruns it is
 recorded as ``timeout``, one whose worker dies as ``runtime_error``, and the worker is
 restarted (arguments uploaded again) before the rank goes on.
+
+Starting a worker costs a fresh Python, its imports and, on a GPU, CuPy and the CUDA context:
+seconds, none of which needs the problem. So a worker is spawned for a backend and a device
+alone (prewarm.py), warms them up (``backends.prewarm``) and only then waits for its problem;
+a rank may spawn it long before the problem exists (scheduling/early.py starts it before MPI),
+and the problem travels through the pipe while the worker still warms up.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import queue
 import statistics
+import threading
+import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 
 from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler
@@ -25,7 +36,8 @@ from mpitune.model.problem import Problem
 from mpitune.model.racing import Race
 from mpitune.model.result import RUNTIME_ERROR, TIMEOUT, Result
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
-from mpitune.process.supervisor import EXIT_CODE_S, SPAWN, Death, Hang, Patience, Supervisor
+from mpitune.process.prewarm import Spawned, spawn_worker
+from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +46,28 @@ log = logging.getLogger(__name__)
 TIMEOUT_FACTOR = 20
 TIMEOUT_FLOOR_S = 30.0
 STARTUP_TIMEOUT_S = 300.0  # importing CuPy and uploading large arguments can take a while
+# The timeline's background phase of a worker's own start: from its spawn to its backend
+# imported and its device context made, before and beside the rank's start-up phases.
+WORKER_START_PHASE = "worker_start"
+
+
+@dataclass(frozen=True)
+class Start:
+    """The worker's problem, with what it needs to build its backend and share the rank's clock."""
+
+    problem: Problem
+    workdir: str
+    origin: float
+    local_rank: int
+
+
+@dataclass(frozen=True)
+class Warm:
+    """The worker is up, its backend imported and its device context made (``at``: its
+    ``time.perf_counter()`` then; the monotonic clock is one per machine)."""
+
+    pid: int
+    at: float
 
 
 @dataclass(frozen=True)
@@ -43,6 +77,7 @@ class Ready:
     device_name: str
     device_detail: str
     compiler: Compiler | None
+    pid: int
 
 
 @dataclass(frozen=True)
@@ -76,10 +111,26 @@ class Measured:
     fatal_error: str
 
 
-def _serve(conn: Connection, problem: Problem, workdir: str, origin: float, local_rank: int) -> None:
-    """The worker: build the backend once, then measure what the rank sends until told to stop."""
+def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
+    """The worker (prewarm.py spawns it): warm up the backend ``lang`` names (on the device of
+    ``local_rank``; None: no device yet) while its problem may still be on its way, build the
+    backend once, then measure what the rank sends until told to stop."""
+    inbox: queue.Queue = queue.Queue(maxsize=1)
+    # The problem (arrays of hundreds of MB) is read while the device warms up; the warm-up
+    # stays in the main thread, whose current CUDA device is the one the backend uses.
+    threading.Thread(target=_receive_start, args=(conn, inbox), name="mpitune-problem", daemon=True).start()
+    caps = backends.resolve(lang)
     try:
-        backend = backends.create(problem, workdir, local_rank)
+        if caps is not None:
+            backends.prewarm(caps.lang, local_rank)
+    except Exception:  # only a head start: creating the backend reports what is wrong
+        log.debug("warming up the %s backend failed", lang, exc_info=True)
+    conn.send(Warm(os.getpid(), time.perf_counter()))
+    start = inbox.get()
+    if not isinstance(start, Start):  # the rank is gone, or ended the worker before its problem came
+        return
+    try:
+        backend = backends.create(start.problem, start.workdir, start.local_rank)
         backend.prepare()
     except UserError as exc:
         conn.send(StartFailed(str(exc)))
@@ -87,8 +138,8 @@ def _serve(conn: Connection, problem: Problem, workdir: str, origin: float, loca
     except Exception:
         conn.send(StartFailed(traceback.format_exc()))
         return
-    conn.send(Ready(backend.device_name, backend.device_detail, backend.compiler()))
-    timeline = Timeline(Clock(origin=origin), fill_gaps=False)
+    conn.send(Ready(backend.device_name, backend.device_detail, backend.compiler(), os.getpid()))
+    timeline = Timeline(Clock(origin=start.origin), fill_gaps=False)
     while True:
         try:
             message = conn.recv()
@@ -105,34 +156,77 @@ def _serve(conn: Connection, problem: Problem, workdir: str, origin: float, loca
     backend.close()
 
 
+def _receive_start(conn: Connection, inbox: queue.Queue) -> None:
+    try:
+        inbox.put(conn.recv())
+    except EOFError:
+        inbox.put(Stop())
+
+
+def _send_quietly(conn: Connection, pickled: bytes) -> None:
+    """Send from a thread of its own, so that the rank waits for the worker with a deadline
+    meanwhile: a worker that dies or is killed first closes the pipe."""
+    try:
+        conn.send_bytes(pickled)  # what ``conn.send`` writes, read by the worker's ``recv``
+    except OSError:  # the rank's receive reports the death
+        log.debug("the worker went away before it took its problem", exc_info=True)
+
+
 class IsolatedBackend(Backend):
     """The rank's side: same interface as a backend, measured in a supervised worker."""
 
     def __init__(
-        self, problem: Problem, workdir: str, clock: Clock, timeout_s: float | None = None, local_rank: int = 0
+        self,
+        problem: Problem,
+        workdir: str,
+        clock: Clock,
+        timeout_s: float | None = None,
+        local_rank: int = 0,
+        spawned: Spawned | None = None,
+        timeline: Timeline | None = None,
     ):
+        """``spawned``: a worker started early for this problem's backend and device
+        (scheduling/early.py decides that it is), given the problem now; None: one is spawned
+        here. The worker's own start goes to ``timeline`` as a background phase."""
         self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s
         self.config_s: list[float] = []  # how long measured configurations took, for the deadline
         self.restarts = 0
-        self.worker = Supervisor(_serve, ["mpitune-worker"])
-        self._start()
+        self._start(spawned, timeline)
 
-    def _start(self) -> None:
-        ours, theirs = SPAWN.Pipe()
-        self.worker.start(theirs, self.problem, self.workdir, self.clock.origin, self.local_rank)
-        theirs.close()  # only the worker holds its end: its death closes the pipe
-        self.conn = ours
+    def _start(self, spawned: Spawned | None = None, timeline: Timeline | None = None) -> None:
+        if spawned is None:
+            spawned = spawn_worker(self.problem.lang, self.local_rank)
+        self.worker, self.conn = spawned.supervisor, spawned.conn
+        # Pickled here, where a problem that cannot be raises at once, as a spawn's arguments did.
+        start = ForkingPickler.dumps(Start(self.problem, self.workdir, self.clock.origin, self.local_rank))
+        threading.Thread(
+            target=_send_quietly, args=(self.conn, start), name="mpitune-send-problem", daemon=True
+        ).start()
         try:
-            message = self.worker.receive(self.conn, Patience(STARTUP_TIMEOUT_S))
+            patience = Patience(STARTUP_TIMEOUT_S)
+            warm: Warm = self.worker.receive(self.conn, patience)
+            message = self.worker.receive(self.conn, patience)
         except Hang:
             self._kill()
             raise UserError(f"the worker process did not start within {STARTUP_TIMEOUT_S:.0f} s") from None
         except Death as death:
             raise UserError(f"the worker process died while starting ({death})") from None
+        if timeline is not None:
+            origin = self.clock.origin
+            timeline.extend(
+                [PhaseRow(timeline.batch, -1, WORKER_START_PHASE, spawned.spawned_at - origin, warm.at - origin)]
+            )
         if isinstance(message, StartFailed):
             self.worker.join(EXIT_CODE_S)
             raise UserError(message.error)
+        log.info(
+            "worker process %d ready %.2f s after its spawn (warm after %.2f s): %s",
+            message.pid,
+            time.perf_counter() - spawned.spawned_at,
+            warm.at - spawned.spawned_at,
+            message.device_detail or message.device_name,
+        )
         self.device_name, self.device_detail, self._compiler = (
             message.device_name,
             message.device_detail,
@@ -196,7 +290,7 @@ class IsolatedBackend(Backend):
         self._kill()
         self.restarts += 1
         with timeline.phase("restart", config_id):
-            self._start()
+            self._start(timeline=timeline)
 
     def _kill(self) -> None:
         self.worker.kill()

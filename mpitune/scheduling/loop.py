@@ -31,6 +31,7 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 from mpitune.process.isolation import IsolatedBackend
+from mpitune.scheduling import early
 from mpitune.scheduling.comm import MPI, MpiTransport
 from mpitune.scheduling.deadlines import Deadlines, floor_s
 from mpitune.scheduling.ending import abandon, on_rank0, on_worker
@@ -135,9 +136,13 @@ def _tune(
         workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
         backend: Backend | None = None
         ahead = _compile_ahead(caps, transport.node_size, workers, clock)
+        isolate = problem.isolate and caps.isolate
+        spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
         try:
-            if problem.isolate and caps.isolate:
-                backend = IsolatedBackend(problem, workdir, clock, problem.timeout_s, transport.node_rank)
+            if isolate:
+                backend = IsolatedBackend(
+                    problem, workdir, clock, problem.timeout_s, transport.node_rank, spawned, timeline
+                )
             else:
                 backend = backends.create(problem, workdir, transport.node_rank)
                 backend.prepare()
@@ -204,8 +209,11 @@ def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, 
     compiling beside them would disturb, and none for a replay, which compiles nothing."""
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
-    if workers <= 0 or caps.device is DeviceKind.NONE:
-        return None
+    if caps.device is DeviceKind.NONE:
+        workers = 0
+    started = early.compile_ahead(caps.lang, workers, clock)  # the command line's, if they fit
+    if started is not None or workers <= 0:
+        return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
 
 

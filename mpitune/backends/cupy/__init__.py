@@ -37,7 +37,15 @@ CAPABILITIES = Capabilities(
     device_tunables=TUNABLES,
 )
 
-__all__ = ["CAPABILITIES", "create", "warm_up"]
+__all__ = ["CAPABILITIES", "create", "prewarm", "warm_up"]
+
+
+def prewarm(local_rank: int | None) -> None:
+    """CuPy imported and, once the device is known, its CUDA context made: a worker does this
+    while rank 0 still loads the spec (process/isolation.py)."""
+    from mpitune.backends.cupy.backend import open_context
+
+    open_context(local_rank)
 
 
 def create(problem: Any, workdir: str, local_rank: int) -> Backend:

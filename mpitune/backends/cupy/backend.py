@@ -67,6 +67,26 @@ def _import_cupy() -> Any:
     return cupy
 
 
+def open_context(local_rank: int | None) -> None:
+    """What ``CupyBackend`` needs first and no problem decides: CuPy imported, and the CUDA
+    context of this rank's GPU (``select_device``, as the backend will choose it) made, with
+    its memory pool and a stream in use. Errors are left to the backend, which says them."""
+    cp = _import_cupy()
+    if local_rank is None:
+        return
+    count = cp.cuda.runtime.getDeviceCount()
+    if count < 1:
+        return
+    cp.cuda.Device(select_device(local_rank, count)).use()
+    cp.cuda.runtime.free(0)  # the classic way to make the primary context now
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        cp.full(1, 42, dtype=np.int32)  # the memory pool, and the fill kernel prepare's probe uses
+        stream.synchronize()
+    from cupy_backends.cuda.libs import nvrtc  # what the backend's compiler asks first
+
+    nvrtc.getSupportedArchs()
+
+
 def _uuid(raw: Any) -> str:
     """nvidia-smi's spelling of a device UUID (GPU-xxxxxxxx-...), '' when CuPy does not say."""
     if not raw:

@@ -1,0 +1,158 @@
+"""What a rank starts before MPI is up: its measuring worker process (process/isolation.py)
+and, on a GPU, its compile workers (process/compile_ahead.py).
+
+A worker's own start (a fresh Python, its imports, on a GPU CuPy and the CUDA context) takes
+seconds and needs no problem, while the problem reaches a rank only after MPI's start, rank
+0's loading of the spec and a broadcast. So the command line spawns the worker first, for the
+backend the spec names (read from its syntax, without running it) and the device of the
+node-local rank the launcher announces in the environment; the loop claims it once the problem
+is there. MPI's own node-local rank (``Split_type``) decides: a worker warmed up for another
+device, or another backend, is ended and a fresh one started, as is one that the problem does
+not need (no isolation). The compile workers, which load NVRTC for a second before their first
+configuration, start right after it, as many as ``--compile-workers`` says or, by default, as
+the node's ranks announced by the launcher leave cores for; the loop takes them if it wants as
+many for that backend, and ends them otherwise. What nothing claims (the spec was refused, MPI
+failed) is ended by the command line before the rank leaves. No MPI here: this runs before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from mpitune.process.prewarm import Spawned, spawn_worker
+
+if TYPE_CHECKING:
+    from mpitune.model.timeline import Clock
+    from mpitune.process.compile_ahead import CompileAhead
+
+# The node-local rank as launchers announce it, before MPI is initialised: Open MPI, MPICH's
+# Hydra, PMI launchers (Cray, MVAPICH), then Slurm's, which an ``mpirun`` inside a batch job
+# inherits from the batch step and so is right only under ``srun``.
+LOCAL_RANK_VARIABLES = (
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "PMI_LOCAL_RANK",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+    "SLURM_LOCALID",
+)
+# How many ranks the launcher started on this node: Open MPI, MPICH's Hydra.
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+# Any of these says a launcher started this process, as one rank among others.
+_LAUNCHED_VARIABLES = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+
+log = logging.getLogger(__name__)
+
+_early: Spawned | None = None  # this process's worker, started early and not yet claimed
+_ahead: tuple[str, CompileAhead] | None = None  # its compile workers, and the backend they are for
+
+
+def launcher_local_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """The node-local rank the launcher announces; 0 for a process no launcher started (MPI
+    makes it a world of one); None for a launcher that does not say."""
+    env = os.environ if environ is None else environ
+    for name in LOCAL_RANK_VARIABLES:
+        text = env.get(name, "").strip()
+        if text.isdigit():
+            return int(text)
+    return None if any(name in env for name in _LAUNCHED_VARIABLES) else 0
+
+
+def launcher_local_size(environ: Mapping[str, str] | None = None) -> int | None:
+    """The ranks the launcher started on this node; 1 with no launcher; None when it does not say."""
+    env = os.environ if environ is None else environ
+    for name in LOCAL_SIZE_VARIABLES:
+        text = env.get(name, "").strip()
+        if text.isdigit() and int(text) > 0:
+            return int(text)
+    return None if any(name in env for name in _LAUNCHED_VARIABLES) else 1
+
+
+def start(lang_text: str | None, compile_workers: int | None = None) -> None:
+    """Spawn this rank's worker now for the backend a spec's ``lang`` names (None: not known
+    without running the spec, or no isolation asked for: none is started), then its compile
+    workers (``compile_workers``: the command line's count; None: the default). Nothing heavy is
+    imported before the worker's spawn, so that it starts as soon as the rank's Python does."""
+    global _early, _ahead
+    if _early is not None or not lang_text:
+        return
+    _early = spawn_worker(lang_text, launcher_local_rank())
+    from mpitune import backends
+    from mpitune.backends.capabilities import DeviceKind
+    from mpitune.model.timeline import Clock
+    from mpitune.process.compile_ahead import CompileAhead, default_workers
+
+    caps = backends.resolve(lang_text)
+    if caps is None or caps.device is DeviceKind.NONE:
+        return
+    workers = compile_workers
+    if workers is None and caps.device is DeviceKind.GPU:
+        ranks_on_node = launcher_local_size()
+        workers = None if ranks_on_node is None else default_workers(ranks_on_node, warn=False)
+    if workers:  # their clock is the run's, given when the loop takes them
+        _ahead = caps.lang, CompileAhead(workers, Clock(), warm_up=backends.warm_up(caps.lang))
+
+
+def compile_ahead(lang: str, workers: int, clock: Clock) -> CompileAhead | None:
+    """The early compile workers, on the run's ``clock``, if they are ``workers`` for backend
+    ``lang``; otherwise they are ended (None: the caller starts its own)."""
+    global _ahead
+    early, _ahead = _ahead, None
+    if early is None:
+        return None
+    started_for, ahead = early
+    if (started_for, ahead.workers) == (lang, workers) and workers > 0:
+        log.info("%d compile worker(s), started before MPI, take the configurations", workers)
+        ahead.clock = clock
+        return ahead
+    log.info(
+        "ending %d compile worker(s) started before MPI for %s: the run wants %d for %s",
+        ahead.workers,
+        started_for,
+        workers,
+        lang,
+    )
+    ahead.close()
+    return None
+
+
+def claim(lang: str, isolate: bool, local_rank: int) -> Spawned | None:
+    """The early worker, if it warmed up what a problem of ``lang`` on MPI's ``local_rank``
+    needs; otherwise it is ended (None: the caller starts a worker itself if it needs one)."""
+    global _early
+    spawned, _early = _early, None
+    if spawned is None:
+        return None
+    from mpitune import backends  # imported by the loop by now; not before the spawn
+
+    ago_s = time.perf_counter() - spawned.spawned_at
+    caps = backends.resolve(spawned.lang)
+    if isolate and caps is not None and caps.lang == lang and spawned.local_rank in (None, local_rank):
+        log.info("worker process %d, started %.2f s ago before MPI, takes the problem", spawned.pid, ago_s)
+        return spawned
+    why = (
+        "the problem needs no worker process"
+        if not isolate
+        else f"it warmed up backend {spawned.lang} on local rank {spawned.local_rank} and the problem needs "
+        f"{lang} on local rank {local_rank} (MPI's): starting a fresh one"
+    )
+    log.info("ending worker process %d, started %.2f s ago before MPI: %s", spawned.pid, ago_s, why)
+    spawned.end()
+    return None
+
+
+def end() -> None:
+    """End the early worker and compile workers that nothing claimed (the spec refused, MPI
+    failed); at once."""
+    global _early, _ahead
+    spawned, _early = _early, None
+    if spawned is not None:
+        log.info("ending worker process %d, started before MPI: no problem came for it", spawned.pid)
+        spawned.end()
+    early, _ahead = _ahead, None
+    if early is not None:
+        log.info("ending %d compile worker(s), started before MPI: no problem came for them", early[1].workers)
+        early[1].close()
