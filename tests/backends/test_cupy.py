@@ -20,7 +20,7 @@ from mpitune.backends.cupy.backend import select_device
 from mpitune.backends.cupy.compiling import nvrtc_options
 from mpitune.backends.cupy.device_errors import Failure, KernelLimits, classify, context_lost, launch_limits
 from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
-from mpitune.backends.cupy.verification import GpuCheck
+from mpitune.backends.cupy.verification import ROW, GpuCheck
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Timeline
@@ -546,3 +546,20 @@ def test_configurations_compiled_ahead_by_workers_run_like_those_compiled_in_tur
     assert all(k.artifact and k.compile_s > 0 for k in compiled)
     # Compiled elsewhere: the rank only loaded it, far faster than NVRTC.
     assert sum(r.compile_s for r in early) >= sum(k.compile_s for k in compiled)
+
+
+@pytest.mark.parametrize("wrong_at", [[], [0], [ROW - 1, ROW, 3 * ROW + 4], [3 * ROW + 1]])
+def test_a_large_output_is_counted_by_rows_and_tail_as_the_host_counts_it(cp, wrong_at):
+    from mpitune.backends.compare import mismatch
+
+    answer = np.arange(3 * ROW + 5, dtype=np.float32)
+    got = answer.copy()
+    got[wrong_at] += 1.0
+    if wrong_at:
+        got[wrong_at[-1]] = np.nan  # a NaN never matches, in a row or in the tail
+    stream = cp.cuda.Stream(non_blocking=True)
+    check = GpuCheck(cp, stream, [cp.asarray(answer)], 0.5)
+    on_gpu = [cp.asarray(got)]
+    check.warm_up(on_gpu)
+    assert check.mismatch(on_gpu) == mismatch(np, [got], [answer], 0.5)
+    assert (check.mismatch(on_gpu) == "") == (not wrong_at)

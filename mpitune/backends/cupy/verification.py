@@ -1,8 +1,13 @@
 """Verification on the GPU with the rule every backend shares (backends/compare.py).
 
-Outputs and answers stay on the device: the count of wrong values is one fused reduction
-(no temporary the size of an output), and only that count comes back to the host, plus the
+Outputs and answers stay on the device: the count of wrong values is a fused reduction (no
+temporary the size of an output), and only that count comes back to the host, plus the
 largest difference when something is wrong.
+
+CuPy gives a reduction one thread block per value it reduces to, so a count over a whole
+output ran on one block: 14 ms for a 4096 x 4096 float32 output on one NVIDIA H200, as long as
+the kernel being verified. The count is therefore taken over rows of ``ROW`` values, one block
+each, and the rows' counts summed (with the few values that fill no row).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from mpitune.backends.compare import mismatch, wrong
+
+ROW = 1 << 16  # values per partial count: a 16M-value output gives 256 blocks
 
 
 class GpuCheck:
@@ -29,10 +36,22 @@ class GpuCheck:
         def count(got: Any, expected: Any, atol: Any) -> Any:
             return cp.sum(wrong(cp, got, expected, atol))
 
-        self._fused_count = count
+        @cp.fuse(kernel_name="mpitune_count_wrong_rows")
+        def count_rows(got: Any, expected: Any, atol: Any) -> Any:
+            return cp.sum(wrong(cp, got, expected, atol), axis=1)
+
+        self._fused_count, self._fused_rows = count, count_rows
 
     def _count_wrong(self, got: Any, expected: Any, atol: float) -> int:
-        return int(self._fused_count(got, expected, np.float64(atol)))
+        got, expected, limit = got.ravel(), expected.ravel(), np.float64(atol)
+        rows = got.size // ROW
+        if not rows:
+            return int(self._fused_count(got, expected, limit))
+        whole = rows * ROW
+        total = self._fused_rows(got[:whole].reshape(rows, ROW), expected[:whole].reshape(rows, ROW), limit).sum()
+        if whole < got.size:
+            total += self._fused_count(got[whole:], expected[whole:], limit)
+        return int(total)
 
     def warm_up(self, outputs: Sequence[Any]) -> None:
         """Compile the reduction for each output's types now, not during the first configuration."""
