@@ -2,14 +2,15 @@
 in-process with two objectives: the kernel time and the threads per block, both lower is better.
 
     python benchmarks/multiobjective.py CACHE_DIR [--ranks 8] [--budgets 50 100 200] [--repeats 10]
-        [--strategies nsga2 random_sample genetic_algorithm]
+        [--depth 2] [--strategies nsga2 random_sample genetic_algorithm]
 
 The threads per block are a metric computed from the configuration, as a spec would define it
 (an expression: the product of the ``block_size_*`` parameters, ``MDIMC * NDIMC`` for the gemm
 cache), so the replay needs only the measured times. Each cache is replayed as
-benchmarks/strategies.py does it (``Replay``): rounds of ``min(ranks, budget left)`` ids, results
-scored by the run's ``Objective`` (one score per objective) and told back. The true front is found
-by brute force over every valid configuration of the cache; the score of a search is the
+benchmarks/strategies.py does it (``Replay``): batches of ``min(ranks, budget left)`` ids, results
+scored by the run's ``Objective`` (one score per objective) and told back, batch b asked once
+batch b - ``--depth`` is told (2 by default, as the scheduler runs more than one rank). The true
+front is found by brute force over every valid configuration of the cache; the score of a search is the
 hypervolume of what it measured divided by that of the true front, with one reference point for
 both: the worst value of each objective over the valid configurations. 1 is the whole front.
 Prints, per cache, the mean ratio over the seeds at every budget (and the worst seed) and the share
@@ -73,15 +74,21 @@ class Problem:
         return hypervolume(self.points[ids], self.reference) / self.true
 
 
-def search(problem: Problem, name: str, seed: int, budgets: list[int], ranks: int) -> tuple[dict[int, float], float]:
+def search(
+    problem: Problem, name: str, seed: int, budgets: list[int], ranks: int, depth: int = 2
+) -> tuple[dict[int, float], float]:
     """The hypervolume ratio at every budget from one search, as benchmarks/strategies.py's
-    ``replay`` does it (a smaller budget's last, partial batch is asked of a copy), and the share
-    of the true front measured by the largest budget."""
+    ``replay`` does it (batch b asked once batch b - ``depth`` is told; a smaller budget's last,
+    partial batch is asked of a copy), and the share of the true front measured by the largest
+    budget."""
     strategy = strategies.create(name, problem.cache.space, seed, {})
     measured: list[int] = []
+    batches: list[list[int]] = []
     ratios: dict[int, float] = {}
     largest = max(budgets)
     while len(measured) < largest:
+        while len(batches) >= depth:
+            strategy.tell([copy.copy(problem.results[i]) for i in batches.pop(0)])
         for budget in budgets:
             if len(measured) < budget < len(measured) + ranks and budget < largest:
                 ratios[budget] = problem.ratio(measured + copy.deepcopy(strategy).ask(budget - len(measured)))
@@ -89,7 +96,7 @@ def search(problem: Problem, name: str, seed: int, budgets: list[int], ranks: in
         if not ids:
             break
         measured += ids
-        strategy.tell([copy.copy(problem.results[i]) for i in ids])
+        batches.append(ids)
         if len(measured) in budgets:
             ratios[len(measured)] = problem.ratio(measured)
     for budget in budgets:
@@ -103,12 +110,14 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--budgets", type=int, nargs="+", default=[50, 100, 200])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--depth", type=int, default=2, help="batches in flight, as in benchmarks/strategies.py")
     parser.add_argument("--strategies", nargs="+", default=["nsga2", "random_sample", "genetic_algorithm"])
     args = parser.parse_args()
     budgets = sorted(args.budgets)
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
-    print(f"ranks: {args.ranks}, repeats: {args.repeats} (seeds 0..{args.repeats - 1}); objectives: time and")
-    print("threads per block, both lower is better; hypervolume found / true (reference: the worst of each)\n")
+    print(f"ranks: {args.ranks}, depth: {args.depth}, repeats: {args.repeats} (seeds 0..{args.repeats - 1});")
+    print("objectives: time and threads per block, both lower is better;")
+    print("hypervolume found / true (reference: the worst of each)\n")
     started = time.perf_counter()
     patterns = ("*.json", "*.json.gz", "*.h5")
     paths = sorted(p for pattern in patterns for p in glob.glob(os.path.join(args.cache_dir, pattern)))
@@ -124,7 +133,7 @@ def main() -> None:
         print(header)
         print(rule)
         for name in args.strategies:
-            runs = [search(problem, name, seed, budgets, args.ranks) for seed in range(args.repeats)]
+            runs = [search(problem, name, seed, budgets, args.ranks, args.depth) for seed in range(args.repeats)]
             cells = [np.array([ratios[b] for ratios, _ in runs]) for b in budgets]
             found = float(np.mean([share for _, share in runs]))
             means[name].append([float(c.mean()) for c in cells] + [found])

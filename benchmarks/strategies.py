@@ -1,15 +1,18 @@
 """How well each strategy tunes the real measured caches, replayed in-process.
 
     python benchmarks/strategies.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budgets 20 50 100 200 400]
-        [--repeats 10] [--strategies NAME ...]
+        [--repeats 10] [--depth 2] [--strategies NAME ...]
 
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
 each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
-caches) without MPI: each round asks the strategy for ``min(ranks, budget left)`` ids, as
-the scheduler does, deals them to the simulated ranks interleaved, answers them from the
-measurements and tells the results. The round's simulated wall time is the largest sum of
-compile + verify + benchmark seconds over the ranks, so the total is what the run would have
-taken on that many GPUs; "1 rank" is the sum over all configurations.
+caches) without MPI, as the scheduler runs a search: each batch asks the strategy for
+``min(ranks, budget left)`` ids, deals them to the simulated ranks interleaved, answers them
+from the measurements and tells the results; with ``--depth 2`` (the default, what the
+scheduler does on more than one rank) batch b is asked once batch b - 2 is told, so the
+previous batch is still in flight, and with ``--depth 1`` once batch b - 1 is. The simulated
+wall time follows the same pipeline (``pipeline_wall_s``) with each configuration's compile +
+verify + benchmark seconds, so it is what the run would have taken on that many GPUs; "1 rank"
+is the sum over all configurations.
 
 Score = (median valid time - best found) / (median valid time - optimum), averaged over the
 repeats (seeds 0..K-1): 0 is a typical random configuration, 1 the optimum. One search per
@@ -76,6 +79,10 @@ class Replay:
             float(np.nanmin(time_ms)),
         )
 
+    def result(self, config_id: int) -> Result:
+        """The measurement of one configuration, scored as rank 0 scores it."""
+        return TIME.evaluate(Result(config_id, self.status[config_id], time_ms=float(self.time_ms[config_id])), {})
+
     def score(self, best_ms: float) -> float:
         return (self.median - best_ms) / (self.median - self.optimum) if np.isfinite(best_ms) else 0.0
 
@@ -90,35 +97,60 @@ class Search:
     ask_s: float  # seconds spent asking, per configuration asked
 
 
-def replay(cache: Replay, strategy_name: str, seed: int, budgets: list[int], ranks: int) -> Search:
+def pipeline_wall_s(batches: list[np.ndarray], ranks: int, depth: int) -> float:
+    """Simulated wall time of a run that keeps ``depth`` batches in flight, as the scheduler does
+    on more than one rank (depth 2): batch b is handed out when batch b - depth is gathered, so a
+    rank that finishes its chunk early starts its next one at once instead of waiting for the
+    slowest rank (depth 1: rounds that each wait for it). ``batches`` are the costs in seconds of
+    each batch's ids in order, dealt to the ranks interleaved (``ids[r::ranks]``)."""
+    finish = np.zeros(ranks)  # when each rank is done with what it was handed so far
+    gathered: list[float] = []
+    for b, cost_s in enumerate(batches):
+        handed_s = gathered[b - depth] if b >= depth else 0.0
+        chunk_s = np.array([cost_s[r::ranks].sum() for r in range(ranks)])
+        finish = np.maximum(finish, handed_s) + chunk_s
+        gathered.append(float(finish.max()))
+    return gathered[-1] if gathered else 0.0
+
+
+def replay(cache: Replay, strategy_name: str, seed: int, budgets: list[int], ranks: int, depth: int = 2) -> Search:
     """One search per seed serves every budget: a run with a smaller budget asks the same batches
     until its last one, which asks for fewer ids (the budget left); that last ask is made on a
-    copy of the strategy, so each budget's score is exactly that of a run of its own."""
+    copy of the strategy, so each budget's score is exactly that of a run of its own. Batch b
+    is asked once batch b - ``depth`` is told, as the scheduler interleaves them (depth 2: the
+    previous batch is still out when the next is asked); a budget's score is over every id
+    handed out, told or not, since all of them are measured by the end."""
     strategy = strategies.create(strategy_name, cache.space, seed, {})
-    handed, best, wall, serial, asking = 0, np.inf, 0.0, 0.0, 0.0
+    batches: list[list[int]] = []
+    told, handed, best, asking = 0, 0, np.inf, 0.0
     scores: dict[int, float] = {}
     largest = max(budgets)
+
+    def best_of(ids: list[int]) -> float:
+        return min([best] + [cache.time_ms[i] for i in ids if cache.status[i] == "ok"])
+
     while handed < largest:
+        while told <= len(batches) - depth:
+            strategy.tell([cache.result(i) for i in batches[told]])
+            told += 1
         for budget in budgets:  # a smaller budget whose last, partial batch is this one
             if handed < budget < handed + ranks and budget < largest:
-                ids = copy.deepcopy(strategy).ask(budget - handed)
-                scores[budget] = cache.score(min([best] + [cache.time_ms[i] for i in ids if cache.status[i] == "ok"]))
+                scores[budget] = cache.score(best_of(copy.deepcopy(strategy).ask(budget - handed)))
         t0 = time.perf_counter()
         ids = strategy.ask(min(ranks, largest - handed))
         asking += time.perf_counter() - t0
         if not ids:
             break
+        batches.append(ids)
         handed += len(ids)
-        wall += max(cache.cost_s[ids[r::ranks]].sum() for r in range(ranks))
-        serial += cache.cost_s[ids].sum()
-        results = [TIME.evaluate(Result(i, cache.status[i], time_ms=float(cache.time_ms[i])), {}) for i in ids]
-        best = min([best] + [r.time_ms for r in results if r.ok])
-        strategy.tell(results)
+        best = best_of(ids)
         if handed in budgets:
             scores[handed] = cache.score(best)
     for budget in budgets:  # an exhausted space: every larger budget ends with the best found
         scores.setdefault(budget, cache.score(best))
-    return Search(scores, wall, serial, asking / max(handed, 1))
+    costs = [cache.cost_s[ids] for ids in batches]
+    wall = pipeline_wall_s(costs, ranks, depth)
+    return Search(scores, wall, float(sum(c.sum() for c in costs)), asking / max(handed, 1))
 
 
 def table(cache_dir: str, args: argparse.Namespace) -> None:
@@ -142,7 +174,7 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
         )
         print("|---" * (len(args.budgets) + 4) + "|")
         for name in args.strategies:
-            runs = [replay(cache, name, seed, args.budgets, args.ranks) for seed in range(args.repeats)]
+            runs = [replay(cache, name, seed, args.budgets, args.ranks, args.depth) for seed in range(args.repeats)]
             cells = []
             for budget in args.budgets:
                 scores[cache.name, name, budget] = float(np.mean([r.scores[budget] for r in runs]))
@@ -186,11 +218,17 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--budgets", type=int, nargs="+", default=[20, 50, 100, 200, 400])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=2,
+        help="batches in flight: 2 as the scheduler keeps on more than one rank, 1 for rounds that wait",
+    )
     parser.add_argument("--strategies", nargs="+", default=strategies.available())
     args = parser.parse_args()
     args.budgets = sorted(args.budgets)
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
-    print(f"ranks: {args.ranks}, repeats: {args.repeats} (seeds 0..{args.repeats - 1})\n")
+    print(f"ranks: {args.ranks}, depth: {args.depth}, repeats: {args.repeats} (seeds 0..{args.repeats - 1})\n")
     started = time.perf_counter()
     for cache_dir in args.cache_dirs:
         table(cache_dir, args)

@@ -37,8 +37,10 @@ class Strategy(ABC):
 
     ``ask(n)`` returns up to ``n`` ids never handed out or told before; an empty list
     means the search is finished. ``tell`` receives results in any order, including,
-    before the first ask, everything a resumed run already has in its cache.
-    Deterministic for a given seed and sequence of tells.
+    before the first ask, everything a resumed run already has in its cache; a batch may be
+    asked before the previous one is told (the scheduler keeps two in flight: ask(0), ask(1),
+    tell(0), ask(2), tell(1), ...; see ``in_flight``). Deterministic for a given seed and
+    sequence of asks and tells.
 
     Every id a strategy hands out must be marked seen: the helpers below (``claim``,
     ``random_unseen``, ``space_filling``, ``nearest_unseen``) do it for what they return.
@@ -95,6 +97,14 @@ class Strategy(ABC):
         if self._design_rng is None:
             self._design_rng = np.random.default_rng([self.seed, 1])
         return self.mark_seen(geometry.space_filling(self.space, self.seen, self._design_rng, n))
+
+    def in_flight(self) -> list[int]:
+        """The ids handed out whose results are not told yet, in id order. On more than one rank
+        the scheduler keeps two batches in flight, so when batch b is asked batch b - 1 is still
+        out: a strategy that proposes from what it knows should count these as taken (a constant
+        liar, a busy chain), or batch b crowds around what batch b - 1 already tries. (Some
+        strategies keep their own ``pending``: each step or trial they await, and its owner.)"""
+        return sorted(self.seen.difference(self.values))
 
     def seen_mask(self) -> np.ndarray:
         return geometry.seen_mask(len(self.space), self.seen)

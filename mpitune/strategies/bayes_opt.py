@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies import surrogate
 from mpitune.strategies.base import Strategy, integer_option, number_option
 from mpitune.strategies.surrogate import expected_improvement
 
@@ -81,13 +82,14 @@ class BayesOpt(Strategy):
         if not self._scale or len(self.values) >= REFIT_GROWTH * self._scale_fitted_on:
             self._scale, self._scale_fitted_on = self._fit_scale(x, y), len(self.values)
         scale = self._scale
+        lie, best = float(np.mean(y)), float(np.min(y))
+        x, y = surrogate.with_lies(x, y, unit(self.in_flight()))
         k_xx = _matern(x, x, scale) + NOISE * np.eye(len(x))
         chol = np.linalg.cholesky(k_xx)
         cand_x = unit(cand)
         whitened = np.linalg.solve(chol, _matern(x, cand_x, scale))  # L^-1 k(x, c)
         mean = whitened.T @ np.linalg.solve(chol, y)
         var = np.maximum(1.0 - np.einsum("ij,ij->j", whitened, whitened), 1e-12)
-        lie, best = float(np.mean(y)), float(np.min(y))
         updates: list[np.ndarray] = []  # posterior covariance of candidates with each lie
         chosen = np.zeros(len(cand), dtype=bool)
         batch: list[int] = []

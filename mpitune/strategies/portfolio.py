@@ -4,14 +4,15 @@ a genetic algorithm on call.
 The first batch is the shared space-filling design. Then ``model_share`` of each batch (all of
 it by default) comes from the surrogate (``surrogate``: a Gaussian process with one length
 scale per parameter, expected improvement times the chance to be valid, a constant liar for
-the batch), and the rest from a genetic algorithm that is never told the model's picks, so its
-elite stays its own; from ``switch`` results on the whole batch is the genetic algorithm's.
-Of the model's picks, the first ``local_share`` (a quarter) are taken among the unseen
-one-parameter neighbours of the best result so far: the best configurations of a kernel
-often differ from a good one in a single parameter, a needle the smooth model undervalues
-when it ranks the whole space, but not among the few dozen neighbours. Replaying the
-development caches (docs/strategies.md) the model alone beat every split with the genetic
-algorithm up to 400 evaluations, and the trust region lifted 50 to 200 evaluations.
+the batch and for the ids still in flight), and the rest from a genetic algorithm that is
+never told the model's picks, so its elite stays its own; from ``switch`` results on the
+whole batch is the genetic algorithm's. Of the model's picks, the first ``local_share`` (a
+quarter) are taken among the unseen one-parameter neighbours of the best result so far: the
+best configurations of a kernel often differ from a good one in a single parameter, a needle
+the smooth model undervalues when it ranks the whole space, but not among the few dozen
+neighbours. Replaying the development caches (docs/strategies.md) the model alone beat every
+split with the genetic algorithm up to 400 evaluations, and the trust region lifted 50 to 200
+evaluations.
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ class Portfolio(Strategy):
         if self._scales is None or len(self.values) >= REFIT_GROWTH * self._scales_fitted_on:
             self._scales = surrogate.fit_scales(x, y, self._scales)
             self._scales_fitted_on = len(self.values)
-        fit = surrogate.condition(x, y, self._scales)
+        # What is in flight (the previous batch, with the scheduler's two batches out) enters as
+        # lies too, so that this batch looks elsewhere rather than next to it.
+        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), self._scales)
         cand_x = unit(cand)
         feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, self._scales)
         # The first picks among the unseen one-parameter neighbours of the best result (all

@@ -1,7 +1,9 @@
 """Simulated annealing with one independent chain per batch slot.
 
-A batch of n asks each of the first n chains for its next step (chains are created on
-demand, so the number of chains follows the batch size, i.e. the number of ranks). Every
+A batch of n asks n chains whose last step is told for their next step (chains are created
+on demand, so the number of chains follows the batch size, i.e. the number of ranks, times
+the batches in flight: with the scheduler's two batches in flight, the chains of batch b - 1
+still wait for their results when batch b is asked, so batch b steps another n chains). Every
 chain starts at a point of the space-filling design, so the first batch is spread over the
 space rather than n steps around one point. A step proposes a random unseen neighbour
 of the chain's current configuration (one parameter changed: with probability one half to
@@ -65,12 +67,12 @@ class SimulatedAnnealing(Strategy):
         self._logs: list[float] = []  # log of every finite objective told, for the spread
 
     def ask(self, n: int) -> list[int]:
-        while len(self.chains) < n:
-            self.chains.append(Chain())
+        idle = [chain for chain in self.chains if chain.pending < 0]  # the others wait for their last step
+        while len(idle) < n:
+            idle.append(Chain())
+            self.chains.append(idle[-1])
         batch, fresh = [], []
-        for chain in self.chains[:n]:
-            if chain.pending >= 0:
-                continue  # still waiting for its last step
+        for chain in idle[:n]:
             step = self._step(chain)
             if step:
                 self._assign(chain, step[0])

@@ -87,6 +87,18 @@ def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> Fit:
     return Fit(x, y, scales, chol, np.linalg.solve(chol.T, np.linalg.solve(chol, y)))
 
 
+def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The observations plus a constant lie at each point in flight (handed out, not told): the
+    mean of ``y``, as the batch's own liar uses, so a batch asked while the previous one is out
+    spreads away from it instead of proposing its near twins, and the best and the mean of the
+    observations stay what they were. (Lying the model's own prediction there, a kriging
+    believer, scored lower on the development caches: 0.908 / 0.949 / 0.979 at 50 / 100 / 200
+    against 0.901 / 0.960 / 0.985.)"""
+    if not len(pending):
+        return x, y
+    return np.vstack([x, pending]), np.concatenate([y, np.full(len(pending), float(y.mean()))])
+
+
 def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Kernel-weighted share of failures among the observed points near each candidate, shrunk
     towards the overall rate: near zero far from any failure, near one inside a failing region."""

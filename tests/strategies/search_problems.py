@@ -67,5 +67,27 @@ def run(strategy: Strategy, n: int, budget: int, measure: Callable[[int], float]
     return out
 
 
+def run_pipelined(
+    strategy: Strategy, n: int, budget: int, measure: Callable[[int], float], depth: int = 2
+) -> list[int]:
+    """As ``run``, in the order the scheduler asks and tells with ``depth`` batches in flight
+    (depth 2: ask(0), ask(1), tell(0), ask(2), tell(1), ...): batch b is asked once batch
+    b - depth is told, and what is left in flight is told at the end."""
+    batches: list[list[int]] = []
+    told = 0
+    while sum(map(len, batches)) < budget:
+        while told <= len(batches) - depth:
+            strategy.tell([result(i, measure(i)) for i in batches[told]])
+            told += 1
+        batch = strategy.ask(min(n, budget - sum(map(len, batches))))
+        if not batch:
+            break
+        assert len(batch) <= n
+        batches.append(batch)
+    for batch in batches[told:]:
+        strategy.tell([result(i, measure(i)) for i in batch])
+    return [i for batch in batches for i in batch]
+
+
 def make(name: str, space: SearchSpace = LANDSCAPE, seed: int = 0, **options) -> Strategy:
     return strategies.create(name, space, seed, {**(SMALL.get(name, {}) if space is TINY else {}), **options})
