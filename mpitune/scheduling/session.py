@@ -95,7 +95,8 @@ def open_run(
         f"batches of {manager.batch_size}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
     if cache.interrupted:
-        say(f"the previous run was killed while {cache.interrupted}; they are not recorded and may be measured again")
+        how = "ended when a rank stopped answering" if cache.last_status == "silent_rank" else "was killed"
+        say(f"the previous run {how} while {cache.interrupted}; they are not recorded and may be measured again")
     return manager, None
 
 

@@ -144,6 +144,10 @@ class Cache:
                 f"differ); pass --cache NEW.h5 to tune this one into another file"
             )
         self.interrupted = in_flight(self.file)  # what a killed run left unmeasured
+        runs = self.file["runs"]
+        # How the last run ended, as its row says before repair marks a killed one: a silent
+        # rank's end also leaves configurations in flight, but the run was not killed.
+        self.last_status = runs[-1]["status"].decode(errors="replace") if len(runs) else ""
         for fixed in repair(self.file):
             log.warning("%s: %s", path, fixed)
         self._describe_objective()

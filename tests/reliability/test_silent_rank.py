@@ -47,11 +47,13 @@ def _spec(tmp_path: Path) -> list[str]:
     return [str(spec), "--out", str(tmp_path / "out.h5"), "--rank-deadline-floor", "2"]
 
 
-def _resumes_once(tmp_path: Path, args: list[str]) -> None:
-    """The same command completes the space, and every configuration is in the file once."""
+def _resumes_once(tmp_path: Path, args: list[str]) -> str:
+    """The same command completes the space, and every configuration is in the file once; what
+    it printed."""
     again = mpitune(3, args, tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
     assert sorted(recorded_ids(tmp_path / "out.h5")) == list(range(CONFIGS))
+    return again.stdout
 
 
 def _gone(pid: int) -> None:
@@ -120,7 +122,9 @@ def test_a_stopped_worker_ends_the_run_with_one_line_and_it_resumes(tmp_path):
     assert len(rows) >= done and len(set(rows)) == len(rows)
     with h5py.File(cache, "r") as f:
         assert f["runs"][0]["status"] == b"silent_rank"
-    _resumes_once(tmp_path, _spec(tmp_path))
+    resumed = _resumes_once(tmp_path, _spec(tmp_path))
+    # Not "killed": the run before ended itself when a rank stopped answering.
+    assert "the previous run ended when a rank stopped answering while batch" in resumed, resumed
 
 
 def test_a_stopped_rank_0_ends_the_workers(tmp_path):
