@@ -208,10 +208,12 @@ def summarize(data: CacheData, top: int = 5) -> dict:
     values = objective_values(data)
     best_rows = results[ranked[:top]]
     ranks = per_rank(data)
-    wall_rank_s = sum(r["wall_s"] for r in ranks)
     measuring_s = sum(r["compile_s"] + r["verify_s"] + r["benchmark_s"] for r in ranks)
     runs = data.runs
     walls = run_walls(runs["run"], runs["wall_s"], data.timeline["run"], data.timeline["end_s"])
+    # Every rank holds its device for the whole run, also when it has measured its last chunk
+    # and left (with two batches in flight the fast ranks leave before the last batch is in).
+    wall_rank_s = sum(int(n) * wall for n, wall in zip(runs["ranks"], walls))
     tune_params = problem.get("tune_params", {})
     summary = {
         "kernel": problem.get("kernel_name"),
