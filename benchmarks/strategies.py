@@ -101,14 +101,19 @@ def pipeline_wall_s(batches: list[np.ndarray], ranks: int, depth: int) -> float:
     """Simulated wall time of a run that keeps ``depth`` batches in flight, as the scheduler does
     on more than one rank (depth 2): batch b is handed out when batch b - depth is gathered, so a
     rank that finishes its chunk early starts its next one at once instead of waiting for the
-    slowest rank (depth 1: rounds that each wait for it). ``batches`` are the costs in seconds of
-    each batch's ids in order, dealt to the ranks interleaved (``ids[r::ranks]``)."""
+    slowest rank (depth 1: rounds that each wait for it); rank 0 alone records each batch, after
+    its own chunk of it and before its chunk of the next, so it waits for the slowest every batch.
+    ``batches`` are the costs in seconds of each batch's ids in order, dealt to the ranks
+    interleaved (``ids[r::ranks]``)."""
     finish = np.zeros(ranks)  # when each rank is done with what it was handed so far
     gathered: list[float] = []
     for b, cost_s in enumerate(batches):
         handed_s = gathered[b - depth] if b >= depth else 0.0
         chunk_s = np.array([cost_s[r::ranks].sum() for r in range(ranks)])
-        finish = np.maximum(finish, handed_s) + chunk_s
+        start_s = np.maximum(finish, handed_s)
+        if b:
+            start_s[0] = max(start_s[0], gathered[b - 1])
+        finish = start_s + chunk_s
         gathered.append(float(finish.max()))
     return gathered[-1] if gathered else 0.0
 

@@ -43,6 +43,11 @@ def test_a_batch_is_handed_out_only_once_the_one_two_before_is_gathered(bench):
     assert bench.pipeline_wall_s(batches, 2, 3) == 10  # three in flight: batch 2 is handed out at once
 
 
+def test_rank_0_records_each_batch_before_its_next_chunk(bench):
+    # Rank 0's chunk of batch 1 starts once batch 0 is gathered (t=3), not when its own ends (t=1).
+    assert bench.pipeline_wall_s([np.array([1.0, 3.0]), np.array([3.0, 1.0])], 2, 2) == 3 + 3
+
+
 def test_chunks_are_dealt_interleaved(bench):
     assert bench.pipeline_wall_s([np.array([1.0, 2.0, 4.0, 8.0])], 2, 2) == 2 + 8  # rank 1: ids 1 and 3
 
