@@ -31,6 +31,27 @@ void scale(float *y, const float *x, int n)
 }
 """
 
+
+SPIN_C = r"""
+#include <time.h>
+void spin(float *out, int n)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < SPIN_NSL);
+    for (int i = 0; i < n; i++)
+        out[i] = (float)(VARIANT % 1 + 1);
+}
+"""
+
+
+def spin_c(milliseconds: int) -> str:
+    """The C source of a kernel ``spin`` that spins for ``milliseconds`` per call, on the clock
+    (not the CPU time it gets), and writes ones: a configuration whose duration is known."""
+    return SPIN_C.replace("SPIN_NS", str(milliseconds * 1000000))
+
+
 SCALE_SPEC = """
 import numpy as np
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import h5py
 import pytest
-from conftest import REPO, mpi_env, report_json
+from conftest import REPO, mpi_env, report_json, spin_c
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("slurmctld", "slurmd", "sbatch", "munged")) or os.geteuid() != 0,
@@ -24,18 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 # Each call spins for about 50 ms, so a configuration (compile, warm-up, 3 timed calls)
 # takes about 0.25 s and the whole search well over the job's one minute.
-SPIN_C = r"""
-#include <time.h>
-void spin(float *out, int n)
-{
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 50000000L);
-    for (int i = 0; i < n; i++)
-        out[i] = (float)(VARIANT % 1 + 1);
-}
-"""
+SPIN_C = spin_c(50)
 SPEC = """
 import numpy as np
 lang = "C"

@@ -26,12 +26,12 @@ Pure arithmetic on what rank 0 observed; no MPI, no clock of its own.
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mpitune.process.isolation import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
+from mpitune.scheduling.liveness import seconds_setting
 from mpitune.scheduling.messages import Order, Report
 
 DEFAULT_FLOOR_S = 45.0  # see docs/reliability.md, "A rank that stops answering"
@@ -53,13 +53,7 @@ class Allowance:
 
 def floor_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
     """The floor the command line gives, else the environment's, else the default."""
-    if setting is not None:
-        return setting
-    text = (os.environ if environ is None else environ).get(FLOOR_VARIABLE, "").strip()
-    try:
-        return float(text) if text else DEFAULT_FLOOR_S
-    except ValueError:
-        return DEFAULT_FLOOR_S
+    return seconds_setting(setting, FLOOR_VARIABLE, DEFAULT_FLOOR_S, environ)
 
 
 def per_config_limit_s(timeout_s: float | None, config_s: Sequence[float]) -> float:

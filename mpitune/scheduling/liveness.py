@@ -33,16 +33,22 @@ BEATS_PER_TIMEOUT = 5
 UNKNOWN_HOST = "an unknown host"
 
 
+def seconds_setting(setting: float | None, variable: str, default_s: float, environ: dict[str, str] | None) -> float:
+    """Seconds the command line gives, else the environment variable's, else the default (also
+    for a value that is not a number)."""
+    if setting is not None:
+        return setting
+    text = (os.environ if environ is None else environ).get(variable, "").strip()
+    try:
+        return float(text) if text else default_s
+    except ValueError:
+        return default_s
+
+
 def timeout_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
     """The liveness timeout the command line gives, else the environment's, else the default;
     0 (or less) turns the heartbeats off, leaving the per-batch deadline alone."""
-    if setting is not None:
-        return setting
-    text = (os.environ if environ is None else environ).get(TIMEOUT_VARIABLE, "").strip()
-    try:
-        return float(text) if text else DEFAULT_TIMEOUT_S
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
+    return seconds_setting(setting, TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S, environ)
 
 
 def interval_s(timeout_s: float) -> float:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import h5py
 import pytest
-from conftest import REPO, mpi_env, report_json
+from conftest import REPO, mpi_env, report_json, spin_c
 
 SCRIPT = REPO / "jobscripts" / "local-cluster.sh"
 DAS6 = REPO / "jobscripts" / "das6.sh"
@@ -64,18 +64,7 @@ pytestmark = [
 ]
 
 # About 20 ms per call: a configuration (compile, warm-up, 3 timed calls) takes about 0.2 s.
-SPIN_C = r"""
-#include <time.h>
-void spin(float *out, int n)
-{
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 20000000L);
-    for (int i = 0; i < n; i++)
-        out[i] = (float)(VARIANT % 1 + 1);
-}
-"""
+SPIN_C = spin_c(20)
 SPEC = """
 import numpy as np
 lang = "C"
@@ -417,6 +406,15 @@ def _fault_run(cluster: Cluster, work: Path, configs: int = STOPPED_CONFIGS) -> 
     return job, wait_for_batch(job, 5)
 
 
+def _recorded_after(work: Path, fault: str, took_s: float, done: int) -> int:
+    """After a fault: ``check`` the file first (a killed writer leaves it marked open), print
+    the measured line, and return how many configurations the file holds."""
+    report = check(work / "spin.h5")
+    recorded = len(recorded_ids(work / "spin.h5"))
+    measured(fault, seconds=took_s, done_before=done, recorded=recorded, check=report)
+    return recorded
+
+
 def test_a_killed_rank_ends_the_job_within_10_s(cluster, work):
     """(a) Rank 1's process dies while its node lives: srun ends the step (--wait)."""
     job, done = _fault_run(cluster, work)
@@ -425,9 +423,7 @@ def test_a_killed_rank_ends_the_job_within_10_s(cluster, work):
     killed_s = time.monotonic()
     _, code, ended_s = wait_end(cluster, job, 60)
     took_s = ended_s - killed_s
-    report = check(work / "spin.h5")  # first: a killed writer leaves the file marked open
-    recorded = len(recorded_ids(work / "spin.h5"))
-    measured("killed rank 1 to the job's end", seconds=took_s, done_before=done, recorded=recorded, check=report)
+    recorded = _recorded_after(work, "killed rank 1 to the job's end", took_s, done)
     assert took_s < 10, read(job.log)
     assert code != 0 and recorded >= done
     resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
@@ -447,9 +443,7 @@ def test_b_a_lost_node_ends_the_job_within_60_s(cluster, work):
         cluster.node("node-up", 2)
     _, code, _ = wait_end(cluster, job, 60)
     took_s = ended_s - lost_s
-    report = check(work / "spin.h5")  # first: a killed writer leaves the file marked open
-    recorded = len(recorded_ids(work / "spin.h5"))
-    measured("node2 lost to the job's end", seconds=took_s, done_before=done, recorded=recorded, check=report)
+    recorded = _recorded_after(work, "node2 lost to the job's end", took_s, done)
     assert took_s < 60, read(job.log)
     assert code != 0 and recorded >= done
     resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
@@ -470,9 +464,7 @@ def test_b_a_node_whose_link_went_down_ends_the_job_within_60_s(cluster, work):
     took_s = ended_s - lost_s
     time.sleep(1)
     log = read(job.log)
-    report = check(work / "spin.h5")
-    recorded = len(recorded_ids(work / "spin.h5"))
-    measured("node2's link down to the job's end", seconds=took_s, done_before=done, recorded=recorded, check=report)
+    recorded = _recorded_after(work, "node2's link down to the job's end", took_s, done)
     assert took_s < 60, log
     assert "rank 1 on node2 did not answer" in log, log
     assert code != 0 and recorded >= done
@@ -518,9 +510,7 @@ def test_d_a_stopped_rank_is_named_and_the_run_ends_resumable(cluster, work):
     took_s = ended_s - stopped_s
     time.sleep(1)
     log = read(job.log)
-    report = check(work / "spin.h5")  # first: a killed writer leaves the file marked open
-    recorded = len(recorded_ids(work / "spin.h5"))
-    measured("stopped rank 2 to the job's end", seconds=took_s, done_before=done, recorded=recorded, check=report)
+    recorded = _recorded_after(work, "stopped rank 2 to the job's end", took_s, done)
     named = [line for line in log.splitlines() if "rank 2" in line and "node3" in line]
     assert len(named) == 1, log
     assert "mpitune: stopped early" in log or "exit code 75" in log, log
