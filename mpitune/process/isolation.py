@@ -24,9 +24,9 @@ import statistics
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import ForkingPickler
+from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
 
 from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler
@@ -37,6 +37,7 @@ from mpitune.model.racing import Race
 from mpitune.model.result import RUNTIME_ERROR, TIMEOUT, Result
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.prewarm import Spawned, spawn_worker
+from mpitune.process.shared_arrays import Shared, attach, share
 from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ class Start:
     workdir: str
     origin: float
     local_rank: int
+    # The memory file holding the problem's large arrays (shared_arrays.py), whose descriptor
+    # follows this message; 0: every array is in the pickle.
+    shared_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,9 @@ def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
         log.debug("warming up the %s backend failed", lang, exc_info=True)
     conn.send(Warm(os.getpid(), time.perf_counter()))
     start = inbox.get()
+    if isinstance(start, StartFailed):
+        conn.send(start)
+        return
     if not isinstance(start, Start):  # the rank is gone, or ended the worker before its problem came
         return
     try:
@@ -158,18 +165,30 @@ def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
 
 def _receive_start(conn: Connection, inbox: queue.Queue) -> None:
     try:
-        inbox.put(conn.recv())
+        message = conn.recv()
+        if isinstance(message, Start) and message.shared_bytes:
+            fd = recv_handle(conn)
+            message = replace(message, problem=attach(message.problem, fd, message.shared_bytes))
+        inbox.put(message)
     except EOFError:
         inbox.put(Stop())
+    except Exception:
+        inbox.put(StartFailed(traceback.format_exc()))
 
 
-def _send_quietly(conn: Connection, pickled: bytes) -> None:
+def _send_quietly(conn: Connection, pickled: bytes, shared: Shared | None) -> None:
     """Send from a thread of its own, so that the rank waits for the worker with a deadline
-    meanwhile: a worker that dies or is killed first closes the pipe."""
+    meanwhile: a worker that dies or is killed first closes the pipe. The memory file's
+    descriptor follows the pickle and is closed here once sent (the worker holds its own)."""
     try:
         conn.send_bytes(pickled)  # what ``conn.send`` writes, read by the worker's ``recv``
+        if shared is not None:
+            send_handle(conn, shared.fd, 0)  # the pid is Windows' concern
     except OSError:  # the rank's receive reports the death
         log.debug("the worker went away before it took its problem", exc_info=True)
+    finally:
+        if shared is not None:
+            shared.close()
 
 
 class IsolatedBackend(Backend):
@@ -198,10 +217,18 @@ class IsolatedBackend(Backend):
         if spawned is None:
             spawned = spawn_worker(self.problem.lang, self.local_rank)
         self.worker, self.conn = spawned.supervisor, spawned.conn
-        # Pickled here, where a problem that cannot be raises at once, as a spawn's arguments did.
-        start = ForkingPickler.dumps(Start(self.problem, self.workdir, self.clock.origin, self.local_rank))
+        # Pickled here, where a problem that cannot be raises at once, as a spawn's arguments did;
+        # its large arrays go in shared memory.
+        problem, shared = share(self.problem)
+        start = Start(problem, self.workdir, self.clock.origin, self.local_rank, shared.size if shared else 0)
+        try:
+            pickled = ForkingPickler.dumps(start)
+        except BaseException:
+            if shared is not None:
+                shared.close()
+            raise
         threading.Thread(
-            target=_send_quietly, args=(self.conn, start), name="mpitune-send-problem", daemon=True
+            target=_send_quietly, args=(self.conn, pickled, shared), name="mpitune-send-problem", daemon=True
         ).start()
         try:
             patience = Patience(STARTUP_TIMEOUT_S)
