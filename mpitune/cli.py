@@ -10,6 +10,7 @@ Errors the user can fix end every rank with one line on stderr and exit code 2;
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import shlex
@@ -17,6 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from mpitune import __version__, commands
@@ -32,8 +34,6 @@ if TYPE_CHECKING:
     from mpitune.spec.settings import Overrides
 
 LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
-# The rank as the launcher tells it, before MPI is initialised (MPICH, Open MPI, PMIx, Slurm).
-_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 
 
 TUNE_HELP = "tune the kernel a spec file describes on every MPI rank (the default: python -m mpitune SPEC)"
@@ -45,14 +45,12 @@ EXIT_CLOSED_PIPE = 141
 _DATA_SUFFIXES = (".h5", ".hdf5", ".json", ".gz")
 
 
-def _launcher_rank() -> str:
-    """This process's rank as the launcher tells it, before MPI is initialised ("0" alone)."""
-    return next((os.environ[v] for v in _RANK_VARIABLES if v in os.environ), "0").strip() or "0"
-
-
 def _refuse(message: str) -> int:
-    """A user error before MPI starts: every rank exits 2, the first alone says why."""
-    if _launcher_rank() == "0":
+    """A user error before MPI starts: every rank exits 2, the first alone says why (each
+    rank of a launcher that does not say which it is)."""
+    from mpitune.scheduling.early import launcher_world_rank
+
+    if launcher_world_rank() in (0, None):
         print(f"mpitune: error: {message}", file=sys.stderr)
     return EXIT_USER_ERROR
 
@@ -366,11 +364,23 @@ def _tune(
         early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
 
 
+def _start_mpi(load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[ModuleType, Callable]:
+    """MPI started (the loop imported: it imports mpi4py, which initialises MPI) and what the
+    loop calls to load the spec: on the rank the launcher names 0, the spec loaded meanwhile."""
+    from mpitune.scheduling import early
+    from mpitune.spec.preloaded import load_while
+
+    def start() -> ModuleType:
+        return importlib.import_module("mpitune.scheduling.loop")
+
+    return load_while(start, load) if early.launcher_world_rank() == 0 else (start(), load)
+
+
 def _run(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
     """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
     from mpitune.scheduling import early
-    from mpitune.scheduling import loop as tuner  # imports mpi4py, which initialises MPI
 
+    tuner, load = _start_mpi(load)
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
     sys.unraisablehook = _unraisable

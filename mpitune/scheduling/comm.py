@@ -46,13 +46,15 @@ _FIRST_PAUSE_S = 20e-6
 _MAX_PAUSE_S = 1e-3
 
 
-def start_clock(comm: MPI.Comm, simulated: bool = False) -> tuple[Clock, float]:
+def start_clock(comm: MPI.Comm, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
     """One clock for every rank's timeline, and the run's start in Unix time.
 
     Each rank counts with its own monotonic clock from a barrier, then corrects for when it
     left the barrier (an oversubscribed node can deschedule a rank for milliseconds) by a
     few ping-pongs with rank 0, keeping the offset measured with the shortest round trip:
-    its error is at most half that round trip, microseconds on one node.
+    its error is at most half that round trip, microseconds on one node. ``since``: rank 0's
+    ``time.perf_counter()`` when the run began before the barrier (it loaded the spec while
+    MPI started); every rank's clock then counts from that moment.
     """
     comm.Barrier()
     clock = Clock(simulated)
@@ -71,7 +73,10 @@ def start_clock(comm: MPI.Comm, simulated: bool = False) -> tuple[Clock, float]:
             if back_s - sent_s < best_rtt_s:
                 best_rtt_s, offset_s = back_s - sent_s, root_s - (sent_s + back_s) / 2
         clock.shift(offset_s)
-    return clock, comm.bcast(time.time(), root=0)
+    lead_s = max(0.0, clock.origin - since) if comm.rank == 0 and since is not None else 0.0
+    started_unix, lead_s = comm.bcast((time.time() - lead_s, lead_s), root=0)
+    clock.shift(lead_s)
+    return clock, started_unix
 
 
 @dataclass
@@ -291,8 +296,8 @@ class MpiTransport:
     def allgather(self, value: T) -> list[T]:
         return self.comm.allgather(value)
 
-    def start_clock(self, simulated: bool = False) -> tuple[Clock, float]:
-        return start_clock(self.comm, simulated)
+    def start_clock(self, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
+        return start_clock(self.comm, simulated, since)
 
     def bcast_problem(self, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
         return bcast_problem(self.comm, problem, indices)

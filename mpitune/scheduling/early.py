@@ -39,6 +39,9 @@ LOCAL_RANK_VARIABLES = (
     "MV2_COMM_WORLD_LOCAL_RANK",
     "SLURM_LOCALID",
 )
+# The rank in the whole job as launchers announce it: MPICH's Hydra and PMI launchers, Open
+# MPI, PMIx, then Slurm's (inherited from the batch step by an ``mpirun`` inside a job, so last).
+WORLD_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 # How many ranks the launcher started on this node: Open MPI, MPICH's Hydra.
 LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
 # Any of these says a launcher started this process, as one rank among others.
@@ -55,6 +58,17 @@ def launcher_local_rank(environ: Mapping[str, str] | None = None) -> int | None:
     makes it a world of one); None for a launcher that does not say."""
     env = os.environ if environ is None else environ
     for name in LOCAL_RANK_VARIABLES:
+        text = env.get(name, "").strip()
+        if text.isdigit():
+            return int(text)
+    return None if any(name in env for name in _LAUNCHED_VARIABLES) else 0
+
+
+def launcher_world_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """The job-wide rank the launcher announces; 0 for a process no launcher started; None for
+    a launcher that does not say."""
+    env = os.environ if environ is None else environ
+    for name in WORLD_RANK_VARIABLES:
         text = env.get(name, "").strip()
         if text.isdigit():
             return int(text)

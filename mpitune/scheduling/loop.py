@@ -28,7 +28,7 @@ from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.searchspace import SearchSpace
-from mpitune.model.timeline import Clock, Timeline
+from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.scheduling import early
@@ -43,6 +43,7 @@ from mpitune.scheduling.messages import Order, Placement, Report, StopReason
 from mpitune.scheduling.rank import serve
 from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse, say
 from mpitune.scheduling.transport import SilentRanks, Transport, first_error
+from mpitune.spec.preloaded import Preloaded
 
 __all__ = ["EXIT_INTERRUPTED", "MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
 
@@ -101,16 +102,28 @@ def _tune(
     error = transport.world_error()
     if error:
         return refuse(int(os.environ.get("SLURM_PROCID", "0")), error)
-    clock, started_unix = transport.start_clock()
+    # With the spec loaded while MPI started (spec/preloaded.py), the run began when that did.
+    preloaded = load if isinstance(load, Preloaded) else None
+    clock, started_unix = transport.start_clock(since=preloaded.started if preloaded else None)
     timeline = Timeline(clock)
+    began_s = clock.now()  # MPI's start, from the run's beginning (next to nothing without a preload)
+    if rank == 0 and preloaded is not None:
+        spec_s = preloaded.ended - clock.origin
+        timeline.extend([PhaseRow(timeline.batch, -1, "spec", preloaded.started - clock.origin, spec_s)])
+    else:
+        spec_s = 0.0
+    timeline.extend([PhaseRow(timeline.batch, -1, "startup", spec_s, max(spec_s, began_s))])
     silent: SilentRanks | None = None
     abandoning: SilentRanks | None = None
 
     setup: Setup | None = None
     if rank == 0:
         try:
-            with timeline.phase("spec"):
-                loaded = load()
+            if preloaded is not None:
+                loaded = preloaded()
+            else:
+                with timeline.phase("spec"):
+                    loaded = load()
             with timeline.phase("startup"):
                 setup = prepare(*loaded)
         except UserError as exc:

@@ -89,8 +89,9 @@ class Transport(Protocol):
 
     def allgather(self, value: T) -> list[T]: ...
 
-    def start_clock(self, simulated: bool = False) -> tuple[Clock, float]:
-        """One clock for every rank's timeline, and the run's start in Unix time."""
+    def start_clock(self, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
+        """One clock for every rank's timeline, and the run's start in Unix time; from rank 0's
+        ``time.perf_counter()`` value ``since`` when the run began before this call."""
         ...
 
     def bcast_problem(self, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
@@ -140,8 +141,9 @@ class LocalTransport:
     def allgather(self, value: T) -> list[T]:
         return [value]
 
-    def start_clock(self, simulated: bool = False) -> tuple[Clock, float]:
-        return Clock(simulated), time.time()
+    def start_clock(self, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
+        clock = Clock(simulated, origin=since)
+        return clock, time.time() - (0.0 if simulated else clock.now())
 
     def bcast_problem(self, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
         assert problem is not None and indices is not None, "rank 0 holds the problem"

@@ -129,6 +129,13 @@ def test_the_launchers_local_rank_comes_first_and_slurms_last():
     assert early.launcher_local_rank({"SLURM_LOCALID": "1", "PMI_LOCAL_RANK": ""}) == 1
 
 
+def test_the_job_wide_rank_comes_from_the_launcher_before_mpi():
+    assert early.launcher_world_rank({}) == 0  # no launcher: a world of one
+    assert early.launcher_world_rank({"PMI_RANK": "3", "SLURM_PROCID": "0"}) == 3  # mpirun in a batch job
+    assert early.launcher_world_rank({"OMPI_COMM_WORLD_RANK": "0"}) == 0
+    assert early.launcher_world_rank({"PMI_SIZE": "4"}) is None  # launched, but which rank is not said
+
+
 def test_the_ranks_on_a_node_come_from_the_launcher():
     assert early.launcher_local_size({}) == 1
     assert early.launcher_local_size({"PMI_RANK": "0", "MPI_LOCALNRANKS": "4"}) == 4
