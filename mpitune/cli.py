@@ -357,30 +357,39 @@ def _tune(
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import early
 
-    early.start(worker_lang, compile_workers)  # before MPI and the spec: the loop claims them
+    early.start(worker_lang)  # before MPI and the spec: the loop claims it
     try:
-        return _run(args, argv, load)
+        return _run(args, argv, load, compile_workers)
     finally:
         early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
 
 
-def _start_mpi(load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[ModuleType, Callable]:
-    """MPI started (the loop imported: it imports mpi4py, which initialises MPI) and what the
-    loop calls to load the spec: on the rank the launcher names 0, the spec loaded meanwhile."""
+def _start_mpi(
+    load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None
+) -> tuple[ModuleType, Callable]:
+    """The compile workers spawned and MPI started (the loop imported: it imports mpi4py, which
+    initialises MPI), and what the loop calls to load the spec: on the rank the launcher names
+    0, the spec loaded meanwhile."""
     from mpitune.scheduling import early
     from mpitune.spec.preloaded import load_while
 
     def start() -> ModuleType:
+        early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker
         return importlib.import_module("mpitune.scheduling.loop")
 
     return load_while(start, load) if early.launcher_world_rank() == 0 else (start(), load)
 
 
-def _run(args: argparse.Namespace, argv: list[str], load: Callable[[], tuple[Problem, RunSettings]]) -> int:
+def _run(
+    args: argparse.Namespace,
+    argv: list[str],
+    load: Callable[[], tuple[Problem, RunSettings]],
+    compile_workers: int | None = None,
+) -> int:
     """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
     from mpitune.scheduling import early
 
-    tuner, load = _start_mpi(load)
+    tuner, load = _start_mpi(load, compile_workers)
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
     sys.unraisablehook = _unraisable

@@ -29,6 +29,8 @@ from mpitune.process.supervisor import SPAWN, Death, Hang, Patience, Supervisor
 
 log = logging.getLogger(__name__)
 
+NICE = 10  # how much lower a compile worker's priority is than its rank's
+
 
 def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None, warn: bool = True) -> int:
     """Compile workers for one rank: the cores it was given, less one for itself.
@@ -66,7 +68,14 @@ class CompileTask:
 
 
 def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> None:
-    """A compile worker: compile what the rank queues, in order, until killed (or orphaned)."""
+    """A compile worker: compile what the rank queues, in order, until killed (or orphaned).
+    It runs at a lower priority (``NICE``): compiling ahead is background work, and where
+    cores are short the rank, its measuring worker (a kernel's launches are timed on the CPU's
+    side too) and the spec rank 0 loads at start-up come first."""
+    try:
+        os.nice(NICE)
+    except OSError:  # not allowed here: the same work at the same priority
+        log.debug("a compile worker could not lower its priority", exc_info=True)
     if warm_up is not None:
         try:
             warm_up()

@@ -85,15 +85,24 @@ def launcher_local_size(environ: Mapping[str, str] | None = None) -> int | None:
     return None if any(name in env for name in _LAUNCHED_VARIABLES) else 1
 
 
-def start(lang_text: str | None, compile_workers: int | None = None) -> None:
+def start(lang_text: str | None) -> None:
     """Spawn this rank's worker now for the backend a spec's ``lang`` names (None: not known
-    without running the spec, or no isolation asked for: none is started), then its compile
-    workers (``compile_workers``: the command line's count; None: the default). Nothing heavy is
+    without running the spec, or no isolation asked for: none is started). Nothing heavy is
     imported before the worker's spawn, so that it starts as soon as the rank's Python does."""
-    global _early, _ahead
-    if _early is not None or not lang_text:
+    global _early
+    if _early is None and lang_text:
+        _early = spawn_worker(lang_text, launcher_local_rank())
+
+
+def start_compile_workers(compile_workers: int | None = None) -> None:
+    """After ``start``: spawn the compile workers for the early worker's backend
+    (``compile_workers``: the command line's count; None: the default). Fifteen spawns take a
+    few tenths of a second, which the command line spends beside the spec's loading, on MPI's
+    side of it, not before it."""
+    global _ahead
+    if _early is None or _ahead is not None:
         return
-    _early = spawn_worker(lang_text, launcher_local_rank())
+    lang_text = _early.lang
     from mpitune import backends
     from mpitune.backends.capabilities import DeviceKind
     from mpitune.model.timeline import Clock

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -17,6 +18,7 @@ from supervised_children import alive, children_of
 from mpitune.backends.c import GccCompiler
 from mpitune.model.result import COMPILE_ERROR, TIMEOUT
 from mpitune.model.timeline import Clock
+from mpitune.process import compile_ahead
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 
 SOURCE = "void scale(float *y) { y[0] = STEP; }\n#if STEP == 3\n#error three\n#endif\n"
@@ -132,3 +134,19 @@ def test_compile_workers_end_when_their_rank_is_killed(tmp_path):
     while any(alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(alive(w) for w in workers)
+
+
+def test_compile_workers_run_below_their_rank_s_priority(tmp_path):
+    """Background work: where cores are short, the rank and its measuring worker come first."""
+    source = tmp_path / "k.c"
+    source.write_text(SOURCE)
+    gcc = ("gcc", "-O1", "-fPIC", "-shared")
+    ahead = CompileAhead(2, Clock(), GccCompiler(gcc, str(source), str(tmp_path)))
+    try:
+        compiled = ahead.take(0, {"STEP": 1}, None, deadline_s=60)  # the workers are up and working
+        assert compiled.finished, compiled.error
+        for pid in ahead._pool.pids:
+            nice = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+            assert nice == min(19, os.nice(0) + compile_ahead.NICE), pid
+    finally:
+        ahead.close()

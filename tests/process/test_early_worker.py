@@ -243,7 +243,10 @@ def test_early_compile_workers_are_taken_only_as_many_and_for_the_backend_they_w
     monkeypatch.setenv("MPI_LOCALNRANKS", "2")
     monkeypatch.setenv("PMI_RANK", "0")
     clock = Clock()
-    early.start("C", 1)
+    early.start_compile_workers(1)  # without a worker started: none
+    assert early._ahead is None
+    early.start("C")
+    early.start_compile_workers(1)
     assert early._ahead is not None
     ahead = early.compile_ahead("C", 1, clock)
     assert ahead is not None and ahead.clock is clock and ahead.workers == 1 and pool_alive(ahead)
@@ -253,7 +256,8 @@ def test_early_compile_workers_are_taken_only_as_many_and_for_the_backend_they_w
     assert not pool_alive(ahead)
 
     for started, workers, lang, wanted in [("C", 1, "C", 2), ("C", 1, "C", 0), ("C", 1, "cupy", 1)]:
-        early.start(started, workers)
+        early.start(started)
+        early.start_compile_workers(workers)
         assert early._ahead is not None
         pool = early._ahead[1]
         assert early.compile_ahead(lang, wanted, clock) is None
@@ -261,9 +265,11 @@ def test_early_compile_workers_are_taken_only_as_many_and_for_the_backend_they_w
         early.end()
 
     early.start("C")  # kernels on the CPU: no compile workers unless asked for
+    early.start_compile_workers()
     assert early._ahead is None
     early.end()
     early.start("cupy")  # on a GPU: the default, from the ranks the launcher says share the node
+    early.start_compile_workers()
     assert early._ahead is not None and early._ahead[1].workers >= 1
     pool = early._ahead[1]
     early.end()

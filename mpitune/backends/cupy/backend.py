@@ -27,6 +27,7 @@ from mpitune.backends.cupy.device_errors import (
     launch_limits,
     text,
 )
+from mpitune.backends.cupy.device_start import DriverStart, select_device
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.errors import UserError
@@ -50,13 +51,6 @@ class FunctionAttribute(enum.IntEnum):
     MAX_DYNAMIC_SHARED_BYTES = 8
 
 
-def select_device(rank_on_node: int, device_count: int) -> int:
-    """One GPU per rank: the node-local rank modulo the GPUs this process can see."""
-    if device_count < 1:
-        raise ValueError("no GPU visible")
-    return rank_on_node % device_count
-
-
 def _import_cupy() -> Any:
     try:
         import cupy
@@ -70,15 +64,23 @@ def _import_cupy() -> Any:
 def open_context(local_rank: int | None) -> None:
     """What ``CupyBackend`` needs first and no problem decides: CuPy imported, and the CUDA
     context of this rank's GPU (``select_device``, as the backend will choose it) made, with
-    its memory pool and a stream in use. Errors are left to the backend, which says them."""
-    cp = _import_cupy()
-    if local_rank is None:
-        return
-    count = cp.cuda.runtime.getDeviceCount()
-    if count < 1:
-        return
-    cp.cuda.Device(select_device(local_rank, count)).use()
-    cp.cuda.runtime.free(0)  # the classic way to make the primary context now
+    its memory pool and a stream in use; the driver starts beside CuPy's import
+    (device_start.py). Errors are left to the backend, which says them."""
+    driver = DriverStart(local_rank) if local_rank is not None else None
+    try:
+        cp = _import_cupy()
+        if local_rank is None:
+            return
+        count = cp.cuda.runtime.getDeviceCount()
+        if count < 1:
+            return
+        cp.cuda.Device(select_device(local_rank, count)).use()
+        if driver is not None:
+            driver.wait()
+        cp.cuda.runtime.free(0)  # the classic way to make the primary context now (taken, if started)
+    finally:
+        if driver is not None:
+            driver.release()
     with cp.cuda.Stream(non_blocking=True) as stream:
         cp.full(1, 42, dtype=np.int32)  # the memory pool, and the fill kernel prepare's probe uses
         stream.synchronize()
