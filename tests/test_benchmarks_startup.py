@@ -26,3 +26,7 @@ def test_startup_benchmark_splits_a_rank_start_up_from_the_spec():
     assert 0 < spawned < before and spawned <= warm <= first + 0.01
     assert first_compile > 0  # the C backend compiles the first configuration itself
     assert "slowest rank's start-up beyond the spec: " in proc.stdout
+    alone = next(line for line in proc.stdout.splitlines() if line.startswith("the spec alone"))
+    alone_s = float(alone.split(": ")[1].split(" s;")[0])
+    beyond_alone_s = float(alone.rsplit(": ", 1)[1].removesuffix(" s"))
+    assert alone_s > 0 and abs(beyond_alone_s - (first - alone_s)) <= 0.011

@@ -29,7 +29,10 @@ from mpitune.process.supervisor import SPAWN, Death, Hang, Patience, Supervisor
 
 log = logging.getLogger(__name__)
 
-NICE = 10  # how much lower a compile worker's priority is than its rank's
+# How much lower a compile worker's priority is than its rank's: compiling ahead is background
+# work, and where cores are short the rank, its measuring worker (a kernel's launches are timed
+# on the CPU's side too) and, at start-up, the spec that rank 0 loads come first.
+NICE = 10
 
 
 def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None, warn: bool = True) -> int:
@@ -68,14 +71,7 @@ class CompileTask:
 
 
 def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> None:
-    """A compile worker: compile what the rank queues, in order, until killed (or orphaned).
-    It runs at a lower priority (``NICE``): compiling ahead is background work, and where
-    cores are short the rank, its measuring worker (a kernel's launches are timed on the CPU's
-    side too) and the spec rank 0 loads at start-up come first."""
-    try:
-        os.nice(NICE)
-    except OSError:  # not allowed here: the same work at the same priority
-        log.debug("a compile worker could not lower its priority", exc_info=True)
+    """A compile worker: compile what the rank queues, in order, until killed (or orphaned)."""
     if warm_up is not None:
         try:
             warm_up()
@@ -105,7 +101,7 @@ class CompileAhead:
         self.compiler, self.workers, self.clock, self.warm_up = compiler, workers, clock, warm_up
         self._queued: dict[int, tuple[dict, Derived | None]] = {}  # handed to the workers, not yet taken
         self._done: dict[int, Compiled] = {}
-        self._pool = Supervisor(_serve, [f"mpitune-compile-{i}" for i in range(workers)])
+        self._pool = Supervisor(_serve, [f"mpitune-compile-{i}" for i in range(workers)], nice=NICE)
         self._start()
 
     def _start(self) -> None:
