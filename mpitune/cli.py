@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mpitune import __version__, commands
 from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
@@ -365,17 +365,19 @@ def _tune(
 
 
 def _start_mpi(
-    load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None
-) -> tuple[ModuleType, Callable]:
-    """The compile workers spawned and MPI started (the loop imported: it imports mpi4py, which
-    initialises MPI), and what the loop calls to load the spec: on the rank the launcher names
-    0, the spec loaded meanwhile."""
+    load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None, liveness_timeout_s: float | None
+) -> tuple[tuple[ModuleType, Any], Callable]:
+    """The compile workers spawned, MPI started (the loop imported: it imports mpi4py, which
+    initialises MPI) and this rank's heartbeat with it (the loop's ``Guard``), and what the
+    loop calls to load the spec: on the rank the launcher names 0, the spec loaded meanwhile,
+    under the heartbeat once MPI is up."""
     from mpitune.scheduling import early
     from mpitune.spec.preloaded import load_while
 
-    def start() -> ModuleType:
+    def start() -> tuple[ModuleType, Any]:
         early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker
-        return importlib.import_module("mpitune.scheduling.loop")
+        loop = importlib.import_module("mpitune.scheduling.loop")
+        return loop, loop.guard(liveness_timeout_s)
 
     return load_while(start, load) if early.launcher_world_rank() == 0 else (start(), load)
 
@@ -389,14 +391,14 @@ def _run(
     """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
     from mpitune.scheduling import early
 
-    tuner, load = _start_mpi(load, compile_workers)
+    (tuner, guard), load = _start_mpi(load, compile_workers, args.liveness_timeout)
     rank = tuner.MPI.COMM_WORLD.rank
     _setup_logging(args, rank)
     sys.unraisablehook = _unraisable
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
         try:
-            code = tuner.tune(load, command, debug=args.debug, liveness_timeout_s=args.liveness_timeout)
+            code = tuner.tune(load, command, debug=args.debug, guarded=guard)
         finally:
             early.end()  # before an abort below, which ends this process
     except KeyboardInterrupt:

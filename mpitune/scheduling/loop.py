@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 
 from mpitune import backends
 from mpitune.backends.base import Backend
@@ -53,28 +54,46 @@ _LAST_LOOK_S = 1.0
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Guard:
+    """A rank's liveness watch, started with MPI: on rank 0 before its spec is loaded, where
+    that happens beside MPI's start (spec/preloaded.py), so that a rank lost meanwhile ends
+    the job as it would later."""
+
+    watch: Watch
+    heartbeat: Heartbeat | None
+
+
+def guard(liveness_timeout_s: float | None = None) -> Guard:
+    """Start this rank's heartbeat on COMM_WORLD (heartbeat.py; ``liveness_timeout_s``: None for
+    the environment's or the default, 0 for none). Collective."""
+    comm = MPI.COMM_WORLD
+    watch = Watch()
+    beat = Heartbeat.start(comm, timeout_s(liveness_timeout_s), on_rank0(watch) if comm.rank == 0 else on_worker)
+    return Guard(watch, beat)
+
+
 def tune(
     load: Callable[[], tuple[Problem, RunSettings]],
     command: str = "",
     debug: bool = False,
     transport: Transport | None = None,
     liveness_timeout_s: float | None = None,
+    guarded: Guard | None = None,
 ) -> int:
     """Run one tuning job on every rank of the transport (COMM_WORLD unless given); returns the exit code.
 
     ``load`` is called on rank 0 only and returns the checked problem and settings (from a
     spec file, or from measured data to replay). On COMM_WORLD every rank first starts its
-    heartbeat (heartbeat.py; ``liveness_timeout_s``: None for the environment's or the
-    default, 0 for none), so that a rank lost at any point, start-up included, ends the job.
+    heartbeat (``guard``, unless ``guarded`` says it has started), so that a rank lost at any
+    point, start-up included, ends the job.
     """
     watch = Watch()
     heartbeat = None
     if transport is None:
-        comm = MPI.COMM_WORLD
-        heartbeat = Heartbeat.start(
-            comm, timeout_s(liveness_timeout_s), on_rank0(watch) if comm.rank == 0 else on_worker
-        )
-        transport = MpiTransport(comm, watch)
+        started = guarded or guard(liveness_timeout_s)
+        watch, heartbeat = started.watch, started.heartbeat
+        transport = MpiTransport(MPI.COMM_WORLD, watch)
         if heartbeat is not None:
             heartbeat.know_hosts(transport.hosts)
     try:

@@ -3,11 +3,15 @@
 MPI's start (mpi4py's import initialises it, with numpy and h5py before it: about 0.9 s on one
 NVIDIA H200's host, 16 cores) and the spec's own code (the examples' matmul computes a
 4096 x 4096 reference: 0.7 s) need nothing of each other, and the spec's heavy part is numpy,
-which leaves the interpreter free while it computes. So the command line loads the spec in the
-main thread (where its load deadline's alarm is delivered) while another thread starts MPI,
-when the launcher says that this process is rank 0. The loop then takes what the spec gave, or
-raises what it raised, as if it had loaded it itself, and records the spec phase where it
-really was: before the clock, so at negative times.
+which leaves the interpreter free while it computes. One thing does not overlap: MPI_Init
+holds the interpreter while it waits for the other ranks to start it too, so the spec pauses
+for as long as the slowest rank is behind rank 0 (no longer than it waited before).
+
+So, when the launcher says that this process is rank 0, the command line loads the spec in
+the main thread (where its load deadline's alarm is delivered) while another thread starts MPI
+and this rank's heartbeat. The loop then takes what the spec gave, or raises what it raised,
+as if it had loaded it itself, and the run's clock begins when the spec's loading did, on
+every rank (comm.start_clock).
 """
 
 from __future__ import annotations

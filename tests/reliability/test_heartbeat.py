@@ -52,11 +52,20 @@ void scale(float *y, const float *x, int n)
 """
 
 
+# In a spec: wait for MPI's start beside it (rank 0's heartbeat with it) to be done.
+MPI_UP = (
+    "import threading\nwhile any(t.name == 'mpitune-mpi-start' for t in threading.enumerate()):\n    time.sleep(0.01)\n"
+)
+
+
 def _spec(tmp_path: Path, load_s: float = 0.0) -> list[str]:
+    """``load_s``: the spec sleeps that long, after touching 'loading' once MPI is up (a rank
+    stopped before its MPI_Init holds every rank in theirs: docs/reliability.md)."""
     params = f'{{"STEP": list(range(1, {CONFIGS + 1})), "MODE": [0]}}'
     extra = "racing = False\n"  # a slow configuration must not lose a race and stop early
     if load_s:
-        extra += f"import pathlib, time\npathlib.Path('loading').touch()\ntime.sleep({load_s})\n"
+        extra += "import pathlib, time\n" + MPI_UP
+        extra += f"pathlib.Path('loading').touch()\ntime.sleep({load_s})\n"
     spec = write_scale_spec(tmp_path, params, extra=extra)
     (tmp_path / "scale.c").write_text(SLOW_C)
     # Batches of one configuration per rank, so that there is a third batch to make long.
@@ -168,7 +177,8 @@ def test_rank_0_stopped_in_a_long_batch_ends_the_workers(tmp_path, monkeypatch):
 
 
 def test_a_worker_stopped_during_start_up_ends_the_job(tmp_path):
-    """Rank 0 loads a slow spec while the workers wait in a collective, and one of them stops."""
+    """Rank 0 loads a slow spec, MPI being up, while the workers wait in a collective, and one
+    of them stops: its silence is noticed within the liveness timeout, not after the spec."""
     args = _spec(tmp_path, load_s=TIMEOUT_S + 27)
     job = start_mpitune(3, args, tmp_path)
     try:
