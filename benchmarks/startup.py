@@ -8,7 +8,7 @@ launcher of ``mpitune.scheduling.launch``: the venv's ``mpiexec``, else the one 
 and splits each rank's time from the launch to its first configuration:
 
 - before the clock: from starting the launcher to the run's clock (``runs.started_unix``),
-  which begins when rank 0 begins loading the spec (spec/preloaded.py): the launcher, Python,
+  which begins when rank 0 begins loading the spec (scheduling/preloaded.py): the launcher, Python,
   the command line and the spawn of the measuring worker; one figure for all ranks;
 - spec: rank 0 loading the spec (phase ``spec``: the spec file's own code and the checks of
   what it defines), while MPI starts beside it; the other ranks wait for it;

@@ -372,7 +372,7 @@ def _start_mpi(
     loop calls to load the spec: on the rank the launcher names 0, the spec loaded meanwhile,
     under the heartbeat once MPI is up."""
     from mpitune.scheduling import early
-    from mpitune.spec.preloaded import load_while
+    from mpitune.scheduling.preloaded import load_while
 
     def start() -> tuple[ModuleType, Any]:
         early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker

@@ -41,10 +41,10 @@ from mpitune.scheduling.interrupts import EXIT_INTERRUPTED, stop_requests
 from mpitune.scheduling.liveness import Watch, timeout_s
 from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Order, Placement, Report, StopReason
+from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rank import serve
 from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse, say
 from mpitune.scheduling.transport import SilentRanks, Transport, first_error
-from mpitune.spec.preloaded import Preloaded
 
 __all__ = ["EXIT_INTERRUPTED", "MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
 
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Guard:
     """A rank's liveness watch, started with MPI: on rank 0 before its spec is loaded, where
-    that happens beside MPI's start (spec/preloaded.py), so that a rank lost meanwhile ends
+    that happens beside MPI's start (preloaded.py), so that a rank lost meanwhile ends
     the job as it would later."""
 
     watch: Watch
@@ -121,7 +121,7 @@ def _tune(
     error = transport.world_error()
     if error:
         return refuse(int(os.environ.get("SLURM_PROCID", "0")), error)
-    # With the spec loaded while MPI started (spec/preloaded.py), the run began when that did.
+    # With the spec loaded while MPI started (preloaded.py), the run began when that did.
     preloaded = load if isinstance(load, Preloaded) else None
     clock, started_unix = transport.start_clock(since=preloaded.started if preloaded else None)
     timeline = Timeline(clock)
