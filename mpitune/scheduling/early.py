@@ -9,8 +9,9 @@ node-local rank the launcher announces in the environment; the loop claims it on
 is there. MPI's own node-local rank (``Split_type``) decides: a worker warmed up for another
 device, or another backend, is ended and a fresh one started, as is one that the problem does
 not need (no isolation). The compile workers, which load NVRTC for a second before their first
-configuration, start right after it, as many as ``--compile-workers`` says or, by default, as
-the node's ranks announced by the launcher leave cores for; the loop takes them if it wants as
+configuration, start next (in the thread that then starts MPI, beside rank 0's loading of the
+spec: preloaded.py), at a lower priority, as many as ``--compile-workers`` says or, by default,
+as the node's ranks announced by the launcher leave cores for; the loop takes them if it wants as
 many for that backend, and ends them otherwise. What nothing claims (the spec was refused, MPI
 failed) is ended by the command line before the rank leaves. No MPI here: this runs before it.
 """
@@ -53,26 +54,25 @@ _early: Spawned | None = None  # this process's worker, started early and not ye
 _ahead: tuple[str, CompileAhead] | None = None  # its compile workers, and the backend they are for
 
 
-def launcher_local_rank(environ: Mapping[str, str] | None = None) -> int | None:
-    """The node-local rank the launcher announces; 0 for a process no launcher started (MPI
-    makes it a world of one); None for a launcher that does not say."""
+def _announced(names: tuple[str, ...], environ: Mapping[str, str] | None) -> int | None:
+    """The first of ``names`` the launcher set to a number; 0 for a process no launcher started
+    (MPI makes it a world of one); None for a launcher that does not say."""
     env = os.environ if environ is None else environ
-    for name in LOCAL_RANK_VARIABLES:
+    for name in names:
         text = env.get(name, "").strip()
         if text.isdigit():
             return int(text)
     return None if any(name in env for name in _LAUNCHED_VARIABLES) else 0
+
+
+def launcher_local_rank(environ: Mapping[str, str] | None = None) -> int | None:
+    """The node-local rank the launcher announces (see ``_announced``)."""
+    return _announced(LOCAL_RANK_VARIABLES, environ)
 
 
 def launcher_world_rank(environ: Mapping[str, str] | None = None) -> int | None:
-    """The job-wide rank the launcher announces; 0 for a process no launcher started; None for
-    a launcher that does not say."""
-    env = os.environ if environ is None else environ
-    for name in WORLD_RANK_VARIABLES:
-        text = env.get(name, "").strip()
-        if text.isdigit():
-            return int(text)
-    return None if any(name in env for name in _LAUNCHED_VARIABLES) else 0
+    """The job-wide rank the launcher announces (see ``_announced``)."""
+    return _announced(WORLD_RANK_VARIABLES, environ)
 
 
 def launcher_local_size(environ: Mapping[str, str] | None = None) -> int | None:
