@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mpitune import __version__, commands
 from mpitune.errors import EXIT_USER_ERROR, SpecError, UserError
@@ -30,6 +30,7 @@ from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
 # first (scheduling/early.py), and every import before that spawn delays the worker.
 if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
+    from mpitune.scheduling.loop import Guard
     from mpitune.spec.replay import MeasuredSpace
     from mpitune.spec.settings import Overrides
 
@@ -366,7 +367,7 @@ def _tune(
 
 def _start_mpi(
     load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None, liveness_timeout_s: float | None
-) -> tuple[tuple[ModuleType, Any], Callable]:
+) -> tuple[tuple[ModuleType, Guard], Callable]:
     """The compile workers spawned, MPI started (the loop imported: it imports mpi4py, which
     initialises MPI) and this rank's heartbeat with it (the loop's ``Guard``), and what the
     loop calls to load the spec: on the rank the launcher names 0, the spec loaded meanwhile,
@@ -374,7 +375,7 @@ def _start_mpi(
     from mpitune.scheduling import early
     from mpitune.scheduling.preloaded import load_while
 
-    def start() -> tuple[ModuleType, Any]:
+    def start() -> tuple[ModuleType, Guard]:
         early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker
         loop = importlib.import_module("mpitune.scheduling.loop")
         return loop, loop.guard(liveness_timeout_s)

@@ -66,21 +66,19 @@ def open_context(local_rank: int | None) -> None:
     context of this rank's GPU (``select_device``, as the backend will choose it) made, with
     its memory pool and a stream in use; the driver starts beside CuPy's import
     (device_start.py). Errors are left to the backend, which says them."""
-    driver = DriverStart(local_rank) if local_rank is not None else None
+    if local_rank is None:
+        _import_cupy()
+        return
+    driver = DriverStart(local_rank)
     try:
         cp = _import_cupy()
-        if local_rank is None:
-            return
         count = cp.cuda.runtime.getDeviceCount()
         if count < 1:
             return
         cp.cuda.Device(select_device(local_rank, count)).use()
-        if driver is not None:
-            driver.wait()
         cp.cuda.runtime.free(0)  # the classic way to make the primary context now (taken, if started)
     finally:
-        if driver is not None:
-            driver.release()
+        driver.release()
     with cp.cuda.Stream(non_blocking=True) as stream:
         cp.full(1, 42, dtype=np.int32)  # the memory pool, and the fill kernel prepare's probe uses
         stream.synchronize()

@@ -28,8 +28,8 @@ def select_device(rank_on_node: int, device_count: int) -> int:
 
 
 class DriverStart:
-    """The driver starting in a thread; ``done()`` waits for it and gives back the extra hold
-    on the primary context once CuPy's runtime holds its own."""
+    """The driver starting in a thread; ``release()`` waits for it and gives back the extra
+    hold on the primary context once CuPy's runtime holds its own."""
 
     def __init__(self, local_rank: int):
         self._driver: ctypes.CDLL | None = None
@@ -52,12 +52,9 @@ class DriverStart:
         except OSError:  # no driver library here: CuPy will say so
             log.debug("the CUDA driver did not start ahead of CuPy", exc_info=True)
 
-    def wait(self) -> None:
-        self._thread.join()
-
     def release(self) -> None:
-        """Drop this hold on the primary context (the runtime's keeps it)."""
-        self.wait()
+        """Wait for the start, then drop its hold on the primary context (the runtime's keeps it)."""
+        self._thread.join()
         if self._driver is not None:
             self._driver.cuDevicePrimaryCtxRelease(self._device)
             self._driver = None
