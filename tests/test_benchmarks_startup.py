@@ -22,8 +22,9 @@ def test_startup_benchmark_splits_a_rank_start_up_from_the_spec():
     assert first >= before + spec + startup - 0.01  # to the first configuration, all of it
     assert abs(beyond - (first - spec)) <= 0.011  # each printed to 0.01 s
     # The measuring worker was spawned before the run's clock (before MPI and the spec) and was
-    # warm before the rank measured anything.
-    assert 0 < spawned < before and spawned <= warm <= first + 0.01
+    # warm before the rank measured anything. Both are rounded to 0.01 s, and the worker is spawned
+    # only milliseconds before the clock starts, so the two may print the same.
+    assert 0 < spawned <= before and spawned <= warm <= first + 0.01
     assert first_compile > 0  # the C backend compiles the first configuration itself
     assert "slowest rank's start-up beyond the spec: " in proc.stdout
     alone = next(line for line in proc.stdout.splitlines() if line.startswith("the spec alone"))
