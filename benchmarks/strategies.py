@@ -6,7 +6,7 @@
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
 each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
 caches) without MPI, as the scheduler runs a search: each batch asks the strategy for
-``min(ranks, budget left)`` ids, deals them to the simulated ranks interleaved, answers them
+``min(ranks, budget left)`` ids, deals them to the simulated ranks as rank 0 does, answers them
 from the measurements and tells the results; with ``--depth 2`` (the default, what the
 scheduler does on more than one rank) batch b is asked once batch b - 2 is told, so the
 previous batch is still in flight, and with ``--depth 1`` once batch b - 1 is. The simulated
@@ -42,6 +42,8 @@ from mpitune import strategies
 from mpitune.model.objective import Objective
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
+from mpitune.scheduling.batching import busy_s, deal, deal_by_cost
+from mpitune.scheduling.costs import CostModel
 from mpitune.spec.settings import default_strategy
 from mpitune.store import measured
 
@@ -97,23 +99,42 @@ class Search:
     ask_s: float  # seconds spent asking, per configuration asked
 
 
-def pipeline_wall_s(batches: list[np.ndarray], ranks: int, depth: int) -> float:
+def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: int) -> float:
     """Simulated wall time of a run that keeps ``depth`` batches in flight, as the scheduler does
     on more than one rank (depth 2): batch b is handed out when batch b - depth is gathered, so a
     rank that finishes its chunk early starts its next one at once instead of waiting for the
     slowest rank (depth 1: rounds that each wait for it); rank 0 alone records each batch, after
     its own chunk of it and before its chunk of the next, so it waits for the slowest every batch.
-    ``batches`` are the costs in seconds of each batch's ids in order, dealt to the ranks
-    interleaved (``ids[r::ranks]``)."""
+    Each batch (the ids asked, in order) is dealt as rank 0 deals it (``Manager._deal``): blind
+    (``batching.deal``) until a cost is known, then by the costs predicted from the batches
+    recorded so far (``CostModel``) and by when each rank will be free (``batching.busy_s``).
+    A configuration costs its compile + verify + benchmark seconds."""
+    model = CostModel(cache.space)
     finish = np.zeros(ranks)  # when each rank is done with what it was handed so far
     gathered: list[float] = []
-    for b, cost_s in enumerate(batches):
+    reported: list[np.ndarray] = []  # per batch, when each rank was done with its chunk
+    chunks: list[list[list[int]]] = []
+    for b, ids in enumerate(batches):
         handed_s = gathered[b - depth] if b >= depth else 0.0
-        chunk_s = np.array([cost_s[r::ranks].sum() for r in range(ranks)])
+        if b >= depth:  # recorded and told: its costs are known
+            model.learn(Result(i, cache.status[i], compile_s=float(cache.cost_s[i])) for i in batches[b - depth])
+        predicted_s = model.predict_s(ids)
+        if predicted_s is None:
+            dealt = deal(ids, ranks, b)
+        else:
+            ahead = chunks[max(b - depth + 1, 0) :]
+            in_flight_s = [np.array([np.sum(model.predict_s(c)) if c else 0.0 for c in chunk]) for chunk in ahead]
+            oldest = b - depth + 1  # the oldest batch in flight, handed out when its batch - depth was gathered
+            oldest_s = gathered[oldest - depth] if oldest >= depth else 0.0
+            last = reported[b - depth] if b >= depth else None
+            dealt = deal_by_cost(ids, predicted_s, ranks, busy_s(ranks, handed_s, last, oldest_s, in_flight_s))
+        chunks.append(dealt)
+        chunk_s = np.array([cache.cost_s[chunk].sum() for chunk in dealt])
         start_s = np.maximum(finish, handed_s)
         if b:
             start_s[0] = max(start_s[0], gathered[b - 1])
         finish = start_s + chunk_s
+        reported.append(finish.copy())
         gathered.append(float(finish.max()))
     return gathered[-1] if gathered else 0.0
 
@@ -153,9 +174,8 @@ def replay(cache: Replay, strategy_name: str, seed: int, budgets: list[int], ran
             scores[handed] = cache.score(best)
     for budget in budgets:  # an exhausted space: every larger budget ends with the best found
         scores.setdefault(budget, cache.score(best))
-    costs = [cache.cost_s[ids] for ids in batches]
-    wall = pipeline_wall_s(costs, ranks, depth)
-    return Search(scores, wall, float(sum(c.sum() for c in costs)), asking / max(handed, 1))
+    wall = pipeline_wall_s(cache, batches, ranks, depth)
+    return Search(scores, wall, float(sum(cache.cost_s[ids].sum() for ids in batches)), asking / max(handed, 1))
 
 
 def table(cache_dir: str, args: argparse.Namespace) -> None:

