@@ -107,7 +107,8 @@ def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: 
     its own chunk of it and before its chunk of the next, so it waits for the slowest every batch.
     Each batch (the ids asked, in order) is dealt as rank 0 deals it (``Manager._deal``): blind
     (``batching.deal``) until a cost is known, then by the costs predicted from the batches
-    recorded so far (``CostModel``) and by when each rank will be free (``batching.busy_s``).
+    recorded so far (``CostModel``) and by when each rank will be free of the oldest batch in
+    flight (``batching.busy_s``).
     A configuration costs its compile + verify + benchmark seconds."""
     model = CostModel(cache.space)
     finish = np.zeros(ranks)  # when each rank is done with what it was handed so far
@@ -122,12 +123,13 @@ def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: 
         if predicted_s is None:
             dealt = deal(ids, ranks, b)
         else:
-            ahead = chunks[max(b - depth + 1, 0) :]
-            in_flight_s = [np.array([np.sum(model.predict_s(c)) if c else 0.0 for c in chunk]) for chunk in ahead]
-            oldest = b - depth + 1  # the oldest batch in flight, handed out when its batch - depth was gathered
+            oldest = b - depth + 1  # the oldest batch in flight, handed out when batch oldest - depth was gathered
+            ahead_s = None
+            if oldest < b:
+                ahead_s = np.array([np.sum(model.predict_s(c)) if c else 0.0 for c in chunks[oldest]])
             oldest_s = gathered[oldest - depth] if oldest >= depth else 0.0
             last = reported[b - depth] if b >= depth else None
-            dealt = deal_by_cost(ids, predicted_s, ranks, busy_s(ranks, handed_s, last, oldest_s, in_flight_s))
+            dealt = deal_by_cost(ids, predicted_s, ranks, busy_s(ranks, handed_s, last, oldest_s, ahead_s))
         chunks.append(dealt)
         chunk_s = np.array([cache.cost_s[chunk].sum() for chunk in dealt])
         start_s = np.maximum(finish, handed_s)

@@ -59,23 +59,25 @@ def deal_by_cost(
 
 
 def busy_s(
-    ranks: int, now_s: float, reported_s: Sequence[float] | None, handed_s: float, in_flight_s: list[np.ndarray]
+    ranks: int, now_s: float, reported_s: Sequence[float] | None, handed_s: float, ahead_s: np.ndarray | None
 ) -> np.ndarray:
-    """Predicted seconds from ``now_s`` until each rank can start a batch handed out now, with
-    the batches ``in_flight_s`` ahead of it (oldest first; each the predicted seconds of every
-    rank's chunk), the oldest handed out at ``handed_s``.
+    """Predicted seconds from ``now_s`` until each rank can start a batch handed out now: the
+    oldest batch in flight, handed out at ``handed_s``, holds ``ahead_s`` predicted seconds of
+    each rank's work (None: nothing is in flight).
 
-    A worker started the oldest chunk when it had reported its previous one (``reported_s``,
-    on rank 0's clock, per rank; None: no batch recorded yet) or when that chunk went out,
-    whichever came later, and runs its chunks in turn. Rank 0 starts its own chunks only when it
-    has recorded the batch before, so it is free only once the slowest rank is: the rank that
-    is free last. Replaying the default strategy's searches on 8 simulated ranks with two
-    batches in flight, dealing by this (instead of interleaved, blind to what a rank still has
-    to do) cut the simulated time of 400 evaluations from 0.173 to 0.156 of one rank's."""
-    ahead_s = np.sum(in_flight_s, axis=0) if in_flight_s else np.zeros(ranks)
+    A worker started that chunk when it had reported its previous one (``reported_s``, on rank
+    0's clock, per rank; None: no batch recorded yet) or when the chunk went out, whichever came
+    later. Rank 0 starts its own chunks only when it has recorded the batch before, so it is
+    free only once the slowest rank is: the rank that is free last. Replaying the default
+    strategy's searches on 8 simulated ranks with two batches in flight, dealing by this
+    (instead of interleaved, blind to what a rank still has to do) cut the simulated time of 400
+    evaluations from 0.173 to 0.157 of one rank's. Only the oldest batch counts: a brute-force
+    batch dealt ahead, to compile ahead, has two in flight before it, and counting both, each
+    with its predictions' errors, lowered the replayed efficiency (docs/performance.md)."""
+    if ahead_s is None:
+        return np.zeros(ranks)
     started_s = np.full(ranks, handed_s) if reported_s is None else np.maximum(np.asarray(reported_s), handed_s)
-    started_s = np.minimum(started_s, now_s)  # a clock a little ahead of rank 0's
-    free_s = started_s + ahead_s
+    free_s = np.minimum(started_s, now_s) + ahead_s  # min: a worker's clock a little ahead of rank 0's
     free_s[0] = max(now_s + ahead_s[0], float(free_s.max()))
     return np.maximum(free_s - now_s, 0.0)
 

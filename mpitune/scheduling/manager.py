@@ -224,18 +224,16 @@ class Manager:
         return deal_by_cost(ids, cost_s, self.ranks, self._busy_s(batch))
 
     def _busy_s(self, batch: int) -> np.ndarray:
-        """Predicted seconds until each rank can start ``batch``, after the batches ahead of it."""
+        """Predicted seconds until each rank can start ``batch``, after the oldest batch in flight."""
         assert self.costs is not None
-        ahead = [flight for b, flight in self.in_flight.items() if b < batch and flight.ids]
-        in_flight_s = []
-        for flight in ahead:
-            predicted_s = self.costs.predict_s([i for chunk in flight.chunks for i in chunk])
-            assert predicted_s is not None  # learned: this batch is dealt by cost
-            per_rank_s = np.zeros(self.ranks)
-            np.add.at(per_rank_s, np.repeat(np.arange(self.ranks), [len(c) for c in flight.chunks]), predicted_s)
-            in_flight_s.append(per_rank_s)
-        handed_s = ahead[0].handed_s if ahead else self.clock.now()
-        return busy_s(self.ranks, self.clock.now(), self._reported_s, handed_s, in_flight_s)
+        oldest = next((f for b, f in self.in_flight.items() if b < batch and f.ids), None)
+        if oldest is None:
+            return busy_s(self.ranks, self.clock.now(), self._reported_s, self.clock.now(), None)
+        predicted_s = self.costs.predict_s([i for chunk in oldest.chunks for i in chunk])
+        assert predicted_s is not None  # learned: this batch is dealt by cost
+        ahead_s = np.zeros(self.ranks)
+        np.add.at(ahead_s, np.repeat(np.arange(self.ranks), [len(c) for c in oldest.chunks]), predicted_s)
+        return busy_s(self.ranks, self.clock.now(), self._reported_s, oldest.handed_s, ahead_s)
 
     def _next_size(self, costs_known: bool | None = None) -> int:
         limit = self.settings.max_fevals
