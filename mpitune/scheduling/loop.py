@@ -44,7 +44,7 @@ from mpitune.scheduling.messages import Order, Placement, Report, StopReason
 from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rank import serve
 from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse, say
-from mpitune.scheduling.transport import SilentRanks, Transport, first_error
+from mpitune.scheduling.transport import SilentRanks, Transport, first_error, leave_together
 
 __all__ = ["EXIT_INTERRUPTED", "MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
 
@@ -224,6 +224,8 @@ def _tune(
                     finish(manager, timeline)  # the file's last write, and its lock released
                     watch.closed = True
         abandoning = silent  # only once the file is closed: a failed last write ends the job its own way
+        if silent is None:
+            leave_together(transport)
         return stop.exit_code
     finally:
         if ahead is not None:

@@ -11,6 +11,7 @@ instead, naming who did not answer, so that rank 0 can save what arrived and end
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Sequence
@@ -111,6 +112,24 @@ def first_error(transport: Transport, error: str | None) -> str | None:
         if err:
             return err if transport.size == 1 or rank == 0 else f"rank {rank}: {err}"
     return None
+
+
+# How long a worker waits, after its last report, for rank 0 to say that the file is closed.
+CLOSE_WAIT_S = 60.0
+
+
+def leave_together(transport: Transport) -> None:
+    """Every rank leaves once rank 0 has closed the file (rank 0 calls this after closing it).
+    Under ``srun --wait=N`` (commands/job.py) the first task that exits starts srun's countdown
+    to killing the rest: workers that left as soon as they were told to stop gave rank 0 N
+    seconds for its last write, and on a loaded node srun killed it while it closed the file.
+    A rank 0 that never says so (lost, or ending the job itself) keeps a worker
+    ``CLOSE_WAIT_S`` at most; the launcher ends it sooner."""
+    if transport.rank == 0:
+        transport.scatter([None] * transport.size)
+        return
+    with contextlib.suppress(SilentRanks):  # nothing of this rank's is left unsaved: the file is rank 0's
+        transport.scatter(None, CLOSE_WAIT_S)
 
 
 class LocalTransport:

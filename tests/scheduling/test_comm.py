@@ -178,3 +178,31 @@ def test_a_gather_ends_when_the_heartbeats_find_a_worker_silent():
         assert watch.ending and not watch.polling
         heartbeat.stop()
     comm.Barrier()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_workers_leave_only_once_rank_0_has_closed_the_file_and_at_most_a_bound_later_without_it(monkeypatch):
+    import time
+
+    from mpi4py import MPI
+
+    from mpitune.scheduling import transport as transport_module
+    from mpitune.scheduling.comm import MpiTransport
+
+    transport = MpiTransport(MPI.COMM_WORLD)
+    # Rank 0 takes 1.5 s to close its file; a worker waits for it.
+    MPI.COMM_WORLD.Barrier()
+    started_s = time.monotonic()
+    if transport.rank == 0:
+        time.sleep(1.5)
+    transport_module.leave_together(transport)
+    if transport.rank:
+        assert time.monotonic() - started_s >= 1.4
+    # A rank 0 that never says so holds a worker CLOSE_WAIT_S at most.
+    monkeypatch.setattr(transport_module, "CLOSE_WAIT_S", 0.5)
+    MPI.COMM_WORLD.Barrier()
+    started_s = time.monotonic()
+    if transport.rank:
+        transport_module.leave_together(transport)
+        assert 0.4 <= time.monotonic() - started_s < 5.0
+    MPI.COMM_WORLD.Barrier()
