@@ -233,8 +233,8 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
         overall = sum(w for w, _ in walls[default]) / sum(s for _, s in walls[default])
         print(
             f"\nThe default with a budget, {default}: {args.budgets[-1]} evaluations on {args.ranks} ranks take"
-            f" {overall:.3f} (1/{1 / overall:.1f}) of the simulated time of the same evaluations on one rank"
-            f" over all caches, {max(ratios[default]):.3f} (1/{1 / max(ratios[default]):.1f}) in the worst cache."
+            f" {overall:.4f} (1/{1 / overall:.2f}) of the simulated time of the same evaluations on one rank"
+            f" over all caches, {max(ratios[default]):.4f} (1/{1 / max(ratios[default]):.2f}) in the worst cache."
         )
     print()
 
