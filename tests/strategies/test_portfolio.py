@@ -1,5 +1,6 @@
 """What portfolio adds to the contract: the model and the genetic algorithm share the batches,
-the breeder evolves apart from the model's picks, the model stops at ``switch``, and the
+the breeder evolves apart from the model's picks until ``breed_after`` results and then breeds
+from everything, the model stops at ``switch``, and the
 surrogate learns which parameters matter and where configurations fail."""
 
 import numpy as np
@@ -30,6 +31,20 @@ def test_the_model_stops_at_switch():
     modelled = set(strategy.modelled)
     run(strategy, 8, 16, landscape_ms)
     assert strategy.modelled == modelled
+
+
+def test_from_breed_after_on_the_breeder_knows_everything_and_proposes_a_share_of_each_batch():
+    strategy = make("portfolio", breed_after=24)
+    run(strategy, 8, 24, landscape_ms)
+    assert not strategy.joined and not strategy.modelled & set(strategy.breeder.values)
+    batch = strategy.ask(8)
+    assert strategy.joined and len(batch) == 8
+    assert len(set(batch) & strategy.modelled) == 6  # the breeder proposes int(8 * 0.25) = 2
+    # Told the model's results too, so that it breeds from the best found.
+    assert set(strategy.values) <= set(strategy.breeder.values)
+    assert strategy.best(1)[0] in strategy.breeder.best(20)
+    run(strategy, 8, 16, landscape_ms)
+    assert set(strategy.values) - set(batch) <= set(strategy.breeder.values)
 
 
 def test_the_length_scales_are_short_where_the_parameter_matters():
