@@ -124,9 +124,7 @@ def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: 
             dealt = deal(ids, ranks, b)
         else:
             oldest = b - depth + 1  # the oldest batch in flight, handed out when batch oldest - depth was gathered
-            ahead_s = None
-            if oldest < b:
-                ahead_s = np.array([np.sum(model.predict_s(c)) if c else 0.0 for c in chunks[oldest]])
+            ahead_s = model.chunks_s(chunks[oldest]) if oldest < b else None
             oldest_s = gathered[oldest - depth] if oldest >= depth else 0.0
             last = reported[b - depth] if b >= depth else None
             dealt = deal_by_cost(ids, predicted_s, ranks, busy_s(ranks, handed_s, last, oldest_s, ahead_s))

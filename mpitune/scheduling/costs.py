@@ -113,6 +113,17 @@ class CostModel:
             self._weights = np.append(solved, 0.0)  # the unset column weighs nothing
         return np.exp(self._weights[self._active(ids)].sum(axis=1))
 
+    def chunks_s(self, chunks: Sequence[Sequence[int]]) -> np.ndarray | None:
+        """Predicted seconds of each chunk of a dealt batch (one per rank); None before any
+        result was learned."""
+        ids = [i for chunk in chunks for i in chunk]
+        predicted_s = self.predict_s(ids) if ids else np.zeros(0)
+        if predicted_s is None:
+            return None
+        per_chunk_s = np.zeros(len(chunks))
+        np.add.at(per_chunk_s, np.repeat(np.arange(len(chunks)), [len(chunk) for chunk in chunks]), predicted_s)
+        return per_chunk_s
+
 
 def _pair_counts(active: np.ndarray, width: int) -> np.ndarray:
     """How often each pair of indicators (i <= j) is set together in the rows of ``active``

@@ -226,14 +226,11 @@ class Manager:
     def _busy_s(self, batch: int) -> np.ndarray:
         """Predicted seconds until each rank can start ``batch``, after the oldest batch in flight."""
         assert self.costs is not None
+        now_s = self.clock.now()
         oldest = next((f for b, f in self.in_flight.items() if b < batch and f.ids), None)
         if oldest is None:
-            return busy_s(self.ranks, self.clock.now(), self._reported_s, self.clock.now(), None)
-        predicted_s = self.costs.predict_s([i for chunk in oldest.chunks for i in chunk])
-        assert predicted_s is not None  # learned: this batch is dealt by cost
-        ahead_s = np.zeros(self.ranks)
-        np.add.at(ahead_s, np.repeat(np.arange(self.ranks), [len(c) for c in oldest.chunks]), predicted_s)
-        return busy_s(self.ranks, self.clock.now(), self._reported_s, oldest.handed_s, ahead_s)
+            return busy_s(self.ranks, now_s, self._reported_s, now_s, None)
+        return busy_s(self.ranks, now_s, self._reported_s, oldest.handed_s, self.costs.chunks_s(oldest.chunks))
 
     def _next_size(self, costs_known: bool | None = None) -> int:
         limit = self.settings.max_fevals

@@ -48,6 +48,17 @@ def test_it_predicts_an_unmeasured_configuration_from_measured_ones_that_share_i
                 assert predicted[i] > predicted[j]
 
 
+def test_a_dealt_batch_is_predicted_chunk_by_chunk():
+    model = CostModel(SPACE)
+    assert model.chunks_s([[0], [1]]) is None
+    model.learn(measured(i, true_cost_s(SPACE.config(i))) for i in range(10))
+    chunks = [[3, 11], [], [5]]
+    predicted = model.predict_s([3, 11, 5])
+    assert predicted is not None
+    assert model.chunks_s(chunks) == pytest.approx([predicted[0] + predicted[1], 0.0, predicted[2]])
+    assert model.chunks_s([[], []]) == pytest.approx([0.0, 0.0])
+
+
 def test_a_value_that_fails_to_compile_is_learned_to_be_cheap():
     model = CostModel(SPACE)
     results = []
