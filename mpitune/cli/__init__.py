@@ -1,0 +1,81 @@
+"""Command line: ``python -m mpitune [tune] SPEC [flags]`` tunes under MPI, ``replay DATA`` replays
+measured data, and ``python -m mpitune VERB ...`` runs an offline verb from ``mpitune.commands``
+(report, ...), which needs neither MPI nor a GPU.
+
+Errors the user can fix end every rank with one line on stderr and exit code 2;
+``--debug`` shows the traceback behind it. Every output path is ``--out``; the older ``--cache``
+(tune) and ``--output`` (replay) stay as aliases so that scripts keep working.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mpitune import commands
+from mpitune.cli.loading import load_spec, not_python, overrides, read_measured, unmixed, within
+from mpitune.cli.parsers import Parser, common, refuse, replay_parser, tune_parser
+from mpitune.cli.running import setup_logging, tune
+from mpitune.errors import EXIT_USER_ERROR, UserError
+from mpitune.spec.peek import named_lang
+from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
+
+# Exit code after the reader of standard output went away (``report ... | head``), as a shell
+# reports a process that SIGPIPE ended: 128 + 13.
+EXIT_CLOSED_PIPE = 141
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "replay":
+        from mpitune.spec.replay import replay_problem
+
+        args = replay_parser().parse_args(argv[1:])
+        settings = overrides(args)
+        return tune(
+            args,
+            argv,
+            lambda: unmixed(replay_problem(read_measured(args.cache), settings, args.strategy), args.append),
+        )
+    if argv and argv[0] in commands.available():
+        return _offline(argv[0], argv[1:])
+    args = tune_parser().parse_args(argv[1:] if argv and argv[0] == "tune" else argv)
+    refusal = not_python(args.spec)
+    if refusal:
+        return refuse(refusal)
+    return tune(
+        args,
+        argv,
+        lambda: within(args.load_timeout, args.spec, lambda: load_spec(args)),
+        None if args.no_isolation else named_lang(args.spec),
+        args.compile_workers,
+    )
+
+
+def _offline(verb: str, argv: list[str]) -> int:
+    module = commands.load(verb)
+    parser = Parser(prog=f"python -m mpitune {verb}", description=module.HELP)
+    module.add_arguments(parser)
+    common(parser)
+    args = parser.parse_args(argv)
+    setup_logging(args, 0)
+    try:
+        code = module.run(args)
+        sys.stdout.flush()  # a closed pipe shows here rather than at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (``report ... | head``): nothing is left to say, and Python must
+        # not try to flush into the closed pipe again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
+    except UserError as exc:
+        if args.debug:
+            raise
+        print(f"mpitune: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (OSError, RuntimeError) as exc:
+        failed_write = cannot_write(exc)
+        if failed_write is None or args.debug:
+            raise
+        print(f"mpitune: error: {failed_write}", file=sys.stderr)
+        return EXIT_CANNOT_WRITE

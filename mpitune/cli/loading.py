@@ -1,0 +1,111 @@
+"""Loading what a run tunes, on rank 0: a spec file under a deadline, or a replay's measured data,
+with the checks that refuse a mix-up (a results file given as the spec, a replay into another
+strategy's file) in one line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mpitune.errors import SpecError, UserError
+
+if TYPE_CHECKING:
+    from mpitune.model.problem import Problem, RunSettings
+    from mpitune.spec.replay import MeasuredSpace
+    from mpitune.spec.settings import Overrides
+
+# Spec paths that are surely data, not Python: the usual mix-up is passing the results file.
+_DATA_SUFFIXES = (".h5", ".hdf5", ".json", ".gz")
+
+
+def load_spec(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
+    from mpitune.spec import load
+
+    return load.load_spec(args.spec, overrides(args), read_measured)
+
+
+class _LoadDeadline(BaseException):
+    """Raised by SIGALRM in whatever the spec was running; not an Exception, so that the spec's
+    own ``except Exception`` cannot swallow it."""
+
+
+def within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Problem, RunSettings]:
+    """``load()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever
+    ends the job with one line rather than hold every rank until the job's time limit."""
+
+    def expired(signum, frame):
+        raise _LoadDeadline
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        return load()
+    except _LoadDeadline:
+        raise SpecError(
+            os.path.abspath(spec),
+            "loading",
+            f"did not finish within {seconds:g} s (an endless loop?); --load-timeout S allows longer",
+        ) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def overrides(args: argparse.Namespace) -> Overrides:
+    from mpitune.spec.settings import Overrides
+
+    return Overrides(
+        strategy=args.strategy,
+        max_fevals=args.max_fevals,
+        time_limit_s=args.time_limit,
+        seed=args.seed,
+        cache_path=args.out,
+        batch_size=args.batch_size,
+        compile_workers=args.compile_workers,
+        stop_file=args.stop_file or "",
+        allow_mixed_devices=args.allow_mixed_devices,
+        isolate=not args.no_isolation,
+        rank_deadline_floor_s=args.rank_deadline_floor,
+    )
+
+
+def not_python(path: str) -> str | None:
+    """Why SPEC is surely not a spec file (a results file, a Kernel Tuner cache), or None.
+    Python would say "source code string cannot contain null bytes" about an HDF5 file."""
+    if not os.path.isfile(path):
+        return None  # the spec loader says "no such file", naming the field
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if not path.lower().endswith(_DATA_SUFFIXES) and b"\0" not in head:
+        return None
+    hint = " (a results file: python -m mpitune report, or replay, reads it)" if head.startswith(b"\x89HDF") else ""
+    return f"{path} is not a Python spec file{hint}"
+
+
+def unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem, RunSettings]:
+    """A replay into a file that holds another strategy's results would start knowing them; it
+    is refused unless ``append`` asks for it. A real run's file is its resume cache: never refused."""
+    problem, settings = loaded
+    if problem.replay_source and not append and os.path.exists(settings.cache_path):
+        from mpitune.store.reader import read  # reads HDF5: only when there is a file to read
+
+        try:
+            recorded = set(read(settings.cache_path).runs["strategy"].tolist())
+        except UserError:
+            return loaded  # not an mpitune file: the writer refuses it with its own line
+        others = sorted(recorded - {settings.strategy})
+        if others:
+            raise UserError(
+                f"{settings.cache_path} holds the replay of strategy {', '.join(others)}; replaying "
+                f"{settings.strategy} into it would mix the two: name another --out, or pass --append"
+            )
+    return loaded
+
+
+def read_measured(path: str) -> MeasuredSpace:
+    from mpitune.store import measured  # reads HDF5 files: imported only when a replay needs it
+
+    return measured.load(path)

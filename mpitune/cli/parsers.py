@@ -1,0 +1,152 @@
+"""The command line's flags: the tuning run's, ``replay``'s and those every verb shares. Under
+mpiexec every rank parses the same flags, so a bad one is refused on each rank alike."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mpitune import __version__, commands
+from mpitune.errors import EXIT_USER_ERROR
+
+LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
+
+TUNE_HELP = "tune the kernel a spec file describes on every MPI rank (the default: python -m mpitune SPEC)"
+REPLAY_HELP = "replay a search on measured data (Kernel Tuner JSON cache or mpitune .h5) with simulated time"
+
+
+def refuse(message: str) -> int:
+    """A user error before MPI starts: every rank exits 2, the first alone says why (each
+    rank of a launcher that does not say which it is)."""
+    from mpitune.scheduling.early import launcher_world_rank
+
+    if launcher_world_rank() in (0, None):
+        print(f"mpitune: error: {message}", file=sys.stderr)
+    return EXIT_USER_ERROR
+
+
+class Parser(argparse.ArgumentParser):
+    """Under mpiexec every rank parses the same flags: a bad one ends each rank with exit
+    code 2, and the first rank alone says why, in one line, as every other user error."""
+
+    def error(self, message: str):
+        self.exit(refuse(f"{message} (see {self.prog} --help)"))
+
+
+def _subcommands() -> str:
+    """Every subcommand with its one line, for the top-level ``--help``."""
+    lines = {"tune": TUNE_HELP, "replay": REPLAY_HELP}
+    lines.update({verb: commands.load(verb).HELP for verb in sorted(commands.available())})
+    width = max(map(len, lines))
+    return (
+        "commands:\n"
+        + "\n".join(f"  {verb:<{width}}  {text}" for verb, text in lines.items())
+        + ("\n\n'python -m mpitune COMMAND --help' shows a command's flags.")
+    )
+
+
+def tune_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m mpitune",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Tune the kernel described by SPEC on every MPI rank: "
+        "mpiexec -n RANKS python -m mpitune [tune] SPEC [flags].",
+        epilog=_subcommands(),
+    )
+    p.add_argument("--version", action="version", version=f"mpitune {__version__}")
+    p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
+    p.add_argument(
+        "--out",
+        "--cache",
+        dest="out",
+        metavar="PATH",
+        help="HDF5 results file (default: SPEC's name with .h5, here; --cache is the older name)",
+    )
+    p.add_argument(
+        "--load-timeout",
+        type=float,
+        default=LOAD_TIMEOUT_S,
+        metavar="S",
+        help=f"give up when the spec takes longer than S seconds to load (default {LOAD_TIMEOUT_S:g})",
+    )
+    _search_flags(p, "seconds")
+    return p
+
+
+def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
+    """The flags that override a search's strategy, budget and batching."""
+    p.add_argument("--strategy", help="search strategy (default: as the spec says, see docs/spec.md)")
+    p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
+    p.add_argument("--time-limit", type=float, metavar="S", help=f"stop handing out batches after S {seconds}")
+    p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
+    p.add_argument(
+        "--batch-size", type=int, help="configurations per round (default: see docs/performance.md, 'Batches')"
+    )
+    p.add_argument(
+        "--compile-workers",
+        type=int,
+        metavar="N",
+        help="processes per rank compiling ahead while the device measures "
+        "(default: the rank's cores minus one; 0: compile each configuration in turn)",
+    )
+    p.add_argument(
+        "--stop-file",
+        metavar="PATH",
+        help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)",
+    )
+    p.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="measure in the rank's own process: no per-configuration deadline, a crash ends the job",
+    )
+    p.add_argument(
+        "--rank-deadline-floor",
+        type=float,
+        metavar="S",
+        help="wait at least S seconds for a rank's batch before calling the rank silent and ending the run "
+        "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
+    )
+    p.add_argument(
+        "--liveness-timeout",
+        type=float,
+        metavar="S",
+        help="end the run when a rank has sent no heartbeat for S seconds, however long its batch "
+        "(default 20, or $MPITUNE_LIVENESS_TIMEOUT_S; 0: no heartbeats; see docs/reliability.md)",
+    )
+    p.add_argument(
+        "--allow-mixed-devices",
+        action="store_true",
+        help="run even when the ranks have different device models (their timings differ)",
+    )
+    common(p)
+
+
+def replay_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="python -m mpitune replay",
+        description=(
+            "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
+            ".h5 file) instead of running kernels; time is simulated from the recorded durations."
+        ),
+    )
+    p.add_argument("cache", help="the measured data")
+    p.add_argument(
+        "--out",
+        "--output",
+        dest="out",
+        metavar="OUT.h5",
+        help="results file (default: CACHE's name with .replay.h5; --output is the older name)",
+    )
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="add to a results file that holds another strategy's replay (default: refuse, "
+        "since a search that starts knowing another's results is no comparison)",
+    )
+    _search_flags(p, "simulated seconds")
+    return p
+
+
+def common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
+    p.add_argument("-v", "--verbose", action="store_true", help="log what each rank does")

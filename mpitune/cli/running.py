@@ -1,0 +1,151 @@
+"""The tuning run on this rank: the worker spawned before MPI, MPI started while rank 0 loads the
+spec, the loop run, and an end that never leaves a rank waiting: an error that is not the
+user's, or a write that fails, aborts the whole job; a thread the spec left running is not waited
+for."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import shlex
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
+
+# numpy and what needs it are imported where used: a tuning rank spawns its worker process
+# first (scheduling/early.py), and every import before that spawn delays the worker.
+if TYPE_CHECKING:
+    from mpitune.model.problem import Problem, RunSettings
+    from mpitune.scheduling.loop import Guard
+
+
+def setup_logging(args, rank: int) -> None:
+    level = logging.DEBUG if args.debug else logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format=f"%(asctime)s rank {rank} %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _calm_oversubscribed_mpich() -> None:
+    """With more ranks on a node than cores, MPICH's busy polling starves the ranks that
+    work; its progress throttle makes idle ranks yield. Read at MPI_Init, so set before it."""
+    local_ranks = os.environ.get("MPI_LOCALNRANKS")
+    if local_ranks and local_ranks.isdigit() and int(local_ranks) > (os.cpu_count() or 1):
+        os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE", "1")
+        os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
+
+
+def tune(
+    args: argparse.Namespace,
+    argv: list[str],
+    load: Callable[[], tuple[Problem, RunSettings]],
+    worker_lang: str | None = None,
+    compile_workers: int | None = None,
+) -> int:
+    """``load()`` gives the problem and settings; it runs on rank 0 only. ``worker_lang``: the
+    backend to start this rank's worker process (and compile workers, ``compile_workers`` of
+    them, None: the default) for before MPI (None: none early)."""
+    _calm_oversubscribed_mpich()
+    from mpitune.scheduling import early
+
+    early.start(worker_lang)  # before MPI and the spec: the loop claims it
+    try:
+        return _run(args, argv, load, compile_workers)
+    finally:
+        early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
+
+
+def _start_mpi(
+    load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None, liveness_timeout_s: float | None
+) -> tuple[tuple[ModuleType, Guard], Callable]:
+    """The compile workers spawned, MPI started (the loop imported: it imports mpi4py, which
+    initialises MPI) and this rank's heartbeat with it (the loop's ``Guard``), and what the
+    loop calls to load the spec: on the rank the launcher names 0, the spec loaded meanwhile,
+    under the heartbeat once MPI is up."""
+    from mpitune.scheduling import early
+    from mpitune.scheduling.preloaded import load_while
+
+    def start() -> tuple[ModuleType, Guard]:
+        early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker
+        loop = importlib.import_module("mpitune.scheduling.loop")
+        return loop, loop.guard(liveness_timeout_s)
+
+    return load_while(start, load) if early.launcher_world_rank() == 0 else (start(), load)
+
+
+def _run(
+    args: argparse.Namespace,
+    argv: list[str],
+    load: Callable[[], tuple[Problem, RunSettings]],
+    compile_workers: int | None = None,
+) -> int:
+    """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
+    from mpitune.scheduling import early
+
+    (tuner, guard), load = _start_mpi(load, compile_workers, args.liveness_timeout)
+    rank = tuner.MPI.COMM_WORLD.rank
+    setup_logging(args, rank)
+    sys.unraisablehook = _unraisable
+    command = shlex.join(["python", "-m", "mpitune", *argv])
+    try:
+        try:
+            code = tuner.tune(load, command, debug=args.debug, guarded=guard)
+        finally:
+            early.end()  # before an abort below, which ends this process
+    except KeyboardInterrupt:
+        # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
+        print(
+            f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
+            f"(exit code {tuner.EXIT_INTERRUPTED})",
+            file=sys.stderr,
+            flush=True,
+        )
+        tuner.MPI.COMM_WORLD.Abort(tuner.EXIT_INTERRUPTED)
+        return tuner.EXIT_INTERRUPTED  # not reached
+    except BaseException as exc:
+        failed_write = cannot_write(exc)
+        if failed_write:  # a full disk, a read-only folder: every batch recorded before is on disk
+            print(
+                f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
+                f"same command again to resume (exit code {EXIT_CANNOT_WRITE})",
+                file=sys.stderr,
+                flush=True,
+            )
+            tuner.MPI.COMM_WORLD.Abort(EXIT_CANNOT_WRITE)
+            os._exit(EXIT_CANNOT_WRITE)  # should the abort return before the launcher ends this rank
+        # A bug or a crash on this rank: the others would wait for it forever in the next
+        # collective, so end the whole job now. Every finished batch is already on disk.
+        logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank, exc_info=True)
+        sys.stderr.flush()
+        tuner.MPI.COMM_WORLD.Abort(1)
+        return 1  # not reached
+    _leave_now_if_threads_linger(code, tuner.MPI)
+    return code
+
+
+def _unraisable(unraisable) -> None:
+    """h5py's objects, freed after a failed write (a full disk), repeat the failure from their
+    destructors; that failure is reported once, in one line, so these go to the debug log."""
+    if cannot_write(unraisable.exc_value):
+        logging.getLogger("mpitune").debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
+    else:
+        sys.__unraisablehook__(unraisable)
+
+
+def _leave_now_if_threads_linger(code: int, mpi) -> None:
+    """Everything is recorded by now; a thread the spec started (not a daemon) would keep the
+    process, and so the job, alive after it. Finish MPI and exit without waiting for it."""
+    lingering = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread()]
+    if not lingering:
+        return
+    logging.getLogger("mpitune").warning("not waiting for thread(s) the spec started: %s", ", ".join(lingering))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mpi.Finalize()
+    os._exit(code)
