@@ -4,7 +4,9 @@ events time it. See docs/cupy-backend.md.
 - geometry.py: block and grid dimensions, the source with its defines (pure)
 - compiling.py: NVRTC, in any process, without a GPU
 - verification.py: outputs compared with their answers on the GPU
-- device_errors.py: what a CUDA failure means for the configuration and the rank
+- device_errors.py: what a CUDA failure means for the configuration and the rank, and what a
+  compiled kernel allows
+- device_start.py: CuPy imported, the GPU chosen, its context opened (the driver started ahead)
 - backend.py: the GPU of this rank, its data, loading, measuring, NVML
 
 Nothing here imports CuPy until a backend is created or a compile worker warms up, so that
@@ -43,7 +45,7 @@ __all__ = ["CAPABILITIES", "create", "prewarm", "warm_up"]
 def prewarm(local_rank: int | None) -> None:
     """CuPy imported and, once the device is known, its CUDA context made: a worker does this
     while rank 0 still loads the spec (process/isolation.py)."""
-    from mpitune.backends.cupy.backend import open_context
+    from mpitune.backends.cupy.device_start import open_context
 
     open_context(local_rank)
 

@@ -7,7 +7,6 @@ without a GPU.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 from typing import Any
@@ -19,15 +18,16 @@ from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_options
 from mpitune.backends.cupy.device_errors import (
     DeviceLostError,
     Failure,
-    KernelLimits,
+    FunctionAttribute,
     classify,
     context_lost,
     describe,
     is_sticky,
+    kernel_limits,
     launch_limits,
     text,
 )
-from mpitune.backends.cupy.device_start import DriverStart, select_device
+from mpitune.backends.cupy.device_start import device_uuid, import_cupy, select_device
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.errors import UserError
@@ -38,63 +38,7 @@ from mpitune.model.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "lang='cupy' needs CuPy: pip install cupy-cuda12x (or the wheel matching your CUDA)"
 DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets without asking
-
-
-class FunctionAttribute(enum.IntEnum):
-    """CUfunction_attribute numbers (the CUDA driver API's, stable across versions)."""
-
-    MAX_THREADS = 0
-    STATIC_SHARED_BYTES = 1
-    REGISTERS = 4
-    MAX_DYNAMIC_SHARED_BYTES = 8
-
-
-def _import_cupy() -> Any:
-    try:
-        import cupy
-    except ImportError as exc:
-        raise UserError(f"{INSTALL_HINT} ({exc})") from None
-    except Exception as exc:  # a broken CUDA installation fails inside cupy's import
-        raise UserError(f"CuPy failed to load: {type(exc).__name__}: {exc}") from None
-    return cupy
-
-
-def open_context(local_rank: int | None) -> None:
-    """What ``CupyBackend`` needs first and no problem decides: CuPy imported, and the CUDA
-    context of this rank's GPU (``select_device``, as the backend will choose it) made, with
-    its memory pool and a stream in use; the driver starts beside CuPy's import
-    (device_start.py). Errors are left to the backend, which says them."""
-    if local_rank is None:
-        _import_cupy()
-        return
-    driver = DriverStart(local_rank)
-    try:
-        cp = _import_cupy()
-        count = cp.cuda.runtime.getDeviceCount()
-        if count < 1:
-            return
-        cp.cuda.Device(select_device(local_rank, count)).use()
-        cp.cuda.runtime.free(0)  # the classic way to make the primary context now (taken, if started)
-    finally:
-        driver.release()
-    with cp.cuda.Stream(non_blocking=True) as stream:
-        cp.full(1, 42, dtype=np.int32)  # the memory pool, and the fill kernel prepare's probe uses
-        stream.synchronize()
-    from cupy_backends.cuda.libs import nvrtc  # what the backend's compiler asks first
-
-    nvrtc.getSupportedArchs()
-
-
-def _uuid(raw: Any) -> str:
-    """nvidia-smi's spelling of a device UUID (GPU-xxxxxxxx-...), '' when CuPy does not say."""
-    if not raw:
-        return ""
-    h = bytes(raw).hex() if not isinstance(raw, str) else raw.encode("latin-1").hex()
-    if len(h) != 32:
-        return ""
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class CupyBackend(Backend):
@@ -110,14 +54,14 @@ class CupyBackend(Backend):
     """
 
     def __init__(self, problem: Any, workdir: str, local_rank: int):
-        self.cp = _import_cupy()
+        self.cp = import_cupy()
         self.problem = problem
         self.workdir = workdir
         self.fatal_error = ""  # set once the CUDA context is lost; run() then refuses
         self.device_id = self._open_device(local_rank)
         props = self.cp.cuda.runtime.getDeviceProperties(self.device_id)
         self.device_name = text(props.get("name", b"unknown GPU"))
-        self.device_uuid = _uuid(props.get("uuid"))
+        self.device_uuid = device_uuid(props.get("uuid"))
         self.device_pci_bus_id = self._pci_bus_id()
         self.device_detail = f"GPU {self.device_id}, PCI {self.device_pci_bus_id}, {self.device_uuid}"
         self._compiler = self._make_compiler()
@@ -416,24 +360,9 @@ class CupyBackend(Backend):
             self._lose_context(exc, f"the {phase} run")
             return failure.status, self.fatal_error
         if failure is Failure.LAUNCH:
-            limits = launch_limits(grid, block, self._smem_bytes, self._limits(kernel))
+            limits = launch_limits(grid, block, self._smem_bytes, kernel_limits(self.cp, kernel))
             return failure.status, f"{describe(exc)} ({limits})"
         return failure.status, describe(exc)
-
-    def _limits(self, kernel: Any) -> KernelLimits | None:
-        """What the driver says this kernel allows; None when it does not say."""
-
-        def get(attribute: FunctionAttribute) -> int:
-            return int(self.cp.cuda.driver.funcGetAttribute(attribute, kernel.ptr))
-
-        try:
-            return KernelLimits(
-                max_threads=get(FunctionAttribute.MAX_THREADS),
-                registers=get(FunctionAttribute.REGISTERS),
-                static_shared_bytes=get(FunctionAttribute.STATIC_SHARED_BYTES),
-            )
-        except Exception:
-            return None
 
     def _context_ok(self) -> bool:
         """A tiny round trip: a lost context fails it even when the first error looked mild."""

@@ -100,3 +100,28 @@ def launch_limits(grid: Sequence[int], block: Sequence[int], smem_bytes: int, li
         f"{limits.max_threads} threads per block with {limits.registers} registers "
         f"per thread and {limits.static_shared_bytes} bytes of static shared memory{smem}"
     )
+
+
+class FunctionAttribute(enum.IntEnum):
+    """CUfunction_attribute numbers (the CUDA driver API's, stable across versions)."""
+
+    MAX_THREADS = 0
+    STATIC_SHARED_BYTES = 1
+    REGISTERS = 4
+    MAX_DYNAMIC_SHARED_BYTES = 8
+
+
+def kernel_limits(cp: Any, kernel: Any) -> KernelLimits | None:
+    """What the driver says this compiled kernel allows; None when it does not say."""
+
+    def get(attribute: FunctionAttribute) -> int:
+        return int(cp.cuda.driver.funcGetAttribute(attribute, kernel.ptr))
+
+    try:
+        return KernelLimits(
+            max_threads=get(FunctionAttribute.MAX_THREADS),
+            registers=get(FunctionAttribute.REGISTERS),
+            static_shared_bytes=get(FunctionAttribute.STATIC_SHARED_BYTES),
+        )
+    except Exception:
+        return None

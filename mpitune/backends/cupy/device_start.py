@@ -1,4 +1,5 @@
-"""The rank's GPU chosen, and the CUDA driver started on it beside CuPy's import.
+"""CuPy imported, the rank's GPU chosen and its CUDA context opened, with the driver started on
+it beside CuPy's import.
 
 CuPy's import (0.26 to 0.62 s on the host of one NVIDIA H200, 16 cores) and the driver's own
 start with the GPU's primary context (``cuInit`` and ``cuDevicePrimaryCtxRetain``: 0.27 s)
@@ -13,11 +14,17 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
+from typing import Any
+
+import numpy as np
+
+from mpitune.errors import UserError
 
 log = logging.getLogger(__name__)
 
 DRIVER_LIBRARY = "libcuda.so.1"
 CUDA_SUCCESS = 0
+INSTALL_HINT = "lang='cupy' needs CuPy: pip install cupy-cuda12x (or the wheel matching your CUDA)"
 
 
 def select_device(rank_on_node: int, device_count: int) -> int:
@@ -58,3 +65,49 @@ class DriverStart:
         if self._driver is not None:
             self._driver.cuDevicePrimaryCtxRelease(self._device)
             self._driver = None
+
+
+def import_cupy() -> Any:
+    try:
+        import cupy
+    except ImportError as exc:
+        raise UserError(f"{INSTALL_HINT} ({exc})") from None
+    except Exception as exc:  # a broken CUDA installation fails inside cupy's import
+        raise UserError(f"CuPy failed to load: {type(exc).__name__}: {exc}") from None
+    return cupy
+
+
+def open_context(local_rank: int | None) -> None:
+    """What ``CupyBackend`` needs first and no problem decides: CuPy imported, and the CUDA
+    context of this rank's GPU (``select_device``, as the backend will choose it) made, with
+    its memory pool and a stream in use; the driver starts beside CuPy's import
+    (``DriverStart``). Errors are left to the backend, which says them."""
+    if local_rank is None:
+        import_cupy()
+        return
+    driver = DriverStart(local_rank)
+    try:
+        cp = import_cupy()
+        count = cp.cuda.runtime.getDeviceCount()
+        if count < 1:
+            return
+        cp.cuda.Device(select_device(local_rank, count)).use()
+        cp.cuda.runtime.free(0)  # the classic way to make the primary context now (taken, if started)
+    finally:
+        driver.release()
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        cp.full(1, 42, dtype=np.int32)  # the memory pool, and the fill kernel prepare's probe uses
+        stream.synchronize()
+    from cupy_backends.cuda.libs import nvrtc  # what the backend's compiler asks first
+
+    nvrtc.getSupportedArchs()
+
+
+def device_uuid(raw: Any) -> str:
+    """nvidia-smi's spelling of a device UUID (GPU-xxxxxxxx-...), '' when CuPy does not say."""
+    if not raw:
+        return ""
+    h = bytes(raw).hex() if not isinstance(raw, str) else raw.encode("latin-1").hex()
+    if len(h) != 32:
+        return ""
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
