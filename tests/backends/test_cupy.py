@@ -16,9 +16,9 @@ import pytest
 from test_compare import MESSAGES
 
 from mpitune.backends.cupy import create
-from mpitune.backends.cupy.device_start import select_device
 from mpitune.backends.cupy.compiling import nvrtc_options
 from mpitune.backends.cupy.device_errors import Failure, KernelLimits, classify, context_lost, launch_limits
+from mpitune.backends.cupy.device_start import select_device
 from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
 from mpitune.backends.cupy.verification import ROW, GpuCheck
 from mpitune.errors import UserError
