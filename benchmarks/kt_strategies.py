@@ -84,10 +84,11 @@ KT_VERSION = "1.5.0"
 # Kernel Tuner 1.5.0's strategies (kernel_tuner.interface.strategy_map) less brute_force, which
 # would evaluate the whole space, and pyatf_strategies, which does not build its space with the
 # newest pyatf on PyPI (0.0.13: TP() takes 2 or 3 arguments, Kernel Tuner passes 4) and writes a
-# folder pyatf_searchspace_caches into the working directory, and skopt, which takes minutes
-# per run (137 s for 100 evaluations of dedispersion_A100 on one core) and fails on a cache with
-# failed configurations (ValueError: pvals < 0, pvals > 1 or pvals contains NaNs); ask for it
-# with --strategies.
+# folder pyatf_searchspace_caches into the working directory, and skopt (scikit-optimize 0.10.2),
+# which takes minutes per run (129 to 215 s for 100 evaluations of dedispersion_A100,
+# convolution_A4000 and gemm_RTX_3090 on one core) and on convolution_A100 and pnpoly_RTX_3090
+# raises ValueError in its gp_hedge acquisition (pvals < 0, pvals > 1 or pvals contains NaNs);
+# ask for it with --strategies.
 DEFAULT_STRATEGIES = [
     "random_sample",
     "minimize",
