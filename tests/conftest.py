@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,13 @@ import pytest
 from mpitune.store.cache import RunInfo
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A shell that starts the suite as a background job (``pytest ... &`` in a script) hands it
+# SIGINT ignored, and an ignored signal stays ignored across exec: every mpirun and rank the
+# tests start would then be deaf to the Ctrl-C the interrupt tests send. Catching it here makes
+# the children start with the default disposition, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SCALE_C = r"""
 /* y = 2 * x, STEP elements per step. MODE 1 does not compile, MODE 2 computes 3 * x. */

@@ -89,6 +89,8 @@ def _run(
     from mpitune.scheduling import early
 
     (tuner, guard), load = _start_mpi(load, compile_workers, args.liveness_timeout)
+    from mpitune.scheduling.aborting import abort_job  # MPI is up: its import is free now
+
     rank = tuner.MPI.COMM_WORLD.rank
     setup_logging(args, rank)
     sys.unraisablehook = _unraisable
@@ -100,31 +102,23 @@ def _run(
             early.end()  # before an abort below, which ends this process
     except KeyboardInterrupt:
         # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
-        print(
+        abort_job(
+            tuner.EXIT_INTERRUPTED,
             f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
             f"(exit code {tuner.EXIT_INTERRUPTED})",
-            file=sys.stderr,
-            flush=True,
         )
-        tuner.MPI.COMM_WORLD.Abort(tuner.EXIT_INTERRUPTED)
-        return tuner.EXIT_INTERRUPTED  # not reached
     except BaseException as exc:
         failed_write = cannot_write(exc)
         if failed_write:  # a full disk, a read-only folder: every batch recorded before is on disk
-            print(
+            abort_job(
+                EXIT_CANNOT_WRITE,
                 f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
                 f"same command again to resume (exit code {EXIT_CANNOT_WRITE})",
-                file=sys.stderr,
-                flush=True,
             )
-            tuner.MPI.COMM_WORLD.Abort(EXIT_CANNOT_WRITE)
-            os._exit(EXIT_CANNOT_WRITE)  # should the abort return before the launcher ends this rank
         # A bug or a crash on this rank: the others would wait for it forever in the next
         # collective, so end the whole job now. Every finished batch is already on disk.
         logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank, exc_info=True)
-        sys.stderr.flush()
-        tuner.MPI.COMM_WORLD.Abort(1)
-        return 1  # not reached
+        abort_job(1)
     _leave_now_if_threads_linger(code, tuner.MPI)
     return code
 

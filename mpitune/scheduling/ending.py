@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import NoReturn
 
 from mpitune.errors import EXIT_RESUMABLE
-from mpitune.scheduling.comm import MPI
+from mpitune.scheduling.aborting import abort_job
 from mpitune.scheduling.liveness import Silence, Watch
 from mpitune.scheduling.transport import SilentRanks, who
 
@@ -40,12 +39,6 @@ NOTICE_S = 1.0
 HANDOVER_S = 10.0
 # How long the heartbeat thread waits for the main thread to finish writing the file.
 WRITE_WAIT_S = 10.0
-# What the launcher is given to forward this rank's last lines before MPI_Abort ends it: MPICH's
-# mpiexec dropped a line written just before the abort about one time in three.
-FORWARD_S = 0.2
-# How long MPI_Abort may take before this rank ends itself: with rank 0's node lost, the abort
-# can wait for a launcher that is gone, and a rank left running holds its GPU.
-ABORT_WAIT_S = 5.0
 
 _ONE_LINE = threading.Lock()  # taken by the thread that ends the job; the other waits for the abort
 
@@ -151,18 +144,10 @@ def _within(limit_s: float, done: Callable[[], bool]) -> bool:
 def _end(line: str, on_stderr: bool = True) -> NoReturn:
     """Write ``line`` (on stderr: rank 0's; else in this rank's log) and end every rank with
     ``EXIT_RESUMABLE``, unless another thread of this rank is already ending the job, in which
-    case wait for its abort. MPICH's own line about the abort is kept off this rank's stderr."""
+    case wait for its abort."""
     if not _ONE_LINE.acquire(blocking=False):
         time.sleep(HANDOVER_S + WRITE_WAIT_S)  # the other thread's abort ends this process first
         os._exit(EXIT_RESUMABLE)
-    if on_stderr:
-        print(line, file=sys.stderr, flush=True)
-    else:
+    if not on_stderr:
         log.error("%s", line)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    time.sleep(FORWARD_S)
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
-    threading.Timer(ABORT_WAIT_S, os._exit, args=(EXIT_RESUMABLE,)).start()
-    MPI.COMM_WORLD.Abort(EXIT_RESUMABLE)
-    os._exit(EXIT_RESUMABLE)  # should the abort return before the launcher ends this rank
+    abort_job(EXIT_RESUMABLE, line if on_stderr else None)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mpitune.scheduling.comm import MPI
+from mpitune.scheduling.aborting import abort_job
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import StopReason
 
@@ -81,13 +80,11 @@ class _SecondInterrupt:
             if first is None:
                 first = now
             elif now - first > self.SAME_PRESS_S:
-                print(
+                abort_job(
+                    EXIT_INTERRUPTED,
                     "mpitune: error: interrupted twice: stopping now; every batch before the one in flight is "
                     f"recorded, run the same command again to resume (exit code {EXIT_INTERRUPTED})",
-                    file=sys.stderr,
-                    flush=True,
                 )
-                MPI.COMM_WORLD.Abort(EXIT_INTERRUPTED)
 
     def close(self) -> None:
         signal.set_wakeup_fd(self._previous_fd)
