@@ -64,16 +64,21 @@ def tune(
 def _start_mpi(
     load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None, liveness_timeout_s: float | None
 ) -> tuple[tuple[ModuleType, Guard], Callable]:
-    """The compile workers spawned, MPI started (the loop imported: it imports mpi4py, which
-    initialises MPI) and this rank's heartbeat with it (the loop's ``Guard``), and what the
-    loop calls to load the spec: on the rank the launcher names 0, the spec loaded meanwhile,
-    under the heartbeat once MPI is up."""
+    """The compile workers spawned, MPI started under a watch on its start (start_watch.py; the
+    loop imported: it imports mpi4py, which initialises MPI) and this rank's heartbeat with it
+    (the loop's ``Guard``), and what the loop calls to load the spec: on the rank the launcher
+    names 0, the spec loaded meanwhile, under the heartbeat once MPI is up."""
     from mpitune.scheduling import early
     from mpitune.scheduling.preloaded import load_while
+    from mpitune.scheduling.start_watch import StartWatch
 
     def start() -> tuple[ModuleType, Guard]:
         early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker
-        loop = importlib.import_module("mpitune.scheduling.loop")
+        watch = StartWatch(early.launcher_world_rank())
+        try:
+            loop = importlib.import_module("mpitune.scheduling.loop")
+        finally:
+            watch.end()
         return loop, loop.guard(liveness_timeout_s)
 
     return load_while(start, load) if early.launcher_world_rank() == 0 else (start(), load)
