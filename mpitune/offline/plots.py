@@ -24,8 +24,8 @@ from mpitune.model.result import OK
 from mpitune.model.timeline import PHASES
 from mpitune.offline import front
 from mpitune.offline.analysis import Tables, frames, run_table
+from mpitune.offline.rank_time import run_walls
 from mpitune.offline.ranking import TIME_COLUMN, objective_column, running_best, usable
-from mpitune.offline.report import run_walls
 from mpitune.store.reader import read
 
 PLOTS = ("convergence", "timeline", "distribution", "parameters")  # of every file, from its tables

@@ -16,117 +16,14 @@ import numpy as np
 
 from mpitune.model.problem import plain
 from mpitune.model.result import OK
-from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES, PHASES
 from mpitune.offline import front
+from mpitune.offline.rank_time import PHASE_COLUMNS, gather_waits, per_rank, run_walls, startup
 from mpitune.offline.ranking import best_first, objective_column, usable
 from mpitune.store.reader import CacheData, read
-
-MEASURING = ("compile", "verify", "benchmark")
-# Columns of the per-rank table, in the order a run goes through them.
-PHASE_COLUMNS = PHASES
 
 
 def _config(row, names: list[str]) -> dict:
     return {n: plain(row[n]) for n in names}
-
-
-def run_walls(run: np.ndarray, wall_s: np.ndarray, timeline_run: np.ndarray, end_s: np.ndarray) -> list[float]:
-    """The wall time of each run (columns ``run`` and ``wall_s`` of runs; ``run`` and ``end_s``
-    of the timeline). A run that never finished (killed, or still running) has no wall_s; its
-    last recorded phase stands in."""
-    walls = []
-    for number, wall in zip(run.tolist(), wall_s.tolist()):
-        if math.isnan(wall):
-            ends = end_s[timeline_run == number]
-            wall = float(ends.max()) if len(ends) else 0.0
-        walls.append(float(wall))
-    return walls
-
-
-def per_rank(data: CacheData) -> list[dict]:
-    """Phase totals per rank over all runs. A rank's wall time runs from the start of the
-    run's clock to its last recorded phase.
-
-    ``other_s`` is all busy time outside compile/verify/benchmark (start-up, strategy,
-    writing and unnamed gaps); ``phases`` splits every second by phase name."""
-    timeline, ranks, results = data.timeline, data.ranks, data.results
-    totals: dict[int, dict] = defaultdict(lambda: defaultdict(float))
-    for run in np.unique(timeline["run"]):
-        rows = timeline[timeline["run"] == run]
-        for rank in np.unique(rows["rank"]):
-            mine = rows[rows["rank"] == rank]
-            t = totals[int(rank)]
-            background = np.isin(mine["phase"], BACKGROUND_PHASES)
-            t["wall_s"] += float(mine["end_s"][~background].max()) if (~background).any() else 0.0
-            for phase, start, end in zip(mine["phase"], mine["start_s"], mine["end_s"]):
-                t[phase] += float(end - start)
-    where = {int(r["rank"]): (r["host"], r["device"], r["device_detail"]) for r in ranks}  # latest run wins
-    measured = Counter(results["rank"].tolist())
-    out = []
-    for rank in sorted(totals):
-        t = totals[rank]
-        idle = sum(t[p] for p in IDLE_PHASES)
-        busy = sum(v for k, v in t.items() if k not in IDLE_PHASES + BACKGROUND_PHASES and k != "wall_s")
-        host, device, detail = where.get(rank, ("?", "?", ""))
-        phases = {p: t[p] for p in PHASE_COLUMNS}
-        phases.update({k: v for k, v in t.items() if k not in phases and k not in BACKGROUND_PHASES and k != "wall_s"})
-        measuring = sum(t[p] for p in MEASURING)
-        out.append(
-            {
-                "rank": rank,
-                "host": host,
-                "device": device,
-                "device_detail": str(detail),
-                "compile_s": t["compile"],
-                "verify_s": t["verify"],
-                "benchmark_s": t["benchmark"],
-                "other_s": busy - measuring,
-                "busy_s": busy,
-                "idle_s": idle,
-                "wall_s": t["wall_s"],
-                "spec_s": t["spec"],
-                "startup_s": t["startup"],
-                "strategy_s": t["strategy"],
-                "write_s": t["write"],
-                "wait_s": t["wait"],
-                "phases": phases,
-                "configs": int(measured.get(rank, 0)),
-                "compile_ahead_s": t["compile_ahead"],
-                "efficiency": measuring / t["wall_s"] if t["wall_s"] > 0 else None,
-            }
-        )
-    return out
-
-
-WAIT_SHARE = 0.1  # a rank "waited at the gather" when it idled this share of a batch more than the least idle rank
-
-
-def gather_waits(data: CacheData) -> dict:
-    """How often ranks waited for others at the end of a batch.
-
-    Every rank waits while rank 0 writes and asks the strategy; what one rank waits beyond the
-    least-waiting rank of the same batch is time it stood idle because others were still
-    measuring. Counted per (rank, batch) where that exceeds ``WAIT_SHARE`` of the batch."""
-    timeline = data.timeline
-    waited = rank_batches = 0
-    extra_s = 0.0
-    for run in np.unique(timeline["run"]):
-        rows = timeline[
-            (timeline["run"] == run) & (timeline["batch"] >= 0) & ~np.isin(timeline["phase"], BACKGROUND_PHASES)
-        ]
-        for batch in np.unique(rows["batch"]):
-            mine = rows[rows["batch"] == batch]
-            span = float(mine["end_s"].max() - mine["start_s"].min())
-            waits = {}
-            for rank in np.unique(mine["rank"]):
-                r = mine[(mine["rank"] == rank) & np.isin(mine["phase"], IDLE_PHASES)]
-                waits[int(rank)] = float((r["end_s"] - r["start_s"]).sum())
-            least = min(waits.values())
-            for w in waits.values():
-                rank_batches += 1
-                extra_s += w - least
-                waited += int(span > 0 and w - least > WAIT_SHARE * span)
-    return {"rank_batches": rank_batches, "waited": waited, "threshold": WAIT_SHARE, "wait_s": extra_s}
 
 
 def _devices(ranks: np.ndarray) -> list[dict]:
@@ -250,7 +147,7 @@ def summarize(data: CacheData, top: int = 5) -> dict:
         "per_rank": ranks,
         "efficiency": measuring_s / wall_rank_s if wall_rank_s > 0 else None,
         "gather": gather_waits(data),
-        "startup": _startup(ranks),
+        "startup": startup(ranks),
         "problem": {
             "kernel": problem.get("kernel_name"),
             "lang": problem.get("lang"),
@@ -272,18 +169,6 @@ def summarize(data: CacheData, top: int = 5) -> dict:
             **_values(data, int(ranked[0])),
         }
     return summary
-
-
-def _startup(ranks: list[dict]) -> dict:
-    """The spec's own loading (rank 0, all runs) apart from mpitune's start-up of each rank: a
-    spec may compute its reference answer for seconds, which no start-up work of mpitune's
-    can shorten. Python, imports and MPI start before the run's clock and are in neither."""
-    mpitune_s = [r["startup_s"] for r in ranks]
-    return {
-        "spec_s": sum(r["spec_s"] for r in ranks),
-        "mpitune_min_s": min(mpitune_s, default=0.0),
-        "mpitune_max_s": max(mpitune_s, default=0.0),
-    }
 
 
 def render(path: str, as_json: bool = False, top: int = 5) -> str:

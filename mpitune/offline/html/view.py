@@ -16,7 +16,7 @@ import numpy as np
 from mpitune.model.result import OK
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
-from mpitune.offline.report import run_walls
+from mpitune.offline.rank_time import run_walls
 
 TIME = "time"  # the objective's name for the median kernel time (time_ms)
 
