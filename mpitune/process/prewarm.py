@@ -17,10 +17,16 @@ from mpitune.process.supervisor import SPAWN, Supervisor
 
 
 def _serve(conn: Connection, lang: str, local_rank: int | None) -> None:
-    """In the worker: the heavy imports happen here, not in the rank before its spawn."""
+    """In the worker: the heavy imports happen here, not in the rank before its spawn. A rank
+    killed meanwhile (its MPI start watched out, a launcher's teardown) breaks the pipe: the
+    worker then has no one to answer and ends without a word, rather than with a traceback on
+    the job's stderr, where a launcher that leaves a rank's children running would show it."""
     from mpitune.process.isolation import serve
 
-    serve(conn, lang, local_rank)
+    try:
+        serve(conn, lang, local_rank)
+    except (BrokenPipeError, ConnectionResetError):
+        return
 
 
 @dataclass

@@ -41,14 +41,15 @@ def _ranks(cache: Path) -> list[int]:
 
 
 def _rank0(cache: Path) -> int:
-    """The pid of rank 0 (its environment says PMI_RANK=0)."""
+    """The pid of rank 0 (its environment says PMI_RANK=0 under MPICH, OMPI_COMM_WORLD_RANK=0
+    under Open MPI)."""
     for pid in _ranks(cache):
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"PMI_RANK=0" in environ and b"mpitune" in cmdline:
+        if {b"PMI_RANK=0", b"OMPI_COMM_WORLD_RANK=0"} & set(environ) and b"mpitune" in cmdline:
             return int(pid)
     raise AssertionError("rank 0 not found")
 
