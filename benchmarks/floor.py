@@ -36,6 +36,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from mpitune.model.work import Work  # noqa: E402
 from mpitune.offline.report import gather_waits, summarize  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
@@ -137,16 +138,16 @@ def interference(spec: str, workers: int, repeats: int) -> dict:
         backend.prepare()
         space = setup.space
         config = space.config(len(space) // 2)
-        compiled = backend.compiler()(0, config, None)
+        compiled = backend.compiler()(Work(0, config))
 
         def medians() -> list[float]:
-            return [backend.run(0, config, Timeline(), None, compiled).time_ms for _ in range(repeats)]
+            return [backend.run(Work(0, config, None), Timeline(), compiled).time_ms for _ in range(repeats)]
 
         alone = medians()
         ahead = CompileAhead(workers, Clock(), backend.compiler())
         # Several rounds of the whole space (distinct ids so none is skipped): more compiling
         # than the measurement below lasts.
-        ahead.submit([(r * len(space) + i, space.config(i), None) for r in range(ROUNDS) for i in range(len(space))])
+        ahead.submit([Work(r * len(space) + i, space.config(i)) for r in range(ROUNDS) for i in range(len(space))])
         time.sleep(2.0)  # the workers are up and compiling
         started = time.perf_counter()
         busy = medians()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mpitune import backends
-from mpitune.model.result import COMPILE_ERROR
+from mpitune.model.result import Status
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.costs import CostModel, result_cost_s
@@ -82,7 +82,7 @@ def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int 
         reports = []
         for rank, order in enumerate(orders):
             timelines[rank].clock.sync(order.now_s)
-            reports.append(serve(order, backend, space, rank, timelines[rank]))
+            reports.append(serve(order, backend, rank, timelines[rank]))
         manager.clock.sync(max(r.now_s for r in reports))
         results = manager.record(reports)
         manager.tell(results)
@@ -102,7 +102,7 @@ def durations(source: str) -> np.ndarray:
     for i in range(len(space)):
         config = space.config(i)
         m = lookup[tuple(config[n] for n in names)]
-        cost[i] = m.compile_s + (0.0 if m.status == COMPILE_ERROR else m.verify_s + m.benchmark_s)
+        cost[i] = m.compile_s + (0.0 if m.status == Status.COMPILE_ERROR else m.verify_s + m.benchmark_s)
     return cost
 
 

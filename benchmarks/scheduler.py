@@ -158,7 +158,7 @@ def rank0_loop_us(
     the replay backend in this process and not counted. Without ``by_cost`` the Manager has
     no cost model and deals interleaved, to show what the model costs."""
     out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}-{by_cost}.h5")
-    manager, cache, space = replay_manager(source, out, ranks, batch_size, strategy, budget)
+    manager, cache, _ = replay_manager(source, out, ranks, batch_size, strategy, budget)
     if not by_cost:
         manager.costs = None
     backend = backends.create(manager.setup.problem, workdir, 0)
@@ -169,7 +169,7 @@ def rank0_loop_us(
             orders = manager.next_orders()
         if orders[0].stop is not None:
             break
-        reports = [serve(order, backend, space, rank, timeline) for rank, order in enumerate(orders)]
+        reports = [serve(order, backend, rank, timeline) for rank, order in enumerate(orders)]
         with timed(totals, "write"):
             results = manager.record(reports)
         with timed(totals, "tell + progress"):

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mpitune.model.problem import Problem, plain
-from mpitune.model.result import OK
+from mpitune.model.result import Status
 from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES
 from mpitune.offline.exchange import KT_MARKERS, KT_RUNTIME_MARKER
 from mpitune.store.reader import CacheData
@@ -52,7 +52,7 @@ def kt_results(data: CacheData, problem: Problem) -> list[dict[str, Any]]:
         seen.add(config_id)
         entry: dict[str, Any] = {name: plain(row[name]) for name in data.param_names}
         status = str(row["status"])
-        if status == OK:
+        if status == Status.OK:
             entry["time"] = float(row["time_ms"])
             entry["times"] = [float(t) for t in np.asarray(row["times_ms"], dtype=float).ravel() if not math.isnan(t)]
             for name, value in zip(names, row_values.tolist()):
@@ -73,7 +73,7 @@ def kt_results(data: CacheData, problem: Problem) -> list[dict[str, Any]]:
         if math.isfinite(finished):
             entry["timestamp"] = str(datetime.fromtimestamp(finished, timezone.utc))
         entry["status"] = status
-        if status != OK:
+        if status != Status.OK:
             entry["error"] = str(row["error"])
         out.append(entry)
     return out
@@ -118,7 +118,9 @@ def _best(results: list[dict[str, Any]], problem: Problem) -> dict[str, Any] | N
     scored = [
         r
         for r in results
-        if r["status"] == OK and isinstance(r.get(problem.objective), float) and math.isfinite(r[problem.objective])
+        if r["status"] == Status.OK
+        and isinstance(r.get(problem.objective), float)
+        and math.isfinite(r[problem.objective])
     ]
     if not scored:
         return None

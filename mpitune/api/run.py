@@ -17,8 +17,8 @@ from typing import Any
 from mpitune import backends
 from mpitune.api.names import run_kernel_names
 from mpitune.errors import SpecError
-from mpitune.model.result import OK
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 from mpitune.spec.load import load_problem
 
 ORIGIN = "run_kernel"
@@ -50,9 +50,9 @@ def run_kernel(
         try:
             backend.prepare()
             backend.keep_outputs = True
-            result = backend.run(0, config, Timeline(), derived)
+            result = backend.run(Work(0, config, derived), Timeline())
         finally:
             backend.close()
-    if result.status != OK or backend.outputs is None:
+    if not result.ok or backend.outputs is None:
         raise RuntimeError(f"{kernel_name} with {config}: {result.status}: {result.error}")
     return backend.outputs

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpitune.model.kernel_extras import Derived
 from mpitune.model.racing import Race
-from mpitune.model.result import Result
+from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 
 
 @dataclass
@@ -23,7 +24,7 @@ class Compiled:
     artifact: bytes | str = b""  # a CUDA image (cubin or PTX), or a shared library's path
     entry: str = ""  # the symbol of the kernel in the artifact (lowered name of a template)
     symbols: dict[str, str] | None = None  # constant memory name -> symbol in the artifact
-    status: str = ""  # '' when compiled; else the configuration's status (compile_error, ...)
+    status: Status | None = None  # None when compiled; else the configuration's status (compile_error, ...)
     error: str = ""
     started: float = 0.0  # time.perf_counter() readings of the process that compiled
     finished: float = 0.0
@@ -33,9 +34,52 @@ class Compiled:
         return self.finished - self.started
 
 
-# A picklable function of (config_id, config, derived) -> Compiled that runs in any process:
-# what a backend hands out so that configurations can be compiled ahead (compile_ahead.py).
-Compiler = Callable[[int, dict, "Derived | None"], Compiled]
+# A picklable function of one configuration's Work -> Compiled that runs in any process: what a
+# backend hands out so that configurations can be compiled ahead (compile_ahead.py).
+Compiler = Callable[[Work], Compiled]
+
+
+@dataclass
+class Draft:
+    """What a backend learns of one configuration while it measures it, step by step (compile,
+    verify, time): the one mutable form of a result, kept inside the backend and frozen into the
+    ``Result`` that ``run`` returns."""
+
+    config_id: int
+    status: Status = Status.OK
+    time_ms: float = float("nan")
+    times_ms: list[float] = field(default_factory=list)
+    compile_s: float = 0.0
+    verify_s: float = 0.0
+    benchmark_s: float = 0.0
+    error: str = ""
+    raced: bool = False
+    observed: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def fail(self, status: Status, error: str) -> None:
+        self.status, self.error = status, error
+
+    def set_times(self, times_ms: list[float], raced: bool) -> None:
+        """The timed launches, and their median as the time."""
+        self.times_ms, self.raced, self.time_ms = times_ms, raced, median_ms(times_ms)
+
+    def result(self) -> Result:
+        return Result(
+            self.config_id,
+            self.status,
+            self.time_ms,
+            tuple(self.times_ms),
+            self.compile_s,
+            self.verify_s,
+            self.benchmark_s,
+            self.error,
+            self.raced,
+            dict(self.observed),
+        )
 
 
 def timed(compile_one: Callable[[], Compiled]) -> Compiled:
@@ -46,7 +90,7 @@ def timed(compile_one: Callable[[], Compiled]) -> Compiled:
     return compiled
 
 
-class Backend:
+class Backend(ABC):
     """One device, owned by one rank.
 
     ``prepare`` runs once per run (upload arguments, find the device); ``run`` compiles,
@@ -70,8 +114,8 @@ class Backend:
     keep_outputs: bool = False
     outputs: list | None = None
 
-    def prepare(self) -> None:
-        pass
+    def prepare(self) -> None:  # noqa: B027 (a hook: a backend with nothing to set up leaves it)
+        """Set up once per run: upload the arguments, find the device."""
 
     def compiler(self) -> Compiler | None:
         """What compiles one configuration in another process; None if nothing compiles.
@@ -82,22 +126,14 @@ class Backend:
         """How long one configuration may take before it is given up (None: no limit)."""
         return None
 
-    def run(
-        self,
-        config_id: int,
-        config: dict,
-        timeline: Timeline,
-        derived: Derived | None = None,
-        compiled: Compiled | None = None,
-        race: Race | None = None,
-    ) -> Result:
+    @abstractmethod
+    def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
         """Measure one configuration; ``compiled`` is its kernel compiled ahead elsewhere
-        (None: compile it here), ``derived`` what rank 0 resolved for it (kernel_extras.py),
-        ``race`` what its timing races against (None: every iteration is timed)."""
-        raise NotImplementedError
+        (None: compile it here), ``race`` what its timing races against (None: every iteration
+        is timed)."""
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 (a hook: a backend that holds nothing leaves it)
+        """Give back what ``prepare`` took."""
 
 
 def shorten(text: str, max_lines: int = 12, max_chars: int = 2000) -> str:

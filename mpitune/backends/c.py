@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed, timed_launches
+from mpitune.backends.base import Backend, Compiled, Draft, shorten, timed, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.compare import mismatch
-from mpitune.model.kernel_extras import Derived
 from mpitune.model.racing import Race
-from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
+from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 
 _SCALARS: dict[np.dtype, type] = {
     np.dtype(np.int8): ctypes.c_int8,
@@ -74,17 +74,20 @@ class GccCompiler:
     source_path: str
     workdir: str
 
-    def __call__(self, config_id: int, config: dict, derived: Derived | None = None) -> Compiled:
-        return timed(lambda: self._build(config_id, config, derived))
+    def __call__(self, work: Work) -> Compiled:
+        return timed(lambda: self._build(work))
 
-    def _build(self, config_id: int, config: dict, derived: Derived | None) -> Compiled:
+    def _build(self, work: Work) -> Compiled:
+        config_id, derived = work.config_id, work.derived
         lib = os.path.join(self.workdir, f"config{config_id}.so")
-        defines = config if derived is None or derived.defines is None else derived.defines
+        defines = work.config if derived is None or derived.defines is None else derived.defines
         cmd = [*self.command, *(define(k, v) for k, v in defines.items()), "-o", lib, self.source_path]
         proc = run_compiler(cmd)
         if proc.returncode != 0:
             return Compiled(
-                config_id, status=COMPILE_ERROR, error=shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}")
+                config_id,
+                status=Status.COMPILE_ERROR,
+                error=shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}"),
             )
         return Compiled(config_id, artifact=lib)
 
@@ -146,20 +149,12 @@ class CBackend(Backend):
             for a, ctype in zip(arrays, self.argtypes)
         ]
 
-    def run(
-        self,
-        config_id: int,
-        config: dict,
-        timeline: Timeline,
-        derived: Derived | None = None,
-        compiled: Compiled | None = None,
-        race: Race | None = None,
-    ) -> Result:
-        result = Result(config_id=config_id, status=OK)
+    def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
+        draft = Draft(work.config_id)
         ahead_s = 0.0 if compiled is None else compiled.compile_s  # spent elsewhere, before this
-        with timeline.phase("compile", config_id) as t:
+        with timeline.phase("compile", work.config_id) as t:
             if compiled is None:
-                compiled = self._compiler(config_id, config, derived)
+                compiled = self._compiler(work)
             lib = fn = None
             log = compiled.error
             if compiled.artifact:
@@ -170,36 +165,36 @@ class CBackend(Backend):
                     log = f"cannot load {self.problem.kernel_name}: {exc}"
                 finally:
                     os.unlink(compiled.artifact)
-        result.compile_s = ahead_s + t.elapsed_s
+        draft.compile_s = ahead_s + t.elapsed_s
         if fn is None:
-            result.status, result.error = COMPILE_ERROR, log
-            return result
+            draft.fail(Status.COMPILE_ERROR, log)
+            return draft.result()
         fn.argtypes, fn.restype = self.argtypes, None
         try:
-            self._verify_and_time(fn, result, timeline, race)
+            self._verify_and_time(fn, draft, timeline, race)
         finally:
             _unload(lib)
-        return result
+        return draft.result()
 
-    def _verify_and_time(self, fn, result: Result, timeline: Timeline, race: Race | None) -> None:
+    def _verify_and_time(self, fn, draft: Draft, timeline: Timeline, race: Race | None) -> None:
         # Fresh copies of the arguments: a configuration that writes nothing cannot pass
         # on the output a previous configuration left behind. This call is also the warm-up:
         # there is no other untimed launch.
-        with timeline.phase("verify", result.config_id) as t:
+        with timeline.phase("verify", draft.config_id) as t:
             arrays = [a.copy() for a in self.problem.arguments]
             args = self._call_args(arrays)
             try:
                 fn(*args)
                 if self.keep_outputs:
                     self.outputs = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
-                result.error = mismatch(np, arrays, self.problem.answer, self.problem.atol)
+                draft.error = mismatch(np, arrays, self.problem.answer, self.problem.atol)
             except Exception as exc:  # ctypes turns some faults into exceptions
-                result.status, result.error = RUNTIME_ERROR, f"{type(exc).__name__}: {exc}"
-        result.verify_s = t.elapsed_s
-        if result.status != OK:
+                draft.fail(Status.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
+        draft.verify_s = t.elapsed_s
+        if not draft.ok:
             return
-        if result.error:
-            result.status = VERIFY_FAILED
+        if draft.error:
+            draft.status = Status.VERIFY_FAILED
             return
 
         def launch_ms() -> float:
@@ -207,11 +202,9 @@ class CBackend(Backend):
             fn(*args)
             return (time.perf_counter_ns() - start) / 1e6
 
-        with timeline.phase("benchmark", result.config_id) as t:
-            times, result.raced = timed_launches(launch_ms, self.problem.iterations, race)
-        result.benchmark_s = t.elapsed_s
-        result.times_ms = times
-        result.time_ms = median_ms(times)
+        with timeline.phase("benchmark", draft.config_id) as t:
+            draft.set_times(*timed_launches(launch_ms, self.problem.iterations, race))
+        draft.benchmark_s = t.elapsed_s
 
 
 def _unload(lib) -> None:

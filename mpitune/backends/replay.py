@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 
-from mpitune.backends.base import Backend, median_ms, timed_launches
+from mpitune.backends.base import Backend, Compiled, Draft, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.model.racing import Race
-from mpitune.model.result import COMPILE_ERROR, INVALID, OK, Result
+from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 from mpitune.store import measured
 
 
@@ -25,33 +26,33 @@ class ReplayBackend(Backend):
         self.lookup = data.lookup()
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
 
-    def run(
-        self, config_id: int, config: dict, timeline: Timeline, derived=None, compiled=None, race: Race | None = None
-    ) -> Result:
+    def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
         """The recorded outcome; with a ``race``, the recorded launches are raced in the order they
         were timed and only the benchmark time of the launches made is spent."""
-        m = self.lookup.get(tuple(config[n] for n in self.names))
+        config_id = work.config_id
+        m = self.lookup.get(tuple(work.config[n] for n in self.names))
         if m is None:
-            return Result(config_id, INVALID, error="not in the measured data")
-        result = Result(config_id, m.status, error=m.error, compile_s=m.compile_s)
+            return Result(config_id, Status.INVALID, error="not in the measured data")
+        draft = Draft(config_id, m.status, error=m.error, compile_s=m.compile_s)
         with timeline.phase("compile", config_id):
             timeline.clock.advance(m.compile_s)
-        if m.status == COMPILE_ERROR:
-            return result
+        if m.status == Status.COMPILE_ERROR:
+            return draft.result()
         benchmark_s = m.benchmark_s
-        if m.status == OK:
+        if m.status == Status.OK:
             recorded = iter(m.times_ms)
-            times, result.raced = timed_launches(lambda: next(recorded), len(m.times_ms), race)
-            result.time_ms, result.times_ms = (median_ms(times), times) if result.raced else (m.time_ms, times)
+            draft.set_times(*timed_launches(lambda: next(recorded), len(m.times_ms), race))
+            if not draft.raced:
+                draft.time_ms = m.time_ms  # the recorded median, as the run that measured it said
             # A raced configuration gets no observation window either (as on a GPU).
-            result.observed = {} if result.raced else dict(m.observed)
-            benchmark_s *= len(times) / len(m.times_ms) if m.times_ms else 1.0
+            draft.observed = {} if draft.raced else dict(m.observed)
+            benchmark_s *= len(draft.times_ms) / len(m.times_ms) if m.times_ms else 1.0
         with timeline.phase("verify", config_id):
             timeline.clock.advance(m.verify_s)
         with timeline.phase("benchmark", config_id):
             timeline.clock.advance(benchmark_s)
-        result.verify_s, result.benchmark_s = m.verify_s, benchmark_s
-        return result
+        draft.verify_s, draft.benchmark_s = m.verify_s, benchmark_s
+        return draft.result()
 
 
 CAPABILITIES = Capabilities(

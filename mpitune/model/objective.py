@@ -4,12 +4,13 @@ A Kernel Tuner spec names ``metrics`` (functions of a dict ``p`` of what is know
 configuration), an ``objective`` (``"time"``, a metric or an observed value) and whether
 higher is better. Metric functions are the spec's own lambdas and closures: they cannot
 travel to other ranks, so everything here runs on rank 0, on the results of a batch once
-they are gathered. Strategies never see metrics; they minimise ``Result.score``.
+they are gathered. Scoring makes a new record, ``Scored``, of each result; strategies never see
+metrics, they minimise ``Scored.score``.
 
 A run may name several objectives (Kernel Tuner's ``objective = ["time", "energy"]`` with a list
-of directions): every result then gets ``Result.scores``, one score per objective, which
-multi-objective strategies (nsga2) compare by Pareto dominance; ``Result.score`` and
-``Result.objective`` stay those of the first, which every single-objective strategy, the
+of directions): every scored result then holds ``Scored.scores``, one score per objective, which
+multi-objective strategies (nsga2) compare by Pareto dominance; ``Scored.score`` and
+``Scored.objective`` are those of the first, which every single-objective strategy, the
 progress line and "best" follow.
 
 The score of a lower-is-better objective is its value; that of a higher-is-better one is
@@ -21,6 +22,7 @@ of the fixed work it measures, so the search behaves as it does on time.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import numbers
@@ -29,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mpitune.model.result import Result
+from mpitune.model.result import Result, Scored
 
 log = logging.getLogger(__name__)
 
@@ -152,14 +154,12 @@ class Objective:
             record["objectives_higher_is_better"] = list(self.directions)
         return record
 
-    def evaluate(self, result: Result, config: Mapping[str, Any]) -> Result:
-        """Fill ``result.metrics``, ``result.objective``, ``result.score`` and ``result.scores``. A
-        failure gets NaN metrics and infinite scores; a metric that raises gets NaN and a warning."""
-        result.metrics = {m.name: math.nan for m in self.metrics}
-        result.objective, result.score = math.nan, math.inf
-        result.scores = (math.inf,) * len(self.names)
+    def evaluate(self, result: Result, config: Mapping[str, Any]) -> Scored:
+        """``result`` scored, with its configuration, metrics and objective value. A failure gets
+        NaN metrics and infinite scores; a metric that raises gets NaN and a warning."""
+        metrics = {m.name: math.nan for m in self.metrics}
         if not result.ok:
-            return result
+            return _scored(result, config, metrics, math.nan, (math.inf,) * len(self.names))
         p = {
             **config,
             TIME: result.time_ms,
@@ -169,14 +169,13 @@ class Objective:
         }
         p.update({alias: p[name] for alias, name in self.aliases.items()})
         for m in self.metrics:
-            p[m.name] = result.metrics[m.name] = self._metric(m, p, config)
+            p[m.name] = metrics[m.name] = self._metric(m, p, config)
         values = [float(p[name]) if name in p else math.nan for name in self.names]
-        result.scores = tuple(self.score(v, hib) for v, hib in zip(values, self.directions))
-        result.objective, result.score = values[0], result.scores[0]
-        for name, hib, value, score in zip(self.names, self.directions, values, result.scores):
+        scores = tuple(self.score(v, hib) for v, hib in zip(values, self.directions))
+        for name, hib, value, score in zip(self.names, self.directions, values, scores):
             if math.isinf(score) and not math.isnan(value):
                 self._unrankable(name, hib, value, config)
-        return result
+        return _scored(result, config, metrics, values[0], scores)
 
     def _unrankable(self, name: str, higher_is_better: bool, value: float, config: Mapping[str, Any]) -> None:
         """A configuration that ran and verified but whose objective cannot be ranked (infinite,
@@ -229,8 +228,15 @@ class Objective:
             return value
         return 1.0 / value if value > 0 else math.inf
 
-    def describe(self, result: Result) -> str:
+    def describe(self, result: Scored) -> str:
         """The objective of a result for a progress line: '1.234 ms' or 'GFLOP/s 567.8 (1.234 ms)'."""
         if self.name == TIME:
             return f"{result.time_ms:.4g} ms"
         return f"{self.name} {result.objective:.4g} ({result.time_ms:.4g} ms)"
+
+
+def _scored(
+    result: Result, config: Mapping[str, Any], metrics: dict[str, float], objective: float, scores: tuple[float, ...]
+) -> Scored:
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(Result)}
+    return Scored(**fields, config=dict(config), metrics=metrics, objective=objective, scores=scores)

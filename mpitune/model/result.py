@@ -1,28 +1,48 @@
-"""The record of one measured configuration, shared by backends, strategies and the cache."""
+"""The record of one measured configuration, shared by backends, strategies and the cache.
+
+A ``Result`` is what a rank measured; a ``Scored`` is that result as rank 0 judged it, with the
+run's objective and metrics. Both are frozen: each room that adds to a result makes a new
+record (the scheduler its place and times, the objective its scores), so that a record read
+anywhere is the one its maker made and nothing changes it behind a caller's back.
+"""
 
 from __future__ import annotations
 
+import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-# Every status a configuration can end with. Failures are results, not exceptions:
-# strategies penalise them and the cache records them so they are never re-run.
-OK = "ok"
-COMPILE_ERROR = "compile_error"
-LAUNCH_ERROR = "launch_error"
-RUNTIME_ERROR = "runtime_error"
-VERIFY_FAILED = "verify_failed"
-TIMEOUT = "timeout"
-INVALID = "invalid"
-STATUSES = (OK, COMPILE_ERROR, LAUNCH_ERROR, RUNTIME_ERROR, VERIFY_FAILED, TIMEOUT, INVALID)
+from typing import Any
 
 
-@dataclass
+class Status(str, enum.Enum):
+    """How a configuration ended. Failures are results, not exceptions: strategies penalise
+    them and the file records them so they are never re-run. The values are what files and
+    JSON hold; a member compares equal to its value and formats as it."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"
+    LAUNCH_ERROR = "launch_error"
+    RUNTIME_ERROR = "runtime_error"
+    VERIFY_FAILED = "verify_failed"
+    TIMEOUT = "timeout"
+    INVALID = "invalid"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(self, spec)
+
+
+@dataclass(frozen=True)
 class Result:
+    """One configuration as a rank measured it."""
+
     config_id: int
-    status: str
+    status: Status
     time_ms: float = math.nan  # median of times_ms (Kernel Tuner's "time")
-    times_ms: list[float] = field(default_factory=list)
+    times_ms: tuple[float, ...] = ()
     compile_s: float = 0.0
     verify_s: float = 0.0
     benchmark_s: float = 0.0
@@ -32,20 +52,32 @@ class Result:
     raced: bool = False
     # What the backend observed besides time (power, energy, clocks), by the names the
     # problem declares in ``observed_names``; missing names are NaN in the file.
-    observed: dict[str, float] = field(default_factory=dict)
-    # Filled in on rank 0 by ``objective.Objective.evaluate`` after the gather (metric
-    # functions come from the spec and never travel to other ranks).
-    metrics: dict[str, float] = field(default_factory=dict)
-    objective: float = math.nan  # the value of the run's objective (time, a metric or an observed value)
-    score: float = math.nan  # what strategies minimise: inf for a failure, NaN until evaluated
-    # One score per objective when the run has several (``score`` is the first); () until evaluated.
-    scores: tuple[float, ...] = ()
-    # Filled in by the scheduler, which knows where and when the backend ran.
+    observed: Mapping[str, float] = field(default_factory=dict)
+    # Where and when it ran, stamped by the scheduler, which knows (scheduling/rank.py); -1 and
+    # NaN from a backend, and for rows read back from a file.
     rank: int = -1
     batch: int = -1
-    started_s: float = math.nan  # on the run's clock, see comm.RunClock
+    started_s: float = math.nan  # on the run's clock (model/timeline.py)
     finished_s: float = math.nan
 
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        return self.status == Status.OK
+
+
+@dataclass(frozen=True)
+class Scored(Result):
+    """A result judged on rank 0 by the run's objective (model/objective.py): what strategies
+    are told and the file records. The metrics come from the spec's functions, which never
+    leave rank 0; ``scores`` holds one score per objective, each to minimise, ``inf`` for a
+    failure."""
+
+    config: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    objective: float = math.nan  # the value of the run's first objective (time, a metric or an observed value)
+    scores: tuple[float, ...] = (math.inf,)
+
+    @property
+    def score(self) -> float:
+        """What single-objective strategies minimise: the first objective's score."""
+        return self.scores[0]

@@ -24,17 +24,7 @@ import numpy as np
 from mpitune import __version__
 from mpitune.errors import UserError
 from mpitune.model.problem import plain
-from mpitune.model.result import (
-    COMPILE_ERROR,
-    INVALID,
-    LAUNCH_ERROR,
-    OK,
-    RUNTIME_ERROR,
-    STATUSES,
-    TIMEOUT,
-    VERIFY_FAILED,
-    Result,
-)
+from mpitune.model.result import Result, Status
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import PhaseRow
 from mpitune.offline.outputs import atomic_text, refuse_inputs
@@ -45,21 +35,21 @@ from mpitune.store.reader import CacheData, read
 FORMATS = ("kt-json", "t4")
 
 # mpitune status -> Kernel Tuner's error marker, written in place of the time.
-KT_MARKERS = {COMPILE_ERROR: "CompilationFailedConfig", INVALID: "InvalidConfig"}
+KT_MARKERS: dict[str, str] = {Status.COMPILE_ERROR: "CompilationFailedConfig", Status.INVALID: "InvalidConfig"}
 KT_RUNTIME_MARKER = "RuntimeFailedConfig"  # launch and runtime errors, timeouts, wrong answers
 
 # Kernel Tuner's markers lump failures together; an extra key keeps mpitune's status.
 STATUS_KEY = "mpitune_status"
 
 # mpitune status -> T4 "invalidity".
-T4_INVALIDITY = {
-    OK: "correct",
-    COMPILE_ERROR: "compile",
-    LAUNCH_ERROR: "runtime",
-    RUNTIME_ERROR: "runtime",
-    VERIFY_FAILED: "correctness",
-    TIMEOUT: "timeout",
-    INVALID: "constraints",
+T4_INVALIDITY: dict[str, str] = {
+    Status.OK: "correct",
+    Status.COMPILE_ERROR: "compile",
+    Status.LAUNCH_ERROR: "runtime",
+    Status.RUNTIME_ERROR: "runtime",
+    Status.VERIFY_FAILED: "correctness",
+    Status.TIMEOUT: "timeout",
+    Status.INVALID: "constraints",
 }
 T4_SCHEMA_VERSION = "1.0.0"
 
@@ -113,7 +103,7 @@ def kt_document(data: CacheData) -> dict:
         config = {n: plain(row[n]) for n in names}
         status = str(row["status"])
         entry = dict(config)
-        if status == OK:
+        if status == Status.OK:
             entry["time"] = float(row["time_ms"])
             entry["times"] = _times(row)
             entry.update(values)  # as Kernel Tuner stores its metrics and observers' values
@@ -182,8 +172,8 @@ def t4_document(data: CacheData) -> dict:
             "benchmark": 1e3 * float(row["benchmark_s"]),
         }
         out["invalidity"] = T4_INVALIDITY.get(status, "runtime")
-        out["correctness"] = 0 if status == VERIFY_FAILED else 1
-        value = float(row["time_ms"]) if status == OK else KT_MARKERS.get(status, KT_RUNTIME_MARKER)
+        out["correctness"] = 0 if status == Status.VERIFY_FAILED else 1
+        value = float(row["time_ms"]) if status == Status.OK else KT_MARKERS.get(status, KT_RUNTIME_MARKER)
         out["measurements"] = [{"name": "time", "value": value, "unit": "ms"}] + [
             {"name": n, "value": v, "unit": ""} for n, v in values.items()
         ]
@@ -319,8 +309,8 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
             last = 0.0
             for batch, i in enumerate(session):
                 m, config = measured.measurements[i], measured.configs[i]
-                if m.status != OK and entries[i].get(STATUS_KEY) in STATUSES:
-                    m.status = entries[i][STATUS_KEY]
+                if m.status != Status.OK and entries[i].get(STATUS_KEY) in set(Status):
+                    m.status = Status(entries[i][STATUS_KEY])
                 end = finished[i] - t0
                 start = max(last, end - durations[i])
                 # Squeeze the recorded durations into the time the timestamps leave for them.
@@ -343,7 +333,7 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
                         config_id=cid,
                         status=m.status,
                         time_ms=m.time_ms,
-                        times_ms=m.times_ms,
+                        times_ms=tuple(m.times_ms),
                         compile_s=m.compile_s,
                         verify_s=m.verify_s,
                         benchmark_s=m.benchmark_s,
@@ -357,9 +347,9 @@ def import_kt(kt_path: str, out: str, command: str = "") -> dict:
                 )
                 configs.append(dict(zip(names, config)))
                 if len(results) == 2048:
-                    cache.append(results, configs, [host], [device], phases)
+                    cache.append([cache.objective.evaluate(r, c) for r, c in zip(results, configs)], phases)
                     results, configs, phases = [], [], []
-            cache.append(results, configs, [host], [device], phases)
+            cache.append([cache.objective.evaluate(r, c) for r, c in zip(results, configs)], phases)
             cache.finish_run(last, "finished", len(session))
             runs += 1
     finally:

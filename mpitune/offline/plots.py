@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpitune.errors import UserError
-from mpitune.model.result import OK
+from mpitune.model.result import Status
 from mpitune.model.timeline import PHASES
 from mpitune.offline import front
 from mpitune.offline.analysis import Tables, frames, run_table
@@ -71,7 +71,7 @@ def _objective(t: Tables):
     higher = bool(recorded["higher_is_better"])
     column = objective_column(recorded["objective"], res.attrs["metric_names"], res.attrs["observed_names"])
     values = res[column].to_numpy(float)
-    res["usable"] = usable((res["status"] == OK).to_numpy(), values, higher)
+    res["usable"] = usable((res["status"] == Status.OK).to_numpy(), values, higher)
     if column == TIME_COLUMN:
         ok = values[res["usable"].to_numpy()]
         factor, unit = (1e3, "µs") if len(ok) and ok.max() < 0.1 else (1.0, "ms")

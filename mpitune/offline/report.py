@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from mpitune.model.problem import plain
-from mpitune.model.result import OK
+from mpitune.model.result import Status
 from mpitune.offline import front
 from mpitune.offline.rank_time import PHASE_COLUMNS, gather_waits, per_rank, run_walls, startup
 from mpitune.offline.ranking import best_first, objective_column, usable
@@ -85,7 +85,7 @@ def _ranked(data: CacheData) -> np.ndarray:
     """Indices of the rows with a usable objective value, best first."""
     values = objective_values(data)
     higher = data.objective.higher_is_better
-    return best_first(values, usable(data.results["status"] == OK, values, higher), higher)
+    return best_first(values, usable(data.results["status"] == Status.OK, values, higher), higher)
 
 
 def _values(data: CacheData, i: int) -> dict:
@@ -100,7 +100,7 @@ def summarize(data: CacheData, top: int = 5) -> dict:
     results, names = data.results, data.param_names
     problem = data.problem
     statuses = Counter(results["status"])
-    ok = results[results["status"] == OK]
+    ok = results[results["status"] == Status.OK]
     ranked = _ranked(data)
     values = objective_values(data)
     best_rows = results[ranked[:top]]
@@ -117,8 +117,8 @@ def summarize(data: CacheData, top: int = 5) -> dict:
         "lang": problem.get("lang"),
         "space_size": int(runs["space_size"][-1]) if len(runs) else None,
         "configs": len(np.unique(results["config_id"])),
-        "ok": int(statuses.get(OK, 0)),
-        "failed": {k: int(v) for k, v in sorted(statuses.items()) if k != OK},
+        "ok": int(statuses.get(Status.OK, 0)),
+        "failed": {k: int(v) for k, v in sorted(statuses.items()) if k != Status.OK},
         "best": None,
         "objective": {
             "name": data.objective.name,

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from multiprocessing.queues import Queue
 
 from mpitune.backends.base import Compiled, Compiler
-from mpitune.model.kernel_extras import Derived
-from mpitune.model.result import RUNTIME_ERROR, TIMEOUT
+from mpitune.model.result import Status
 from mpitune.model.timeline import Clock, PhaseRow
+from mpitune.model.work import Work
 from mpitune.process.supervisor import SPAWN, Death, Hang, Patience, Supervisor
 
 log = logging.getLogger(__name__)
@@ -65,9 +65,7 @@ class CompileTask:
     the rank's device is)."""
 
     compiler: Compiler
-    config_id: int
-    config: dict
-    derived: Derived | None
+    work: Work
 
 
 def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> None:
@@ -80,11 +78,13 @@ def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> 
     while True:
         task: CompileTask = tasks.get()
         try:
-            results.put(task.compiler(task.config_id, task.config, task.derived))
+            results.put(task.compiler(task.work))
         except Exception as exc:  # a bug or a broken toolchain, not the kernel
             results.put(
                 Compiled(
-                    task.config_id, status=RUNTIME_ERROR, error=f"the compiler failed: {type(exc).__name__}: {exc}"
+                    task.work.config_id,
+                    status=Status.RUNTIME_ERROR,
+                    error=f"the compiler failed: {type(exc).__name__}: {exc}",
                 )
             )
 
@@ -99,7 +99,7 @@ class CompileAhead:
         self, workers: int, clock: Clock, compiler: Compiler | None = None, warm_up: Callable[[], None] | None = None
     ):
         self.compiler, self.workers, self.clock, self.warm_up = compiler, workers, clock, warm_up
-        self._queued: dict[int, tuple[dict, Derived | None]] = {}  # handed to the workers, not yet taken
+        self._queued: dict[int, Work] = {}  # handed to the workers, not yet taken
         self._done: dict[int, Compiled] = {}
         self._pool = Supervisor(_serve, [f"mpitune-compile-{i}" for i in range(workers)], nice=NICE)
         self._start()
@@ -108,13 +108,13 @@ class CompileAhead:
         self._tasks, self._results = SPAWN.Queue(), SPAWN.Queue()
         self._pool.start(self._tasks, self._results, self.warm_up)
 
-    def submit(self, items: Iterable[tuple[int, dict, Derived | None]]) -> None:
+    def submit(self, items: Iterable[Work]) -> None:
         """Queue configurations in order; one already queued is not queued twice."""
-        for config_id, config, derived in items:
-            if config_id not in self._queued:
-                self._queued[config_id] = (config, derived)
+        for work in items:
+            if work.config_id not in self._queued:
+                self._queued[work.config_id] = work
                 assert self.compiler is not None, "the compiler is set before anything is submitted"
-                self._tasks.put(CompileTask(self.compiler, config_id, config, derived))
+                self._tasks.put(CompileTask(self.compiler, work))
 
     def keep_only(self, config_ids: Iterable[int]) -> None:
         """Forget configurations that will not be measured (a prediction that did not come
@@ -124,14 +124,15 @@ class CompileAhead:
             del self._queued[config_id]
             self._done.pop(config_id, None)
 
-    def take(self, config_id: int, config: dict, derived: Derived | None, deadline_s: float | None) -> Compiled:
+    def take(self, work: Work, deadline_s: float | None) -> Compiled:
         """The compiled configuration, waiting for it if need be (queued now if it was not).
 
         A compile that outlasts ``deadline_s`` is a ``timeout``; a worker that dies loses the
         compile it held, which becomes a ``runtime_error``. Either way the workers are
         restarted and what was queued is queued again.
         """
-        self.submit([(config_id, config, derived)])
+        config_id = work.config_id
+        self.submit([work])
         patience = Patience(deadline_s)
         while config_id not in self._done:
             try:
@@ -139,23 +140,23 @@ class CompileAhead:
             except Hang:
                 return self._give_up(
                     config_id,
-                    TIMEOUT,
+                    Status.TIMEOUT,
                     f"compiling took longer than {deadline_s:.1f} s (the limit for one configuration)",
                 )
             except Death:
-                return self._give_up(config_id, RUNTIME_ERROR, "a compile worker died")
+                return self._give_up(config_id, Status.RUNTIME_ERROR, "a compile worker died")
             if compiled.config_id in self._queued:
                 self._done[compiled.config_id] = compiled
         del self._queued[config_id]
         return self._done.pop(config_id)
 
-    def _give_up(self, config_id: int, status: str, why: str) -> Compiled:
+    def _give_up(self, config_id: int, status: Status, why: str) -> Compiled:
         log.warning("configuration %d: %s; restarting the compile workers", config_id, why)
         del self._queued[config_id]
         self._kill()
-        requeue = [(c, *self._queued[c]) for c in self._queued if c not in self._done]
-        for c, _, _ in requeue:
-            del self._queued[c]
+        requeue = [work for c, work in self._queued.items() if c not in self._done]
+        for work in requeue:
+            del self._queued[work.config_id]
         self._start()
         self.submit(requeue)
         return Compiled(config_id, status=status, error=why)

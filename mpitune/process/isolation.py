@@ -31,11 +31,11 @@ from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
 from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler
 from mpitune.errors import UserError
-from mpitune.model.kernel_extras import Derived
 from mpitune.model.problem import Problem
 from mpitune.model.racing import Race
-from mpitune.model.result import RUNTIME_ERROR, TIMEOUT, Result
+from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
+from mpitune.model.work import Work
 from mpitune.process.prewarm import Spawned, spawn_worker
 from mpitune.process.shared_arrays import Shared, attach, share
 from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
@@ -93,9 +93,7 @@ class StartFailed:
 
 @dataclass(frozen=True)
 class Measure:
-    config_id: int
-    config: dict
-    derived: Derived | None
+    work: Work
     compiled: Compiled | None
     race: Race | None = None
 
@@ -154,9 +152,7 @@ def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
             return
         if isinstance(message, Stop):
             break
-        result = backend.run(
-            message.config_id, message.config, timeline, message.derived, message.compiled, message.race
-        )
+        result = backend.run(message.work, timeline, message.compiled, message.race)
         conn.send(Measured(result, timeline.take(), backend.fatal_error))
         if backend.fatal_error:
             return  # its context is gone: the rank starts a fresh worker
@@ -270,18 +266,11 @@ class IsolatedBackend(Backend):
             return TIMEOUT_FLOOR_S
         return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(self.config_s))
 
-    def run(
-        self,
-        config_id: int,
-        config: dict,
-        timeline: Timeline,
-        derived: Derived | None = None,
-        compiled: Compiled | None = None,
-        race: Race | None = None,
-    ) -> Result:
+    def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
+        config_id = work.config_id
         deadline_s = self.deadline_s()
         start_s = self.clock.now()
-        self.conn.send(Measure(config_id, config, derived, compiled, race))
+        self.conn.send(Measure(work, compiled, race))
         try:
             measured: Measured = self.worker.receive(self.conn, Patience(deadline_s))
         except Hang:
@@ -289,7 +278,7 @@ class IsolatedBackend(Backend):
                 config_id,
                 timeline,
                 start_s,
-                TIMEOUT,
+                Status.TIMEOUT,
                 f"no result after {deadline_s:.1f} s (the limit for one configuration)",
             )
         except Death as death:
@@ -297,7 +286,7 @@ class IsolatedBackend(Backend):
                 config_id,
                 timeline,
                 start_s,
-                RUNTIME_ERROR,
+                Status.RUNTIME_ERROR,
                 f"the worker process died while running this configuration ({death})",
             )
         timeline.extend(measured.rows)
@@ -306,7 +295,7 @@ class IsolatedBackend(Backend):
             self._restart(timeline, config_id)
         return measured.result
 
-    def _lost(self, config_id: int, timeline: Timeline, start_s: float, status: str, why: str) -> Result:
+    def _lost(self, config_id: int, timeline: Timeline, start_s: float, status: Status, why: str) -> Result:
         """Record the configuration the worker never answered for, then start a fresh worker."""
         timeline.extend([PhaseRow(timeline.batch, config_id, "lost", start_s, self.clock.now())])
         log.warning("configuration %d: %s; restarting the worker", config_id, why)

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpitune import strategies
-from mpitune.model.kernel_extras import Derived
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.racing import Race
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
+from mpitune.model.work import Work
 from mpitune.scheduling.batching import Batching, busy_s, deal, deal_by_cost, pipeline_depth
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.messages import Order, Report, StopReason
@@ -37,13 +37,17 @@ TYPICAL_BATCHES = 5  # the last batches whose median predicts the next one's dur
 
 @dataclass
 class Flight:
-    """One batch handed out and not yet recorded: its ids, when it was handed out, and its
-    chunks and orders, rank by rank."""
+    """One batch handed out and not yet recorded: its configurations by id (what scores the
+    results that come back), when it was handed out, and its chunks and orders, rank by rank."""
 
-    ids: set[int]
+    work: dict[int, Work]
     handed_s: float
     chunks: list[list[int]] = field(default_factory=list)
     orders: list[Order] = field(default_factory=list)
+
+    @property
+    def ids(self) -> set[int]:
+        return set(self.work)
 
 
 @dataclass
@@ -85,7 +89,7 @@ class Manager:
         known = [self.objective.evaluate(r, self.space.config(r.config_id)) for r in cache.recorded()]
         cache.rewrite_metrics(known)  # metrics are derived: this run's definitions hold for every row
         self.known = len(known)
-        self.best: Result | None = None
+        self.best: Scored | None = None
         self._update_best(known)
         # Dealing by cost evens out chunks of several configurations, and on several ranks it
         # gives the costliest configurations to the ranks that will be free first (batching.busy_s);
@@ -94,8 +98,9 @@ class Manager:
         if self.costs is not None:
             self.costs.learn(known)
         self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
+        self._upcoming: dict[int, Work] = {}  # the configurations of the upcoming batch, made once
         self.race = self._start_race(known)
-        self._held: deque[list[Result]] = deque()  # recorded, told as batches go out (resume.rebuild)
+        self._held: deque[list[Scored]] = deque()  # recorded, told as batches go out (resume.rebuild)
         self._resume_strategy(known)
 
     @property
@@ -114,7 +119,7 @@ class Manager:
             default=str,
         )
 
-    def _resume_strategy(self, known: list[Result]) -> None:
+    def _resume_strategy(self, known: list[Scored]) -> None:
         """Continue the search of the runs before (population, RNG, ...), if they ran the same
         strategy with the same seed and options, by replaying their recorded asks and tells
         into a fresh strategy (resume.py); else start afresh knowing the cache."""
@@ -183,31 +188,44 @@ class Manager:
         stop) if a spec's callable fails on one of its configurations."""
         self.handed_out += len(ids)
         self.batch += 1
-        self.in_flight[self.batch] = flight = Flight(set(ids), now_s)
-        chunks = flight.chunks = self._deal(ids, self.batch)
+        chunks = self._deal(ids, self.batch)
         self.cache.hand_out(self.batch, chunks, requested, ids)
-        # The batch after this one: asked at once while fewer than ``depth`` are in flight,
-        # else once this one's results (and costs) are in.
-        upcoming_ids = self.strategy.upcoming(self._next_size(None if len(self.in_flight) < self.depth else True))
-        upcoming = self._deal(upcoming_ids, self.batch + 1)
-        self._planned = (upcoming_ids, upcoming) if self.costs is not None and self.costs.learned else None
         try:
-            return [
-                Order(
-                    now_s,
-                    self.batch,
-                    chunk,
-                    derived=self.derive(chunk),
-                    upcoming=next_chunk,
-                    upcoming_derived=self.derive(next_chunk),
-                    race=self.race,
-                )
-                for chunk, next_chunk in zip(chunks, upcoming)
-            ]
+            work = self._work(ids, self._upcoming)
+            self.in_flight[self.batch] = Flight(work, now_s, chunks)
+            # The batch after this one: asked at once while fewer than ``depth`` are in flight,
+            # else once this one's results (and costs) are in.
+            upcoming_ids = self.strategy.upcoming(self._next_size(None if len(self.in_flight) < self.depth else True))
+            upcoming = self._deal(upcoming_ids, self.batch + 1)
+            self._planned = (upcoming_ids, upcoming) if self.costs is not None and self.costs.learned else None
+            self._upcoming = self._work(upcoming_ids, work)
         except ValueError as exc:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
-            self.unmeasured |= self.in_flight.pop(self.batch).ids  # never sent
+            self.in_flight.pop(self.batch, None)
+            self.unmeasured |= set(ids)  # never sent
             return None
+        return [
+            Order(
+                now_s,
+                self.batch,
+                tuple(work[i] for i in chunk),
+                upcoming=tuple(self._upcoming[i] for i in next_chunk),
+                race=self.race,
+            )
+            for chunk, next_chunk in zip(chunks, upcoming)
+        ]
+
+    def _work(self, ids: list[int], made: dict[int, Work]) -> dict[int, Work]:
+        """Each id as a configuration with what the spec's per-configuration callables give for
+        it (ValueError if one fails); one already ``made`` (as the upcoming batch) is reused."""
+        work = {}
+        for i in ids:
+            if i in made:
+                work[i] = made[i]
+            else:
+                config = self.space.config(i)
+                work[i] = Work(i, config, self._derive(config) if self._derive is not None else None)
+        return work
 
     def _deal(self, ids: list[int], batch: int) -> list[list[int]]:
         """One chunk per rank: as this batch was dealt by cost when it was the upcoming one (its
@@ -238,12 +256,6 @@ class Manager:
             costs_known = self.costs is None or self.costs.learned > 0
         return self.batching.next_size(None if limit is None else limit - self.handed_out, costs_known)
 
-    def derive(self, chunk: list[int]) -> list[Derived] | None:
-        """What the spec's per-configuration callables give for each id (ValueError if one fails)."""
-        if self._derive is None or not chunk:
-            return None
-        return [self._derive(self.space.config(i)) for i in chunk]
-
     def _within_time(self, n: int, left_s: float) -> int:
         """How many of the next ``n`` configurations a batch may hold to end within ``left_s``,
         after the batches still in flight: by their predicted costs where the strategy names
@@ -268,7 +280,7 @@ class Manager:
         """How long the next batch will likely take: the median of the last few."""
         return float(np.median(self.batch_s[-TYPICAL_BATCHES:])) if self.batch_s else 0.0
 
-    def record(self, reports: Sequence[Report]) -> list[Result]:
+    def record(self, reports: Sequence[Report]) -> list[Scored]:
         """Write the reports of the oldest batch in flight (one per rank, in rank order) to the
         file; the results, scored.
 
@@ -289,17 +301,16 @@ class Manager:
             self.stop_requested = StopReason.DEVICE_ERROR
             if self.stop_reason is not None:
                 self.stop_reason = StopReason.DEVICE_ERROR
-        results = [r for report in reports for r in report.results]
+        scored = [
+            self.objective.evaluate(r, flight.work[r.config_id].config) for report in reports for r in report.results
+        ]
         phases = [(rank, p) for rank, report in enumerate(reports) for p in report.phases]
-        configs = [self.space.config(r.config_id) for r in results]
-        for r, config in zip(results, configs):
-            self.objective.evaluate(r, config)
-        self.cache.append(results, configs, self.hosts, self.devices, phases, done_batch=batch)
-        self.measured += len(results)
-        self.unmeasured |= flight.ids - {r.config_id for r in results}
-        return results
+        self.cache.append(scored, phases, done_batch=batch)
+        self.measured += len(scored)
+        self.unmeasured |= flight.ids - {r.config_id for r in scored}
+        return scored
 
-    def tell(self, results: list[Result]) -> None:
+    def tell(self, results: list[Scored]) -> None:
         self.strategy.tell(results)
         if self.costs is not None:
             self.costs.learn(results)
@@ -307,7 +318,7 @@ class Manager:
         if self.race is not None:
             self.race = self.race.seen(results)
 
-    def _start_race(self, known: list[Result]) -> Race | None:
+    def _start_race(self, known: list[Scored]) -> Race | None:
         """What the ranks race against, from what the file already holds; None when racing is off.
         Only the kernel time can be raced: a metric is the spec's function, evaluated on rank 0
         alone and not necessarily monotonic in time (GFLOP/s of work that depends on the
@@ -319,7 +330,7 @@ class Manager:
             return None
         return Race(rule=self.settings.race_rule).seen(known)
 
-    def _update_best(self, results: list[Result]) -> None:
+    def _update_best(self, results: list[Scored]) -> None:
         for r in results:
             if math.isfinite(r.score) and (self.best is None or r.score < self.best.score):
                 self.best = r

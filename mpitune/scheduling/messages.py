@@ -7,13 +7,13 @@ both are pickled by the transport, so they hold plain values only.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR
-from mpitune.model.kernel_extras import Derived
 from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
+from mpitune.model.work import Work
 
 
 class StopReason(enum.Enum):
@@ -46,17 +46,16 @@ class StopReason(enum.Enum):
         return EXIT_RESUMABLE if self.resumable else 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Order:
-    """Rank 0's message to one rank each round: the ids of its chunk, or stop."""
+    """Rank 0's message to one rank each round: its chunk of configurations, or stop. It travels
+    whole to the code that measures it (rank.serve)."""
 
     now_s: float  # rank 0's clock, to which a simulated clock catches up
     batch: int = -1
-    ids: list[int] = field(default_factory=list)  # may be empty: more ranks than ids in the batch
+    work: tuple[Work, ...] = ()  # may be empty: more ranks than configurations in the batch
     stop: StopReason | None = None
-    derived: list[Derived] | None = None  # per id, what rank 0 resolved (kernel_extras.py)
-    upcoming: list[int] = field(default_factory=list)  # this rank's likely next chunk, to compile ahead
-    upcoming_derived: list[Derived] | None = None
+    upcoming: tuple[Work, ...] = ()  # this rank's likely next chunk, to compile ahead
     # The best median known and the run's noise ratio, to race against (model/racing.py);
     # None when racing is off: turned off in the spec, or an objective other than time.
     race: Race | None = None
@@ -67,14 +66,22 @@ class Order:
     deadline_s: float | None = None
     next_order_within_s: float | None = None
 
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(w.config_id for w in self.work)
 
-@dataclass
+    @property
+    def upcoming_ids(self) -> tuple[int, ...]:
+        return tuple(w.config_id for w in self.upcoming)
+
+
+@dataclass(frozen=True)
 class Report:
     """One rank's answer to an order: what it measured, what it did meanwhile, its clock,
     and why its device can no longer be trusted ('' while it can)."""
 
-    results: list[Result]
-    phases: list[PhaseRow]
+    results: tuple[Result, ...]
+    phases: tuple[PhaseRow, ...]
     now_s: float
     fatal_error: str = ""
 

@@ -22,7 +22,7 @@ import logging
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.scheduling.batching import pipeline_depth
 from mpitune.store.history import History, search_digest
 from mpitune.strategies.base import Strategy
@@ -42,8 +42,8 @@ def runs_to_replay(history: History, key: str) -> list[int]:
 
 
 def rebuild(
-    fresh: Callable[[], Strategy], history: History, known: Sequence[Result], key: str, name: str
-) -> tuple[Strategy, list[list[Result]]]:
+    fresh: Callable[[], Strategy], history: History, known: Sequence[Scored], key: str, name: str
+) -> tuple[Strategy, list[list[Scored]]]:
     """The strategy of this run, told everything in ``known`` (the results rows, in row order):
     the recorded search replayed, or else a fresh one; and the batches it is told only as this
     run's first batches go out (``Manager.fill``). A stopped run on several ranks told the
@@ -52,7 +52,7 @@ def rebuild(
     uninterrupted run makes."""
     chain = runs_to_replay(history, key)
     strategy = fresh()
-    held: list[list[Result]] = []
+    held: list[list[Scored]] = []
     if chain:
         replayed = _replay(strategy, chain, history, known)
         if replayed is None:
@@ -66,16 +66,16 @@ def rebuild(
 
 
 def _replay(
-    strategy: Strategy, chain: list[int], history: History, known: Sequence[Result]
-) -> tuple[int, list[list[Result]]] | None:
+    strategy: Strategy, chain: list[int], history: History, known: Sequence[Scored]
+) -> tuple[int, list[list[Scored]]] | None:
     """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks and the
     batches of the last run to hold back (see ``rebuild``), or None (with a warning) as soon
     as it answers an ask otherwise than recorded."""
-    rows: dict[tuple[int, int], list[Result]] = defaultdict(list)
+    rows: dict[tuple[int, int], list[Scored]] = defaultdict(list)
     for result, run, batch in zip(known, history.row_runs, history.row_batches):
         rows[int(run), int(batch)].append(result)
     replayed = 0
-    held: list[list[Result]] = []
+    held: list[list[Scored]] = []
     for run in chain:
         strategy.tell(
             [r for r, row_run in zip(known, history.row_runs) if row_run < run and r.config_id not in strategy.seen]

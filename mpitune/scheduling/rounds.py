@@ -80,7 +80,7 @@ def rounds(
         if order.stop is not None:
             stop_beating()
             break
-        report = serve(order, backend, space, transport.rank, timeline, ahead, _stopping(transport, manager))
+        report = serve(order, backend, transport.rank, timeline, ahead, _stopping(transport, manager))
         with timeline.phase("wait"):
             try:
                 reports = transport.gather(report, _remaining_s(order.deadline_s, sent_s) if manager else patience_s)
@@ -157,7 +157,7 @@ def _record_silent(
     received = silent.received
     while True:
         batch, flight = next(iter(manager.in_flight.items()))
-        reports = [received.get(r, Report([], [], report.now_s)) for r in range(transport.size)]
+        reports = [received.get(r, Report((), (), report.now_s)) for r in range(transport.size)]
         if deadlines is not None:
             deadlines.observe(flight.orders, reports)
         with writing:
@@ -167,7 +167,7 @@ def _record_silent(
         if not manager.in_flight:
             return
         try:  # the next batch: one last look for what arrived, without waiting
-            got = transport.gather(Report([], [], report.now_s), 0.0)
+            got = transport.gather(Report((), (), report.now_s), 0.0)
             assert got is not None
             arrived = dict(enumerate(got))
         except SilentRanks as more:

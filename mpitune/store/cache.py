@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import h5py
@@ -25,7 +25,7 @@ import numpy as np
 from mpitune.errors import CacheMismatchError, UserError
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
-from mpitune.model.result import OK, Result
+from mpitune.model.result import Result, Scored, Status
 from mpitune.model.schema import (
     ASKED_DTYPE,
     FRONT_DTYPE,
@@ -44,6 +44,7 @@ from mpitune.store.history import History, read_history, search_digest
 from mpitune.store.integrity import in_flight, repair, verify
 from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
+from mpitune.store.rows import result_rows
 from mpitune.store.superblock import clear_write_flags, is_hdf5
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ def _append(ds: h5py.Dataset, rows: np.ndarray) -> None:
         ds[n:] = rows
 
 
-def _values(names: Sequence[str], by_name: Sequence[dict]) -> np.ndarray:
+def _values(names: Sequence[str], by_name: Sequence[Mapping[str, float]]) -> np.ndarray:
     """One row per dict, one column per name; NaN where a dict lacks the name."""
     return np.array([[d.get(n, math.nan) for n in names] for d in by_name], dtype=np.float64).reshape(
         len(by_name), len(names)
@@ -163,6 +164,7 @@ class Cache:
         self.observed = self.file.get("observed")
         self.front = self.file.get("front")
         self.run = -1
+        self._placed: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each rank's host and device
         # From here on no dataset or attribute may be created, only appended to and written.
         self.file.swmr_mode = True
 
@@ -206,9 +208,9 @@ class Cache:
         return [
             Result(
                 config_id=int(r["config_id"]),
-                status=r["status"].decode(errors="replace"),
+                status=Status(r["status"].decode(errors="replace")),
                 time_ms=float(r["time_ms"]),
-                times_ms=[float(t) for t in r["times_ms"] if not math.isnan(t)],
+                times_ms=tuple(float(t) for t in r["times_ms"] if not math.isnan(t)),
                 compile_s=float(r["compile_s"]),
                 verify_s=float(r["verify_s"]),
                 benchmark_s=float(r["benchmark_s"]),
@@ -218,7 +220,7 @@ class Cache:
             for r, values in zip(rows, observed)
         ]
 
-    def rewrite_metrics(self, results: Sequence[Result]) -> None:
+    def rewrite_metrics(self, results: Sequence[Scored]) -> None:
         """The metrics of every recorded row, ``results`` in row order as ``recorded`` gave them
         and evaluated by this run's objective: a resumed run may define other metrics."""
         if self.metrics is not None:
@@ -260,59 +262,23 @@ class Cache:
         for rank, (host, device, detail, pid) in enumerate(zip(hosts, devices, details, pids)):
             ranks[rank] = (self.run, rank, text(host, NAME_TEXT), text(device, NAME_TEXT), text(detail, NAME_TEXT), pid)
         _append(self.ranks, ranks)
+        self._placed = (tuple(hosts), tuple(devices))
         self.file.flush()
         return self.run
 
     def append(
-        self,
-        results: Iterable[Result],
-        configs: Sequence[dict],
-        hosts: Sequence[str],
-        devices: Sequence[str],
-        phases: Iterable[tuple[int, PhaseRow]],
-        done_batch: int | None = None,
+        self, scored: Sequence[Scored], phases: Iterable[tuple[int, PhaseRow]], done_batch: int | None = None
     ) -> None:
-        """Write one batch (results with their configs, and timeline rows) and flush; the batch
+        """Write one batch (its scored results and the ranks' timeline rows) and flush; the batch
         ``done_batch`` is no longer in flight (None: no batch is), while a later one may be."""
-        batch = list(results)
-        dtype = self.results.dtype
-        rows = np.zeros(len(batch), dtype)
-        iterations = dtype["times_ms"].shape[0]
-        for i, (r, config) in enumerate(zip(batch, configs)):
-            times = np.full(iterations, np.nan)
-            times[: len(r.times_ms)] = r.times_ms[:iterations]
-            params = tuple(
-                text(config[n], dtype[n]) if isinstance(config[n], str) else config[n] for n in self.tune_params
-            )
-            by_name = dict(
-                zip(("config_id", *self.tune_params), (r.config_id, *params)),
-                status=text(r.status, SHORT_TEXT),
-                time_ms=r.time_ms,
-                times_ms=times,
-                compile_s=r.compile_s,
-                verify_s=r.verify_s,
-                benchmark_s=r.benchmark_s,
-                launches=len(r.times_ms),
-                raced=int(r.raced),
-                run=self.run,
-                batch=r.batch,
-                rank=r.rank,
-                host=text(hosts[r.rank], NAME_TEXT),
-                device=text(devices[r.rank], NAME_TEXT),
-                started_s=r.started_s,
-                finished_s=r.finished_s,
-                error=text(r.error, LONG_TEXT),
-            )
-            # By name: a file of an older schema version lacks the newer columns and keeps its layout.
-            rows[i] = tuple(by_name[name] for name in dtype.names)
-        _append(self.results, rows)
+        _append(self.results, result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run))
         for ds, names, values in (
-            (self.metrics, self.objective.metric_names, [r.metrics for r in batch]),
-            (self.observed, self.observed_names, [r.observed for r in batch]),
+            (self.metrics, self.objective.metric_names, [r.metrics for r in scored]),
+            (self.observed, self.observed_names, [r.observed for r in scored]),
         ):
-            if ds is not None and batch:
-                ds.resize((ds.shape[0] + len(batch), ds.shape[1]))
-                ds[-len(batch) :] = _values(names, values)
+            if ds is not None and scored:
+                ds.resize((ds.shape[0] + len(scored), ds.shape[1]))
+                ds[-len(scored) :] = _values(names, values)
         held = self.in_flight[...]
         self._keep_in_flight(held[held["batch"] != done_batch] if done_batch is not None else held[:0])
         self.append_phases(phases, flush=False)
@@ -375,7 +341,7 @@ class Cache:
             **self._columns(self.metrics, self.objective.metric_names),
             **self._columns(self.observed, self.observed_names),
         }
-        ok = rows["status"] == OK.encode()
+        ok = rows["status"] == Status.OK.encode()
         values = objective_values(self.objective.names, lambda n: tables[n] if n in tables else rows[n], ok)
         ids = rows["config_id"][front_rows(values, self.objective.directions)]
         front = np.zeros(len(ids), FRONT_DTYPE)

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 
 from mpitune.errors import UserError
-from mpitune.model.result import STATUSES
+from mpitune.model.result import Status
 from mpitune.model.timeline import RECORDED_PHASES
 from mpitune.store.lock import writer_alive
 from mpitune.store.soundness import image, read_back
@@ -107,7 +107,7 @@ def findings(f: h5py.File) -> list[str]:
     twice = ids[counts > 1]
     if len(twice):
         problems.append(f"{len(twice)} configuration(s) recorded more than once: {', '.join(map(str, twice[:10]))}")
-    unknown = sorted({s.decode(errors="replace") for s in np.unique(results["status"])} - set(STATUSES))
+    unknown = sorted({s.decode(errors="replace") for s in np.unique(results["status"])} - set(Status))
     if unknown:
         problems.append(f"unknown statuses: {', '.join(map(repr, unknown))}")
     for name in ("metrics", "observed"):

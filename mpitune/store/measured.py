@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpitune.errors import UserError
-from mpitune.model.result import COMPILE_ERROR, INVALID, OK, RUNTIME_ERROR
+from mpitune.model.result import Status
 from mpitune.model.schema import RESERVED
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.
@@ -40,12 +40,16 @@ KT_BOOKKEEPING = (
 )
 KT_DURATIONS = ("compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time")
 MAX_NAME = 64  # characters in a parameter's name: a column of the file, a name in restrictions
-KT_ERRORS = {"InvalidConfig": INVALID, "CompilationFailedConfig": COMPILE_ERROR, "RuntimeFailedConfig": RUNTIME_ERROR}
+KT_ERRORS = {
+    "InvalidConfig": Status.INVALID,
+    "CompilationFailedConfig": Status.COMPILE_ERROR,
+    "RuntimeFailedConfig": Status.RUNTIME_ERROR,
+}
 
 
 @dataclass
 class Measurement:
-    status: str
+    status: Status
     time_ms: float = math.nan
     times_ms: list[float] = field(default_factory=list)
     compile_s: float = 0.0
@@ -111,18 +115,18 @@ def _kt_observed(entry: dict, params: list[str]) -> dict[str, float]:
 def _kt_measurement(entry: dict) -> Measurement:
     ms_to_s = 1e-3
     m = Measurement(
-        status=OK,
+        status=Status.OK,
         compile_s=float(entry.get("compile_time", 0) or 0) * ms_to_s,
         verify_s=float(entry.get("verification_time", 0) or 0) * ms_to_s,
         benchmark_s=float(entry.get("benchmark_time", 0) or 0) * ms_to_s,
     )
     value = entry.get("time")
     if "__error__" in entry:
-        m.status, m.error = RUNTIME_ERROR, str(entry["__error__"])
+        m.status, m.error = Status.RUNTIME_ERROR, str(entry["__error__"])
     elif isinstance(value, str):
-        m.status, m.error = KT_ERRORS.get(value, RUNTIME_ERROR), value
+        m.status, m.error = KT_ERRORS.get(value, Status.RUNTIME_ERROR), value
     elif value is None or not math.isfinite(float(value)):
-        m.status, m.error = RUNTIME_ERROR, f"time is {value!r}"
+        m.status, m.error = Status.RUNTIME_ERROR, f"time is {value!r}"
     else:
         m.time_ms = float(value)
         m.times_ms = [float(t) for t in entry.get("times", [])]
@@ -238,6 +242,13 @@ def _kind(value) -> type | None:
     return None
 
 
+def _status(path: str, value: str) -> Status:
+    try:
+        return Status(value)
+    except ValueError:
+        raise UserError(f"{path}: unknown status {value!r}; `python -m mpitune check {path}` says more") from None
+
+
 def _from_mpitune(path: str) -> MeasuredData:
     from mpitune.store.reader import read  # h5py, which a replay of a Kernel Tuner cache does without
 
@@ -257,7 +268,7 @@ def _from_mpitune(path: str) -> MeasuredData:
         configs.append(config)
         measurements.append(
             Measurement(
-                status=str(row["status"]),
+                status=_status(path, str(row["status"])),
                 time_ms=float(row["time_ms"]),
                 times_ms=times,
                 compile_s=float(row["compile_s"]),

@@ -18,7 +18,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
-from mpitune.model.result import OK
+from mpitune.model.result import Status
 from mpitune.store.front import objective_values
 from mpitune.store.layout import value_names
 from mpitune.store.soundness import open_for_reading
@@ -94,7 +94,7 @@ class CacheData:
     def objective_values(self) -> np.ndarray:
         """(rows, objectives): the value of each recorded objective per results row, NaN where a
         configuration did not pass."""
-        return objective_values(self.objective.names, self.column, self.results["status"] == OK)
+        return objective_values(self.objective.names, self.column, self.results["status"] == Status.OK)
 
     def front_rows(self) -> np.ndarray:
         """The results rows on the Pareto front of the recorded objectives, computed from the

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import geometry
 
@@ -22,13 +22,11 @@ FAILED = math.inf  # the objective of a failed or invalid configuration: never p
 MIN_DESIGN = 8  # results a population strategy waits for before it searches, unless its population is smaller
 
 
-def objective(result: Result) -> float:
+def objective(result: Scored) -> float:
     """What every strategy minimises: the result's score, set on rank 0 from the run's
     objective (the kernel time unless the spec says otherwise; see mpitune/model/objective.py).
     Lower is better, and ``FAILED`` for any failure, so that failures steer a search away (they are
     worse than everything) instead of stopping it."""
-    if math.isnan(result.score):
-        raise ValueError(f"the result of configuration {result.config_id} was told before it was scored")
     return result.score
 
 
@@ -67,7 +65,7 @@ class Strategy(ABC):
         scheduler uses them to compile the next batch ahead; nothing is handed out."""
         return []
 
-    def tell(self, results: Iterable[Result]) -> None:
+    def tell(self, results: Iterable[Scored]) -> None:
         for r in results:
             self.seen.add(r.config_id)
             self.values[r.config_id] = objective(r)

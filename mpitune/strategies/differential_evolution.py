@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import Strategy, integer_option, number_option, objective
 
@@ -84,7 +84,7 @@ class DifferentialEvolution(Strategy):
         self.pending.update(zip(batch, targets))
         return batch
 
-    def tell(self, results: Iterable[Result]) -> None:
+    def tell(self, results: Iterable[Scored]) -> None:
         results = list(results)
         before = min((self.values[i] for i in self.members), default=None)
         super().tell(results)

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option
 
@@ -67,7 +67,7 @@ class GreedyILS(Strategy):
             config_id = int(self.rng.choice(neighbours))
         return config_id
 
-    def tell(self, results: Iterable[Result]) -> None:
+    def tell(self, results: Iterable[Scored]) -> None:
         results = list(results)
         super().tell(results)
         told = [r.config_id for r in results]

@@ -8,7 +8,7 @@ told configurations first by non-domination rank, then by crowding distance with
 (larger first, the ends of a front first), ties by id. Parents are sorted that way, so the GA's
 tournament (the better-placed of two random parents) is NSGA-II's crowded-comparison tournament.
 
-It compares ``Result.scores``, one score per objective each to minimise (model/objective.py),
+It compares ``Scored.scores``, one score per objective each to minimise (model/objective.py),
 by Pareto dominance (model/pareto.py). With one objective the fronts are single configurations
 ordered by score and it searches as the genetic algorithm does. Failures score infinity in every
 objective: they rank last and drop out of the population.
@@ -21,9 +21,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from mpitune.model.pareto import crowding, front_ranks
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.base import Strategy, integer_option, number_option, objective
+from mpitune.strategies.base import Strategy, integer_option, number_option
 from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
 
 
@@ -32,11 +32,11 @@ class NSGA2(GeneticAlgorithm):
         super().__init__(space, seed, population, mutation_rate, crossover_rate)
         self.vectors: dict[int, tuple[float, ...]] = {}  # config id -> its scores, for everything told
 
-    def tell(self, results: Iterable[Result]) -> None:
+    def tell(self, results: Iterable[Scored]) -> None:
         results = list(results)
         super().tell(results)  # checks that each was scored
         for r in results:
-            self.vectors[r.config_id] = r.scores or (objective(r),)
+            self.vectors[r.config_id] = r.scores
 
     def best(self, k: int = 1) -> list[int]:
         """The ``k`` told ids NSGA-II's selection keeps, best placed first (see the module's

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import surrogate
 from mpitune.strategies.base import MIN_DESIGN, Strategy, integer_option, number_option
@@ -59,7 +59,7 @@ class Portfolio(Strategy):
         super().__init__(space, seed)
         self.breed_after, self.breed_share = breed_after, breed_share
         self.joined = False  # the breeder was told the model's results: it breeds from the best found
-        self._withheld: list[Result] = []  # the model's results, not told to the breeder (yet)
+        self._withheld: list[Scored] = []  # the model's results, not told to the breeder (yet)
         self.local_share = local_share
         self.switch = switch
         self.model_share = model_share
@@ -94,7 +94,7 @@ class Portfolio(Strategy):
         self.breeder.mark_seen(batch)
         return batch
 
-    def tell(self, results: Iterable[Result]) -> None:
+    def tell(self, results: Iterable[Scored]) -> None:
         results = list(results)
         super().tell(results)
         if self.joined:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option, objective
 
@@ -87,7 +87,7 @@ class ParticleSwarm(Strategy):
             self.pending[config_id] = p
         return batch + self.random_unseen(n - len(batch))
 
-    def tell(self, results: Iterable[Result]) -> None:
+    def tell(self, results: Iterable[Scored]) -> None:
         results = list(results)
         super().tell(results)
         for r in results:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option, objective
 
@@ -132,7 +132,7 @@ class SimulatedAnnealing(Strategy):
                 chain.current = int(elite[self.rng.integers(len(elite))])
                 chain.value = chain.best = self.values[chain.current]
 
-    def tell(self, results: Iterable[Result]) -> None:
+    def tell(self, results: Iterable[Scored]) -> None:
         results = list(results)
         super().tell(results)
         for r in results:

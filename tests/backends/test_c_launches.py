@@ -7,6 +7,7 @@ import pytest
 from mpitune.backends import c as cbackend
 from mpitune.model.racing import Race
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 from mpitune.spec.load import load_names
 
 # Counts its calls in the test's own memory (the address travels as a 64-bit scalar) and
@@ -42,18 +43,18 @@ def backend(tmp_path, counter: np.ndarray, iterations: int, work=(1000,)):
 
 def test_a_configuration_costs_one_verified_launch_and_the_timed_ones(tmp_path):
     counter = np.zeros(1, np.int32)
-    r = backend(tmp_path, counter, iterations=5).run(0, {"WORK": 1000}, Timeline())
+    r = backend(tmp_path, counter, iterations=5).run(Work(0, {"WORK": 1000}), Timeline())
     assert r.status == "ok", r.error
     assert counter[0] == 1 + 5 and len(r.times_ms) == 5 and not r.raced
 
 
 def test_a_race_stops_a_slower_configuration_once_most_of_its_launches_lost(tmp_path):
     counter = np.zeros(1, np.int32)
-    r = backend(tmp_path, counter, iterations=5).run(0, {"WORK": 1000}, Timeline(), race=Race(best_ms=1e-9))
+    r = backend(tmp_path, counter, iterations=5).run(Work(0, {"WORK": 1000}), Timeline(), race=Race(best_ms=1e-9))
     assert r.status == "ok" and r.raced
     assert counter[0] == 1 + 3 and len(r.times_ms) == 3 and r.time_ms == float(np.median(r.times_ms))
     counter[0] = 0
-    kept = backend(tmp_path, counter, iterations=5).run(0, {"WORK": 1000}, Timeline(), race=Race(best_ms=1e9))
+    kept = backend(tmp_path, counter, iterations=5).run(Work(0, {"WORK": 1000}), Timeline(), race=Race(best_ms=1e9))
     assert counter[0] == 6 and len(kept.times_ms) == 5 and not kept.raced
 
 
@@ -67,7 +68,7 @@ def test_the_median_does_not_move_without_the_separate_warm_up(tmp_path):
     for w in work:
         medians: dict[str, list[float]] = {"with": [], "without": []}
         for i in range(5):
-            r = with_warm_up.run(i, {"WORK": w}, Timeline())
+            r = with_warm_up.run(Work(i, {"WORK": w}), Timeline())
             medians["with"].append(float(np.median(r.times_ms[1:])))
-            medians["without"].append(without.run(i, {"WORK": w}, Timeline()).time_ms)
+            medians["without"].append(without.run(Work(i, {"WORK": w}), Timeline()).time_ms)
         assert np.median(medians["without"]) == pytest.approx(np.median(medians["with"]), rel=0.15), medians

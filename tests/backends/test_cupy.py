@@ -24,6 +24,7 @@ from mpitune.backends.cupy.verification import ROW, GpuCheck
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 
 DEFAULT_NAMES = ["block_size_x", "block_size_y", "block_size_z"]
 NO_DIV = {"x": None, "y": None, "z": None}
@@ -237,7 +238,7 @@ def measure(p: Problem, configs: list[dict], tmp_path) -> tuple[list, Timeline, 
     backend.prepare()
     timeline = Timeline()
     try:
-        return [backend.run(i, c, timeline) for i, c in enumerate(configs)], timeline, backend
+        return [backend.run(Work(i, c), timeline) for i, c in enumerate(configs)], timeline, backend
     finally:
         backend.close()
 
@@ -279,7 +280,7 @@ def test_wrong_answers_and_unwritten_outputs_fail_verification(cp, tmp_path):
     results, _, _ = measure(p, configs, tmp_path)
     assert statuses(results) == ["ok", "verify_failed", "verify_failed", "ok"]
     assert "differ by more than atol" in results[1].error
-    assert results[1].times_ms == [] and np.isnan(results[1].time_ms)
+    assert results[1].times_ms == () and np.isnan(results[1].time_ms)
 
 
 @pytest.mark.parametrize("outputs, answer, atol, message", MESSAGES)
@@ -503,7 +504,7 @@ def test_constant_memory_templates_dynamic_shared_memory_and_defines(cp, tmp_pat
     backend = create(forms(), str(tmp_path), 0)
     backend.prepare()
     try:
-        results = [backend.run(i, c, Timeline(), d) for i, (c, d) in enumerate(zip(configs, derived))]
+        results = [backend.run(Work(i, c, d), Timeline()) for i, (c, d) in enumerate(zip(configs, derived))]
     finally:
         backend.close()
     assert statuses(results) == ["ok", "ok", "ok", "launch_error"], [r.error for r in results]
@@ -518,7 +519,7 @@ def test_only_the_spec_defines_exist_when_it_gives_them(cp, tmp_path):
     backend = create(problem(source, "axpb<float, 1>", arguments, None, {"block_size_x": [8]}, (8,)), str(tmp_path), 0)
     backend.prepare()
     try:
-        got = backend.run(0, {"block_size_x": 8}, Timeline(), Derived({"OTHER": "1"}, 64))
+        got = backend.run(Work(0, {"block_size_x": 8}, Derived({"OTHER": "1"}, 64)), Timeline())
     finally:
         backend.close()
     assert got.status == "compile_error" and "block_size_x" in got.error
@@ -535,10 +536,12 @@ def test_configurations_compiled_ahead_by_workers_run_like_those_compiled_in_tur
     backend.prepare()
     ahead = CompileAhead(2, Clock(), backend.compiler())
     try:
-        ahead.submit([(i, c, d) for i, (c, d) in enumerate(zip(configs, derived))])
-        compiled = [ahead.take(i, c, d, 120) for i, (c, d) in enumerate(zip(configs, derived))]
-        early = [backend.run(i, c, Timeline(), d, k) for i, (c, d, k) in enumerate(zip(configs, derived, compiled))]
-        in_turn = [backend.run(i, c, Timeline(), d) for i, (c, d) in enumerate(zip(configs, derived))]
+        ahead.submit([Work(i, c, d) for i, (c, d) in enumerate(zip(configs, derived))])
+        compiled = [ahead.take(Work(i, c, d), 120) for i, (c, d) in enumerate(zip(configs, derived))]
+        early = [
+            backend.run(Work(i, c, d), Timeline(), k) for i, (c, d, k) in enumerate(zip(configs, derived, compiled))
+        ]
+        in_turn = [backend.run(Work(i, c, d), Timeline()) for i, (c, d) in enumerate(zip(configs, derived))]
     finally:
         ahead.close()
         backend.close()

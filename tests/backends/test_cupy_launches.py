@@ -8,6 +8,7 @@ from test_cupy import SPIN, measure, problem
 from mpitune.backends.cupy import create
 from mpitune.model.racing import Race
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 
 COUNT = r"""
 extern "C" __global__ void count(int *calls) { if (threadIdx.x == 0) atomicAdd(calls, 1); }
@@ -19,10 +20,10 @@ def test_a_configuration_costs_one_verified_launch_and_the_timed_ones(cp, tmp_pa
     backend = create(p, str(tmp_path), 0)
     backend.prepare()
     try:
-        r = backend.run(0, {"block_size_x": 32}, Timeline())
+        r = backend.run(Work(0, {"block_size_x": 32}), Timeline())
         assert r.status == "ok" and len(r.times_ms) == 5
         assert int(backend._args[0].get()[0]) == 1 + 5  # reset before the verified launch
-        raced = backend.run(1, {"block_size_x": 32}, Timeline(), race=Race(best_ms=1e-9))
+        raced = backend.run(Work(1, {"block_size_x": 32}), Timeline(), race=Race(best_ms=1e-9))
         # Raced once most of the 5 launches lost: after 3 of them, and the verified one.
         assert raced.raced and len(raced.times_ms) == 3 and int(backend._args[0].get()[0]) == 1 + 3
     finally:

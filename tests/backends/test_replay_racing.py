@@ -10,6 +10,7 @@ from conftest import REPO, SHARED, kt_cache
 from mpitune.backends import replay
 from mpitune.model.racing import Race
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.model.work import Work
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
 from mpitune.store import measured
@@ -27,12 +28,12 @@ def test_replay_races_the_recorded_launches_in_order_and_spends_only_their_time(
     problem, _ = replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides())
     backend = replay.create(problem, str(tmp_path))
     timeline = Timeline(Clock(simulated=True))
-    r = backend.run(0, {"x": 1, "y": 1}, timeline, race=Race(best_ms=1.0, ratio=1.3))  # times 2.1, 2.0, 1.9
-    assert r.status == "ok" and r.raced and r.times_ms == [2.1, 2.0] and r.time_ms == pytest.approx(2.05)
+    r = backend.run(Work(0, {"x": 1, "y": 1}), timeline, race=Race(best_ms=1.0, ratio=1.3))  # times 2.1, 2.0, 1.9
+    assert r.status == "ok" and r.raced and r.times_ms == (2.1, 2.0) and r.time_ms == pytest.approx(2.05)
     assert r.benchmark_s == pytest.approx(2 * 0.02 / 3)
     assert timeline.clock.now() == pytest.approx(0.1 + 0.005 + 2 * 0.02 / 3)
-    full = backend.run(0, {"x": 1, "y": 1}, Timeline(Clock(simulated=True)), race=Race(best_ms=2.0, ratio=1.3))
-    assert not full.raced and full.times_ms == [2.1, 2.0, 1.9] and full.time_ms == 2.0 and full.benchmark_s == 0.02
+    full = backend.run(Work(0, {"x": 1, "y": 1}), Timeline(Clock(simulated=True)), race=Race(best_ms=2.0, ratio=1.3))
+    assert not full.raced and full.times_ms == (2.1, 2.0, 1.9) and full.time_ms == 2.0 and full.benchmark_s == 0.02
 
 
 CACHES = ["pnpoly_RTX_3090.json.gz", "convolution_A4000.json.gz"]

@@ -16,11 +16,11 @@ HALF_WRITTEN = textwrap.dedent("""
     from mpitune.store.cache import Cache, RunInfo
     from mpitune.model.result import Result
     from conftest import IDENTITY, PARAMS, info
+    from records import append
     cache = Cache({path!r}, IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h0", "h1"], ["d", "d"], [1, 2])
     cache.hand_out(0, [[0, 2], [1]], 3, [0, 2, 1])
-    cache.append([Result(0, "ok", time_ms=1.0, rank=0)], [{{"bs": 32, "kind": "a", "f": 0.5}}], ["h0", "h1"],
-                 ["d", "d"], [])
+    append(cache, [Result(0, "ok", time_ms=1.0, rank=0)], [{{"bs": 32, "kind": "a", "f": 0.5}}])
     cache.hand_out(1, [[2, 3], [4]], 3, [2, 3, 4])
     # The writer dies between resizing for the next rows and filling them.
     cache.results.resize((len(cache.results) + 2,))

@@ -16,8 +16,9 @@ from conftest import REPO, mpitune, report_json, write_scale_spec
 from supervised_children import alive, children_of
 
 from mpitune.backends.c import GccCompiler
-from mpitune.model.result import COMPILE_ERROR, TIMEOUT
+from mpitune.model.result import Status
 from mpitune.model.timeline import Clock
+from mpitune.model.work import Work
 from mpitune.process import compile_ahead
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 
@@ -38,15 +39,15 @@ def test_pool_compiles_in_parallel_and_hands_out_in_any_order(tmp_path):
     compiler = GccCompiler(slow_gcc, str(source), str(tmp_path))
     ahead = CompileAhead(2, Clock(), compiler)
     try:
-        ahead.submit([(i, {"STEP": i}, None) for i in (1, 2, 3, 4, 6, 7, 8)])
-        done = {i: ahead.take(i, {"STEP": i}, None, 60) for i in (4, 1, 3, 2, 6, 7, 8)}
+        ahead.submit([Work(i, {"STEP": i}) for i in (1, 2, 3, 4, 6, 7, 8)])
+        done = {i: ahead.take(Work(i, {"STEP": i}), 60) for i in (4, 1, 3, 2, 6, 7, 8)}
         # Taking one that was never queued queues it.
-        done[5] = ahead.take(5, {"STEP": 5}, None, 60)
+        done[5] = ahead.take(Work(5, {"STEP": 5}), 60)
     finally:
         ahead.close()
-    assert done[3].status == COMPILE_ERROR and "three" in done[3].error
+    assert done[3].status == Status.COMPILE_ERROR and "three" in done[3].error
     for i in (1, 2, 4, 5, 6, 7, 8):
-        assert done[i].status == "" and (tmp_path / f"config{i}.so").exists()
+        assert done[i].status is None and (tmp_path / f"config{i}.so").exists()
         assert done[i].compile_s > 0.3
     rows = [ahead.row(done[i], 0) for i in (1, 2, 4, 6, 7, 8)]
     assert all(r.phase == "compile_ahead" and r.end_s > r.start_s for r in rows)
@@ -61,13 +62,13 @@ def test_a_compile_past_its_deadline_is_a_timeout_and_the_pool_recovers(tmp_path
     hanging = GccCompiler(("sh", "-c", "sleep 30", "sh"), str(source), str(tmp_path))
     ahead = CompileAhead(1, Clock(), hanging)
     try:
-        ahead.submit([(1, {"STEP": 1}, None), (2, {"STEP": 2}, None)])
+        ahead.submit([Work(1, {"STEP": 1}), Work(2, {"STEP": 2})])
         start = time.perf_counter()
-        late = ahead.take(1, {"STEP": 1}, None, 1.0)
-        assert late.status == TIMEOUT and "1.0 s" in late.error
+        late = ahead.take(Work(1, {"STEP": 1}), 1.0)
+        assert late.status == Status.TIMEOUT and "1.0 s" in late.error
         assert time.perf_counter() - start < 10
         # The restarted pool took the rest of the queue with it.
-        assert ahead.take(2, {"STEP": 2}, None, 1.0).status == TIMEOUT
+        assert ahead.take(Work(2, {"STEP": 2}), 1.0).status == Status.TIMEOUT
     finally:
         ahead.close()
 
@@ -148,7 +149,7 @@ def test_compile_workers_run_below_their_rank_s_priority(tmp_path):
     gcc = ("gcc", "-O1", "-fPIC", "-shared")
     ahead = CompileAhead(2, Clock(), GccCompiler(gcc, str(source), str(tmp_path)))
     try:
-        compiled = ahead.take(0, {"STEP": 1}, None, deadline_s=60)
+        compiled = ahead.take(Work(0, {"STEP": 1}), deadline_s=60)
         assert compiled.finished, compiled.error
         wanted = min(19, os.nice(0) + compile_ahead.NICE)  # from their birth, so at once
         assert [nice(pid) for pid in ahead._pool.pids] == [wanted, wanted]

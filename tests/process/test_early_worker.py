@@ -14,6 +14,7 @@ import pytest
 from conftest import mpi_env, mpiexec, write_scale_spec
 
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead
 from mpitune.process.isolation import WORKER_START_PHASE, IsolatedBackend
 from mpitune.process.prewarm import spawn_worker
@@ -156,7 +157,7 @@ def test_a_worker_spawned_before_its_problem_measures_it(tmp_path):
         assert backend.worker.pids == [spawned.pid]
         (row,) = [r for r in timeline.rows if r.phase == WORKER_START_PHASE]
         assert row.start_s < 0 and row.end_s >= row.start_s  # spawned before the clock started
-        result = backend.run(0, {"STEP": 2, "MODE": 0}, timeline)
+        result = backend.run(Work(0, {"STEP": 2, "MODE": 0}), timeline)
         assert result.status == "ok", result.error
         assert backend.device_detail == "local rank 0, no CUDA_VISIBLE_DEVICES"
     finally:
@@ -196,7 +197,7 @@ def test_a_gpu_worker_made_its_context_before_its_problem_and_measures_on_that_g
         assert backend.worker.pids == [spawned.pid]
         assert backend.device_detail.startswith("GPU 0, ")
         assert [r.phase for r in timeline.rows if r.phase == WORKER_START_PHASE] == [WORKER_START_PHASE]
-        result = backend.run(0, {"block_size_x": 128}, timeline)
+        result = backend.run(Work(0, {"block_size_x": 128}), timeline)
         assert result.status == "ok", result.error
     finally:
         backend.close()

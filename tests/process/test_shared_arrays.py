@@ -10,6 +10,7 @@ from conftest import write_scale_spec
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.model.work import Work
 from mpitune.process import shared_arrays
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.process.shared_arrays import SharedArray, attach, share
@@ -68,8 +69,8 @@ def test_a_worker_measures_arguments_it_got_through_shared_memory(tmp_path):
     backend = IsolatedBackend(problem, str(tmp_path), clock, local_rank=0)
     try:
         timeline = Timeline(clock)
-        right = backend.run(0, {"STEP": 4, "MODE": 0}, timeline)
-        wrong = backend.run(1, {"STEP": 1, "MODE": 2}, timeline)
+        right = backend.run(Work(0, {"STEP": 4, "MODE": 0}), timeline)
+        wrong = backend.run(Work(1, {"STEP": 1, "MODE": 2}), timeline)
         assert right.status == "ok", right.error
         assert wrong.status == "verify_failed", wrong.error  # the answer came through the file too
     finally:

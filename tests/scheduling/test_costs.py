@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mpitune.model.result import COMPILE_ERROR, OK, Result
+from mpitune.model.result import Result, Status
 from mpitune.model.searchspace import SearchSpace
 from mpitune.scheduling import costs
 from mpitune.scheduling.costs import CostModel, result_cost_s
@@ -11,9 +11,9 @@ from mpitune.scheduling.costs import CostModel, result_cost_s
 SPACE = SearchSpace.build({"a": [1, 2, 3, 4], "b": [1, 2, 4], "c": [0, 1]}, [])
 
 
-def measured(config_id: int, seconds: float, status: str = OK) -> Result:
+def measured(config_id: int, seconds: float, status: str = Status.OK) -> Result:
     """A result whose compile, verify and benchmark add up to ``seconds``."""
-    if status == COMPILE_ERROR:
+    if status == Status.COMPILE_ERROR:
         return Result(config_id, status, compile_s=seconds)
     return Result(config_id, status, compile_s=0.2 * seconds, verify_s=0.1 * seconds, benchmark_s=0.7 * seconds)
 
@@ -23,7 +23,7 @@ def true_cost_s(config: dict) -> float:
 
 
 def test_a_result_costs_its_compile_verify_and_benchmark_seconds():
-    assert result_cost_s(Result(0, OK, compile_s=0.5, verify_s=0.25, benchmark_s=1.0)) == 1.75
+    assert result_cost_s(Result(0, Status.OK, compile_s=0.5, verify_s=0.25, benchmark_s=1.0)) == 1.75
 
 
 def test_nothing_is_predicted_before_a_result_is_learned():
@@ -67,7 +67,7 @@ def test_a_value_that_fails_to_compile_is_learned_to_be_cheap():
         if config["a"] == 4 and config["b"] == 4:
             continue  # never measured
         failing = config["c"] == 1 and config["a"] >= 3
-        results.append(measured(i, 0.02 if failing else 2.0, COMPILE_ERROR if failing else OK))
+        results.append(measured(i, 0.02 if failing else 2.0, Status.COMPILE_ERROR if failing else Status.OK))
     model.learn(results)
     cheap, costly = SPACE.id_of(np.array([[3, 2, 1], [3, 2, 0]]))  # a=4, b=4, c=1 and c=0
     predicted = model.predict_s([cheap, costly])

@@ -105,7 +105,7 @@ class Ranks:
         for rank, order in enumerate(orders):
             timeline = self.timelines[rank]
             timeline.clock.sync(order.now_s)
-            reports.append(serve(order, self.backends[rank], manager.space, rank, timeline))
+            reports.append(serve(order, self.backends[rank], rank, timeline))
         self.clock.sync(max(r.now_s for r in reports))
         manager.tell(manager.record(reports))
         return None
@@ -218,7 +218,7 @@ def test_guided_batches_start_with_one_per_rank_then_take_the_batch_size(tmp_pat
     assert [len(b) for b in ranks.batches] == [2, 2, 36]
     # Each order names the ids its batch's successor holds, to compile ahead.
     for orders, following in zip(ranks.orders, ranks.batches[1:]):
-        assert sorted(i for o in orders for i in o.upcoming) == sorted(following)
+        assert sorted(i for o in orders for i in o.upcoming_ids) == sorted(following)
     assert manager.costs is not None and manager.costs.learned == 40
 
 
@@ -261,8 +261,10 @@ def test_dealing_by_cost_records_every_configuration_once_and_names_each_rank_it
     assert [sorted(d) for d in dealt] == [sorted(b) for b in ranks.batches[2:]]
     # From batch 2 on, each rank gets the very chunk it was told to compile ahead.
     for orders, following in zip(ranks.orders[2:], ranks.orders[3:]):
-        assert [o.upcoming for o in orders] == [o.ids for o in following]
-    assert all(o.upcoming == [] for o in ranks.orders[-1])
+        assert [o.upcoming_ids for o in orders] == [o.ids for o in following]
+        # Each id became a configuration once: the one the order to compile ahead carried.
+        assert all(a is b for o, f in zip(orders, following) for a, b in zip(o.upcoming, f.work))
+    assert all(o.upcoming == () for o in ranks.orders[-1])
     # What was measured last is dealt evenly: the predicted costs differ up to 40 times.
     last = ranks.orders[-2]
     work_s = [sum(0.1 * manager.space.config(i)["x"] * manager.space.config(i)["y"] for i in o.ids) for o in last]

@@ -7,6 +7,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import IDENTITY, PARAMS, REPO, info
+from records import append
 
 from mpitune.errors import CacheMismatchError, UserError
 from mpitune.model.result import Result
@@ -20,7 +21,7 @@ def write_run(path, ids):
     cache.start_run(info(), ["h0", "h1"], ["d0", "d1"], [10, 11])
     results = [Result(i, "ok", time_ms=float(i), times_ms=[i, i, i], compile_s=0.1, rank=i % 2, batch=0) for i in ids]
     configs = [{"bs": 32, "kind": "b", "f": 0.5} for _ in ids]
-    cache.append(results, configs, ["h0", "h1"], ["d0", "d1"], [(0, PhaseRow(0, -1, "wait", 0.0, 1.0))])
+    append(cache, results, configs, [(0, PhaseRow(0, -1, "wait", 0.0, 1.0))])
     cache.finish_run(2.0, "finished", len(ids))
     return cache
 
@@ -74,9 +75,7 @@ def test_nan_padding_for_short_times(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
-    cache.append(
-        [Result(5, "compile_error", error="bad", rank=0)], [{"bs": 64, "kind": "a", "f": 1.0}], ["h"], ["d"], []
-    )
+    append(cache, [Result(5, "compile_error", error="bad", rank=0)], [{"bs": 64, "kind": "a", "f": 1.0}], [])
     cache.close()
     row = read(str(path)).results[0]
     assert np.isnan(row["times_ms"]).all() and row["error"] == "bad" and row["status"] == "compile_error"
@@ -88,9 +87,10 @@ sys.path.insert(0, {repo!r})
 from mpitune.store.cache import Cache, RunInfo
 from mpitune.model.result import Result
 from conftest import IDENTITY, PARAMS, info
+from records import append
 cache = Cache({path!r}, IDENTITY, PARAMS, iterations=3)
 cache.start_run(info(), ["h"], ["d"], [1])
-cache.append([Result(3, "ok", time_ms=1.0, rank=0)], [{{"bs": 64, "kind": "a", "f": 1.0}}], ["h"], ["d"], [])
+append(cache, [Result(3, "ok", time_ms=1.0, rank=0)], [{{"bs": 64, "kind": "a", "f": 1.0}}])
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -121,7 +121,7 @@ def test_strings_are_utf8_and_cut_to_their_field(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), IDENTITY, {"kind": ["ä", "bb"]}, iterations=1)
     cache.start_run(info(command="python -m mpitune spëc.py"), ["hôst"], ["d"], [1])
-    cache.append([Result(0, "compile_error", error="ü" * 5000, rank=0)], [{"kind": "ä"}], ["hôst"], ["d"], [])
+    append(cache, [Result(0, "compile_error", error="ü" * 5000, rank=0)], [{"kind": "ä"}], [])
     cache.close()
     data = read(str(path))
     row = data.results[0]
@@ -143,7 +143,7 @@ def test_metrics_and_observed_values_beside_the_results(tmp_path):
     results = [
         double.evaluate(Result(i, "ok", time_ms=1.0, observed={"power_w": 10.0 + i}, rank=0), {}) for i in range(3)
     ] + [double.evaluate(Result(3, "compile_error", rank=0), {})]
-    cache.append(results, [{"bs": 32, "kind": "a", "f": 0.5}] * 4, ["h0"], ["d0"], [])
+    append(cache, results, [{"bs": 32, "kind": "a", "f": 0.5}] * 4, [])
     cache.close()
     data = read(str(path))
     assert data.metric_names == ["double"] and data.observed_names == ["power_w"]
@@ -213,7 +213,7 @@ def test_two_batches_in_flight_are_recorded_apart_and_a_killed_runs_record_goes_
     cache.hand_out(1, [[2], [3]], 2, [2, 3])
     # Batch 0 recorded: batch 1 is still in flight, and stays so when the writer dies.
     config = {"bs": 32, "kind": "a", "f": 0.5}
-    cache.append([Result(i, "ok", time_ms=1.0, rank=i) for i in (0, 1)], [config] * 2, ["h0", "h1"], ["d", "d"], [], 0)
+    append(cache, [Result(i, "ok", time_ms=1.0, rank=i) for i in (0, 1)], [config] * 2, [], 0)
     assert sorted(cache.in_flight["config_id"].tolist()) == [2, 3]
     cache.hand_out(2, [[4], [5]], 2, [4, 5])
     cache.close()

@@ -4,6 +4,7 @@ way by the reader from the stored rows, and absent from a file of one objective.
 import h5py
 import numpy as np
 from conftest import IDENTITY, PARAMS, info
+from records import append
 
 from mpitune.model.objective import Metric, Objective
 from mpitune.model.result import Result
@@ -25,7 +26,7 @@ def run(path, objective: Objective, ids=(0, 1, 2, 3), finish: bool = True) -> No
         objective.evaluate(Result(i, "ok" if i != 3 else "verify_failed", time_ms=TIMES[i], rank=0), CONFIGS[i])
         for i in ids
     ]
-    cache.append(results, [CONFIGS[i] for i in ids], ["h0"], ["d0"], [])
+    append(cache, results, [CONFIGS[i] for i in ids], [])
     if finish:
         cache.finish_run(1.0, "finished", len(results))
     cache.close()

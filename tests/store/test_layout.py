@@ -7,6 +7,7 @@ import json
 import h5py
 import numpy as np
 from conftest import IDENTITY, PARAMS, info
+from records import append
 
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
@@ -87,11 +88,10 @@ def test_the_store_writes_the_dtypes_of_schema_version_2(tmp_path):
     cache = Cache(str(path), {**IDENTITY, "observed_names": ["power_w"]}, PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
     cache.hand_out(0, [[0]], requested=1, asked=[0])
-    cache.append(
+    append(
+        cache,
         [Result(0, "ok", time_ms=1.0, times_ms=[1.0], observed={"power_w": 5.0}, rank=0)],
         [{"bs": 32, "kind": "a", "f": 0.5}],
-        ["h"],
-        ["d"],
         [(0, PhaseRow(0, 0, "compile", 0.0, 1.0))],
     )
     cache.close()
@@ -134,11 +134,10 @@ def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     assert [(r.config_id, r.time_ms, r.raced) for r in cache.recorded()] == [(7, 2.5, False)]
     assert cache.start_run(info(), ["h"], ["d"], [1]) == 1
-    cache.append(
+    append(
+        cache,
         [Result(3, "ok", time_ms=1.0, times_ms=[1.0, 1.1], raced=True, rank=0)],
         [{"bs": 32, "kind": "a", "f": 0.5}],
-        ["h"],
-        ["d"],
         [],
     )
     cache.close()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from records import scored
+
 from mpitune import strategies
 from mpitune.model.restrictions import Restriction
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import Strategy
 
@@ -51,10 +53,10 @@ def flat(config_id: int) -> float:
     return 1.0  # nothing ever improves: every population and chain stagnates
 
 
-def result(config_id: int, ms: float) -> Result:
+def result(config_id: int, ms: float) -> Scored:
     """Scored as rank 0 scores a time objective: the time, inf for a failure."""
     ok = math.isfinite(ms)
-    return Result(config_id, "ok" if ok else "runtime_error", time_ms=ms, score=ms if ok else math.inf)
+    return scored(config_id, "ok" if ok else "runtime_error", time_ms=ms)
 
 
 def run(strategy: Strategy, n: int, budget: int, measure: Callable[[int], float]) -> list[int]:

@@ -11,7 +11,6 @@ import pytest
 from search_problems import LANDSCAPE, TINY, landscape_ms, make, result, run
 
 from mpitune import strategies
-from mpitune.model.result import Result
 
 EVERY = strategies.available()
 SEED_FREE = ("brute_force",)  # Cartesian order: the one strategy the seed does not change
@@ -71,12 +70,3 @@ def test_upcoming_is_the_next_batch_or_nothing(name):
         assert strategy.upcoming(4) != batch or not batch  # handed out: never promised again
         strategy.tell([result(i, landscape_ms(i)) for i in batch])
     assert promised in (0, 10)  # an order fixed in advance is known every time, or never
-
-
-@pytest.mark.parametrize("name", EVERY)
-def test_an_unscored_result_is_refused(name):
-    """Strategies minimise the score rank 0 computes; a result told without one is a bug."""
-    strategy = make(name, TINY)
-    batch = strategy.ask(2)
-    with pytest.raises(ValueError, match="before it was scored"):
-        strategy.tell([Result(batch[0], "ok", time_ms=1.0)])

@@ -6,21 +6,22 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from records import scored
 from search_problems import LANDSCAPE, landscape_ms, make, run
 
 from mpitune.model import pareto
-from mpitune.model.result import Result
+from mpitune.model.result import Scored
 
 # The second objective: threads per block (bx * by), fewer is better (say, to leave room for
 # another kernel): it pulls against the time, whose valley wants mid-sized blocks.
 THREADS = LANDSCAPE.indices[:, 0].astype(float) + LANDSCAPE.indices[:, 1]
 
 
-def two(config_id: int) -> Result:
+def two(config_id: int) -> Scored:
     ms = landscape_ms(config_id)
     ok = math.isfinite(ms)
     scores = (ms, float(THREADS[config_id])) if ok else (math.inf, math.inf)
-    return Result(config_id, "ok" if ok else "runtime_error", time_ms=ms, score=scores[0], scores=scores)
+    return scored(config_id, "ok" if ok else "runtime_error", time_ms=ms, scores=scores)
 
 
 def search(name: str, seed: int, budget: int, n: int = 8) -> list[int]:
@@ -36,11 +37,11 @@ def test_selection_is_by_front_then_crowding_then_id():
     # Scores (time, threads): ids 0, 1, 2 are the front, 1 between the ends; 3 is dominated by 1
     # and 4 by everything; 5 failed.
     scores = {0: (1, 5), 1: (2, 3), 2: (4, 1), 3: (3, 4), 4: (5, 5), 5: (math.inf, math.inf)}
-    strategy.tell(Result(i, "ok", score=s[0], scores=s) for i, s in scores.items())
+    strategy.tell(scored(i, scores=s) for i, s in scores.items())
     assert strategy.best(6) == [0, 2, 1, 3, 4, 5]  # ends of the front first (infinite crowding)
     # Told one score each, it is the lowest score first, as the genetic algorithm's elite.
     single = make("nsga2", population=4)
-    single.tell(Result(i, "ok", score=s[1]) for i, s in scores.items() if i != 5)
+    single.tell(scored(i, scores=s[1:]) for i, s in scores.items() if i != 5)
     assert single.best(5) == [2, 1, 3, 0, 4]
 
 

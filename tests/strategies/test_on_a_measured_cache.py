@@ -8,9 +8,9 @@ import os
 import numpy as np
 import pytest
 from conftest import SHARED
+from records import scored
 
 from mpitune import strategies
-from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.spec.settings import default_strategy
 from mpitune.store import measured
@@ -42,7 +42,7 @@ def search(space, times, name: str, seed: int) -> list[int]:
         for i in ids:
             ok = not math.isnan(times[i])
             ms = float(times[i])
-            results.append(Result(i, "ok" if ok else "runtime_error", time_ms=ms, score=ms if ok else math.inf))
+            results.append(scored(i, "ok" if ok else "runtime_error", time_ms=ms))
         strategy.tell(results)
     return asked
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, median_ms, shorten, timed_launches
+from mpitune.backends.base import Backend, Compiled, Draft, shorten, timed_launches
 from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_options
 from mpitune.backends.cupy.device_errors import (
     DeviceLostError,
@@ -31,10 +31,10 @@ from mpitune.backends.cupy.device_start import device_uuid, import_cupy, select_
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.errors import UserError
-from mpitune.model.kernel_extras import Derived
 from mpitune.model.racing import Race
-from mpitune.model.result import COMPILE_ERROR, OK, RUNTIME_ERROR, VERIFY_FAILED, Result
+from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 
 log = logging.getLogger(__name__)
 
@@ -199,44 +199,36 @@ class CupyBackend(Backend):
 
     # -- once per configuration ------------------------------------------------------
 
-    def run(
-        self,
-        config_id: int,
-        config: dict,
-        timeline: Timeline,
-        derived: Derived | None = None,
-        compiled: Compiled | None = None,
-        race: Race | None = None,
-    ) -> Result:
+    def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
         if self.fatal_error:
             raise DeviceLostError(self.fatal_error)
-        result = Result(config_id=config_id, status=OK)
+        config_id, config = work.config_id, work.config
+        draft = Draft(config_id)
         ahead_s = 0.0 if compiled is None else compiled.compile_s  # spent elsewhere, before this
         with timeline.phase("compile", config_id) as t:
             if compiled is None:
-                compiled = self._compiler(config_id, config, derived)
+                compiled = self._compiler(work)
             kernel, error = (None, compiled.error) if compiled.status else self._load(compiled)
-        result.compile_s = ahead_s + t.elapsed_s
+        draft.compile_s = ahead_s + t.elapsed_s
         if kernel is None:
-            result.status = compiled.status or (RUNTIME_ERROR if self.fatal_error else COMPILE_ERROR)
-            result.error = error
-            return result
+            draft.fail(compiled.status or (Status.RUNTIME_ERROR if self.fatal_error else Status.COMPILE_ERROR), error)
+            return draft.result()
         block = block_dims(config, self.problem.block_size_names)  # computable: it compiled
         grid = grid_dims(self.problem.problem_size, config, self.problem.grid_div, self.problem.block_size_names)
-        self._smem_bytes = derived.smem_bytes if derived else 0
+        self._smem_bytes = work.derived.smem_bytes if work.derived else 0
         try:
             if self._clocks is not None:
                 self._clocks.apply(config)
-            self._measure(kernel, grid, block, result, timeline, race)
-            if self._observer is not None and result.ok and not result.raced:
+            self._measure(kernel, grid, block, draft, timeline, race)
+            if self._observer is not None and draft.ok and not draft.raced:
                 with timeline.phase("benchmark", config_id) as t:
-                    result.observed = self._observe(kernel, grid, block, result.time_ms)
-                result.benchmark_s += t.elapsed_s
+                    draft.observed = self._observe(kernel, grid, block, draft.time_ms)
+                draft.benchmark_s += t.elapsed_s
         except UserError as exc:  # NVML refused a setting it accepted before
-            result.status, result.error = RUNTIME_ERROR, str(exc)
+            draft.fail(Status.RUNTIME_ERROR, str(exc))
         finally:
             del kernel  # the last reference to its module, which unloads it
-        return result
+        return draft.result()
 
     def _observe(self, kernel: Any, grid: Dims, block: Dims, time_ms: float) -> dict[str, float]:
         """Power, energy, clocks and temperature over back-to-back launches filling the
@@ -279,34 +271,34 @@ class CupyBackend(Backend):
             return None, shorten(describe(exc))
 
     def _measure(
-        self, kernel: Any, grid: Dims, block: Dims, result: Result, timeline: Timeline, race: Race | None
+        self, kernel: Any, grid: Dims, block: Dims, draft: Draft, timeline: Timeline, race: Race | None
     ) -> None:
         """Verify (also the warm-up), then time; any failure becomes the result's status."""
-        phase, failure, times = "verify", None, []
-        with timeline.phase("verify", result.config_id) as t:
+        phase, failure, times, raced = "verify", None, [], False
+        with timeline.phase("verify", draft.config_id) as t:
             try:
-                result.error = self._verify(kernel, grid, block)
+                draft.error = self._verify(kernel, grid, block)
             except Exception as exc:
                 failure = exc
-        result.verify_s = t.elapsed_s
-        if failure is None and result.error:
-            result.status = VERIFY_FAILED
+        draft.verify_s = t.elapsed_s
+        if failure is None and draft.error:
+            draft.status = Status.VERIFY_FAILED
             return
         if failure is None:
             phase = "benchmark"
-            with timeline.phase("benchmark", result.config_id) as t:
+            with timeline.phase("benchmark", draft.config_id) as t:
                 try:
                     if race is None:
                         times = self._benchmark(kernel, grid, block)
                     else:
-                        times, result.raced = self._race(kernel, grid, block, race)
+                        times, raced = self._race(kernel, grid, block, race)
                 except Exception as exc:
                     failure = exc
-            result.benchmark_s = t.elapsed_s
+            draft.benchmark_s = t.elapsed_s
         if failure is not None:
-            result.status, result.error = self._failure(failure, kernel, grid, block, phase)
+            draft.fail(*self._failure(failure, kernel, grid, block, phase))
             return
-        result.times_ms, result.time_ms = times, median_ms(times)
+        draft.set_times(times, raced)
 
     def _launch(self, kernel: Any, grid: Dims, block: Dims) -> None:
         kernel(grid, block, self._args, shared_mem=self._smem_bytes, stream=self.stream)
@@ -353,7 +345,7 @@ class CupyBackend(Backend):
 
     # -- failures --------------------------------------------------------------------
 
-    def _failure(self, exc: Exception, kernel: Any, grid: Dims, block: Dims, phase: str) -> tuple[str, str]:
+    def _failure(self, exc: Exception, kernel: Any, grid: Dims, block: Dims, phase: str) -> tuple[Status, str]:
         """Status and message of an exception while running a configuration."""
         failure = classify(exc, self._context_ok)
         if failure is Failure.CONTEXT_LOST:

@@ -10,8 +10,8 @@ from typing import Any
 from mpitune.backends.base import Compiled, shorten, timed
 from mpitune.backends.cupy.device_errors import text
 from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
-from mpitune.model.kernel_extras import Derived
-from mpitune.model.result import COMPILE_ERROR, LAUNCH_ERROR
+from mpitune.model.result import Status
+from mpitune.model.work import Work
 
 
 def nvrtc_options(
@@ -64,15 +64,16 @@ class NvrtcCompiler:
     block_size_names: tuple[str, ...]
     constants: tuple[str, ...] = ()  # __constant__ symbols that cmem_args fills
 
-    def __call__(self, config_id: int, config: dict, derived: Derived | None = None) -> Compiled:
-        return timed(lambda: self._compile(config_id, config, derived))
+    def __call__(self, work: Work) -> Compiled:
+        return timed(lambda: self._compile(work))
 
-    def _compile(self, config_id: int, config: dict, derived: Derived | None) -> Compiled:
+    def _compile(self, work: Work) -> Compiled:
+        config_id, config, derived = work.config_id, work.config, work.derived
         try:
             block = block_dims(config, self.block_size_names)
             grid = grid_dims(self.problem_size, config, self.grid_div, self.block_size_names)
         except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
-            return Compiled(config_id, status=LAUNCH_ERROR, error=f"cannot compute the launch geometry: {exc}")
+            return Compiled(config_id, status=Status.LAUNCH_ERROR, error=f"cannot compute the launch geometry: {exc}")
         code = kernel_code(self.source, config, block, grid, derived.defines if derived else None)
         return self._nvrtc(config_id, code, template_name(self.kernel_name, config))
 
@@ -88,7 +89,9 @@ class NvrtcCompiler:
                 nvrtc.compileProgram(program, list(self.options))
             except nvrtc.NVRTCError as exc:
                 return Compiled(
-                    config_id, status=COMPILE_ERROR, error=shorten(text(nvrtc.getProgramLog(program)) or str(exc))
+                    config_id,
+                    status=Status.COMPILE_ERROR,
+                    error=shorten(text(nvrtc.getProgramLog(program)) or str(exc)),
                 )
             image = nvrtc.getCUBIN(program) if self.image == "cubin" else nvrtc.getPTX(program)
             lowered = [text(nvrtc.getLoweredName(program, e)) for e in expressions]

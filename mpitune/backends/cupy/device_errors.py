@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mpitune.errors import UserError
-from mpitune.model.result import LAUNCH_ERROR, RUNTIME_ERROR
+from mpitune.model.result import Status
 
 # CUDA error codes (driver and runtime share these numbers) after which the context is
 # unusable for the rest of the process: illegal/misaligned address, assert, trap, timeout...
@@ -33,8 +33,8 @@ class Failure(enum.Enum):
     RUNTIME = "runtime"  # the kernel failed; the context still works
 
     @property
-    def status(self) -> str:
-        return LAUNCH_ERROR if self is Failure.LAUNCH else RUNTIME_ERROR
+    def status(self) -> Status:
+        return Status.LAUNCH_ERROR if self is Failure.LAUNCH else Status.RUNTIME_ERROR
 
 
 def text(value: Any) -> str:

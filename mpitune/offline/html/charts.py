@@ -16,19 +16,19 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mpitune.model.result import COMPILE_ERROR, INVALID, LAUNCH_ERROR, OK, RUNTIME_ERROR, TIMEOUT, VERIFY_FAILED
+from mpitune.model.result import Status
 from mpitune.offline.html.view import View, hover_text, sample, wide
 
 POINTS = "#6baed6"
 BEST = "#e6550d"
 RUN_COLORS = ("#08519c", "#31a354", "#756bb1", "#e6550d", "#636363", "#d6616b")
 STATUS_COLORS = {
-    COMPILE_ERROR: "#ff7f0e",
-    RUNTIME_ERROR: "#d62728",
-    VERIFY_FAILED: "#9467bd",
-    TIMEOUT: "#8c564b",
-    LAUNCH_ERROR: "#e377c2",
-    INVALID: "#7f7f7f",
+    Status.COMPILE_ERROR: "#ff7f0e",
+    Status.RUNTIME_ERROR: "#d62728",
+    Status.VERIFY_FAILED: "#9467bd",
+    Status.TIMEOUT: "#8c564b",
+    Status.LAUNCH_ERROR: "#e377c2",
+    Status.INVALID: "#7f7f7f",
 }
 LAYOUT = dict(
     template="plotly_white",
@@ -193,7 +193,7 @@ def distribution(v: View) -> Chart:
         best = float(values.max() if obj.higher_is_better else values.min())
         for x, name, color in ((best, "best", BEST), (float(np.median(values)), "median", "#636363")):
             fig.add_vline(x=x, line=dict(color=color, dash="dash"), annotation_text=f"{name} {x:.4g}")
-    failed = int((v.results["status"] != OK).sum())
+    failed = int((v.results["status"] != Status.OK).sum())
     fig.update_layout(
         **LAYOUT,
         height=360,
@@ -283,7 +283,7 @@ def failures(v: View) -> Chart:
     """Counts by status, then per parameter value how many configurations failed and how."""
     res, names = v.results, v.param_names
     statuses = res["status"].value_counts()
-    failed_statuses = [s for s in statuses.index if s != OK]
+    failed_statuses = [s for s in statuses.index if s != Status.OK]
     names = names if failed_statuses else []  # nothing failed: the counts by status say it all
     rows, cols = _grid(len(names) + 1)
     fig = make_subplots(
@@ -293,19 +293,19 @@ def failures(v: View) -> Chart:
         horizontal_spacing=0.06,
         vertical_spacing=0.5 / max(rows, 1),
     )
-    order = [OK, *failed_statuses] if OK in statuses.index else failed_statuses
+    order = [Status.OK, *failed_statuses] if Status.OK in statuses.index else failed_statuses
     fig.add_trace(
         go.Bar(
             x=order,
             y=[int(statuses[s]) for s in order],
             showlegend=False,
-            marker_color=["#2ca02c" if s == OK else STATUS_COLORS.get(s, "#d62728") for s in order],
+            marker_color=["#2ca02c" if s == Status.OK else STATUS_COLORS.get(s, "#d62728") for s in order],
             hovertemplate="%{x}: %{y} configurations<extra></extra>",
         ),
         1,
         1,
     )
-    failed = res[res["status"] != OK]
+    failed = res[res["status"] != Status.OK]
     for k, name in enumerate(names, start=1):
         r, c = divmod(k, cols)
         values = _ordered(res[name].tolist())

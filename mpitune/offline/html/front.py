@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from mpitune.model.objective import TIME
 from mpitune.model.pareto import front_rows
-from mpitune.model.result import OK
+from mpitune.model.result import Status
 from mpitune.offline.html.charts import BEST, LAYOUT, POINTS, Chart
 from mpitune.offline.html.view import View, hover_text, sample, wide
 from mpitune.store.front import objective_values
@@ -28,7 +28,7 @@ def _title(name: str, higher_is_better: bool) -> str:
 def pareto(v: View) -> Chart:
     names, directions = list(v.record["objectives"]), list(v.record["objectives_higher_is_better"])
     res = v.results
-    values = objective_values(names, lambda n: res[n].to_numpy(float), res["status"].to_numpy() == OK)
+    values = objective_values(names, lambda n: res[n].to_numpy(float), res["status"].to_numpy() == Status.OK)
     front = front_rows(values, directions)
     front = front[np.argsort(values[front, 0], kind="stable")]
     drawn = np.flatnonzero(np.isfinite(values[:, :2]).all(axis=1))

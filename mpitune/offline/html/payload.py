@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from plotly.io.json import to_json_plotly
 
-from mpitune.model.result import OK
+from mpitune.model.result import Status
 from mpitune.offline.analysis import Tables, load
 from mpitune.offline.html import charts, front
 from mpitune.offline.html.timeline import timeline
@@ -78,8 +78,8 @@ def summary(v: View) -> Summary:
         direction=obj.direction,
         configs=int(res["config_id"].nunique()),
         space_size=int(runs["space_size"].iloc[-1]) if len(runs) else None,
-        ok=int(statuses.get(OK, 0)),
-        failed={str(k): int(n) for k, n in statuses.items() if k != OK},
+        ok=int(statuses.get(Status.OK, 0)),
+        failed={str(k): int(n) for k, n in statuses.items() if k != Status.OK},
         runs=len(runs),
         ranks=int(runs["ranks"].max()) if len(runs) else 0,
         state=str(runs["status"].iloc[-1]) if len(runs) else "no run yet",

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.model.result import OK
+from mpitune.model.result import Status
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
 from mpitune.offline.rank_time import run_walls
@@ -96,7 +96,7 @@ def objective_of(results, record: dict) -> Objective:
     column = name if name != TIME and name in results.columns else "time_ms"
     values = results[column].to_numpy(float)
     with np.errstate(invalid="ignore"):
-        usable = (results["status"].to_numpy() == OK) & np.isfinite(values) & ((values > 0) if higher else True)
+        usable = (results["status"].to_numpy() == Status.OK) & np.isfinite(values) & ((values > 0) if higher else True)
     return Objective(name, higher, values, usable)
 
 

@@ -1,0 +1,53 @@
+"""One batch of scored results as rows of the file's results dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mpitune.model.result import Scored
+from mpitune.model.schema import LONG_TEXT, NAME_TEXT, SHORT_TEXT
+from mpitune.store.layout import text
+
+
+def result_rows(
+    dtype: np.dtype,
+    tune_params: Sequence[str],
+    scored: Sequence[Scored],
+    placed: tuple[Sequence[str], Sequence[str]],
+    run: int,
+) -> np.ndarray:
+    """The rows of ``scored`` in the layout ``dtype`` of the file at hand, filled by column
+    name: a file of an older schema version lacks the newer columns and keeps its layout.
+    ``placed`` holds each rank's host and device, as the run's start recorded them."""
+    hosts, devices = placed
+    rows = np.zeros(len(scored), dtype)
+    iterations = dtype["times_ms"].shape[0]
+    for i, r in enumerate(scored):
+        times = np.full(iterations, np.nan)
+        times[: len(r.times_ms)] = r.times_ms[:iterations]
+        params = tuple(
+            text(r.config[n], dtype[n]) if isinstance(r.config[n], str) else r.config[n] for n in tune_params
+        )
+        by_name = dict(
+            zip(("config_id", *tune_params), (r.config_id, *params)),
+            status=text(r.status, SHORT_TEXT),
+            time_ms=r.time_ms,
+            times_ms=times,
+            compile_s=r.compile_s,
+            verify_s=r.verify_s,
+            benchmark_s=r.benchmark_s,
+            launches=len(r.times_ms),
+            raced=int(r.raced),
+            run=run,
+            batch=r.batch,
+            rank=r.rank,
+            host=text(hosts[r.rank], NAME_TEXT),
+            device=text(devices[r.rank], NAME_TEXT),
+            started_s=r.started_s,
+            finished_s=r.finished_s,
+            error=text(r.error, LONG_TEXT),
+        )
+        rows[i] = tuple(by_name[name] for name in dtype.names or ())
+    return rows
