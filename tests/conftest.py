@@ -263,8 +263,26 @@ def info(**kw):
     return RunInfo(**base)
 
 
-# Real Kernel Tuner caches beside the repository (read-only).
-SHARED = str(REPO.parent / "shared" / "data" / "caches")
+# The measured data beside the repository, read-only: ../shared/data, with the Kernel Tuner
+# caches to develop on (caches/) and those kept for validation (validation/). CI has it beside
+# its clone; a checkout without it runs everything else, and the tests that need it skip.
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_caches() -> Path:
+    """The folder of real Kernel Tuner caches (``*.json.gz``); skips the test where it is absent."""
+    caches = SHARED_DATA / "caches"
+    if not caches.is_dir():
+        pytest.skip(f"the shared measured caches are not beside this checkout ({caches})")
+    return caches
+
+
+@pytest.fixture(scope="session")
+def pnpoly(shared_caches: Path) -> Path:
+    """pnpoly on an RTX 3090, the shared cache most tests read: complete (every configuration of
+    its space measured, 4092, 3774 of them passing)."""
+    return shared_caches / "pnpoly_RTX_3090.json.gz"
 
 
 def kt_cache(path, dangling=False, gz=False):

@@ -1,10 +1,8 @@
 """Replays under a real mpiexec: budgets, simulated time, every strategy on the real caches."""
 
-import os
-
 import h5py
 import pytest
-from conftest import SHARED, kt_cache, mpitune, report_json, write_scale_spec
+from conftest import kt_cache, mpitune, report_json, write_scale_spec
 
 from mpitune import strategies
 
@@ -68,19 +66,17 @@ def test_replay_of_an_mpitune_file(tmp_path):
     assert replayed["failed"] == real["failed"] == {"verify_failed": 3}
 
 
-CACHES = sorted(f for f in os.listdir(SHARED) if f.endswith(".json.gz")) if os.path.isdir(SHARED) else []
-
-
-@pytest.mark.skipif(not CACHES, reason="the shared measured caches are not beside this checkout")
 @pytest.mark.parametrize("strategy", strategies.available())
-def test_every_strategy_on_every_real_cache_respects_the_budget(tmp_path, strategy):
-    for name in CACHES:
-        out = tmp_path / f"{name}.h5"
+def test_every_strategy_on_every_real_cache_respects_the_budget(tmp_path, strategy, shared_caches):
+    caches = sorted(shared_caches.glob("*.json.gz"))
+    assert caches, f"no Kernel Tuner cache in {shared_caches}"
+    for cache in caches:
+        out = tmp_path / f"{cache.name}.h5"
         proc = mpitune(
             4,
             [
                 "replay",
-                os.path.join(SHARED, name),
+                str(cache),
                 "--strategy",
                 strategy,
                 "--max-fevals",
@@ -96,4 +92,4 @@ def test_every_strategy_on_every_real_cache_respects_the_budget(tmp_path, strate
         assert proc.returncode == 0, proc.stderr
         with h5py.File(out, "r") as f:
             ids = list(f["results"]["config_id"])
-        assert len(ids) == 200 and len(set(ids)) == 200, name
+        assert len(ids) == 200 and len(set(ids)) == 200, cache.name

@@ -101,6 +101,8 @@ def test_the_wheel_holds_every_file_of_the_package_and_nothing_else(built):
     assert not missing, f"in the tree but not in the wheel (setup.cfg packages / package_data): {sorted(missing)}"
     for package in ("mpitune/backends/cupy", "mpitune/scheduling", "mpitune/store"):
         assert f"{package}/__init__.py" in names
+    # PEP 561: without it, users' type checkers ignore the package's hints.
+    assert "mpitune/py.typed" in names
     entry_points = zipfile.ZipFile(wheel).read(f"{wheel.name.split('-py3')[0]}.dist-info/entry_points.txt")
     assert b"mpitune = mpitune.cli:main" in entry_points
 

@@ -2,10 +2,9 @@
 launches made only, and the best configuration the same as with full timing."""
 
 import importlib.util
-import os
 
 import pytest
-from conftest import REPO, SHARED, kt_cache
+from conftest import REPO, kt_cache
 
 from mpitune.backends import replay
 from mpitune.model.racing import Race
@@ -39,11 +38,10 @@ def test_replay_races_the_recorded_launches_in_order_and_spends_only_their_time(
 CACHES = ["pnpoly_RTX_3090.json.gz", "convolution_A4000.json.gz"]
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED), reason="the shared measured caches are not beside this checkout")
 @pytest.mark.parametrize("name", CACHES)
-def test_racing_finds_the_best_of_full_timing_on_real_caches_in_less_time(tmp_path, name):
+def test_racing_finds_the_best_of_full_timing_on_real_caches_in_less_time(tmp_path, name, shared_caches):
     replayed = benchmark().replayed
-    source = os.path.join(SHARED, name)
+    source = str(shared_caches / name)
     full = replayed(source, str(tmp_path / "full.h5"), False, "brute_force", None)
     exact = replayed(source, str(tmp_path / "raced.h5"), True, "brute_force", None)
     spread = replayed(source, str(tmp_path / "spread.h5"), "spread", "brute_force", None)

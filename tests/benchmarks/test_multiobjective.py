@@ -5,17 +5,12 @@ nothing): the command line first, a row per strategy, and ratios that are hyperv
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
-from conftest import REPO, SHARED, mpi_env
-
-PNPOLY = Path(SHARED) / "pnpoly_RTX_3090.json.gz"
+from conftest import REPO, mpi_env
 
 
-@pytest.mark.skipif(not PNPOLY.exists(), reason="the shared Kernel Tuner caches are not here")
-def test_the_benchmark_prints_its_command_and_hypervolume_ratios(tmp_path):
-    (tmp_path / PNPOLY.name).symlink_to(PNPOLY)
+def test_the_benchmark_prints_its_command_and_hypervolume_ratios(tmp_path, pnpoly):
+    (tmp_path / pnpoly.name).symlink_to(pnpoly)
     args = [str(tmp_path), "--repeats", "2", "--budgets", "16", "5000", "--strategies", "random_sample"]
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "multiobjective.py"), *args],

@@ -18,15 +18,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import REPO, mpi_env, report_json
+from conftest import mpi_env, report_json
 
 from mpitune.errors import UserError
 from mpitune.offline.exchange import export_kt_json, import_kt
 from mpitune.store.measured import load as load_measured
-
-SHARED = REPO.parent / "shared" / "data" / "caches"
-PNPOLY = SHARED / "pnpoly_RTX_3090.json.gz"  # complete: every configuration of its space
-GEMM = SHARED / "gemm_RTX_3090.json.gz"  # measured in two sessions a day apart
 
 
 def offline(*args) -> subprocess.CompletedProcess:
@@ -167,11 +163,10 @@ def test_import_refuses_to_overwrite_and_refuses_hdf5(cache, tmp_path):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
-@pytest.mark.skipif(not PNPOLY.exists(), reason="the shared Kernel Tuner caches are not here")
-def test_real_kernel_tuner_cache_round_trip(tmp_path):
+def test_real_kernel_tuner_cache_round_trip(tmp_path, pnpoly):
     h5 = tmp_path / "pnpoly.h5"
-    import_kt(str(PNPOLY), str(h5))
-    original = load_measured(str(PNPOLY))
+    import_kt(str(pnpoly), str(h5))
+    original = load_measured(str(pnpoly))
     s = report_json(h5)
     assert s["configs"] == len(original.configs) == 4092
     assert s["ok"] == sum(m.status == "ok" for m in original.measurements)
@@ -189,10 +184,9 @@ def test_real_kernel_tuner_cache_round_trip(tmp_path):
     assert tuple(replay_in_kernel_tuner(out).values()) == best_of(original)
 
 
-@pytest.mark.skipif(not GEMM.exists(), reason="the shared Kernel Tuner caches are not here")
-def test_a_cache_filled_in_two_sessions_becomes_two_runs(tmp_path):
+def test_a_cache_filled_in_two_sessions_becomes_two_runs(tmp_path, shared_caches):
     h5 = tmp_path / "gemm.h5"
-    import_kt(str(GEMM), str(h5))
+    import_kt(str(shared_caches / "gemm_RTX_3090.json.gz"), str(h5))  # measured in two sessions a day apart
     with h5py.File(h5, "r") as f:
         runs, timeline = f["runs"][...], f["timeline"][...]
         assert len(f["results"]) == 17956

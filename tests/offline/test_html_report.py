@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, mpi_env, mpitune, report_json, write_scale_spec
+from conftest import mpi_env, mpitune, report_json, write_scale_spec
 from headless import browser_or_skip, open_page, points, screenshot
 
 pytest.importorskip("pandas")
 pytest.importorskip("plotly")
 
-PNPOLY = Path(SHARED) / "pnpoly_RTX_3090.json.gz"
 # GB/s of y = 2 * x: a metric to maximise, so the best so far is a running maximum.
 BANDWIDTH = """
 metrics = {"GB/s": lambda p: 8 * n / 1e6 / p["time"]}
@@ -100,12 +99,11 @@ def test_report_of_a_real_run_shows_every_configuration_and_rank(browser, tuned)
     page.close()
 
 
-@pytest.mark.skipif(not PNPOLY.exists(), reason="the shared Kernel Tuner caches are not here")
-def test_report_of_an_imported_cache_and_of_a_replay(browser, tmp_path):
+def test_report_of_an_imported_cache_and_of_a_replay(browser, tmp_path, pnpoly):
     imported = tmp_path / "pnpoly.h5"
-    verb("import", str(PNPOLY), "--out", str(imported))
+    verb("import", str(pnpoly), "--out", str(imported))
     replayed = tmp_path / "replay.h5"
-    verb("replay", str(PNPOLY), "--strategy", "random_sample", "--max-fevals", "300", "--output", str(replayed))
+    verb("replay", str(pnpoly), "--strategy", "random_sample", "--max-fevals", "300", "--output", str(replayed))
     for cache, source in ((imported, "imported from"), (replayed, "replay (random_sample)")):
         summary = report_json(cache)
         page = opened(browser, html_report(cache))

@@ -10,12 +10,10 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import REPO, mpi_env, mpitune, report_json, write_scale_spec
+from conftest import mpi_env, mpitune, report_json, write_scale_spec
 
 matplotlib = pytest.importorskip("matplotlib")
 pytest.importorskip("pandas")
-
-PNPOLY = REPO.parent / "shared" / "data" / "caches" / "pnpoly_RTX_3090.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +106,11 @@ def test_gantt_chart_shows_both_runs_and_every_rank_with_waiting(cache):
     plt.close(fig)
 
 
-@pytest.mark.skipif(not PNPOLY.exists(), reason="the shared Kernel Tuner caches are not here")
-def test_plots_of_an_imported_kernel_tuner_cache(tmp_path):
+def test_plots_of_an_imported_kernel_tuner_cache(tmp_path, pnpoly):
     from mpitune.offline.exchange import import_kt
     from mpitune.offline.plots import plot
 
-    import_kt(str(PNPOLY), str(tmp_path / "pnpoly.h5"))
+    import_kt(str(pnpoly), str(tmp_path / "pnpoly.h5"))
     for path in plot(str(tmp_path / "pnpoly.h5"), str(tmp_path / "p"), ("convergence", "parameters")):
         check_png(path)
 

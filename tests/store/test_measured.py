@@ -1,10 +1,9 @@
 """Reading measured data: Kernel Tuner caches (as its writer leaves them) and mpitune files."""
 
 import math
-import os
 
 import pytest
-from conftest import SHARED, kt_cache
+from conftest import kt_cache
 
 from mpitune.errors import UserError
 from mpitune.store import measured
@@ -34,10 +33,9 @@ def test_garbage_is_refused_with_the_file_name(tmp_path):
         measured.load(str(tmp_path / "none.json"))
 
 
-@pytest.mark.skipif(not os.path.isdir(SHARED), reason="the shared measured caches are not beside this checkout")
-def test_real_caches_match_their_published_counts():
+def test_real_caches_match_their_published_counts(shared_caches):
     counts = {"convolution_A100": (4362, 4201), "pnpoly_RTX_3090": (4092, 3774)}
     for name, (total, valid) in counts.items():
-        data = measured.load(os.path.join(SHARED, f"{name}.json.gz"))
+        data = measured.load(str(shared_caches / f"{name}.json.gz"))
         assert len(data.configs) == total
         assert sum(m.status == "ok" for m in data.measurements) == valid

@@ -3,11 +3,9 @@ skipped where it is absent): deterministic for a seed, and clearly better than r
 sampling at a small budget."""
 
 import math
-import os
 
 import numpy as np
 import pytest
-from conftest import SHARED
 from records import scored
 
 from mpitune import strategies
@@ -15,15 +13,12 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.spec.settings import default_strategy
 from mpitune.store import measured
 
-CACHE = os.path.join(SHARED, "pnpoly_RTX_3090.json.gz")
 BUDGET, RANKS, SEEDS = 48, 8, range(4)
 
 
 @pytest.fixture(scope="module")
-def cache():
-    if not os.path.exists(CACHE):
-        pytest.skip(f"no measured cache at {CACHE}")
-    data = measured.load(CACHE)
+def cache(pnpoly):
+    data = measured.load(str(pnpoly))
     space = SearchSpace.from_configs(data.tune_params, data.configs)
     by_config = data.lookup()
     records = [by_config[tuple(space.config(i).values())] for i in range(len(space))]
