@@ -57,7 +57,7 @@ class KernelExtras:
         """Only the constant memory travels; the rest reaches the ranks as ``Derived``."""
         return KernelExtras(cmem=self.cmem)
 
-    def identity(self) -> dict:
+    def identity(self) -> dict[str, Any]:
         """What of these settings changes measured results: part of the problem's identity."""
         out: dict[str, Any] = {}
         if self.defines is not None:
@@ -73,10 +73,10 @@ def substitute(text: str, config: Mapping[str, Any]) -> str:
     """Replace every whole-word parameter name in ``text`` by its value, as Kernel Tuner does
     in string-valued defines and in template arguments of a kernel name."""
 
-    def value(match: re.Match) -> str:
+    def value(match: re.Match[str]) -> str:
         name = match.group(0)
         if name not in config:
-            return name
+            return str(name)
         v = config[name]
         return str(int(v)) if isinstance(v, (bool, np.bool_)) else str(v)
 

@@ -29,9 +29,12 @@ import numbers
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpitune.model.result import Result, Scored
+
+if TYPE_CHECKING:  # the problem holds an objective's parts, so it cannot be imported here
+    from mpitune.model.problem import Problem
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ SPEC_MISTAKES = (NameError, KeyError, TypeError, AttributeError, IndexError)
 @dataclass(frozen=True)
 class Metric:
     name: str
-    fn: Callable[[dict], Any]  # of ``p``; returns a number
+    fn: Callable[[dict[str, Any]], Any]  # of ``p``; returns a number
     text: str  # the expression or the callable's source: what the file records
 
 
@@ -60,12 +63,12 @@ def expression(name: str, text: str, namespace: Mapping[str, Any]) -> Metric:
     return Metric(name, lambda p: eval(code, scope, dict(p)), text)
 
 
-def sample(config: Mapping[str, Any], observed_names: Iterable[str]) -> dict:
+def sample(config: Mapping[str, Any], observed_names: Iterable[str]) -> dict[str, Any]:
     """A stand-in ``p`` for checking metrics before anything is measured."""
     return {**config, TIME: 1.0, "time_ms": 1.0, "times": [1.0], **{n: 1.0 for n in observed_names}}
 
 
-def first_mistake(metrics: Iterable[Metric], p: dict) -> tuple[str, str] | None:
+def first_mistake(metrics: Iterable[Metric], p: dict[str, Any]) -> tuple[str, str] | None:
     """(metric name, what is wrong) for the first metric that fails on ``p`` the way a typo
     does, or returns something that is not a number; None if they all pass."""
     p = dict(p)
@@ -112,7 +115,7 @@ class Objective:
         self._warned: Counter[str] = Counter()
 
     @classmethod
-    def of(cls, problem) -> Objective:
+    def of(cls, problem: Problem) -> Objective:
         return cls(
             problem.objectives or problem.objective,
             problem.objectives_higher_is_better or problem.objective_higher_is_better,
@@ -132,17 +135,17 @@ class Objective:
         raced (model/racing.py); with a second objective a slow one can be on the front."""
         return self.names == (TIME,) and not self.higher_is_better
 
-    def key(self) -> list:
+    def key(self) -> list[Any]:
         """What of the objective a saved search depends on (it holds scores): the first
         objective and its direction, and all of them when there are several."""
-        key: list = [self.name, self.higher_is_better]
+        key: list[Any] = [self.name, self.higher_is_better]
         return key + [list(self.names), list(self.directions)] if self.several else key
 
     @property
     def metric_names(self) -> list[str]:
         return [m.name for m in self.metrics]
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         """How the file describes the objective and the metrics (JSON)."""
         record = {
             "objective": self.name,
@@ -198,7 +201,7 @@ class Objective:
             need,
         )
 
-    def _metric(self, m: Metric, p: dict, config: Mapping[str, Any]) -> float:
+    def _metric(self, m: Metric, p: dict[str, Any], config: Mapping[str, Any]) -> float:
         try:
             value = m.fn(dict(p))
             if not _is_number(value):

@@ -42,7 +42,8 @@ def front_rows(values: np.ndarray, higher_is_better: Sequence[bool]) -> np.ndarr
 def front_mask(points: np.ndarray) -> np.ndarray:
     """True for the rows on the front (non-dominated among the finite rows)."""
     ranks = front_ranks(points, enough=1)
-    return ranks == 0
+    front: np.ndarray = ranks == 0
+    return front
 
 
 def front_ranks(points: np.ndarray, enough: int | None = None) -> np.ndarray:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import functools
 from collections.abc import Mapping
+from types import CodeType
+from typing import Any
 
 import numpy as np
 
@@ -154,11 +156,11 @@ _SCALAR_FUNCTIONS = {"min": min, "max": max, "abs": abs, "int": int, "float": fl
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(text: str, names: tuple[str, ...]):
+def _compiled(text: str, names: tuple[str, ...]) -> CodeType:
     return compile(parse_checked(text, list(names))[0], f"<expression {text!r}>", "eval")
 
 
-def evaluate(text: str, config: Mapping):
+def evaluate(text: str, config: Mapping[str, Any]) -> Any:
     """The value of an expression in this language for one configuration, parsed once per
     text; RestrictionError when it names something that is not a parameter."""
     code = _compiled(text, tuple(config))

@@ -8,6 +8,7 @@ the width is in bytes and longer text is cut.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +109,7 @@ RANK_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def param_dtype(values: list) -> str:
+def param_dtype(values: list[Any]) -> str:
     """A tunable parameter's column: text as wide as its longest value, else int64 or float64."""
     if isinstance(values[0], str):
         return f"S{max(len(v.encode()) for v in values)}"
@@ -120,7 +121,7 @@ def dtype(columns: tuple[Column, ...], iterations: int = 1) -> np.dtype:
     return np.dtype([(c.name, "f8", (iterations,)) if c.dtype == ITERATIONS else (c.name, c.dtype) for c in columns])
 
 
-def results_dtype(tune_params: dict[str, list], iterations: int) -> np.dtype:
+def results_dtype(tune_params: dict[str, list[Any]], iterations: int) -> np.dtype[np.void]:
     params = tuple(Column(name, param_dtype(values), "tunable parameter") for name, values in tune_params.items())
     return dtype((CONFIG_ID, *params, *RESULT_COLUMNS), iterations)
 

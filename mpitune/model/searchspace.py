@@ -8,7 +8,8 @@ same problem always gives the same ids, on every rank and in every rerun.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,16 +24,18 @@ def _index_dtype(n_values: int) -> np.dtype:
 
 
 class SearchSpace:
-    def __init__(self, tune_params: dict[str, list], indices: np.ndarray):
+    def __init__(self, tune_params: dict[str, list[Any]], indices: np.ndarray):
         self.tune_params = tune_params
         self.names = list(tune_params)
         self.indices = indices
         self.sizes = np.array([len(v) for v in tune_params.values()], dtype=np.int64)
-        self._lookup: np.ndarray | dict | None = None  # built on first id_of
+        self._lookup: np.ndarray | dict[tuple[int, ...], int] | None = None  # built on first id_of
         self._scale = np.maximum(self.sizes - 1, 1).astype(np.float64)  # value index -> [0, 1]
 
     @classmethod
-    def build(cls, tune_params: dict[str, list], restrictions: Iterable[Restriction | Callable] = ()) -> SearchSpace:
+    def build(
+        cls, tune_params: dict[str, list[Any]], restrictions: Iterable[Restriction | Callable[..., bool]] = ()
+    ) -> SearchSpace:
         """Enumerate the Cartesian product and keep the rows every restriction accepts.
 
         The product is made and filtered by the restriction strings a block of rows at a
@@ -57,7 +60,7 @@ class SearchSpace:
         indices.resize((kept, len(sizes)), refcheck=False)  # in place: no second copy of the table
         return cls(tune_params, indices)._with_callables(restrictions)
 
-    def restricted(self, restrictions: Iterable[Restriction | Callable]) -> SearchSpace:
+    def restricted(self, restrictions: Iterable[Restriction | Callable[..., bool]]) -> SearchSpace:
         """The configurations every restriction accepts, in the same order.
 
         String restrictions run on whole columns (numpy), a block of rows at a time; callables,
@@ -75,7 +78,7 @@ class SearchSpace:
         )
         return SearchSpace(self.tune_params, self.indices[keep])._with_callables(restrictions)
 
-    def _with_callables(self, restrictions: list[Restriction | Callable]) -> SearchSpace:
+    def _with_callables(self, restrictions: list[Restriction | Callable[..., bool]]) -> SearchSpace:
         callables = [r for r in restrictions if not isinstance(r, Restriction)]
         if not callables:
             return self
@@ -85,7 +88,7 @@ class SearchSpace:
         return SearchSpace(self.tune_params, self.indices[ok])
 
     @classmethod
-    def from_configs(cls, tune_params: dict[str, list], configs: Iterable[tuple]) -> SearchSpace:
+    def from_configs(cls, tune_params: dict[str, list[Any]], configs: Iterable[tuple[Any, ...]]) -> SearchSpace:
         """A space of exactly the given configurations (value tuples in ``tune_params`` order),
         e.g. those present in measured data; ids follow Cartesian order as in ``build``."""
         position = [{v: i for i, v in enumerate(values)} for values in tune_params.values()]
@@ -97,7 +100,7 @@ class SearchSpace:
     def __len__(self) -> int:
         return len(self.indices)
 
-    def config(self, config_id: int) -> dict:
+    def config(self, config_id: int) -> dict[str, Any]:
         """Parameter name -> value of one configuration, as plain Python values."""
         row = self.indices[config_id]
         return {name: self.tune_params[name][int(i)] for name, i in zip(self.names, row)}
@@ -122,7 +125,7 @@ class SearchSpace:
         pos = np.minimum(np.searchsorted(self._lookup, keys), len(self) - 1)
         return np.where(inside & (self._lookup[pos] == keys), pos, -1)
 
-    def _build_lookup(self) -> np.ndarray | dict:
+    def _build_lookup(self) -> np.ndarray | dict[tuple[int, ...], int]:
         if int(np.prod(self.sizes.astype(object))) >= 2**62:
             return {tuple(r): i for i, r in enumerate(self.indices.tolist())}
         strides = np.array(_strides(self.sizes.tolist()), dtype=np.int64)
@@ -148,21 +151,22 @@ class SearchSpace:
         ids = self.id_of(np.concatenate(blocks)) if blocks else np.empty(0, dtype=np.int64)
         return ids[ids >= 0]
 
-    def unit_coordinates(self, ids) -> np.ndarray:
+    def unit_coordinates(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Configurations ``ids`` (an id or an array of them) as points in [0, 1]^n_params
         (value index / (n_values - 1)), for strategies that move through a continuous space
         and snap back to configurations. Computed from the index table on each call rather
         than kept for the whole space: that would be 56 bytes per configuration with 7
         parameters, more than half a gigabyte for 10 million."""
-        return self.indices[ids].astype(np.float64) / self._scale
+        coordinates: np.ndarray = self.indices[ids].astype(np.float64) / self._scale
+        return coordinates
 
 
-def _value_columns(tune_params: dict[str, list]) -> dict[str, np.ndarray]:
+def _value_columns(tune_params: dict[str, list[Any]]) -> dict[str, np.ndarray]:
     """Each parameter's values as an array that value indices can pick from."""
     return {n: np.asarray(v, dtype=object if isinstance(v[0], str) else None) for n, v in tune_params.items()}
 
 
-def _accepted(rows: np.ndarray, columns: dict[str, np.ndarray], restrictions: list) -> np.ndarray:
+def _accepted(rows: np.ndarray, columns: dict[str, np.ndarray], restrictions: list[Any]) -> np.ndarray:
     """Which of ``rows`` (value indices) every restriction string accepts; callables are
     left to ``SearchSpace._with_callables``."""
     keep = np.ones(len(rows), dtype=bool)

@@ -79,7 +79,8 @@ def busy_s(
     started_s = np.full(ranks, handed_s) if reported_s is None else np.maximum(np.asarray(reported_s), handed_s)
     free_s = np.minimum(started_s, now_s) + ahead_s  # min: a worker's clock a little ahead of rank 0's
     free_s[0] = max(now_s + ahead_s[0], float(free_s.max()))
-    return np.maximum(free_s - now_s, 0.0)
+    busy: np.ndarray = np.maximum(free_s - now_s, 0.0)
+    return busy
 
 
 def pipeline_depth(ranks: int) -> int:

@@ -111,7 +111,8 @@ class CostModel:
             ridge[0] = 0.0  # the intercept is not shrunk: a prediction is seconds, not only an order
             solved = _conjugate_gradient(gram + np.diag(ridge), self._moment)
             self._weights = np.append(solved, 0.0)  # the unset column weighs nothing
-        return np.exp(self._weights[self._active(ids)].sum(axis=1))
+        predicted_s: np.ndarray = np.exp(self._weights[self._active(ids)].sum(axis=1))
+        return predicted_s
 
     def chunks_s(self, chunks: Sequence[Sequence[int]]) -> np.ndarray | None:
         """Predicted seconds of each chunk of a dealt batch (one per rank); None before any

@@ -11,8 +11,9 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -353,5 +354,5 @@ class Manager:
         )
 
 
-def format_config(config: dict) -> str:
+def format_config(config: Mapping[str, Any]) -> str:
     return "(" + ", ".join(f"{k}={v}" for k, v in config.items()) + ")"

@@ -77,4 +77,5 @@ def writer_alive(path: str) -> bool:
         answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _whole_file(fcntl.F_WRLCK))
     finally:
         os.close(fd)
-    return struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK
+    held: bool = struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK
+    return held

@@ -18,6 +18,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -64,13 +65,13 @@ class MeasuredData:
     source: str
     kernel_name: str
     device_name: str
-    problem_size: list
-    tune_params: dict[str, list]
-    configs: list[tuple]  # parameter values, in tune_params order
+    problem_size: list[Any]
+    tune_params: dict[str, list[Any]]
+    configs: list[tuple[Any, ...]]  # parameter values, in tune_params order
     measurements: list[Measurement]
     observed_names: list[str] = field(default_factory=list)
 
-    def lookup(self) -> dict[tuple, Measurement]:
+    def lookup(self) -> dict[tuple[Any, ...], Measurement]:
         return dict(zip(self.configs, self.measurements))
 
 
@@ -82,7 +83,7 @@ def load(path: str) -> MeasuredData:
     return _from_kernel_tuner(path)
 
 
-def read_kt_json(path: str) -> dict:
+def read_kt_json(path: str) -> dict[str, Any]:
     """Parse a Kernel Tuner cache, repairing a file its writer never closed."""
     opener = gzip.open if path.endswith(".gz") else open
     try:
@@ -91,20 +92,22 @@ def read_kt_json(path: str) -> dict:
     except OSError as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     try:
-        return json.loads(text)
+        document: dict[str, Any] = json.loads(text)
+        return document
     except RecursionError:
         raise UserError(f"{path}: not a Kernel Tuner cache (nested too deeply)") from None
     except json.JSONDecodeError:
         stripped = text.rstrip()
         if stripped.endswith(","):
             try:
-                return json.loads(stripped[:-1] + "}}")
+                repaired: dict[str, Any] = json.loads(stripped[:-1] + "}}")
+                return repaired
             except json.JSONDecodeError:
                 pass
         raise UserError(f"{path}: not a Kernel Tuner cache (invalid JSON)") from None
 
 
-def _kt_observed(entry: dict, params: list[str]) -> dict[str, float]:
+def _kt_observed(entry: dict[str, Any], params: list[str]) -> dict[str, float]:
     return {
         k: float(v)
         for k, v in entry.items()
@@ -112,7 +115,7 @@ def _kt_observed(entry: dict, params: list[str]) -> dict[str, float]:
     }
 
 
-def _kt_measurement(entry: dict) -> Measurement:
+def _kt_measurement(entry: dict[str, Any]) -> Measurement:
     ms_to_s = 1e-3
     m = Measurement(
         status=Status.OK,
@@ -137,7 +140,7 @@ def _from_kernel_tuner(path: str) -> MeasuredData:
     return from_kt_document(path, read_kt_json(path))
 
 
-def from_kt_document(path: str, doc: dict) -> MeasuredData:
+def from_kt_document(path: str, doc: dict[str, Any]) -> MeasuredData:
     """A Kernel Tuner cache already parsed (they are large: parse once, use twice)."""
     if not isinstance(doc, dict) or "tune_params" not in doc or "cache" not in doc:
         raise UserError(f"{path}: not a Kernel Tuner cache (no tune_params or cache)")
@@ -146,7 +149,7 @@ def from_kt_document(path: str, doc: dict) -> MeasuredData:
     if not isinstance(doc["cache"], dict):
         raise UserError(f"{path}: cache: must be an object of entries, not {type(doc['cache']).__name__}")
     configs, measurements, observed = [], [], {}
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[Any, ...], str] = {}
     for key, entry in doc["cache"].items():
         config = _checked_entry(path, key, entry, tune_params)
         if config in seen:
@@ -174,7 +177,7 @@ def from_kt_document(path: str, doc: dict) -> MeasuredData:
     )
 
 
-def _checked_params(path: str, doc: dict) -> dict[str, list]:
+def _checked_params(path: str, doc: dict[str, Any]) -> dict[str, list[Any]]:
     """The header's parameters, held to the rules a spec's ``tune_params`` are (identifiers that
     no result column shadows, lists of finite numbers or of strings, without repeats), so that
     the file an import writes works with every verb; the first breach is one line."""
@@ -205,7 +208,7 @@ def _checked_params(path: str, doc: dict) -> dict[str, list]:
     return result
 
 
-def _checked_entry(path: str, key: str, entry, tune_params: dict[str, list]) -> tuple:
+def _checked_entry(path: str, key: str, entry: Any, tune_params: dict[str, list[Any]]) -> tuple[Any, ...]:
     """One cache entry's configuration, once its values and numbers are of the kinds they must be."""
     where = f"{path}: entry {str(key)[:60]!r}"
     if not isinstance(entry, dict):
@@ -229,11 +232,11 @@ def _checked_entry(path: str, key: str, entry, tune_params: dict[str, list]) -> 
     return tuple(config)
 
 
-def _number(value) -> bool:
+def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _kind(value) -> type | None:
+def _kind(value: Any) -> type | None:
     """``float`` for a finite number (bools are numbers, as in a spec), ``str`` for text, else None."""
     if isinstance(value, str):
         return str
