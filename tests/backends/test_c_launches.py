@@ -1,5 +1,5 @@
 """What one configuration costs on the C backend: the verified launch is the warm-up, then the
-timed ones, fewer when a race stops them; and dropping the separate warm-up leaves medians alone."""
+timed ones, fewer when a race stops them; and the first timed launch is already warm."""
 
 import numpy as np
 import pytest
@@ -58,17 +58,18 @@ def test_a_race_stops_a_slower_configuration_once_most_of_its_launches_lost(tmp_
     assert counter[0] == 6 and len(kept.times_ms) == 5 and not kept.raced
 
 
-def test_the_median_does_not_move_without_the_separate_warm_up(tmp_path):
-    """With a warm-up of its own (iterations + 1 timed, the first dropped) against the verified
-    launch as the warm-up, on fixed configurations, alternating so that load affects both alike."""
+def test_the_first_timed_launch_is_no_slower_than_the_rest(tmp_path):
+    """The verified launch is the warm-up: the timed launch after it is already warm, so a
+    separate warm-up launch would not move the median. Judged within each run (its first timed
+    launch against the median of the others, taken moments apart), and by the median of that
+    ratio over many runs, so that other work on the machine, which slows whole stretches of
+    launches by two or three times, falls on both sides alike."""
     counter = np.zeros(1, np.int32)
-    n, work = 9, (200_000, 800_000)
-    with_warm_up = backend(tmp_path, counter, iterations=n + 1, work=work)
-    without = backend(tmp_path, counter, iterations=n, work=work)
+    work = (200_000, 800_000)
+    timed = backend(tmp_path, counter, iterations=9, work=work)
     for w in work:
-        medians: dict[str, list[float]] = {"with": [], "without": []}
-        for i in range(5):
-            r = with_warm_up.run(Work(i, {"WORK": w}), Timeline())
-            medians["with"].append(float(np.median(r.times_ms[1:])))
-            medians["without"].append(without.run(Work(i, {"WORK": w}), Timeline()).time_ms)
-        assert np.median(medians["without"]) == pytest.approx(np.median(medians["with"]), rel=0.15), medians
+        ratios = []
+        for i in range(15):
+            times_ms = timed.run(Work(i, {"WORK": w}), Timeline()).times_ms
+            ratios.append(times_ms[0] / float(np.median(times_ms[1:])))
+        assert float(np.median(ratios)) == pytest.approx(1.0, abs=0.15), ratios
