@@ -55,6 +55,18 @@ def test_help_lists_every_command_with_its_line():
     assert "--out PATH, --cache PATH" in proc.stdout
 
 
+@pytest.mark.parametrize("verb", ["tune", "replay"])
+def test_help_lists_every_strategy_with_its_options_from_their_tables(verb):
+    from mpitune import strategies
+    from mpitune.cli.parsers import replay_parser, tune_parser
+
+    text = " ".join((tune_parser() if verb == "tune" else replay_parser()).format_help().split())
+    for name in strategies.available():
+        assert f" {name} " in text or f" {name}: no options" in text, name
+        for option in strategies.options_of(name):
+            assert " ".join(option.describe().split()) in text, (name, option.name)
+
+
 def test_version():
     proc = offline(["--version"])
     assert (proc.returncode, proc.stdout.strip()) == (0, f"mpitune {__version__}")
@@ -143,8 +155,8 @@ def test_kernel_tuner_names_are_taken_and_said_once(tmp_path):
     [
         (
             "popsiz",
-            "strategy 'genetic_algorithm' has no option 'popsiz'; "
-            "its options: population, mutation_rate, crossover_rate",
+            "strategy 'genetic_algorithm' has no option 'popsiz'; its options: population (integer in "
+            "[2, 1e6], default 20): the elite that breeds the children",
         ),
         ("maxiter", "the budget here is max_fevals or time_limit"),
     ],
@@ -174,5 +186,5 @@ def test_every_kernel_tuner_alias_names_an_option_we_have():
 
     assert set(strategies.KERNEL_TUNER_STRATEGIES.values()) <= set(strategies.available())
     for name, aliases in strategies.KERNEL_TUNER_OPTIONS.items():
-        assert set(aliases.values()) <= set(strategies.option_names(name)), name
+        assert set(aliases.values()) <= {option.name for option in strategies.options_of(name)}, name
         assert not set(aliases) & set(strategies.NO_EQUIVALENT), name

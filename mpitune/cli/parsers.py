@@ -45,13 +45,21 @@ def _subcommands() -> str:
     )
 
 
+def _strategies() -> str:
+    """Every strategy and its options, as the strategies declare them, for ``--help``. Imported
+    here, not above: it loads every strategy (and numpy), which the offline verbs never need."""
+    from mpitune.spec.settings import strategies_help
+
+    return strategies_help()
+
+
 def tune_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m mpitune",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Tune the kernel described by SPEC on every MPI rank: "
         "mpiexec -n RANKS python -m mpitune [tune] SPEC [flags].",
-        epilog=_subcommands(),
+        epilog=f"{_strategies()}\n\n{_subcommands()}",
     )
     p.add_argument("--version", action="version", version=f"mpitune {__version__}")
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
@@ -75,7 +83,9 @@ def tune_parser() -> argparse.ArgumentParser:
 
 def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     """The flags that override a search's strategy, budget and batching."""
-    p.add_argument("--strategy", help="search strategy (default: as the spec says, see docs/spec.md)")
+    p.add_argument(
+        "--strategy", help="search strategy, one of those below (default: as the spec says, see docs/spec.md)"
+    )
     p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
     p.add_argument("--time-limit", type=float, metavar="S", help=f"stop handing out batches after S {seconds}")
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
@@ -124,8 +134,10 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
 def replay_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m mpitune replay",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_strategies(),
         description=(
-            "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune "
+            "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune\n"
             ".h5 file) instead of running kernels; time is simulated from the recorded durations."
         ),
     )

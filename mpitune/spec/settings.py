@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from mpitune.model.problem import RunSettings
 from mpitune.model.racing import RaceRule
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import BUDGET_OPTIONS
+from mpitune.strategies.options import UnknownOption
 
 log = logging.getLogger(__name__)
+HELP_WIDTH = 100  # characters per line of the strategies' options in --help
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,23 @@ def default_strategy(has_budget: bool) -> str:
     return "portfolio" if has_budget else "brute_force"
 
 
+def strategies_help() -> str:
+    """Every strategy with its options, from the strategies' own tables, for ``--help``: what a
+    spec may set in ``strategy_options`` besides the budget."""
+    lines = [
+        "strategies (--strategy NAME) and their options (the spec's strategy_options, besides the budget: "
+        f"{', '.join(BUDGET_OPTIONS)}; docs/strategies.md):"
+    ]
+    for name in strategies.available():
+        table = strategies.options_of(name)
+        lines.append(f"  {name}" + ("" if table else ": no options"))
+        for option in table:
+            lines += textwrap.wrap(
+                option.describe(), HELP_WIDTH, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False
+            )
+    return "\n".join(lines)
+
+
 def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> RunSettings:
     """The command line wins over ``strategy_options``, which wins over a top-level ``seed``."""
     options = fields.strategy_options or {}
@@ -95,8 +115,10 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
         log.warning("strategy %r is Kernel Tuner's name; running %r", requested, strategy)
     try:
         translated = strategies.translate(strategy, options)
-    except ValueError as exc:
+    except UnknownOption as exc:
         check.fail("strategy_options", f"{exc} (and the budget: {', '.join(BUDGET_OPTIONS)})")
+    except ValueError as exc:
+        check.fail("strategy_options", str(exc))
     for theirs, ours in translated.renamed.items():
         log.warning("strategy_options: %r is Kernel Tuner's name; taken as %s's %r", theirs, strategy, ours)
     settings = RunSettings(strategy=strategy, strategy_options=translated.values)

@@ -1,7 +1,9 @@
 """Search strategies: one module each, found by name.
 
-A strategy module defines ``create(space, seed, **options) -> Strategy`` and is listed in
-``REGISTERED``; the other modules here (the contract in ``base``, the shared ``geometry``)
+A strategy module declares its options in ``OPTIONS`` (a tuple of ``options.Option``: name,
+kind, default, meaning, range), defines ``create(space, seed, **options) -> Strategy``, which
+is given every option checked (defaults filled in), and is listed in ``REGISTERED``; the other
+modules here (the contract in ``base``, the shared ``geometry``, ``surrogate`` and ``options``)
 are not strategies. Strategies speak ask/tell (see ``base.Strategy``) and know nothing of
 ranks, devices, files or clocks.
 
@@ -13,11 +15,15 @@ is refused with what to set instead, so that a port never runs silently on defau
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from mpitune.model.searchspace import SearchSpace
+from mpitune.strategies import options
 from mpitune.strategies.base import Strategy
+from mpitune.strategies.options import Option
 
 # The name a spec gives as ``strategy`` = the module that implements it.
 REGISTERED = (
@@ -58,7 +64,7 @@ NO_EQUIVALENT = {
 
 
 @dataclass(frozen=True)
-class Options:
+class Translated:
     """A strategy's options under our names, and which of Kernel Tuner's names were taken for them."""
 
     values: dict[str, Any]
@@ -75,45 +81,37 @@ def resolve(name: str) -> str | None:
     return name if name in REGISTERED else None
 
 
-def option_names(name: str) -> list[str]:
-    """The options a registered strategy takes, in the order of its ``create``."""
-    code = importlib.import_module(f"{__name__}.{name}").create.__code__
-    return list(code.co_varnames[2 : code.co_argcount + code.co_kwonlyargcount])  # after space and seed
+def options_of(name: str) -> tuple[Option, ...]:
+    """The options a registered strategy takes: its module's ``OPTIONS``."""
+    table: tuple[Option, ...] = _module(name).OPTIONS
+    return table
 
 
-def translate(name: str, options: dict[str, Any]) -> Options:
-    """``options`` under our names; raise ValueError naming an option the strategy does not take."""
+def translate(name: str, given: Mapping[str, Any]) -> Translated:
+    """``given`` under our names, checked; raise ValueError naming an option the strategy does
+    not take (``options.UnknownOption``) or a value it refuses. The values stay as given (an
+    integer for a number too): they are part of what a resumed run compares."""
     aliases = KERNEL_TUNER_OPTIONS.get(name, {})
     values: dict[str, Any] = {}
     renamed: dict[str, str] = {}
-    for key, value in options.items():
+    for key, value in given.items():
         ours = aliases.get(key, key)
         if ours != key:
             renamed[key] = ours
         if ours in values:
             raise ValueError(f"{key!r} and {ours!r} set the same option of strategy {name!r}; keep one")
         values[ours] = value
-    _check_known(name, values)
-    return Options(values, renamed)
+    options.values(name, options_of(name), values, NO_EQUIVALENT)
+    return Translated(values, renamed)
 
 
-def _check_known(name: str, options: dict[str, Any]) -> None:
-    valid = option_names(name)
-    for key in options:
-        if key not in valid:
-            why = f" ({NO_EQUIVALENT[key]})" if key in NO_EQUIVALENT else ""
-            takes = f"its options: {', '.join(valid)}" if valid else "it takes none"
-            raise ValueError(f"strategy {name!r} has no option {key!r}{why}; {takes}")
-
-
-def create(name: str, space: SearchSpace, seed: int, options: dict[str, Any]) -> Strategy:
+def create(name: str, space: SearchSpace, seed: int, given: Mapping[str, Any]) -> Strategy:
     """Raise ValueError naming the option when the strategy refuses its options."""
     if name not in REGISTERED:
         raise ValueError(f"unknown strategy {name!r}; available: {', '.join(available())}")
-    _check_known(name, options)
-    module = importlib.import_module(f"{__name__}.{name}")
-    try:
-        strategy: Strategy = module.create(space, seed, **options)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"strategy {name!r}: {exc}") from None
-    return strategy
+    make: Callable[..., Strategy] = _module(name).create
+    return make(space, seed, **options.values(name, options_of(name), given, NO_EQUIVALENT))
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{name}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import TypeVar
 
 import numpy as np
 
@@ -119,26 +118,3 @@ class Strategy(ABC):
     def mark_seen(self, batch: list[int]) -> list[int]:
         self.seen.update(batch)
         return batch
-
-
-Number = TypeVar("Number", int, float)
-
-
-def integer_option(name: str, value: object, low: int, high: int) -> int:
-    """Validate one integer option; the ValueError names it, as the registry promises the user."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    return _in_range(name, value, low, high)
-
-
-def number_option(name: str, value: object, low: float, high: float) -> float:
-    """Validate one numeric option (an integer will do); the ValueError names it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    return _in_range(name, value, low, high)
-
-
-def _in_range(name: str, value: Number, low: float, high: float) -> Number:
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value!r}")
-    return value

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import geometry
 from mpitune.strategies.base import Strategy
+from mpitune.strategies.options import Option
+
+OPTIONS: tuple[Option, ...] = ()
 
 
 class BruteForce(Strategy):
@@ -20,5 +25,5 @@ class BruteForce(Strategy):
         return geometry.scan(range(len(self.space)), self._next, self.seen, n)[0]
 
 
-def create(space: SearchSpace, seed: int) -> Strategy:
-    return BruteForce(space, seed)
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return BruteForce(space, seed, **options)

@@ -20,14 +20,22 @@ evolution continues from the new population.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.base import Strategy, integer_option, number_option, objective
+from mpitune.strategies.base import Strategy, objective
+from mpitune.strategies.options import Option
 
 NEWCOMER = -1  # pending value of a random configuration that joins the population on a restart
+OPTIONS = (
+    Option("population", int, 20, "members of the population; the design until this many results are in", 3, 10**6),
+    Option("differential_weight", float, 0.5, "F, the scale of the difference added to the best member", 0, 2),
+    Option("crossover_rate", float, 0.7, "the chance that a parameter of a trial comes from the mutant", 0, 1),
+    Option("patience", int, 2, "generations without a better best member before the population restarts", 1, 10**6),
+)
 
 
 class DifferentialEvolution(Strategy):
@@ -121,19 +129,5 @@ class DifferentialEvolution(Strategy):
         self.pending = {i: t for i, t in self.pending.items() if t == NEWCOMER}
 
 
-def create(
-    space: SearchSpace,
-    seed: int,
-    population: int = 20,
-    differential_weight: float = 0.5,
-    crossover_rate: float = 0.7,
-    patience: int = 2,
-) -> Strategy:
-    return DifferentialEvolution(
-        space,
-        seed,
-        integer_option("population", population, 3, 10**6),
-        number_option("differential_weight", differential_weight, 0, 2),
-        number_option("crossover_rate", crossover_rate, 0, 1),
-        integer_option("patience", patience, 1, 10**6),
-    )
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return DifferentialEvolution(space, seed, **options)

@@ -13,12 +13,28 @@ tournament and drop out of the elite.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.base import Strategy, integer_option, number_option
+from mpitune.strategies.base import Strategy
+from mpitune.strategies.options import Option
 
 SPARE_CHILDREN = 4  # children bred per batch slot, so invalid or repeated ones can be skipped
+POPULATION = Option(
+    "population",
+    int,
+    20,
+    "the elite that breeds the children, the best results so far; the design until this many are in",
+    2,
+    10**6,
+)
+OPTIONS = (
+    POPULATION,
+    Option("mutation_rate", float, 0.1, "the chance that each parameter of a child is resampled", 0, 1),
+    Option("crossover_rate", float, 0.9, "the chance that a child mixes two parents rather than copying one", 0, 1),
+)
 
 
 class GeneticAlgorithm(Strategy):
@@ -52,13 +68,5 @@ class GeneticAlgorithm(Strategy):
         return np.where(mutate, resampled, children)
 
 
-def create(
-    space: SearchSpace, seed: int, population: int = 20, mutation_rate: float = 0.1, crossover_rate: float = 0.9
-) -> Strategy:
-    return GeneticAlgorithm(
-        space,
-        seed,
-        integer_option("population", population, 2, 10**6),
-        number_option("mutation_rate", mutation_rate, 0, 1),
-        number_option("crossover_rate", crossover_rate, 0, 1),
-    )
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return GeneticAlgorithm(space, seed, **options)

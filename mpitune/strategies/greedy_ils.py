@@ -19,14 +19,20 @@ infinite objective and are never moved to.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option
+from mpitune.strategies.base import FAILED, Strategy
+from mpitune.strategies.options import Option
 
 MAX_KICKS_PER_BATCH = 8  # then fill with random configurations: the space is nearly used up
+OPTIONS = (
+    Option("perturbation", int, 3, "random-walk steps of a kick from the best so far", 1, 10**6),
+    Option("exploration", float, 0.125, "the share of each batch (rounded down) that goes to new design points", 0, 1),
+)
 
 
 class GreedyILS(Strategy):
@@ -78,10 +84,5 @@ class GreedyILS(Strategy):
             self.current = candidate
 
 
-def create(space: SearchSpace, seed: int, perturbation: int = 3, exploration: float = 0.125) -> Strategy:
-    return GreedyILS(
-        space,
-        seed,
-        integer_option("perturbation", perturbation, 1, 10**6),
-        number_option("exploration", exploration, 0, 1),
-    )
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return GreedyILS(space, seed, **options)

@@ -17,14 +17,18 @@ objective: they rank last and drop out of the population.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from mpitune.model.pareto import crowding, front_ranks
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.base import Strategy, integer_option, number_option
+from mpitune.strategies import genetic_algorithm
+from mpitune.strategies.base import Strategy
 from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
+
+OPTIONS = genetic_algorithm.OPTIONS  # those of the genetic algorithm it is
 
 
 class NSGA2(GeneticAlgorithm):
@@ -55,13 +59,5 @@ class NSGA2(GeneticAlgorithm):
         return [int(i) for i in ids[order[:k]]]
 
 
-def create(
-    space: SearchSpace, seed: int, population: int = 20, mutation_rate: float = 0.1, crossover_rate: float = 0.9
-) -> Strategy:
-    return NSGA2(
-        space,
-        seed,
-        integer_option("population", population, 2, 10**6),
-        number_option("mutation_rate", mutation_rate, 0, 1),
-        number_option("crossover_rate", crossover_rate, 0, 1),
-    )
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return NSGA2(space, seed, **options)

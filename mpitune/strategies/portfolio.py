@@ -21,24 +21,43 @@ evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies import surrogate
-from mpitune.strategies.base import MIN_DESIGN, Strategy, integer_option, number_option
+from mpitune.strategies import genetic_algorithm, geometry, surrogate
+from mpitune.strategies.base import MIN_DESIGN, Strategy
 from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
+from mpitune.strategies.options import Option
 
-try:  # optional (it comes with scikit-learn): one BLAS thread while asking, as bayes_opt does
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover - then BLAS uses its own default
-    threadpool_limits = None
-
-SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candidates
-REFIT_GROWTH = 1.25  # the length scales are refitted when the results grew by a quarter
+OPTIONS = (
+    Option("switch", int, 1000, "results from which on the whole batch is the genetic algorithm's", 0, 10**9),
+    Option("model_share", float, 1.0, "the share of each batch (rounded) from the model, until breed_after", 0, 1),
+    *surrogate.MODEL_OPTIONS,
+    genetic_algorithm.POPULATION,
+    Option(
+        "local_share",
+        float,
+        0.25,
+        "the share of the model's picks (rounded) among the unseen neighbours of the best result",
+        0,
+        1,
+    ),
+    Option(
+        "breed_after",
+        int,
+        100,
+        "results from which on the genetic algorithm is told every result and breeds breed_share of each batch",
+        0,
+        10**9,
+    ),
+    Option("breed_share", float, 0.25, "the share of each batch (rounded down) bred from the best found", 0, 1),
+)
+# The breeder's mutation and crossover rates: the genetic algorithm's defaults.
+BREEDING = {o.name: o.default for o in genetic_algorithm.OPTIONS if o is not genetic_algorithm.POPULATION}
 
 
 class Portfolio(Strategy):
@@ -68,9 +87,8 @@ class Portfolio(Strategy):
         self.max_observations = max_observations
         self.exploration = exploration
         self.rng = np.random.default_rng(seed)
-        self.breeder = GeneticAlgorithm(space, seed, population, 0.1, 0.9)
-        self._scales: np.ndarray | None = None
-        self._scales_fitted_on = 0
+        self.breeder = GeneticAlgorithm(space, seed, population, **BREEDING)
+        self.scales = surrogate.LengthScales(per_parameter=True)
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < MIN_DESIGN:
@@ -86,7 +104,7 @@ class Portfolio(Strategy):
                 modelled = n - int(n * self.breed_share)
             else:
                 modelled = round(n * self.model_share)
-            with threadpool_limits(1) if threadpool_limits is not None else contextlib.nullcontext():
+            with surrogate.one_blas_thread():
                 batch = self._model_batch(modelled) if modelled else []
             self.modelled.update(batch)
             self.breeder.mark_seen(batch)
@@ -104,10 +122,11 @@ class Portfolio(Strategy):
         self._withheld += [r for r in results if r.config_id in self.modelled]
 
     def _model_batch(self, n: int) -> list[int]:
-        observed = self._observations()
+        observed = surrogate.observations(self.best(len(self.values)), self.max_observations, self.rng)
         values = np.array([self.values[i] for i in observed])
         ok = np.isfinite(values)
-        cand = self._candidates()
+        around = self.best(surrogate.SEEDS_FOR_NEIGHBOURS)
+        cand = geometry.candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
         if ok.sum() < 2 or not len(cand):
             return self.space_filling(n)
         unit = self.space.unit_coordinates
@@ -115,14 +134,12 @@ class Portfolio(Strategy):
         logs = np.log(np.maximum(values[ok], 1e-12))
         y = (logs - logs.mean()) / (logs.std() or 1.0)
         x = x_all[ok]
-        if self._scales is None or len(self.values) >= REFIT_GROWTH * self._scales_fitted_on:
-            self._scales = surrogate.fit_scales(x, y, self._scales)
-            self._scales_fitted_on = len(self.values)
+        scales = self.scales.fitted(x, y, len(self.values))
         # What is in flight (the previous batch, with the scheduler's two batches out) enters as
         # lies too, so that this batch looks elsewhere rather than next to it.
-        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), self._scales)
+        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
         cand_x = unit(cand)
-        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, self._scales)
+        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, scales)
         # The first picks among the unseen one-parameter neighbours of the best result (all
         # are candidates): a trust region, where the best configurations of a kernel often
         # differ from a good one in a single parameter that the smooth model undervalues.
@@ -132,54 +149,6 @@ class Portfolio(Strategy):
         batch = self.mark_seen([int(cand[j]) for j in picks])
         return batch + self.random_unseen(n - len(batch))
 
-    def _observations(self) -> np.ndarray:
-        """What the model learns from: everything, or the best half of ``max_observations``
-        plus a seeded random share of the rest, to bound the cubic cost of a fit."""
-        ranked = self.best(len(self.values))
-        if len(ranked) <= self.max_observations:
-            return np.array(ranked)
-        keep = self.max_observations // 2
-        rest = self.rng.choice(ranked[keep:], self.max_observations - keep, replace=False)
-        return np.concatenate([ranked[:keep], rest])
 
-    def _candidates(self) -> np.ndarray:
-        """The unseen neighbours of the best few results (the trust region where improvements
-        usually are) and a seeded random sample of the rest of the unseen space."""
-        unseen = ~self.seen_mask()
-        near = [self.space.neighbours(i) for i in self.best(SEEDS_FOR_NEIGHBOURS)]
-        close = np.unique(np.concatenate(near)) if near else np.empty(0, dtype=np.int64)
-        close = close[unseen[close]]
-        unseen[close] = False
-        rest = np.flatnonzero(unseen)
-        take = max(0, self.candidates - len(close))
-        if len(rest) > take:
-            rest = np.sort(self.rng.choice(rest, take, replace=False))
-        return np.concatenate([close, rest]).astype(np.int64)
-
-
-def create(
-    space: SearchSpace,
-    seed: int,
-    switch: int = 1000,
-    model_share: float = 1.0,
-    candidates: int = 1000,
-    max_observations: int = 250,
-    exploration: float = 0.01,
-    population: int = 20,
-    local_share: float = 0.25,
-    breed_after: int = 100,
-    breed_share: float = 0.25,
-) -> Strategy:
-    return Portfolio(
-        space,
-        seed,
-        integer_option("switch", switch, 0, 10**9),
-        number_option("model_share", model_share, 0, 1),
-        integer_option("candidates", candidates, 1, 10**7),
-        integer_option("max_observations", max_observations, 2, 10**5),
-        number_option("exploration", exploration, 0, 10),
-        integer_option("population", population, 2, 10**6),
-        number_option("local_share", local_share, 0, 1),
-        integer_option("breed_after", breed_after, 0, 10**9),
-        number_option("breed_share", breed_share, 0, 1),
-    )
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return Portfolio(space, seed, **options)

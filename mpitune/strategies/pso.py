@@ -17,12 +17,22 @@ global best, so the restarted particle is still pulled towards it, but from some
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option, objective
+from mpitune.strategies.base import FAILED, Strategy, objective
+from mpitune.strategies.options import Option
+
+OPTIONS = (
+    Option("swarm_size", int, 20, "particles in the swarm", 1, 10**6),
+    Option("inertia", float, 0.5, "w, the share of its velocity a particle keeps", 0, 2),
+    Option("cognitive", float, 2.0, "c1, the pull towards the particle's own best", 0, 10),
+    Option("social", float, 1.0, "c2, the pull towards the best of the swarm", 0, 10),
+    Option("patience", int, 5, "moves without a better personal best before a particle restarts", 1, 10**6),
+)
 
 
 class ParticleSwarm(Strategy):
@@ -103,21 +113,5 @@ class ParticleSwarm(Strategy):
                 self.stale[p] += 1
 
 
-def create(
-    space: SearchSpace,
-    seed: int,
-    swarm_size: int = 20,
-    inertia: float = 0.5,
-    cognitive: float = 2.0,
-    social: float = 1.0,
-    patience: int = 5,
-) -> Strategy:
-    return ParticleSwarm(
-        space,
-        seed,
-        integer_option("swarm_size", swarm_size, 1, 10**6),
-        number_option("inertia", inertia, 0, 2),
-        number_option("cognitive", cognitive, 0, 10),
-        number_option("social", social, 0, 10),
-        integer_option("patience", patience, 1, 10**6),
-    )
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return ParticleSwarm(space, seed, **options)

@@ -5,17 +5,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import geometry
 from mpitune.strategies.base import Strategy
+from mpitune.strategies.options import Option
+
+OPTIONS = (Option("fraction", float, 1.0, "the share of the space to sample, then stop", 0, 1, open_below=True),)
 
 
 class RandomSample(Strategy):
-    def __init__(self, space: SearchSpace, seed: int, fraction: float = 1.0):
-        if not 0 < fraction <= 1:
-            raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+    def __init__(self, space: SearchSpace, seed: int, fraction: float):
         super().__init__(space, seed)
         order = np.random.default_rng(seed).permutation(len(space))
         self._order = order[: max(1, round(fraction * len(space)))]
@@ -29,5 +32,5 @@ class RandomSample(Strategy):
         return geometry.scan(self._order, self._pos, self.seen, n)[0]
 
 
-def create(space: SearchSpace, seed: int, fraction: float = 1.0) -> Strategy:
-    return RandomSample(space, seed, fraction)
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return RandomSample(space, seed, **options)

@@ -31,14 +31,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.base import FAILED, Strategy, integer_option, number_option, objective
+from mpitune.strategies.base import FAILED, Strategy, objective
+from mpitune.strategies.options import Option
 
 ADJACENT_SHARE = 0.5  # of the steps that go to the next value up or down of one parameter
+OPTIONS = (
+    Option("temperature", float, 0.2, "the starting temperature, relative to the spread of the log times", 1e-9, 1e9),
+    Option("cooling", float, 0.9, "the factor the temperature is multiplied by per step", 1e-9, 1),
+    Option("min_temperature", float, 0.001, "the lowest temperature, relative to the spread of the log times", 0, 1e9),
+    Option("patience", int, 10, "steps without a better best before a chain restarts", 1, 10**6),
+)
 
 
 @dataclass
@@ -169,19 +177,5 @@ class SimulatedAnnealing(Strategy):
         return bool(self.rng.random() < math.exp(-worsening / self.temperature(chain)))
 
 
-def create(
-    space: SearchSpace,
-    seed: int,
-    temperature: float = 0.2,
-    cooling: float = 0.9,
-    min_temperature: float = 0.001,
-    patience: int = 10,
-) -> Strategy:
-    return SimulatedAnnealing(
-        space,
-        seed,
-        number_option("temperature", temperature, 1e-9, 1e9),
-        number_option("cooling", cooling, 1e-9, 1),
-        number_option("min_temperature", min_temperature, 0, 1e9),
-        integer_option("patience", patience, 1, 10**6),
-    )
+def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:
+    return SimulatedAnnealing(space, seed, **options)

@@ -1,25 +1,35 @@
 """A Gaussian-process surrogate for discrete search spaces, and a model of where they fail.
 
-Plain numpy, for ``portfolio``'s model phase. Unlike ``bayes_opt``'s isotropic GP it gives
-every parameter its own length scale (automatic relevance determination), because in a kernel
-space a few parameters decide most of the time and the rest barely matter: one shared scale
-is too short for the idle ones (the model sees noise) or too long for the decisive ones (it
-sees a plateau). The scales are fitted by marginal likelihood, one parameter at a time on a
-small grid, so a fit costs a few dozen Cholesky factorisations of at most a few hundred rows.
+Plain numpy, for ``bayes_opt`` and ``portfolio``'s model phase: one Matern-5/2 kernel, one
+noise level, one batch built with a constant liar. ``portfolio`` gives every parameter its own
+length scale (automatic relevance determination), because in a kernel space a few parameters
+decide most of the time and the rest barely matter: one shared scale is too short for the idle
+ones (the model sees noise) or too long for the decisive ones (it sees a plateau);
+``bayes_opt`` keeps one scale for all. The scales are fitted by marginal likelihood, one
+parameter at a time on a small grid, so a fit costs a few dozen Cholesky factorisations of at
+most a few hundred rows.
 
-Failures do not enter the GP (a made-up time would bend the surface near them); a kernel
-estimate of the failure rate around each candidate, on the same scales, multiplies the
+In ``portfolio`` failures do not enter the GP (a made-up time would bend the surface near them);
+a kernel estimate of the failure rate around each candidate, on the same scales, multiplies the
 acquisition instead, so the search stops spending evaluations where configurations fail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-NOISE = 1e-2  # on standardised log times: timings are not exactly repeatable
+from mpitune.strategies.options import Option
+
+try:  # optional (it comes with scikit-learn): one BLAS thread while asking
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover - then BLAS uses its own default
+    threadpool_limits = None
+
+NOISE = 1e-2  # on standardised log times: timings are not exactly repeatable, snapping to a grid is rough
 BASE_SCALES = (0.1, 0.2, 0.4, 0.8)  # isotropic start, in unit coordinates times sqrt(n_params)
 SCALE_STEPS = (0.25, 0.5, 2.0, 4.0)  # tried per parameter around its current scale
 MAX_SCALE = 50.0  # a parameter with a longer scale is as good as ignored
@@ -27,6 +37,53 @@ MIN_SCALE = 0.01  # shorter makes distinct values independent all the same, and 
 # of ``matern`` lose their precision (a scale of 4e-8 left K + noise not positive definite)
 SWEEPS = 1  # passes over the parameters when fitting the scales
 FAILURE_PRIOR = 1.0  # pseudo-observations at the overall failure rate in the failure estimate
+REFIT_GROWTH = 1.25  # the length scales are refitted when the results grew by a quarter since the last fit
+SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candidates
+# The options of a model's search, for ``bayes_opt`` and ``portfolio`` alike.
+MODEL_OPTIONS = (
+    Option(
+        "candidates",
+        int,
+        1000,
+        "unseen configurations scored per batch: the neighbours of the best five and a random sample",
+        1,
+        10**7,
+    ),
+    Option(
+        "max_observations",
+        int,
+        250,
+        "results the model learns from at most: the best half of them and a random share of the rest",
+        2,
+        10**5,
+    ),
+    Option(
+        "exploration",
+        float,
+        0.01,
+        "how far below the best (in standardised log time) expected improvement aims",
+        0,
+        10,
+    ),
+)
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """The matrices here are small (a few hundred rows): BLAS threads gain nothing on them,
+    and while the other ranks of an MPI run poll for their next batch on the same cores
+    (more ranks than cores, as in a replay on a laptop), they make each ask up to ten times
+    slower. So asking uses one BLAS thread when threadpoolctl is installed."""
+    return threadpool_limits(1) if threadpool_limits is not None else contextlib.nullcontext()
+
+
+def observations(ranked: list[int], most: int, rng: np.random.Generator) -> np.ndarray:
+    """What a model learns from, of the told ids ``ranked`` best first: all of them, or the best
+    half of ``most`` plus a seeded random share of the rest, to bound the cubic cost of a fit."""
+    if len(ranked) <= most:
+        return np.array(ranked)
+    keep = most // 2
+    rest = rng.choice(ranked[keep:], most - keep, replace=False)
+    return np.concatenate([ranked[:keep], rest])
 
 
 @dataclass(frozen=True)
@@ -45,7 +102,8 @@ def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray) -> np.ndarray:
     a, b = a / scales, b / scales
     sq = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)[None, :]
     r = math.sqrt(5) * np.sqrt(np.maximum(sq, 0.0))
-    return (1 + r + r * r / 3) * np.exp(-r)
+    covariance: np.ndarray = (1 + r + r * r / 3) * np.exp(-r)
+    return covariance
 
 
 def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> float:
@@ -57,9 +115,31 @@ def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> float:
     return float(-0.5 * y @ alpha - np.log(np.diag(chol)).sum())
 
 
-def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+class LengthScales:
+    """A model's length scales, refitted only when the results grew by ``REFIT_GROWTH`` since the
+    last fit: they barely move in between, and a fit is most of what an ask costs. Per parameter
+    (``portfolio``), a refit starts from the last fit; isotropic (``bayes_opt``), it is the best
+    scale of the grid."""
+
+    def __init__(self, per_parameter: bool):
+        self.per_parameter = per_parameter
+        self.value: np.ndarray | None = None
+        self.fitted_on = 0  # results told at the last fit
+
+    def fitted(self, x: np.ndarray, y: np.ndarray, told: int) -> np.ndarray:
+        if self.value is None or told >= REFIT_GROWTH * self.fitted_on:
+            if self.per_parameter:
+                self.value = fit_scales(x, y, self.value)
+            else:
+                self.value = fit_scales(x, y, sweeps=0)
+            self.fitted_on = told
+        return self.value
+
+
+def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None, sweeps: int = SWEEPS) -> np.ndarray:
     """Per-parameter length scales of high marginal likelihood: the best isotropic scale of the
-    grid (or ``start``, the last fit's), then coordinate moves by ``SCALE_STEPS``."""
+    grid (or ``start``, the last fit's), then ``sweeps`` passes of coordinate moves by
+    ``SCALE_STEPS``."""
     d = x.shape[1]
     if start is None:
         grid = [np.full(d, s * math.sqrt(d)) for s in BASE_SCALES]
@@ -70,7 +150,7 @@ def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None) ->
         scales = np.clip(start, MIN_SCALE, MAX_SCALE)
         best = _log_likelihood(x, y, scales)
     varying = [p for p in range(d) if np.ptp(x[:, p]) > 0]  # a constant parameter has no scale to learn
-    for _ in range(SWEEPS):
+    for _ in range(sweeps):
         for p in varying:
             current = scales[p]
             for step in SCALE_STEPS:
@@ -106,7 +186,8 @@ def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np
         return np.zeros(len(cand))
     weights = matern(cand, x, scales)
     prior = failed.mean()
-    return (weights @ failed + FAILURE_PRIOR * prior) / (weights.sum(1) + FAILURE_PRIOR)
+    rate: np.ndarray = (weights @ failed + FAILURE_PRIOR * prior) / (weights.sum(1) + FAILURE_PRIOR)
+    return rate
 
 
 def choose_batch(
@@ -153,13 +234,13 @@ def choose_batch(
 
 
 def expected_improvement(mean: np.ndarray, var: np.ndarray, target: float) -> np.ndarray:
-    """For minimisation; the normal cdf through erf, to stay with numpy alone. The one
-    definition: ``bayes_opt`` scores its candidates with it too."""
+    """For minimisation; the normal cdf through erf, to stay with numpy alone."""
     sd = np.sqrt(var)
     z = (target - mean) / sd
     cdf = 0.5 * (1 + _erf(z / math.sqrt(2)))
     pdf = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-    return (target - mean) * cdf + sd * pdf
+    gain: np.ndarray = (target - mean) * cdf + sd * pdf
+    return gain
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -167,4 +248,5 @@ def _erf(x: np.ndarray) -> np.ndarray:
     sign, x = np.sign(x), np.abs(x)
     t = 1 / (1 + 0.3275911 * x)
     poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return sign * (1 - poly * np.exp(-x * x))
+    erf: np.ndarray = sign * (1 - poly * np.exp(-x * x))
+    return erf

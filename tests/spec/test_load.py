@@ -119,6 +119,8 @@ BROKEN = [
     ("strategy = 'nope'\n", "strategy", "unknown strategy"),
     ("strategy_options = {'max_fevals': 0}\n", "max_fevals", "at least 1"),
     ("strategy_options = {'time_limit': 'soon'}\n", "time_limit", "number"),
+    ("strategy = 'pso'\nstrategy_options = {'swarm_size': 0}\n", "strategy_options", "swarm_size must be in [1, 1e6]"),
+    ("strategy = 'pso'\nstrategy_options = {'swarm': 8}\n", "strategy_options", "swarm_size (integer in [1, 1e6]"),
     ("objective = 'gflops'\n", "objective", "neither 'time' nor a metric"),
     ("metrics = {'GFLOPS': lambda p: 1.0}\nobjective = 'GFLOP/s'\n", "objective", "'GFLOPS'"),
     ("metrics = [lambda p: 1.0]\n", "metrics", "must be a dict"),
@@ -150,6 +152,17 @@ def test_broken_spec_names_file_and_field(tmp_path, change, field, phrase):
     assert message.startswith(str(spec))
     assert field in message and phrase in message
     assert "\n" not in message
+
+
+def test_the_budget_is_named_where_an_option_is_unknown_not_where_a_value_is_bad(tmp_path):
+    """An unknown name may be a budget entry misspelled; a bad value of a known option is not."""
+    unknown = write(tmp_path, GOOD + "strategy = 'pso'\nstrategy_options = {'max_feval': 8}\n")
+    with pytest.raises(SpecError, match=r"no option 'max_feval'.*\(and the budget: max_fevals, time_limit, seed\)"):
+        load_spec(str(unknown))
+    bad = write(tmp_path, GOOD + "strategy = 'pso'\nstrategy_options = {'inertia': 3}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(str(bad))
+    assert str(err.value).endswith("strategy_options: strategy 'pso': inertia must be in [0, 2], got 3")
 
 
 def test_helper_names_in_a_spec_are_fine(tmp_path):

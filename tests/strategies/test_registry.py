@@ -42,13 +42,13 @@ def test_an_unknown_option_is_refused_with_the_strategy_name():
 @pytest.mark.parametrize(
     "name, option, value, why",
     [
-        ("genetic_algorithm", "population", 1, r"in \[2, 1000000\], got 1"),
+        ("genetic_algorithm", "population", 1, r"in \[2, 1e6\], got 1"),
         ("genetic_algorithm", "mutation_rate", 1.5, r"in \[0, 1\], got 1.5"),
         ("differential_evolution", "crossover_rate", -0.1, r"in \[0, 1\]"),
         ("differential_evolution", "population", 2.5, "an integer, got 2.5"),
-        ("pso", "swarm_size", 0, r"in \[1, 1000000\]"),
+        ("pso", "swarm_size", 0, r"in \[1, 1e6\]"),
         ("pso", "inertia", "fast", "a number, got 'fast'"),
-        ("simulated_annealing", "cooling", 1.5, r"in \[1e-09, 1\]"),
+        ("simulated_annealing", "cooling", 1.5, r"in \[1e-9, 1\]"),
         ("greedy_ils", "perturbation", 0, r"in \[1, "),
         ("bayes_opt", "candidates", 0, r"in \[1, "),
         ("bayes_opt", "initial_samples", True, "an integer, got True"),

@@ -17,6 +17,7 @@ ALLOWED = {
     "heapq",
     "importlib",
     "math",
+    "types",
     "typing",
     "numpy",
     "threadpoolctl",
