@@ -1,7 +1,8 @@
 """The MPI transport: collectives, the shared clock, broadcasting the problem.
 
-Only this module, the heartbeat thread (heartbeat.py) and, through this one, the loop and
-ending.py (which hand the MPI module to the command line and abort through it) use mpi4py.
+Only this module and the heartbeat thread (faults/heartbeat.py) import mpi4py; the loop (which
+hands the MPI module to the command line), faults/guard.py and faults/aborting.py use it
+through this one.
 
 A round's orders and reports travel point to point (one tagged message per worker each way)
 rather than by ``MPI_Scatter``/``MPI_Gather``: a collective cannot be given up on, so a rank that
@@ -29,8 +30,10 @@ from mpi4py import MPI
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
-from mpitune.scheduling.liveness import Watch
+from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.transport import SilentRanks
+
+__all__ = ["MPI", "MpiTransport", "bcast_arrays", "bcast_problem", "slurm_world_error", "start_clock"]
 
 T = TypeVar("T")
 
@@ -105,7 +108,7 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
     if comm.rank == 0:
         assert problem is not None and indices is not None, "rank 0 holds the problem"
 
-        def ref(a):
+        def ref(a: Any) -> Any:
             if isinstance(a, np.ndarray):
                 arrays.append(a)
                 return _ArrayRef(len(arrays) - 1)
@@ -121,7 +124,7 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
     skeleton = comm.bcast(skeleton, root=0)
     arrays = bcast_arrays(comm, arrays if comm.rank == 0 else None)
 
-    def deref(a):
+    def deref(a: Any) -> Any:
         return arrays[a.index] if isinstance(a, _ArrayRef) else a
 
     problem = replace(
@@ -161,7 +164,7 @@ def _error_text(exc: MPI.Exception) -> str:
 class MpiTransport:
     """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport.
 
-    ``watch`` is what rank 0's main thread shares with its heartbeat thread (liveness.py): a
+    ``watch`` is what rank 0's main thread shares with its heartbeat thread (faults/liveness.py): a
     gather also ends when the heartbeats found a worker silent, however much of its deadline
     is left."""
 
@@ -180,11 +183,13 @@ class MpiTransport:
         self._orders: deque[Any] = deque()  # a worker's orders received by ``waiting``, not yet taken
 
     def bcast(self, value: T | None) -> T:
-        return self.comm.bcast(value, root=0)
+        got: T = self.comm.bcast(value, root=0)
+        return got
 
     def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
         if self.rank != 0:
-            return self._receive(deadline_s)
+            received: T = self._receive(deadline_s)
+            return received
         assert values is not None, "rank 0 scatters"
         # Sent without waiting: a large order to a rank that stopped answering would otherwise
         # hold rank 0 here, before the deadline of the gather that follows can notice it.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR
+from mpitune.exits import ExitCode
 from mpitune.model.kernel_extras import Derived
 from mpitune.model.racing import Race
 from mpitune.model.result import Result
@@ -40,10 +40,10 @@ class StopReason(enum.Enum):
         return self in (StopReason.SIGNAL, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         if self is StopReason.SPEC_ERROR:
-            return EXIT_USER_ERROR
-        return EXIT_RESUMABLE if self.resumable else 0
+            return ExitCode.USER_ERROR
+        return ExitCode.RESUMABLE if self.resumable else ExitCode.OK
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy as np
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
-from mpitune.scheduling.liveness import Silence
+from mpitune.scheduling.faults.liveness import Silence
 
 T = TypeVar("T")
 

@@ -150,8 +150,8 @@ def test_a_gather_ends_when_the_heartbeats_find_a_worker_silent():
     from mpi4py import MPI
 
     from mpitune.scheduling.comm import MpiTransport
-    from mpitune.scheduling.heartbeat import Heartbeat
-    from mpitune.scheduling.liveness import Silence, Watch
+    from mpitune.scheduling.faults.heartbeat import Heartbeat
+    from mpitune.scheduling.faults.liveness import Silence, Watch
     from mpitune.scheduling.transport import SilentRanks
 
     comm = MPI.COMM_WORLD

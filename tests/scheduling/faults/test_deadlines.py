@@ -1,4 +1,4 @@
-"""How long rank 0 waits for a batch (deadlines.py), and the one-rank transport's side of it."""
+"""How long rank 0 waits for a batch (faults/deadlines.py), and the one-rank transport's side of it."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ import socket
 import pytest
 
 from mpitune.model.result import Result
-from mpitune.process.isolation import TIMEOUT_FLOOR_S
-from mpitune.scheduling.deadlines import (
+from mpitune.process.deadline import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
+from mpitune.scheduling.faults.deadlines import (
     DEFAULT_FLOOR_S,
     FLOOR_VARIABLE,
     SAFETY_FACTOR,
     Deadlines,
     allowance,
     floor_s,
-    per_config_limit_s,
 )
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.transport import LocalTransport, SilentRanks
@@ -40,11 +39,13 @@ def test_the_floor_holds_for_quick_batches():
     assert quick.deadline_s == 60.0 and quick.next_order_within_s == 120.0
 
 
-def test_the_per_configuration_limit_is_the_supervisors():
-    assert per_config_limit_s(7.0, [100.0]) == 7.0  # the spec's timeout_s
-    assert per_config_limit_s(None, []) == TIMEOUT_FLOOR_S
-    assert per_config_limit_s(None, [0.1, 0.2, 0.3]) == TIMEOUT_FLOOR_S
-    assert per_config_limit_s(None, [10.0, 20.0, 30.0]) == 20 * 20.0
+def test_a_batch_without_history_allows_each_configuration_the_supervisors_limit():
+    orders = [Order(0.0, 0, [1, 2]), Order(0.0, 0, [3])]
+    deadlines = Deadlines(floor_s=1.0, timeout_s=None)
+    assert [o.deadline_s for o in deadlines.stamp(orders)] == [2 * TIMEOUT_FLOOR_S] * 2
+    deadlines.config_s = [10.0, 20.0, 30.0]
+    assert deadlines.stamp(orders)[0].deadline_s == 2 * TIMEOUT_FACTOR * 20.0
+    assert Deadlines(floor_s=1.0, timeout_s=7.0).stamp(orders)[0].deadline_s == 2 * 7.0  # the spec's timeout_s
 
 
 def test_the_floor_comes_from_the_command_line_then_the_environment():
