@@ -1,14 +1,9 @@
-"""Errors a user can act on, and the exit codes every rank ends with. Everything else is a
-bug and keeps its traceback."""
-
-EXIT_USER_ERROR = 2
-# A run that stopped before its search was done (signal, time limit, lost device) and that a
-# rerun continues; 75 is EX_TEMPFAIL, "try again later".
-EXIT_RESUMABLE = 75
+"""Errors a user can act on (the exit codes are in exits.py). Everything else is a bug and keeps
+its traceback."""
 
 
 class UserError(Exception):
-    """A problem in what the user gave us; reported as one line, exit code 2."""
+    """A problem in what the user gave us; reported as one line, ``ExitCode.USER_ERROR``."""
 
 
 class SpecError(UserError):

@@ -14,6 +14,8 @@ PACKAGE = REPO / "mpitune"
 # Each room (a subpackage, or a top-level module) and the rooms it may import; "mpitune" is the
 # package itself (its version). A room may always import its own modules.
 MAY_IMPORT: dict[str, set[str]] = {
+    # The table of exit codes, which every room may import.
+    "exits": set(),
     "errors": set(),
     "model": {"errors"},
     "strategies": {"model", "errors"},
@@ -38,6 +40,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The package re-exports the interface's functions, imported on first use (by name).
     "__init__": {"api"},
 }
+EVERY_ROOM_MAY_IMPORT = {"exits"}
 # Third-party libraries that only one room may import.
 ONLY_IN = {
     "mpi4py": "scheduling",
@@ -89,7 +92,7 @@ def violations(package: Path = PACKAGE) -> list[str]:
                 continue
             parts = module.split(".")
             target = parts[1] if len(parts) > 1 and parts[1] in known else "mpitune"
-            if target != room and target not in MAY_IMPORT[room]:
+            if target != room and target not in MAY_IMPORT[room] | EVERY_ROOM_MAY_IMPORT:
                 wrong.append(f"{where}: {room} may not import {module}")
     return wrong
 
@@ -102,6 +105,15 @@ def test_no_room_imports_what_the_architecture_forbids():
     assert violations() == []
 
 
+def _copy_of_package(tmp_path: Path) -> Path:
+    copy = tmp_path / "mpitune"
+    for path in PACKAGE.rglob("*.py"):
+        target = copy / path.relative_to(PACKAGE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text())
+    return copy
+
+
 @pytest.mark.parametrize(
     "room, line, expected",
     [
@@ -109,16 +121,27 @@ def test_no_room_imports_what_the_architecture_forbids():
         ("strategies", "from mpitune.store.cache import Cache", "strategies may not import mpitune.store.cache"),
         ("offline", "    from mpi4py import MPI", "mpi4py may be imported only in scheduling/"),
         ("spec", "from mpitune import scheduling", "spec may not import mpitune.scheduling"),
+        ("offline", "from mpitune.scheduling.faults import ending", "offline may not import mpitune.scheduling"),
     ],
 )
 def test_the_check_catches_a_forbidden_import(tmp_path, room, line, expected):
     """The rule table is only worth something if a breach fails: plant one in a copy."""
-    copy = tmp_path / "mpitune"
-    for path in PACKAGE.rglob("*.py"):
-        target = copy / path.relative_to(PACKAGE)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(path.read_text())
+    copy = _copy_of_package(tmp_path)
     planted = copy / room / "planted.py"
     planted.write_text(f"def f():\n{line if line.startswith(' ') else '    ' + line}\n")
     found = violations(copy)
     assert any(expected in v for v in found), found
+
+
+def test_the_table_of_exit_codes_imports_nothing_of_the_package(tmp_path):
+    copy = _copy_of_package(tmp_path)
+    (copy / "exits.py").write_text((PACKAGE / "exits.py").read_text() + "\nfrom mpitune.errors import UserError\n")
+    assert any("exits may not import mpitune.errors" in v for v in violations(copy))
+
+
+def test_the_faults_room_is_part_of_scheduling_and_its_heartbeat_imports_mpi4py():
+    """Fault handling lives in ``scheduling/faults/``: inside scheduling, so that the heartbeat
+    and the abort may use MPI there and nowhere else."""
+    heartbeat = PACKAGE / "scheduling" / "faults" / "heartbeat.py"
+    assert room_of(heartbeat, PACKAGE) == "scheduling"
+    assert any(module == "mpi4py" for _, module in imported(heartbeat))

@@ -18,7 +18,8 @@ from typing import Any
 
 import mpitune
 from mpitune.api import channel
-from mpitune.errors import EXIT_RESUMABLE, UserError
+from mpitune.errors import UserError
+from mpitune.exits import ExitCode
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.scheduling import launch
 
@@ -54,7 +55,7 @@ def run_job(ranks: int, names: Mapping[str, Any], problem: Problem, settings: Ru
         end = launch.run_mpitune(ranks, args, os.getcwd(), package_parent, _progress)
     if end.errors:
         raise UserError("; ".join(e.replace(spec, origin) for e in end.errors))
-    if end.exit_code not in (0, EXIT_RESUMABLE):
+    if end.exit_code not in (ExitCode.OK, ExitCode.RESUMABLE):
         raise RuntimeError(f"the MPI job of {ranks} ranks failed with exit code {end.exit_code}:\n{end.stderr_tail}")
     return end.exit_code
 

@@ -20,7 +20,8 @@ from typing import Any
 from mpitune.api import job
 from mpitune.api.names import refuse_callables, spec_names
 from mpitune.api.results import kt_env, kt_results
-from mpitune.errors import EXIT_RESUMABLE, SpecError, UserError
+from mpitune.errors import SpecError, UserError
+from mpitune.exits import ExitCode
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.scheduling.launch import ERROR_PREFIX
 from mpitune.spec.load import load_names
@@ -100,7 +101,7 @@ def _tune_here(problem: Problem, settings: RunSettings) -> None:
         exit_code = loop.tune(lambda: (problem, settings), command=f"mpitune.tune_kernel({problem.kernel_name!r})")
     if errors:
         raise UserError("; ".join(errors))
-    if exit_code not in (0, EXIT_RESUMABLE):
+    if exit_code not in (ExitCode.OK, ExitCode.RESUMABLE):
         raise RuntimeError(f"tuning ended with exit code {exit_code}")
 
 

@@ -2,7 +2,7 @@
 measured data, and ``python -m mpitune VERB ...`` runs an offline verb from ``mpitune.commands``
 (report, ...), which needs neither MPI nor a GPU.
 
-Errors the user can fix end every rank with one line on stderr and exit code 2;
+Errors the user can fix end every rank with one line on stderr and ``ExitCode.USER_ERROR``;
 ``--debug`` shows the traceback behind it. Every output path is ``--out``; the older ``--cache``
 (tune) and ``--output`` (replay) stay as aliases so that scripts keep working.
 """
@@ -16,13 +16,10 @@ from mpitune import commands
 from mpitune.cli.loading import load_spec, not_python, overrides, read_measured, unmixed, within
 from mpitune.cli.parsers import Parser, common, refuse, replay_parser, tune_parser
 from mpitune.cli.running import setup_logging, tune
-from mpitune.errors import EXIT_USER_ERROR, UserError
+from mpitune.errors import UserError
+from mpitune.exits import ExitCode
 from mpitune.spec.peek import named_lang
-from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
-
-# Exit code after the reader of standard output went away (``report ... | head``), as a shell
-# reports a process that SIGPIPE ended: 128 + 13.
-EXIT_CLOSED_PIPE = 141
+from mpitune.store.write_errors import cannot_write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,15 +64,15 @@ def _offline(verb: str, argv: list[str]) -> int:
         # The reader went away (``report ... | head``): nothing is left to say, and Python must
         # not try to flush into the closed pipe again at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_CLOSED_PIPE
+        return ExitCode.CLOSED_PIPE
     except UserError as exc:
         if args.debug:
             raise
         print(f"mpitune: error: {exc}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return ExitCode.USER_ERROR
     except (OSError, RuntimeError) as exc:
         failed_write = cannot_write(exc)
         if failed_write is None or args.debug:
             raise
         print(f"mpitune: error: {failed_write}", file=sys.stderr)
-        return EXIT_CANNOT_WRITE
+        return ExitCode.CANNOT_WRITE

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from mpitune import __version__, commands
-from mpitune.errors import EXIT_USER_ERROR
+from mpitune.exits import ExitCode
 
 LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
 
@@ -22,7 +22,7 @@ def refuse(message: str) -> int:
 
     if launcher_world_rank() in (0, None):
         print(f"mpitune: error: {message}", file=sys.stderr)
-    return EXIT_USER_ERROR
+    return ExitCode.USER_ERROR
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,7 +1,7 @@
 """The tuning run on this rank: the worker spawned before MPI, MPI started while rank 0 loads the
 spec, the loop run, and an end that never leaves a rank waiting: an error that is not the
-user's, or a write that fails, aborts the whole job; a thread the spec left running is not waited
-for."""
+user's, or a write that fails, aborts the whole job (scheduling/faults/aborting.py); a thread the
+spec left running is not waited for."""
 
 from __future__ import annotations
 
@@ -16,13 +16,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from mpitune.store.write_errors import EXIT_CANNOT_WRITE, cannot_write
-
 # numpy and what needs it are imported where used: a tuning rank spawns its worker process
 # first (scheduling/early.py), and every import before that spawn delays the worker.
 if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
-    from mpitune.scheduling.loop import Guard
+    from mpitune.scheduling.faults.guard import Guard
 
 
 def setup_logging(args, rank: int) -> None:
@@ -64,13 +62,13 @@ def tune(
 def _start_mpi(
     load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None, liveness_timeout_s: float | None
 ) -> tuple[tuple[ModuleType, Guard], Callable]:
-    """The compile workers spawned, MPI started under a watch on its start (start_watch.py; the
-    loop imported: it imports mpi4py, which initialises MPI) and this rank's heartbeat with it
-    (the loop's ``Guard``), and what the loop calls to load the spec: on the rank the launcher
-    names 0, the spec loaded meanwhile, under the heartbeat once MPI is up."""
+    """The compile workers spawned, MPI started under a watch on its start (faults/start_watch.py;
+    the loop imported: it imports mpi4py, which initialises MPI) and this rank's heartbeat with it
+    (a ``Guard``, faults/guard.py), and what the loop calls to load the spec: on the rank the
+    launcher names 0, the spec loaded meanwhile, under the heartbeat once MPI is up."""
     from mpitune.scheduling import early
+    from mpitune.scheduling.faults.start_watch import StartWatch
     from mpitune.scheduling.preloaded import load_while
-    from mpitune.scheduling.start_watch import StartWatch
 
     def start() -> tuple[ModuleType, Guard]:
         early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker
@@ -79,7 +77,9 @@ def _start_mpi(
             loop = importlib.import_module("mpitune.scheduling.loop")
         finally:
             watch.end()
-        return loop, loop.guard(liveness_timeout_s)
+        from mpitune.scheduling.faults.guard import guard
+
+        return loop, guard(liveness_timeout_s)
 
     return load_while(start, load) if early.launcher_world_rank() == 0 else (start(), load)
 
@@ -94,47 +94,21 @@ def _run(
     from mpitune.scheduling import early
 
     (tuner, guard), load = _start_mpi(load, compile_workers, args.liveness_timeout)
-    from mpitune.scheduling.aborting import abort_job  # MPI is up: its import is free now
+    from mpitune.scheduling.faults.aborting import abort_for, quiet_failed_writes  # MPI is up: free now
 
     rank = tuner.MPI.COMM_WORLD.rank
     setup_logging(args, rank)
-    sys.unraisablehook = _unraisable
+    sys.unraisablehook = quiet_failed_writes
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
         try:
             code = tuner.tune(load, command, debug=args.debug, guarded=guard)
         finally:
             early.end()  # before an abort below, which ends this process
-    except KeyboardInterrupt:
-        # Ctrl-C outside the rounds (start-up, the last write), where nothing is in flight to drain.
-        abort_job(
-            tuner.EXIT_INTERRUPTED,
-            f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
-            f"(exit code {tuner.EXIT_INTERRUPTED})",
-        )
-    except BaseException as exc:
-        failed_write = cannot_write(exc)
-        if failed_write:  # a full disk, a read-only folder: every batch recorded before is on disk
-            abort_job(
-                EXIT_CANNOT_WRITE,
-                f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
-                f"same command again to resume (exit code {EXIT_CANNOT_WRITE})",
-            )
-        # A bug or a crash on this rank: the others would wait for it forever in the next
-        # collective, so end the whole job now. Every finished batch is already on disk.
-        logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank, exc_info=True)
-        abort_job(1)
+    except BaseException as exc:  # the others would wait for this rank: end the job (faults/aborting.py)
+        abort_for(exc, rank)
     _leave_now_if_threads_linger(code, tuner.MPI)
     return code
-
-
-def _unraisable(unraisable) -> None:
-    """h5py's objects, freed after a failed write (a full disk), repeat the failure from their
-    destructors; that failure is reported once, in one line, so these go to the debug log."""
-    if cannot_write(unraisable.exc_value):
-        logging.getLogger("mpitune").debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
-    else:
-        sys.__unraisablehook__(unraisable)
 
 
 def _leave_now_if_threads_linger(code: int, mpi) -> None:

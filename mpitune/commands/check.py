@@ -12,6 +12,7 @@ import argparse
 import os
 
 from mpitune.errors import UserError
+from mpitune.exits import ExitCode
 
 HELP = "check a cache file's integrity, repair what a killed run left, say what was in flight"
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             f"salvaged: {saved.rows} configuration(s) kept in {args.cache}, {saved.lost} row(s) unreadable; "
             f"the damaged file is {saved.backup}"
         )
-        return 0
+        return ExitCode.OK
     for line in found.repaired:
         print(f"{'repaired' if found.fixed else 'needs repair'}: {line}")
     if found.lost:
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         )
     pending = found.repaired and not found.fixed
     print(f"{args.cache}: {found.rows} configurations recorded, {'sound once repaired' if pending else 'sound'}")
-    return 1 if pending else 0
+    return ExitCode.FAILED if pending else ExitCode.OK
 
 
 def _writable(path: str) -> bool:

@@ -7,6 +7,8 @@ import os
 import sys
 import tempfile
 
+from mpitune.exits import ExitCode
+
 HELP = "write a cache file as a Kernel Tuner JSON cache (replayable in its simulation mode) or T4 results"
 
 
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out != "-":
         count = write(args.cache, args.out)
         print(f"mpitune: wrote {count} configurations to {args.out} ({args.format})")
-        return 0
+        return ExitCode.OK
     # The exporters write files; standard output gets the file's text and nothing else, for a pipe.
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "export.json")
@@ -38,4 +40,4 @@ def run(args: argparse.Namespace) -> int:
         with open(path, "rb") as fh:
             sys.stdout.flush()
             sys.stdout.buffer.write(fh.read())
-    return 0
+    return ExitCode.OK

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from mpitune.exits import ExitCode
+
 HELP = "turn a Kernel Tuner JSON cache (plain or .gz) into an mpitune HDF5 file for report, plot and replay"
 
 
@@ -22,4 +24,4 @@ def run(args: argparse.Namespace) -> int:
         f"mpitune: imported {s['configs']} configurations of {s['kernel']} on {s['device']} "
         f"({s['runs']} session(s)) into {args.out}"
     )
-    return 0
+    return ExitCode.OK

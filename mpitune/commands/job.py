@@ -20,7 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpitune.errors import EXIT_RESUMABLE, UserError
+from mpitune.errors import UserError
+from mpitune.exits import ExitCode
 
 # srun ends the remaining tasks this long after the first one ended, whatever its exit code:
 # a killed rank must not leave the others waiting forever in a collective, and a clean stop
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         rc = subprocess.run(cmd).returncode
     finally:
         stop_file.unlink(missing_ok=True)
-    if rc == EXIT_RESUMABLE:
+    if rc == ExitCode.RESUMABLE:
         print("mpitune job: stopped early; the results so far are saved and a rerun resumes", flush=True)
         if causes == ["cancelled"]:
             print(f"mpitune job: job {job_id} was cancelled, so not requeued; submit it again to resume", flush=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from mpitune.exits import ExitCode
+
 HELP = "draw PNGs of a cache file: convergence, per-rank timeline, distribution, each parameter, the Pareto front"
 
 
@@ -21,4 +23,4 @@ def run(args: argparse.Namespace) -> int:
 
     for path in plot(args.cache, args.out, tuple(args.only) if args.only else None, args.dpi):
         print(path)
-    return 0
+    return ExitCode.OK

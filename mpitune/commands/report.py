@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from mpitune.exits import ExitCode
+
 HELP = "summarise a cache file: best configurations, statuses, where each rank's time went"
 
 
@@ -21,8 +23,8 @@ def run(args: argparse.Namespace) -> int:
         from mpitune.offline.html.page import write_report
 
         print(write_report(args.cache, args.html))
-        return 0
+        return ExitCode.OK
     from mpitune.offline.report import render
 
     print(render(args.cache, as_json=args.json, top=args.top))
-    return 0
+    return ExitCode.OK

@@ -12,6 +12,8 @@ import math
 import time
 from typing import TYPE_CHECKING
 
+from mpitune.exits import ExitCode
+
 if TYPE_CHECKING:
     from mpitune.store.reader import CacheData
 
@@ -68,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
         runs = data.runs
         running = len(runs) and runs[-1]["status"] == "running"
         if not running:
-            return 0
+            return ExitCode.OK
         if not writer_alive(args.cache):
             print(
                 "mpitune: no process is writing this file any more: the run was killed; rerun it to resume", flush=True
             )
-            return 1
+            return ExitCode.FAILED
         time.sleep(args.interval)

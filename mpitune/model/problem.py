@@ -109,7 +109,7 @@ class RunSettings:
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
     compile_workers: int | None = None
     # The least rank 0 waits for a batch's reports before it calls a rank silent and ends the
-    # run (scheduling/deadlines.py); None: MPITUNE_RANK_DEADLINE_FLOOR_S, else 45 s.
+    # run (scheduling/faults/deadlines.py); None: MPITUNE_RANK_DEADLINE_FLOOR_S, else 45 s.
     rank_deadline_floor_s: float | None = None
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import statistics
 import threading
 import time
 import traceback
@@ -36,16 +35,13 @@ from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.model.work import Work
+from mpitune.process.deadline import config_limit_s
 from mpitune.process.prewarm import Spawned, spawn_worker
 from mpitune.process.shared_arrays import Shared, attach, share
 from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
 
 log = logging.getLogger(__name__)
 
-# Without a timeout in the spec: this many times the median time of a configuration so far,
-# and never less than the floor (the first configurations also warm up compilers and caches).
-TIMEOUT_FACTOR = 20
-TIMEOUT_FLOOR_S = 30.0
 STARTUP_TIMEOUT_S = 300.0  # importing CuPy and uploading large arguments can take a while
 # The timeline's background phase of a worker's own start: from its spawn to its backend
 # imported and its device context made, before and beside the rank's start-up phases.
@@ -260,11 +256,7 @@ class IsolatedBackend(Backend):
         return self._compiler
 
     def deadline_s(self) -> float:
-        if self.timeout_s is not None:
-            return self.timeout_s
-        if not self.config_s:
-            return TIMEOUT_FLOOR_S
-        return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(self.config_s))
+        return config_limit_s(self.timeout_s, self.config_s)
 
     def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
         config_id = work.config_id

@@ -29,6 +29,8 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
+from mpitune.exits import ExitCode
+
 SPAWN = multiprocessing.get_context("spawn")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 POLL_S = 0.5  # how often a waiting rank checks that its children are alive, and a child its rank
@@ -79,7 +81,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     the main thread is doing (a kernel that never returns included)."""
     while os.getppid() == parent_pid:
         time.sleep(POLL_S)
-    os._exit(0)
+    os._exit(ExitCode.OK)
 
 
 def _bootstrap(parent_pid: int, target: Callable[..., None], args: tuple) -> None:

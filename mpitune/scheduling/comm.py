@@ -1,7 +1,8 @@
 """The MPI transport: collectives, the shared clock, broadcasting the problem.
 
-Only this module, the heartbeat thread (heartbeat.py) and, through this one, the loop and
-ending.py (which hand the MPI module to the command line and abort through it) use mpi4py.
+Only this module and the heartbeat thread (faults/heartbeat.py) import mpi4py; the loop (which
+hands the MPI module to the command line), faults/guard.py and faults/aborting.py use it
+through this one.
 
 A round's orders and reports travel point to point (one tagged message per worker each way)
 rather than by ``MPI_Scatter``/``MPI_Gather``: a collective cannot be given up on, so a rank that
@@ -29,8 +30,10 @@ from mpi4py import MPI
 
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
-from mpitune.scheduling.liveness import Watch
+from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.transport import SilentRanks
+
+__all__ = ["MPI", "MpiTransport", "bcast_arrays", "bcast_problem", "slurm_world_error", "start_clock"]
 
 T = TypeVar("T")
 
@@ -95,17 +98,16 @@ def bcast_arrays(comm: MPI.Comm, arrays: list[np.ndarray] | None) -> list[np.nda
     return out
 
 
-def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
-    """Send the problem (without restrictions) and the search space's index table once.
-
-    Arrays travel as buffers; the rest is small and pickled.
-    """
+def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Problem:
+    """Send the problem (without restrictions) once: arrays travel as buffers; the rest is
+    small and pickled. The search space stays on rank 0, which sends each configuration with
+    the order that holds it."""
     arrays: list[np.ndarray] = []
     skeleton = None
     if comm.rank == 0:
-        assert problem is not None and indices is not None, "rank 0 holds the problem"
+        assert problem is not None, "rank 0 holds the problem"
 
-        def ref(a):
+        def ref(a: Any) -> Any:
             if isinstance(a, np.ndarray):
                 arrays.append(a)
                 return _ArrayRef(len(arrays) - 1)
@@ -117,11 +119,10 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
             arguments=[ref(a) for a in slim.arguments],
             answer=None if slim.answer is None else [ref(a) for a in slim.answer],
         )
-        arrays.append(indices)
     skeleton = comm.bcast(skeleton, root=0)
     arrays = bcast_arrays(comm, arrays if comm.rank == 0 else None)
 
-    def deref(a):
+    def deref(a: Any) -> Any:
         return arrays[a.index] if isinstance(a, _ArrayRef) else a
 
     problem = replace(
@@ -129,7 +130,7 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None, indices: np.ndarray |
         arguments=[deref(a) for a in skeleton.arguments],
         answer=None if skeleton.answer is None else [deref(a) for a in skeleton.answer],
     )
-    return problem, arrays[-1]
+    return problem
 
 
 def slurm_world_error(comm: MPI.Comm) -> str | None:
@@ -161,7 +162,7 @@ def _error_text(exc: MPI.Exception) -> str:
 class MpiTransport:
     """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport.
 
-    ``watch`` is what rank 0's main thread shares with its heartbeat thread (liveness.py): a
+    ``watch`` is what rank 0's main thread shares with its heartbeat thread (faults/liveness.py): a
     gather also ends when the heartbeats found a worker silent, however much of its deadline
     is left."""
 
@@ -180,11 +181,13 @@ class MpiTransport:
         self._orders: deque[Any] = deque()  # a worker's orders received by ``waiting``, not yet taken
 
     def bcast(self, value: T | None) -> T:
-        return self.comm.bcast(value, root=0)
+        got: T = self.comm.bcast(value, root=0)
+        return got
 
     def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
         if self.rank != 0:
-            return self._receive(deadline_s)
+            received: T = self._receive(deadline_s)
+            return received
         assert values is not None, "rank 0 scatters"
         # Sent without waiting: a large order to a rank that stopped answering would otherwise
         # hold rank 0 here, before the deadline of the gather that follows can notice it.
@@ -299,8 +302,8 @@ class MpiTransport:
     def start_clock(self, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
         return start_clock(self.comm, simulated, since)
 
-    def bcast_problem(self, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
-        return bcast_problem(self.comm, problem, indices)
+    def bcast_problem(self, problem: Problem | None) -> Problem:
+        return bcast_problem(self.comm, problem)
 
     def world_error(self) -> str | None:
         return slurm_world_error(self.comm)

@@ -24,7 +24,7 @@ from typing import IO
 
 from mpitune.errors import UserError
 
-# The prefix of the lines by which every rank says why it stopped (see cli.py).
+# The prefix of the line by which a rank says why it stopped (cli/, session.refuse, faults/).
 ERROR_PREFIX = "mpitune: error: "
 
 

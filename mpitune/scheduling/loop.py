@@ -6,8 +6,8 @@ transport scatters them; each rank runs its chunk on its own backend (in a super
 process, see isolation.py) and answers with a ``Report`` (results and timeline rows), gathered
 at rank 0, which writes them to the cache, tells the strategy and prints a progress line.
 An order to stop ends every rank, with the exit code of its reason. A rank that stops answering
-ends the job with ``EXIT_RESUMABLE``: its heartbeat falls silent (heartbeat.py) or its batch's
-deadline passes (deadlines.py), and ending.py ends the job, keeping what the file holds.
+ends the job with ``ExitCode.RESUMABLE``: its heartbeat falls silent or its batch's deadline
+passes, and faults/ (its ``__init__`` says how) ends the job, keeping what the file holds.
 """
 
 from __future__ import annotations
@@ -25,16 +25,15 @@ from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem, RunSettings
-from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.scheduling import early
 from mpitune.scheduling.comm import MPI, MpiTransport
-from mpitune.scheduling.ending import abandon, on_rank0, on_worker
-from mpitune.scheduling.heartbeat import Heartbeat
-from mpitune.scheduling.interrupts import EXIT_INTERRUPTED, stop_requests
-from mpitune.scheduling.liveness import Watch, timeout_s
+from mpitune.scheduling.faults.ending import abandon
+from mpitune.scheduling.faults.guard import Guard, arm, guard
+from mpitune.scheduling.faults.liveness import Watch
+from mpitune.scheduling.faults.signals import stop_requests
 from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.preloaded import Preloaded
@@ -42,28 +41,9 @@ from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse
 from mpitune.scheduling.transport import SilentRanks, Transport, first_error, leave_together
 
-__all__ = ["EXIT_INTERRUPTED", "MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
+__all__ = ["MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Guard:
-    """A rank's liveness watch, started with MPI: on rank 0 before its spec is loaded, where
-    that happens beside MPI's start (preloaded.py), so that a rank lost meanwhile ends
-    the job as it would later."""
-
-    watch: Watch
-    heartbeat: Heartbeat | None
-
-
-def guard(liveness_timeout_s: float | None = None) -> Guard:
-    """Start this rank's heartbeat on COMM_WORLD (heartbeat.py; ``liveness_timeout_s``: None for
-    the environment's or the default, 0 for none). Collective."""
-    comm = MPI.COMM_WORLD
-    watch = Watch()
-    beat = Heartbeat.start(comm, timeout_s(liveness_timeout_s), on_rank0(watch) if comm.rank == 0 else on_worker)
-    return Guard(watch, beat)
 
 
 def tune(
@@ -78,8 +58,8 @@ def tune(
 
     ``load`` is called on rank 0 only and returns the checked problem and settings (from a
     spec file, or from measured data to replay). On COMM_WORLD every rank first starts its
-    heartbeat (``guard``, unless ``guarded`` says it has started), so that a rank lost at any
-    point, start-up included, ends the job.
+    heartbeat (faults/guard.py, unless ``guarded`` says it has started), so that a rank lost at
+    any point, start-up included, ends the job.
     """
     watch = Watch()
     heartbeat = None
@@ -109,125 +89,186 @@ def _tune(
     stop_beating: Callable[[], None],
 ) -> int:
     """``tune`` on one transport; rank 0's main thread holds ``watch.writing`` while it writes
-    the file, so that its heartbeat thread can close it safely (ending.py)."""
+    the file, so that its heartbeat thread can close it safely (faults/ending.py)."""
     rank = transport.rank
     error = transport.world_error()
     if error:
         return refuse(int(os.environ.get("SLURM_PROCID", "0")), error)
-    # With the spec loaded while MPI started (preloaded.py), the run began when that did.
-    preloaded = load if isinstance(load, Preloaded) else None
-    clock, started_unix = transport.start_clock(since=preloaded.started if preloaded else None)
-    timeline = Timeline(clock)
-    began_s = clock.now()  # MPI's start, from the run's beginning (next to nothing without a preload)
-    if rank == 0 and preloaded is not None:
-        spec_s = preloaded.ended - clock.origin
-        timeline.extend([PhaseRow(timeline.batch, -1, "spec", preloaded.started - clock.origin, spec_s)])
-    else:
-        spec_s = 0.0
-    timeline.extend([PhaseRow(timeline.batch, -1, "startup", spec_s, max(spec_s, began_s))])
-    silent: SilentRanks | None = None
-    abandoning: SilentRanks | None = None
-
-    setup: Setup | None = None
+    timeline, started_unix = _begin(transport, load)
+    setup = None
     if rank == 0:
-        try:
-            if preloaded is not None:
-                loaded = preloaded()
-            else:
-                with timeline.phase("spec"):
-                    loaded = load()
-            with timeline.phase("startup"):
-                setup = prepare(*loaded)
-        except UserError as exc:
-            log.debug("the input was refused", exc_info=debug)
-            error = str(exc)
+        setup, error = _load(load, timeline, debug)
     with timeline.phase("wait"):
         error, workers = transport.bcast((error, setup.settings.compile_workers if setup else None))
     if error:
         return refuse(rank, error)
-
     with timeline.phase("startup"):
-        problem, indices = transport.bcast_problem(
-            setup.problem if setup else None, setup.space.indices if setup else None
-        )
+        problem = transport.bcast_problem(setup.problem if setup else None)
     caps = backends.capabilities(problem.lang)
     if caps.simulated_clock:
         # A replay's time is the measured time of the real run it stands for; the start-up
         # of the replay itself is no part of that.
-        clock = Clock(simulated=True)
-        timeline = Timeline(clock)
+        timeline = Timeline(Clock(simulated=True))
     with timeline.phase("startup"):
-        space = SearchSpace(problem.tune_params, indices)
-        workdir = tempfile.mkdtemp(prefix=f"mpitune-rank{rank}-")
-        backend: Backend | None = None
-        ahead = _compile_ahead(caps, transport.node_size, workers, clock)
-        isolate = problem.isolate and caps.isolate
-        spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
-        try:
-            if isolate:
-                backend = IsolatedBackend(
-                    problem, workdir, clock, problem.timeout_s, transport.node_rank, spawned, timeline
-                )
-            else:
-                backend = backends.create(problem, workdir, transport.node_rank)
-                backend.prepare()
-            if ahead is not None:
-                ahead.compiler = backend.compiler()
-        except UserError as exc:
-            error = str(exc)
+        bench = _equip(problem, caps, transport, workers, timeline)
+    manager: Manager | None = None
+    silent: SilentRanks | None = None
     try:
-        with timeline.phase("wait"):
-            error = first_error(transport, error)
-            placements = transport.gather(
-                Placement(
-                    socket.gethostname(),
-                    backend.device_name if backend else "",
-                    backend.device_detail if backend else "",
-                    os.getpid(),
-                    ahead.workers if ahead else 0,
-                )
-            )
-        if error:
-            return refuse(rank, error)
-        assert backend is not None  # every rank has one once no rank has an error
-
-        manager = None
-        if rank == 0:
-            assert setup is not None and placements is not None
-            with timeline.phase("startup"), watch.writing:
-                manager, error = open_run(setup, placements, clock, started_unix, command)
-                if manager is not None:
-                    watch.path, watch.close = manager.cache.path, _closer(manager, timeline)
-        with timeline.phase("wait"):
-            error = transport.bcast(error)
+        manager, error = _open(transport, setup, bench, timeline, watch, started_unix, command)
         if error:
             return refuse(rank, error)
         caveat = cpu_oversubscribed(caps, transport.node_size, os.cpu_count() or 1)
         if manager and caveat:
             log.warning("%s", caveat)
-
-        with stop_requests(manager):
-            try:
-                stop = rounds(transport, manager, backend, space, timeline, ahead, watch, stop_beating)
-            except SilentRanks as exc:
-                silent, stop = exc, StopReason.SILENT_RANK
-        if manager:
-            with watch.writing:
-                if not watch.closed:  # else the heartbeat thread closed it and is ending the job
-                    finish(manager, timeline)  # the file's last write, and its lock released
-                    watch.closed = True
-        abandoning = silent  # only once the file is closed: a failed last write ends the job its own way
-        if silent is None:
-            leave_together(transport)
+        stop, silent = _search(transport, manager, bench, timeline, watch, stop_beating)
         return stop.exit_code
     finally:
-        if ahead is not None:
-            ahead.close()
-        if backend is not None:
-            backend.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-        if abandoning is not None:
-            abandon(abandoning, rank, manager.cache.path if manager else "")
+        bench.close()
+        if silent is not None:  # only once the file is closed: a failed last write ends the job its own way
+            abandon(silent, rank, manager.cache.path if manager else "")
+
+
+def _begin(transport: Transport, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Timeline, float]:
+    """The run's timeline and its start in Unix time. With the spec loaded while MPI started
+    (preloaded.py), the run began when that did: rank 0's first rows are the spec's loading,
+    then the start-up until MPI was up."""
+    preloaded = load if isinstance(load, Preloaded) else None
+    clock, started_unix = transport.start_clock(since=preloaded.started if preloaded else None)
+    timeline = Timeline(clock)
+    began_s = clock.now()  # MPI's start, from the run's beginning (next to nothing without a preload)
+    if transport.rank == 0 and preloaded is not None:
+        spec_s = preloaded.ended - clock.origin
+        timeline.extend([PhaseRow(timeline.batch, -1, "spec", preloaded.started - clock.origin, spec_s)])
+    else:
+        spec_s = 0.0
+    timeline.extend([PhaseRow(timeline.batch, -1, "startup", spec_s, max(spec_s, began_s))])
+    return timeline, started_unix
+
+
+def _load(
+    load: Callable[[], tuple[Problem, RunSettings]], timeline: Timeline, debug: bool
+) -> tuple[Setup | None, str | None]:
+    """Rank 0's input, loaded and checked; or why it is refused."""
+    try:
+        if isinstance(load, Preloaded):
+            loaded = load()  # its time is already on the timeline
+        else:
+            with timeline.phase("spec"):
+                loaded = load()
+        with timeline.phase("startup"):
+            return prepare(*loaded), None
+    except UserError as exc:
+        log.debug("the input was refused", exc_info=debug)
+        return None, str(exc)
+
+
+@dataclass
+class _Bench:
+    """What a rank measures with: its working folder, its compile workers and its backend
+    (None when it could not be made; ``error`` says why)."""
+
+    workdir: str
+    ahead: CompileAhead | None
+    backend: Backend | None = None
+    error: str | None = None
+
+    def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
+        if self.backend is not None:
+            self.backend.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _equip(
+    problem: Problem, caps: Capabilities, transport: Transport, workers: int | None, timeline: Timeline
+) -> _Bench:
+    """This rank's bench: the worker the command line started (early.py) or a new one, isolated
+    where the problem and the backend allow, and the compile workers with its compiler."""
+    clock = timeline.clock
+    bench = _Bench(
+        tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
+        _compile_ahead(caps, transport.node_size, workers, clock),
+    )
+    isolate = problem.isolate and caps.isolate
+    spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
+    try:
+        if isolate:
+            bench.backend = IsolatedBackend(
+                problem, bench.workdir, clock, problem.timeout_s, transport.node_rank, spawned, timeline
+            )
+        else:
+            bench.backend = backends.create(problem, bench.workdir, transport.node_rank)
+            bench.backend.prepare()
+        if bench.ahead is not None:
+            bench.ahead.compiler = bench.backend.compiler()
+    except UserError as exc:
+        bench.error = str(exc)
+    return bench
+
+
+def _open(
+    transport: Transport,
+    setup: Setup | None,
+    bench: _Bench,
+    timeline: Timeline,
+    watch: Watch,
+    started_unix: float,
+    command: str,
+) -> tuple[Manager | None, str | None]:
+    """Every rank's placement to rank 0, which opens the file, records the run and arms the
+    watch with it (faults/guard.py); rank 0's Manager, and on every rank the first error of
+    any rank."""
+    backend, ahead = bench.backend, bench.ahead
+    with timeline.phase("wait"):
+        error = first_error(transport, bench.error)
+        placements = transport.gather(
+            Placement(
+                socket.gethostname(),
+                backend.device_name if backend else "",
+                backend.device_detail if backend else "",
+                os.getpid(),
+                ahead.workers if ahead else 0,
+            )
+        )
+    if error:
+        return None, error
+    manager = None
+    if transport.rank == 0:
+        assert setup is not None and placements is not None
+        with timeline.phase("startup"), watch.writing:
+            manager, error = open_run(setup, placements, timeline.clock, started_unix, command)
+            if manager is not None:
+                arm(watch, manager, timeline)
+    with timeline.phase("wait"):
+        return manager, transport.bcast(error)
+
+
+def _search(
+    transport: Transport,
+    manager: Manager | None,
+    bench: _Bench,
+    timeline: Timeline,
+    watch: Watch,
+    stop_beating: Callable[[], None],
+) -> tuple[StopReason, SilentRanks | None]:
+    """The rounds, under the stop requests (faults/signals.py), and the file's last write; then
+    the ranks leave together, unless ranks fell silent (returned: the job is to be ended)."""
+    assert bench.backend is not None  # every rank has one once no rank has an error
+    silent = None
+    with stop_requests(manager):
+        try:
+            stop = rounds(transport, manager, bench.backend, timeline, bench.ahead, watch, stop_beating)
+        except SilentRanks as exc:
+            silent, stop = exc, StopReason.SILENT_RANK
+    if manager:
+        with watch.writing:
+            if not watch.closed:  # else the heartbeat thread closed it and is ending the job
+                finish(manager, timeline)  # the file's last write, and its lock released
+                watch.closed = True
+    if silent is None:
+        leave_together(transport)
+    return stop, silent
 
 
 def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock) -> CompileAhead | None:
@@ -242,17 +283,3 @@ def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, 
     if started is not None or workers <= 0:
         return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
-
-
-def _closer(manager: Manager, timeline: Timeline) -> Callable[[], None]:
-    """What rank 0's heartbeat thread calls, with ``watch.writing`` held, to end a run the main
-    thread cannot end (it is measuring): the run is marked ``silent_rank`` and the file closed,
-    its lock released. The batch in flight stays recorded as in flight; no search end is
-    recorded, so the next run starts its strategy as after a killed run."""
-
-    def close() -> None:
-        manager.stop_reason = StopReason.SILENT_RANK
-        manager.cache.finish_run(timeline.clock.now(), StopReason.SILENT_RANK.value, manager.measured)
-        manager.cache.close()
-
-    return close

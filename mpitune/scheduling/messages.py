@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR
+from mpitune.exits import ExitCode
 from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
@@ -25,7 +25,7 @@ class StopReason(enum.Enum):
     SIGNAL = "signal"  # SIGTERM, SIGUSR1 or the stop file: the job is about to be ended
     DEVICE_ERROR = "device_error"  # a rank's device can no longer be trusted
     SPEC_ERROR = "spec_error"  # a spec's per-configuration callable failed
-    SILENT_RANK = "silent_rank"  # a rank did not answer within its batch's deadline (deadlines.py)
+    SILENT_RANK = "silent_rank"  # a rank did not answer within its batch's deadline (faults/deadlines.py)
 
     @property
     def resumable(self) -> bool:
@@ -40,10 +40,10 @@ class StopReason(enum.Enum):
         return self in (StopReason.SIGNAL, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK)
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         if self is StopReason.SPEC_ERROR:
-            return EXIT_USER_ERROR
-        return EXIT_RESUMABLE if self.resumable else 0
+            return ExitCode.USER_ERROR
+        return ExitCode.RESUMABLE if self.resumable else ExitCode.OK
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Order:
     race: Race | None = None
     # What the batch should take (None: no history yet), how long rank 0 waits for this rank's
     # report after sending the order, and how long this rank waits for its next order after
-    # reporting, before calling the other side silent (deadlines.py); None: no limit.
+    # reporting, before calling the other side silent (faults/deadlines.py); None: no limit.
     expected_s: float | None = None
     deadline_s: float | None = None
     next_order_within_s: float | None = None

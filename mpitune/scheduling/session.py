@@ -1,20 +1,27 @@
 """Rank 0's start and end of a run: checking the input, opening the file and recording the
-run, and the closing lines. No MPI here: the loop gathers what these need."""
+run, what rank 0 carries through the rounds and records of each batch, and the closing lines.
+No MPI here: the loop gathers what these need."""
 
 from __future__ import annotations
 
+import math
 import sys
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from mpitune import __version__, strategies
 from mpitune.backends.capabilities import Capabilities, DeviceKind
-from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError, UserError
+from mpitune.errors import SpecError, UserError
+from mpitune.exits import ExitCode
 from mpitune.model.objective import Objective
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.scheduling.faults.deadlines import Deadlines
+from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager, Setup
-from mpitune.scheduling.messages import Placement
+from mpitune.scheduling.messages import Order, Placement, Report
 from mpitune.store.cache import Cache, RunInfo, refuse_unusable
 
 
@@ -27,7 +34,7 @@ def refuse(rank: int, error: str) -> int:
     """End this rank for an error the user can fix; rank 0 alone says why."""
     if rank == 0:
         print(f"mpitune: error: {error}", file=sys.stderr, flush=True)
-    return EXIT_USER_ERROR
+    return ExitCode.USER_ERROR
 
 
 def prepare(problem: Problem, settings: RunSettings) -> Setup:
@@ -100,6 +107,28 @@ def open_run(
     return manager, None
 
 
+@dataclass
+class Rank0:
+    """What rank 0 carries through the rounds: the search, each batch's deadline, the watch its
+    main thread shares with its heartbeat thread (``watch.writing`` is held while the file is
+    written), and its own orders in flight, each with when it went out."""
+
+    manager: Manager
+    deadlines: Deadlines
+    watch: Watch
+    own: deque[tuple[Order, float]] = field(default_factory=deque)
+    reported_s: float = math.nan  # when the last batch's reports were in
+
+    def record(self, timeline: Timeline, reports: list[Report]) -> None:
+        """The oldest batch's reports into the file and the strategy, and the progress line;
+        with ``watch.writing`` held."""
+        with timeline.phase("write"):
+            results = self.manager.record(reports)
+        with timeline.phase("strategy"):
+            self.manager.tell(results)
+            say(self.manager.progress_line())
+
+
 def _workers_text(workers: tuple[int, ...]) -> str:
     if not any(workers):
         return "compiling in turn"
@@ -130,7 +159,8 @@ def finish(manager: Manager, timeline: Timeline) -> None:
     if manager.error:
         print(f"mpitune: error: {manager.error}", file=sys.stderr, flush=True)
     if reason.resumable:
-        say(f"stopped early ({reason.value}); run the same command again to resume (exit code {EXIT_RESUMABLE})")
+        resume = f"run the same command again to resume (exit code {ExitCode.RESUMABLE.value})"
+        say(f"stopped early ({reason.value}); {resume}")
 
 
 def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> str | None:

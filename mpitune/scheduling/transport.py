@@ -17,11 +17,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-import numpy as np
-
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
-from mpitune.scheduling.liveness import Silence
+from mpitune.scheduling.faults.liveness import Silence
 
 T = TypeVar("T")
 
@@ -95,8 +93,8 @@ class Transport(Protocol):
         ``time.perf_counter()`` value ``since`` when the run began before this call."""
         ...
 
-    def bcast_problem(self, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
-        """Rank 0's problem, as workers need it, and the search space's index table."""
+    def bcast_problem(self, problem: Problem | None) -> Problem:
+        """Rank 0's problem, as workers need it."""
         ...
 
     def world_error(self) -> str | None:
@@ -164,9 +162,9 @@ class LocalTransport:
         clock = Clock(simulated, origin=since)
         return clock, time.time() - (0.0 if simulated else clock.now())
 
-    def bcast_problem(self, problem: Problem | None, indices: np.ndarray | None) -> tuple[Problem, np.ndarray]:
-        assert problem is not None and indices is not None, "rank 0 holds the problem"
-        return problem.for_workers(), indices
+    def bcast_problem(self, problem: Problem | None) -> Problem:
+        assert problem is not None, "rank 0 holds the problem"
+        return problem.for_workers()
 
     def world_error(self) -> str | None:
         return None

@@ -1,4 +1,5 @@
-"""Telling a failed write (a full disk, a read-only folder) from a bug, for one line and exit 74.
+"""Telling a failed write (a full disk, a read-only folder) from a bug, for one line and
+``ExitCode.CANNOT_WRITE``.
 
 h5py reports the system's refusal as an ``OSError`` or a ``RuntimeError`` whose text holds
 "errno = 28"; plain Python writes raise ``OSError`` with ``errno`` set. Either way the data
@@ -11,9 +12,6 @@ from __future__ import annotations
 import errno
 import re
 
-# EX_IOERR of sysexits.h: an output could not be written.
-EXIT_CANNOT_WRITE = 74
-
 REASONS = {
     errno.ENOSPC: "the disk is full",
     errno.EDQUOT: "the disk quota is exceeded",
@@ -23,11 +21,6 @@ REASONS = {
 }
 _H5_ERRNO = re.compile(r"errno = (\d+)")
 _H5_FILE = re.compile(r"filename = '([^']*)'")
-
-
-def describe_os_error(path: str, exc: OSError) -> str:
-    """One line for what the system refused when writing ``path``."""
-    return f"{path}: cannot write: {REASONS.get(exc.errno or 0, exc.strerror or str(exc))}"
 
 
 def cannot_write(exc: BaseException) -> str | None:

@@ -1,3 +1,4 @@
+import os
 import signal
 import subprocess
 import sys
@@ -6,6 +7,7 @@ import pytest
 from conftest import mpi_env
 
 from mpitune.commands.job import CANCELLED_ABOVE_S, seconds_left, srun_mpi_plugin, stop_cause
+from mpitune.exits import ExitCode
 
 
 @pytest.mark.parametrize(
@@ -51,3 +53,27 @@ def test_job_without_a_spec_is_refused():
 )
 def test_a_sigterm_with_time_left_is_a_cancel_not_the_limit(signum, left_s, cause):
     assert stop_cause(signum, left_s) == cause
+
+
+@pytest.mark.parametrize("code", [ExitCode.OK, ExitCode.USER_ERROR, ExitCode.RESUMABLE, ExitCode.INTERRUPTED])
+def test_the_job_requeues_only_a_run_that_ended_resumable_and_passes_its_code_on(tmp_path, code):
+    """The job scripts exec ``mpitune job``, which reads the run's exit code from the table: a
+    stand-in srun ends with ``code``, a stand-in scontrol records what it was asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f"#!/bin/sh\nexit {code.value}\n")
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "scontrol.log"}\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = mpi_env() | {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "job", "--srun-mpi", "pmi2", "spec.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    requeued = (tmp_path / "scontrol.log").read_text() if (tmp_path / "scontrol.log").exists() else ""
+    assert requeued == ("requeue 4242\n" if code == ExitCode.RESUMABLE else "")

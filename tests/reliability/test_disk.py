@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import kt_cache, mpi_env, mpitune, write_scale_spec
 
+from mpitune.exits import ExitCode
 from mpitune.store.reader import read
 
-EXIT_CANNOT_WRITE = 74
 SPACE = '{"STEP": list(range(1, 41)), "MODE": [0]}'
 
 
@@ -93,7 +93,7 @@ def test_resume_on_a_full_disk_says_so_and_keeps_every_recorded_row(small_disk):
     started = time.monotonic()
     proc = mpitune(2, [str(spec), "--batch-size", "2"], small_disk)
     took = time.monotonic() - started
-    assert proc.returncode == EXIT_CANNOT_WRITE, proc.stderr
+    assert proc.returncode == ExitCode.CANNOT_WRITE, proc.stderr
     one_error_line(proc, "spec.h5: cannot write: the disk is full")
     assert took < 30, took
     filler.unlink()
@@ -109,7 +109,7 @@ def test_fresh_run_on_a_full_disk_says_so(small_disk):
     fill(small_disk)
     started = time.monotonic()
     proc = mpitune(2, [str(spec)], small_disk)
-    assert proc.returncode == EXIT_CANNOT_WRITE, proc.stderr
+    assert proc.returncode == ExitCode.CANNOT_WRITE, proc.stderr
     one_error_line(proc, "cannot write: the disk is full")
     assert time.monotonic() - started < 30
 
@@ -122,7 +122,7 @@ def test_export_to_a_full_disk_keeps_the_older_export(tmp_path, small_disk, fmt)
     older.write_text("an older export\n")
     fill(small_disk)
     proc = offline("export", str(tmp_path / "x.h5"), "--format", fmt, "--out", str(older), cwd=tmp_path)
-    assert proc.returncode == EXIT_CANNOT_WRITE, proc.stderr
+    assert proc.returncode == ExitCode.CANNOT_WRITE, proc.stderr
     one_error_line(proc, "out.json: cannot write: the disk is full")
     assert older.read_text() == "an older export\n"
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "out.json"]  # no temporary left
@@ -158,6 +158,6 @@ def test_check_of_a_cache_in_a_read_only_folder_checks_without_repairing(read_on
 def test_plot_into_a_read_only_folder_says_so(read_only):
     pytest.importorskip("matplotlib")
     proc = offline("plot", str(read_only / "x.h5"), "--out", str(read_only), cwd=read_only, user="65534")
-    assert proc.returncode == EXIT_CANNOT_WRITE, proc.stderr
+    assert proc.returncode == ExitCode.CANNOT_WRITE, proc.stderr
     one_error_line(proc, "cannot write: permission denied")
     assert sorted(p.name for p in read_only.iterdir()) == ["x.h5"]

@@ -1,5 +1,5 @@
 """A rank that stops answering while its batch is long, or before the first batch (issue 14):
-only the heartbeats (scheduling/heartbeat.py) can notice it in seconds.
+only the heartbeats (scheduling/faults/heartbeat.py) can notice it in seconds.
 
 Real mpiexec runs of three ranks on the C backend, with a liveness timeout of 3 s
 (``MPITUNE_TEST_LIVENESS_TIMEOUT_S`` sets another, to measure the default's: docs/reliability.md).

@@ -17,7 +17,7 @@ def test_bcast_problem_sends_arrays_and_drops_restrictions():
     from mpitune.scheduling.comm import bcast_problem
 
     comm = MPI.COMM_WORLD
-    problem = indices = None
+    problem = None
     if comm.rank == 0:
         x = np.arange(10, dtype=np.float32)
         problem = Problem(
@@ -32,13 +32,11 @@ def test_bcast_problem_sends_arrays_and_drops_restrictions():
             tune_params={"a": [1, 2]},
             restrictions=[Restriction("a > 1", ["a"]), lambda c: True],
         )
-        indices = np.array([[1]], dtype=np.uint8)
-    got, got_indices = bcast_problem(comm, problem, indices)
+    got = bcast_problem(comm, problem)
     assert got.restrictions == []
     assert np.array_equal(got.arguments[0], np.arange(10, dtype=np.float32))
     assert got.arguments[1] == np.int32(10) and got.arguments[1].dtype == np.int32
     assert np.array_equal(got.answer[0], 2 * np.arange(10, dtype=np.float32)) and got.answer[1] is None
-    assert got_indices.dtype == np.uint8 and got_indices.tolist() == [[1]]
 
 
 @pytest.mark.mpi(min_size=2)
@@ -150,8 +148,8 @@ def test_a_gather_ends_when_the_heartbeats_find_a_worker_silent():
     from mpi4py import MPI
 
     from mpitune.scheduling.comm import MpiTransport
-    from mpitune.scheduling.heartbeat import Heartbeat
-    from mpitune.scheduling.liveness import Silence, Watch
+    from mpitune.scheduling.faults.heartbeat import Heartbeat
+    from mpitune.scheduling.faults.liveness import Silence, Watch
     from mpitune.scheduling.transport import SilentRanks
 
     comm = MPI.COMM_WORLD

@@ -20,7 +20,8 @@ import pytest
 from conftest import heavy_imports
 
 from mpitune import backends
-from mpitune.errors import EXIT_RESUMABLE, EXIT_USER_ERROR, SpecError
+from mpitune.errors import SpecError
+from mpitune.exits import ExitCode
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling import batching
 from mpitune.scheduling import manager as manager_module
@@ -145,11 +146,11 @@ def test_stop_reasons_keep_their_file_values_and_exit_codes():
     assert [r.exit_code for r in StopReason] == [
         0,
         0,
-        EXIT_RESUMABLE,
-        EXIT_RESUMABLE,
-        EXIT_RESUMABLE,
-        EXIT_USER_ERROR,
-        EXIT_RESUMABLE,
+        ExitCode.RESUMABLE,
+        ExitCode.RESUMABLE,
+        ExitCode.RESUMABLE,
+        ExitCode.USER_ERROR,
+        ExitCode.RESUMABLE,
     ]
 
 
@@ -186,7 +187,7 @@ def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys)
     ranks = Ranks(tmp_path, 2, strategy="brute_force", batch_size=2, time_limit_s=5.2)
     manager = ranks.open()
     stop = ranks.run(manager)
-    assert stop is StopReason.TIME_LIMIT and stop.exit_code == EXIT_RESUMABLE
+    assert stop is StopReason.TIME_LIMIT and stop.exit_code == ExitCode.RESUMABLE
     # Two batches go out at 0, then one as each is recorded: at 0.5, ... 4.0. At 4.5 the next
     # would start after the one in flight, at 5.0, and end at 5.5, after the limit.
     assert [orders[0].now_s for orders in ranks.orders] == pytest.approx([0.0] + [0.5 * b for b in range(9)])
@@ -279,7 +280,7 @@ def test_a_stop_file_stops_after_the_batches_in_flight(tmp_path, caplog, capsys)
     stop_file.touch()
     with caplog.at_level(logging.WARNING):
         stop = ranks.run(manager)
-    assert stop is StopReason.SIGNAL and stop.exit_code == EXIT_RESUMABLE
+    assert stop is StopReason.SIGNAL and stop.exit_code == ExitCode.RESUMABLE
     assert f"found {stop_file}: finishing, then stopping" in caplog.text
     ids, runs = recorded(ranks.cache_path)
     # Two rounds measured batches 0 and 1 and handed out batch 2, which is measured too.
@@ -366,14 +367,14 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
     ]
     assert lines[-1] == f"mpitune: 10 configurations measured in 5.0 simulated s (max_fevals); results in {out}"
 
-    assert tune(load(time_limit_s=3.0), "cmd", transport=LocalTransport()) == EXIT_RESUMABLE
+    assert tune(load(time_limit_s=3.0), "cmd", transport=LocalTransport()) == ExitCode.RESUMABLE
     assert "(time_limit); results in" in capsys.readouterr().out
     ids, runs = recorded(str(out))
     assert len(ids) == len(set(ids)) and [status for status, _ in runs] == ["max_fevals", "time_limit"]
 
     (tmp_path / "other.h5").write_text("not a cache")
     refused = tune(load(tmp_path / "other.h5"), "cmd", transport=LocalTransport())
-    assert refused == EXIT_USER_ERROR
+    assert refused == ExitCode.USER_ERROR
     assert capsys.readouterr().err.startswith(f"mpitune: error: {source}: cache: ")
 
 

@@ -40,7 +40,7 @@ def _watched(limit_s: str, mode: str, wait_s: str) -> subprocess.CompletedProces
     code = textwrap.dedent(
         """
         import sys, time
-        from mpitune.scheduling.start_watch import StartWatch
+        from mpitune.scheduling.faults.start_watch import StartWatch
         watch = StartWatch(0, {"MPITUNE_MPI_START_TIMEOUT_S": sys.argv[1]})
         if sys.argv[2] == "up":
             watch.end()

@@ -8,7 +8,7 @@ derived from what the batch should take:
 - what similar work took so far in this run: of the last ``HISTORY_ROUNDS`` rounds, the slowest
   rank's chunk time divided by its chunk length, times the longest chunk of this batch;
 - times ``SAFETY_FACTOR``, plus what one configuration may take before its rank's supervisor
-  ends it (``timeout_s`` from the spec, else the rule of process/isolation.py), so that a
+  ends it (``timeout_s`` from the spec, else the rule of process/deadline.py), so that a
   configuration that hangs until its own timeout is not mistaken for a lost rank;
 - never less than the floor (``--rank-deadline-floor``, ``MPITUNE_RANK_DEADLINE_FLOOR_S``,
   else ``DEFAULT_FLOOR_S``): a slow first compile, a cold file system or a busy node are not
@@ -26,12 +26,11 @@ Pure arithmetic on what rank 0 observed; no MPI, no clock of its own.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from mpitune.process.isolation import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
-from mpitune.scheduling.liveness import seconds_setting
+from mpitune.process.deadline import config_limit_s
+from mpitune.scheduling.faults.liveness import seconds_setting
 from mpitune.scheduling.messages import Order, Report
 
 DEFAULT_FLOOR_S = 45.0  # see docs/reliability.md, "A rank that stops answering"
@@ -54,16 +53,6 @@ class Allowance:
 def floor_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
     """The floor the command line gives, else the environment's, else the default."""
     return seconds_setting(setting, FLOOR_VARIABLE, DEFAULT_FLOOR_S, environ)
-
-
-def per_config_limit_s(timeout_s: float | None, config_s: Sequence[float]) -> float:
-    """How long one configuration may take before its rank's supervisor ends it as a timeout:
-    the spec's ``timeout_s``, else isolation.py's rule on the configurations measured so far."""
-    if timeout_s is not None:
-        return timeout_s
-    if not config_s:
-        return TIMEOUT_FLOOR_S
-    return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(config_s))
 
 
 def allowance(
@@ -106,7 +95,7 @@ class Deadlines:
             limit = allowance(
                 longest,
                 max(rates) if rates else None,
-                per_config_limit_s(self.timeout_s, self.config_s),
+                config_limit_s(self.timeout_s, self.config_s),
                 self.floor_s,
                 self.turnaround_s,
             )

@@ -1,4 +1,4 @@
-"""How long rank 0 waits for a batch (deadlines.py), and the one-rank transport's side of it."""
+"""How long rank 0 waits for a batch (faults/deadlines.py), and the one-rank transport's side of it."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import socket
 
 import pytest
 
-from mpitune.model.result import Result
-from mpitune.process.isolation import TIMEOUT_FLOOR_S
-from mpitune.scheduling.deadlines import (
+from mpitune.model.result import Result, Status
+from mpitune.model.work import Work
+from mpitune.process.deadline import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
+from mpitune.scheduling.faults.deadlines import (
     DEFAULT_FLOOR_S,
     FLOOR_VARIABLE,
     SAFETY_FACTOR,
     Deadlines,
     allowance,
     floor_s,
-    per_config_limit_s,
 )
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.transport import LocalTransport, SilentRanks
@@ -40,11 +40,13 @@ def test_the_floor_holds_for_quick_batches():
     assert quick.deadline_s == 60.0 and quick.next_order_within_s == 120.0
 
 
-def test_the_per_configuration_limit_is_the_supervisors():
-    assert per_config_limit_s(7.0, [100.0]) == 7.0  # the spec's timeout_s
-    assert per_config_limit_s(None, []) == TIMEOUT_FLOOR_S
-    assert per_config_limit_s(None, [0.1, 0.2, 0.3]) == TIMEOUT_FLOOR_S
-    assert per_config_limit_s(None, [10.0, 20.0, 30.0]) == 20 * 20.0
+def test_a_batch_without_history_allows_each_configuration_the_supervisors_limit():
+    orders = [Order(0.0, 0, work(1, 2)), Order(0.0, 0, work(3))]
+    deadlines = Deadlines(floor_s=1.0, timeout_s=None)
+    assert [o.deadline_s for o in deadlines.stamp(orders)] == [2 * TIMEOUT_FLOOR_S] * 2
+    deadlines.config_s = [10.0, 20.0, 30.0]
+    assert deadlines.stamp(orders)[0].deadline_s == 2 * TIMEOUT_FACTOR * 20.0
+    assert Deadlines(floor_s=1.0, timeout_s=7.0).stamp(orders)[0].deadline_s == 2 * 7.0  # the spec's timeout_s
 
 
 def test_the_floor_comes_from_the_command_line_then_the_environment():
@@ -54,24 +56,26 @@ def test_the_floor_comes_from_the_command_line_then_the_environment():
     assert floor_s(None, {FLOOR_VARIABLE: "soon"}) == DEFAULT_FLOOR_S
 
 
+def work(*ids: int) -> tuple[Work, ...]:
+    return tuple(Work(i, {"x": i}) for i in ids)
+
+
 def _result(config_id: int, started_s: float, finished_s: float) -> Result:
-    r = Result(config_id, "ok")
-    r.started_s, r.finished_s = started_s, finished_s
-    return r
+    return Result(config_id, Status.OK, started_s=started_s, finished_s=finished_s)
 
 
 def test_rank_0_learns_the_slowest_ranks_time_per_configuration():
     deadlines = Deadlines(floor_s=1.0, timeout_s=2.0)
-    orders = deadlines.stamp([Order(10.0, 0, [0, 1]), Order(10.0, 0, [2, 3])])
+    orders = deadlines.stamp([Order(10.0, 0, work(0, 1)), Order(10.0, 0, work(2, 3))])
     assert orders[0].expected_s is None and orders[0].deadline_s == 2 * 2.0  # no history: 2 x timeout_s
     # rank 0 took 1 s for its two, rank 1 took 3 s: 1.5 s per configuration
     reports = [
-        Report([_result(0, 10.0, 10.5), _result(1, 10.5, 11.0)], [], 11.0),
-        Report([_result(2, 10.0, 11.5), _result(3, 11.5, 13.0)], [], 13.0),
+        Report((_result(0, 10.0, 10.5), _result(1, 10.5, 11.0)), (), 11.0),
+        Report((_result(2, 10.0, 11.5), _result(3, 11.5, 13.0)), (), 13.0),
     ]
     deadlines.observe(orders, reports)
     deadlines.turned(0.2)
-    nxt = deadlines.stamp([Order(13.0, 1, [4, 5, 6]), Order(13.0, 1, [7])])
+    nxt = deadlines.stamp([Order(13.0, 1, work(4, 5, 6)), Order(13.0, 1, work(7))])
     assert nxt[0].expected_s == pytest.approx(4.5)  # the longest chunk, three configurations
     assert nxt[0].deadline_s == pytest.approx(SAFETY_FACTOR * 4.5 + 2.0)
     assert nxt[0].next_order_within_s == pytest.approx(nxt[0].deadline_s + 2.0)

@@ -10,13 +10,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
-from mpitune.scheduling.aborting import abort_job
+from mpitune.exits import ExitCode
+from mpitune.scheduling.faults.aborting import abort_job
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import StopReason
-
-# A job ended by a second Ctrl-C, or by one before tuning began: 128 + SIGINT, as a shell reports it.
-EXIT_INTERRUPTED = 130
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +27,7 @@ def stop_requests(manager: Manager | None) -> Iterator[None]:
     ranks ignore them so that they can finish their chunk and hear the stop from rank 0. A second
     Ctrl-C on rank 0 stops at once (see ``_SecondInterrupt``)."""
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         if manager:
             manager.stop_requested = StopReason.SIGNAL
             log.warning(
@@ -51,7 +50,7 @@ def stop_requests(manager: Manager | None) -> Iterator[None]:
 class _SecondInterrupt:
     """Rank 0 spends most of a batch inside MPI calls, where Python's signal handlers do not run
     until the call returns; so a thread watches the signal wakeup socket and, on a second SIGINT,
-    ends the job at once with ``EXIT_INTERRUPTED``. Every batch recorded so far is on disk (the
+    ends the job at once with ``ExitCode.INTERRUPTED``. Every batch recorded so far is on disk (the
     file is flushed per batch); the batch in flight is lost and the next run (or ``check``) marks
     the run killed. SIGINTs within ``SAME_PRESS_S`` of the first count as one: a Ctrl-C in a
     terminal reaches rank 0 from the terminal and again from the launcher forwarding it."""
@@ -81,9 +80,9 @@ class _SecondInterrupt:
                 first = now
             elif now - first > self.SAME_PRESS_S:
                 abort_job(
-                    EXIT_INTERRUPTED,
+                    ExitCode.INTERRUPTED,
                     "mpitune: error: interrupted twice: stopping now; every batch before the one in flight is "
-                    f"recorded, run the same command again to resume (exit code {EXIT_INTERRUPTED})",
+                    f"recorded, run the same command again to resume (exit code {ExitCode.INTERRUPTED.value})",
                 )
 
     def close(self) -> None:

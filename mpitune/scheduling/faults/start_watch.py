@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 
-from mpitune.scheduling.liveness import seconds_setting
+from mpitune.scheduling.faults.liveness import seconds_setting
 
 # Longer than any healthy start: the slowest rank's Python and numpy imports on a cold shared
 # file system, and the launcher's wiring of hundreds of ranks, take seconds to tens of seconds.
@@ -45,7 +45,7 @@ class StartWatch:
 
     def __init__(self, world_rank: int | None, environ: dict[str, str] | None = None):
         self.limit_s = seconds_setting(None, START_TIMEOUT_VARIABLE, START_TIMEOUT_S, environ)
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         if self.limit_s <= 0:
             return
         line = ""

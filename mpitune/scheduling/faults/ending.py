@@ -1,5 +1,5 @@
 """Ending the job when a rank stops answering: one line, the file closed where that is safe,
-and ``MPI_Abort`` with ``EXIT_RESUMABLE`` (a rank that does not answer cannot take part in a
+and ``MPI_Abort`` with ``ExitCode.RESUMABLE`` (a rank that does not answer cannot take part in a
 clean stop, and the launcher would wait for it).
 
 Two threads of rank 0 can notice a silent rank: the main thread, when a batch's deadline passes
@@ -8,9 +8,11 @@ the heartbeat thread itself (heartbeat.py), while the main thread is busy elsewh
 rank 0's own chunk of a long batch above all. They share a ``liveness.Watch``:
 
 - the main thread, in a gather, ends the run itself: it records the reports that arrived, keeps
-  the silent ranks' chunks in the file as in flight, closes the file and aborts (``abandon``);
+  the silent ranks' chunks in the file as in flight (silent_round.py), closes the file and
+  aborts (``abandon``);
 - otherwise the heartbeat thread waits for the main thread to finish what it is writing (the
-  ``writing`` lock, ``WRITE_WAIT_S`` at most), marks the run ``silent_rank`` and closes the file;
+  ``writing`` lock, ``WRITE_WAIT_S`` at most), marks the run ``silent_rank`` and closes the file
+  (what guard.py arms the watch with);
   the batch in flight is lost and stays recorded as in flight, so that ``check`` names it and a
   rerun measures it. Should the main thread hold the lock longer, the heartbeat thread aborts
   without closing the file: every batch flushed before is kept, and the next run (or ``check``)
@@ -28,9 +30,9 @@ import time
 from collections.abc import Callable
 from typing import NoReturn
 
-from mpitune.errors import EXIT_RESUMABLE
-from mpitune.scheduling.aborting import abort_job
-from mpitune.scheduling.liveness import Silence, Watch
+from mpitune.exits import ExitCode
+from mpitune.scheduling.faults.aborting import abort_job
+from mpitune.scheduling.faults.liveness import Silence, Watch
 from mpitune.scheduling.transport import SilentRanks, who
 
 # How long the heartbeat thread gives the main thread to take its alarm in a gather (it looks
@@ -73,7 +75,7 @@ def rank0_line(silent: SilentRanks, path: str) -> str:
         what = f"{who(silent.ranks, silent.hosts)} did not answer within {seconds(silent.waited_s)} s ({expected})"
     return (
         f"mpitune: error: {what}; results so far are saved in {path}; rerun the same command to resume "
-        f"(exit code {EXIT_RESUMABLE})"
+        f"(exit code {ExitCode.RESUMABLE.value})"
     )
 
 
@@ -87,7 +89,7 @@ def abandon(silent: SilentRanks, rank: int, path: str) -> NoReturn:
             f"rank 0 on {silent.hosts[0]} sent nothing for {seconds(silent.waited_s)} s after this rank's report, "
             f"longer than its batch may take"
             + (f" (MPI reported: {silent.error})" if silent.error else "")
-            + f": it is lost or stopped; ending the job (exit code {EXIT_RESUMABLE})"
+            + f": it is lost or stopped; ending the job (exit code {ExitCode.RESUMABLE.value})"
         )
     _end(line, on_stderr=rank == 0)
 
@@ -109,7 +111,7 @@ def on_rank0(watch: Watch, abort: Callable[[str], None] | None = None) -> Callab
 
 def rank0_silence_line(silence: Silence, watch: Watch) -> str:
     """Close the file if the main thread lets go of it in time; the line that says what was kept."""
-    resume = f"rerun the same command to resume (exit code {EXIT_RESUMABLE})"
+    resume = f"rerun the same command to resume (exit code {ExitCode.RESUMABLE.value})"
     if not watch.writing.acquire(timeout=WRITE_WAIT_S):  # held for good: the job is ending
         kept = f"every batch before the one in flight is saved in {watch.path}, which the next run repairs"
     elif watch.close is None:
@@ -128,7 +130,9 @@ def rank0_silence_line(silence: Silence, watch: Watch) -> str:
 def on_worker(silence: Silence) -> None:
     """What a worker's heartbeat thread does when rank 0 is silent: one line in its log, and
     the job ends (rank 0's node lost or rank 0 stopped: nothing would tell this rank more)."""
-    _end(f"{heard_nothing(silence)}: it is lost or stopped; ending the job (exit code {EXIT_RESUMABLE})", False)
+    _end(
+        f"{heard_nothing(silence)}: it is lost or stopped; ending the job (exit code {ExitCode.RESUMABLE.value})", False
+    )
 
 
 def _within(limit_s: float, done: Callable[[], bool]) -> bool:
@@ -143,11 +147,11 @@ def _within(limit_s: float, done: Callable[[], bool]) -> bool:
 
 def _end(line: str, on_stderr: bool = True) -> NoReturn:
     """Write ``line`` (on stderr: rank 0's; else in this rank's log) and end every rank with
-    ``EXIT_RESUMABLE``, unless another thread of this rank is already ending the job, in which
+    ``ExitCode.RESUMABLE``, unless another thread of this rank is already ending the job, in which
     case wait for its abort."""
     if not _ONE_LINE.acquire(blocking=False):
         time.sleep(HANDOVER_S + WRITE_WAIT_S)  # the other thread's abort ends this process first
-        os._exit(EXIT_RESUMABLE)
+        os._exit(ExitCode.RESUMABLE)
     if not on_stderr:
         log.error("%s", line)
-    abort_job(EXIT_RESUMABLE, line if on_stderr else None)
+    abort_job(ExitCode.RESUMABLE, line if on_stderr else None)

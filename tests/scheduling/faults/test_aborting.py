@@ -10,7 +10,7 @@ from tests.conftest import mpirun
 ABORTING = textwrap.dedent(
     """
     import sys
-    from mpitune.scheduling.aborting import abort_job
+    from mpitune.scheduling.faults.aborting import abort_job
     from mpitune.scheduling.comm import MPI
 
     if MPI.COMM_WORLD.rank == 1:

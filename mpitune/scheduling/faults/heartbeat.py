@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 
 from mpi4py import MPI
 
-from mpitune.scheduling.liveness import Liveness, Silence, interval_s
+from mpitune.scheduling.faults.liveness import Liveness, Silence, interval_s
 
 _HEARTBEAT_TAG = 13
 WATCHDOG_FACTOR = 1.5

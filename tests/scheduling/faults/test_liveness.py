@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from mpitune.scheduling import ending
-from mpitune.scheduling.liveness import (
+from mpitune.scheduling.faults import ending
+from mpitune.scheduling.faults.liveness import (
     DEFAULT_TIMEOUT_S,
     MAX_INTERVAL_S,
     TIMEOUT_VARIABLE,
@@ -68,7 +68,7 @@ def test_beats_come_five_times_per_timeout_and_at_least_every_two_seconds():
 def test_heartbeats_are_refused_below_thread_multiple(caplog):
     from mpi4py import MPI
 
-    from mpitune.scheduling.heartbeat import Heartbeat
+    from mpitune.scheduling.faults.heartbeat import Heartbeat
 
     class World:  # what start looks at before it duplicates the communicator
         size, rank = 3, 0

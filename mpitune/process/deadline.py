@@ -1,0 +1,25 @@
+"""How long one configuration may take before its rank's supervisor ends it as a timeout: the one
+rule, which the supervised worker (isolation.py) applies to each configuration and rank 0 adds to
+each batch's deadline (scheduling/faults/deadlines.py), so that a configuration that hangs until
+its own timeout is not mistaken for a lost rank.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+# Without a timeout in the spec: this many times the median time of a configuration so far,
+# and never less than the floor (the first configurations also warm up compilers and caches).
+TIMEOUT_FACTOR = 20
+TIMEOUT_FLOOR_S = 30.0
+
+
+def config_limit_s(timeout_s: float | None, config_s: Sequence[float]) -> float:
+    """The spec's ``timeout_s``, else ``TIMEOUT_FACTOR`` times the median of ``config_s`` (how
+    long the configurations measured so far took), at least ``TIMEOUT_FLOOR_S``."""
+    if timeout_s is not None:
+        return timeout_s
+    if not config_s:
+        return TIMEOUT_FLOOR_S
+    return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * statistics.median(config_s))

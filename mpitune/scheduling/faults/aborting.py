@@ -1,0 +1,74 @@
+"""Ending every rank at once with one last line: what each ``MPI_Abort`` of mpitune goes through,
+and which exit code each failure of a rank's run ends the job with.
+
+The launcher forwards a rank's stderr on its own schedule, and ``MPI_Abort`` has it kill the
+job; a line written just before the abort is lost unless the launcher is given a moment to pass
+it on (MPICH's mpiexec dropped one about one time in three, Open MPI's mpirun the second
+Ctrl-C's line on a loaded machine). Then this rank's stderr goes to /dev/null, so that the MPI
+library's own report of the abort does not follow the one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any, NoReturn
+
+from mpitune.exits import ExitCode
+from mpitune.scheduling.comm import MPI
+from mpitune.store.write_errors import cannot_write
+
+# What the launcher is given to forward this rank's last lines before MPI_Abort ends it.
+FORWARD_S = 0.2
+# How long MPI_Abort may take before this rank ends itself: with rank 0's node lost, the abort
+# can wait for a launcher that is gone, and a rank left running holds its GPU.
+ABORT_WAIT_S = 5.0
+
+
+def abort_job(code: int, line: str | None = None) -> NoReturn:
+    """Write ``line`` (if any) on stderr, give the launcher ``FORWARD_S`` to forward it and what
+    came before, and end every rank with exit code ``code``."""
+    if line is not None:
+        print(line, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(FORWARD_S)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+    threading.Timer(ABORT_WAIT_S, os._exit, args=(code,)).start()
+    MPI.COMM_WORLD.Abort(code)
+    os._exit(code)  # should the abort return before the launcher ends this rank
+
+
+def abort_for(exc: BaseException, rank: int) -> NoReturn:
+    """End every rank for what ended this rank's run: a Ctrl-C outside the rounds (start-up, the
+    last write), where nothing is in flight to drain; a write the system refused (a full disk, a
+    read-only folder), every batch recorded before being on disk; anything else is a bug or a
+    crash on this rank, and the others would wait for it forever in the next collective."""
+    if isinstance(exc, KeyboardInterrupt):
+        abort_job(
+            ExitCode.INTERRUPTED,
+            f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
+            f"(exit code {ExitCode.INTERRUPTED.value})",
+        )
+    failed_write = cannot_write(exc)
+    if failed_write:
+        abort_job(
+            ExitCode.CANNOT_WRITE,
+            f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
+            f"same command again to resume (exit code {ExitCode.CANNOT_WRITE.value})",
+        )
+    logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank, exc_info=exc)
+    abort_job(ExitCode.FAILED)
+
+
+def quiet_failed_writes(unraisable: Any) -> None:
+    """A ``sys.unraisablehook``: h5py's objects, freed after a failed write (a full disk), repeat
+    the failure from their destructors; that failure is reported once, in one line
+    (``abort_for``), so these go to the debug log."""
+    if cannot_write(unraisable.exc_value):
+        logging.getLogger("mpitune").debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
+    else:
+        sys.__unraisablehook__(unraisable)
