@@ -84,7 +84,7 @@ def frames(data: CacheData) -> Tables:
     timeline["device"] = [where.get(k, ("", ""))[1] for k in keys]
 
     info = {
-        "problem": data.problem,
+        "problem": data.problem.record(),
         "param_names": names,
         "objective": data.objective.record(),
         "metric_names": data.metric_names,

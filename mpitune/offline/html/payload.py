@@ -58,8 +58,8 @@ class Table:
 
 def _source(v: View) -> str:
     strategies = v.runs["strategy"].astype(str).tolist()
-    if v.problem.get("imported_from"):
-        return f"imported from {v.problem['imported_from']}"
+    if v.problem.imported_from:
+        return f"imported from {v.problem.imported_from}"
     if any(c.startswith("replay") or " replay " in f" {c} " for c in v.runs["command"].astype(str)):
         return f"replay ({', '.join(dict.fromkeys(strategies))})"
     return f"tuning run ({', '.join(dict.fromkeys(strategies))})"
@@ -71,8 +71,8 @@ def summary(v: View) -> Summary:
     statuses = res["status"].value_counts()
     runs = v.runs
     s = Summary(
-        kernel=str(v.problem.get("kernel_name", "?")),
-        lang=str(v.problem.get("lang") or ""),
+        kernel=v.problem.kernel_name,
+        lang=v.problem.lang,
         source=_source(v),
         objective=obj.label,
         direction=obj.direction,

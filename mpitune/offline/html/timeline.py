@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from mpitune.model.timeline import PHASES
 from mpitune.offline.html.charts import LAYOUT, Chart
 from mpitune.offline.html.view import View
-from mpitune.offline.plots import PHASE_COLORS, PHASE_LABELS
+from mpitune.offline.plots.timeline import PHASE_COLORS, PHASE_LABELS
 
 MERGE_GAP_S = 1e-6  # bars of one phase closer than this are one bar
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from mpitune.model.identity import ProblemIdentity
 from mpitune.model.result import OK
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
@@ -73,7 +74,7 @@ class View:
     timeline: Any  # pandas.DataFrame, background phases (compile workers) left out
     objective: Objective
     param_names: list[str]
-    problem: dict
+    problem: ProblemIdentity
     runs: Any  # pandas.DataFrame, one row per run
     run_offsets: dict[int, float]  # where each run starts when the runs are laid end to end (s)
     limits: Limits = field(default_factory=Limits)
@@ -121,7 +122,7 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
         timeline=timeline,
         objective=objective_of(results, attrs["objective"]),
         param_names=list(attrs["param_names"]),
-        problem=dict(attrs["problem"]),
+        problem=ProblemIdentity.from_record(attrs["problem"]),
         runs=runs,
         run_offsets=offsets,
         limits=limits or Limits(),
