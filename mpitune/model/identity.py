@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+
 @dataclass(frozen=True)
 class ProblemIdentity:
     """Everything that, when it changes, invalidates measured results. Metrics and the objective
