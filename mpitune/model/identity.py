@@ -47,7 +47,8 @@ class ProblemIdentity:
     def record(self) -> dict[str, Any]:
         """As the file holds it, parsed: lists and dicts, every key in sorted order, the fields a
         problem lacks left out (the pandas tables' ``attrs["problem"]``)."""
-        return json.loads(self.to_json())
+        record: dict[str, Any] = json.loads(self.to_json())
+        return record
 
     def to_json(self) -> str:
         """The file's attribute ``problem``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -44,10 +45,11 @@ T4_INVALIDITY = {
 T4_SCHEMA_VERSION = "1.0.0"
 
 
-def _measured_rows(data: CacheData) -> list:
+def _measured_rows(data: CacheData) -> list[tuple[np.void, dict[str, float]]]:
     """One row per configuration (the first measurement, as a resume never repeats one), with
     its metrics and observed values by name (finite ones only: what a failure lacks)."""
-    seen, rows = set(), []
+    seen: set[int] = set()
+    rows = []
     names = data.metric_names + data.observed_names
     values = np.hstack([data.metrics, data.observed])
     for row, row_values in zip(data.results, values):
@@ -59,7 +61,7 @@ def _measured_rows(data: CacheData) -> list:
     return rows
 
 
-def _timestamp(data: CacheData, row) -> str:
+def _timestamp(data: CacheData, row: np.void) -> str:
     started = data.runs["started_unix"][data.runs["run"] == row["run"]]
     if not len(started) or math.isnan(row["finished_s"]):
         return ""
@@ -67,7 +69,7 @@ def _timestamp(data: CacheData, row) -> str:
     return str(datetime.fromtimestamp(unix, timezone.utc))  # Kernel Tuner's own format
 
 
-def _times(row) -> list[float]:
+def _times(row: np.void) -> list[float]:
     return [float(t) for t in np.asarray(row["times_ms"], dtype=float).ravel() if not math.isnan(t)]
 
 
@@ -76,12 +78,12 @@ def _device_name(data: CacheData) -> str:
     return devices[0] if len(devices) == 1 else ", ".join(devices)
 
 
-def kt_key(values) -> str:
+def kt_key(values: Iterable[Any]) -> str:
     """Kernel Tuner's cache key: the values joined by commas, each as ``str()`` prints it."""
     return ",".join(str(v) for v in values)
 
 
-def kt_document(data: CacheData) -> dict:
+def kt_document(data: CacheData) -> dict[str, Any]:
     names = data.param_names
     problem = data.problem
     cache = {}
@@ -120,7 +122,7 @@ def kt_document(data: CacheData) -> dict:
     }
 
 
-def write_kt_json(doc: dict, path: str) -> None:
+def write_kt_json(doc: dict[str, Any], path: str) -> None:
     """Laid out as Kernel Tuner writes its caches: the header, then one line per configuration."""
     entries = doc["cache"]
     header = json.dumps({**doc, "cache": {}}, indent="")[:-3]  # drop the closing "}\n}"
@@ -136,7 +138,7 @@ def export_kt_json(cache_path: str, out: str) -> int:
     return len(doc["cache"])
 
 
-def t4_document(data: CacheData) -> dict:
+def t4_document(data: CacheData) -> dict[str, Any]:
     names = data.param_names
     results = []
     objective = data.objective.name

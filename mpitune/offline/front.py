@@ -103,7 +103,7 @@ def text(p: FrontSummary) -> list[str]:
     return lines
 
 
-def figure(data: CacheData, plt):
+def figure(data: CacheData, plt: Any) -> Any:
     """Objective 1 against objective 2, every configuration with values as a point and the front
     highlighted and joined as the boundary of what it dominates."""
     objective = data.objective

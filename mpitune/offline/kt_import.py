@@ -112,7 +112,7 @@ def _identity(kt_path: str, measured: MeasuredData, iterations: int, device: str
     )
 
 
-def _entries(kt_path: str, raw: list[dict], measured: MeasuredData, space: SearchSpace) -> list[Entry]:
+def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, space: SearchSpace) -> list[Entry]:
     """Every configuration with its id in ``space`` and mpitune's status where an export from
     mpitune kept it (Kernel Tuner's markers lump failures together)."""
     position = [{v: i for i, v in enumerate(values)} for values in measured.tune_params.values()]

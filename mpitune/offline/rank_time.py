@@ -16,6 +16,8 @@ from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES, PHASES
 from mpitune.store.reader import CacheData
 
 MEASURING = ("compile", "verify", "benchmark")
+# The phases that ``RankTime`` holds in a field of their own (``compile_s``, ...), beside ``phases``.
+_OWN_FIELDS = (*MEASURING, "spec", "startup", "strategy", "write", "wait", "compile_ahead")
 # Columns of the per-rank table, in the order a run goes through them.
 PHASE_COLUMNS = PHASES
 
@@ -84,7 +86,7 @@ def per_rank(data: CacheData) -> list[RankTime]:
     """Phase totals per rank over all runs. A rank's wall time runs from the start of the
     run's clock to its last recorded phase."""
     timeline, ranks, results = data.timeline, data.ranks, data.results
-    totals: dict[int, dict] = defaultdict(lambda: defaultdict(float))
+    totals: dict[int, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
     for run in np.unique(timeline["run"]):
         rows = timeline[timeline["run"] == run]
         for rank in np.unique(rows["rank"]):
@@ -111,22 +113,14 @@ def per_rank(data: CacheData) -> list[RankTime]:
                 host=str(host),
                 device=str(device),
                 device_detail=str(detail),
-                compile_s=t["compile"],
-                verify_s=t["verify"],
-                benchmark_s=t["benchmark"],
                 other_s=busy - measuring,
                 busy_s=busy,
                 idle_s=idle,
                 wall_s=t["wall_s"],
-                spec_s=t["spec"],
-                startup_s=t["startup"],
-                strategy_s=t["strategy"],
-                write_s=t["write"],
-                wait_s=t["wait"],
                 phases=phases,
                 configs=int(measured.get(rank, 0)),
-                compile_ahead_s=t["compile_ahead"],
                 efficiency=measuring / t["wall_s"] if t["wall_s"] > 0 else None,
+                **{f"{phase}_s": t[phase] for phase in _OWN_FIELDS},
             )
         )
     return out

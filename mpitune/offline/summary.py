@@ -90,10 +90,10 @@ class RunSummary:
     ranks: int
     strategy: str
     seed: int
-    max_fevals: int | None
-    time_limit_s: float | None
+    max_fevals: int | None  # None: no budget of evaluations
+    time_limit_s: float | None  # None: no time limit
     batch_size: int
-    space_size: int
+    space_size: int  # configurations in the restricted space
     measured: int
     command: str
     version: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import h5py
 import numpy as np
@@ -32,7 +33,7 @@ def _chunk_rows(dtype: np.dtype) -> int:
     return max(16, min(_CHUNK_ROWS, _CHUNK_BYTES // dtype.itemsize))
 
 
-def lay_out(f: h5py.File, identity: ProblemIdentity, tune_params: dict[str, list], iterations: int) -> None:
+def lay_out(f: h5py.File, identity: ProblemIdentity, tune_params: dict[str, list[Any]], iterations: int) -> None:
     """Every dataset and attribute of a new file, empty; ``metrics`` is left to the writer, which
     lays it out for each run's objective."""
     f.attrs["schema_version"] = schema.SCHEMA_VERSION

@@ -10,7 +10,9 @@ reach the browser.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -45,11 +47,11 @@ class Chart:
 
     key: str
     title: str
-    figure: dict
+    figure: dict[str, Any]
     note: str = ""
 
 
-def _scatter(v: View):
+def _scatter(v: View) -> Any:
     """The scatter trace type: SVG while it stays fast, WebGL beyond."""
     return go.Scattergl if v.objective.usable.sum() > v.limits.svg_points else go.Scatter
 
@@ -216,7 +218,7 @@ def distribution(v: View) -> Chart:
     return Chart("distribution", "Distribution of the objective", fig.to_plotly_json(), note)
 
 
-def _ordered(values) -> list:
+def _ordered(values: Iterable[Any]) -> list[Any]:
     """A parameter's distinct values in their natural order (numbers by value)."""
     unique = list(dict.fromkeys(values))
     try:
