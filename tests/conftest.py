@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mpitune.model.identity import ProblemIdentity
 from mpitune.store.cache import RunInfo
 
 REPO = Path(__file__).resolve().parent.parent
@@ -243,7 +244,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 # A small cache problem for the store's tests and the verbs that read its files.
 PARAMS = {"bs": [32, 64], "kind": ["a", "b"], "f": [0.5, 1.0]}
-IDENTITY = {"kernel_name": "k", "tune_params": PARAMS}
+IDENTITY = ProblemIdentity(
+    kernel_name="k",
+    kernel_source="",
+    lang="C",
+    problem_size=(),
+    arguments=(),
+    tune_params={k: tuple(v) for k, v in PARAMS.items()},
+    restrictions=(),
+    iterations=3,
+)
 
 
 def info(**kw):

@@ -47,16 +47,9 @@ def spec_names(
     }
 
 
-def run_kernel_names(
-    origin: str,
-    kernel_name: Any,
-    kernel_source: Any,
-    problem_size: Any,
-    arguments: Any,
-    params: Any,
-    keywords: Mapping[str, Any],
-) -> dict[str, Any]:
-    """One configuration is a space of one: each parameter with its one value."""
+def one_configuration(origin: str, params: Any, keywords: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """``run_kernel``'s ``params`` as ``tune_params``: one configuration is a space of one, each
+    parameter with its one value; its keywords are checked to be ``run_kernel``'s."""
     for name in keywords:
         if name not in RUN_KERNEL_KEYWORDS:
             raise SpecError(
@@ -64,9 +57,7 @@ def run_kernel_names(
             )
     if not isinstance(params, Mapping):
         raise SpecError(origin, "params", "must be a dict of parameter name -> its one value")
-    return spec_names(
-        kernel_name, kernel_source, problem_size, arguments, {k: [v] for k, v in params.items()}, keywords
-    )
+    return {k: [v] for k, v in params.items()}
 
 
 def callable_in(value: Any, where: str) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mpitune import backends
-from mpitune.api.names import run_kernel_names
+from mpitune.api.names import one_configuration, spec_names
 from mpitune.errors import SpecError
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
@@ -37,7 +37,8 @@ def run_kernel(
     numpy arrays for arrays, scalars as given. Keywords are Kernel Tuner's ``run_kernel``'s
     (``lang``, ``grid_div_x``, ``defines``, ``compiler_options``, ``smem_args``, ``cmem_args``, ...);
     ``kernel_source`` as a path is relative to the current directory."""
-    names = run_kernel_names(ORIGIN, kernel_name, kernel_source, problem_size, arguments, params, kwargs)
+    tune_params = one_configuration(ORIGIN, params, kwargs)
+    names = spec_names(kernel_name, kernel_source, problem_size, arguments, tune_params, kwargs)
     problem = load_problem(names, ORIGIN, os.getcwd(), strict=True)
     problem.iterations = 1  # the run that counts is the untimed first one; time it once, no more
     config = {name: values[0] for name, values in problem.tune_params.items()}

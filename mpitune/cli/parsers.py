@@ -63,13 +63,7 @@ def tune_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"mpitune {__version__}")
     p.add_argument("spec", help="the spec file (Python, Kernel Tuner's tune_kernel names)")
-    p.add_argument(
-        "--out",
-        "--cache",
-        dest="out",
-        metavar="PATH",
-        help="HDF5 results file (default: SPEC's name with .h5, here; --cache is the older name)",
-    )
+    _out_flag(p, "--cache", "PATH", "HDF5 results file", "SPEC's name with .h5, here")
     p.add_argument(
         "--load-timeout",
         type=float,
@@ -142,13 +136,7 @@ def replay_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("cache", help="the measured data")
-    p.add_argument(
-        "--out",
-        "--output",
-        dest="out",
-        metavar="OUT.h5",
-        help="results file (default: CACHE's name with .replay.h5; --output is the older name)",
-    )
+    _out_flag(p, "--output", "OUT.h5", "results file", "CACHE's name with .replay.h5")
     p.add_argument(
         "--append",
         action="store_true",
@@ -157,6 +145,12 @@ def replay_parser() -> argparse.ArgumentParser:
     )
     _search_flags(p, "simulated seconds")
     return p
+
+
+def _out_flag(p: argparse.ArgumentParser, older: str, metavar: str, what: str, default: str) -> None:
+    """``--out``, the results file, also under the flag's ``older`` name."""
+    text = f"{what} (default: {default}; {older} is the older name)"
+    p.add_argument("--out", older, dest="out", metavar=metavar, help=text)
 
 
 def common(p: argparse.ArgumentParser) -> None:

@@ -13,22 +13,20 @@ HELP = "write a cache file as a Kernel Tuner JSON cache (replayable in its simul
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from mpitune.offline.exchange import EXPORTS
+
     p.add_argument("cache", help="an mpitune HDF5 file")
-    p.add_argument(
-        "--format",
-        required=True,
-        choices=("kt-json", "t4"),
-        help="kt-json: Kernel Tuner cache; t4: T4 results (schema 1.0.0)",
-    )
+    formats = "kt-json: Kernel Tuner cache; t4: T4 results (schema 1.0.0)"
+    p.add_argument("--format", required=True, choices=tuple(EXPORTS), help=formats)
     p.add_argument(
         "--out", required=True, metavar="FILE", help="file to write (gzipped if it ends in .gz); - for standard output"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpitune.offline.exchange import export_kt_json, export_t4
+    from mpitune.offline.exchange import EXPORTS
 
-    write = export_kt_json if args.format == "kt-json" else export_t4
+    write = EXPORTS[args.format]
     if args.out != "-":
         count = write(args.cache, args.out)
         print(f"mpitune: wrote {count} configurations to {args.out} ({args.format})")

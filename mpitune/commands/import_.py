@@ -16,12 +16,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpitune.offline.exchange import import_kt
+    from mpitune.offline.kt_import import import_kt
 
     command = shlex.join(["python", "-m", "mpitune", "import", args.kt_cache, "--out", args.out])
-    s = import_kt(args.kt_cache, args.out, command)
+    done = import_kt(args.kt_cache, args.out, command)
     print(
-        f"mpitune: imported {s['configs']} configurations of {s['kernel']} on {s['device']} "
-        f"({s['runs']} session(s)) into {args.out}"
+        f"mpitune: imported {done.configs} configurations of {done.kernel} on {done.device} "
+        f"({done.runs} session(s)) into {args.out}"
     )
     return ExitCode.OK

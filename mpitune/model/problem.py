@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from mpitune.model.identity import ProblemIdentity
 from mpitune.model.kernel_extras import KernelExtras
 from mpitune.model.objective import TIME, Metric
 from mpitune.model.racing import RaceRule
@@ -66,27 +67,25 @@ class Problem:
             self, restrictions=[], metrics=[], configs=None, extras=self.extras.for_workers() if self.extras else None
         )
 
-    def identity(self) -> dict:
-        """What defines the problem: changing any of it invalidates measured results. Metrics
-        and the objective do not: they are derived from what was measured."""
-        identity = {
-            "kernel_name": self.kernel_name,
-            "kernel_source": self.kernel_source,
-            "lang": self.lang,
-            "problem_size": list(self.problem_size),
-            "arguments": [_describe(a) for a in self.arguments],
-            "tune_params": {k: [plain(v) for v in vs] for k, vs in self.tune_params.items()},
-            "restrictions": [r.text if isinstance(r, Restriction) else callable_text(r) for r in self.restrictions],
-            "grid_div": {k: v if isinstance(v, (str, type(None))) else list(v) for k, v in self.grid_div.items()},
-            "block_size_names": list(self.block_size_names),
-            "iterations": self.iterations,
-            "compiler_options": list(self.compiler_options),
-            "replay_source": self.replay_source,
+    def identity(self, devices: Sequence[str] | None = None) -> ProblemIdentity:
+        """What defines the problem, measured on ``devices`` (the device models of a run)."""
+        return ProblemIdentity(
+            kernel_name=self.kernel_name,
+            kernel_source=self.kernel_source,
+            lang=self.lang,
+            problem_size=tuple(self.problem_size),
+            arguments=tuple(_describe(a) for a in self.arguments),
+            tune_params={k: tuple(plain(v) for v in vs) for k, vs in self.tune_params.items()},
+            restrictions=tuple(r.text if isinstance(r, Restriction) else callable_text(r) for r in self.restrictions),
+            iterations=self.iterations,
+            grid_div={k: v if isinstance(v, (str, type(None))) else tuple(v) for k, v in self.grid_div.items()},
+            block_size_names=tuple(self.block_size_names),
+            compiler_options=tuple(self.compiler_options),
+            replay_source=self.replay_source,
+            observed_names=tuple(self.observed_names),
+            devices=None if devices is None else tuple(devices),
             **(self.extras.identity() if self.extras else {}),
-        }
-        if self.observed_names:  # absent when empty, so files from before observers still resume
-            identity["observed_names"] = list(self.observed_names)
-        return identity
+        )
 
 
 @dataclass

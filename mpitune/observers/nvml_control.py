@@ -117,9 +117,7 @@ class ClockControl:
         asks NVML for permission without changing anything; without permission it raises the
         UserError and leaves no restore file.
         """
-        if self._saved is None:
-            self._save_and_probe()
-        saved = self._saved
+        saved = self._saved or self._save_and_probe()
         if self.tune_clocks:
             mem = int(config.get("nvml_mem_clock", saved.mem_clock_mhz))
             gr = int(config.get("nvml_gr_clock", saved.graphics_clock_mhz))
@@ -131,11 +129,12 @@ class ClockControl:
             if self._applications_clocks() != (gr, mem):
                 _call(self.device, CLOCKS, self.device.nvml.nvmlDeviceSetApplicationsClocks, mem, gr)
         if self.tune_power:
+            assert saved.power_limit_mw is not None, "saved whenever the power limit is tuned"
             mw = round(float(config.get("nvml_pwr_limit", saved.power_limit_mw / 1e3)) * 1e3)
             if self._power_limit_mw() != mw:
                 _call(self.device, POWER, self.device.nvml.nvmlDeviceSetPowerManagementLimit, mw)
 
-    def _save_and_probe(self) -> None:
+    def _save_and_probe(self) -> SavedSettings:
         gr, mem = self._applications_clocks() if self.tune_clocks else (None, None)
         saved = SavedSettings(
             host=socket.gethostname(),
@@ -162,6 +161,7 @@ class ClockControl:
             raise
         self._saved = saved
         log.info("GPU %s: original clock and power settings saved to %s", self.bus, self.restore_path)
+        return saved
 
     def restore(self) -> None:
         """Put the original settings back and delete the restore file (nothing if none were saved)."""

@@ -128,7 +128,7 @@ class PowerSampler:
         energy_end_mj = self._energy_mj()
         times, power_mw, sm_mhz, mem_mhz, temp_c = zip(*self._rows)
         window_s = times[-1] - times[0]
-        if self._energy_counter:
+        if energy_end_mj is not None and self._energy_start_mj is not None:  # the counter is there
             energy_j = (energy_end_mj - self._energy_start_mj) / 1e3
         else:
             energy_j = _integral(times, power_mw) / 1e3

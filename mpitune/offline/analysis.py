@@ -26,7 +26,7 @@ _LEADING, _TRAILING = RESULT_COLUMNS[:_SPLIT], RESULT_COLUMNS[_SPLIT + 1 :]
 _TEXT_COLUMNS = tuple(c.name for c in RESULT_COLUMNS if c.dtype.startswith("S"))
 
 
-def pandas():
+def pandas() -> Any:
     try:
         import pandas as pd
     except ImportError:
@@ -84,7 +84,7 @@ def frames(data: CacheData) -> Tables:
     timeline["device"] = [where.get(k, ("", ""))[1] for k in keys]
 
     info = {
-        "problem": data.problem,
+        "problem": data.problem.record(),
         "param_names": names,
         "objective": data.objective.record(),
         "metric_names": data.metric_names,

@@ -1,12 +1,9 @@
-"""Moving results between mpitune and Kernel Tuner's ecosystem.
+"""A cache file in the formats of Kernel Tuner's ecosystem (the other way is kt_import.py).
 
-- ``export_kt_json``: a cache file as a Kernel Tuner JSON cache, which Kernel Tuner's
-  simulation mode replays (``tune_kernel(..., cache=FILE, simulation_mode=True)``).
-- ``export_t4``: a cache file as T4 results (the auto-tuning community's results schema,
-  version 1.0.0, as bundled with Kernel Tuner).
-- ``import_kt``: a Kernel Tuner JSON cache (plain, gzipped, or never closed by a killed
-  run) as an mpitune HDF5 file, written through ``mpitune.store.cache.Cache`` exactly as a run
-  writes it, with ``runs.strategy = "import"``.
+- ``export_kt_json``: a Kernel Tuner JSON cache, which Kernel Tuner's simulation mode replays
+  (``tune_kernel(..., cache=FILE, simulation_mode=True)``).
+- ``export_t4``: T4 results (the auto-tuning community's results schema, version 1.0.0, as
+  bundled with Kernel Tuner).
 
 Units: Kernel Tuner's durations are in ms, mpitune's in s; kernel times are ms in both.
 """
@@ -15,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,15 +21,9 @@ import numpy as np
 from mpitune import __version__
 from mpitune.errors import UserError
 from mpitune.model.problem import plain
-from mpitune.model.result import Result, Status
-from mpitune.model.searchspace import SearchSpace
-from mpitune.model.timeline import PhaseRow
+from mpitune.model.result import Status
 from mpitune.offline.outputs import atomic_text, refuse_inputs
-from mpitune.store.cache import Cache, RunInfo
-from mpitune.store.measured import from_kt_document, read_kt_json
 from mpitune.store.reader import CacheData, read
-
-FORMATS = ("kt-json", "t4")
 
 # mpitune status -> Kernel Tuner's error marker, written in place of the time.
 KT_MARKERS: dict[str, str] = {Status.COMPILE_ERROR: "CompilationFailedConfig", Status.INVALID: "InvalidConfig"}
@@ -53,15 +44,12 @@ T4_INVALIDITY: dict[str, str] = {
 }
 T4_SCHEMA_VERSION = "1.0.0"
 
-# A Kernel Tuner cache filled over several sessions shows a gap in its timestamps; a gap
-# longer than this starts a new run in the imported file.
-SESSION_GAP_S = 1800.0
 
-
-def _measured_rows(data: CacheData) -> list:
+def _measured_rows(data: CacheData) -> list[tuple[np.void, dict[str, float]]]:
     """One row per configuration (the first measurement, as a resume never repeats one), with
     its metrics and observed values by name (finite ones only: what a failure lacks)."""
-    seen, rows = set(), []
+    seen: set[int] = set()
+    rows = []
     names = data.metric_names + data.observed_names
     values = np.hstack([data.metrics, data.observed])
     for row, row_values in zip(data.results, values):
@@ -73,7 +61,7 @@ def _measured_rows(data: CacheData) -> list:
     return rows
 
 
-def _timestamp(data: CacheData, row) -> str:
+def _timestamp(data: CacheData, row: np.void) -> str:
     started = data.runs["started_unix"][data.runs["run"] == row["run"]]
     if not len(started) or math.isnan(row["finished_s"]):
         return ""
@@ -81,21 +69,21 @@ def _timestamp(data: CacheData, row) -> str:
     return str(datetime.fromtimestamp(unix, timezone.utc))  # Kernel Tuner's own format
 
 
-def _times(row) -> list[float]:
+def _times(row: np.void) -> list[float]:
     return [float(t) for t in np.asarray(row["times_ms"], dtype=float).ravel() if not math.isnan(t)]
 
 
 def _device_name(data: CacheData) -> str:
-    devices = data.problem.get("devices") or sorted({str(d) for d in data.ranks["device"]})
+    devices = data.problem.devices or sorted({str(d) for d in data.ranks["device"]})
     return devices[0] if len(devices) == 1 else ", ".join(devices)
 
 
-def kt_key(values) -> str:
+def kt_key(values: Iterable[Any]) -> str:
     """Kernel Tuner's cache key: the values joined by commas, each as ``str()`` prints it."""
     return ",".join(str(v) for v in values)
 
 
-def kt_document(data: CacheData) -> dict:
+def kt_document(data: CacheData) -> dict[str, Any]:
     names = data.param_names
     problem = data.problem
     cache = {}
@@ -123,19 +111,18 @@ def kt_document(data: CacheData) -> dict:
         if stamp:
             entry["timestamp"] = stamp
         cache[kt_key(config[n] for n in names)] = entry
-    size = problem.get("problem_size", [])
     return {
         "device_name": _device_name(data),
-        "kernel_name": problem.get("kernel_name", ""),
-        "problem_size": size,
+        "kernel_name": problem.kernel_name,
+        "problem_size": list(problem.problem_size),
         "tune_params_keys": list(names),
-        "tune_params": {n: problem["tune_params"][n] for n in names},
+        "tune_params": {n: list(problem.tune_params[n]) for n in names},
         "objective": data.objective.name,
         "cache": cache,
     }
 
 
-def write_kt_json(doc: dict, path: str) -> None:
+def write_kt_json(doc: dict[str, Any], path: str) -> None:
     """Laid out as Kernel Tuner writes its caches: the header, then one line per configuration."""
     entries = doc["cache"]
     header = json.dumps({**doc, "cache": {}}, indent="")[:-3]  # drop the closing "}\n}"
@@ -151,7 +138,7 @@ def export_kt_json(cache_path: str, out: str) -> int:
     return len(doc["cache"])
 
 
-def t4_document(data: CacheData) -> dict:
+def t4_document(data: CacheData) -> dict[str, Any]:
     names = data.param_names
     results = []
     objective = data.objective.name
@@ -183,7 +170,7 @@ def t4_document(data: CacheData) -> dict:
         "results": results,
         "metadata": {
             "timeunit": "milliseconds",
-            "kernel_name": data.problem.get("kernel_name", ""),
+            "kernel_name": data.problem.kernel_name,
             "device_name": _device_name(data),
             "generator": f"mpitune {__version__}",
         },
@@ -199,165 +186,5 @@ def export_t4(cache_path: str, out: str) -> int:
     return len(doc["results"])
 
 
-# ---------------------------------------------------------------------------- import
-
-
-def _unix(stamp) -> float:
-    try:
-        moment = datetime.fromisoformat(str(stamp))
-    except ValueError:
-        return math.nan
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
-
-
-def _sessions(finished_unix: list[float], durations: list[float]) -> list[list[int]]:
-    """Indices of the configurations in measuring order, cut where the timestamps jump."""
-    order = sorted(range(len(finished_unix)), key=lambda i: finished_unix[i])
-    sessions: list[list[int]] = []
-    current: list[int] = []
-    last = math.nan
-    for i in order:
-        start = finished_unix[i] - durations[i]
-        if current and start - last > SESSION_GAP_S:
-            sessions.append(current)
-            current = []
-        current.append(i)
-        last = finished_unix[i]
-    if current:
-        sessions.append(current)
-    return sessions
-
-
-def import_kt(kt_path: str, out: str, command: str = "") -> dict:
-    """Write a Kernel Tuner cache into a new mpitune file; returns a short summary.
-
-    Kernel Tuner measures one configuration after another on one device, so the file gets
-    one rank. Its timeline is rebuilt from what each entry records: the configuration's
-    compile, verify and benchmark time ending at its timestamp, and Kernel Tuner's
-    strategy time before it; the rest of a gap between two configurations is ``other``.
-    Entries without timestamps are laid end to end. Each session (see SESSION_GAP_S)
-    becomes a run. Kernel Tuner's metrics and observers' values (GFLOP/s, power, ...) become
-    observed values (see mpitune/store/measured.py).
-    """
-    if kt_path.endswith((".h5", ".hdf5")):
-        raise UserError(f"{kt_path}: already an mpitune file; import takes a Kernel Tuner JSON cache")
-    if os.path.exists(out):
-        raise UserError(f"{out} exists; import writes a new file (remove it or pick another name)")
-    doc = read_kt_json(kt_path)
-    measured = from_kt_document(kt_path, doc)
-    entries = list(doc["cache"].values())
-    names = list(measured.tune_params)
-    tune_params = measured.tune_params
-    space = SearchSpace.from_configs(tune_params, measured.configs)
-    position = [{v: i for i, v in enumerate(values)} for values in tune_params.values()]
-    ids = {tuple(int(i) for i in row): cid for cid, row in enumerate(space.indices)}
-    iterations = max([1] + [len(m.times_ms) for m in measured.measurements])
-
-    ms = 1e-3
-    durations = [m.compile_s + m.verify_s + m.benchmark_s for m in measured.measurements]
-    strategy = [float(e.get("strategy_time", 0) or 0) * ms for e in entries]
-    finished = [_unix(e.get("timestamp")) for e in entries]
-    if any(math.isnan(f) for f in finished):  # no timestamps: one after another from 0
-        clock, finished = 0.0, []
-        for d, st, e in zip(durations, strategy, entries):
-            clock += st + d + float(e.get("framework_time", 0) or 0) * ms
-            finished.append(clock)
-        base = os.path.getmtime(kt_path) - clock
-        finished = [base + f for f in finished]
-
-    device = measured.device_name or "unknown device"
-    host = "unknown host"  # Kernel Tuner does not record it
-    identity = {
-        "kernel_name": measured.kernel_name,
-        "kernel_source": "",
-        "lang": "",
-        "arguments": [],
-        "problem_size": measured.problem_size,
-        "tune_params": tune_params,
-        "restrictions": [],
-        "iterations": iterations,
-        "devices": [device],
-        "imported_from": os.path.basename(kt_path),
-    }
-    if measured.observed_names:
-        identity["observed_names"] = measured.observed_names
-    cache = Cache(out, identity, tune_params, iterations)
-    runs = 0
-    try:
-        for session in _sessions(finished, durations):
-            t0 = min(finished[i] - durations[i] - strategy[i] for i in session)
-            cache.start_run(
-                RunInfo(
-                    started_unix=t0,
-                    ranks=1,
-                    strategy="import",
-                    seed=-1,
-                    max_fevals=None,
-                    time_limit_s=None,
-                    batch_size=1,
-                    space_size=len(space),
-                    command=command or f"python -m mpitune import {kt_path} --out {out}",
-                    version=__version__,
-                ),
-                [host],
-                [device],
-                [0],
-            )
-            results, configs, phases = [], [], []
-            last = 0.0
-            for batch, i in enumerate(session):
-                m, config = measured.measurements[i], measured.configs[i]
-                if m.status != Status.OK and entries[i].get(STATUS_KEY) in set(Status):
-                    m.status = Status(entries[i][STATUS_KEY])
-                end = finished[i] - t0
-                start = max(last, end - durations[i])
-                # Squeeze the recorded durations into the time the timestamps leave for them.
-                scale = (end - start) / durations[i] if durations[i] > 0 else 0.0
-                # Before it: Kernel Tuner's strategy time, and whatever else filled the gap.
-                strategy_start = max(last, start - strategy[i])
-                if strategy_start > last:
-                    phases.append((0, PhaseRow(batch, -1, "other", last, strategy_start)))
-                if start > strategy_start:
-                    phases.append((0, PhaseRow(batch, -1, "strategy", strategy_start, start)))
-                cid = ids[tuple(p[v] for p, v in zip(position, config))]
-                t = start
-                for phase, seconds in (("compile", m.compile_s), ("verify", m.verify_s), ("benchmark", m.benchmark_s)):
-                    if seconds > 0:
-                        phases.append((0, PhaseRow(batch, cid, phase, t, t + seconds * scale)))
-                        t += seconds * scale
-                last = max(end, last)
-                results.append(
-                    Result(
-                        config_id=cid,
-                        status=m.status,
-                        time_ms=m.time_ms,
-                        times_ms=tuple(m.times_ms),
-                        compile_s=m.compile_s,
-                        verify_s=m.verify_s,
-                        benchmark_s=m.benchmark_s,
-                        error=m.error,
-                        observed=m.observed,
-                        rank=0,
-                        batch=batch,
-                        started_s=start,
-                        finished_s=end,
-                    )
-                )
-                configs.append(dict(zip(names, config)))
-                if len(results) == 2048:
-                    cache.append([cache.objective.evaluate(r, c) for r, c in zip(results, configs)], phases)
-                    results, configs, phases = [], [], []
-            cache.append([cache.objective.evaluate(r, c) for r, c in zip(results, configs)], phases)
-            cache.finish_run(last, "finished", len(session))
-            runs += 1
-    finally:
-        cache.close()
-    return {
-        "configs": len(measured.configs),
-        "runs": runs,
-        "space_size": len(space),
-        "kernel": measured.kernel_name,
-        "device": device,
-    }
+# The formats of ``export --format``, each with its writer (cache path, output path) -> configurations written.
+EXPORTS = {"kt-json": export_kt_json, "t4": export_t4}

@@ -8,6 +8,9 @@ The front is listed best first by the first objective, as every "best" of the fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from mpitune.errors import UserError
@@ -28,53 +31,79 @@ def ordered_front(data: CacheData) -> np.ndarray:
     return rows[np.lexsort(keys)]
 
 
-def summary(data: CacheData) -> dict | None:
-    """The ``pareto`` entry of ``report --json``; None for a file of one objective."""
+@dataclass(frozen=True)
+class Direction:
+    name: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Member:
+    """A configuration on the front, with the value of each objective by name."""
+
+    config_id: int
+    config: dict[str, Any]
+    objectives: dict[str, float]
+    time_ms: float
+
+
+@dataclass(frozen=True)
+class FrontSummary:
+    """The ``pareto`` entry of ``report --json``. ``recorded_config_ids`` is None while the run
+    has not recorded its front (still going, or killed); ``front`` is best first."""
+
+    objectives: list[Direction]
+    with_values: int  # configurations with a value for every objective
+    recorded_config_ids: list[int] | None
+    front: list[Member]
+
+
+def summary(data: CacheData) -> FrontSummary | None:
+    """None for a file of one objective."""
     objective = data.objective
     if not objective.several:
         return None
     values = data.objective_values()
-    rows = ordered_front(data)
     recorded = data.recorded_front
-    return {
-        "objectives": [{"name": n, "higher_is_better": d} for n, d in zip(objective.names, objective.directions)],
-        "with_values": int(np.isfinite(values).all(axis=1).sum()),
-        "recorded_config_ids": None if recorded is None else sorted(int(i) for i in recorded),
-        "front": [
-            {
-                "config_id": int(data.results["config_id"][i]),
-                "config": {n: plain(data.results[n][i]) for n in data.param_names},
-                "objectives": {n: float(v) for n, v in zip(objective.names, values[i])},
-                "time_ms": float(data.results["time_ms"][i]),
-            }
-            for i in rows
+    return FrontSummary(
+        objectives=[Direction(n, d) for n, d in zip(objective.names, objective.directions)],
+        with_values=int(np.isfinite(values).all(axis=1).sum()),
+        recorded_config_ids=None if recorded is None else sorted(int(i) for i in recorded),
+        front=[
+            Member(
+                config_id=int(data.results["config_id"][i]),
+                config={n: plain(data.results[n][i]) for n in data.param_names},
+                objectives={n: float(v) for n, v in zip(objective.names, values[i])},
+                time_ms=float(data.results["time_ms"][i]),
+            )
+            for i in ordered_front(data)
         ],
-    }
+    )
 
 
 def _named(name: str, higher_is_better: bool) -> str:
     return f"{name}{' in ms' if name == TIME else ''} ({'higher' if higher_is_better else 'lower'} is better)"
 
 
-def text(p: dict) -> list[str]:
-    """The report's lines for the ``pareto`` entry of ``summary``."""
-    names = [o["name"] for o in p["objectives"]]
-    described = [_named(o["name"], o["higher_is_better"]) for o in p["objectives"]]
+def text(p: FrontSummary) -> list[str]:
+    """The report's lines for the front."""
+    names = [o.name for o in p.objectives]
+    described = [_named(o.name, o.higher_is_better) for o in p.objectives]
     lines = [
-        f"\n  Pareto front of {', '.join(described[:-1])} and {described[-1]}: {len(p['front'])} of the "
-        f"{p['with_values']} configurations with values (no other is as good in every objective and better in one)"
-        + ("" if p["recorded_config_ids"] is not None else " (computed; the run has not recorded it yet)")
+        f"\n  Pareto front of {', '.join(described[:-1])} and {described[-1]}: {len(p.front)} of the "
+        f"{p.with_values} configurations with values (no other is as good in every objective and better in one)"
+        + ("" if p.recorded_config_ids is not None else " (computed; the run has not recorded it yet)")
     ]
     lines.append("       " + "".join(f"{n[:10]:>11}" for n in names) + "  configuration")
-    for i, member in enumerate(p["front"][:TEXT_ROWS], 1):
-        cfg = ", ".join(f"{k}={v}" for k, v in member["config"].items())
-        lines.append(f"  {i:>4}. " + "".join(f"{member['objectives'][n]:11.4g}" for n in names) + f"  {cfg}")
-    if len(p["front"]) > TEXT_ROWS:
-        lines.append(f"        ... and {len(p['front']) - TEXT_ROWS} more (report --json lists them all)")
+    for i, member in enumerate(p.front[:TEXT_ROWS], 1):
+        cfg = ", ".join(f"{k}={v}" for k, v in member.config.items())
+        lines.append(f"  {i:>4}. " + "".join(f"{member.objectives[n]:11.4g}" for n in names) + f"  {cfg}")
+    if len(p.front) > TEXT_ROWS:
+        lines.append(f"        ... and {len(p.front) - TEXT_ROWS} more (report --json lists them all)")
     return lines
 
 
-def figure(data: CacheData, plt):
+def figure(data: CacheData, plt: Any) -> Any:
     """Objective 1 against objective 2, every configuration with values as a point and the front
     highlighted and joined as the boundary of what it dominates."""
     objective = data.objective
@@ -99,7 +128,7 @@ def figure(data: CacheData, plt):
     ax.grid(alpha=0.3)
     ax.legend()
     more = f"; {len(objective.names) - 2} more objective(s) not drawn" if len(objective.names) > 2 else ""
-    kernel = data.problem.get("kernel_name", "?")
+    kernel = data.problem.kernel_name
     ax.set_title(f"{objective.names[0]} against {objective.names[1]}: {kernel}{more}", fontsize=11)
     fig.tight_layout()
     return fig

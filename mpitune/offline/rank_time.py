@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES, PHASES
 from mpitune.store.reader import CacheData
 
 MEASURING = ("compile", "verify", "benchmark")
+# The phases that ``RankTime`` holds in a field of their own (``compile_s``, ...), beside ``phases``.
+_OWN_FIELDS = (*MEASURING, "spec", "startup", "strategy", "write", "wait", "compile_ahead")
 # Columns of the per-rank table, in the order a run goes through them.
 PHASE_COLUMNS = PHASES
 
@@ -32,14 +35,58 @@ def run_walls(run: np.ndarray, wall_s: np.ndarray, timeline_run: np.ndarray, end
     return walls
 
 
-def per_rank(data: CacheData) -> list[dict]:
-    """Phase totals per rank over all runs. A rank's wall time runs from the start of the
-    run's clock to its last recorded phase.
+@dataclass(frozen=True)
+class RankTime:
+    """One rank's seconds over all runs. ``other_s`` is all busy time outside compile, verify and
+    benchmark (start-up, strategy, writing and unnamed gaps); ``phases`` splits every second by
+    phase name; ``compile_ahead_s`` went by in background workers beside the phases."""
 
-    ``other_s`` is all busy time outside compile/verify/benchmark (start-up, strategy,
-    writing and unnamed gaps); ``phases`` splits every second by phase name."""
+    rank: int
+    host: str
+    device: str
+    device_detail: str
+    compile_s: float
+    verify_s: float
+    benchmark_s: float
+    other_s: float
+    busy_s: float
+    idle_s: float
+    wall_s: float
+    spec_s: float
+    startup_s: float
+    strategy_s: float
+    write_s: float
+    wait_s: float
+    phases: dict[str, float]
+    configs: int
+    compile_ahead_s: float
+    efficiency: float | None  # the share of its wall time spent measuring; None without wall time
+
+
+@dataclass(frozen=True)
+class GatherWaits:
+    """How often ranks waited for others at the end of a batch (see ``gather_waits``)."""
+
+    rank_batches: int
+    waited: int
+    threshold: float  # the share of the batch beyond which a wait counts
+    wait_s: float
+
+
+@dataclass(frozen=True)
+class Startup:
+    """The spec's own loading on rank 0 apart from mpitune's start-up of each rank."""
+
+    spec_s: float
+    mpitune_min_s: float
+    mpitune_max_s: float
+
+
+def per_rank(data: CacheData) -> list[RankTime]:
+    """Phase totals per rank over all runs. A rank's wall time runs from the start of the
+    run's clock to its last recorded phase."""
     timeline, ranks, results = data.timeline, data.ranks, data.results
-    totals: dict[int, dict] = defaultdict(lambda: defaultdict(float))
+    totals: dict[int, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
     for run in np.unique(timeline["run"]):
         rows = timeline[timeline["run"] == run]
         for rank in np.unique(rows["rank"]):
@@ -61,28 +108,20 @@ def per_rank(data: CacheData) -> list[dict]:
         phases.update({k: v for k, v in t.items() if k not in phases and k not in BACKGROUND_PHASES and k != "wall_s"})
         measuring = sum(t[p] for p in MEASURING)
         out.append(
-            {
-                "rank": rank,
-                "host": host,
-                "device": device,
-                "device_detail": str(detail),
-                "compile_s": t["compile"],
-                "verify_s": t["verify"],
-                "benchmark_s": t["benchmark"],
-                "other_s": busy - measuring,
-                "busy_s": busy,
-                "idle_s": idle,
-                "wall_s": t["wall_s"],
-                "spec_s": t["spec"],
-                "startup_s": t["startup"],
-                "strategy_s": t["strategy"],
-                "write_s": t["write"],
-                "wait_s": t["wait"],
-                "phases": phases,
-                "configs": int(measured.get(rank, 0)),
-                "compile_ahead_s": t["compile_ahead"],
-                "efficiency": measuring / t["wall_s"] if t["wall_s"] > 0 else None,
-            }
+            RankTime(
+                rank=rank,
+                host=str(host),
+                device=str(device),
+                device_detail=str(detail),
+                other_s=busy - measuring,
+                busy_s=busy,
+                idle_s=idle,
+                wall_s=t["wall_s"],
+                phases=phases,
+                configs=int(measured.get(rank, 0)),
+                efficiency=measuring / t["wall_s"] if t["wall_s"] > 0 else None,
+                **{f"{phase}_s": t[phase] for phase in _OWN_FIELDS},
+            )
         )
     return out
 
@@ -90,7 +129,7 @@ def per_rank(data: CacheData) -> list[dict]:
 WAIT_SHARE = 0.1  # a rank "waited at the gather" when it idled this share of a batch more than the least idle rank
 
 
-def gather_waits(data: CacheData) -> dict:
+def gather_waits(data: CacheData) -> GatherWaits:
     """How often ranks waited for others at the end of a batch.
 
     Every rank waits while rank 0 writes and asks the strategy; what one rank waits beyond the
@@ -115,16 +154,12 @@ def gather_waits(data: CacheData) -> dict:
                 rank_batches += 1
                 extra_s += w - least
                 waited += int(span > 0 and w - least > WAIT_SHARE * span)
-    return {"rank_batches": rank_batches, "waited": waited, "threshold": WAIT_SHARE, "wait_s": extra_s}
+    return GatherWaits(rank_batches, waited, WAIT_SHARE, extra_s)
 
 
-def startup(ranks: list[dict]) -> dict:
+def startup(ranks: list[RankTime]) -> Startup:
     """The spec's own loading (rank 0, all runs) apart from mpitune's start-up of each rank: a
     spec may compute its reference answer for seconds, which no start-up work of mpitune's
     can shorten. Python, imports and MPI start before the run's clock and are in neither."""
-    mpitune_s = [r["startup_s"] for r in ranks]
-    return {
-        "spec_s": sum(r["spec_s"] for r in ranks),
-        "mpitune_min_s": min(mpitune_s, default=0.0),
-        "mpitune_max_s": max(mpitune_s, default=0.0),
-    }
+    mpitune_s = [r.startup_s for r in ranks]
+    return Startup(sum(r.spec_s for r in ranks), min(mpitune_s, default=0.0), max(mpitune_s, default=0.0))

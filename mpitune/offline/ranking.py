@@ -20,7 +20,7 @@ def objective_column(name: str, metric_names: Sequence[str], observed_names: Seq
 def usable(ok: np.ndarray, values: np.ndarray, higher_is_better: bool) -> np.ndarray:
     """Rows whose objective value counts, as the run's strategy saw them: measured fine, finite,
     and for a higher-is-better objective positive (see mpitune/model/objective.py)."""
-    counts = ok & np.isfinite(values)
+    counts: np.ndarray = ok & np.isfinite(values)
     return counts & (values > 0) if higher_is_better else counts
 
 

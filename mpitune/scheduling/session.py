@@ -71,10 +71,14 @@ def open_run(
             f"the ranks have different devices ({by_model}); their timings are not comparable. "
             f"Start the job on one kind of device, or pass --allow-mixed-devices"
         )
-    identity = problem.identity()
-    identity["devices"] = models
     try:
-        cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations, Objective.of(problem))
+        cache = Cache(
+            settings.cache_path,
+            problem.identity(models),
+            problem.tune_params,
+            problem.iterations,
+            Objective.of(problem),
+        )
     except UserError as exc:
         return None, f"{problem.spec_path}: cache: {exc}"
     manager = Manager(setup, cache, hosts, devices, clock)

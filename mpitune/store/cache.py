@@ -11,7 +11,6 @@ datasets, readable with nothing but h5py (reader.py reads it for mpitune's own v
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -23,6 +22,7 @@ import h5py
 import numpy as np
 
 from mpitune.errors import CacheMismatchError, UserError
+from mpitune.model.identity import ProblemIdentity
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
 from mpitune.model.result import Result, Scored, Status
@@ -48,10 +48,6 @@ from mpitune.store.rows import result_rows
 from mpitune.store.superblock import clear_write_flags, is_hdf5
 
 log = logging.getLogger(__name__)
-
-
-def problem_hash(identity: dict) -> str:
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
 def refuse_unusable(path: str) -> None:
@@ -114,7 +110,7 @@ class Cache:
     def __init__(
         self,
         path: str,
-        identity: dict,
+        identity: ProblemIdentity,
         tune_params: dict[str, list],
         iterations: int,
         objective: Objective | None = None,
@@ -122,9 +118,8 @@ class Cache:
         self.path = path
         self.tune_params = tune_params
         self.objective = objective or Objective()
-        self.observed_names = list(identity.get("observed_names", []))
-        digest = problem_hash(identity)
-        created = self._create(identity, digest, iterations) if not os.path.exists(path) else None
+        self.observed_names = list(identity.observed_names)
+        created = self._create(identity, iterations) if not os.path.exists(path) else None
         self._lock = created or hold_writer_lock(path)
         try:
             if not created:
@@ -136,9 +131,8 @@ class Cache:
         if "results" not in self.file:
             self.close()
             raise UserError(f"{path} is an HDF5 file but not an mpitune cache; choose another --cache")
-        if self.file.attrs.get("problem_hash") != digest:
-            stored = json.loads(self.file.attrs.get("problem", "{}"))
-            differ = sorted(k for k in set(stored) | set(identity) if stored.get(k) != identity.get(k))
+        if self.file.attrs.get("problem_hash") != identity.digest():
+            differ = identity.differing(self.file.attrs.get("problem", "{}"))
             self.close()
             raise CacheMismatchError(
                 f"{path} holds results of a different problem ({', '.join(differ) or 'schema'} "
@@ -168,7 +162,7 @@ class Cache:
         # From here on no dataset or attribute may be created, only appended to and written.
         self.file.swmr_mode = True
 
-    def _create(self, identity: dict, digest: str, iterations: int) -> WriterLock | None:
+    def _create(self, identity: ProblemIdentity, iterations: int) -> WriterLock | None:
         """Build the file under a name of its own, lock it and link it into place: a run killed
         while creating it leaves no half-made cache behind, and of two runs creating the same
         file at once one writes it and the other finds it locked. None if another run made the
@@ -176,7 +170,7 @@ class Cache:
         partial = f"{self.path}.{os.getpid()}.partial"
         try:
             with h5py.File(partial, "w", libver="latest") as f:
-                lay_out(f, identity, digest, self.tune_params, iterations)
+                lay_out(f, identity, self.tune_params, iterations)
             lock = lock_file(partial, f"{self.path}: the new file was locked by another process")
             try:
                 os.link(partial, self.path)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import h5py
 import numpy as np
 
 from mpitune.model import schema
+from mpitune.model.identity import ProblemIdentity
 
 _CHUNK_ROWS = 256
 # Every flush compresses the last, partly filled chunk again: chunks of about 64 KiB keep that
@@ -31,19 +33,19 @@ def _chunk_rows(dtype: np.dtype) -> int:
     return max(16, min(_CHUNK_ROWS, _CHUNK_BYTES // dtype.itemsize))
 
 
-def lay_out(f: h5py.File, identity: dict, digest: str, tune_params: dict[str, list], iterations: int) -> None:
+def lay_out(f: h5py.File, identity: ProblemIdentity, tune_params: dict[str, list[Any]], iterations: int) -> None:
     """Every dataset and attribute of a new file, empty; ``metrics`` is left to the writer, which
     lays it out for each run's objective."""
     f.attrs["schema_version"] = schema.SCHEMA_VERSION
-    f.attrs["problem_hash"] = digest
-    f.attrs["problem"] = json.dumps(identity, sort_keys=True)
+    f.attrs["problem_hash"] = identity.digest()
+    f.attrs["problem"] = identity.to_json()
     f.attrs["param_names"] = json.dumps(list(tune_params))
     tables = {"results": schema.results_dtype(tune_params, iterations), **_TABLES}
     for name, dtype in tables.items():
         _table(f, name, dtype, compress=name != "runs")
     _table(f, "in_flight", schema.IN_FLIGHT_DTYPE, compress=False)
     add_history(f)
-    values_dataset(f, "observed", list(identity.get("observed_names", [])), 0)
+    values_dataset(f, "observed", list(identity.observed_names), 0)
 
 
 def _table(f: h5py.File, name: str, dtype: np.dtype, compress: bool = True) -> None:

@@ -283,13 +283,13 @@ def _from_mpitune(path: str) -> MeasuredData:
         )
     if not configs:
         raise UserError(f"{path}: the file holds no configurations")
-    devices = problem.get("devices") or [""]
+    devices = problem.devices or ("",)
     return MeasuredData(
         source=path,
-        kernel_name=problem.get("kernel_name", ""),
+        kernel_name=problem.kernel_name,
         device_name=devices[0],
-        problem_size=problem.get("problem_size", []),
-        tune_params={n: problem["tune_params"][n] for n in names},
+        problem_size=list(problem.problem_size),
+        tune_params={n: list(problem.tune_params[n]) for n in names},
         configs=configs,
         measurements=measurements,
         observed_names=observed_names,

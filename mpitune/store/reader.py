@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 
 from mpitune.errors import UserError
+from mpitune.model.identity import ProblemIdentity
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
 from mpitune.model.result import Status
@@ -76,7 +77,7 @@ class CacheData:
     value) and one column per name in ``metric_names`` / ``observed_names``."""
 
     schema_version: int
-    problem: dict[str, Any]
+    problem: ProblemIdentity
     param_names: list[str]
     objective: RecordedObjective
     results: np.ndarray
@@ -119,7 +120,7 @@ def read(path: str) -> CacheData:
             metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
             return CacheData(
                 schema_version=int(f.attrs["schema_version"]),
-                problem=json.loads(f.attrs["problem"]),
+                problem=ProblemIdentity.from_json(f.attrs["problem"]),
                 param_names=json.loads(f.attrs["param_names"]),
                 objective=RecordedObjective.from_record(objective),
                 results=results,

@@ -21,7 +21,8 @@ import pytest
 from conftest import mpi_env, report_json
 
 from mpitune.errors import UserError
-from mpitune.offline.exchange import export_kt_json, import_kt
+from mpitune.offline.exchange import export_kt_json
+from mpitune.offline.kt_import import import_kt
 from mpitune.store.measured import load as load_measured
 
 

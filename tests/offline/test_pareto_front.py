@@ -61,6 +61,9 @@ def test_the_front_is_recorded_reported_and_is_the_brute_force_one(tuned):
     pareto = report_json(tuned)["pareto"]
     assert sorted(m["config_id"] for m in pareto["front"]) == expected == pareto["recorded_config_ids"]
     assert [o["name"] for o in pareto["objectives"]] == ["time", "trips"]
+    assert list(pareto) == ["objectives", "with_values", "recorded_config_ids", "front"]  # as earlier versions wrote
+    assert list(pareto["objectives"][0]) == ["name", "higher_is_better"]
+    assert list(pareto["front"][0]) == ["config_id", "config", "objectives", "time_ms"]
     times = [m["objectives"]["time"] for m in pareto["front"]]
     assert times == sorted(times)  # best first by the first objective
     assert all(m["objectives"]["trips"] == 4096 / m["config"]["STEP"] for m in pareto["front"])

@@ -86,7 +86,7 @@ def test_every_figure_has_titles_labels_and_legends(cache):
 
     tables = load(str(cache))
     for name in plots.PLOTS:
-        fig = getattr(plots, name)(tables, plt)
+        fig = plots.FIGURES[name](tables, plt)
         check_labelled(fig)
         plt.close(fig)
 
@@ -95,9 +95,9 @@ def test_gantt_chart_shows_both_runs_and_every_rank_with_waiting(cache):
     import matplotlib.pyplot as plt
 
     from mpitune.analysis import load
-    from mpitune.offline import plots
+    from mpitune.offline.plots import timeline
 
-    fig = plots.timeline(load(str(cache)), plt)
+    fig = timeline.figure(load(str(cache)), plt)
     first, second = fig.axes
     assert [t.get_text() for t in first.get_yticklabels()] == ["rank 0", "rank 1", "rank 2"]
     assert len(second.get_yticklabels()) == 2
@@ -107,7 +107,7 @@ def test_gantt_chart_shows_both_runs_and_every_rank_with_waiting(cache):
 
 
 def test_plots_of_an_imported_kernel_tuner_cache(tmp_path, pnpoly):
-    from mpitune.offline.exchange import import_kt
+    from mpitune.offline.kt_import import import_kt
     from mpitune.offline.plots import plot
 
     import_kt(str(pnpoly), str(tmp_path / "pnpoly.h5"))
@@ -129,6 +129,7 @@ def test_plots_follow_a_higher_is_better_objective_as_the_report_does(gflops_cac
 
     from mpitune.analysis import load
     from mpitune.offline import plots
+    from mpitune.offline.plots import convergence, distribution, parameters
 
     with h5py.File(gflops_cache, "r") as f:
         res = f["results"][...]
@@ -140,7 +141,7 @@ def test_plots_follow_a_higher_is_better_objective_as_the_report_does(gflops_cac
     assert best["objective"] == pytest.approx(running_max[-1])
 
     tables = load(str(gflops_cache))
-    fig = plots.convergence(tables, plt)
+    fig = convergence.figure(tables, plt)
     by_evals = fig.axes[1]
     [curve] = [line for line in by_evals.lines if line.get_drawstyle() == "steps-post"]
     np.testing.assert_allclose(curve.get_ydata(), running_max[np.isfinite(running_max)])
@@ -152,13 +153,13 @@ def test_plots_follow_a_higher_is_better_objective_as_the_report_does(gflops_cac
     assert fig.axes[0].get_ylabel() == "GFLOP/s, higher is better"
     plt.close(fig)
 
-    fig = plots.distribution(tables, plt)
+    fig = distribution.figure(tables, plt)
     assert fig.axes[0].get_xlabel() == "GFLOP/s"
     [best_line] = [line for line in fig.axes[0].lines if line.get_label().startswith("best")]
     assert best_line.get_xdata()[0] == pytest.approx(best["objective"])
     plt.close(fig)
 
-    fig = plots.parameters(tables, plt)
+    fig = parameters.figure(tables, plt)
     [per_value] = [line for line in fig.axes[0].lines if line.get_label() == "best per value"]
     ok = res["status"] == b"ok"
     expected = [gflops[ok & (res["STEP"] == step)].max() for step in sorted(set(res["STEP"][ok]))]

@@ -25,21 +25,21 @@ def test_a_run_that_never_finished_takes_its_last_recorded_phase_as_its_wall():
 def test_every_rank_busy_and_idle_add_up_and_each_rank_batch_is_counted_once(run_with_failures):
     data = read(str(run_with_failures))
     ranks = per_rank(data)
-    assert [r["rank"] for r in ranks] == [0, 1]
+    assert [r.rank for r in ranks] == [0, 1]
     for r in ranks:
-        assert r["busy_s"] + r["idle_s"] == pytest.approx(r["wall_s"], rel=0.03)
-        assert r["other_s"] == pytest.approx(r["busy_s"] - r["compile_s"] - r["verify_s"] - r["benchmark_s"])
-    assert sum(r["configs"] for r in ranks) == len(data.results)
+        assert r.busy_s + r.idle_s == pytest.approx(r.wall_s, rel=0.03)
+        assert r.other_s == pytest.approx(r.busy_s - r.compile_s - r.verify_s - r.benchmark_s)
+    assert sum(r.configs for r in ranks) == len(data.results)
     t = data.timeline
     kept = (t["batch"] >= 0) & ~np.isin(t["phase"], BACKGROUND_PHASES)
     pairs = {(int(u), int(r), int(b)) for u, r, b in zip(t["run"][kept], t["rank"][kept], t["batch"][kept])}
     waits = gather_waits(data)
-    assert waits["rank_batches"] == len(pairs)
-    assert 0 <= waits["waited"] <= waits["rank_batches"]
+    assert waits.rank_batches == len(pairs)
+    assert 0 <= waits.waited <= waits.rank_batches
     # Waited beyond the least waiting rank of each batch: more than nothing (two ranks never idle
     # alike), less than all their idle time (the least waiting rank waits too).
     idle = kept & np.isin(t["phase"], IDLE_PHASES)
-    assert 0 < waits["wait_s"] < float((t["end_s"] - t["start_s"])[idle].sum())
+    assert 0 < waits.wait_s < float((t["end_s"] - t["start_s"])[idle].sum())
     start = startup(ranks)
-    assert start["spec_s"] == ranks[0]["spec_s"] > 0
-    assert start["mpitune_min_s"] <= start["mpitune_max_s"]
+    assert start.spec_s == ranks[0].spec_s > 0
+    assert start.mpitune_min_s <= start.mpitune_max_s

@@ -63,6 +63,33 @@ def test_json_keeps_the_core_keys_and_adds_devices_runs_and_phases(cache):
     assert sum(r["configs"] for r in s["per_rank"]) == 12
 
 
+def test_json_keys_stand_in_the_order_earlier_versions_wrote(cache):
+    """Scripts read ``report --json``: the summary's records write the same keys, in the same order."""
+    s = report_json(cache)
+    assert list(s) == [
+        "kernel", "lang", "space_size", "configs", "ok", "failed", "best", "objective", "top", "median_ms",
+        "worst_ms", "runs", "ranks", "wall_s", "per_rank", "efficiency", "gather", "startup", "problem",
+        "devices", "run_list", "pareto",
+    ]  # fmt: skip
+    ranked = ["config", "config_id", "time_ms", "objective", "metrics", "observed"]
+    assert list(s["best"]) == ranked and list(s["top"][0]) == ranked + ["min_ms", "max_ms", "std_ms", "iterations"]
+    assert list(s["objective"]) == ["name", "higher_is_better", "metrics", "observed", "median", "worst"]
+    assert list(s["per_rank"][0]) == [
+        "rank", "host", "device", "device_detail", "compile_s", "verify_s", "benchmark_s", "other_s", "busy_s",
+        "idle_s", "wall_s", "spec_s", "startup_s", "strategy_s", "write_s", "wait_s", "phases", "configs",
+        "compile_ahead_s", "efficiency",
+    ]  # fmt: skip
+    assert list(s["gather"]) == ["rank_batches", "waited", "threshold", "wait_s"]
+    assert list(s["startup"]) == ["spec_s", "mpitune_min_s", "mpitune_max_s"]
+    assert list(s["problem"]) == ["kernel", "lang", "problem_size", "iterations", "params", "imported_from"]
+    assert list(s["devices"][0]) == ["host", "device", "ranks"]
+    assert list(s["run_list"][0]) == [
+        "run", "started", "wall_s", "finished", "status", "ranks", "strategy", "seed", "max_fevals",
+        "time_limit_s", "batch_size", "space_size", "measured", "command", "version",
+    ]  # fmt: skip
+    assert s["pareto"] is None and s["problem"]["imported_from"] is None
+
+
 def test_top_k_with_the_spread_of_iterations(cache):
     s = json.loads(report(cache, "--json", "--top", "2"))
     assert len(s["top"]) == 2

@@ -16,10 +16,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mpi_env, mpiexec, mpitune, write_scale_spec
+from conftest import IDENTITY, REPO, mpi_env, mpiexec, mpitune, write_scale_spec
 
 CORPUS = REPO / "tests" / "data" / "bad_specs"
 SPECS = sorted(p.name for p in CORPUS.glob("*.py"))
@@ -102,7 +103,12 @@ def corpus(tmp_path: Path) -> Path:
 
     here = tmp_path / "bad_specs"
     shutil.copytree(CORPUS, here)
-    Cache(str(here / "other_problem.h5"), {"kernel_name": "other"}, {"X": [1, 2]}, 3).close()
+    Cache(
+        str(here / "other_problem.h5"),
+        replace(IDENTITY, kernel_name="other", tune_params={"X": (1, 2)}),
+        {"X": [1, 2]},
+        3,
+    ).close()
     return here
 
 

@@ -233,4 +233,4 @@ def test_metrics_objective_and_direction_load_in_order(tmp_path):
     assert problem.metrics[1].fn(p) == 4.0 / 2 * 64  # the expression sees p's names and the spec's n
     assert problem.metrics[1].text == "time / STEP * n"
     assert problem.for_workers().metrics == [] and len(problem.metrics) == 3
-    assert "metrics" not in problem.identity() and "observed_names" not in problem.identity()
+    assert "metrics" not in problem.identity().record() and "observed_names" not in problem.identity().record()

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import h5py
 import numpy as np
@@ -65,7 +66,7 @@ def test_data_is_on_disk_before_close(tmp_path):
 def test_other_problem_is_refused_naming_what_differs(tmp_path):
     path = tmp_path / "c.h5"
     write_run(path, [0]).close()
-    other = dict(IDENTITY, kernel_name="other")
+    other = replace(IDENTITY, kernel_name="other")
     with pytest.raises(CacheMismatchError, match="kernel_name"):
         Cache(str(path), other, PARAMS, iterations=3)
     assert len(read(str(path)).results) == 1
@@ -136,7 +137,7 @@ def test_metrics_and_observed_values_beside_the_results(tmp_path):
     from mpitune.model.objective import Metric, Objective
 
     path = tmp_path / "c.h5"
-    identity = {**IDENTITY, "observed_names": ["power_w"]}
+    identity = replace(IDENTITY, observed_names=("power_w",))
     double = Objective("double", True, [Metric("double", lambda p: 2 * p["power_w"], "2 * power_w")], ["power_w"])
     cache = Cache(str(path), identity, PARAMS, 3, double)
     cache.start_run(info(), ["h0"], ["d0"], [10])

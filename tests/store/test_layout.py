@@ -2,7 +2,9 @@
 existed hold exactly the dtypes of version 1, which must still read, resume and report; what the
 store writes today must equal version 2 byte for byte."""
 
+import hashlib
 import json
+from dataclasses import replace
 
 import h5py
 import numpy as np
@@ -11,8 +13,9 @@ from records import append
 
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
-from mpitune.offline import analysis, report
-from mpitune.store.cache import Cache, problem_hash
+from mpitune.offline import analysis
+from mpitune.offline.summary import summarize
+from mpitune.store.cache import Cache
 from mpitune.store.reader import read
 
 # As the writer of schema version 1 declared them, for PARAMS and 3 iterations.
@@ -85,7 +88,7 @@ V1 = {"results": RESULTS_V1, "timeline": TIMELINE_V1, "runs": RUNS_V1, "in_fligh
 
 def test_the_store_writes_the_dtypes_of_schema_version_2(tmp_path):
     path = tmp_path / "c.h5"
-    cache = Cache(str(path), {**IDENTITY, "observed_names": ["power_w"]}, PARAMS, iterations=3)
+    cache = Cache(str(path), replace(IDENTITY, observed_names=("power_w",)), PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
     cache.hand_out(0, [[0]], requested=1, asked=[0])
     append(
@@ -112,8 +115,9 @@ def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
     path = tmp_path / "old.h5"
     with h5py.File(path, "w", libver="latest") as f:
         f.attrs["schema_version"] = 1
-        f.attrs["problem_hash"] = problem_hash(IDENTITY)
-        f.attrs["problem"] = json.dumps(IDENTITY, sort_keys=True)
+        problem = json.dumps(IDENTITY.record(), sort_keys=True)
+        f.attrs["problem_hash"] = hashlib.sha256(problem.encode()).hexdigest()
+        f.attrs["problem"] = problem
         f.attrs["param_names"] = json.dumps(list(PARAMS))
         for name, dtype in V1.items():
             f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype, chunks=(16,))
@@ -147,7 +151,9 @@ def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
     data = read(str(path))
     assert data.results["config_id"].tolist() == [7, 3]
     assert data.results["launches"].tolist() == [3, 2] and data.results["raced"].tolist() == [0, 0]
-    summary = report.summarize(data)
-    assert summary["configs"] == 2 and summary["best"]["config"] == {"bs": 32, "kind": "a", "f": 0.5}
+    summary = summarize(data)
+    assert (
+        summary.configs == 2 and summary.best is not None and summary.best.config == {"bs": 32, "kind": "a", "f": 0.5}
+    )
     frame = analysis.frames(data).results
     assert frame["launches"].tolist() == [3, 2] and frame["raced"].tolist() == [0, 0]

@@ -10,7 +10,9 @@ reach the browser.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -45,11 +47,11 @@ class Chart:
 
     key: str
     title: str
-    figure: dict
+    figure: dict[str, Any]
     note: str = ""
 
 
-def _scatter(v: View):
+def _scatter(v: View) -> Any:
     """The scatter trace type: SVG while it stays fast, WebGL beyond."""
     return go.Scattergl if v.objective.usable.sum() > v.limits.svg_points else go.Scatter
 
@@ -84,7 +86,6 @@ def _best_steps(v: View, x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, n
 
 def convergence(v: View) -> Chart:
     res, obj = v.results, v.objective
-    wall = v.wall_s
     evals = np.arange(1, len(res) + 1, dtype=float)
     since = "of the runs, end to end" if v.multi_run else "since the run started"
     fig = make_subplots(
@@ -97,9 +98,7 @@ def convergence(v: View) -> Chart:
     rows, note = _points(v)
     text = hover_text(v, rows)
     scatter = _scatter(v)
-    run_of = res["run"].to_numpy()
-    strategy = dict(zip(v.runs["run"].tolist(), v.runs["strategy"].astype(str).tolist()))
-    for col, x in ((1, wall), (2, evals)):
+    for col, x in ((1, v.wall_s), (2, evals)):
         fig.add_trace(
             scatter(
                 x=x[rows],
@@ -116,46 +115,8 @@ def convergence(v: View) -> Chart:
             1,
             col,
         )
-        for k, run in enumerate(sorted(v.run_offsets)):
-            mine = np.flatnonzero(run_of == run)
-            bx, by = _best_steps(v, x, mine)
-            if len(mine) and len(bx):
-                color = RUN_COLORS[k % len(RUN_COLORS)]
-                fig.add_trace(
-                    go.Scatter(
-                        x=bx,
-                        y=by,
-                        mode="lines",
-                        line=dict(color=color, width=2, shape="hv"),
-                        name=f"best so far, run {run} ({strategy.get(run, '?')})",
-                        legendgroup=f"run{run}",
-                        showlegend=col == 1,
-                        hovertemplate=f"best so far %{{y:.4g}}<extra>run {run}</extra>",
-                    ),
-                    1,
-                    col,
-                )
-            if v.multi_run and k > 0 and len(mine):
-                start = v.run_offsets[run] if col == 1 else float(mine[0]) + 0.5
-                fig.add_vline(x=start, line=dict(color="#666", dash="dash", width=1), row=1, col=col)
-        ranked = obj.ranked()
-        if len(ranked):
-            i = ranked[:1]
-            fig.add_trace(
-                go.Scatter(
-                    x=x[i],
-                    y=obj.values[i],
-                    mode="markers",
-                    name=f"best: {obj.values[i][0]:.4g}",
-                    marker=dict(symbol="star", size=16, color=BEST),
-                    text=hover_text(v, i),
-                    hovertemplate="%{text}<extra>best</extra>",
-                    legendgroup="best",
-                    showlegend=col == 1,
-                ),
-                1,
-                col,
-            )
+        _add_runs(fig, v, x, col)
+        _add_best(fig, v, x, col)
     fig.update_layout(**LAYOUT, height=450)
     fig.update_layout(margin=dict(t=70), legend=dict(y=1.12))
     fig.update_xaxes(title_text="s", row=1, col=1)
@@ -164,6 +125,57 @@ def convergence(v: View) -> Chart:
     if wide(obj.values[obj.usable]):
         fig.update_yaxes(type="log")
     return Chart("convergence", "Convergence: the best so far", fig.to_plotly_json(), note)
+
+
+def _add_runs(fig: go.Figure, v: View, x: np.ndarray, col: int) -> None:
+    """Each run's best-so-far line, in its colour, and a dashed line where a later run starts."""
+    run_of = v.results["run"].to_numpy()
+    strategy = dict(zip(v.runs["run"].tolist(), v.runs["strategy"].astype(str).tolist()))
+    for k, run in enumerate(sorted(v.run_offsets)):
+        mine = np.flatnonzero(run_of == run)
+        bx, by = _best_steps(v, x, mine)
+        if len(mine) and len(bx):
+            color = RUN_COLORS[k % len(RUN_COLORS)]
+            fig.add_trace(
+                go.Scatter(
+                    x=bx,
+                    y=by,
+                    mode="lines",
+                    line=dict(color=color, width=2, shape="hv"),
+                    name=f"best so far, run {run} ({strategy.get(run, '?')})",
+                    legendgroup=f"run{run}",
+                    showlegend=col == 1,
+                    hovertemplate=f"best so far %{{y:.4g}}<extra>run {run}</extra>",
+                ),
+                1,
+                col,
+            )
+        if v.multi_run and k > 0 and len(mine):
+            start = v.run_offsets[run] if col == 1 else float(mine[0]) + 0.5
+            fig.add_vline(x=start, line=dict(color="#666", dash="dash", width=1), row=1, col=col)
+
+
+def _add_best(fig: go.Figure, v: View, x: np.ndarray, col: int) -> None:
+    """The best configuration, starred."""
+    obj = v.objective
+    i = obj.ranked()[:1]
+    if not len(i):
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=x[i],
+            y=obj.values[i],
+            mode="markers",
+            name=f"best: {obj.values[i][0]:.4g}",
+            marker=dict(symbol="star", size=16, color=BEST),
+            text=hover_text(v, i),
+            hovertemplate="%{text}<extra>best</extra>",
+            legendgroup="best",
+            showlegend=col == 1,
+        ),
+        1,
+        col,
+    )
 
 
 def distribution(v: View) -> Chart:
@@ -206,7 +218,7 @@ def distribution(v: View) -> Chart:
     return Chart("distribution", "Distribution of the objective", fig.to_plotly_json(), note)
 
 
-def _ordered(values) -> list:
+def _ordered(values: Iterable[Any]) -> list[Any]:
     """A parameter's distinct values in their natural order (numbers by value)."""
     unique = list(dict.fromkeys(values))
     try:

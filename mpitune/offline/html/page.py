@@ -30,7 +30,7 @@ def plotly_js() -> str:
         raise UserError(
             "the HTML report needs plotly: pip install plotly (in a checkout: pip install -e '.[analysis]')"
         ) from None
-    return get_plotlyjs()
+    return str(get_plotlyjs())
 
 
 def _embedded(text: str) -> str:

@@ -10,6 +10,7 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from plotly.io.json import to_json_plotly
@@ -52,14 +53,14 @@ class Table:
     """The best configurations, best first; the page sorts it by any column."""
 
     columns: list[str]
-    rows: list[list]
+    rows: list[list[Any]]
     note: str
 
 
 def _source(v: View) -> str:
     strategies = v.runs["strategy"].astype(str).tolist()
-    if v.problem.get("imported_from"):
-        return f"imported from {v.problem['imported_from']}"
+    if v.problem.imported_from:
+        return f"imported from {v.problem.imported_from}"
     if any(c.startswith("replay") or " replay " in f" {c} " for c in v.runs["command"].astype(str)):
         return f"replay ({', '.join(dict.fromkeys(strategies))})"
     return f"tuning run ({', '.join(dict.fromkeys(strategies))})"
@@ -71,8 +72,8 @@ def summary(v: View) -> Summary:
     statuses = res["status"].value_counts()
     runs = v.runs
     s = Summary(
-        kernel=str(v.problem.get("kernel_name", "?")),
-        lang=str(v.problem.get("lang") or ""),
+        kernel=v.problem.kernel_name,
+        lang=v.problem.lang,
         source=_source(v),
         objective=obj.label,
         direction=obj.direction,
@@ -91,7 +92,7 @@ def summary(v: View) -> Summary:
     return s
 
 
-def _cell(value):
+def _cell(value: Any) -> Any:
     """A table cell as JSON takes it: plain numbers (NaN as None) and strings."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -120,7 +121,7 @@ def table(v: View) -> Table:
     return Table(columns, rows, note + f", ranked by {obj.label} ({obj.direction}); click a column to sort")
 
 
-def build(tables: Tables, path: str, limits: Limits | None = None, version: str = "") -> dict:
+def build(tables: Tables, path: str, limits: Limits | None = None, version: str = "") -> dict[str, Any]:
     """The page's content for ``tables`` (the loader's), read from ``path``."""
     started = time.perf_counter()
     v = view(tables, limits)
@@ -140,10 +141,10 @@ def build(tables: Tables, path: str, limits: Limits | None = None, version: str 
     return out
 
 
-def build_from_file(path: str, limits: Limits | None = None, version: str = "") -> dict:
+def build_from_file(path: str, limits: Limits | None = None, version: str = "") -> dict[str, Any]:
     return build(load(path), path, limits, version)
 
 
-def to_json(payload: dict) -> str:
+def to_json(payload: dict[str, Any]) -> str:
     """JSON with numpy arrays as lists (plotly's encoder), NaN as null."""
-    return to_json_plotly(payload)
+    return str(to_json_plotly(payload))

@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from mpitune.errors import UserError
@@ -86,7 +87,7 @@ def handler(source: Source, live: Live) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args) -> None:
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("%s %s", self.address_string(), format % args)
 
     return Handler

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from mpitune.model.timeline import PHASES
 from mpitune.offline.html.charts import LAYOUT, Chart
 from mpitune.offline.html.view import View
-from mpitune.offline.plots import PHASE_COLORS, PHASE_LABELS
+from mpitune.offline.plots.timeline import PHASE_COLORS, PHASE_LABELS
 
 MERGE_GAP_S = 1e-6  # bars of one phase closer than this are one bar
 
@@ -41,7 +41,7 @@ def _merge(start: np.ndarray, end: np.ndarray, phase: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new)
 
 
-def _exact(rank: int, where: str, start, end, phase, config) -> Bars:
+def _exact(rank: int, where: str, start: np.ndarray, end: np.ndarray, phase: np.ndarray, config: np.ndarray) -> Bars:
     firsts = _merge(start, end, phase)
     lasts = np.r_[firsts[1:] - 1, len(start) - 1] if len(firsts) else firsts
     s, e, p = start[firsts], end[lasts], phase[firsts]
@@ -55,7 +55,9 @@ def _exact(rank: int, where: str, start, end, phase, config) -> Bars:
     return Bars(rank, s, e, p, text)
 
 
-def _binned(rank: int, where: str, start, end, phase, width: float, phases: list[str]) -> Bars:
+def _binned(
+    rank: int, where: str, start: np.ndarray, end: np.ndarray, phase: np.ndarray, width: float, phases: list[str]
+) -> Bars:
     """Each bin of ``width`` seconds as one bar in the phase that filled most of it."""
     first = np.floor(start / width).astype(int)
     last = np.maximum(first, np.ceil(end / width).astype(int) - 1)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from mpitune.model.identity import ProblemIdentity
+from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
@@ -73,23 +75,25 @@ class View:
     timeline: Any  # pandas.DataFrame, background phases (compile workers) left out
     objective: Objective
     param_names: list[str]
-    problem: dict
+    problem: ProblemIdentity
     runs: Any  # pandas.DataFrame, one row per run
     run_offsets: dict[int, float]  # where each run starts when the runs are laid end to end (s)
     limits: Limits = field(default_factory=Limits)
-    record: dict = field(default_factory=dict)  # the file's objective attribute, all objectives in it
+    record: dict[str, Any] = field(default_factory=dict)  # the file's objective attribute, all objectives in it
 
     @property
     def wall_s(self) -> np.ndarray:
         """Each row's finishing time with the runs laid end to end."""
-        return self.results["finished_s"].to_numpy(float) + self.results["run"].map(self.run_offsets).to_numpy(float)
+        wall: np.ndarray = self.results["finished_s"].to_numpy(float, copy=True)
+        wall += self.results["run"].map(self.run_offsets).to_numpy(float)
+        return wall
 
     @property
     def multi_run(self) -> bool:
         return len(self.run_offsets) > 1
 
 
-def objective_of(results, record: dict) -> Objective:
+def objective_of(results: Any, record: dict[str, Any]) -> Objective:
     """The objective ``record`` (``attrs["objective"]``) names, read from its column."""
     name = str(record.get("objective", TIME))
     higher = bool(record.get("higher_is_better", False))
@@ -121,7 +125,7 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
         timeline=timeline,
         objective=objective_of(results, attrs["objective"]),
         param_names=list(attrs["param_names"]),
-        problem=dict(attrs["problem"]),
+        problem=ProblemIdentity.from_record(attrs["problem"]),
         runs=runs,
         run_offsets=offsets,
         limits=limits or Limits(),
@@ -151,7 +155,7 @@ def hover_text(v: View, rows: np.ndarray) -> list[str]:
     values = v.objective.values[rows]
     out = []
     for k in range(len(rows)):
-        config = ", ".join(f"{n}={_plain(cols[n][k])}" for n in v.param_names)
+        config = ", ".join(f"{n}={plain(cols[n][k])}" for n in v.param_names)
         objective = "" if v.objective.name == TIME else f"{v.objective.name} {values[k]:.4g}, "
         out.append(
             f"<b>{config}</b><br>{objective}time {cols['time_ms'][k]:.4g} ms<br>"
@@ -159,10 +163,6 @@ def hover_text(v: View, rows: np.ndarray) -> list[str]:
             f"rank {int(cols['rank'][k])} on {cols['host'][k]} ({cols['device'][k]}), run {int(cols['run'][k])}"
         )
     return out
-
-
-def _plain(value):
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def wide(values: np.ndarray) -> bool:

@@ -1,0 +1,68 @@
+"""Pictures of a cache file (matplotlib, Agg backend: no display needed).
+
+    python -m mpitune plot spec.h5 --out plots/
+
+writes ``convergence.png`` (the best objective value so far against wall time and against
+evaluations), ``timeline.png`` (a Gantt chart of every rank's phases), ``distribution.png``
+(the objective over the measured configurations) and ``parameters.png`` (the objective against
+each tunable parameter); and for a file of several objectives ``pareto.png`` (objective 1
+against objective 2, the Pareto front highlighted; offline/front.py). Each is drawn by the
+``figure`` function of its module here. The objective is the one the file records (the first of
+several), with its direction, ranked as ``report`` ranks it (mpitune/offline/ranking.py), so plots
+and report name the same best.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from mpitune.errors import UserError
+from mpitune.offline import front
+from mpitune.offline.analysis import frames
+from mpitune.offline.plots import convergence, distribution, parameters, timeline
+from mpitune.store.reader import read
+
+FIGURES = {
+    "convergence": convergence.figure,
+    "timeline": timeline.figure,
+    "distribution": distribution.figure,
+    "parameters": parameters.figure,
+}
+PLOTS = tuple(FIGURES)  # of every file, from its tables
+PARETO = "pareto"  # of a file of several objectives (offline/front.py)
+CHOICES = (*PLOTS, PARETO)
+
+
+def pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise UserError(
+            "plots need matplotlib: pip install matplotlib (in a checkout: pip install -e '.[analysis]')"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int = 100) -> list[str]:
+    """Write the chosen plots of a cache file into out_dir (by default every one that applies:
+    ``pareto`` only to a file of several objectives); returns the paths written."""
+    plt = pyplot()
+    data = read(path)
+    tables = frames(data)
+    if not len(tables.results):
+        raise UserError(f"{path} holds no results yet")
+    if which is None:
+        which = (*PLOTS, PARETO) if data.objective.several else PLOTS
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for name in which:
+        fig = front.figure(data, plt) if name == PARETO else FIGURES[name](tables, plt)
+        target = os.path.join(out_dir, f"{name}.png")
+        fig.savefig(target, dpi=dpi)
+        plt.close(fig)
+        written.append(target)
+    return written

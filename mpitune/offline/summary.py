@@ -1,0 +1,260 @@
+"""What ``report`` says of a cache file, as typed records: ``report`` formats them as text, and
+``report --json`` writes them field by field (the JSON keys are the field names, in their order).
+
+Every time figure comes from the recorded timeline (intervals on one clock per run), so wall time
+is measured, never a sum over configurations, and for every rank the busy and idle time add up to
+its wall time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from mpitune.model.problem import plain
+from mpitune.model.result import Status
+from mpitune.offline import front
+from mpitune.offline.front import FrontSummary
+from mpitune.offline.rank_time import GatherWaits, RankTime, Startup, gather_waits, per_rank, run_walls, startup
+from mpitune.offline.ranking import best_first, objective_column, usable
+from mpitune.store.reader import CacheData
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A configuration ranked by the objective, with its metrics and observed values by name."""
+
+    config: dict[str, Any]
+    config_id: int
+    time_ms: float
+    objective: float
+    metrics: dict[str, float]
+    observed: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TopEntry(Ranked):
+    """One of the best, with the spread of its timed iterations (NaN, 0 iterations: none)."""
+
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    iterations: int
+
+
+@dataclass(frozen=True)
+class ObjectiveSummary:
+    """The objective the file records, and its median and worst among the ranked rows."""
+
+    name: str
+    higher_is_better: bool
+    metrics: list[str]
+    observed: list[str]
+    median: float | None
+    worst: float | None
+
+
+@dataclass(frozen=True)
+class ProblemSummary:
+    kernel: str
+    lang: str
+    problem_size: tuple[Any, ...]
+    iterations: int
+    params: dict[str, int]  # name -> how many values it has
+    imported_from: str | None
+
+
+@dataclass(frozen=True)
+class DeviceUse:
+    """A (host, device) pair and the ranks that used it, over all runs."""
+
+    host: str
+    device: str
+    ranks: list[int]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as its row records it; ``wall_s`` is measured, and so far for an unfinished run."""
+
+    run: int
+    started: str  # ISO 8601, UTC
+    wall_s: float
+    finished: bool
+    status: str
+    ranks: int
+    strategy: str
+    seed: int
+    max_fevals: int | None  # None: no budget of evaluations
+    time_limit_s: float | None  # None: no time limit
+    batch_size: int
+    space_size: int  # configurations in the restricted space
+    measured: int
+    command: str
+    version: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The whole report. ``failed`` counts each status but ok; ``efficiency`` is the share of the
+    ranks' wall time spent measuring (None without wall time); ``pareto`` is None with one objective."""
+
+    kernel: str
+    lang: str
+    space_size: int | None
+    configs: int
+    ok: int
+    failed: dict[str, int]
+    best: Ranked | None
+    objective: ObjectiveSummary
+    top: list[TopEntry]
+    median_ms: float | None
+    worst_ms: float | None
+    runs: int
+    ranks: int
+    wall_s: float
+    per_rank: list[RankTime]
+    efficiency: float | None
+    gather: GatherWaits
+    startup: Startup
+    problem: ProblemSummary
+    devices: list[DeviceUse]
+    run_list: list[RunSummary]
+    pareto: FrontSummary | None
+
+
+def summarize(data: CacheData, top: int = 5) -> Summary:
+    results = data.results
+    statuses = Counter(results["status"])
+    ok = results[results["status"] == Status.OK]
+    values = objective_values(data)
+    higher = data.objective.higher_is_better
+    ranked = best_first(values, usable(results["status"] == Status.OK, values, higher), higher)  # indices, best first
+    shown = ranked[:top]
+    ranks = per_rank(data)
+    runs = data.runs
+    walls = run_walls(runs["run"], runs["wall_s"], data.timeline["run"], data.timeline["end_s"])
+    # Every rank holds its device for the whole run, also when it has measured its last chunk
+    # and left (with two batches in flight the fast ranks leave before the last batch is in).
+    wall_rank_s = sum(int(n) * wall for n, wall in zip(runs["ranks"], walls))
+    measuring_s = sum(r.compile_s + r.verify_s + r.benchmark_s for r in ranks)
+    return Summary(
+        kernel=data.problem.kernel_name,
+        lang=data.problem.lang,
+        space_size=int(runs["space_size"][-1]) if len(runs) else None,
+        configs=len(np.unique(results["config_id"])),
+        ok=int(statuses.get(Status.OK, 0)),
+        failed={k: int(v) for k, v in sorted(statuses.items()) if k != Status.OK},
+        best=Ranked(**_ranked(data, values, int(shown[0]))) if len(shown) else None,
+        objective=_objective(data, values[ranked]),
+        top=[TopEntry(**_ranked(data, values, int(i)), **_spread(results[i]["times_ms"])) for i in shown],
+        median_ms=float(np.median(ok["time_ms"])) if len(ok) else None,
+        worst_ms=float(ok["time_ms"].max()) if len(ok) else None,
+        runs=len(runs),
+        ranks=int(runs["ranks"].max()) if len(runs) else 0,
+        wall_s=float(sum(walls)),
+        per_rank=ranks,
+        efficiency=measuring_s / wall_rank_s if wall_rank_s > 0 else None,
+        gather=gather_waits(data),
+        startup=startup(ranks),
+        problem=_problem(data),
+        devices=_devices(data.ranks),
+        run_list=_runs(runs, walls),
+        pareto=front.summary(data),
+    )
+
+
+def objective_values(data: CacheData) -> np.ndarray:
+    """The value of the file's objective for every results row (NaN where there is none)."""
+    column = objective_column(data.objective.name, data.metric_names, data.observed_names)
+    return np.asarray(data.column(column), dtype=float)
+
+
+def _objective(data: CacheData, ranked_values: np.ndarray) -> ObjectiveSummary:
+    """``ranked_values``: the objective's values, best first."""
+    return ObjectiveSummary(
+        name=data.objective.name,
+        higher_is_better=data.objective.higher_is_better,
+        metrics=data.metric_names,
+        observed=data.observed_names,
+        median=float(np.median(ranked_values)) if len(ranked_values) else None,
+        worst=float(ranked_values[-1]) if len(ranked_values) else None,
+    )
+
+
+def _ranked(data: CacheData, values: np.ndarray, i: int) -> dict[str, Any]:
+    """The fields of ``Ranked`` for results row ``i``; ``values``: the objective's, every row's."""
+    row = data.results[i]
+    return {
+        "config": {n: plain(row[n]) for n in data.param_names},
+        "config_id": int(row["config_id"]),
+        "time_ms": float(row["time_ms"]),
+        "objective": float(values[i]),
+        "metrics": {n: float(v) for n, v in zip(data.metric_names, data.metrics[i])},
+        "observed": {n: float(v) for n, v in zip(data.observed_names, data.observed[i])},
+    }
+
+
+def _spread(times_ms: np.ndarray) -> dict[str, Any]:
+    """The fields of ``TopEntry`` beyond ``Ranked``'s."""
+    times = np.asarray(times_ms, dtype=float).ravel()
+    times = times[~np.isnan(times)]
+    if not len(times):
+        return {"min_ms": math.nan, "max_ms": math.nan, "std_ms": math.nan, "iterations": 0}
+    return {
+        "min_ms": float(times.min()),
+        "max_ms": float(times.max()),
+        "std_ms": float(times.std()),
+        "iterations": len(times),
+    }
+
+
+def _problem(data: CacheData) -> ProblemSummary:
+    problem = data.problem
+    return ProblemSummary(
+        kernel=problem.kernel_name,
+        lang=problem.lang,
+        problem_size=problem.problem_size,
+        iterations=problem.iterations,
+        params={n: len(problem.tune_params.get(n, ())) for n in data.param_names},
+        imported_from=problem.imported_from,
+    )
+
+
+def _devices(ranks: np.ndarray) -> list[DeviceUse]:
+    found: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for r in ranks:
+        found[(str(r["host"]), str(r["device"]))].add(int(r["rank"]))
+    return [DeviceUse(h, d, sorted(rs)) for (h, d), rs in sorted(found.items())]
+
+
+def _iso(unix: float) -> str:
+    return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="seconds")
+
+
+def _runs(runs: np.ndarray, walls: list[float]) -> list[RunSummary]:
+    return [
+        RunSummary(
+            run=int(run["run"]),
+            started=_iso(float(run["started_unix"])),
+            wall_s=wall,
+            finished=not math.isnan(float(run["wall_s"])),
+            status=str(run["status"]),
+            ranks=int(run["ranks"]),
+            strategy=str(run["strategy"]),
+            seed=int(run["seed"]),
+            max_fevals=None if run["max_fevals"] < 0 else int(run["max_fevals"]),
+            time_limit_s=None if math.isnan(run["time_limit_s"]) else float(run["time_limit_s"]),
+            batch_size=int(run["batch_size"]),
+            space_size=int(run["space_size"]),
+            measured=int(run["measured"]),
+            command=str(run["command"]),
+            version=str(run["version"]),
+        )
+        for run, wall in zip(runs, walls)
+    ]
