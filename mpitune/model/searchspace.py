@@ -151,7 +151,7 @@ class SearchSpace:
         ids = self.id_of(np.concatenate(blocks)) if blocks else np.empty(0, dtype=np.int64)
         return ids[ids >= 0]
 
-    def unit_coordinates(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+    def unit_coordinates(self, ids: int | Sequence[int] | np.ndarray) -> np.ndarray:
         """Configurations ``ids`` (an id or an array of them) as points in [0, 1]^n_params
         (value index / (n_values - 1)), for strategies that move through a continuous space
         and snap back to configurations. Computed from the index table on each call rather

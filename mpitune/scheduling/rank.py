@@ -20,46 +20,32 @@ def serve(
     ahead: CompileAhead | None = None,
     stopping: Callable[[], bool] | None = None,
 ) -> Report:
-    """Carry out one order (not a stop): measure its chunk, and report it with the phases
-    recorded since the last report and this rank's clock. ``stopping`` says whether the run
-    is ending (the order to stop is waiting, or a signal reached rank 0): then the chunk ends
-    before its next configuration (it measures one at least), and the rest comes back
-    unmeasured."""
-    results = measure(order, backend, rank, timeline, ahead, stopping)
-    return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
-
-
-def measure(
-    order: Order,
-    backend: Backend,
-    rank: int,
-    timeline: Timeline,
-    ahead: CompileAhead | None = None,
-    stopping: Callable[[], bool] | None = None,
-) -> list[Result]:
-    """Measure each configuration of the order in turn; failures are statuses, never exceptions.
+    """Carry out one order (not a stop): measure each configuration of its chunk in turn, and
+    report them with the phases recorded since the last report and this rank's clock. Failures
+    are statuses, never exceptions.
 
     With compile workers (``ahead``), the whole chunk, then the ``upcoming`` chunk this rank
     will likely get next, is queued for compiling first, so that the device measures one
     configuration while the next ones compile.
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what
-    it measured so far is returned, and nothing after it is trusted, nor anything of a chunk
+    it measured so far is reported, and nothing after it is trusted, nor anything of a chunk
     that was already on its way (two batches are in flight); and, after at least one
-    configuration, once ``stopping()`` says the run is ending. That one keeps a chunk of a
-    single configuration (a searching strategy's) whole, so that its search stays continuable.
+    configuration, once ``stopping()`` says the run is ending (the order to stop is waiting, or
+    a signal reached rank 0): the rest comes back unmeasured. That keeps a chunk of a single
+    configuration (a searching strategy's) whole, so that its search stays continuable.
 
     With a ``race`` in the order (None: racing is off), each configuration races against the
     best known at rank 0 when the batch was dealt and the ones this rank has measured since.
     """
     timeline.batch = order.batch
+    results: list[Result] = []
     if backend.fatal_error:  # lost with the chunk before: nothing measured here could be trusted
-        return []
+        return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
     if ahead is not None:
         ahead.keep_only(order.ids + order.upcoming_ids)
         ahead.submit(order.work + order.upcoming)
     race = order.race
-    results: list[Result] = []
     for work in order.work:
         if results and stopping is not None and stopping():
             break
@@ -81,4 +67,4 @@ def measure(
         )
         if backend.fatal_error:
             break
-    return results
+    return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
