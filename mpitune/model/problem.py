@@ -28,8 +28,8 @@ class Problem:
     arguments: list[Any]
     answer: list[Any] | None
     atol: float
-    tune_params: dict[str, list]
-    restrictions: list[Restriction | Callable] = field(default_factory=list)
+    tune_params: dict[str, list[Any]]
+    restrictions: list[Restriction | Callable[..., Any]] = field(default_factory=list)
     grid_div: dict[str, Any] = field(default_factory=dict)
     block_size_names: list[str] = field(default_factory=lambda: ["block_size_x", "block_size_y", "block_size_z"])
     iterations: int = 7
@@ -57,7 +57,7 @@ class Problem:
     # Replays only: the measured data answering for the kernel, and the configurations in it,
     # which are the whole space.
     replay_source: str = ""
-    configs: list[tuple] | None = None
+    configs: list[tuple[Any, ...]] | None = None
 
     def for_workers(self) -> Problem:
         """A copy without what workers never need: restrictions and metrics (callables need
@@ -123,7 +123,7 @@ def plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def callable_text(fn: Callable) -> str:
+def callable_text(fn: Callable[..., Any]) -> str:
     """A callable's source, which is what a file records of it; its name where there is no source."""
     try:
         return inspect.getsource(fn).strip()

@@ -17,6 +17,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import h5py
 import numpy as np
@@ -111,7 +112,7 @@ class Cache:
         self,
         path: str,
         identity: ProblemIdentity,
-        tune_params: dict[str, list],
+        tune_params: dict[str, list[Any]],
         iterations: int,
         objective: Objective | None = None,
     ):
