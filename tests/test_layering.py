@@ -4,6 +4,7 @@ ones too) is read from its syntax tree and held against which room may import wh
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The table of exit codes, which every room may import.
     "exits": set(),
     "errors": set(),
-    "model": {"errors"},
-    "strategies": {"model", "errors"},
+    "model": set(),
+    "strategies": {"model"},
     "observers": {"errors"},
-    "store": {"model", "errors", "mpitune"},
+    "store": {"model", "errors"},
     # The replay backend answers from measured data, which it reads through the store.
     "backends": {"model", "errors", "observers", "store"},
     "process": {"model", "errors", "backends"},
@@ -28,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "spec": {"model", "errors", "backends", "strategies"},
     "scheduling": {"model", "errors", "backends", "process", "store", "strategies", "mpitune"},
     "offline": {"model", "errors", "store", "mpitune"},
-    "commands": {"offline", "store", "errors", "model", "mpitune"},
+    "commands": {"offline", "store", "errors"},
     "analysis": {"offline"},
     # The command line reads a replay's measured data through the store and hands it to the spec.
     "cli": {"spec", "scheduling", "commands", "store", "model", "errors", "mpitune"},
@@ -51,7 +52,11 @@ ONLY_IN = {
     "pynvml": "observers",
     "pandas": "offline",
     "matplotlib": "offline",
+    "plotly": "offline",
 }
+# Imported by name at run time (importlib), which the syntax tree does not show.
+BY_NAME = {"__init__": {"api"}}
+DOCS = REPO / "docs" / "architecture.md"
 
 
 def room_of(path: Path, package: Path) -> str:
@@ -95,6 +100,60 @@ def violations(package: Path = PACKAGE) -> list[str]:
             if target != room and target not in MAY_IMPORT[room] | EVERY_ROOM_MAY_IMPORT:
                 wrong.append(f"{where}: {room} may not import {module}")
     return wrong
+
+
+def used(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """The rooms each room does import (its own and ``EVERY_ROOM_MAY_IMPORT`` aside)."""
+    known = rooms(package)
+    found: dict[str, set[str]] = {room: set() for room in known}
+    for path in package.rglob("*.py"):
+        room = room_of(path, package)
+        for _, module in imported(path):
+            parts = module.split(".")
+            if parts[0] == "mpitune":
+                target = parts[1] if len(parts) > 1 and parts[1] in known else "mpitune"
+                found[room].add(target)
+    return {room: targets - {room} - EVERY_ROOM_MAY_IMPORT for room, targets in found.items()}
+
+
+def documented(text: str | None = None) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """docs/architecture.md's two tables: each room's "may import" column, and each library's room."""
+    rooms_table: dict[str, set[str]] = {}
+    libraries: dict[str, str] = {}
+    for line in (DOCS.read_text() if text is None else text).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[0].count("/") == 1:
+            room = cells[0].strip("`/")
+            rooms_table[room] = {name for name in re.findall(r"`(\w+)`", cells[2])} if cells[2] != "—" else set()
+        elif len(cells) == 2 and cells[1].startswith("`"):
+            for library in cells[0].split(", "):
+                libraries[library] = re.match(r"`(\w+)/`", cells[1]).group(1)  # type: ignore[union-attr]
+    return rooms_table, libraries
+
+
+def test_the_architecture_table_is_the_rule_table():
+    """Each room's row in docs/architecture.md names exactly what the rules let it import, and
+    each library the room the rules keep it in: the page cannot drift from what is checked."""
+    rooms_table, libraries = documented()
+    subpackages = {room for room in MAY_IMPORT if (PACKAGE / room).is_dir()}
+    assert set(rooms_table) == subpackages
+    assert {room: MAY_IMPORT[room] for room in rooms_table} == rooms_table
+    assert libraries == ONLY_IN
+
+
+def test_a_drifted_row_is_seen():
+    text = DOCS.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `commands/` |"))
+    drifted = text.replace(row, row.replace("`offline`, `store`, `errors`", "`offline`, `store`, `errors`, `model`"))
+    rooms_table, libraries = documented(drifted)
+    assert rooms_table["commands"] == MAY_IMPORT["commands"] | {"model"} and libraries == ONLY_IN
+
+
+def test_every_rule_is_used():
+    """A rule that lets a room import what it never does is a layer the table only claims."""
+    found = used()
+    unused = {room: sorted(MAY_IMPORT[room] - found.get(room, set()) - BY_NAME.get(room, set())) for room in MAY_IMPORT}
+    assert {room: names for room, names in unused.items() if names} == {}
 
 
 def test_every_room_has_a_rule():

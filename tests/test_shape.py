@@ -59,3 +59,17 @@ def test_a_function_over_the_limit_is_found(tmp_path):
     source = tmp_path / "m.py"
     source.write_text(f"def short():\n    pass\n\n\nclass C:\n    def long(self):\n{body}\n")
     assert long_functions(source) == [(6, "long", FUNCTION_LINES + 1)]
+
+
+FOLDER_MODULES = 15
+
+
+def test_no_folder_holds_more_than_15_modules():
+    """A folder past it holds several rooms' work: give one of them a subpackage."""
+    folders = {p.parent for p in modules()}
+    over = [
+        f"{folder.relative_to(REPO)}: {n} modules"
+        for folder in sorted(folders)
+        if (n := len(list(folder.glob("*.py")))) > FOLDER_MODULES
+    ]
+    assert not over, f"folders over {FOLDER_MODULES} modules:\n" + "\n".join(over)
