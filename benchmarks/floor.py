@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mpitune.model.work import Work  # noqa: E402
-from mpitune.offline.report import gather_waits, summarize  # noqa: E402
+from mpitune.offline.rank_time import gather_waits  # noqa: E402
+from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
 GOAL = 1.3
@@ -76,7 +78,7 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
         )
     data = read(str(cache))
     res = data.results
-    summary = summarize(data)
+    summary = asdict(summarize(data))
     compile_s = float(res["compile_s"].sum())
     gpu_s = float(res["verify_s"].sum() + res["benchmark_s"].sum())
     timed_s = float(res["benchmark_s"].sum())
@@ -97,7 +99,7 @@ def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
         "floor_timed_only_s": max(compile_s / (gpus * workers), timed_s / gpus),
         "efficiency": summary["efficiency"],
         "best": summary["best"],
-        "gather": gather_waits(data),
+        "gather": asdict(gather_waits(data)),
         "startup": summary["startup"],
         "per_rank": [
             {

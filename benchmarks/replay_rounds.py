@@ -5,9 +5,10 @@ sharing out the recorded durations would reach.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import io
 import os
-from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,10 +18,11 @@ from mpitune.model.result import Status
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.costs import CostModel, result_cost_s
+from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager
-from mpitune.scheduling.messages import Order
-from mpitune.scheduling.rank import serve
+from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import prepare
+from mpitune.scheduling.transport import InProcessRanks
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
 from mpitune.store import measured
@@ -37,9 +39,7 @@ def replay_manager(
         Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1),
     )
     setup = prepare(problem, settings)
-    identity = problem.identity()
-    identity["devices"] = ["replayed"]
-    cache = Cache(settings.cache_path, identity, problem.tune_params, problem.iterations)
+    cache = Cache(settings.cache_path, problem.identity(["replayed"]), problem.tune_params, problem.iterations)
     manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, Clock(simulated=True))
     cache.start_run(
         RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
@@ -60,33 +60,22 @@ class Interleaved(CostModel):
 
 def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool) -> dict:
     """A brute-force replay on ``ranks`` ranks in one process, batch by batch as the loop runs
-    it: the real Manager deals (by cost, or interleaved) and keeps its batches in flight
-    (``Manager.fill``: two on several ranks), every rank serves its orders in turn with the
-    replay backend on its own simulated clock, which catches up with rank 0's when the order
-    went out, and rank 0's with the slowest rank's when it records a batch (rank 0 measures its
-    own chunk of a batch, then waits for the batch). Efficiency as the issue defines it: sum of
-    compile + verify + benchmark seconds / (ranks x simulated wall)."""
+    it: the real rounds (scheduling/rounds.py) over ``InProcessRanks``, whose Manager deals (by
+    cost, or interleaved) and keeps its batches in flight (two on several ranks); every rank
+    serves its orders in turn with the replay backend on its own simulated clock, which catches
+    up with rank 0's when the order went out, and rank 0's with the slowest rank's when it
+    records a batch (rank 0 measures its own chunk of a batch, then waits for the batch).
+    Efficiency: sum of compile + verify + benchmark seconds / (ranks x simulated wall)."""
     out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}.h5")
     manager, cache, space = replay_manager(source, out, ranks, batch_size, "brute_force", None)
     if not by_cost:
         manager.costs = Interleaved(space)
     backend = backends.create(manager.setup.problem, workdir, 0)
     timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
-    busy_s = 0.0
-    sent: deque[list[Order]] = deque()
-    while True:
-        sent.extend(manager.fill())
-        orders = sent.popleft()
-        if orders[0].stop is not None:
-            break
-        reports = []
-        for rank, order in enumerate(orders):
-            timelines[rank].clock.sync(order.now_s)
-            reports.append(serve(order, backend, rank, timelines[rank]))
-        manager.clock.sync(max(r.now_s for r in reports))
-        results = manager.record(reports)
-        manager.tell(results)
-        busy_s += sum(result_cost_s(r) for r in results)
+    world = InProcessRanks([backend] * ranks, timelines)
+    with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
+        rounds(world, manager, backend, timelines[0], None, Watch(), lambda: None)
+    busy_s = sum(result_cost_s(r) for r in cache.recorded())
     cache.close()
     wall_s = manager.clock.now()
     return {"efficiency": busy_s / (ranks * wall_s), "wall_s": wall_s, "batches": manager.batch + 1}

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -266,7 +266,7 @@ def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
         out = os.path.join(workdir, f"eff-{per}.h5")
         flags = () if per is None else ("--batch-size", str(per * ranks))
         real_s, command = mpi_replay(source, out, ranks, *flags)
-        s = summarize(read(out))
+        s = asdict(summarize(read(out)))
         batches = "default batches" if per is None else f"{per} per rank per batch"
         print(
             f"replayed under mpiexec on {ranks} ranks, {batches}: efficiency {100 * s['efficiency']:.1f} %, "

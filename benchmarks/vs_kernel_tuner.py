@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -238,7 +239,7 @@ def run_mpitune(spec: str, gpus: int, mpirun: list[str], out_dir: Path, timeout_
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     wall_s = run_timed(cmd, env, run_dir / "log.txt", timeout_s)
     data = read(str(cache))
-    summary = summarize(data)  # what `python -m mpitune report CACHE --json` prints
+    summary = asdict(summarize(data))  # what `python -m mpitune report CACHE --json` prints
     names = data.param_names
     ok = data.results[data.results["status"] == "ok"]
     times_ms = {config_key(row, names): float(row["time_ms"]) for row in ok}

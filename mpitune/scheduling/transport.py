@@ -1,7 +1,10 @@
 """How the loop moves data between ranks, without naming MPI.
 
 The loop in production talks MPI (``comm.MpiTransport``); ``LocalTransport`` is a world of one
-rank in this process, so that a whole run can be driven without mpiexec.
+rank in this process, so that a whole run can be driven without mpiexec, and ``InProcessRanks``
+is rank 0 of a world of several in this process, whose other ranks measure when it gathers, so
+that the real rounds (rounds.py) of a run on many ranks can be driven, and timed on simulated
+clocks, in one process.
 
 The rounds' ``scatter`` and ``gather`` take a deadline: on a cluster a rank can stop answering
 without dying (SIGSTOP, a node whose link went down), and a collective would then wait for it
@@ -14,12 +17,16 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
+from mpitune.backends.base import Backend
 from mpitune.model.problem import Problem
-from mpitune.model.timeline import Clock
+from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.faults.liveness import Silence
+from mpitune.scheduling.messages import Order
+from mpitune.scheduling.rank import serve
 
 T = TypeVar("T")
 
@@ -140,7 +147,7 @@ class LocalTransport:
     node_size = 1
 
     def __init__(self) -> None:
-        self.hosts = (socket.gethostname(),)
+        self.hosts: tuple[str, ...] = (socket.gethostname(),)
 
     def bcast(self, value: T | None) -> T:
         return value  # type: ignore[return-value]  # rank 0 is every rank
@@ -168,3 +175,44 @@ class LocalTransport:
 
     def world_error(self) -> str | None:
         return None
+
+
+class InProcessRanks(LocalTransport):
+    """Rank 0 of a world of ``len(backends)`` ranks in this process. Rank r > 0 measures with
+    ``backends[r]`` on ``timelines[r]``; rank 0's own backend and timeline are the caller's.
+    What rank 0 scatters waits in each rank's inbox, in order, as MPI keeps it; each gather
+    is the moment the other ranks carry out their oldest order (rank.serve, their clocks
+    caught up with rank 0's when it was sent) and answer: a report, or after an order to stop
+    their last timeline rows, as a worker's side of rounds.py does. No deadline can pass."""
+
+    def __init__(self, backends: Sequence[Backend], timelines: Sequence[Timeline]):
+        super().__init__()
+        self.size = self.node_size = len(backends)
+        self.hosts = self.hosts * self.size
+        self.backends, self.timelines = list(backends), list(timelines)
+        self.inboxes: list[deque[Any]] = [deque() for _ in range(self.size)]
+
+    def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
+        assert values is not None, "rank 0 scatters"
+        for inbox, value in zip(self.inboxes[1:], values[1:]):
+            inbox.append(value)
+        return values[0]
+
+    def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
+        return [value] + [self._answer(rank) for rank in range(1, self.size)]
+
+    def _answer(self, rank: int) -> Any:
+        inbox, timeline = self.inboxes[rank], self.timelines[rank]
+        order = inbox.popleft()
+        assert isinstance(order, Order), "a gather answers an order"
+        timeline.clock.sync(order.now_s)
+        if order.stop is not None:
+            return timeline.take()
+
+        def stopping() -> bool:
+            return any(isinstance(o, Order) and o.stop is not None and o.stop.interrupts for o in inbox)
+
+        return serve(order, self.backends[rank], rank, timeline, stopping=stopping)
+
+    def allgather(self, value: T) -> list[T]:
+        return [value] * self.size

@@ -2,8 +2,9 @@
 real HDF5 file, and real results from the replay backend answering from a Kernel Tuner cache
 written here.
 
-The Manager's tests play the ranks' side as the loop does: every rank has its own simulated
-clock, which catches up with rank 0's at a scatter, and rank 0's with the latest rank at a gather.
+The Manager's tests run the real rounds of rounds.py over a world of several ranks in this
+process (transport.InProcessRanks): every rank has its own simulated clock, which catches up with
+rank 0's at a scatter, and rank 0's with the latest rank at a gather.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,11 +25,12 @@ from mpitune.exits import ExitCode
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling import batching
 from mpitune.scheduling import manager as manager_module
+from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager
-from mpitune.scheduling.messages import Order, Placement, StopReason
-from mpitune.scheduling.rank import serve
+from mpitune.scheduling.messages import Order, Placement, Report, StopReason
+from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import finish, open_run, prepare
-from mpitune.scheduling.transport import LocalTransport
+from mpitune.scheduling.transport import InProcessRanks, LocalTransport
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
 from mpitune.store import measured
@@ -69,7 +70,10 @@ def write_measured(path: Path, benchmark_s: Cost | None = None) -> Path:
 
 
 class Ranks:
-    """The other side of the loop for ``ranks`` ranks, each with its own replay backend and clock."""
+    """A run on ``ranks`` ranks in this process, each with its own replay backend and simulated
+    clock, driven by the real rounds (scheduling/rounds.py) over ``InProcessRanks``. It keeps
+    every batch's orders as rank 0 sent them, and calls ``before_gather[n]`` (if any) with the
+    Manager as the n-th batch is gathered, after the batches before it were recorded."""
 
     def __init__(self, tmp_path: Path, ranks: int, measured_cost: Cost | None = None, **overrides):
         source = write_measured(tmp_path / "measured.json", measured_cost)
@@ -79,9 +83,13 @@ class Ranks:
         self.setup = prepare(problem, settings)
         self.backends = [backends.create(problem, str(tmp_path), rank) for rank in range(ranks)]
         self.timelines = [Timeline(Clock(simulated=True)) for _ in range(ranks)]
-        self.batches: list[list[int]] = []  # the ids of every batch handed out, in order
-        self.orders: list[list[Order]] = []
-        self.sent: deque[list[Order]] = deque()  # handed out, not yet measured
+        self.orders: list[list[Order]] = []  # every batch handed out, rank by rank
+        self.before_gather: dict[int, Callable[[Manager], None]] = {}
+
+    @property
+    def batches(self) -> list[list[int]]:
+        """The ids of every batch handed out, in order."""
+        return [[i for order in orders for i in order.ids] for orders in self.orders]
 
     @property
     def clock(self) -> Clock:
@@ -93,29 +101,31 @@ class Ranks:
         assert error is None and manager is not None
         return manager
 
-    def round(self, manager: Manager) -> StopReason | None:
-        """One round as the loop makes it: the batches that keep the Manager's in flight handed
-        out, then the oldest of them: every rank's chunk, the results recorded and told."""
-        self.sent.extend(manager.fill())
-        orders = self.sent.popleft()
-        if orders[0].stop is not None:
-            return orders[0].stop
-        self.orders.append(orders)
-        self.batches.append([i for order in orders for i in order.ids])
-        reports = []
-        for rank, order in enumerate(orders):
-            timeline = self.timelines[rank]
-            timeline.clock.sync(order.now_s)
-            reports.append(serve(order, self.backends[rank], rank, timeline))
-        self.clock.sync(max(r.now_s for r in reports))
-        manager.tell(manager.record(reports))
-        return None
-
     def run(self, manager: Manager) -> StopReason:
-        while (stop := self.round(manager)) is None:
-            pass
+        transport = _Watched(self, manager)
+        stop = rounds(transport, manager, self.backends[0], self.timelines[0], None, Watch(), lambda: None)
         finish(manager, self.timelines[0])
         return stop
+
+
+class _Watched(InProcessRanks):
+    """The world of ``Ranks``, which sees what rank 0 sends and when it gathers."""
+
+    def __init__(self, ranks: Ranks, manager: Manager):
+        super().__init__(ranks.backends, ranks.timelines)
+        self.ranks, self.manager, self.gathered = ranks, manager, 0
+
+    def scatter(self, values, deadline_s=None):
+        if values and isinstance(values[0], Order) and values[0].stop is None:
+            self.ranks.orders.append(list(values))
+        return super().scatter(values, deadline_s)
+
+    def gather(self, value, deadline_s=None):
+        if isinstance(value, Report):
+            self.gathered += 1
+            if self.gathered in self.ranks.before_gather:
+                self.ranks.before_gather[self.gathered](self.manager)
+        return super().gather(value, deadline_s)
 
 
 def recorded(path: str) -> tuple[list[int], list[tuple[str, int]]]:
@@ -276,15 +286,17 @@ def test_a_stop_file_stops_after_the_batches_in_flight(tmp_path, caplog, capsys)
     stop_file = tmp_path / "stop"
     ranks = Ranks(tmp_path, 2, batch_size=4, stop_file=str(stop_file))
     manager = ranks.open()
-    assert ranks.round(manager) is None and ranks.round(manager) is None
-    stop_file.touch()
+    # Made while batch 1 is gathered: batch 2 is out, and the next fill finds the file.
+    ranks.before_gather[2] = lambda _: stop_file.touch()
     with caplog.at_level(logging.WARNING):
         stop = ranks.run(manager)
     assert stop is StopReason.SIGNAL and stop.exit_code == ExitCode.RESUMABLE
     assert f"found {stop_file}: finishing, then stopping" in caplog.text
     ids, runs = recorded(ranks.cache_path)
-    # Two rounds measured batches 0 and 1 and handed out batch 2, which is measured too.
-    assert sorted(ids) == list(range(12)) and runs == [("signal", 12)]
+    # Batches 0 and 1 measured and batch 2 handed out: of it each rank measures one configuration
+    # of its two before it stops (a signal stops the ranks before their next configuration).
+    firsts = {orders.ids[0] for orders in ranks.orders[2]}
+    assert sorted(ids) == sorted(set(range(8)) | firsts) and len(firsts) == 2 and runs == [("signal", 10)]
     assert "(signal); results in" in capsys.readouterr().out
 
 
@@ -307,28 +319,32 @@ def test_a_resumed_manager_reads_the_file_and_hands_out_only_what_is_not_recorde
 def test_a_lost_device_stops_the_run_and_a_rerun_measures_what_it_lost(tmp_path, caplog):
     ranks = Ranks(tmp_path, 2, batch_size=8)
     manager = ranks.open()
-    assert ranks.round(manager) is None
-    # Rank 1's device is lost during its first configuration of batch 1: it stops its chunk there.
+    # Rank 1's device is lost during its first configuration of batch 1 (its fifth): it stops its
+    # chunk there.
     backend = ranks.backends[1]
-    measure = backend.run
+    measure, calls = backend.run, []
 
     def run_and_lose(*args, **kwargs):
         result = measure(*args, **kwargs)
-        backend.fatal_error = "the CUDA context is lost"
+        calls.append(result.config_id)
+        if len(calls) == 5:
+            backend.fatal_error = "the CUDA context is lost"
         return result
 
     backend.run = run_and_lose
+    seen: dict[str, set[int]] = {}
+    ranks.before_gather[3] = lambda m: seen.update(unmeasured=set(m.unmeasured))  # batch 1 recorded
     with caplog.at_level(logging.ERROR):
-        assert ranks.round(manager) is None
+        assert ranks.run(manager) is StopReason.DEVICE_ERROR
     assert "rank 1 (host): the CUDA context is lost" in caplog.text
-    lost = set(ranks.orders[-1][1].ids[1:])
-    assert manager.unmeasured == lost and len(lost) == 3
-    assert ranks.run(manager) is StopReason.DEVICE_ERROR
-    # Batch 2 was on its way: rank 0 measures its chunk, rank 1 measures nothing more.
-    lost |= set(ranks.orders[-1][1].ids)
-    assert manager.unmeasured == lost and len(lost) == 3 + 4
+    lost = set(ranks.orders[1][1].ids[1:])
+    assert seen["unmeasured"] == lost and len(lost) == 3
+    # Batch 2 was on its way: rank 0 measures of its chunk the first configuration (the stop is
+    # asked for, and cuts its chunk), rank 1 nothing more.
+    lost |= set(ranks.orders[2][0].ids[1:]) | set(ranks.orders[2][1].ids)
+    assert manager.unmeasured == lost and len(lost) == 3 + 3 + 4
     ids, runs = recorded(ranks.cache_path)
-    assert len(ids) == 8 + 5 + 4 and not lost & set(ids) and runs == [("device_error", 17)]
+    assert len(ids) == 8 + 5 + 1 and not lost & set(ids) and runs == [("device_error", 14)]
     with h5py.File(ranks.cache_path, "r") as f:
         assert not f["searches"]["continuable"].any()  # the strategy counts the lost ones as seen: not kept
 
@@ -388,10 +404,14 @@ def test_rank_zero_and_a_rank_need_no_mpi():
 def test_orders_carry_the_race_with_the_best_median_and_none_when_racing_is_off(tmp_path):
     ranks = Ranks(tmp_path, 2)
     manager = ranks.open()
-    assert ranks.round(manager) is None
-    assert all(o.race is not None and o.race.best_ms == float("inf") for o in ranks.orders[0])
-    best = min(r.time_ms for r in manager.cache.recorded() if r.ok and not r.raced)
-    assert all(o.race is not None and o.race.best_ms == best for o in manager.next_orders())
+    ranks.run(manager)
+    # Batches 0 and 1 go out before anything is measured; batch 2 once batch 0 is recorded.
+    assert all(o.race is not None and o.race.best_ms == float("inf") for o in ranks.orders[0] + ranks.orders[1])
+    with h5py.File(ranks.cache_path, "r") as f:
+        rows = f["results"][...]
+    first = rows[(rows["batch"] == 0) & (rows["status"] == b"ok") & (rows["raced"] == 0)]
+    best = float(first["time_ms"].min())
+    assert all(o.race is not None and o.race.best_ms == best for o in ranks.orders[2])
     (tmp_path / "off").mkdir()
     off = Ranks(tmp_path / "off", 2, racing=False)
     assert all(o.race is None for o in off.open().next_orders())
@@ -402,15 +422,19 @@ def test_several_ranks_keep_two_batches_in_flight_one_rank_one(tmp_path, count, 
     ranks = Ranks(tmp_path, count, strategy="genetic_algorithm", max_fevals=12)
     manager = ranks.open()
     assert manager.depth == depth
-    first = manager.fill()
-    assert len(first) == depth and manager.fill() == []  # nothing more until the oldest is recorded
-    ranks.sent.extend(first)
-    assert ranks.round(manager) is None  # the oldest measured, recorded and told
-    assert len(ranks.sent) == len(manager.in_flight) == depth - 1
-    following = manager.fill()  # the next batch goes out once the oldest is recorded
-    assert len(following) == 1 and len(manager.in_flight) == depth
-    ranks.sent.extend(following)
-    with h5py.File(ranks.cache_path, "r") as f:  # what the file says is in flight: every batch not recorded
-        assert sorted({int(b) for b in f["in_flight"]["batch"]}) == sorted(manager.in_flight)
+    seen: list[tuple[list[int], list[int], list[int]]] = []
+
+    def in_flight(m: Manager) -> None:
+        """What the Manager and the file hold in flight, and what filling would add (nothing)."""
+        assert m.fill() == []  # nothing more until the oldest is recorded
+        with h5py.File(ranks.cache_path, "r") as f:
+            seen.append((sorted(m.in_flight), sorted({int(b) for b in f["in_flight"]["batch"]}), [m.recorded_batch]))
+
+    ranks.before_gather.update({1: in_flight, 2: in_flight})
     assert ranks.run(manager) is StopReason.MAX_FEVALS
+    # At each gather ``depth`` batches are in flight, the next one out once the oldest was recorded.
+    assert seen == [
+        (list(range(depth)), list(range(depth)), [-1]),
+        (list(range(1, 1 + depth)), list(range(1, 1 + depth)), [0]),
+    ]
     assert not manager.in_flight and sum(len(b) for b in ranks.batches) == 12

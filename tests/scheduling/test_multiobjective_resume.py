@@ -16,7 +16,7 @@ from mpitune.store.reader import read
 
 def two_objectives(tmp_path: Path) -> Ranks:
     """The replayed 40 configurations, time = 100 / (x * y), against x + y, both lower is better."""
-    ranks = Ranks(tmp_path, 2, strategy="nsga2", seed=5, batch_size=4)
+    ranks = Ranks(tmp_path, 2, strategy="nsga2", seed=5, batch_size=2)
     problem = ranks.setup.problem
     problem.metrics = [expression("size", "x + y", {})]
     problem.objectives, problem.objectives_higher_is_better = ("time", "size"), (False, False)

@@ -13,6 +13,7 @@ import pytest
 from conftest import mpitune
 from test_manager import Ranks, write_measured
 
+from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import StopReason
 from mpitune.store.history import search_digest
 
@@ -22,17 +23,24 @@ STRATEGIES = ["genetic_algorithm", "random_sample", "pso", "differential_evoluti
 
 
 def stopped_after(ranks: Ranks, rounds: int) -> StopReason:
-    """Run ``rounds`` batches, then stop as a signal would."""
+    """Run until ``rounds`` batches are recorded, then stop as a signal would: from outside,
+    before the next batch is handed out. A signal stops each rank before its next configuration,
+    so the batch in flight is whole only where each rank's chunk is one configuration (a batch
+    of two on two ranks), which a stop keeps whole."""
     manager = ranks.open()
-    for _ in range(rounds):
-        assert ranks.round(manager) is None
-    manager.stop_requested = StopReason.SIGNAL
+
+    def signal(m: Manager) -> None:
+        m.stop_requested = StopReason.SIGNAL
+
+    # Gathering batch ``rounds`` - 1, the batch after it is already out (two are in flight), and
+    # the one after that is the fill that finds the stop.
+    ranks.before_gather[rounds] = signal
     return ranks.run(manager)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_a_stopped_and_resumed_search_asks_what_an_uninterrupted_one_asks(tmp_path, strategy):
-    options = dict(strategy=strategy, seed=5, batch_size=4)
+    options = dict(strategy=strategy, seed=5, batch_size=2)
     (tmp_path / "whole").mkdir(), (tmp_path / "split").mkdir()
     whole = Ranks(tmp_path / "whole", 2, **options)
     assert whole.run(whole.open()) is StopReason.FINISHED
@@ -45,11 +53,13 @@ def test_a_stopped_and_resumed_search_asks_what_an_uninterrupted_one_asks(tmp_pa
 
 
 def test_a_history_that_does_not_replay_starts_the_strategy_afresh(tmp_path, caplog):
-    first = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+    first = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=2)
     assert stopped_after(first, 2) is StopReason.SIGNAL
     with h5py.File(first.cache_path, "a") as f:  # the file says batch 0 asked otherwise
-        f["asked"][0] = (0, 0, 4, 39 - int(f["asked"][0]["config_id"]))
-    second = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+        row = f["asked"][0]
+        row["config_id"] = 39 - int(row["config_id"])
+        f["asked"][0] = row
+    second = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=2)
     assert second.run(second.open()) is StopReason.FINISHED
     assert "the recorded search does not replay" in caplog.text
     assert sorted(i for b in first.batches + second.batches for i in b) == list(range(40))
@@ -82,12 +92,12 @@ def plant_pickle(path: str, key: str, marker: Path) -> None:
 
 
 def test_an_old_files_pickled_strategy_is_never_loaded_on_resume(tmp_path, caplog):
-    first = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+    first = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=2)
     assert stopped_after(first, 2) is StopReason.SIGNAL
     marker = tmp_path / "pwned"
     key = json.dumps(["genetic_algorithm", 5, {}, "time", False], sort_keys=True, default=str)
     plant_pickle(first.cache_path, key, marker)
-    second = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=4)
+    second = Ranks(tmp_path, 2, strategy="genetic_algorithm", seed=5, batch_size=2)
     assert second.run(second.open()) is StopReason.FINISHED
     assert not marker.exists()
 
