@@ -414,6 +414,7 @@ ILLEGAL_ADDRESS = textwrap.dedent(r"""
     from mpitune.backends.cupy.device_errors import DeviceLostError
     from mpitune.model.problem import Problem
     from mpitune.model.timeline import Timeline
+    from mpitune.model.work import Work
 
     src = 'extern "C" __global__ void bad(float *x) { x[threadIdx.x + ((size_t)1 << 40)] = 1.0f; }'
     p = Problem(spec_path="t", kernel_name="bad", kernel_source=src, lang="cupy", problem_size=(32,),
@@ -421,11 +422,11 @@ ILLEGAL_ADDRESS = textwrap.dedent(r"""
                 tune_params={"block_size_x": [32]}, grid_div={"x": None, "y": None, "z": None})
     backend = create(p, ".", 0)
     backend.prepare()
-    r = backend.run(0, {"block_size_x": 32}, Timeline())
+    r = backend.run(Work(0, {"block_size_x": 32}), Timeline())
     print("STATUS", r.status)
     print("ERROR", r.error)
     try:
-        backend.run(1, {"block_size_x": 32}, Timeline())
+        backend.run(Work(1, {"block_size_x": 32}), Timeline())
         print("NOT RAISED")
     except DeviceLostError as exc:
         print("LOST", exc)
