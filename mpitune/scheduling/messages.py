@@ -7,7 +7,9 @@ both are pickled by the transport, so they hold plain values only.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from mpitune.exits import ExitCode
 from mpitune.model.racing import Race
@@ -73,6 +75,12 @@ class Order:
     @property
     def upcoming_ids(self) -> tuple[int, ...]:
         return tuple(w.config_id for w in self.upcoming)
+
+
+def interrupted(pending: Iterable[Any]) -> bool:
+    """Whether an order to stop from outside the search (``StopReason.interrupts``) waits among
+    what a worker has received and not yet carried out: it then ends its chunk early."""
+    return any(isinstance(o, Order) and o.stop is not None and o.stop.interrupts for o in pending)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.silent_round import keep_last_rows, keep_round
 from mpitune.scheduling.manager import Manager
-from mpitune.scheduling.messages import Order, Report, StopReason
+from mpitune.scheduling.messages import Order, Report, StopReason, interrupted
 from mpitune.scheduling.rank import serve
 from mpitune.scheduling.session import Rank0
 from mpitune.scheduling.transport import SilentRanks, Transport
@@ -133,7 +133,7 @@ def _stopping(transport: Transport, manager: Manager | None) -> Callable[[], boo
     on its way too; what was not measured a rerun measures."""
     if manager is not None:
         return lambda: manager.stop_requested is not None
-    return lambda: any(isinstance(o, Order) and o.stop is not None and o.stop.interrupts for o in transport.waiting())
+    return lambda: interrupted(transport.waiting())
 
 
 def _remaining_s(deadline_s: float | None, sent_s: float) -> float | None:

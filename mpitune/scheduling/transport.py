@@ -25,7 +25,7 @@ from mpitune.backends.base import Backend
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.faults.liveness import Silence
-from mpitune.scheduling.messages import Order
+from mpitune.scheduling.messages import Order, interrupted
 from mpitune.scheduling.rank import serve
 
 T = TypeVar("T")
@@ -208,11 +208,7 @@ class InProcessRanks(LocalTransport):
         timeline.clock.sync(order.now_s)
         if order.stop is not None:
             return timeline.take()
-
-        def stopping() -> bool:
-            return any(isinstance(o, Order) and o.stop is not None and o.stop.interrupts for o in inbox)
-
-        return serve(order, self.backends[rank], rank, timeline, stopping=stopping)
+        return serve(order, self.backends[rank], rank, timeline, stopping=lambda: interrupted(inbox))
 
     def allgather(self, value: T) -> list[T]:
         return [value] * self.size
