@@ -227,12 +227,17 @@ def wait_for_batch(job: Job, batch: int, timeout_s: float = 60) -> int:
 def holders(path: Path) -> set[int]:
     """The processes that have PATH open, from /proc/*/fd."""
     found = set()
-    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         try:
-            if os.readlink(fd) == str(path):
-                found.add(int(fd.parts[2]))
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
-            continue  # gone meanwhile
+            continue  # the process ended, or is not ours to read
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                    found.add(int(pid))
+            except OSError:
+                continue  # closed meanwhile
     return found
 
 
