@@ -16,6 +16,7 @@ few of mpitune's (``ranks``, ``stop_reason``, ``cache``).
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 from mpitune.model.problem import Problem, plain
 from mpitune.model.result import Status
 from mpitune.model.timeline import BACKGROUND_PHASES, IDLE_PHASES
+from mpitune.offline import confirmation as confirmed
 from mpitune.offline.exchange import KT_MARKERS, KT_RUNTIME_MARKER
 from mpitune.store.reader import CacheData
 
@@ -110,6 +112,11 @@ def kt_env(data: CacheData, problem: Problem, results: list[dict[str, Any]], cac
     best = _best(results, problem)
     if best is not None:
         env["best_config"] = best
+    confirmation, cost, calibration = confirmed.latest(data)
+    if confirmation is not None and cost is not None:  # as ``report --json`` has them
+        env["confirmation"] = asdict(confirmation)
+        env["confirmation_time"] = 1e3 * cost.seconds
+        env["calibration"] = [asdict(d) for d in calibration]
     return env
 
 

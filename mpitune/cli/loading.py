@@ -69,6 +69,7 @@ def overrides(args: argparse.Namespace) -> Overrides:
         allow_mixed_devices=args.allow_mixed_devices,
         isolate=not args.no_isolation,
         rank_deadline_floor_s=args.rank_deadline_floor,
+        confirm=args.confirm,
     )
 
 

@@ -94,6 +94,14 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         "(default: the rank's cores minus one; 0: compile each configuration in turn)",
     )
     p.add_argument(
+        "--confirm",
+        type=int,
+        metavar="N",
+        help="once the search ends, time the N best candidates (and those tied with the best) again, "
+        "interleaved on every rank, and name the winner and its ties (default: the spec's confirm, else 5; "
+        "0: none; see docs/analysis.md, 'Confirmation')",
+    )
+    p.add_argument(
         "--stop-file",
         metavar="PATH",
         help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)",

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from mpitune.model.work import Work
 
+DEFAULT_CANDIDATES = 5  # the best candidates confirmed, besides those tied with the best in the search
+MOST_CANDIDATES = 16  # at most this many: each costs a compile and its launches on every rank
+
 
 @dataclass(frozen=True)
 class Retime:

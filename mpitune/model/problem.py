@@ -11,6 +11,7 @@ import numpy as np
 
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.kernel_extras import KernelExtras
+from mpitune.model.launches import DEFAULT_CANDIDATES
 from mpitune.model.objective import TIME, Metric
 from mpitune.model.racing import RaceRule
 from mpitune.model.restrictions import Restriction
@@ -104,6 +105,8 @@ class RunSettings:
     # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.
     racing: bool = True
     race_rule: RaceRule = RaceRule.MAJORITY  # when a configuration's launches so far suffice to stop it
+    # The best candidates timed again once the search ends (scheduling/confirming.py); 0: none.
+    confirm: int = DEFAULT_CANDIDATES
     # Processes per rank that compile configurations ahead while the device measures
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
     compile_workers: int | None = None

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 # The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
-SCHEMA_VERSION = 2  # 2: results gained launches and raced, the file its asks (asked, searches); version 1 reads
+# 2: results gained launches and raced, the file its asks (asked, searches); 3: the confirmation
+# (confirm_launches, confirmed, device_factors). Older versions read.
+SCHEMA_VERSION = 3
 SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
 ITERATIONS = "iterations"
@@ -99,6 +101,36 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
 FRONT_COLUMNS: tuple[Column, ...] = (
     Column("config_id", "i8", "a configuration on the front, in the order of results"),
 )
+# Confirmation (scheduling/confirming.py): once a search ends, the best candidates are timed again,
+# interleaved on every rank; every launch is kept, apart from the search's rows, with the verdict
+# on each candidate and each rank's device factor estimated from the same launches.
+CONFIRM_LAUNCH_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("rank", "i4", "which rank timed it"),
+    Column("config_id", "i8", "the candidate"),
+    Column("round", "i4", "the round: every candidate is launched once per round"),
+    Column("time_ms", "f8", "the launch's time, ms; NaN when it could not be launched"),
+)
+CONFIRMED_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("config_id", "i8", "a candidate, in the order of their medians"),
+    Column("median_ms", "f8", "median of its launches on every rank, each divided by its rank's factor, ms"),
+    Column("ci_lo_ms", "f8", "lower end of the median's bootstrap confidence interval, ms"),
+    Column("ci_hi_ms", "f8", "upper end, ms"),
+    Column("launches", "i4", "its launches that were timed"),
+    Column("winner", "i1", "1 for the winner"),
+    Column("tied", "i1", "1 when statistically tied with the winner"),
+    Column("started_s", "f8", "when the confirmation was handed out, on the run's clock, s"),
+    Column("finished_s", "f8", "when its launches were recorded, s"),
+)
+DEVICE_FACTOR_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("rank", "i4", "which rank"),
+    Column("factor", "f8", "its times over the ranks' common time (their geometric mean is 1)"),
+    Column("sd", "f8", "the factor's standard error"),
+    Column("flagged", "i1", "1 when it differs from the others' by more than its noise plus the flag margin"),
+    Column("source", SHORT_TEXT, "what it was estimated from: confirm"),
+)
 RANK_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
     Column("rank", "i4", "which rank"),
@@ -133,3 +165,6 @@ RANKS_DTYPE = dtype(RANK_COLUMNS)
 ASKED_DTYPE = dtype(ASKED_COLUMNS)
 SEARCH_DTYPE = dtype(SEARCH_COLUMNS)
 FRONT_DTYPE = dtype(FRONT_COLUMNS)
+CONFIRM_LAUNCH_DTYPE = dtype(CONFIRM_LAUNCH_COLUMNS)
+CONFIRMED_DTYPE = dtype(CONFIRMED_COLUMNS)
+DEVICE_FACTOR_DTYPE = dtype(DEVICE_FACTOR_COLUMNS)

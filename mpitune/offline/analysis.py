@@ -11,12 +11,14 @@ checkout); the file itself stays readable with nothing but h5py (docs/cache-form
 from __future__ import annotations
 
 import warnings
+from dataclasses import asdict
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.model.schema import ITERATIONS, RESULT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
+from mpitune.offline import confirmation as confirmed
 from mpitune.store.reader import CacheData, read
 
 # The results columns before the per-iteration times (status, time_ms) come first in the table, then
@@ -83,6 +85,7 @@ def frames(data: CacheData) -> Tables:
     timeline["host"] = [where.get(k, ("", ""))[0] for k in keys]
     timeline["device"] = [where.get(k, ("", ""))[1] for k in keys]
 
+    confirmation, _, calibration = confirmed.latest(data)
     info = {
         "problem": data.problem.record(),
         "param_names": names,
@@ -90,6 +93,9 @@ def frames(data: CacheData) -> Tables:
         "metric_names": data.metric_names,
         "observed_names": data.observed_names,
         "runs": _records(runs),
+        # The latest confirmation as ``report --json`` has it (None: none), and its device factors.
+        "confirmation": asdict(confirmation) if confirmation is not None else None,
+        "calibration": [asdict(d) for d in calibration],
     }
     results.attrs.update(info)
     timeline.attrs.update(info)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from mpitune.offline import front
+from mpitune.offline import confirmation, front
 from mpitune.offline.rank_time import PHASE_COLUMNS
 from mpitune.offline.summary import Summary, summarize
 from mpitune.store.reader import read
@@ -21,6 +21,7 @@ def render(path: str, as_json: bool = False, top: int = 5) -> str:
 
 def text(path: str, s: Summary) -> str:
     lines = _problem_lines(path, s) + _run_lines(s) + _result_lines(s) + _top_lines(s)
+    lines += confirmation.text(s.confirmation, s.confirmation_cost, s.calibration)
     if s.pareto:
         lines += front.text(s.pareto)
     return "\n".join(lines + _rank_lines(s) + _overhead_lines(s))

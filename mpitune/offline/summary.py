@@ -18,7 +18,9 @@ import numpy as np
 
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
+from mpitune.offline import confirmation as confirmed
 from mpitune.offline import front
+from mpitune.offline.confirmation import Confirmation, ConfirmationCost, DeviceCalibration
 from mpitune.offline.front import FrontSummary
 from mpitune.offline.rank_time import GatherWaits, RankTime, Startup, gather_waits, per_rank, run_walls, startup
 from mpitune.offline.ranking import best_first, objective_column, usable
@@ -126,6 +128,10 @@ class Summary:
     devices: list[DeviceUse]
     run_list: list[RunSummary]
     pareto: FrontSummary | None
+    # The file's latest confirmation (None: none), what it cost, and its run's device factors.
+    confirmation: Confirmation | None
+    confirmation_cost: ConfirmationCost | None
+    calibration: list[DeviceCalibration]
 
 
 def summarize(data: CacheData, top: int = 5) -> Summary:
@@ -143,6 +149,7 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
     # and left (with two batches in flight the fast ranks leave before the last batch is in).
     wall_rank_s = sum(int(n) * wall for n, wall in zip(runs["ranks"], walls))
     measuring_s = sum(r.compile_s + r.verify_s + r.benchmark_s for r in ranks)
+    confirmation, confirmation_cost, calibration = confirmed.latest(data)
     return Summary(
         kernel=data.problem.kernel_name,
         lang=data.problem.lang,
@@ -166,6 +173,9 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
         devices=_devices(data.ranks),
         run_list=_runs(runs, walls),
         pareto=front.summary(data),
+        confirmation=confirmation,
+        confirmation_cost=confirmation_cost,
+        calibration=calibration,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mpitune import strategies
+from mpitune.model.launches import Retime
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.racing import Race
 from mpitune.model.result import Scored
@@ -25,6 +26,7 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
 from mpitune.model.work import Work
 from mpitune.scheduling.batching import Batching, busy_s, deal, deal_by_cost, pipeline_depth
+from mpitune.scheduling.confirming import Confirming
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import rebuild
@@ -45,6 +47,7 @@ class Flight:
     handed_s: float
     chunks: list[list[int]] = field(default_factory=list)
     orders: list[Order] = field(default_factory=list)
+    retime: Retime | None = None  # the confirmation instead of a batch of the search
 
     @property
     def ids(self) -> set[int]:
@@ -101,6 +104,9 @@ class Manager:
         self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
         self._upcoming: dict[int, Work] = {}  # the configurations of the upcoming batch, made once
         self.race = self._start_race(known)
+        self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache)
+        self.confirming.seen(known)
+        self._confirmed_last = False  # the last batch recorded was the confirmation
         self._held: deque[list[Scored]] = deque()  # recorded, told as batches go out (resume.rebuild)
         self._resume_strategy(known)
 
@@ -152,6 +158,8 @@ class Manager:
                 self.strategy.tell(self._held.popleft())  # in flight when the last run stopped
                 continue
             orders = self.next_orders()
+            if orders is None:
+                break  # the confirmation waits for the search's last batches
             batches.append(orders)
             if orders[0].stop is not None:
                 self.stop_sent = True
@@ -159,17 +167,35 @@ class Manager:
                 self.in_flight[self.batch].orders = orders
         return batches
 
-    def next_orders(self) -> list[Order]:
-        """What every rank does after the batches in flight: a chunk of config ids each, or stop."""
+    def next_orders(self) -> list[Order] | None:
+        """What every rank does after the batches in flight: a chunk of config ids each, the
+        confirmation once the search has ended and its batches are recorded (None until then),
+        or stop."""
         now_s = self.clock.now()
-        time_limit_s = self.settings.time_limit_s
-        n = self._next_size()
         if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
             self.stop_requested = StopReason.SIGNAL
             log.warning("found %s: finishing, then stopping", self.settings.stop_file)
         if self.stop_requested is not None:
             self.stop_reason = self.stop_requested
-        elif self.settings.max_fevals is not None and n <= 0:
+        elif self.stop_reason is None:
+            orders = self._search_orders(now_s)
+            if orders is not None:
+                return orders
+        if self.stop_reason is not None and self.stop_requested is None and self.confirming.wanted:
+            if self.in_flight:
+                return None
+            orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, lambda ids: self._work(ids, {}))
+            if orders is not None:
+                self.batch += 1
+                self.in_flight[self.batch] = Flight({}, now_s, retime=self.confirming.retime)
+                return orders
+        return [Order(now_s, stop=self.stop_reason)] * self.ranks
+
+    def _search_orders(self, now_s: float) -> list[Order] | None:
+        """The search's next batch; None once it has stopped (``stop_reason`` says why)."""
+        time_limit_s = self.settings.time_limit_s
+        n = self._next_size()
+        if self.settings.max_fevals is not None and n <= 0:
             self.stop_reason = StopReason.MAX_FEVALS
         elif time_limit_s is not None and (n := self._within_time(n, time_limit_s - now_s)) <= 0:
             self.stop_reason = StopReason.TIME_LIMIT
@@ -178,10 +204,8 @@ class Manager:
             if not ids:
                 self.stop_reason = StopReason.FINISHED
             else:
-                orders = self._hand_out(ids, n, now_s)
-                if orders is not None:
-                    return orders
-        return [Order(now_s, stop=self.stop_reason)] * self.ranks
+                return self._hand_out(ids, n, now_s)
+        return None
 
     def _hand_out(self, ids: list[int], requested: int, now_s: float) -> list[Order] | None:
         """The orders of one batch (``ids``, what the strategy answered when asked for
@@ -302,16 +326,23 @@ class Manager:
             self.stop_requested = StopReason.DEVICE_ERROR
             if self.stop_reason is not None:
                 self.stop_reason = StopReason.DEVICE_ERROR
+        phases = [(rank, p) for rank, report in enumerate(reports) for p in report.phases]
+        if flight.retime is not None:
+            whole = len(reports) == self.ranks and not lost and self.stop_requested is None
+            self.confirming.record(reports, now_s, whole, self.settings.seed)
+            self._confirmed_last = True
+            self.cache.append_phases(phases)
+            return []
         scored = [
             self.objective.evaluate(r, flight.work[r.config_id].config) for report in reports for r in report.results
         ]
-        phases = [(rank, p) for rank, report in enumerate(reports) for p in report.phases]
         self.cache.append(scored, phases, done_batch=batch)
         self.measured += len(scored)
         self.unmeasured |= flight.ids - {r.config_id for r in scored}
         return scored
 
     def tell(self, results: list[Scored]) -> None:
+        self.confirming.seen(results)
         self.strategy.tell(results)
         if self.costs is not None:
             self.costs.learn(results)
@@ -343,6 +374,8 @@ class Manager:
         return f"{self.objective.describe(self.best)} {format_config(self.space.config(self.best.config_id))}"
 
     def progress_line(self) -> str:
+        if self._confirmed_last:
+            return self.confirming.describe(lambda i: format_config(self.space.config(i)))
         total = len(self.space)
         if self.settings.max_fevals is not None:
             total = min(total, self.known + self.settings.max_fevals)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpitune.exits import ExitCode
+from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
@@ -61,6 +62,8 @@ class Order:
     # The best median known and the run's noise ratio, to race against (model/racing.py);
     # None when racing is off: turned off in the spec, or an objective other than time.
     race: Race | None = None
+    # Instead of a chunk: the candidates to time again once the search has ended (confirmation).
+    retime: Retime | None = None
     # What the batch should take (None: no history yet), how long rank 0 waits for this rank's
     # report after sending the order, and how long this rank waits for its next order after
     # reporting, before calling the other side silent (faults/deadlines.py); None: no limit.
@@ -75,6 +78,12 @@ class Order:
     @property
     def upcoming_ids(self) -> tuple[int, ...]:
         return tuple(w.config_id for w in self.upcoming)
+
+    @property
+    def size(self) -> int:
+        """The configurations this order has the rank compile and launch: its chunk's, or the
+        candidates it times again (each costs about what one configuration of the search did)."""
+        return len(self.work) + (len(self.retime.work) if self.retime is not None else 0)
 
 
 def interrupted(pending: Iterable[Any]) -> bool:
@@ -92,6 +101,7 @@ class Report:
     phases: tuple[PhaseRow, ...]
     now_s: float
     fatal_error: str = ""
+    launches: tuple[Launch, ...] = ()  # an order to retime's answer
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from mpitune.backends.base import Backend
+from mpitune.backends.base import Backend, Compiled
+from mpitune.model.launches import Retime
 from mpitune.model.result import Result
 from mpitune.model.timeline import Timeline
 from mpitune.process.compile_ahead import CompileAhead
@@ -42,6 +43,8 @@ def serve(
     results: list[Result] = []
     if backend.fatal_error:  # lost with the chunk before: nothing measured here could be trusted
         return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
+    if order.retime is not None:
+        return _retime(order.retime, backend, timeline, ahead)
     if ahead is not None:
         ahead.keep_only(order.ids + order.upcoming_ids)
         ahead.submit(order.work + order.upcoming)
@@ -68,3 +71,21 @@ def serve(
         if backend.fatal_error:
             break
     return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
+
+
+def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None) -> Report:
+    """Time the candidates again (confirmation): compiled by the compile workers where there are
+    some, all of them before the first launch, so that compiling does not load the device's
+    host between the interleaved launches."""
+    compiled: dict[int, Compiled] = {}
+    if ahead is not None:
+        ahead.keep_only(retime.ids)
+        ahead.submit(retime.work)
+        for work in retime.work:
+            with timeline.phase("compile", work.config_id):
+                compiled[work.config_id] = ahead.take(work, backend.deadline_s())
+            row = ahead.row(compiled[work.config_id], timeline.batch)
+            if row is not None:
+                timeline.extend([row])
+    launches = backend.retime(retime, timeline, compiled)
+    return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, tuple(launches))

@@ -45,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
     "seed": None,
     # mpitune's own: stop timing clearly slower configurations early (docs/spec.md).
     "racing": True,
+    # mpitune's own: time the best candidates again once the search ends (docs/spec.md).
+    "confirm": True,
 }
 # Every name a spec may set; others close to one of these are taken for misspellings.
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED

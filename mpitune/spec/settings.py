@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mpitune import strategies
+from mpitune.model.launches import DEFAULT_CANDIDATES, MOST_CANDIDATES
 from mpitune.model.problem import RunSettings
 from mpitune.model.racing import RaceRule
 from mpitune.spec.checker import Checker
@@ -40,6 +41,7 @@ class Overrides:
     allow_mixed_devices: bool = False
     isolate: bool = True
     racing: bool | str | None = None  # True, False or a RaceRule's value
+    confirm: bool | int | None = None  # True, False or a number of candidates
     rank_deadline_floor_s: float | None = None
 
 
@@ -53,6 +55,7 @@ class SearchFields:
     compile_workers: Any = None
     cache: Any = None
     racing: Any = True
+    confirm: Any = True
 
     @classmethod
     def of(cls, spec: dict[str, Any]) -> SearchFields:
@@ -63,6 +66,7 @@ class SearchFields:
             compile_workers=spec["compile_workers"],
             cache=spec["cache"],
             racing=spec["racing"],
+            confirm=spec["confirm"],
         )
 
 
@@ -143,6 +147,7 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
         settings.racing = racing
     else:
         check.fail("racing", f"must be True, False or one of {', '.join(map(repr, rules))}, got {racing!r}")
+    settings.confirm = confirm_setting(check, fields.confirm if overrides.confirm is None else overrides.confirm)
     if overrides.rank_deadline_floor_s is not None:
         settings.rank_deadline_floor_s = check.number("rank_deadline_floor", overrides.rank_deadline_floor_s)
     cache = overrides.cache_path or fields.cache
@@ -150,6 +155,18 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
         check.fail("cache", f"must be a file path, got {cache!r}")
     settings.cache_path = cache_path(check, cache or Path(check.path).stem + ".h5")
     return settings
+
+
+def confirm_setting(check: Checker, confirm: Any) -> int:
+    """How many candidates to confirm once the search ends: ``True`` the default number, ``False``
+    or 0 none, else a number up to the most a confirmation takes."""
+    if confirm is True:
+        return DEFAULT_CANDIDATES
+    if confirm is False:
+        return 0
+    if isinstance(confirm, int) and 0 <= confirm <= MOST_CANDIDATES:
+        return confirm
+    check.fail("confirm", f"must be True, False or a number of candidates from 0 to {MOST_CANDIDATES}, got {confirm!r}")
 
 
 def cache_path(check: Checker, cache: str | Path) -> str:

@@ -23,7 +23,9 @@ import h5py
 import numpy as np
 
 from mpitune.errors import CacheMismatchError, UserError
+from mpitune.model.confirmation import Verdict
 from mpitune.model.identity import ProblemIdentity
+from mpitune.model.launches import Launch
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
 from mpitune.model.result import Result, Scored, Status
@@ -40,6 +42,7 @@ from mpitune.model.schema import (
     TIMELINE_DTYPE,
 )
 from mpitune.model.timeline import PhaseRow
+from mpitune.store import confirmed
 from mpitune.store.front import objective_values
 from mpitune.store.history import History, read_history, search_digest
 from mpitune.store.integrity import in_flight, repair, verify
@@ -355,6 +358,16 @@ class Cache:
         (strategy, seed, options, objective) continues it, if ``continuable``."""
         _append(self.searches, np.array([(self.run, search_digest(key).encode(), continuable)], dtype=SEARCH_DTYPE))
         self.file.flush()
+
+    def append_confirmation(
+        self, launches: Sequence[tuple[int, Launch]], verdict: Verdict | None, started_s: float, finished_s: float
+    ) -> None:
+        """Record a confirmation of this run (store/confirmed.py) and flush."""
+        confirmed.write(self.file, self.run, launches, verdict, started_s, finished_s)
+
+    def confirmed_candidates(self) -> frozenset[int]:
+        """The candidates the file's latest confirmation judged (empty: none)."""
+        return confirmed.latest_candidates(self.file)
 
     def history(self) -> History:
         """The recorded asks and search ends, and the run and batch of every results row."""

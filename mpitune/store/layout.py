@@ -25,8 +25,15 @@ _CHUNK_ROWS = 256
 _CHUNK_BYTES = 64 << 10
 # The tables beside results, one row per phase, run or rank.
 _TABLES = {"timeline": schema.TIMELINE_DTYPE, "runs": schema.RUNS_DTYPE, "ranks": schema.RANKS_DTYPE}
-# The search's history (see schema.ASKED_COLUMNS); files written before it lack them until a run adds them.
-HISTORY = {"asked": schema.ASKED_DTYPE, "searches": schema.SEARCH_DTYPE}
+# The search's history (see schema.ASKED_COLUMNS) and its confirmation (schema.CONFIRMED_COLUMNS);
+# files written before them lack them until a run adds them.
+HISTORY = {
+    "asked": schema.ASKED_DTYPE,
+    "searches": schema.SEARCH_DTYPE,
+    "confirm_launches": schema.CONFIRM_LAUNCH_DTYPE,
+    "confirmed": schema.CONFIRMED_DTYPE,
+    "device_factors": schema.DEVICE_FACTOR_DTYPE,
+}
 
 
 def _chunk_rows(dtype: np.dtype) -> int:

@@ -9,13 +9,14 @@ line (soundness.py says how it never hangs).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import h5py
 import numpy as np
 
 from mpitune.errors import UserError
+from mpitune.model import schema
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
@@ -91,6 +92,11 @@ class CacheData:
     # The config ids of the Pareto front as the latest multi-objective run ended; None where the
     # file has none (one objective, or a run still going or killed before its end).
     recorded_front: np.ndarray | None = None
+    # The confirmations (schema.CONFIRMED_COLUMNS): every launch, the verdict on each candidate
+    # and each rank's device factor; empty in files without any.
+    confirm_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, schema.CONFIRM_LAUNCH_DTYPE))
+    confirmed: np.ndarray = field(default_factory=lambda: np.zeros(0, schema.CONFIRMED_DTYPE))
+    device_factors: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.DEVICE_FACTOR_DTYPE)))
 
     def objective_values(self) -> np.ndarray:
         """(rows, objectives): the value of each recorded objective per results row, NaN where a
@@ -132,9 +138,13 @@ def read(path: str) -> CacheData:
                 observed=_rows(f, "observed", len(results), len(observed_names)),
                 observed_names=observed_names,
                 recorded_front=f["front"]["config_id"][...] if "front" in f and f["front"].shape[0] else None,
+                **{name: _decoded(f[name][...]) for name in _CONFIRMATION if name in f},
             )
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot read cache {path}: {exc}") from None
+
+
+_CONFIRMATION = ("confirm_launches", "confirmed", "device_factors")
 
 
 def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:

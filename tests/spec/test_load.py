@@ -136,6 +136,9 @@ BROKEN = [
     ("metrics = {'b': lambda p: p['a'], 'a': lambda p: 1.0}\n", "metrics", "'b' fails"),
     ("objective_higher_is_better = 'yes'\n", "objective_higher_is_better", "True or False"),
     ("racing = 'fast'\n", "racing", "'majority', 'spread'"),
+    ("confirm = 17\n", "confirm", "from 0 to 16, got 17"),
+    ("confirm = -1\n", "confirm", "number of candidates"),
+    ("confirm = 'yes'\n", "confirm", "True, False or a number"),
     ("compiler_options = '-O2'\n", "compiler_options", "list of strings"),
     ("problem_size = (1, 2, 3, 4)\n", "problem_size", "1 to 3"),
     ("texmem_args = {}\n", "texmem_args", "does not support"),
@@ -234,3 +237,17 @@ def test_metrics_objective_and_direction_load_in_order(tmp_path):
     assert problem.metrics[1].text == "time / STEP * n"
     assert problem.for_workers().metrics == [] and len(problem.metrics) == 3
     assert "metrics" not in problem.identity().record() and "observed_names" not in problem.identity().record()
+
+
+@pytest.mark.parametrize(
+    "written,candidates",
+    [("", 5), ("confirm = True\n", 5), ("confirm = False\n", 0), ("confirm = 0\n", 0), ("confirm = 12\n", 12)],
+)
+def test_confirm_is_on_by_default_and_takes_a_number_of_candidates(tmp_path, written, candidates):
+    _, settings = load_spec(str(write(tmp_path, GOOD + written)))
+    assert settings.confirm == candidates
+
+
+def test_the_command_line_overrides_the_specs_confirm(tmp_path):
+    _, settings = load_spec(str(write(tmp_path, GOOD + "confirm = 8\n")), Overrides(confirm=0))
+    assert settings.confirm == 0

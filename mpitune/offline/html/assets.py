@@ -62,10 +62,12 @@ SCRIPT = r"""
       ["runs", s.runs + " on up to " + s.ranks + " rank(s); the newest is " + s.state],
       ["best", s.best === null ? "none yet" : fmt(s.best) + " (" + s.best_config + ")"],
     ];
+    if (s.confirmed) rows.push(["confirmed", s.confirmed]);
     const dl = el("dl");
     for (const [k, v] of rows) {
       dl.append(el("dt", {}, k));
-      const dd = el("dd", k === "best" ? {id: "best", "data-value": s.best} : {});
+      const ids = {best: {id: "best", "data-value": s.best}, confirmed: {id: "confirmed"}};
+      const dd = el("dd", ids[k] || {});
       dd.append(...(Array.isArray(v) ? v : [v]));
       dl.append(dd);
     }

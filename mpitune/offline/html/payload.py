@@ -46,6 +46,7 @@ class Summary:
     state: str  # the newest run's status: running, finished, ...
     best: float | None = None
     best_config: str = ""
+    confirmed: str = ""  # the confirmation's verdict, as ``report`` says it; empty without one
 
 
 @dataclass
@@ -89,7 +90,20 @@ def summary(v: View) -> Summary:
         i = int(ranked[0])
         s.best = float(obj.values[i])
         s.best_config = ", ".join(f"{n}={_cell(res[n].iloc[i])}" for n in v.param_names)
+    s.confirmed = _confirmed(res.attrs.get("confirmation"))
     return s
+
+
+def _confirmed(confirmation: dict[str, Any] | None) -> str:
+    if not confirmation:
+        return ""
+    lo_ms, hi_ms = confirmation["ci_ms"]
+    params = ", ".join(f"{k}={v}" for k, v in confirmation["winner"].items())
+    tied = confirmation["tied"]
+    ties = (
+        "; tied with " + " | ".join(", ".join(f"{k}={v}" for k, v in t.items()) for t in tied) if tied else "; no ties"
+    )
+    return f"{confirmation['winner_ms']:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] ({params}){ties}"
 
 
 def _cell(value: Any) -> Any:

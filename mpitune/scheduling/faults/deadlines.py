@@ -88,7 +88,7 @@ class Deadlines:
     def stamp(self, orders: list[Order]) -> list[Order]:
         """The orders, each carrying its batch's allowance (a stop's: the floor, for the last rows)."""
         rates = self.rates[-HISTORY_ROUNDS:]
-        longest = max(len(o.ids) for o in orders)
+        longest = max(o.size for o in orders)
         if orders[0].stop is not None:
             limit = allowance(0, 0.0, 0.0, self.floor_s, self.turnaround_s)
         else:

@@ -1,0 +1,120 @@
+"""What ``report`` says of the file's latest confirmation (scheduling/confirming.py): the winner
+with its interval and the candidates tied with it, what confirming cost, and each rank's device
+factor. ``report --json`` writes these records field by field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mpitune.model.problem import plain
+from mpitune.store.reader import CacheData
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The winner and the configurations statistically tied with it, by their parameters; the
+    winner's median over every rank's launches (each divided by its rank's factor) and its
+    bootstrap confidence interval, in ms."""
+
+    winner: dict[str, Any]
+    winner_ms: float
+    ci_ms: tuple[float, float]
+    tied: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ConfirmationCost:
+    """What the confirmation timed and how long it took, against its run's wall time."""
+
+    run: int
+    candidates: int
+    launches: int
+    seconds: float
+    share_of_run: float | None  # None: the run has no wall time (killed, or still going)
+
+
+@dataclass(frozen=True)
+class DeviceCalibration:
+    """One rank's device factor: its times over the ranks' common time, from the confirmation."""
+
+    rank: int
+    host: str
+    device: str
+    factor: float
+    flagged: bool
+
+
+def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | None, list[DeviceCalibration]]:
+    """The file's latest confirmation with a verdict, its cost and its run's device factors."""
+    confirmed = data.confirmed
+    if not len(confirmed):
+        return None, None, []
+    run = int(confirmed["run"][-1])
+    mine = confirmed[confirmed["run"] == run]
+    winner = mine[mine["winner"] == 1][0]
+    tied = mine[mine["tied"] == 1]
+    confirmation = Confirmation(
+        winner=_config(data, int(winner["config_id"])),
+        winner_ms=float(winner["median_ms"]),
+        ci_ms=(float(winner["ci_lo_ms"]), float(winner["ci_hi_ms"])),
+        tied=[_config(data, int(i)) for i in tied["config_id"]],
+    )
+    walls = data.runs["wall_s"][data.runs["run"] == run]
+    seconds = float(winner["finished_s"] - winner["started_s"])
+    wall_s = float(walls[0]) if len(walls) else float("nan")
+    cost = ConfirmationCost(
+        run=run,
+        candidates=len(mine),
+        launches=int(np.count_nonzero(data.confirm_launches["run"] == run)),
+        seconds=seconds,
+        share_of_run=seconds / wall_s if wall_s > 0 else None,
+    )
+    return confirmation, cost, _calibration(data, run)
+
+
+def _config(data: CacheData, config_id: int) -> dict[str, Any]:
+    row = data.results[data.results["config_id"] == config_id][0]
+    return {n: plain(row[n]) for n in data.param_names}
+
+
+def _calibration(data: CacheData, run: int) -> list[DeviceCalibration]:
+    factors = data.device_factors[data.device_factors["run"] == run]
+    ranks = data.ranks[data.ranks["run"] == run]
+    where = {int(r["rank"]): (str(r["host"]), str(r["device"])) for r in ranks}
+    return [
+        DeviceCalibration(int(f["rank"]), *where.get(int(f["rank"]), ("", "")), float(f["factor"]), bool(f["flagged"]))
+        for f in factors
+    ]
+
+
+def text(
+    confirmation: Confirmation | None, cost: ConfirmationCost | None, calibration: list[DeviceCalibration]
+) -> list[str]:
+    """The report's lines on the confirmation; none without one."""
+    if confirmation is None or cost is None:
+        return []
+    lo_ms, hi_ms = confirmation.ci_ms
+    share = f", {100 * cost.share_of_run:.1f} % of run {cost.run}" if cost.share_of_run is not None else ""
+    lines = [
+        f"\n  confirmed (run {cost.run}: {cost.candidates} candidates, {cost.launches} launches interleaved "
+        f"on every rank, {cost.seconds:.3g} s{share}):",
+        f"  winner {confirmation.winner_ms:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] {_params(confirmation.winner)}",
+    ]
+    if confirmation.tied:
+        lines.append(f"  statistically tied with it ({len(confirmation.tied)}):")
+        lines += [f"    {_params(c)}" for c in confirmation.tied]
+    else:
+        lines.append("  no candidate is tied with it")
+    if len(calibration) > 1:
+        lines.append(
+            "  device factors: "
+            + "; ".join(f"rank {d.rank} {d.factor:.4f}" + (" FLAGGED" if d.flagged else "") for d in calibration)
+        )
+    return lines
+
+
+def _params(config: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items())

@@ -1,0 +1,132 @@
+"""Rank 0's confirmation: once the search has ended by itself, the best candidates are timed
+again, interleaved round after round on every rank, and judged (model/confirmation.py).
+
+The search's best is the smallest of many noisy medians, each measured once on one device: among
+configurations within noise of each other it is a draw, and on several devices each median also
+carries its device's bias. Timing the few candidates again on every device, in turn, gives each
+the same devices and the same drift, from which the devices' factors come out and the candidates'
+medians can be compared; the winner is then named with the candidates it cannot be told from.
+
+Only a search that ended on its own (``FINISHED``, ``MAX_FEVALS``) is confirmed: one cut short
+is resumed, and confirmed when it ends. A resumed run whose candidates are the ones the file's
+latest confirmation judged does not time them again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mpitune.model.confirmation import Verdict, candidates, judge
+from mpitune.model.launches import MOST_CANDIDATES, Launch, Retime
+from mpitune.model.result import Scored
+from mpitune.model.work import Work
+from mpitune.scheduling.messages import Order, Report, StopReason
+from mpitune.store.cache import Cache
+
+log = logging.getLogger(__name__)
+
+CONFIRMABLE = (StopReason.FINISHED, StopReason.MAX_FEVALS)
+LAUNCHES_PER_CANDIDATE = 30  # over all ranks: what a candidate's median and interval rest on
+MIN_ROUNDS = 5  # per rank: what its device factor rests on, with every candidate's launches
+_KEEP_WITHIN = 2.0  # results slower than this many times the best are no candidates; forgotten
+
+
+def rounds_for(ranks: int) -> int:
+    """Rounds per rank: the launches per candidate shared over the ranks, at least ``MIN_ROUNDS``."""
+    return max(MIN_ROUNDS, math.ceil(LAUNCHES_PER_CANDIDATE / ranks))
+
+
+class Confirming:
+    """What rank 0 needs to confirm: the timed results that may be candidates, then the verdict.
+
+    ``k`` is how many of the best to confirm (0: none); confirmation needs the objective to be
+    the kernel time, as racing does: only then is the candidate with the smallest median of its
+    launches the best."""
+
+    def __init__(self, k: int, ranks: int, kernel_time: bool, cache: Cache):
+        self.k, self.ranks, self.cache = k, ranks, cache
+        self.wanted = k > 0 and kernel_time
+        self._timed: list[Scored] = []
+        self._best_ms = math.inf
+        self.retime: Retime | None = None
+        self.started_s = math.nan
+        self.verdict: Verdict | None = None
+        self.reused = False  # the file's latest confirmation judged these candidates already
+        self._asked = False
+
+    def seen(self, results: Sequence[Scored]) -> None:
+        """Keep what may become a candidate: results that passed with a time near the best."""
+        if not self.wanted:
+            return
+        for r in results:
+            if r.ok and math.isfinite(r.time_ms):
+                self._timed.append(r)
+                self._best_ms = min(self._best_ms, r.time_ms)
+        if len(self._timed) > 4096:
+            self._timed = [r for r in self._timed if r.time_ms <= _KEEP_WITHIN * self._best_ms]
+
+    def orders(
+        self, stop: StopReason, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
+    ) -> list[Order] | None:
+        """The orders of the confirmation, once, when the search stopped for ``stop``; None when
+        there is nothing to confirm (then or already)."""
+        if not self.wanted or self._asked or stop not in CONFIRMABLE:
+            return None
+        self._asked = True
+        ids = candidates(self._timed, self.k, MOST_CANDIDATES)
+        if len(ids) < 2:
+            return None  # nothing to choose between
+        if frozenset(ids) == self.cache.confirmed_candidates():
+            self.reused = True
+            log.info("the file's latest confirmation judged these %d candidates: not timed again", len(ids))
+            return None
+        made = work(ids)
+        self.retime = Retime(tuple(made[i] for i in ids), rounds_for(self.ranks))
+        self.started_s = now_s
+        return [Order(now_s, batch, retime=self.retime)] * self.ranks
+
+    def record(self, reports: Sequence[Report], now_s: float, whole: bool, seed: int) -> None:
+        """The launches into the file; judged when ``whole`` (every rank's report came, and
+        its device can be trusted): part of a confirmation is no verdict, and the next run
+        confirms again."""
+        launches = [(rank, launch) for rank, report in enumerate(reports) for launch in report.launches]
+        self.verdict = _judged(launches, seed) if whole else None
+        self.cache.append_confirmation(launches, self.verdict, self.started_s, now_s)
+        if self.verdict is not None:
+            for f in self.verdict.factors:
+                if f.flagged:
+                    log.warning(
+                        "rank %d's device times %.3g x the others' (± %.2g): its search results carry that factor",
+                        f.rank,
+                        f.factor,
+                        f.sd,
+                    )
+
+    def describe(self, config: Callable[[int], str]) -> str:
+        """The verdict as the progress line says it; ``config`` formats a configuration by id."""
+        v, retime = self.verdict, self.retime
+        if v is None or retime is None:
+            return "confirmation: no verdict (a rank's launches are missing; the next run confirms again)"
+        lo_ms, hi_ms = v.ci_ms
+        tied = f", tied with {len(v.tied)}: {', '.join(config(i) for i in v.tied)}" if v.tied else ", no ties"
+        return (
+            f"confirmed best {v.winner_ms:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] {config(v.winner)}{tied} "
+            f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s))"
+        )
+
+
+def _judged(launches: Sequence[tuple[int, Launch]], seed: int) -> Verdict | None:
+    def column(get: Callable[[int, Launch], float], dtype: type) -> np.ndarray:
+        return np.array([get(rank, launch) for rank, launch in launches], dtype=dtype)
+
+    return judge(
+        column(lambda rank, _: rank, np.int64),
+        column(lambda _, launch: launch.config_id, np.int64),
+        column(lambda _, launch: launch.round, np.int64),
+        column(lambda _, launch: launch.time_ms, np.float64),
+        seed=seed,
+    )
