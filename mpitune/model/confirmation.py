@@ -85,6 +85,7 @@ class Verdict:
     candidates: tuple[Candidate, ...]  # by median, winner first; a candidate with no finite launch left out
     tied: tuple[int, ...]  # ids statistically tied with the winner, winner excluded, in median order
     factors: tuple[DeviceFactor, ...]  # by rank; with one rank: factor 1.0, sd 0.0, not flagged
+    # (a rank none of whose launches is finite is left out: it has no factor to tell)
 
     @property
     def winner_ms(self) -> float:
@@ -141,7 +142,7 @@ def candidates(results: Sequence[Scored], k: int = 5, most: int = 16) -> list[in
     return ordered[:most]
 
 
-def nanmedian(a: np.ndarray, axis: int) -> np.ndarray:
+def _nanmedian(a: np.ndarray, axis: int) -> np.ndarray:
     """The median along ``axis`` of the finite values, NaN where there is none. numpy's own
     nanmedian loops in Python over the other axes; sorting moves NaN last, so the middle of the
     finite values can be picked for all of them at once."""
@@ -158,17 +159,18 @@ def _grid(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ranks, config ids, t[device, candidate, round]): the launches as one array, NaN where a
     launch failed or is missing. Times that are not finite and positive are failures (a log is
-    taken of each); candidates without a finite launch anywhere are left out."""
+    taken of each). A candidate, rank or round without a finite launch is left out: it tells
+    nothing, and a rank where everything failed would otherwise leave no candidate timed on
+    every device, and so no calibration of the others."""
     rank, config_id, round_ = (np.asarray(x).astype(np.int64) for x in (rank, config_id, round_))
     times = np.asarray(time_ms, dtype=np.float64)
     if not rank.shape == config_id.shape == round_.shape == times.shape or rank.ndim != 1:
         raise ValueError("judge: rank, config_id, round_ and time_ms must be 1-d arrays of one length")
     good = np.isfinite(times) & (times > 0)
-    ranks, d = np.unique(rank, return_inverse=True)
+    ranks, d = np.unique(rank[good], return_inverse=True)
     ids, c = np.unique(config_id[good], return_inverse=True)
-    _, r = np.unique(round_, return_inverse=True)
+    _, r = np.unique(round_[good], return_inverse=True)
     grid = np.full((len(ranks), len(ids), int(r.max(initial=-1)) + 1), np.nan)
-    d, r = d[good], r[good]
     cells = np.ravel_multi_index((d, c, r), grid.shape)
     if len(np.unique(cells)) != len(cells):
         raise ValueError("judge: a (rank, config_id, round) has more than one launch")
@@ -182,15 +184,15 @@ def _estimate(launches: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, n
     samples, devices, count, rounds = launches.shape
     logs = np.log(launches)
     if devices > 1 and complete.any():
-        m = nanmedian(logs[:, :, complete, :], axis=3)  # [sample, device, complete candidate]
-        apart = m - nanmedian(m, axis=1)[:, None, :]
-        b = nanmedian(apart, axis=2)
+        m = _nanmedian(logs[:, :, complete, :], axis=3)  # [sample, device, complete candidate]
+        apart = m - _nanmedian(m, axis=1)[:, None, :]
+        b = _nanmedian(apart, axis=2)
         b = b - np.nanmean(b, axis=1, keepdims=True)
     else:
         b = np.zeros((samples, devices))
     calibrated = launches / np.exp(b)[:, :, None, None]
     pooled = calibrated.transpose(0, 2, 1, 3).reshape(samples, count, devices * rounds)
-    return b, nanmedian(pooled, axis=2)
+    return b, _nanmedian(pooled, axis=2)
 
 
 def _bootstrap(
@@ -229,9 +231,10 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
 
 
 def _tied(order: np.ndarray, meds_boot: np.ndarray, confidence: float) -> tuple[int, ...]:
-    """Positions (in ``order``, after the winner) of the candidates the resamples cannot tell
-    from the winner: their ratio to it is at or below 1 in at least (1 - confidence) / 2 of them.
-    A pair no resample could compare (both medians never finite together) counts as tied."""
+    """The columns (of ``meds_boot``, in ``order`` after the winner ``order[0]``) of the
+    candidates the resamples cannot tell from the winner: their ratio to it is at or below 1 in
+    at least (1 - confidence) / 2 of them. A pair no resample could compare (both medians never
+    finite together) counts as tied."""
     w = order[0]
     tied = []
     for c in order[1:]:

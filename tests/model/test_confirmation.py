@@ -108,6 +108,11 @@ def test_failed_launches_are_left_out_and_all_failed_is_no_verdict():
     assert verdict is not None
     assert [c.config_id for c in verdict.candidates] == [0, 1] and verdict.winner == 0
     assert [c.launches for c in verdict.candidates] == [16, 10]
+    # A third rank where everything failed has no factor, and the other two are still calibrated.
+    dead = judge(np.r_[rank, 2, 2], np.r_[ids, 0, 1], np.r_[rounds, 0, 0], np.r_[times, np.nan, np.nan])
+    assert dead is not None and [f.rank for f in dead.factors] == [0, 1]
+    assert dead.factors[1].factor / dead.factors[0].factor == pytest.approx(1.02, rel=0.01)
+    assert dead == verdict
     assert judge(rank, ids, rounds, np.full_like(times, np.nan)) is None
     assert judge(np.array([], int), np.array([], int), np.array([], int), np.array([])) is None
 
