@@ -1,0 +1,294 @@
+"""The statistics of confirmation: which candidates to time again, and what their launches say.
+
+The search times each configuration once, on one device, so a median there carries that
+device's bias and one draw of noise; the best of thousands is then partly the luckiest. Rank 0
+therefore times a few candidates again, round-robin over several rounds, on every device
+(model/launches.py), and this module turns those launches into a verdict. Numbers only: no I/O,
+no MPI, so that every step can be checked on numbers drawn from a seeded generator.
+
+Which candidates (``candidates``). The k best by their search median, and also any whose
+interval for the median overlaps the best's: the search cannot tell those from the best, so
+leaving them out would let its noise choose. The interval is the order-statistic one
+(``search_interval_ms``): it assumes nothing of the launches' distribution (kernel times are
+skewed, with rare slow launches), only that they are independent draws, so the count of launches
+below the true median is binomial(n, 1/2). A raced result has only the few launches that showed
+it slow: its median is biased upwards, so it joins only if even its wide interval overlaps.
+
+Device factors. A device may be a few percent slower than another on every kernel (clocks,
+cooling, a neighbour), and the candidates' launches are spread over devices unevenly once some
+fail on one of them. The model is multiplicative, log t[d, c, r] = a_c + b_d + noise: a device
+speeds every kernel up by the same ratio. Each step takes medians, not means, so that one slow
+launch, one odd candidate or one odd device moves nothing: m[d, c] is the median over rounds,
+b_d the median over candidates of how far device d sits from the other devices on that
+candidate (m[d, c] minus the median over devices). Only candidates timed on every device count,
+so that each b_d is measured against the same set. The b are centred to mean 0 (factors of
+geometric mean 1): the model cannot tell a slow kernel from a slow fleet, and this choice keeps
+calibrated times in the units of a typical device. A launch is calibrated by dividing it by its
+device's factor, and a candidate's time is the median of all its calibrated launches pooled.
+
+Bootstrap. The unit resampled is the round on one device: the launches of a round ran next to
+each other in time, so drift (warming, throttling) hits them alike; resampling whole rounds keeps
+that pairing, and so the comparison of two candidates is as sharp as the interleaving made it.
+Devices are resampled independently, since their noise is. Every resample recomputes the factors
+too, so the intervals carry the uncertainty of the calibration. A candidate's interval is the
+percentile interval of its resampled medians. The winner is the lowest median; a candidate is
+tied with it when the resampled ratio of their medians falls at or below 1 in at least
+(1 - confidence) / 2 of the resamples, i.e. the ratio's percentile interval includes 1: then the
+launches do not show that the winner is faster, and the report should say so instead of naming
+one. A device is flagged when its factor differs from the median of the others' by more than
+twice its standard error plus ``flag_pct`` percent: beyond noise, and beyond what is worth a
+remark (a few percent between devices of one kind is usual).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpitune.model.result import Scored
+
+# Most elements of one chunk of resamples (resamples x devices x candidates x rounds): the
+# bootstrap's arrays stay within a few tens of MB however many rounds and devices a run has.
+CHUNK_ELEMENTS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate as its confirmation launches show it."""
+
+    config_id: int
+    median_ms: float  # median of its calibrated launches (all devices pooled)
+    ci_ms: tuple[float, float]  # bootstrap percentile CI of that median, at `confidence`
+    launches: int  # finite launches counted
+
+
+@dataclass(frozen=True)
+class DeviceFactor:
+    """How much slower one device ran the candidates than the common time."""
+
+    rank: int
+    factor: float  # this device's times / the common time; the geometric mean over devices is 1
+    sd: float  # the factor's standard error (bootstrap)
+    flagged: bool  # differs from the others' by more than its noise plus flag_pct percent
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What confirmation concludes: the winner, the candidates it cannot be told from, and the
+    devices' factors."""
+
+    winner: int  # config_id
+    candidates: tuple[Candidate, ...]  # by median, winner first; a candidate with no finite launch left out
+    tied: tuple[int, ...]  # ids statistically tied with the winner, winner excluded, in median order
+    factors: tuple[DeviceFactor, ...]  # by rank; with one rank: factor 1.0, sd 0.0, not flagged
+    # (a rank none of whose launches is finite is left out: it has no factor to tell)
+
+    @property
+    def winner_ms(self) -> float:
+        return self.candidates[0].median_ms
+
+    @property
+    def ci_ms(self) -> tuple[float, float]:
+        return self.candidates[0].ci_ms
+
+
+def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """An interval for the median of one configuration's search launches: the distribution-free
+    order-statistic (binomial) interval; with too few launches for that confidence, [min, max]."""
+    times = sorted(t for t in times_ms if math.isfinite(t))
+    n = len(times)
+    if n == 0:
+        return (math.nan, math.nan)
+    alpha = (1.0 - confidence) / 2
+    # [x_(j), x_(n+1-j)] (1-based) misses the median with probability 2 P(B <= j - 1), B ~ binom(n, 1/2):
+    # take the largest j that keeps that within 1 - confidence; j = 1 is [min, max] in any case.
+    j, below = 1, 0.5**n  # below: P(B <= j - 1)
+    while j < (n + 1) // 2:
+        nxt = below + math.comb(n, j) * 0.5**n
+        if nxt > alpha:
+            break
+        j, below = j + 1, nxt
+    return (times[j - 1], times[n - j])
+
+
+def candidates(results: Sequence[Scored], k: int = 5, most: int = 16) -> list[int]:
+    """Config ids to confirm: the k best ok results by time_ms plus every ok result whose
+    search_interval_ms overlaps the best's, at most `most`, best first; results whose time is not
+    finite are ignored; a raced result (r.raced) counts only through its interval (its times are
+    few). Uses r.time_ms / r.times_ms of mpitune.model.result.Scored (see that file)."""
+    ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (r.time_ms, r.config_id))
+    full = [r for r in ok if not r.raced] or ok  # only raced results: their times are all there is
+    if not full:
+        return []
+
+    def interval(r: Scored) -> tuple[float, float]:
+        lo, hi = search_interval_ms(r.times_ms)
+        return (lo, hi) if math.isfinite(lo) else (r.time_ms, r.time_ms)
+
+    best_lo, best_hi = interval(full[0])
+    chosen = {r.config_id for r in full[:k]}
+    for r in ok:
+        lo, hi = interval(r)
+        if lo <= best_hi and hi >= best_lo:
+            chosen.add(r.config_id)
+    ordered: list[int] = []
+    for r in ok:
+        if r.config_id in chosen and r.config_id not in ordered:
+            ordered.append(r.config_id)
+    return ordered[:most]
+
+
+def _nanmedian(a: np.ndarray, axis: int) -> np.ndarray:
+    """The median along ``axis`` of the finite values, NaN where there is none. numpy's own
+    nanmedian loops in Python over the other axes; sorting moves NaN last, so the middle of the
+    finite values can be picked for all of them at once."""
+    s = np.sort(a, axis=axis)
+    n = np.sum(np.isfinite(s), axis=axis, keepdims=True)
+    lo = np.take_along_axis(s, np.maximum((n - 1) // 2, 0), axis=axis)
+    hi = np.take_along_axis(s, n // 2, axis=axis)
+    out = np.where(n > 0, (lo + hi) / 2, np.nan)
+    return np.squeeze(out, axis=axis)
+
+
+def _grid(
+    rank: np.ndarray, config_id: np.ndarray, round_: np.ndarray, time_ms: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ranks, config ids, t[device, candidate, round]): the launches as one array, NaN where a
+    launch failed or is missing. Times that are not finite and positive are failures (a log is
+    taken of each). A candidate, rank or round without a finite launch is left out: it tells
+    nothing, and a rank where everything failed would otherwise leave no candidate timed on
+    every device, and so no calibration of the others."""
+    rank, config_id, round_ = (np.asarray(x).astype(np.int64) for x in (rank, config_id, round_))
+    times = np.asarray(time_ms, dtype=np.float64)
+    if not rank.shape == config_id.shape == round_.shape == times.shape or rank.ndim != 1:
+        raise ValueError("judge: rank, config_id, round_ and time_ms must be 1-d arrays of one length")
+    good = np.isfinite(times) & (times > 0)
+    ranks, d = np.unique(rank[good], return_inverse=True)
+    ids, c = np.unique(config_id[good], return_inverse=True)
+    _, r = np.unique(round_[good], return_inverse=True)
+    grid = np.full((len(ranks), len(ids), int(r.max(initial=-1)) + 1), np.nan)
+    cells = np.ravel_multi_index((d, c, r), grid.shape)
+    if len(np.unique(cells)) != len(cells):
+        raise ValueError("judge: a (rank, config_id, round) has more than one launch")
+    grid[d, c, r] = times[good]
+    return ranks, ids, grid
+
+
+def _estimate(launches: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log factors [sample, device], medians [sample, candidate]) of launches[sample, device,
+    candidate, round]: the model of the module docstring, for every sample at once."""
+    samples, devices, count, rounds = launches.shape
+    logs = np.log(launches)
+    if devices > 1 and complete.any():
+        m = _nanmedian(logs[:, :, complete, :], axis=3)  # [sample, device, complete candidate]
+        apart = m - _nanmedian(m, axis=1)[:, None, :]
+        b = _nanmedian(apart, axis=2)
+        b = b - np.nanmean(b, axis=1, keepdims=True)
+    else:
+        b = np.zeros((samples, devices))
+    calibrated = launches / np.exp(b)[:, :, None, None]
+    pooled = calibrated.transpose(0, 2, 1, 3).reshape(samples, count, devices * rounds)
+    return b, _nanmedian(pooled, axis=2)
+
+
+def _bootstrap(
+    grid: np.ndarray, complete: np.ndarray, rng: np.random.Generator, resamples: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The estimates of ``resamples`` resamples of rounds, each device's drawn on its own. All
+    draws are made first, so the chunking (for memory) does not change the numbers."""
+    devices, count, rounds = grid.shape
+    picks = rng.integers(0, rounds, size=(resamples, devices, rounds))
+    chunk = max(1, CHUNK_ELEMENTS // max(1, grid.size))
+    device, candidate = np.arange(devices)[None, :, None, None], np.arange(count)[None, None, :, None]
+    bs, meds = [], []
+    for start in range(0, resamples, chunk):
+        p = picks[start : start + chunk, :, None, :]  # [sample, device, 1, round]
+        launches = grid[device, candidate, p]  # [sample, device, candidate, round]
+        b, med = _estimate(launches, complete)
+        bs.append(b)
+        meds.append(med)
+    return np.concatenate(bs), np.concatenate(meds)
+
+
+def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: float) -> tuple[DeviceFactor, ...]:
+    """Each device's factor, its bootstrap standard error and whether it stands out."""
+    factors = np.exp(b)
+    boot = np.exp(b_boot)
+    ddof = 1 if len(boot) > 1 else 0
+    sds = np.nanstd(boot, axis=0, ddof=ddof) if len(ranks) > 1 else np.zeros(len(ranks))
+    out = []
+    for d, rank in enumerate(ranks):
+        flagged = False
+        if len(ranks) > 1:
+            others = float(np.median(np.delete(factors, d)))
+            flagged = bool(abs(factors[d] / others - 1) > 2 * sds[d] + flag_pct / 100)
+        out.append(DeviceFactor(rank=int(rank), factor=float(factors[d]), sd=float(sds[d]), flagged=flagged))
+    return tuple(out)
+
+
+def _tied(order: np.ndarray, meds_boot: np.ndarray, confidence: float) -> tuple[int, ...]:
+    """The columns (of ``meds_boot``, in ``order`` after the winner ``order[0]``) of the
+    candidates the resamples cannot tell from the winner: their ratio to it is at or below 1 in
+    at least (1 - confidence) / 2 of them. A pair no resample could compare (both medians never
+    finite together) counts as tied."""
+    w = order[0]
+    tied = []
+    for c in order[1:]:
+        ratio = meds_boot[:, c] / meds_boot[:, w]
+        ratio = ratio[np.isfinite(ratio)]
+        if len(ratio) == 0 or np.mean(ratio <= 1.0) >= (1.0 - confidence) / 2:
+            tied.append(int(c))
+    return tuple(tied)
+
+
+def judge(
+    rank: np.ndarray,
+    config_id: np.ndarray,
+    round_: np.ndarray,
+    time_ms: np.ndarray,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    flag_pct: float = 2.0,
+    resamples: int = 1000,
+) -> Verdict | None:
+    """One row per timed launch (parallel arrays; NaN times are failed launches and are left
+    out). None when no candidate has a finite launch."""
+    if not 0.0 < confidence < 1.0 or resamples < 1:
+        raise ValueError(f"judge: confidence must be in (0, 1) and resamples >= 1, not {confidence}, {resamples}")
+    ranks, ids, grid = _grid(rank, config_id, round_, time_ms)
+    if len(ids) == 0:
+        return None
+    finite = np.isfinite(grid)
+    complete = finite.any(axis=2).all(axis=0)  # timed on every device
+    b, meds = _estimate(grid[None], complete)
+    alpha = (1.0 - confidence) / 2
+    with warnings.catch_warnings():
+        # A resample may draw none of a sparse candidate's finite launches on a device, or at
+        # all: that median is NaN and is left out of the summaries, which is what numpy warns of.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b_boot, meds_boot = _bootstrap(grid, complete, np.random.default_rng(seed), resamples)
+        lo = np.nanquantile(meds_boot, alpha, axis=0)
+        hi = np.nanquantile(meds_boot, 1.0 - alpha, axis=0)
+        factors = _factors(ranks, b[0], b_boot, flag_pct)
+    order = np.argsort(meds[0], kind="stable")
+    counts = finite.sum(axis=(0, 2))
+    found = tuple(
+        Candidate(
+            config_id=int(ids[c]),
+            median_ms=float(meds[0, c]),
+            ci_ms=(float(lo[c]), float(hi[c])),
+            launches=int(counts[c]),
+        )
+        for c in order
+    )
+    return Verdict(
+        winner=int(ids[order[0]]),
+        candidates=found,
+        tied=tuple(int(ids[c]) for c in _tied(order, meds_boot, confidence)),
+        factors=factors,
+    )

@@ -1,0 +1,196 @@
+"""Confirmation's statistics on launches drawn from seeded generators: which candidates are timed
+again, the device factors, the winner and the candidates tied with it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mpitune.model.confirmation import candidates, judge, search_interval_ms
+from mpitune.model.result import Scored, Status
+
+
+def launches(true_ms, biases, rounds, noise, seed, ids=None):
+    """(rank, config_id, round, time_ms): every candidate once per round on every device, its
+    true time x the device's bias x lognormal noise of relative size ``noise``."""
+    rng = np.random.default_rng(seed)
+    ids = list(range(len(true_ms))) if ids is None else ids
+    d, c, r = np.meshgrid(np.arange(len(biases)), np.arange(len(true_ms)), np.arange(rounds), indexing="ij")
+    times = np.asarray(true_ms)[c] * np.asarray(biases)[d] * np.exp(noise * rng.standard_normal(d.shape))
+    return d.ravel(), np.asarray(ids)[c.ravel()], r.ravel(), times.ravel()
+
+
+def test_a_clear_winner_is_named_and_nothing_is_tied():
+    true = [1.05, 1.0, 1.1025]  # 5 % apart
+    rank, ids, rounds, times = launches(true, [1.0, 1.0], rounds=10, noise=0.01, seed=1, ids=[7, 3, 9])
+    verdict = judge(rank, ids, rounds, times)
+    assert verdict is not None
+    assert verdict.winner == 3 and verdict.tied == ()
+    assert [c.config_id for c in verdict.candidates] == [3, 7, 9]
+    assert [c.launches for c in verdict.candidates] == [20, 20, 20]
+    lo, hi = verdict.ci_ms
+    assert lo <= verdict.winner_ms <= hi and hi - lo < 0.02
+    assert verdict.winner_ms == pytest.approx(1.0, rel=0.01)
+    assert verdict.candidates[1].median_ms == pytest.approx(1.05, rel=0.01)
+
+
+def test_candidates_a_tenth_of_a_percent_apart_in_two_percent_noise_are_tied():
+    rank, ids, rounds, times = launches([1.0, 1.001, 1.05], [1.0, 1.0], rounds=10, noise=0.02, seed=2)
+    verdict = judge(rank, ids, rounds, times)
+    assert verdict is not None
+    assert {verdict.winner, *verdict.tied} == {0, 1}  # either may come first: the launches cannot tell
+    assert 2 not in verdict.tied  # 5 % in that noise can be told
+
+
+def test_resampling_whole_rounds_keeps_a_drift_from_hiding_a_one_percent_gap():
+    """Times rise 20 % over the rounds, alike for both candidates (they ran side by side): a
+    resample of rounds moves both medians together, so their ratio stays sharp. Resampling
+    each candidate's launches on its own would see the drift as noise and call them tied."""
+    rank, ids, rounds, times = launches([1.0, 1.01], [1.0], rounds=20, noise=0.002, seed=3)
+    times = times * (1.0 + 0.01 * rounds)
+    verdict = judge(rank, ids, rounds, times)
+    assert verdict is not None
+    assert verdict.winner == 0 and verdict.tied == ()
+    lo, hi = verdict.ci_ms
+    assert hi / lo > 1.03  # each median alone is as unsure as the drift makes it
+
+
+def test_device_factors_are_recovered():
+    biases = np.array([0.97, 1.0, 1.01, 1.04])
+    rank, ids, rounds, times = launches(np.linspace(1.0, 1.3, 8), biases, rounds=20, noise=0.01, seed=4)
+    verdict = judge(rank + 10, ids, rounds, times)
+    assert verdict is not None
+    assert [f.rank for f in verdict.factors] == [10, 11, 12, 13]
+    factors = np.array([f.factor for f in verdict.factors])
+    expected = biases / np.exp(np.mean(np.log(biases)))
+    assert np.allclose(factors, expected, rtol=0.005)
+    assert math.prod(factors) == pytest.approx(1.0, abs=1e-12)
+    assert all(0 < f.sd < 0.005 for f in verdict.factors)
+    assert verdict.winner == 0 and verdict.tied == ()
+
+
+def test_a_device_eight_percent_slow_is_flagged_and_the_others_not():
+    biases = [1.0, 0.995, 1.005, 1.08, 1.0]
+    rank, ids, rounds, times = launches(np.linspace(1.0, 1.2, 6), biases, rounds=20, noise=0.01, seed=5)
+    verdict = judge(rank, ids, rounds, times)
+    assert verdict is not None
+    assert [f.flagged for f in verdict.factors] == [False, False, False, True, False]
+    assert verdict.factors[3].factor / verdict.factors[0].factor == pytest.approx(1.08, rel=0.005)
+
+
+def test_the_true_best_wins_once_the_device_bias_is_taken_out():
+    """Candidate 0 (1.00 ms) launched only on the slowest device, failing on the others;
+    candidate 1 (1.02 ms) everywhere. Pooled as measured, 1 is faster; calibrated, 0 is."""
+    biases = [0.97, 1.0, 1.01, 1.04]
+    rank, ids, rounds, times = launches([1.0, 1.02, 1.05, 1.08], biases, rounds=20, noise=0.01, seed=6)
+    times = np.where((ids == 0) & (rank != 3), np.nan, times)
+    raw = {c: np.nanmedian(times[ids == c]) for c in (0, 1)}
+    assert raw[1] < raw[0]  # the naive reading picks the wrong one
+    verdict = judge(rank, ids, rounds, times)
+    assert verdict is not None
+    assert verdict.winner == 0 and verdict.tied == ()
+    assert verdict.candidates[0].launches == 20
+    assert verdict.candidates[1].median_ms / verdict.winner_ms == pytest.approx(1.02, rel=0.005)
+    # Every candidate on every device: the true best still wins, and the factors are the same.
+    full = launches([1.0, 1.02, 1.05, 1.08], biases, rounds=20, noise=0.01, seed=6)
+    every = judge(*full)
+    assert every is not None and every.winner == 0
+    assert [f.factor for f in every.factors] == pytest.approx([f.factor for f in verdict.factors], rel=0.003)
+
+
+def test_failed_launches_are_left_out_and_all_failed_is_no_verdict():
+    rank, ids, rounds, times = launches([1.0, 1.1, 0.5], [1.0, 1.02], rounds=8, noise=0.01, seed=7)
+    times = np.where(ids == 2, np.nan, times)  # the fastest failed everywhere
+    times[(ids == 1) & (rounds < 3)] = np.nan  # some launches of another failed
+    verdict = judge(rank, ids, rounds, times)
+    assert verdict is not None
+    assert [c.config_id for c in verdict.candidates] == [0, 1] and verdict.winner == 0
+    assert [c.launches for c in verdict.candidates] == [16, 10]
+    # A third rank where everything failed has no factor, and the other two are still calibrated.
+    dead = judge(np.r_[rank, 2, 2], np.r_[ids, 0, 1], np.r_[rounds, 0, 0], np.r_[times, np.nan, np.nan])
+    assert dead is not None and [f.rank for f in dead.factors] == [0, 1]
+    assert dead.factors[1].factor / dead.factors[0].factor == pytest.approx(1.02, rel=0.01)
+    assert dead == verdict
+    assert judge(rank, ids, rounds, np.full_like(times, np.nan)) is None
+    assert judge(np.array([], int), np.array([], int), np.array([], int), np.array([])) is None
+
+
+def test_the_launches_must_be_one_per_rank_candidate_and_round():
+    rank, ids, rounds, times = launches([1.0, 1.1], [1.0], rounds=3, noise=0.01, seed=8)
+    with pytest.raises(ValueError, match="more than one launch"):
+        judge(np.r_[rank, 0], np.r_[ids, 0], np.r_[rounds, 0], np.r_[times, 1.0])
+    with pytest.raises(ValueError, match="one length"):
+        judge(rank, ids, rounds, times[:-1])
+
+
+def test_the_same_seed_gives_the_same_verdict():
+    data = launches([1.0, 1.004, 1.03], [1.0, 1.01, 0.99], rounds=12, noise=0.02, seed=9)
+    first, again, other = judge(*data, seed=5), judge(*data, seed=5), judge(*data, seed=6)
+    assert first is not None and other is not None
+    assert first == again
+    assert other.winner == first.winner and other.ci_ms != first.ci_ms  # only the resamples differ
+
+
+def test_one_device_has_factor_one_and_no_noise():
+    verdict = judge(*launches([1.0, 1.2], [1.3], rounds=6, noise=0.05, seed=10))
+    assert verdict is not None
+    (factor,) = verdict.factors
+    assert (factor.rank, factor.factor, factor.sd, factor.flagged) == (0, 1.0, 0.0, False)
+    assert verdict.winner == 0 and verdict.winner_ms == pytest.approx(1.3, rel=0.1)
+
+
+def test_the_search_interval_is_the_order_statistic_one():
+    times = [5.0, 1.0, 3.0, 7.0, 2.0, 6.0, 4.0]
+    assert search_interval_ms(times) == (1.0, 7.0)  # 7 launches: [min, max] covers 98.4 %, [2nd, 6th] 87.5 %
+    assert search_interval_ms(times, confidence=0.8) == (2.0, 6.0)
+    assert search_interval_ms([2.0, 1.0]) == (1.0, 2.0)  # too few for 95 %: [min, max] all the same
+    assert search_interval_ms([2.0, 1.0, math.nan], confidence=0.1) == (1.0, 2.0)
+    nine = [float(t) for t in range(9, 0, -1)]
+    assert search_interval_ms(nine, confidence=0.9) == (2.0, 8.0)  # [3rd, 7th] would cover only 82 %
+    assert search_interval_ms([float(t) for t in range(1, 21)]) == (6.0, 15.0)  # the textbook ranks for 20
+    assert all(math.isnan(x) for x in search_interval_ms([]))
+
+
+def test_the_search_interval_covers_the_median_as_often_as_it_says():
+    rng = np.random.default_rng(11)
+    draws = np.exp(0.3 * rng.standard_normal((4000, 15)))  # lognormal: skewed, median 1
+    covered = [lo <= 1.0 <= hi for lo, hi in (search_interval_ms(list(d)) for d in draws)]
+    assert 0.95 <= np.mean(covered) <= 0.99  # exact coverage for 15 launches: 96.5 %
+
+
+def scored(config_id, times, status=Status.OK, raced=False):
+    return Scored(
+        config_id=config_id,
+        status=status,
+        time_ms=float(np.median(times)) if len(times) else math.nan,
+        times_ms=tuple(times),
+        raced=raced,
+    )
+
+
+def test_candidates_are_the_k_best_and_those_the_search_cannot_tell_from_the_best():
+    rng = np.random.default_rng(12)
+    spread = [tuple(m * np.exp(0.001 * rng.standard_normal(7))) for m in (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6)]
+    results = [scored(i, spread[i]) for i in (6, 3, 0, 5, 1, 4, 2)]
+    assert candidates(results, k=3) == [0, 1, 2]
+    wide = scored(9, (0.99, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4))  # median 2.1, but its interval reaches the best
+    assert candidates([*results, wide], k=3) == [0, 1, 2, 9]
+    assert candidates([*results, wide], k=3, most=2) == [0, 1]
+
+
+def test_candidates_ignore_failures_and_take_raced_ones_only_through_their_interval():
+    results = [
+        scored(0, (1.0, 1.01, 0.99, 1.0, 1.02)),
+        scored(1, (1.2, 1.21, 1.19, 1.2, 1.22)),
+        scored(2, (), status=Status.COMPILE_ERROR),
+        scored(3, (0.5, 0.5, 0.5), status=Status.VERIFY_FAILED),
+        scored(4, (math.inf,)),
+        scored(5, (1.5, 1.6), raced=True),  # few launches, none near the best: out
+        scored(6, (1.3, 1.005), raced=True),  # its wide interval reaches the best: in
+    ]
+    assert candidates(results, k=2) == [0, 6, 1]  # best first: 6's median (1.15) is below 1's
+    assert candidates(results, k=4) == [0, 6, 1]  # k counts full results only: 5 never joins
+    assert candidates(results, k=1) == [0, 6]
+    assert candidates(results[2:5]) == []
