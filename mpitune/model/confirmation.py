@@ -37,7 +37,9 @@ tied with it when the resampled ratio of their medians falls at or below 1 in at
 launches do not show that the winner is faster, and the report should say so instead of naming
 one. A device is flagged when its factor differs from the median of the others' by more than
 twice its standard error plus ``flag_pct`` percent: beyond noise, and beyond what is worth a
-remark (a few percent between devices of one kind is usual).
+remark (a few percent between devices of one kind is usual). Of two devices only the slower can
+be flagged: each differs from the other alike, and what sets a device apart (throttling, lower
+clocks, a host busy with other work) slows it.
 """
 
 from __future__ import annotations
@@ -225,7 +227,10 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
         flagged = False
         if len(ranks) > 1:
             others = float(np.median(np.delete(factors, d)))
-            flagged = bool(abs(factors[d] / others - 1) > 2 * sds[d] + flag_pct / 100)
+            apart = factors[d] / others - 1
+            if len(ranks) == 2:
+                apart = max(apart, 0.0)
+            flagged = bool(abs(apart) > 2 * sds[d] + flag_pct / 100)
         out.append(DeviceFactor(rank=int(rank), factor=float(factors[d]), sd=float(sds[d]), flagged=flagged))
     return tuple(out)
 

@@ -80,6 +80,14 @@ def test_a_device_eight_percent_slow_is_flagged_and_the_others_not():
     assert verdict.factors[3].factor / verdict.factors[0].factor == pytest.approx(1.08, rel=0.005)
 
 
+@pytest.mark.parametrize("biases,flagged", [([1.0, 1.08], [False, True]), ([1.08, 1.0], [True, False])])
+def test_of_two_devices_only_the_slower_is_flagged(biases, flagged):
+    rank, ids, rounds, times = launches(np.linspace(1.0, 1.2, 5), biases, rounds=10, noise=0.01, seed=2)
+    verdict = judge(rank, ids, rounds, times)
+    assert verdict is not None
+    assert [f.flagged for f in verdict.factors] == flagged
+
+
 def test_the_true_best_wins_once_the_device_bias_is_taken_out():
     """Candidate 0 (1.00 ms) launched only on the slowest device, failing on the others;
     candidate 1 (1.02 ms) everywhere. Pooled as measured, 1 is faster; calibrated, 0 is."""

@@ -116,7 +116,7 @@ class _Watched(InProcessRanks):
         self.ranks, self.manager, self.gathered = ranks, manager, 0
 
     def scatter(self, values, deadline_s=None):
-        if values and isinstance(values[0], Order) and values[0].stop is None:
+        if values and isinstance(values[0], Order) and values[0].stop is None and values[0].retime is None:
             self.ranks.orders.append(list(values))
         return super().scatter(values, deadline_s)
 

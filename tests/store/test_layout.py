@@ -86,7 +86,32 @@ RESULTS_V2 = np.dtype(RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced",
 V1 = {"results": RESULTS_V1, "timeline": TIMELINE_V1, "runs": RUNS_V1, "in_flight": IN_FLIGHT_V1, "ranks": RANKS_V1}
 
 
-def test_the_store_writes_the_dtypes_of_schema_version_2(tmp_path):
+# Version 3 added the confirmation's tables (store/confirmed.py).
+CONFIRMATION_V3 = {
+    "confirm_launches": np.dtype(
+        [("run", "<i4"), ("rank", "<i4"), ("config_id", "<i8"), ("round", "<i4"), ("time_ms", "<f8")]
+    ),
+    "confirmed": np.dtype(
+        [
+            ("run", "<i4"),
+            ("config_id", "<i8"),
+            ("median_ms", "<f8"),
+            ("ci_lo_ms", "<f8"),
+            ("ci_hi_ms", "<f8"),
+            ("launches", "<i4"),
+            ("winner", "i1"),
+            ("tied", "i1"),
+            ("started_s", "<f8"),
+            ("finished_s", "<f8"),
+        ]
+    ),
+    "device_factors": np.dtype(
+        [("run", "<i4"), ("rank", "<i4"), ("factor", "<f8"), ("sd", "<f8"), ("flagged", "i1"), ("source", "S16")]
+    ),
+}
+
+
+def test_the_store_writes_the_dtypes_of_schema_version_3(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), replace(IDENTITY, observed_names=("power_w",)), PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
@@ -99,8 +124,8 @@ def test_the_store_writes_the_dtypes_of_schema_version_2(tmp_path):
     )
     cache.close()
     with h5py.File(path, "r") as f:
-        assert f.attrs["schema_version"] == 2
-        for name, dtype in {**V1, "results": RESULTS_V2}.items():
+        assert f.attrs["schema_version"] == 3
+        for name, dtype in {**V1, "results": RESULTS_V2, **CONFIRMATION_V3}.items():
             assert f[name].dtype == dtype, name
             assert f[name].dtype.itemsize == dtype.itemsize
         assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)
