@@ -89,8 +89,12 @@ def _load(backend: CupyBackend, work: Work, compiled: Compiled) -> Loaded | None
         log.warning("configuration %d cannot be re-timed: %s", work.config_id, error)
         return None
     names = backend.problem.block_size_names
-    block = block_dims(work.config, names)
-    grid = grid_dims(backend.problem.problem_size, work.config, backend.problem.grid_div, names)
+    try:
+        block = block_dims(work.config, names)
+        grid = grid_dims(backend.problem.problem_size, work.config, backend.problem.grid_div, names)
+    except Exception as exc:  # computable for any configuration the search measured
+        log.warning("configuration %d cannot be re-timed: %s", work.config_id, exc)
+        return None
     return Loaded(work, kernel, grid, block, work.derived.smem_bytes if work.derived else 0)
 
 
