@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -132,6 +137,24 @@ class Backend(ABC):
         (None: compile it here), ``race`` what its timing races against (None: every iteration
         is timed)."""
 
+    @abstractmethod
+    def retime(
+        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+    ) -> list[Launch]:
+        """Time each candidate of ``retime`` once per round, interleaved (``interleaved``):
+        exactly ``rounds`` x ``len(work)`` launches. ``compiled``: candidates compiled ahead
+        elsewhere, by config_id (missing ones are compiled here).
+
+        Why: the search timed each candidate once, back to back, so its median carries one
+        moment's drift and one device's bias. Confirmation times the best few again in turn,
+        all loaded at once, one launch per candidate per round, so that drift and bias hit them
+        all alike and can be taken out. They were verified during the search, so nothing is
+        verified again; but each gets one untimed warm-up launch after loading (on arguments
+        reset as ``run`` resets them), so that no candidate's first timed launch pays for its
+        loading. Never raises for a bad candidate: its launches come back NaN. Records the
+        work on the timeline as phase "confirm" (config_id -1) plus "compile" rows per
+        candidate compiled here."""
+
     def close(self) -> None:  # noqa: B027 (a hook: a backend that holds nothing leaves it)
         """Give back what ``prepare`` took."""
 
@@ -154,6 +177,35 @@ def timed_launches(launch_ms: Callable[[], float], iterations: int, race: Race |
         if race is not None and len(times) < iterations and race.lost(times, iterations):
             return times, True
     return times, False
+
+
+def interleaved(ids: Sequence[int], rounds: int, launch_ms: Callable[[int], float]) -> list[Launch]:
+    """``rounds`` rounds of one launch per candidate, round r in the order of ``ids`` rotated by
+    r (so that no candidate always follows the same one, nor always comes first after a pause);
+    ``launch_ms(i)`` launches the candidate ``ids[i]`` once and gives its time. A candidate whose
+    launch raises gets NaN for it and is not launched again (NaN for the rest): one bad
+    candidate must not cost the others their confirmation."""
+    failed: set[int] = set()
+    launches: list[Launch] = []
+    count = len(ids)
+    for round_ in range(rounds):
+        for k in range(count):
+            i = (k + round_) % count
+            time_ms = math.nan
+            if i not in failed:
+                try:
+                    time_ms = float(launch_ms(i))
+                except Exception as exc:
+                    log.warning("configuration %d: its launch failed while re-timed: %s", ids[i], exc)
+                    failed.add(i)
+            launches.append(Launch(ids[i], round_, time_ms))
+    return launches
+
+
+def unlaunched(retime: Retime) -> list[Launch]:
+    """Every launch of ``retime`` NaN, in the order it would have been made: what a backend
+    answers when it could launch none (its device lost, its worker gone)."""
+    return interleaved(retime.ids, retime.rounds, lambda i: math.nan)
 
 
 def median_ms(times_ms: list[float]) -> float:

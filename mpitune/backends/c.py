@@ -7,24 +7,32 @@ every tunable parameter becomes ``-DNAME=value``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import logging
+import math
 import os
 import platform
 import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, Draft, shorten, timed, timed_launches
+from mpitune.backends.base import Backend, Compiled, Draft, interleaved, shorten, timed, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.compare import mismatch
+from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
+
+log = logging.getLogger(__name__)
 
 _SCALARS: dict[np.dtype, type] = {
     np.dtype(np.int8): ctypes.c_int8,
@@ -155,33 +163,103 @@ class CBackend(Backend):
         with timeline.phase("compile", work.config_id) as t:
             if compiled is None:
                 compiled = self._compiler(work)
-            lib = fn = None
-            log = compiled.error
-            if compiled.artifact:
-                try:
-                    lib = ctypes.CDLL(os.fsdecode(compiled.artifact))
-                    fn = getattr(lib, self.problem.kernel_name)
-                except (OSError, AttributeError) as exc:
-                    log = f"cannot load {self.problem.kernel_name}: {exc}"
-                finally:
-                    os.unlink(compiled.artifact)
+            lib, fn, why = self._load(compiled)
         draft.compile_s = ahead_s + t.elapsed_s
         if fn is None:
-            draft.fail(Status.COMPILE_ERROR, log)
+            _unload(lib)
+            draft.fail(Status.COMPILE_ERROR, why)
             return draft.result()
-        fn.argtypes, fn.restype = self.argtypes, None
         try:
             self._verify_and_time(fn, draft, timeline, race)
         finally:
             _unload(lib)
         return draft.result()
 
+    def _load(self, compiled: Compiled) -> tuple[ctypes.CDLL | None, Any, str]:
+        """(library, kernel, '') or (library or None, None, why). The library file is unlinked
+        once loaded (or found unloadable): the loaded copy is all that is needed."""
+        if not compiled.artifact:
+            return None, None, compiled.error
+        lib = None
+        try:
+            lib = ctypes.CDLL(os.fsdecode(compiled.artifact))
+            fn = getattr(lib, self.problem.kernel_name)
+        except (OSError, AttributeError) as exc:
+            return lib, None, f"cannot load {self.problem.kernel_name}: {exc}"
+        finally:
+            _remove(compiled)
+        fn.argtypes, fn.restype = self.argtypes, None
+        return lib, fn, ""
+
+    def _fresh_arrays(self) -> list:
+        """Copies of the arguments: a configuration that writes nothing cannot pass on the
+        output a previous configuration left behind."""
+        return [a.copy() for a in self.problem.arguments]
+
+    def retime(
+        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+    ) -> list[Launch]:
+        """All candidates loaded at once (one library each), each warmed up once on fresh copies
+        of the arguments, then timed in turn on those copies (see ``Backend.retime``)."""
+        ready = dict(compiled or {})
+        libs: list[ctypes.CDLL] = []
+        try:
+            for work in retime.work:
+                if work.config_id not in ready:
+                    with timeline.phase("compile", work.config_id):
+                        ready[work.config_id] = self._compiler(work)
+            with timeline.phase("confirm"):
+                fns = []
+                for work in retime.work:
+                    lib, fn, why = self._load(ready[work.config_id])
+                    if lib is not None:
+                        libs.append(lib)
+                    if fn is None:
+                        log.warning("configuration %d cannot be re-timed: %s", work.config_id, why)
+                    fns.append(fn)
+                return self._confirm(retime, fns)
+        finally:
+            for lib in libs:
+                _unload(lib)
+            for work in retime.work:  # those not loaded (a failure before their turn)
+                if work.config_id in ready:
+                    _remove(ready[work.config_id])
+
+    def _confirm(self, retime: Retime, fns: list) -> list[Launch]:
+        """The warm-ups, then the interleaved rounds; a candidate that cannot be loaded or whose
+        warm-up raises (ctypes turns some faults into exceptions) is launched no more. Each
+        keeps its own arrays, which its timed launches reuse, as ``run``'s do."""
+        arrays: list[list | None] = []
+        calls: list[list | None] = []
+        for work, fn in zip(retime.work, fns):
+            fresh = args = None
+            if fn is not None:
+                fresh = self._fresh_arrays()
+                args = self._call_args(fresh)
+                try:
+                    fn(*args)
+                except Exception as exc:
+                    log.warning("configuration %d: its warm-up failed while re-timed: %s", work.config_id, exc)
+                    fresh = args = None
+            arrays.append(fresh)  # alive as long as the pointers into them
+            calls.append(args)
+
+        def launch_ms(i: int) -> float:
+            fn, args = fns[i], calls[i]
+            if args is None:
+                return math.nan
+            start = time.perf_counter_ns()
+            fn(*args)
+            return (time.perf_counter_ns() - start) / 1e6
+
+        return interleaved(retime.ids, retime.rounds, launch_ms)
+
     def _verify_and_time(self, fn, draft: Draft, timeline: Timeline, race: Race | None) -> None:
         # Fresh copies of the arguments: a configuration that writes nothing cannot pass
         # on the output a previous configuration left behind. This call is also the warm-up:
         # there is no other untimed launch.
         with timeline.phase("verify", draft.config_id) as t:
-            arrays = [a.copy() for a in self.problem.arguments]
+            arrays = self._fresh_arrays()
             args = self._call_args(arrays)
             try:
                 fn(*args)
@@ -213,6 +291,13 @@ def _unload(lib) -> None:
         import _ctypes
 
         _ctypes.dlclose(lib._handle)
+
+
+def _remove(compiled: Compiled) -> None:
+    """A library's file, once loaded or no longer wanted; gone already is fine."""
+    if compiled.artifact:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(compiled.artifact)
 
 
 def create(problem, workdir: str, local_rank: int = 0) -> Backend:

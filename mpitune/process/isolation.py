@@ -23,13 +23,15 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
 
 from mpitune import backends
-from mpitune.backends.base import Backend, Compiled, Compiler
+from mpitune.backends.base import Backend, Compiled, Compiler, unlaunched
 from mpitune.errors import UserError
+from mpitune.model.launches import Launch, Retime
 from mpitune.model.problem import Problem
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
@@ -95,6 +97,14 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class Confirm:
+    """Time the candidates of ``retime`` again, interleaved (``Backend.retime``)."""
+
+    retime: Retime
+    compiled: Mapping[int, Compiled] | None = None
+
+
+@dataclass(frozen=True)
 class Stop:
     pass
 
@@ -105,6 +115,16 @@ class Measured:
     ``fatal_error`` set when the worker's device can no longer be trusted."""
 
     result: Result
+    rows: list[PhaseRow]
+    fatal_error: str
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """The launches of a ``Confirm``, the timeline rows they produced in the worker, and
+    ``fatal_error`` as in ``Measured``."""
+
+    launches: list[Launch]
     rows: list[PhaseRow]
     fatal_error: str
 
@@ -148,8 +168,12 @@ def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
             return
         if isinstance(message, Stop):
             break
-        result = backend.run(message.work, timeline, message.compiled, message.race)
-        conn.send(Measured(result, timeline.take(), backend.fatal_error))
+        if isinstance(message, Confirm):
+            launches = backend.retime(message.retime, timeline, message.compiled)
+            conn.send(Confirmed(launches, timeline.take(), backend.fatal_error))
+        else:
+            result = backend.run(message.work, timeline, message.compiled, message.race)
+            conn.send(Measured(result, timeline.take(), backend.fatal_error))
         if backend.fatal_error:
             return  # its context is gone: the rank starts a fresh worker
     backend.close()
@@ -286,6 +310,34 @@ class IsolatedBackend(Backend):
         if measured.fatal_error:
             self._restart(timeline, config_id)
         return measured.result
+
+    def retime(
+        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+    ) -> list[Launch]:
+        """Forwarded to the worker, whose deadline is the per-configuration limit once per
+        candidate (each is compiled, loaded and launched a few times, as one configuration
+        is). A worker that overruns it or dies costs every launch (NaN) and is restarted, as a
+        configuration's would be: which candidate hung cannot be told from here."""
+        deadline_s = self.deadline_s() * max(1, len(retime.work))
+        start_s = self.clock.now()
+        try:
+            self.conn.send(Confirm(retime, None if compiled is None else dict(compiled)))
+            confirmed: Confirmed = self.worker.receive(self.conn, Patience(deadline_s))
+        except OSError as exc:  # the worker went away before it took the order
+            why = f"the worker process was gone ({exc})"
+        except Hang:
+            why = f"no launches after {deadline_s:.1f} s (the limit for {len(retime.work)} configurations)"
+        except Death as death:
+            why = f"the worker process died while re-timing ({death})"
+        else:
+            timeline.extend(confirmed.rows)
+            if confirmed.fatal_error:
+                self._restart(timeline, -1)
+            return confirmed.launches
+        timeline.extend([PhaseRow(timeline.batch, -1, "lost", start_s, self.clock.now())])
+        log.warning("re-timing %d candidates: %s; restarting the worker", len(retime.work), why)
+        self._restart(timeline, -1)
+        return unlaunched(retime)
 
     def _lost(self, config_id: int, timeline: Timeline, start_s: float, status: Status, why: str) -> Result:
         """Record the configuration the worker never answered for, then start a fresh worker."""

@@ -8,6 +8,7 @@ events time it. See docs/cupy-backend.md.
   compiled kernel allows
 - device_start.py: CuPy imported, the GPU chosen, its context opened (the driver started ahead)
 - backend.py: the GPU of this rank, its data, loading, measuring, NVML
+- retiming.py: confirmation, the best candidates loaded at once and timed again in turn
 
 Nothing here imports CuPy until a backend is created or a compile worker warms up, so that
 ``check`` and the rest of the package work on machines without a GPU.

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from mpitune.backends.base import Backend, Compiled, Draft, shorten, timed_launches
+from mpitune.backends.cupy import retiming
 from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_options
 from mpitune.backends.cupy.device_errors import (
     DeviceLostError,
@@ -31,6 +33,7 @@ from mpitune.backends.cupy.device_start import device_uuid, import_cupy, select_
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.errors import UserError
+from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
@@ -230,6 +233,12 @@ class CupyBackend(Backend):
             del kernel  # the last reference to its module, which unloads it
         return draft.result()
 
+    def retime(
+        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+    ) -> list[Launch]:
+        """See ``Backend.retime``; the steps are in retiming.py. After a lost context: all NaN."""
+        return retiming.retime(self, retime, timeline, compiled)
+
     def _observe(self, kernel: Any, grid: Dims, block: Dims, time_ms: float) -> dict[str, float]:
         """Power, energy, clocks and temperature over back-to-back launches filling the
         observer's window (NVML refreshes too seldom to see a few iterations). NaN, with a
@@ -304,8 +313,16 @@ class CupyBackend(Backend):
         kernel(grid, block, self._args, shared_mem=self._smem_bytes, stream=self.stream)
 
     def _verify(self, kernel: Any, grid: Dims, block: Dims) -> str:
-        """Reset every array, run once (this is also the warm-up) and compare on the GPU.
-        Beyond 48 KiB, dynamic shared memory must be asked for, once per kernel, first."""
+        """Run once on reset arrays (this is also the warm-up) and compare on the GPU."""
+        self._fresh_launch(kernel, grid, block)
+        if self.keep_outputs:
+            self.outputs = [self.cp.asnumpy(a) if p is not None else a for a, p in zip(self._args, self._pristine)]
+        assert self._check is not None, "prepare() uploads the answers before any run"
+        return self._check.mismatch(self._args)
+
+    def _fresh_launch(self, kernel: Any, grid: Dims, block: Dims) -> None:
+        """Reset every array, launch once and wait: a kernel's first launch, the one that also
+        warms it up. Beyond 48 KiB, dynamic shared memory must be asked for, once per kernel, first."""
         if self._smem_bytes > DEFAULT_SMEM_LIMIT:
             self.cp.cuda.driver.funcSetAttribute(
                 kernel.ptr, FunctionAttribute.MAX_DYNAMIC_SHARED_BYTES, self._smem_bytes
@@ -315,10 +332,6 @@ class CupyBackend(Backend):
                 dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)
         self._launch(kernel, grid, block)
         self.stream.synchronize()
-        if self.keep_outputs:
-            self.outputs = [self.cp.asnumpy(a) if p is not None else a for a, p in zip(self._args, self._pristine)]
-        assert self._check is not None, "prepare() uploads the answers before any run"
-        return self._check.mismatch(self._args)
 
     def _benchmark(self, kernel: Any, grid: Dims, block: Dims) -> list[float]:
         """Every iteration between its own pair of events; one host sync at the end."""
