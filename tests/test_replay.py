@@ -1,10 +1,16 @@
 """Replays under a real mpiexec: budgets, simulated time, every strategy on the real caches."""
 
 import h5py
+import numpy as np
 import pytest
 from conftest import kt_cache, mpitune, report_json, write_scale_spec
 
 from mpitune import strategies
+from mpitune.backends import replay
+from mpitune.errors import SpecError
+from mpitune.spec.replay import replay_problem
+from mpitune.spec.settings import Overrides
+from mpitune.store import measured
 
 
 def test_replay_verb_records_every_measured_configuration(tmp_path):
@@ -93,3 +99,96 @@ def test_every_strategy_on_every_real_cache_respects_the_budget(tmp_path, strate
         with h5py.File(out, "r") as f:
             ids = list(f["results"]["config_id"])
         assert len(ids) == 200 and len(set(ids)) == 200, cache.name
+
+
+def _ratios(out, source) -> dict[int, list[float]]:
+    """By rank, the times each ok configuration got there divided by the ones recorded."""
+    data = measured.load(str(source))
+    lookup, names = data.lookup(), list(data.tune_params)
+    with h5py.File(out, "r") as f:
+        results, timeline = f["results"][:], f["timeline"][:]
+    benchmarked = timeline[timeline["phase"] == b"benchmark"]
+    rank_of = dict(zip(benchmarked["config_id"].tolist(), benchmarked["rank"].tolist()))
+    ratios: dict[int, list[float]] = {}
+    for row in results[results["status"] == b"ok"]:
+        recorded = lookup[tuple(row[n].item() for n in names)]
+        times = row["times_ms"][~np.isnan(row["times_ms"])]  # the first ones only, when raced
+        rank = rank_of[int(row["config_id"])]
+        ratios.setdefault(rank, []).extend(times / np.asarray(recorded.times_ms[: len(times)]))
+        if len(times) == len(recorded.times_ms):  # a raced one's time is the median of its few
+            ratios[rank].append(float(row["time_ms"]) / recorded.time_ms)
+    return ratios
+
+
+def test_device_bias_scales_each_ranks_times(tmp_path, pnpoly):
+    out = tmp_path / "biased.h5"
+    args = ["replay", str(pnpoly), "--device-bias", "1.0,1.1", "--max-fevals", "40", "--out", str(out)]
+    proc = mpitune(2, args, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    ratios = _ratios(out, pnpoly)
+    assert sorted(ratios) == [0, 1]
+    assert ratios[0] == pytest.approx([1.0] * len(ratios[0]), rel=1e-12)
+    assert ratios[1] == pytest.approx([1.1] * len(ratios[1]), rel=1e-12)
+    with h5py.File(out, "r") as f:
+        assert '"device_bias": [1.0, 1.1]' in f.attrs["problem"]
+
+
+def test_device_bias_sd_draws_the_same_factors_for_a_seed(tmp_path, pnpoly):
+    problem, _ = replay_problem(measured.load(str(pnpoly)), Overrides(seed=7), device_bias_sd=0.2)
+    expected = [replay.bias_factor(problem, rank) for rank in range(2)]
+    assert expected[0] != expected[1]
+    seen = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.h5"
+        args = [
+            "replay",
+            str(pnpoly),
+            "--device-bias-sd",
+            "0.2",
+            "--seed",
+            "7",
+            "--max-fevals",
+            "30",
+            "--out",
+            str(out),
+        ]
+        proc = mpitune(2, args, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        ratios = _ratios(out, pnpoly)
+        for rank, factor in enumerate(expected):
+            assert ratios[rank] == pytest.approx([factor] * len(ratios[rank]), rel=1e-12)
+        with h5py.File(out, "r") as f:
+            seen.append(np.sort(f["results"][:][["config_id", "time_ms"]], order="config_id"))
+    assert np.array_equal(seen[0]["config_id"], seen[1]["config_id"])
+    assert np.array_equal(seen[0]["time_ms"], seen[1]["time_ms"], equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--device-bias", "1.0,0"], "each factor must be greater than 0"),
+        (["--device-bias", "1.0,x"], "not a number: 'x'"),
+        (["--device-bias", "inf"], "not a finite number"),
+        (["--device-bias-sd", "-0.1"], "must be at least 0"),
+        (["--device-bias-sd", "nan"], "not a finite number"),
+        (["--device-bias", "1.1", "--device-bias-sd", "0.1"], "not allowed with argument"),
+    ],
+)
+def test_a_bad_device_bias_is_one_line(tmp_path, flags, said):
+    proc = mpitune(2, ["replay", kt_cache(str(tmp_path / "c.json")), *flags], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert said in proc.stderr and "--device-bias" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "bias",
+    [
+        {"device_bias": (1.0, -1.0)},
+        {"device_bias": (float("nan"),)},
+        {"device_bias_sd": float("inf")},
+        {"device_bias": (1.1,), "device_bias_sd": 0.1},
+    ],
+)
+def test_replay_problem_checks_the_bias_it_is_given(tmp_path, bias):
+    with pytest.raises(SpecError, match="device_bias"):
+        replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides(), **bias)

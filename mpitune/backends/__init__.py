@@ -77,6 +77,12 @@ def prewarm(lang: str, local_rank: int | None) -> None:
         warm(local_rank)
 
 
-def create(problem: Any, workdir: str, local_rank: int) -> Backend:
-    """This rank's backend; ``local_rank`` is its place among the ranks of its node (which GPU)."""
-    return _module(capabilities(problem.lang).module).create(problem, workdir, local_rank)
+def create(problem: Any, workdir: str, local_rank: int, rank: int | None = None) -> Backend:
+    """This rank's backend; ``local_rank`` is its place among the ranks of its node (which GPU),
+    ``rank`` its place in the whole job (None: ``local_rank``, as on one node). A simulated
+    device has no GPU to tell it apart but its rank, so it alone is given ``rank``: a biased
+    replay gives each rank its own device's factor."""
+    caps = capabilities(problem.lang)
+    if caps.simulated_clock:
+        return _module(caps.module).create(problem, workdir, local_rank, local_rank if rank is None else rank)
+    return _module(caps.module).create(problem, workdir, local_rank)

@@ -4,27 +4,61 @@ Time is emulated: the rank's simulated clock advances by the recorded compile, v
 benchmark durations, so a replay on N ranks reports the wall time the real run would have
 taken, and a time limit applies in that simulated time. Strategies can thus be compared on
 real search spaces in seconds, with the parallelism they would really get.
+
+Every rank replays the same recorded device, which real ranks never are: each GPU of a model
+is a little faster or slower than the next, and each timing is one draw of its noise. So a
+replay can be biased (each rank's times scaled by its own factor, ``bias_factor``) and, when
+candidates are timed again (``retime``), noisy: each launch is drawn anew from the recorded
+ones. What must cope with both (confirmation) can then be tried, and its answer checked,
+on real data with a known truth; see docs/analysis.md.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from mpitune.backends.base import Backend, Compiled, Draft, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
+from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
 from mpitune.store import measured
+from mpitune.store.measured import Measurement
+
+# Which random stream a draw takes from the run's seed: a rank's factor, or a retime's launches.
+_BIAS_STREAM, _RETIME_STREAM = 0, 1
+
+
+def bias_factor(problem, rank: int) -> float:
+    """What rank ``rank``'s recorded times are multiplied by: its given factor, or one drawn
+    for it from N(1, sd) with the run's seed (redrawn while not positive, as no device runs in
+    no time), 1.0 without bias. Drawn per rank, from the seed and the rank alone, so that every
+    rank finds its own without knowing how many there are, and a run is reproducible."""
+    if problem.device_bias:
+        return float(problem.device_bias[rank % len(problem.device_bias)])
+    if not problem.device_bias_sd:
+        return 1.0
+    rng = np.random.default_rng([problem.replay_seed, rank, _BIAS_STREAM])
+    while (factor := float(rng.normal(1.0, problem.device_bias_sd))) <= 0:
+        pass
+    return factor
 
 
 class ReplayBackend(Backend):
-    def __init__(self, problem):
+    def __init__(self, problem, rank: int = 0):
         data = measured.load(problem.replay_source)
         self.names = list(problem.tune_params)
         self.lookup = data.lookup()
+        # The same name on every rank, bias or not: the ranks replay one device model.
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
+        self.rank, self.seed = rank, problem.replay_seed
+        self.factor = bias_factor(problem, rank)
 
     def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
         """The recorded outcome; with a ``race``, the recorded launches are raced in the order they
@@ -38,12 +72,15 @@ class ReplayBackend(Backend):
             timeline.clock.advance(m.compile_s)
         if m.status == Status.COMPILE_ERROR:
             return draft.result()
-        benchmark_s = m.benchmark_s
+        # A biased device takes its factor times as long to benchmark too; the compiler and
+        # the verification run on the host, and the observed values (energy, counters) are
+        # kept as recorded: they are no times to scale.
+        benchmark_s, factor = m.benchmark_s * self.factor, self.factor
         if m.status == Status.OK:
             recorded = iter(m.times_ms)
-            draft.set_times(*timed_launches(lambda: next(recorded), len(m.times_ms), race))
+            draft.set_times(*timed_launches(lambda: next(recorded) * factor, len(m.times_ms), race))
             if not draft.raced:
-                draft.time_ms = m.time_ms  # the recorded median, as the run that measured it said
+                draft.time_ms = m.time_ms * factor  # the recorded median, as the run that measured it said
             # A raced configuration gets no observation window either (as on a GPU).
             draft.observed = {} if draft.raced else dict(m.observed)
             benchmark_s *= len(draft.times_ms) / len(m.times_ms) if m.times_ms else 1.0
@@ -53,6 +90,43 @@ class ReplayBackend(Backend):
             timeline.clock.advance(benchmark_s)
         draft.verify_s, draft.benchmark_s = m.verify_s, benchmark_s
         return draft.result()
+
+    def retime(
+        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+    ) -> list[Launch]:
+        """Each candidate launched once per round, interleaved, each launch drawn with
+        replacement from its recorded ones (its recorded time where none were kept) and scaled
+        by this rank's factor: noise as a real device's, around the truth the data records. A
+        candidate not in the data, or not ok in it, has NaN launches. The draws are seeded from
+        the run's seed, this rank and the candidates, so that a replay repeats itself exactly.
+        Simulated time: the launches plus the compiles of the candidates not in ``compiled``,
+        all in one "confirm" phase."""
+        compiled = compiled or {}
+        rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, *retime.ids])
+        drawn: dict[int, Sequence[float]] = {}
+        compile_s = 0.0
+        for w in retime.work:
+            m = self.lookup.get(tuple(w.config[n] for n in self.names))
+            if m is not None and w.config_id not in compiled:
+                compile_s += m.compile_s
+            drawn[w.config_id] = self._draws(m, rng, retime.rounds)
+        n = len(retime.work)
+        launches = [
+            Launch(w.config_id, r, drawn[w.config_id][r])
+            for r in range(retime.rounds)
+            for w in (retime.work[(i + r) % n] for i in range(n))
+        ]
+        launched_s = sum(x.time_ms for x in launches if not math.isnan(x.time_ms)) / 1000.0
+        with timeline.phase("confirm"):
+            timeline.clock.advance(compile_s + launched_s)
+        return launches
+
+    def _draws(self, m: Measurement | None, rng: np.random.Generator, rounds: int) -> Sequence[float]:
+        """``rounds`` launches of the configuration ``m`` records (NaN where it has no time)."""
+        if m is None or m.status != Status.OK:
+            return [math.nan] * rounds
+        recorded = np.asarray(m.times_ms or [m.time_ms], dtype=float)
+        return [float(t) * self.factor for t in rng.choice(recorded, size=rounds, replace=True)]
 
 
 CAPABILITIES = Capabilities(
@@ -68,6 +142,7 @@ CAPABILITIES = Capabilities(
 )
 
 
-def create(problem, workdir: str, local_rank: int = 0) -> Backend:
-    """Measured data answers: neither ``workdir`` nor ``local_rank`` is used."""
-    return ReplayBackend(problem)
+def create(problem, workdir: str, local_rank: int = 0, rank: int | None = None) -> Backend:
+    """Measured data answers: ``workdir`` is not used, and no device is chosen; ``rank``, the
+    simulated device's place in the job (None: ``local_rank``), picks its bias."""
+    return ReplayBackend(problem, local_rank if rank is None else rank)

@@ -32,7 +32,16 @@ def main(argv: list[str] | None = None) -> int:
         return tune(
             args,
             argv,
-            lambda: unmixed(replay_problem(read_measured(args.cache), settings, args.strategy), args.append),
+            lambda: unmixed(
+                replay_problem(
+                    read_measured(args.cache),
+                    settings,
+                    args.strategy,
+                    device_bias=args.device_bias,
+                    device_bias_sd=args.device_bias_sd,
+                ),
+                args.append,
+            ),
         )
     if argv and argv[0] in commands.available():
         return _offline(argv[0], argv[1:])

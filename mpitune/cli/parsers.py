@@ -4,6 +4,7 @@ mpiexec every rank parses the same flags, so a bad one is refused on each rank a
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from mpitune import __version__, commands
@@ -151,8 +152,54 @@ def replay_parser() -> argparse.ArgumentParser:
         help="add to a results file that holds another strategy's replay (default: refuse, "
         "since a search that starts knowing another's results is no comparison)",
     )
+    _bias_flags(p)
     _search_flags(p, "simulated seconds")
     return p
+
+
+def _bias_flags(p: argparse.ArgumentParser) -> None:
+    """A replay's simulated devices can disagree, as real ones do, so that what copes with a
+    biased device (confirmation) can be tried on measured data; see docs/analysis.md."""
+    bias = p.add_mutually_exclusive_group()
+    bias.add_argument(
+        "--device-bias",
+        type=_factors,
+        default=(),
+        metavar="F0,F1,...",
+        help="multiply rank r's recorded times by F[r %% count] (default: 1, no bias)",
+    )
+    bias.add_argument(
+        "--device-bias-sd",
+        type=_spread,
+        metavar="S",
+        help="multiply each rank's recorded times by a factor drawn from N(1, S) with --seed",
+    )
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def _factors(text: str) -> tuple[float, ...]:
+    """Comma-separated factors, each > 0: a time scaled by 0 means nothing."""
+    factors = tuple(_number(part.strip()) for part in text.split(","))
+    bad = [f for f in factors if f <= 0]
+    if bad:
+        raise argparse.ArgumentTypeError(f"each factor must be greater than 0, got {bad[0]:g}")
+    return factors
+
+
+def _spread(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value:g}")
+    return value
 
 
 def _out_flag(p: argparse.ArgumentParser, older: str, metavar: str, what: str, default: str) -> None:

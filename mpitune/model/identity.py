@@ -42,6 +42,11 @@ class ProblemIdentity:
     # The values observed beside time (NVML power, a Kernel Tuner cache's GFLOP/s).
     observed_names: tuple[str, ...] = ()
     devices: tuple[str, ...] | None = None  # the device models the run measured on
+    # A biased replay's simulated devices (model/problem.py): the factors given, or the spread
+    # they are drawn with. Not the seed: replays of one spread with other seeds are the same
+    # problem on other devices of one model, whose runs a file may hold side by side.
+    device_bias: tuple[float, ...] | None = None
+    device_bias_sd: float | None = None
     imported_from: str | None = None  # the Kernel Tuner cache's file name, for an import
 
     def record(self) -> dict[str, Any]:
@@ -74,6 +79,8 @@ class ProblemIdentity:
             "smem_args": self.smem_args,
             "cmem_args": None if self.cmem_args is None else dict(self.cmem_args),
             "devices": _listed(self.devices),
+            "device_bias": _listed(self.device_bias),
+            "device_bias_sd": self.device_bias_sd,
             "imported_from": self.imported_from,
         }
         out.update({k: v for k, v in optional.items() if v is not None})
@@ -97,7 +104,7 @@ class ProblemIdentity:
         takes its empty value, and names this version does not know are passed over."""
         lacking = [f.name for f in fields(cls) if f.default is None]  # the fields a problem may lack
         optional = {k: record[k] for k in lacking if record.get(k) is not None}
-        for name in ("block_size_names", "compiler_options", "devices"):
+        for name in ("block_size_names", "compiler_options", "devices", "device_bias"):
             if name in optional:
                 optional[name] = tuple(optional[name])
         if "grid_div" in optional:

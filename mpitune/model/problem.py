@@ -59,6 +59,13 @@ class Problem:
     # which are the whole space.
     replay_source: str = ""
     configs: list[tuple[Any, ...]] | None = None
+    # Replays only: each simulated device's bias on the recorded times (backends/replay.py), so
+    # that confirmation can be tried on devices that disagree. Given factors (rank r takes
+    # ``device_bias[r % len]``), or a factor per rank drawn from N(1, ``device_bias_sd``) with
+    # ``replay_seed``, the run's seed, which also seeds the launches a replay draws again.
+    device_bias: tuple[float, ...] = ()
+    device_bias_sd: float = 0.0
+    replay_seed: int = 0
 
     def for_workers(self) -> Problem:
         """A copy without what workers never need: restrictions and metrics (callables need
@@ -84,6 +91,8 @@ class Problem:
             compiler_options=tuple(self.compiler_options),
             replay_source=self.replay_source,
             observed_names=tuple(self.observed_names),
+            device_bias=self.device_bias or None,
+            device_bias_sd=self.device_bias_sd or None,
             devices=None if devices is None else tuple(devices),
             **(self.extras.identity() if self.extras else {}),
         )

@@ -198,7 +198,7 @@ def _equip(
                 problem, bench.workdir, clock, problem.timeout_s, transport.node_rank, spawned, timeline
             )
         else:
-            bench.backend = backends.create(problem, bench.workdir, transport.node_rank)
+            bench.backend = backends.create(problem, bench.workdir, transport.node_rank, transport.rank)
             bench.backend.prepare()
         if bench.ahead is not None:
             bench.ahead.compiler = bench.backend.compiler()

@@ -6,6 +6,7 @@ knows no file format."""
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -52,9 +53,13 @@ def replay_problem(
     strategy: str | None = None,
     strategy_options: Any = None,
     racing: Any = True,
+    device_bias: Sequence[float] = (),
+    device_bias_sd: float | None = None,
 ) -> tuple[Problem, RunSettings]:
-    """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5."""
+    """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5.
+    ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``)."""
     check = Checker(data.source)
+    factors, spread = _bias(check, device_bias, device_bias_sd)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
     iterations = max((len(m.times_ms) for m in data.measurements), default=1) or 1
     problem = Problem(
@@ -71,6 +76,8 @@ def replay_problem(
         observed_names=data.observed_names,
         replay_source=os.path.abspath(data.source),
         configs=data.configs,
+        device_bias=factors,
+        device_bias_sd=spread,
     )
     name = Path(data.source).name.split(".")[0]
     search = SearchFields(
@@ -79,7 +86,24 @@ def replay_problem(
         cache=overrides.cache_path or f"{name}.replay.h5",
         racing=racing,
     )
-    return problem, run_settings(check, search, overrides)
+    settings = run_settings(check, search, overrides)
+    problem.replay_seed = settings.seed  # the workers draw with it: they never see the settings
+    return problem, settings
+
+
+def _bias(check: Checker, factors: Sequence[float], sd: float | None) -> tuple[tuple[float, ...], float]:
+    """The checked bias: a factor must be a positive finite number (a time scaled by 0 or inf
+    means nothing), a spread a finite one >= 0; one way of saying it, not both."""
+    if factors and sd is not None:
+        check.fail("device_bias", "give the factors or their spread (--device-bias or --device-bias-sd), not both")
+    for f in factors:
+        if isinstance(f, bool) or not isinstance(f, numbers.Real) or not (math.isfinite(f) and f > 0):
+            check.fail("device_bias", f"each factor must be a finite number greater than 0, got {f!r}")
+    if sd is not None and (
+        isinstance(sd, bool) or not isinstance(sd, numbers.Real) or not (math.isfinite(sd) and sd >= 0)
+    ):
+        check.fail("device_bias_sd", f"must be a finite number of at least 0, got {sd!r}")
+    return tuple(float(f) for f in factors), float(sd or 0.0)
 
 
 def simulation(

@@ -1,7 +1,12 @@
+import math
+from dataclasses import replace
+
 import pytest
 from conftest import kt_cache
 
 from mpitune.backends import replay
+from mpitune.backends.base import Compiled
+from mpitune.model.launches import Retime
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.model.work import Work
 from mpitune.spec.replay import replay_problem
@@ -27,3 +32,58 @@ def test_replay_answers_from_data_and_advances_simulated_time(tmp_path):
 def test_real_clock_cannot_be_advanced():
     with pytest.raises(RuntimeError):
         Clock().advance(1.0)
+
+
+def _problem(tmp_path, **bias):
+    problem, _ = replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides(seed=4), **bias)
+    return problem
+
+
+def test_bias_scales_every_recorded_time_of_its_rank_exactly(tmp_path):
+    problem = _problem(tmp_path, device_bias=(1.0, 1.5))
+    plain = replay.create(problem, str(tmp_path), rank=0).run(Work(0, {"x": 1, "y": 1}), Timeline(Clock(True)))
+    timeline = Timeline(Clock(simulated=True))
+    biased = replay.create(problem, str(tmp_path), rank=3).run(Work(0, {"x": 1, "y": 1}), timeline)
+    assert plain.times_ms == (2.1, 2.0, 1.9) and plain.time_ms == 2.0
+    assert biased.times_ms == (2.1 * 1.5, 2.0 * 1.5, 1.9 * 1.5) and biased.time_ms == 2.0 * 1.5
+    assert biased.benchmark_s == pytest.approx(0.02 * 1.5) and biased.compile_s == plain.compile_s
+    assert timeline.clock.now() == pytest.approx(0.1 + 0.005 + 0.02 * 1.5)
+
+
+def test_a_spread_draws_one_factor_per_rank_from_the_seed(tmp_path):
+    problem = _problem(tmp_path, device_bias_sd=0.1)
+    factors = [replay.bias_factor(problem, rank) for rank in range(4)]
+    assert factors == [replay.bias_factor(problem, rank) for rank in range(4)]
+    assert len(set(factors)) == 4 and all(f > 0 for f in factors)
+    assert replay.bias_factor(replace(problem, replay_seed=5), 0) != factors[0]
+    assert replay.bias_factor(replace(problem, device_bias_sd=0.0), 2) == 1.0
+    assert problem.identity().record()["device_bias_sd"] == 0.1
+    assert "device_bias_sd" not in _problem(tmp_path).identity().record()
+
+
+def test_retime_draws_each_launch_from_the_recorded_ones(tmp_path):
+    problem = _problem(tmp_path, device_bias=(1.0, 1.1))
+    work = (Work(0, {"x": 1, "y": 1}), Work(1, {"x": 1, "y": 2}), Work(2, {"x": 9, "y": 9}), Work(3, {"x": 2, "y": 1}))
+    order = Retime(work, rounds=5)
+    timeline = Timeline(Clock(simulated=True))
+    launches = replay.create(problem, str(tmp_path), rank=1).retime(order, timeline)
+    assert len(launches) == 5 * 4
+    assert [x.config_id for x in launches[:8]] == [0, 1, 2, 3, 1, 2, 3, 0]  # round 1 rotated by one
+    assert sorted({x.round for x in launches}) == [0, 1, 2, 3, 4]
+    by_id = {i: [x.time_ms for x in launches if x.config_id == i] for i in range(4)}
+    assert all(t in (2.1 * 1.1, 2.0 * 1.1, 1.9 * 1.1) for t in by_id[0]) and by_id[1] == [1.0 * 1.1] * 5
+    assert all(math.isnan(t) for t in by_id[2] + by_id[3])  # not in the data; a compile error
+    again = replay.create(problem, str(tmp_path), rank=1).retime(order, Timeline(Clock(simulated=True)))
+    assert [x.time_ms for x in again] == [x.time_ms for x in launches]
+    # The compiles of the candidates in the data (the one that failed too), then the launches.
+    assert timeline.clock.now() == pytest.approx(0.1 + 0.2 + 0.05 + (sum(by_id[0]) + sum(by_id[1])) / 1000)
+    assert [(row.phase, row.config_id) for row in timeline.rows] == [("confirm", -1)]
+
+
+def test_retime_compiles_only_what_was_not_compiled_ahead(tmp_path):
+    problem = _problem(tmp_path)
+    order = Retime((Work(0, {"x": 1, "y": 2}),), rounds=2)
+    timeline = Timeline(Clock(simulated=True))
+    launches = replay.create(problem, str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
+    assert [x.time_ms for x in launches] == [1.0, 1.0]
+    assert timeline.clock.now() == pytest.approx(0.002)
