@@ -18,6 +18,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,15 +200,16 @@ class CBackend(Backend):
     def retime(
         self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
     ) -> list[Launch]:
-        """All candidates loaded at once (one library each), each warmed up once on fresh copies
-        of the arguments, then timed in turn on those copies (see ``Backend.retime``)."""
+        """All candidates loaded at once (one library each), each warmed up once, then timed in
+        turn, all on one fresh copy of the arguments (see ``Backend.retime``). The candidates
+        not compiled ahead are compiled side by side: no kernel runs meanwhile to be disturbed."""
         ready = dict(compiled or {})
         libs: list[ctypes.CDLL] = []
         try:
-            for work in retime.work:
-                if work.config_id not in ready:
-                    with timeline.phase("compile", work.config_id):
-                        ready[work.config_id] = self._compiler(work)
+            missing = [w for w in retime.work if w.config_id not in ready]
+            if missing:
+                with timeline.phase("compile"), ThreadPoolExecutor(min(len(missing), os.cpu_count() or 1)) as pool:
+                    ready.update(zip((w.config_id for w in missing), pool.map(self._compiler, missing)))
             with timeline.phase("confirm"):
                 fns = []
                 for work in retime.work:
@@ -227,26 +229,24 @@ class CBackend(Backend):
 
     def _confirm(self, retime: Retime, fns: list) -> list[Launch]:
         """The warm-ups, then the interleaved rounds; a candidate that cannot be loaded or whose
-        warm-up raises (ctypes turns some faults into exceptions) is launched no more. Each
-        keeps its own arrays, which its timed launches reuse, as ``run``'s do."""
-        arrays: list[list | None] = []
-        calls: list[list | None] = []
+        warm-up raises (ctypes turns some faults into exceptions) is launched no more. They share
+        one copy of the arguments, as the search's timed launches of one configuration reuse
+        theirs: a copy per candidate would give each launch caches that the others' data filled."""
+        fresh = self._fresh_arrays()  # alive as long as the pointers into it
+        args = self._call_args(fresh)
+        warm: list[bool] = []
         for work, fn in zip(retime.work, fns):
-            fresh = args = None
-            if fn is not None:
-                fresh = self._fresh_arrays()
-                args = self._call_args(fresh)
-                try:
+            try:
+                if fn is not None:
                     fn(*args)
-                except Exception as exc:
-                    log.warning("configuration %d: its warm-up failed while re-timed: %s", work.config_id, exc)
-                    fresh = args = None
-            arrays.append(fresh)  # alive as long as the pointers into them
-            calls.append(args)
+            except Exception as exc:
+                log.warning("configuration %d: its warm-up failed while re-timed: %s", work.config_id, exc)
+                fn = None
+            warm.append(fn is not None)
 
         def launch_ms(i: int) -> float:
-            fn, args = fns[i], calls[i]
-            if args is None:
+            fn = fns[i]
+            if not warm[i]:
                 return math.nan
             start = time.perf_counter_ns()
             fn(*args)

@@ -117,6 +117,12 @@ def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95) -> t
     return (times[j - 1], times[n - j])
 
 
+# Two medians whose 84 % intervals do not overlap differ at about the 5 % level (for intervals
+# of similar width); 95 % intervals, from 7 launches the whole range, would make nearly every
+# configuration with one slow launch a candidate.
+OVERLAP_CONFIDENCE = 0.84
+
+
 def candidates(results: Sequence[Scored], k: int = 5, most: int = 16) -> list[int]:
     """Config ids to confirm: the k best ok results by time_ms plus every ok result whose
     search_interval_ms overlaps the best's, at most `most`, best first; results whose time is not
@@ -128,7 +134,7 @@ def candidates(results: Sequence[Scored], k: int = 5, most: int = 16) -> list[in
         return []
 
     def interval(r: Scored) -> tuple[float, float]:
-        lo, hi = search_interval_ms(r.times_ms)
+        lo, hi = search_interval_ms(r.times_ms, OVERLAP_CONFIDENCE)
         return (lo, hi) if math.isfinite(lo) else (r.time_ms, r.time_ms)
 
     best_lo, best_hi = interval(full[0])

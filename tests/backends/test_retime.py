@@ -39,6 +39,10 @@ void scale(float *y, const float *x, int n)
 
 @pytest.fixture
 def backend(tmp_path, monkeypatch):
+    return make_backend(tmp_path, monkeypatch)
+
+
+def make_backend(tmp_path, monkeypatch):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
     problem.kernel_source = ORDER_C
     work = tmp_path / "work"
@@ -73,7 +77,7 @@ def test_each_candidate_once_per_round_in_rotated_order(backend):
     # Inside the kernels: one warm-up each after loading, then the rounds as listed.
     assert logged(backend) == [10, 11, 12, *rotated]
     phases = [(row.phase, row.config_id) for row in timeline.rows if row.phase != "other"]
-    assert phases == [("compile", 10), ("compile", 11), ("compile", 12), ("confirm", -1)]
+    assert phases == [("compile", -1), ("confirm", -1)]  # the three compiled side by side
 
 
 def test_a_candidate_that_does_not_compile_gets_nan_and_the_others_are_timed(backend):
@@ -95,14 +99,23 @@ def test_a_missing_symbol_gets_nan_and_its_library_is_unloaded(backend):
     assert libraries_mapped(backend.workdir) == []
 
 
-def test_candidates_compiled_ahead_are_used_and_not_compiled_again(backend):
+def test_candidates_compiled_ahead_are_used_and_not_compiled_again(tmp_path, monkeypatch):
+    """gcc behind a wrapper that logs every library it builds: only the one not compiled ahead."""
+    built = tmp_path / "built.log"
+    wrapper = tmp_path / "cc.sh"
+    wrapper.write_text(f'#!/bin/sh\nfor a; do case "$a" in *.so) echo "$a" >> {built};; esac; done\nexec gcc "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    backend_ = make_backend(tmp_path, monkeypatch)
     work = candidates(0, 0, 0)
-    compiled = {w.config_id: backend.compiler()(w) for w in work[:2]}
+    compiled = {w.config_id: backend_.compiler()(w) for w in work[:2]}
+    built.unlink()
     timeline = Timeline()
-    launches = backend.retime(Retime(work, rounds=2), timeline, compiled)
+    launches = backend_.retime(Retime(work, rounds=2), timeline, compiled)
     assert all(math.isfinite(x.time_ms) and x.time_ms > 0 for x in launches)
+    assert [Path(line).name for line in built.read_text().split()] == ["config12.so"]
     phases = [(row.phase, row.config_id) for row in timeline.rows if row.phase != "other"]
-    assert phases == [("compile", 12), ("confirm", -1)]
+    assert phases == [("compile", -1), ("confirm", -1)]
 
 
 def test_nothing_is_left_behind(backend):
