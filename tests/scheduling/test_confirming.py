@@ -1,0 +1,98 @@
+"""Confirmation at the end of a search, driven by the real rounds in one process over replay
+backends (the Manager's world of tests/scheduling/test_manager.py): what is timed again, what the
+file keeps, when it is skipped, and device factors recovered from biased ranks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import h5py
+import numpy as np
+import pytest
+from test_manager import Ranks, recorded
+
+from mpitune.backends.replay import ReplayBackend
+from mpitune.offline.report import render
+from mpitune.scheduling.confirming import rounds_for
+from mpitune.scheduling.messages import StopReason
+
+
+def tables(path: str) -> dict[str, np.ndarray]:
+    with h5py.File(path, "r") as f:
+        return {name: f[name][...] for name in ("results", "confirm_launches", "confirmed", "device_factors")}
+
+
+def biased(ranks: Ranks, factors: tuple[float, ...]) -> Ranks:
+    problem = replace(ranks.setup.problem, device_bias=factors)
+    ranks.setup.problem = problem
+    ranks.backends = [ReplayBackend(problem, rank) for rank in range(len(ranks.backends))]
+    return ranks
+
+
+def test_a_finished_search_confirms_its_best_on_every_rank_and_keeps_the_search_rows(tmp_path, capsys):
+    ranks = Ranks(tmp_path, 3, strategy="brute_force")
+    manager = ranks.open()
+    assert ranks.run(manager) is StopReason.FINISHED
+    t = tables(ranks.cache_path)
+    ids, runs = recorded(ranks.cache_path)
+    assert sorted(ids) == list(range(40)) and runs == [("finished", 40)]  # no row of the search added
+    confirmed = t["confirmed"]
+    # The five best: 100 / (x * y) for (8, 5), (7, 5), (8, 4), (6, 5), (7, 4); every launch recorded alike.
+    assert len(confirmed) == 5 and confirmed["winner"].tolist() == [1, 0, 0, 0, 0]
+    space = manager.space
+    winner = space.config(int(confirmed["config_id"][0]))
+    assert (winner["x"], winner["y"]) == (8, 5) and confirmed["tied"].sum() == 0
+    assert confirmed["median_ms"][0] == 2.5
+    launches = t["confirm_launches"]
+    assert len(launches) == 5 * 3 * rounds_for(3)
+    assert sorted(set(launches["rank"].tolist())) == [0, 1, 2]
+    assert t["device_factors"]["factor"].tolist() == [1.0, 1.0, 1.0]
+    out = capsys.readouterr().out
+    assert "mpitune: confirmed best 2.5 ms [2.5, 2.5] (x=8, y=5), no ties (5 candidates" in out
+    summary = json.loads(render(ranks.cache_path, as_json=True))
+    assert summary["confirmation"] == {"winner": {"x": 8, "y": 5}, "winner_ms": 2.5, "ci_ms": [2.5, 2.5], "tied": []}
+    assert [(c["rank"], c["factor"], c["flagged"]) for c in summary["calibration"]] == [
+        (0, 1.0, False),
+        (1, 1.0, False),
+        (2, 1.0, False),
+    ]
+    assert "winner 2.5 ms [2.5, 2.5] x=8, y=5" in render(ranks.cache_path)
+
+
+def test_a_rerun_with_nothing_new_does_not_confirm_again(tmp_path, caplog):
+    first = Ranks(tmp_path, 2, strategy="brute_force")
+    first.run(first.open())
+    again = Ranks(tmp_path, 2, strategy="brute_force")
+    with caplog.at_level("INFO"):
+        again.run(again.open())
+    t = tables(again.cache_path)
+    assert set(t["confirmed"]["run"].tolist()) == {0} and set(t["confirm_launches"]["run"].tolist()) == {0}
+    assert "judged these 5 candidates: not timed again" in caplog.text
+    assert json.loads(render(again.cache_path, as_json=True))["confirmation"]["winner"] == {"x": 8, "y": 5}
+
+
+def test_confirm_zero_and_a_search_cut_short_confirm_nothing(tmp_path):
+    (tmp_path / "off").mkdir()
+    (tmp_path / "cut").mkdir()
+    off = Ranks(tmp_path / "off", 2, strategy="brute_force", confirm=0)
+    assert off.run(off.open()) is StopReason.FINISHED
+    assert not len(tables(off.cache_path)["confirm_launches"])
+    cut = Ranks(tmp_path / "cut", 2, strategy="brute_force", batch_size=2, time_limit_s=3.0)
+    assert cut.run(cut.open()) is StopReason.TIME_LIMIT
+    assert not len(tables(cut.cache_path)["confirm_launches"])
+    assert json.loads(render(cut.cache_path, as_json=True))["confirmation"] is None
+
+
+def test_biased_ranks_are_calibrated_and_the_most_biased_is_flagged(tmp_path):
+    ranks = biased(Ranks(tmp_path, 4, strategy="brute_force"), (1.0, 1.01, 0.995, 1.15))
+    ranks.run(ranks.open())
+    factors = tables(ranks.cache_path)["device_factors"]
+    relative = factors["factor"] / factors["factor"][0]
+    assert np.allclose(relative, [1.0, 1.01, 0.995, 1.15], rtol=1e-9)  # every launch recorded alike: exact
+    assert factors["flagged"].tolist() == [0, 0, 0, 1]
+    summary = json.loads(render(ranks.cache_path, as_json=True))
+    assert summary["confirmation"]["winner"] == {"x": 8, "y": 5}
+    # Calibrated times are in the ranks' common unit: their geometric mean device's.
+    common = float(np.prod([1.0, 1.01, 0.995, 1.15]) ** 0.25)
+    assert summary["confirmation"]["winner_ms"] == pytest.approx(2.5 * common, rel=1e-9)
