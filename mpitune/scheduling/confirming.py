@@ -32,12 +32,20 @@ log = logging.getLogger(__name__)
 CONFIRMABLE = (StopReason.FINISHED, StopReason.MAX_FEVALS)
 LAUNCHES_PER_CANDIDATE = 30  # over all ranks: what a candidate's median and interval rest on
 MIN_ROUNDS = 5  # per rank: what its device factor rests on, with every candidate's launches
+# Fewer rounds (not below MIN_ROUNDS) where the candidates' launches would take more than this
+# share of the run so far: slow kernels have fewer configurations timed per second to confirm.
+SHARE_OF_RUN = 0.03
 _KEEP_WITHIN = 2.0  # results slower than this many times the best are no candidates; forgotten
 
 
-def rounds_for(ranks: int) -> int:
-    """Rounds per rank: the launches per candidate shared over the ranks, at least ``MIN_ROUNDS``."""
-    return max(MIN_ROUNDS, math.ceil(LAUNCHES_PER_CANDIDATE / ranks))
+def rounds_for(ranks: int, round_s: float = 0.0, run_s: float = math.inf) -> int:
+    """Rounds per rank: the launches per candidate shared over the ranks, fewer if one round
+    (``round_s``: every candidate launched once) would make the confirmation cost more than
+    ``SHARE_OF_RUN`` of the ``run_s`` seconds the run has taken; at least ``MIN_ROUNDS``."""
+    rounds = math.ceil(LAUNCHES_PER_CANDIDATE / ranks)
+    if round_s > 0 and math.isfinite(run_s):
+        rounds = min(rounds, math.floor(SHARE_OF_RUN * run_s / round_s))
+    return max(MIN_ROUNDS, rounds)
 
 
 class Confirming:
@@ -85,7 +93,9 @@ class Confirming:
             log.info("the file's latest confirmation judged these %d candidates: not timed again", len(ids))
             return None
         made = work(ids)
-        self.retime = Retime(tuple(made[i] for i in ids), rounds_for(self.ranks))
+        time_ms = {r.config_id: r.time_ms for r in self._timed}
+        round_s = sum(time_ms[i] for i in ids) / 1e3
+        self.retime = Retime(tuple(made[i] for i in ids), rounds_for(self.ranks, round_s, now_s))
         self.started_s = now_s
         return [Order(now_s, batch, retime=self.retime)] * self.ranks
 

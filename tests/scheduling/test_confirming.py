@@ -96,3 +96,10 @@ def test_biased_ranks_are_calibrated_and_the_most_biased_is_flagged(tmp_path):
     # Calibrated times are in the ranks' common unit: their geometric mean device's.
     common = float(np.prod([1.0, 1.01, 0.995, 1.15]) ** 0.25)
     assert summary["confirmation"]["winner_ms"] == pytest.approx(2.5 * common, rel=1e-9)
+
+
+def test_rounds_share_thirty_launches_per_candidate_and_shrink_for_slow_kernels():
+    assert [rounds_for(n) for n in (1, 2, 3, 8, 64)] == [30, 15, 10, 5, 5]
+    # Five candidates of 6.8 ms on one rank after a 14 s run: 30 rounds would be 7 % of it.
+    assert rounds_for(1, round_s=5 * 6.8e-3, run_s=14.0) == 12
+    assert rounds_for(1, round_s=10.0, run_s=14.0) == 5  # never below what a factor needs
