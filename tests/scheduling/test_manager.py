@@ -368,7 +368,7 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
     source, out = write_measured(tmp_path / "measured.json"), tmp_path / "out.h5"
 
     def load(cache_path: Path = out, **overrides):  # full timing: every configuration costs 0.5 s
-            # The search's time alone: tests/scheduling/test_confirming.py times the confirmation.
+        # The search's time alone: tests/scheduling/test_confirming.py times the confirmation.
         given = Overrides(cache_path=str(cache_path), racing=False, confirm=0, **overrides)
         return lambda: replay_problem(measured.load(str(source)), given, "brute_force")
 
