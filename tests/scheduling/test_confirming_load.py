@@ -16,9 +16,9 @@ What makes this hold on a machine busy with other work (CI's, or other tests'):
 - A launch lasts several milliseconds, longer than the scheduler's slice: a launch shorter than
   that mostly runs between the hog's turns and comes out as fast as an unloaded one (measured:
   a 0.6 ms launch's median did not move under a hog), so the factor would not show the load.
-- The best configuration does half the work of the next ones: no noise or calibration error
-  makes it lose. The two configurations that do the same work (``TWIN``) exercise ties among the
-  candidates without making the winner a draw.
+- The best configuration does two thirds of the work of the next (N=2 against 3): no noise
+  or calibration error makes it lose. The two configurations that do the same work (``TWIN``)
+  exercise ties among the candidates without making the winner a draw.
 
 Only ratios are asserted, never times."""
 
