@@ -114,7 +114,7 @@ class RunSettings:
     # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.
     racing: bool = True
     race_rule: RaceRule = RaceRule.MAJORITY  # when a configuration's launches so far suffice to stop it
-    # The best candidates timed again once the search ends (scheduling/confirming.py); 0: none.
+    # The best candidates timed again once the search ends (scheduling/devices/confirming.py); 0: none.
     confirm: int = DEFAULT_CANDIDATES
     # Processes per rank that compile configurations ahead while the device measures
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.

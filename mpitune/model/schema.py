@@ -101,7 +101,7 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
 FRONT_COLUMNS: tuple[Column, ...] = (
     Column("config_id", "i8", "a configuration on the front, in the order of results"),
 )
-# Confirmation (scheduling/confirming.py): once a search ends, the best candidates are timed again,
+# Confirmation (scheduling/devices/confirming.py): once a search ends, the best candidates are timed again,
 # interleaved on every rank; every launch is kept, apart from the search's rows, with the verdict
 # on each candidate and each rank's device factor estimated from the same launches.
 CONFIRM_LAUNCH_COLUMNS: tuple[Column, ...] = (

@@ -1,4 +1,4 @@
-"""What ``report`` says of the file's latest confirmation (scheduling/confirming.py): the winner
+"""What ``report`` says of the file's latest confirmation (scheduling/devices/confirming.py): the winner
 with its interval and the candidates tied with it, what confirming cost, and each rank's device
 factor. ``report --json`` writes these records field by field."""
 

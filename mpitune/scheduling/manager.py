@@ -26,8 +26,8 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
 from mpitune.model.work import Work
 from mpitune.scheduling.batching import Batching, busy_s, deal, deal_by_cost, pipeline_depth
-from mpitune.scheduling.confirming import Confirming
 from mpitune.scheduling.costs import CostModel
+from mpitune.scheduling.devices.confirming import Confirming
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import rebuild
 from mpitune.store.cache import Cache

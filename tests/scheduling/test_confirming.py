@@ -14,7 +14,7 @@ from test_manager import Ranks, recorded
 
 from mpitune.backends.replay import ReplayBackend
 from mpitune.offline.report import render
-from mpitune.scheduling.confirming import rounds_for
+from mpitune.scheduling.devices.confirming import rounds_for
 from mpitune.scheduling.messages import StopReason
 
 
