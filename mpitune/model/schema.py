@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 # The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
-# 2: results gained launches and raced, the file its asks (asked, searches); 3: the confirmation
-# (confirm_launches, confirmed, device_factors). Older versions read.
+# 2: results gained launches and raced, the file its asks (asked, searches); 3: the ranks' devices
+# compared (retimed, confirmed, device_factors). Older versions read.
 SCHEMA_VERSION = 3
 SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
@@ -101,15 +101,19 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
 FRONT_COLUMNS: tuple[Column, ...] = (
     Column("config_id", "i8", "a configuration on the front, in the order of results"),
 )
-# Confirmation (scheduling/devices/confirming.py): once a search ends, the best candidates are timed again,
-# interleaved on every rank; every launch is kept, apart from the search's rows, with the verdict
-# on each candidate and each rank's device factor estimated from the same launches.
-CONFIRM_LAUNCH_COLUMNS: tuple[Column, ...] = (
+# The ranks' devices compared (scheduling/devices/): during the search every rank times a
+# reference configuration now and then (calibration), and once the search ends the best
+# candidates are timed again, interleaved on every rank (confirmation). Every such launch is
+# kept, apart from the search's rows, with the verdict on each candidate and each rank's device
+# factor estimated from them.
+RETIMED_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
+    Column("batch", "i8", "the batch it came with: the calibration's, or the confirmation's own"),
     Column("rank", "i4", "which rank timed it"),
-    Column("config_id", "i8", "the candidate"),
-    Column("round", "i4", "the round: every candidate is launched once per round"),
+    Column("config_id", "i8", "the configuration timed: the reference, or a candidate"),
+    Column("round", "i4", "the round: every configuration of it is launched once per round"),
     Column("time_ms", "f8", "the launch's time, ms; NaN when it could not be launched"),
+    Column("purpose", SHORT_TEXT, "calibrate or confirm"),
 )
 CONFIRMED_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
@@ -125,11 +129,12 @@ CONFIRMED_COLUMNS: tuple[Column, ...] = (
 )
 DEVICE_FACTOR_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
+    Column("batch", "i8", "the estimate holds from the batch after this one"),
     Column("rank", "i4", "which rank"),
     Column("factor", "f8", "its times over the ranks' common time (their geometric mean is 1)"),
     Column("sd", "f8", "the factor's standard error"),
     Column("flagged", "i1", "1 when it differs from the others' by more than its noise plus the flag margin"),
-    Column("source", SHORT_TEXT, "what it was estimated from: confirm"),
+    Column("source", SHORT_TEXT, "what it was estimated from: calibrate (the search's references) or confirm"),
 )
 RANK_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
@@ -165,6 +170,6 @@ RANKS_DTYPE = dtype(RANK_COLUMNS)
 ASKED_DTYPE = dtype(ASKED_COLUMNS)
 SEARCH_DTYPE = dtype(SEARCH_COLUMNS)
 FRONT_DTYPE = dtype(FRONT_COLUMNS)
-CONFIRM_LAUNCH_DTYPE = dtype(CONFIRM_LAUNCH_COLUMNS)
+RETIMED_DTYPE = dtype(RETIMED_COLUMNS)
 CONFIRMED_DTYPE = dtype(CONFIRMED_COLUMNS)
 DEVICE_FACTOR_DTYPE = dtype(DEVICE_FACTOR_COLUMNS)

@@ -48,10 +48,13 @@ class DeviceCalibration:
 
 
 def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | None, list[DeviceCalibration]]:
-    """The file's latest confirmation with a verdict, its cost and its run's device factors."""
+    """The file's latest confirmation with a verdict and its cost, and the latest run's device
+    factors (from its confirmation, else from its last calibration during the search)."""
     confirmed = data.confirmed
+    factors = data.device_factors
+    calibration = _calibration(data, int(factors["run"][-1])) if len(factors) else []
     if not len(confirmed):
-        return None, None, []
+        return None, None, calibration
     run = int(confirmed["run"][-1])
     mine = confirmed[confirmed["run"] == run]
     winner = mine[mine["winner"] == 1][0]
@@ -68,11 +71,11 @@ def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | Non
     cost = ConfirmationCost(
         run=run,
         candidates=len(mine),
-        launches=int(np.count_nonzero(data.confirm_launches["run"] == run)),
+        launches=int(np.count_nonzero((data.retimed["run"] == run) & (data.retimed["purpose"] == "confirm"))),
         seconds=seconds,
         share_of_run=seconds / wall_s if wall_s > 0 else None,
     )
-    return confirmation, cost, _calibration(data, run)
+    return confirmation, cost, calibration
 
 
 def _config(data: CacheData, config_id: int) -> dict[str, Any]:
@@ -81,11 +84,18 @@ def _config(data: CacheData, config_id: int) -> dict[str, Any]:
 
 
 def _calibration(data: CacheData, run: int) -> list[DeviceCalibration]:
-    factors = data.device_factors[data.device_factors["run"] == run]
+    """``run``'s device factors: its confirmation's, which rest on the most launches, else its
+    latest estimate during the search; a device flagged by any estimate of the run stays flagged."""
+    mine = data.device_factors[data.device_factors["run"] == run]
+    confirm = mine[mine["source"] == "confirm"]
+    factors = confirm if len(confirm) else mine[mine["batch"] == mine["batch"].max()]
+    ever = {int(r) for r in mine["rank"][mine["flagged"] == 1]}
     ranks = data.ranks[data.ranks["run"] == run]
     where = {int(r["rank"]): (str(r["host"]), str(r["device"])) for r in ranks}
     return [
-        DeviceCalibration(int(f["rank"]), *where.get(int(f["rank"]), ("", "")), float(f["factor"]), bool(f["flagged"]))
+        DeviceCalibration(
+            int(f["rank"]), *where.get(int(f["rank"]), ("", "")), float(f["factor"]), int(f["rank"]) in ever
+        )
         for f in factors
     ]
 
@@ -93,9 +103,9 @@ def _calibration(data: CacheData, run: int) -> list[DeviceCalibration]:
 def text(
     confirmation: Confirmation | None, cost: ConfirmationCost | None, calibration: list[DeviceCalibration]
 ) -> list[str]:
-    """The report's lines on the confirmation; none without one."""
+    """The report's lines on the confirmation and the device factors; none without either."""
     if confirmation is None or cost is None:
-        return []
+        return _factor_lines(calibration)
     lo_ms, hi_ms = confirmation.ci_ms
     share = f", {100 * cost.share_of_run:.1f} % of run {cost.run}" if cost.share_of_run is not None else ""
     lines = [
@@ -108,12 +118,16 @@ def text(
         lines += [f"    {_params(c)}" for c in confirmation.tied]
     else:
         lines.append("  no candidate is tied with it")
-    if len(calibration) > 1:
-        lines.append(
-            "  device factors: "
-            + "; ".join(f"rank {d.rank} {d.factor:.4f}" + (" FLAGGED" if d.flagged else "") for d in calibration)
-        )
-    return lines
+    return lines + _factor_lines(calibration)
+
+
+def _factor_lines(calibration: list[DeviceCalibration]) -> list[str]:
+    if len(calibration) < 2:
+        return []
+    return [
+        "\n  device factors (times over the ranks' common time): "
+        + "; ".join(f"rank {d.rank} {d.factor:.4f}" + (" FLAGGED" if d.flagged else "") for d in calibration)
+    ]
 
 
 def _params(config: dict[str, Any]) -> str:

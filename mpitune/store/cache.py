@@ -23,7 +23,7 @@ import h5py
 import numpy as np
 
 from mpitune.errors import CacheMismatchError, UserError
-from mpitune.model.confirmation import Verdict
+from mpitune.model.confirmation import DeviceFactor, Verdict
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.launches import Launch
 from mpitune.model.objective import Objective
@@ -42,7 +42,7 @@ from mpitune.model.schema import (
     TIMELINE_DTYPE,
 )
 from mpitune.model.timeline import PhaseRow
-from mpitune.store import confirmed
+from mpitune.store import devices
 from mpitune.store.front import objective_values
 from mpitune.store.history import History, read_history, search_digest
 from mpitune.store.integrity import in_flight, repair, verify
@@ -360,14 +360,28 @@ class Cache:
         self.file.flush()
 
     def append_confirmation(
-        self, launches: Sequence[tuple[int, Launch]], verdict: Verdict | None, started_s: float, finished_s: float
+        self,
+        batch: int,
+        launches: Sequence[tuple[int, Launch]],
+        verdict: Verdict | None,
+        started_s: float,
+        finished_s: float,
     ) -> None:
-        """Record a confirmation of this run (store/confirmed.py) and flush."""
-        confirmed.write(self.file, self.run, launches, verdict, started_s, finished_s)
+        """Record a confirmation of this run, handed out as ``batch`` (store/devices.py), and flush."""
+        devices.write_confirmation(self.file, self.run, batch, launches, verdict, started_s, finished_s)
+
+    def append_calibration(
+        self, batch: int, launches: Sequence[tuple[int, Launch]], factors: Sequence[DeviceFactor]
+    ) -> None:
+        """Record the reference's launches that came with ``batch`` and the factors estimated
+        since (none: no new estimate); written with the batch's results, by ``append``."""
+        devices.write_launches(self.file, self.run, batch, launches, devices.CALIBRATE)
+        if factors:
+            devices.write_factors(self.file, self.run, batch, factors, devices.CALIBRATE)
 
     def confirmed_candidates(self) -> frozenset[int]:
         """The candidates the file's latest confirmation judged (empty: none)."""
-        return confirmed.latest_candidates(self.file)
+        return devices.latest_candidates(self.file)
 
     def history(self) -> History:
         """The recorded asks and search ends, and the run and batch of every results row."""

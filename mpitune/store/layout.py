@@ -25,12 +25,12 @@ _CHUNK_ROWS = 256
 _CHUNK_BYTES = 64 << 10
 # The tables beside results, one row per phase, run or rank.
 _TABLES = {"timeline": schema.TIMELINE_DTYPE, "runs": schema.RUNS_DTYPE, "ranks": schema.RANKS_DTYPE}
-# The search's history (see schema.ASKED_COLUMNS) and its confirmation (schema.CONFIRMED_COLUMNS);
+# The search's history (see schema.ASKED_COLUMNS) and its devices compared (schema.RETIMED_COLUMNS);
 # files written before them lack them until a run adds them.
 HISTORY = {
     "asked": schema.ASKED_DTYPE,
     "searches": schema.SEARCH_DTYPE,
-    "confirm_launches": schema.CONFIRM_LAUNCH_DTYPE,
+    "retimed": schema.RETIMED_DTYPE,
     "confirmed": schema.CONFIRMED_DTYPE,
     "device_factors": schema.DEVICE_FACTOR_DTYPE,
 }

@@ -92,9 +92,9 @@ class CacheData:
     # The config ids of the Pareto front as the latest multi-objective run ended; None where the
     # file has none (one objective, or a run still going or killed before its end).
     recorded_front: np.ndarray | None = None
-    # The confirmations (schema.CONFIRMED_COLUMNS): every launch, the verdict on each candidate
-    # and each rank's device factor; empty in files without any.
-    confirm_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, schema.CONFIRM_LAUNCH_DTYPE))
+    # The devices compared (schema.RETIMED_COLUMNS): every launch of the calibrations and
+    # confirmations, the verdict on each candidate and the device factors; empty in files without.
+    retimed: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.RETIMED_DTYPE)))
     confirmed: np.ndarray = field(default_factory=lambda: np.zeros(0, schema.CONFIRMED_DTYPE))
     device_factors: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.DEVICE_FACTOR_DTYPE)))
 
@@ -144,7 +144,7 @@ def read(path: str) -> CacheData:
         raise UserError(f"cannot read cache {path}: {exc}") from None
 
 
-_CONFIRMATION = ("confirm_launches", "confirmed", "device_factors")
+_CONFIRMATION = ("retimed", "confirmed", "device_factors")
 
 
 def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from mpitune.scheduling.messages import StopReason
 
 def tables(path: str) -> dict[str, np.ndarray]:
     with h5py.File(path, "r") as f:
-        return {name: f[name][...] for name in ("results", "confirm_launches", "confirmed", "device_factors")}
+        return {name: f[name][...] for name in ("results", "retimed", "confirmed", "device_factors")}
 
 
 def biased(ranks: Ranks, factors: tuple[float, ...]) -> Ranks:
@@ -44,7 +44,7 @@ def test_a_finished_search_confirms_its_best_on_every_rank_and_keeps_the_search_
     winner = space.config(int(confirmed["config_id"][0]))
     assert (winner["x"], winner["y"]) == (8, 5) and confirmed["tied"].sum() == 0
     assert confirmed["median_ms"][0] == 2.5
-    launches = t["confirm_launches"]
+    launches = t["retimed"]
     assert len(launches) == 5 * 3 * rounds_for(3)
     assert sorted(set(launches["rank"].tolist())) == [0, 1, 2]
     assert t["device_factors"]["factor"].tolist() == [1.0, 1.0, 1.0]
@@ -67,7 +67,7 @@ def test_a_rerun_with_nothing_new_does_not_confirm_again(tmp_path, caplog):
     with caplog.at_level("INFO"):
         again.run(again.open())
     t = tables(again.cache_path)
-    assert set(t["confirmed"]["run"].tolist()) == {0} and set(t["confirm_launches"]["run"].tolist()) == {0}
+    assert set(t["confirmed"]["run"].tolist()) == {0} and set(t["retimed"]["run"].tolist()) == {0}
     assert "judged these 5 candidates: not timed again" in caplog.text
     assert json.loads(render(again.cache_path, as_json=True))["confirmation"]["winner"] == {"x": 8, "y": 5}
 
@@ -77,10 +77,10 @@ def test_confirm_zero_and_a_search_cut_short_confirm_nothing(tmp_path):
     (tmp_path / "cut").mkdir()
     off = Ranks(tmp_path / "off", 2, strategy="brute_force", confirm=0)
     assert off.run(off.open()) is StopReason.FINISHED
-    assert not len(tables(off.cache_path)["confirm_launches"])
+    assert not len(tables(off.cache_path)["retimed"])
     cut = Ranks(tmp_path / "cut", 2, strategy="brute_force", batch_size=2, time_limit_s=3.0)
     assert cut.run(cut.open()) is StopReason.TIME_LIMIT
-    assert not len(tables(cut.cache_path)["confirm_launches"])
+    assert not len(tables(cut.cache_path)["retimed"])
     assert json.loads(render(cut.cache_path, as_json=True))["confirmation"] is None
 
 

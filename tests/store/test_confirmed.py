@@ -43,14 +43,15 @@ def test_a_confirmation_is_kept_beside_the_search_and_read_back(tmp_path):
     rows = launches(2, 6, {0: 1.0, 1: 1.0005, 2: 1.5}, [1.0, 1.06])
     verdict = verdict_of(rows)
     assert verdict is not None and verdict.winner in (0, 1)
-    cache.append_confirmation(rows, verdict, 10.0, 12.5)
+    cache.append_confirmation(4, rows, verdict, 10.0, 12.5)
     assert cache.confirmed_candidates() == frozenset({0, 1, 2})
     cache.finish_run(25.0, "finished", 3)
     cache.close()
 
     with h5py.File(path, "r") as f:
         assert f["results"][...].tobytes() == before.tobytes()  # the search's rows are untouched
-        assert len(f["confirm_launches"]) == 2 * 6 * 3
+        retimed = f["retimed"][...]
+        assert len(retimed) == 2 * 6 * 3 and set(retimed["purpose"]) == {b"confirm"} and set(retimed["batch"]) == {4}
         confirmed = f["confirmed"][...]
         assert confirmed["winner"].tolist().count(1) == 1 and confirmed["run"].tolist() == [0, 0, 0]
         assert sorted(confirmed["config_id"][confirmed["tied"] == 1].tolist() + [verdict.winner]) == [0, 1]
@@ -71,9 +72,9 @@ def test_launches_without_a_verdict_are_kept_and_judge_nothing(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h0"], ["d0"], [10])
-    cache.append_confirmation(launches(1, 2, {0: 1.0}, [1.0]), None, 1.0, 2.0)
+    cache.append_confirmation(0, launches(1, 2, {0: 1.0}, [1.0]), None, 1.0, 2.0)
     assert cache.confirmed_candidates() == frozenset()
     cache.close()
     data = read(str(path))
-    assert len(data.confirm_launches) == 2 and not len(data.confirmed)
+    assert len(data.retimed) == 2 and not len(data.confirmed)
     assert latest(data) == (None, None, [])

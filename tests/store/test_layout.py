@@ -86,10 +86,18 @@ RESULTS_V2 = np.dtype(RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced",
 V1 = {"results": RESULTS_V1, "timeline": TIMELINE_V1, "runs": RUNS_V1, "in_flight": IN_FLIGHT_V1, "ranks": RANKS_V1}
 
 
-# Version 3 added the confirmation's tables (store/confirmed.py).
+# Version 3 added the tables of the ranks' devices compared (store/devices.py).
 CONFIRMATION_V3 = {
-    "confirm_launches": np.dtype(
-        [("run", "<i4"), ("rank", "<i4"), ("config_id", "<i8"), ("round", "<i4"), ("time_ms", "<f8")]
+    "retimed": np.dtype(
+        [
+            ("run", "<i4"),
+            ("batch", "<i8"),
+            ("rank", "<i4"),
+            ("config_id", "<i8"),
+            ("round", "<i4"),
+            ("time_ms", "<f8"),
+            ("purpose", "S16"),
+        ]
     ),
     "confirmed": np.dtype(
         [
@@ -106,7 +114,15 @@ CONFIRMATION_V3 = {
         ]
     ),
     "device_factors": np.dtype(
-        [("run", "<i4"), ("rank", "<i4"), ("factor", "<f8"), ("sd", "<f8"), ("flagged", "i1"), ("source", "S16")]
+        [
+            ("run", "<i4"),
+            ("batch", "<i8"),
+            ("rank", "<i4"),
+            ("factor", "<f8"),
+            ("sd", "<f8"),
+            ("flagged", "i1"),
+            ("source", "S16"),
+        ]
     ),
 }
 

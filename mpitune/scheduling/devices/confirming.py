@@ -62,6 +62,7 @@ class Confirming:
         self._best_ms = math.inf
         self.retime: Retime | None = None
         self.started_s = math.nan
+        self.batch = -1  # the batch number the confirmation went out as
         self.verdict: Verdict | None = None
         self.reused = False  # the file's latest confirmation judged these candidates already
         self._asked = False
@@ -96,7 +97,7 @@ class Confirming:
         time_ms = {r.config_id: r.time_ms for r in self._timed}
         round_s = sum(time_ms[i] for i in ids) / 1e3
         self.retime = Retime(tuple(made[i] for i in ids), rounds_for(self.ranks, round_s, now_s))
-        self.started_s = now_s
+        self.started_s, self.batch = now_s, batch
         return [Order(now_s, batch, retime=self.retime)] * self.ranks
 
     def record(self, reports: Sequence[Report], now_s: float, whole: bool, seed: int) -> None:
@@ -105,7 +106,7 @@ class Confirming:
         confirms again."""
         launches = [(rank, launch) for rank, report in enumerate(reports) for launch in report.launches]
         self.verdict = _judged(launches, seed) if whole else None
-        self.cache.append_confirmation(launches, self.verdict, self.started_s, now_s)
+        self.cache.append_confirmation(self.batch, launches, self.verdict, self.started_s, now_s)
         if self.verdict is not None:
             for f in self.verdict.factors:
                 if f.flagged:
