@@ -60,6 +60,7 @@ from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.scheduling.batching import deal  # noqa: E402
 from mpitune.scheduling.launch import mpiexec  # noqa: E402
 from mpitune.scheduling.rank import serve  # noqa: E402
+from mpitune.scheduling.session import progress_line  # noqa: E402
 from mpitune.store import measured  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
@@ -174,7 +175,7 @@ def rank0_loop_us(
             results = manager.record(reports)
         with timed(totals, "tell + progress"):
             manager.tell(results)
-            manager.progress_line()
+            progress_line(manager)
     cache.close()
     n = manager.measured
     return {k: 1e6 * v / n for k, v in totals.items()}, n

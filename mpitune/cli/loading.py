@@ -70,6 +70,7 @@ def overrides(args: argparse.Namespace) -> Overrides:
         isolate=not args.no_isolation,
         rank_deadline_floor_s=args.rank_deadline_floor,
         confirm=args.confirm,
+        calibrate=False if args.no_calibrate else None,
     )
 
 

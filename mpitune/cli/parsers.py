@@ -103,6 +103,12 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         "0: none; see docs/analysis.md, 'Confirmation')",
     )
     p.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="do not time a reference configuration on every rank during the search to compare their devices "
+        "(see docs/analysis.md, 'Calibration')",
+    )
+    p.add_argument(
         "--stop-file",
         metavar="PATH",
         help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)",

@@ -116,6 +116,11 @@ class RunSettings:
     race_rule: RaceRule = RaceRule.MAJORITY  # when a configuration's launches so far suffice to stop it
     # The best candidates timed again once the search ends (scheduling/devices/confirming.py); 0: none.
     confirm: int = DEFAULT_CANDIDATES
+    # Every rank times a reference now and then, so that the search compares calibrated times
+    # (scheduling/devices/calibrating.py); a device further from the others' than its noise plus
+    # ``device_margin`` (a fraction) is flagged.
+    calibrate: bool = True
+    device_margin: float = 0.02
     # Processes per rank that compile configurations ahead while the device measures
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
     compile_workers: int | None = None

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 # Every phase a rank records, in the order a person reads them: rank 0 loading the spec (the
 # spec file's own code, which may compute a reference answer for seconds, and the checks of
 # what it defines), mpitune's start-up, rank 0's strategy, the three phases of measuring,
-# timing the best candidates again once the search has ended (confirmation), rank 0 writing
+# timing a reference configuration to compare the ranks' devices (calibration) and the best
+# candidates again once the search has ended (confirmation), rank 0 writing
 # the file, time lost to a configuration whose worker hung or died and restarting that
 # worker, time in no named phase, waiting for others. Files written before "spec" was a
 # phase counted loading the spec as start-up.
@@ -25,6 +26,7 @@ PHASES = (
     "compile",
     "verify",
     "benchmark",
+    "calibrate",
     "confirm",
     "write",
     "lost",

@@ -11,9 +11,8 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -27,7 +26,9 @@ from mpitune.model.timeline import Clock
 from mpitune.model.work import Work
 from mpitune.scheduling.batching import Batching, busy_s, deal, deal_by_cost, pipeline_depth
 from mpitune.scheduling.costs import CostModel
+from mpitune.scheduling.devices.calibrating import Calibrating
 from mpitune.scheduling.devices.confirming import Confirming
+from mpitune.scheduling.devices.leaders import Leaders
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import rebuild
 from mpitune.store.cache import Cache
@@ -105,8 +106,15 @@ class Manager:
         self._upcoming: dict[int, Work] = {}  # the configurations of the upcoming batch, made once
         self.race = self._start_race(known)
         self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache)
-        self.confirming.seen(known)
-        self._confirmed_last = False  # the last batch recorded was the confirmation
+        self.leaders = Leaders()  # as measured; calibration may reorder them, confirmation picks from them
+        self.leaders.add(known)
+        self.calibrating = Calibrating(
+            self.ranks,
+            self.settings.calibrate and self.objective.is_kernel_time,
+            self.settings.device_margin,
+            self.settings.seed,
+        )
+        self.confirmed_last = False  # the last batch recorded was the confirmation
         self._held: deque[list[Scored]] = deque()  # recorded, told as batches go out (resume.rebuild)
         self._resume_strategy(known)
 
@@ -184,7 +192,10 @@ class Manager:
         if self.stop_reason is not None and self.stop_requested is None and self.confirming.wanted:
             if self.in_flight:
                 return None
-            orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, lambda ids: self._work(ids, {}))
+            leaders = [self.calibrating.raced(r) for r in self.leaders.results]
+            orders = self.confirming.orders(
+                self.stop_reason, now_s, self.batch + 1, leaders, lambda i: self._work(i, {})
+            )
             if orders is not None:
                 self.batch += 1
                 self.in_flight[self.batch] = Flight({}, now_s, retime=self.confirming.retime)
@@ -229,15 +240,17 @@ class Manager:
             self.in_flight.pop(self.batch, None)
             self.unmeasured |= set(ids)  # never sent
             return None
+        calibrate = self.calibrating.reference(self.batch, now_s, self.best, lambda i: self._work([i], work)[i])
         return [
             Order(
                 now_s,
                 self.batch,
                 tuple(work[i] for i in chunk),
                 upcoming=tuple(self._upcoming[i] for i in next_chunk),
-                race=self.race,
+                race=self.calibrating.race_of(self.race, rank),
+                calibrate=calibrate,
             )
-            for chunk, next_chunk in zip(chunks, upcoming)
+            for rank, (chunk, next_chunk) in enumerate(zip(chunks, upcoming))
         ]
 
     def _work(self, ids: list[int], made: dict[int, Work]) -> dict[int, Work]:
@@ -329,26 +342,34 @@ class Manager:
         phases = [(rank, p) for rank, report in enumerate(reports) for p in report.phases]
         if flight.retime is not None:
             whole = len(reports) == self.ranks and not lost and self.stop_requested is None
-            self.confirming.record(reports, now_s, whole, self.settings.seed)
-            self._confirmed_last = True
+            self.confirming.record(reports, now_s, whole, self.settings.seed, self.settings.device_margin)
+            self.confirmed_last = True
             self.cache.append_phases(phases)
             return []
+        calibration = [(rank, x) for rank, report in enumerate(reports) for x in report.calibration]
+        estimate = self.calibrating.record(reports)
+        self.cache.append_calibration(batch, calibration, estimate)
+        if estimate:  # the factors changed: the best so far is judged again by them
+            self.best = None
+            self._update_best([self.calibrating.scored(r) for r in self.leaders.results])
         scored = [
             self.objective.evaluate(r, flight.work[r.config_id].config) for report in reports for r in report.results
         ]
         self.cache.append(scored, phases, done_batch=batch)
         self.measured += len(scored)
         self.unmeasured |= flight.ids - {r.config_id for r in scored}
-        return scored
+        return [self.calibrating.scored(s) for s in scored]
 
     def tell(self, results: list[Scored]) -> None:
-        self.confirming.seen(results)
+        """``results`` as ``record`` gave them: scored in calibrated time (devices/calibrating.py)."""
+        self.leaders.add(results)
+        self.calibrating.seen(results)
         self.strategy.tell(results)
         if self.costs is not None:
             self.costs.learn(results)
         self._update_best(results)
         if self.race is not None:
-            self.race = self.race.seen(results)
+            self.race = self.race.seen([self.calibrating.raced(r) for r in results])
 
     def _start_race(self, known: list[Scored]) -> Race | None:
         """What the ranks race against, from what the file already holds; None when racing is off.
@@ -366,26 +387,3 @@ class Manager:
         for r in results:
             if math.isfinite(r.score) and (self.best is None or r.score < self.best.score):
                 self.best = r
-
-    def describe_best(self) -> str:
-        """The best result so far and its configuration, as the progress and closing lines show it."""
-        if self.best is None:
-            return "none yet"
-        return f"{self.objective.describe(self.best)} {format_config(self.space.config(self.best.config_id))}"
-
-    def progress_line(self) -> str:
-        if self._confirmed_last:
-            return self.confirming.describe(lambda i: format_config(self.space.config(i)))
-        total = len(self.space)
-        if self.settings.max_fevals is not None:
-            total = min(total, self.known + self.settings.max_fevals)
-        done = self.known + self.measured
-        elapsed_s = self.clock.now()
-        return (
-            f"batch {self.recorded_batch + 1}: {done}/{total} configs, best {self.describe_best()}, "
-            f"{self.measured / elapsed_s:.3g} configs/s, {elapsed_s:.1f} s"
-        )
-
-
-def format_config(config: Mapping[str, Any]) -> str:
-    return "(" + ", ".join(f"{k}={v}" for k, v in config.items()) + ")"

@@ -64,6 +64,8 @@ class Order:
     race: Race | None = None
     # Instead of a chunk: the candidates to time again once the search has ended (confirmation).
     retime: Retime | None = None
+    # Before the chunk: the reference every rank times now and then (calibration); None mostly.
+    calibrate: Retime | None = None
     # What the batch should take (None: no history yet), how long rank 0 waits for this rank's
     # report after sending the order, and how long this rank waits for its next order after
     # reporting, before calling the other side silent (faults/deadlines.py); None: no limit.
@@ -83,7 +85,7 @@ class Order:
     def size(self) -> int:
         """The configurations this order has the rank compile and launch: its chunk's, or the
         candidates it times again (each costs about what one configuration of the search did)."""
-        return len(self.work) + (len(self.retime.work) if self.retime is not None else 0)
+        return sum(len(r.work) for r in (self.retime, self.calibrate) if r is not None) + len(self.work)
 
 
 def interrupted(pending: Iterable[Any]) -> bool:
@@ -102,6 +104,7 @@ class Report:
     now_s: float
     fatal_error: str = ""
     launches: tuple[Launch, ...] = ()  # an order to retime's answer
+    calibration: tuple[Launch, ...] = ()  # the reference's launches, when the order had one
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 
 from mpitune.backends.base import Backend, Compiled
-from mpitune.model.launches import Retime
+from mpitune.model.launches import Launch, Retime
 from mpitune.model.result import Result
 from mpitune.model.timeline import Timeline
 from mpitune.process.compile_ahead import CompileAhead
@@ -45,6 +45,9 @@ def serve(
         return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
     if order.retime is not None:
         return _retime(order.retime, backend, timeline, ahead)
+    calibration: tuple[Launch, ...] = ()
+    if order.calibrate is not None:
+        calibration = tuple(_reference(order.calibrate, backend, timeline, ahead))
     if ahead is not None:
         ahead.keep_only(order.ids + order.upcoming_ids)
         ahead.submit(order.work + order.upcoming)
@@ -70,7 +73,24 @@ def serve(
         )
         if backend.fatal_error:
             break
-    return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
+    return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, (), calibration)
+
+
+def _reference(calibrate: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None) -> list[Launch]:
+    """The reference's launches (calibration), before the chunk, in a phase of their own: the
+    compile workers compile it first, and what they queue of the chunk waits behind it."""
+    compiled: dict[int, Compiled] = {}
+    if ahead is not None:
+        ahead.submit(calibrate.work)
+        for work in calibrate.work:
+            with timeline.phase("compile", work.config_id):
+                compiled[work.config_id] = ahead.take(work, backend.deadline_s())
+    start = len(timeline.rows)
+    launches = backend.retime(calibrate, timeline, compiled)
+    timeline.rows[start:] = [
+        dataclasses.replace(row, phase="calibrate") if row.phase == "confirm" else row for row in timeline.rows[start:]
+    ]
+    return launches
 
 
 def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None) -> Report:

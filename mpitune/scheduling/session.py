@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mpitune import __version__, strategies
 from mpitune.backends.capabilities import Capabilities, DeviceKind
@@ -130,7 +131,7 @@ class Rank0:
             results = self.manager.record(reports)
         with timeline.phase("strategy"):
             self.manager.tell(results)
-            say(self.manager.progress_line())
+            say(progress_line(self.manager))
 
 
 def _workers_text(workers: tuple[int, ...]) -> str:
@@ -154,7 +155,7 @@ def finish(manager: Manager, timeline: Timeline) -> None:
     if manager.best is None:
         say(f"no configuration passed ({manager.measured} measured in this run); see the cache for statuses")
     else:
-        say(f"best: {manager.describe_best()}")
+        say(f"best: {describe_best(manager)}")
     kind = "simulated " if clock.simulated else ""
     say(
         f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({reason.value}); "
@@ -176,3 +177,30 @@ def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> st
         f"{ranks_on_node} ranks on this node timed {caps.lang} kernels on {cores} core(s), so the ranks took "
         f"cores from each other's timings; for times that mean something, run at most {cores} rank(s) per node"
     )
+
+
+def describe_best(manager: Manager) -> str:
+    """The best result so far and its configuration, as the progress and closing lines show it."""
+    if manager.best is None:
+        return "none yet"
+    return f"{manager.objective.describe(manager.best)} {format_config(manager.space.config(manager.best.config_id))}"
+
+
+def progress_line(manager: Manager) -> str:
+    """What a person reads after each batch: how far, the best so far and the rate; after the
+    confirmation, its verdict."""
+    if manager.confirmed_last:
+        return manager.confirming.describe(lambda i: format_config(manager.space.config(i)))
+    total = len(manager.space)
+    if manager.settings.max_fevals is not None:
+        total = min(total, manager.known + manager.settings.max_fevals)
+    done = manager.known + manager.measured
+    elapsed_s = manager.clock.now()
+    return (
+        f"batch {manager.recorded_batch + 1}: {done}/{total} configs, best {describe_best(manager)}, "
+        f"{manager.measured / elapsed_s:.3g} configs/s, {elapsed_s:.1f} s"
+    )
+
+
+def format_config(config: Mapping[str, Any]) -> str:
+    return "(" + ", ".join(f"{k}={v}" for k, v in config.items()) + ")"

@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "racing": True,
     # mpitune's own: time the best candidates again once the search ends (docs/spec.md).
     "confirm": True,
+    # mpitune's own: compare the ranks' devices during the search, and when to flag one (docs/spec.md).
+    "calibrate": True,
+    "device_margin": 0.02,
 }
 # Every name a spec may set; others close to one of these are taken for misspellings.
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED

@@ -42,6 +42,7 @@ class Overrides:
     isolate: bool = True
     racing: bool | str | None = None  # True, False or a RaceRule's value
     confirm: bool | int | None = None  # True, False or a number of candidates
+    calibrate: bool | None = None
     rank_deadline_floor_s: float | None = None
 
 
@@ -56,6 +57,8 @@ class SearchFields:
     cache: Any = None
     racing: Any = True
     confirm: Any = True
+    calibrate: Any = True
+    device_margin: Any = 0.02
 
     @classmethod
     def of(cls, spec: dict[str, Any]) -> SearchFields:
@@ -67,6 +70,8 @@ class SearchFields:
             cache=spec["cache"],
             racing=spec["racing"],
             confirm=spec["confirm"],
+            calibrate=spec["calibrate"],
+            device_margin=spec["device_margin"],
         )
 
 
@@ -148,6 +153,14 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     else:
         check.fail("racing", f"must be True, False or one of {', '.join(map(repr, rules))}, got {racing!r}")
     settings.confirm = confirm_setting(check, fields.confirm if overrides.confirm is None else overrides.confirm)
+    calibrate = fields.calibrate if overrides.calibrate is None else overrides.calibrate
+    if not isinstance(calibrate, bool):
+        check.fail("calibrate", f"must be True or False, got {calibrate!r}")
+    settings.calibrate = calibrate
+    margin = check.number("device_margin", fields.device_margin, zero_ok=True)
+    if not 0 <= margin < 1:
+        check.fail("device_margin", f"must be a fraction from 0 to below 1 (0.02: 2 %), got {margin!r}")
+    settings.device_margin = margin
     if overrides.rank_deadline_floor_s is not None:
         settings.rank_deadline_floor_s = check.number("rank_deadline_floor", overrides.rank_deadline_floor_s)
     cache = overrides.cache_path or fields.cache

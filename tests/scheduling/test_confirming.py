@@ -44,10 +44,11 @@ def test_a_finished_search_confirms_its_best_on_every_rank_and_keeps_the_search_
     winner = space.config(int(confirmed["config_id"][0]))
     assert (winner["x"], winner["y"]) == (8, 5) and confirmed["tied"].sum() == 0
     assert confirmed["median_ms"][0] == 2.5
-    launches = t["retimed"]
+    launches = t["retimed"][t["retimed"]["purpose"] == b"confirm"]
     assert len(launches) == 5 * 3 * rounds_for(3)
     assert sorted(set(launches["rank"].tolist())) == [0, 1, 2]
-    assert t["device_factors"]["factor"].tolist() == [1.0, 1.0, 1.0]
+    confirm_factors = t["device_factors"][t["device_factors"]["source"] == b"confirm"]
+    assert confirm_factors["factor"].tolist() == [1.0, 1.0, 1.0]
     out = capsys.readouterr().out
     assert "mpitune: confirmed best 2.5 ms [2.5, 2.5] (x=8, y=5), no ties (5 candidates" in out
     summary = json.loads(render(ranks.cache_path, as_json=True))
@@ -77,10 +78,10 @@ def test_confirm_zero_and_a_search_cut_short_confirm_nothing(tmp_path):
     (tmp_path / "cut").mkdir()
     off = Ranks(tmp_path / "off", 2, strategy="brute_force", confirm=0)
     assert off.run(off.open()) is StopReason.FINISHED
-    assert not len(tables(off.cache_path)["retimed"])
+    assert set(tables(off.cache_path)["retimed"]["purpose"]) == {b"calibrate"}  # calibration is not confirmation
     cut = Ranks(tmp_path / "cut", 2, strategy="brute_force", batch_size=2, time_limit_s=3.0)
     assert cut.run(cut.open()) is StopReason.TIME_LIMIT
-    assert not len(tables(cut.cache_path)["retimed"])
+    assert b"confirm" not in set(tables(cut.cache_path)["retimed"]["purpose"])
     assert json.loads(render(cut.cache_path, as_json=True))["confirmation"] is None
 
 
@@ -88,6 +89,7 @@ def test_biased_ranks_are_calibrated_and_the_most_biased_is_flagged(tmp_path):
     ranks = biased(Ranks(tmp_path, 4, strategy="brute_force"), (1.0, 1.01, 0.995, 1.15))
     ranks.run(ranks.open())
     factors = tables(ranks.cache_path)["device_factors"]
+    factors = factors[factors["source"] == b"confirm"]
     relative = factors["factor"] / factors["factor"][0]
     assert np.allclose(relative, [1.0, 1.01, 0.995, 1.15], rtol=1e-9)  # every launch recorded alike: exact
     assert factors["flagged"].tolist() == [0, 0, 0, 1]

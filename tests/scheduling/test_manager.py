@@ -194,7 +194,8 @@ def test_max_fevals_stops_after_that_many_configurations(tmp_path):
 
 def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys):
     # Two ranks, one configuration each per batch: every batch takes 0.5 simulated seconds.
-    ranks = Ranks(tmp_path, 2, strategy="brute_force", batch_size=2, time_limit_s=5.2)
+    # The search's time alone: no reference timed between batches (devices/calibrating.py).
+    ranks = Ranks(tmp_path, 2, strategy="brute_force", batch_size=2, time_limit_s=5.2, calibrate=False)
     manager = ranks.open()
     stop = ranks.run(manager)
     assert stop is StopReason.TIME_LIMIT and stop.exit_code == ExitCode.RESUMABLE
@@ -212,7 +213,8 @@ def test_a_batch_dealt_by_cost_shrinks_to_end_within_the_time_limit(tmp_path):
     # known yet) go out at 0; the first ends at 0.5 s, the second at 1.0 s. A full batch (36
     # left, 18 per rank) would end at 10 s, so the next holds what fits in the 1.6 s left on two
     # ranks after the 0.5 s of the batch in flight: 4, ending at 2.0 s; then nothing fits.
-    ranks = Ranks(tmp_path, 2, strategy="brute_force", time_limit_s=2.1)
+    # The search's time alone: no reference timed between batches (devices/calibrating.py).
+    ranks = Ranks(tmp_path, 2, strategy="brute_force", time_limit_s=2.1, calibrate=False)
     manager = ranks.open()
     stop = ranks.run(manager)
     assert stop is StopReason.TIME_LIMIT

@@ -35,7 +35,6 @@ MIN_ROUNDS = 5  # per rank: what its device factor rests on, with every candidat
 # Fewer rounds (not below MIN_ROUNDS) where the candidates' launches would take more than this
 # share of the run so far: slow kernels have fewer configurations timed per second to confirm.
 SHARE_OF_RUN = 0.03
-_KEEP_WITHIN = 2.0  # results slower than this many times the best are no candidates; forgotten
 
 
 def rounds_for(ranks: int, round_s: float = 0.0, run_s: float = math.inf) -> int:
@@ -58,8 +57,6 @@ class Confirming:
     def __init__(self, k: int, ranks: int, kernel_time: bool, cache: Cache):
         self.k, self.ranks, self.cache = k, ranks, cache
         self.wanted = k > 0 and kernel_time
-        self._timed: list[Scored] = []
-        self._best_ms = math.inf
         self.retime: Retime | None = None
         self.started_s = math.nan
         self.batch = -1  # the batch number the confirmation went out as
@@ -67,26 +64,21 @@ class Confirming:
         self.reused = False  # the file's latest confirmation judged these candidates already
         self._asked = False
 
-    def seen(self, results: Sequence[Scored]) -> None:
-        """Keep what may become a candidate: results that passed with a time near the best."""
-        if not self.wanted:
-            return
-        for r in results:
-            if r.ok and math.isfinite(r.time_ms):
-                self._timed.append(r)
-                self._best_ms = min(self._best_ms, r.time_ms)
-        if len(self._timed) > 4096:
-            self._timed = [r for r in self._timed if r.time_ms <= _KEEP_WITHIN * self._best_ms]
-
     def orders(
-        self, stop: StopReason, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
+        self,
+        stop: StopReason,
+        now_s: float,
+        batch: int,
+        leaders: Sequence[Scored],
+        work: Callable[[list[int]], dict[int, Work]],
     ) -> list[Order] | None:
-        """The orders of the confirmation, once, when the search stopped for ``stop``; None when
-        there is nothing to confirm (then or already)."""
+        """The orders of the confirmation, once, when the search stopped for ``stop``, of
+        candidates among ``leaders`` (devices/leaders.py, in calibrated time); None when there is
+        nothing to confirm (then or already)."""
         if not self.wanted or self._asked or stop not in CONFIRMABLE:
             return None
         self._asked = True
-        ids = candidates(self._timed, self.k, MOST_CANDIDATES)
+        ids = candidates(leaders, self.k, MOST_CANDIDATES)
         if len(ids) < 2:
             return None  # nothing to choose between
         if frozenset(ids) == self.cache.confirmed_candidates():
@@ -94,18 +86,18 @@ class Confirming:
             log.info("the file's latest confirmation judged these %d candidates: not timed again", len(ids))
             return None
         made = work(ids)
-        time_ms = {r.config_id: r.time_ms for r in self._timed}
+        time_ms = {r.config_id: r.time_ms for r in leaders}
         round_s = sum(time_ms[i] for i in ids) / 1e3
         self.retime = Retime(tuple(made[i] for i in ids), rounds_for(self.ranks, round_s, now_s))
         self.started_s, self.batch = now_s, batch
         return [Order(now_s, batch, retime=self.retime)] * self.ranks
 
-    def record(self, reports: Sequence[Report], now_s: float, whole: bool, seed: int) -> None:
+    def record(self, reports: Sequence[Report], now_s: float, whole: bool, seed: int, margin: float) -> None:
         """The launches into the file; judged when ``whole`` (every rank's report came, and
         its device can be trusted): part of a confirmation is no verdict, and the next run
         confirms again."""
         launches = [(rank, launch) for rank, report in enumerate(reports) for launch in report.launches]
-        self.verdict = _judged(launches, seed) if whole else None
+        self.verdict = _judged(launches, seed, margin) if whole else None
         self.cache.append_confirmation(self.batch, launches, self.verdict, self.started_s, now_s)
         if self.verdict is not None:
             for f in self.verdict.factors:
@@ -130,7 +122,7 @@ class Confirming:
         )
 
 
-def _judged(launches: Sequence[tuple[int, Launch]], seed: int) -> Verdict | None:
+def _judged(launches: Sequence[tuple[int, Launch]], seed: int, margin: float) -> Verdict | None:
     def column(get: Callable[[int, Launch], float], dtype: type) -> np.ndarray:
         return np.array([get(rank, launch) for rank, launch in launches], dtype=dtype)
 
@@ -140,4 +132,5 @@ def _judged(launches: Sequence[tuple[int, Launch]], seed: int) -> Verdict | None
         column(lambda _, launch: launch.round, np.int64),
         column(lambda _, launch: launch.time_ms, np.float64),
         seed=seed,
+        flag_pct=100 * margin,
     )

@@ -1,0 +1,152 @@
+"""Calibration during the search: every rank times one reference configuration now and then,
+from which rank 0 estimates each rank's device factor, so that the search compares times
+measured on different devices as if on one.
+
+Devices of one model differ by a few percent (clocks, cooling, a host busy with other work), and
+a configuration's search median carries the bias of whichever rank measured it; among
+configurations within a few percent of each other, the bias then picks the best. Each rank times
+the reference (the first configuration that passed, later the best so far) a few times before
+its chunk; each calibration gives every rank's time of the same configuration at about the same
+moment, and the factors come from all of them together (model/confirmation.py ``judge``, each
+calibration standing in for a candidate). Strategies, racing and the best so far then compare
+calibrated times (a time divided by its rank's factor); the file keeps the raw times, the
+launches and every estimate of the factors. A rank whose factor stands out, or drifts from the
+first half of the calibrations to the second, is flagged once in the log.
+
+A calibration costs each rank a compile and ``ROUNDS`` launches of the reference: the first
+comes once a configuration has passed, the next ones at most every ``EVERY_BATCHES`` batches and
+only while calibrations cost at most ``SHARE_OF_RUN`` of the run. One rank has nothing to
+compare; results read back from the file (a resumed run) stay as measured, since their ranks'
+devices are not this run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from mpitune.model.confirmation import DeviceFactor, judge
+from mpitune.model.launches import Launch, Retime
+from mpitune.model.racing import Race
+from mpitune.model.result import Result, Scored
+from mpitune.model.work import Work
+from mpitune.scheduling.messages import Report
+
+log = logging.getLogger(__name__)
+R = TypeVar("R", bound=Result)
+
+ROUNDS = 5  # launches of the reference per rank and calibration
+EVERY_BATCHES = 4
+SHARE_OF_RUN = 0.02
+RESAMPLES = 200  # the bootstrap of the factors' errors; calibrations are many and small
+_DRIFT_AFTER = 4  # calibrations before a drift can be told
+
+
+class Calibrating:
+    """Rank 0's calibration: when to time the reference, what the ranks' factors are, and
+    results and races in calibrated time."""
+
+    def __init__(self, ranks: int, wanted: bool, margin: float = 0.02, seed: int = 0):
+        self.ranks, self.margin, self.seed = ranks, margin, seed
+        self.wanted = ranks > 1 and wanted
+        self.factor = np.ones(ranks)  # each rank's times over the common time
+        self.estimate: tuple[DeviceFactor, ...] = ()
+        self._first: Scored | None = None  # the first result that passed: the first reference
+        self._events: list[tuple[int, list[tuple[int, Launch]]]] = []  # (reference, launches)
+        self._sent_batch = -EVERY_BATCHES
+        self._spent_s = 0.0  # what the calibrations cost each rank, by the reference's own cost
+        self._flagged: set[int] = set()
+
+    def reference(self, batch: int, now_s: float, best: Scored | None, work: Callable[[int], Work]) -> Retime | None:
+        """What every rank times before its chunk of ``batch``; None when no calibration is due."""
+        if not self.wanted or self._first is None or batch - self._sent_batch < EVERY_BATCHES:
+            return None
+        ref = self._first if not self._events or best is None else best
+        cost_s = ref.compile_s + (1 + ROUNDS) * ref.time_ms / 1e3
+        if self._events and self._spent_s + cost_s > SHARE_OF_RUN * now_s:
+            return None  # the first calibration always; later ones while they stay cheap
+        self._sent_batch = batch
+        self._spent_s += cost_s
+        return Retime((work(ref.config_id),), ROUNDS)
+
+    def seen(self, results: Sequence[Scored]) -> None:
+        if self._first is None:
+            self._first = next((r for r in results if r.ok and math.isfinite(r.time_ms) and r.rank >= 0), None)
+
+    def record(self, reports: Sequence[Report]) -> tuple[DeviceFactor, ...]:
+        """Learn from the reference's launches that came with one batch's reports; the new
+        estimate of the factors, or none when these launches leave it as it was (no
+        calibration, or not every rank's launches)."""
+        launches = [(rank, x) for rank, report in enumerate(reports) for x in report.calibration]
+        if not launches or {rank for rank, x in launches if math.isfinite(x.time_ms)} != set(range(self.ranks)):
+            return ()
+        self._events.append((launches[0][1].config_id, launches))
+        self.estimate = self._estimated(self._events)
+        if not self.estimate:
+            return ()
+        for f in self.estimate:
+            self.factor[f.rank] = f.factor
+        self._drifted()
+        for f in self.estimate:
+            if f.flagged and f.rank not in self._flagged:
+                self._flagged.add(f.rank)
+                log.warning("rank %d's device times %.3g x the others' (calibration, ± %.2g)", f.rank, f.factor, f.sd)
+        return self.estimate
+
+    def _estimated(self, events: Sequence[tuple[int, list[tuple[int, Launch]]]]) -> tuple[DeviceFactor, ...]:
+        rows = [(rank, e, x.round, x.time_ms) for e, (_, launches) in enumerate(events) for rank, x in launches]
+        columns = [np.array(c) for c in zip(*rows)]
+        verdict = judge(*columns, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES)
+        return verdict.factors if verdict is not None else ()
+
+    def _drifted(self) -> None:
+        """Flag a rank whose factor moved, between the first and the second half of the
+        calibrations, by more than their noise plus what flagging a device takes."""
+        if len(self._events) < _DRIFT_AFTER:
+            return
+        half = len(self._events) // 2
+        early, late = self._estimated(self._events[:half]), self._estimated(self._events[half:])
+        by_rank = {f.rank: f for f in early}
+        drifted = set()
+        for f in late:
+            e = by_rank.get(f.rank)
+            if e is not None and abs(f.factor / e.factor - 1) > 2 * math.hypot(f.sd, e.sd) + self.margin:
+                drifted.add(f.rank)
+                if f.rank not in self._flagged:
+                    log.warning(
+                        "rank %d's device drifts: %.3g x the others' early on, %.3g x lately",
+                        f.rank,
+                        e.factor,
+                        f.factor,
+                    )
+        self.estimate = tuple(dataclasses.replace(f, flagged=f.flagged or f.rank in drifted) for f in self.estimate)
+
+    def scored(self, result: Scored) -> Scored:
+        """``result`` scored in calibrated time (its time over its rank's factor), for the
+        strategy and the best so far; its raw times stay as measured, for the file."""
+        if not self.wanted or not result.ok:
+            return result
+        time_ms = result.time_ms / self._of(result)  # from the raw time: scoring twice changes nothing
+        return dataclasses.replace(result, objective=time_ms, scores=(time_ms, *result.scores[1:]))
+
+    def raced(self, result: R) -> R:
+        """``result`` in calibrated time, for what the ranks race against and what confirmation
+        picks its candidates from."""
+        f = self._of(result)
+        if f == 1.0:
+            return result
+        return dataclasses.replace(result, time_ms=result.time_ms / f, times_ms=tuple(t / f for t in result.times_ms))
+
+    def race_of(self, race: Race | None, rank: int) -> Race | None:
+        """The race in calibrated time as ``rank`` sees it: the best in its device's time."""
+        if race is None or self.factor[rank] == 1.0:
+            return race
+        return dataclasses.replace(race, best_ms=race.best_ms * float(self.factor[rank]))
+
+    def _of(self, result: Result) -> float:
+        return float(self.factor[result.rank]) if 0 <= result.rank < self.ranks else 1.0

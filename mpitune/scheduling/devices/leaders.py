@@ -1,0 +1,31 @@
+"""The results near the best, kept as measured: calibration may reorder them as its factors
+change, and confirmation picks its candidates from them.
+
+Only results that passed with a finite time count, and of those only the ones within
+``KEEP_WITHIN`` times the best raw time once there are many: no device factor is that large,
+so a result slower than that can neither become the best nor a candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from mpitune.model.result import Scored
+
+KEEP_WITHIN = 2.0
+_PRUNE_AT = 4096
+
+
+class Leaders:
+    def __init__(self) -> None:
+        self.results: list[Scored] = []
+        self._best_ms = math.inf
+
+    def add(self, results: Iterable[Scored]) -> None:
+        for r in results:
+            if r.ok and math.isfinite(r.time_ms):
+                self.results.append(r)
+                self._best_ms = min(self._best_ms, r.time_ms)
+        if len(self.results) > _PRUNE_AT:
+            self.results = [r for r in self.results if r.time_ms <= KEEP_WITHIN * self._best_ms]
