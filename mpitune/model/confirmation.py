@@ -35,7 +35,7 @@ percentile interval of its resampled medians. The winner is the lowest median; a
 tied with it when the resampled ratio of their medians falls at or below 1 in at least
 (1 - confidence) / 2 of the resamples, i.e. the ratio's percentile interval includes 1: then the
 launches do not show that the winner is faster, and the report should say so instead of naming
-one. A device is flagged when its factor differs from the median of the others' by more than
+one. A device is flagged when its factor differs from the median device's by more than
 twice its standard error plus ``flag_pct`` percent: beyond noise, and beyond what is worth a
 remark (a few percent between devices of one kind is usual). Of two devices only the slower can
 be flagged: each differs from the other alike, and what sets a device apart (throttling, lower
@@ -232,10 +232,10 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
     for d, rank in enumerate(ranks):
         flagged = False
         if len(ranks) > 1:
-            others = float(np.median(np.delete(factors, d)))
-            apart = factors[d] / others - 1
-            if len(ranks) == 2:
-                apart = max(apart, 0.0)
+            if len(ranks) == 2:  # each is as far from the other: only the slower can be told
+                apart = max(factors[d] / factors[1 - d] - 1, 0.0)
+            else:  # the median device is typical; an outlier would shift the others' mean
+                apart = factors[d] / float(np.median(factors)) - 1
             flagged = bool(abs(apart) > 2 * sds[d] + flag_pct / 100)
         out.append(DeviceFactor(rank=int(rank), factor=float(factors[d]), sd=float(sds[d]), flagged=flagged))
     return tuple(out)

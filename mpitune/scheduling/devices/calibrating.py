@@ -106,16 +106,23 @@ class Calibrating:
 
     def _drifted(self) -> None:
         """Flag a rank whose factor moved, between the first and the second half of the
-        calibrations, by more than their noise plus what flagging a device takes."""
+        calibrations, by more than their noise plus what flagging a device takes. Each half's
+        factors are taken relative to their median: one device that slows down moves the
+        common time, and with it every other device's factor, a little."""
         if len(self._events) < _DRIFT_AFTER:
             return
         half = len(self._events) // 2
         early, late = self._estimated(self._events[:half]), self._estimated(self._events[half:])
+        if not early or not late:
+            return
+        early_mid = float(np.median([f.factor for f in early]))
+        late_mid = float(np.median([f.factor for f in late]))
         by_rank = {f.rank: f for f in early}
         drifted = set()
         for f in late:
             e = by_rank.get(f.rank)
-            if e is not None and abs(f.factor / e.factor - 1) > 2 * math.hypot(f.sd, e.sd) + self.margin:
+            moved = (f.factor / late_mid) / (e.factor / early_mid) - 1 if e is not None else 0.0
+            if e is not None and abs(moved) > 2 * math.hypot(f.sd, e.sd) + self.margin:
                 drifted.add(f.rank)
                 if f.rank not in self._flagged:
                     log.warning(
