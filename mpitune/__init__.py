@@ -9,7 +9,7 @@ for the same reason.
 import importlib
 from typing import Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["__version__", "run_kernel", "tune_kernel"]
 
 _API = ("run_kernel", "tune_kernel")
