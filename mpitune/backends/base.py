@@ -59,6 +59,7 @@ class Draft:
     benchmark_s: float = 0.0
     error: str = ""
     raced: bool = False
+    throttled: str = ""
     observed: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -83,6 +84,7 @@ class Draft:
             self.benchmark_s,
             self.error,
             self.raced,
+            self.throttled,
             dict(self.observed),
         )
 

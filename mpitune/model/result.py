@@ -50,6 +50,10 @@ class Result:
     # Stopped by racing (model/racing.py) before ``iterations`` timed launches: ``times_ms`` holds
     # the launches it got, and its status stays ok.
     raced: bool = False
+    # Why the GPU held its clocks down while this configuration was first timed (power, thermal,
+    # slowdown; observers/throttle.py), so that it was timed again once; "again: ..." when the
+    # second timing was throttled too. Empty when it was not.
+    throttled: str = ""
     # What the backend observed besides time (power, energy, clocks), by the names the
     # problem declares in ``observed_names``; missing names are NaN in the file.
     observed: Mapping[str, float] = field(default_factory=dict)

@@ -38,6 +38,11 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     Column("benchmark_s", "f8", "the timed launches, s"),
     Column("launches", "i4", "timed launches it got: iterations, or fewer when raced"),
     Column("raced", "i1", "1 when racing stopped its timing early (a clearly slower configuration)"),
+    Column(
+        "throttled",
+        NAME_TEXT,
+        "why the GPU was throttled while it was first timed, so it was timed again; empty if not",
+    ),
     Column("run", "i4", "which run (row of runs) measured it"),
     Column("batch", "i8", "which batch of that run"),
     Column("rank", "i4", "which rank measured it"),

@@ -157,20 +157,25 @@ def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:
 
 
 def with_defaults(results: np.ndarray) -> np.ndarray:
-    """The results of a file written before schema version 2 with its columns ``launches`` (the
-    timed launches it holds) and ``raced`` (0: racing did not exist): every consumer then sees
-    one set of columns."""
+    """The results of a file written before schema version 3 with the columns it lacks: before
+    version 2 ``launches`` (the timed launches it holds) and ``raced`` (0: racing did not exist),
+    before version 3 ``throttled`` (empty: nothing watched the GPU's clocks); every consumer then
+    sees one set of columns."""
     names = results.dtype.names or ()
-    if "launches" in names:
+    if "throttled" in names:
         return results
-    at = names.index("benchmark_s") + 1
     fields = [(n, results.dtype[n]) for n in names]
-    out = np.empty(results.shape, fields[:at] + [("launches", np.int32), ("raced", np.int8)] + fields[at:])
+    if "launches" not in names:
+        at = names.index("benchmark_s") + 1
+        fields = fields[:at] + [("launches", np.dtype(np.int32)), ("raced", np.dtype(np.int8))] + fields[at:]
+    at = [n for n, _ in fields].index("raced") + 1
+    fields = fields[:at] + [("throttled", np.dtype("U96"))] + fields[at:]
+    out = np.zeros(results.shape, fields)
     for name in names:
         out[name] = results[name]
-    times = np.asarray(results["times_ms"], dtype=float).reshape(len(results), -1)
-    out["launches"] = np.count_nonzero(~np.isnan(times), axis=1)
-    out["raced"] = 0
+    if "launches" not in names:
+        times = np.asarray(results["times_ms"], dtype=float).reshape(len(results), -1)
+        out["launches"] = np.count_nonzero(~np.isnan(times), axis=1)
     return out
 
 

@@ -40,6 +40,7 @@ def result_rows(
             benchmark_s=r.benchmark_s,
             launches=len(r.times_ms),
             raced=int(r.raced),
+            throttled=text(r.throttled, NAME_TEXT),
             run=run,
             batch=r.batch,
             rank=r.rank,

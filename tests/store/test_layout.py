@@ -83,6 +83,9 @@ RANKS_V1 = np.dtype(
 )
 # Version 2: the results gained launches and raced (racing, model/racing.py) after benchmark_s.
 RESULTS_V2 = np.dtype(RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced", np.int8)] + RESULTS_V1.descr[10:])
+RESULTS_V3 = np.dtype(
+    RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced", np.int8), ("throttled", "S96")] + RESULTS_V1.descr[10:]
+)
 V1 = {"results": RESULTS_V1, "timeline": TIMELINE_V1, "runs": RUNS_V1, "in_flight": IN_FLIGHT_V1, "ranks": RANKS_V1}
 
 
@@ -141,7 +144,7 @@ def test_the_store_writes_the_dtypes_of_schema_version_3(tmp_path):
     cache.close()
     with h5py.File(path, "r") as f:
         assert f.attrs["schema_version"] == 3
-        for name, dtype in {**V1, "results": RESULTS_V2, **CONFIRMATION_V3}.items():
+        for name, dtype in {**V1, "results": RESULTS_V3, **CONFIRMATION_V3}.items():
             assert f[name].dtype == dtype, name
             assert f[name].dtype.itemsize == dtype.itemsize
         assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)
