@@ -106,8 +106,8 @@ class Backend(ABC):
     first, on freshly reset outputs, is the one verified and is also the warm-up, timed on its
     own (``Result.first_ms``) and not one of ``times_ms``; with a ``race``, timing stops early
     for a configuration that is clearly slower than the best (model/racing.py), under the
-    default rule on that first launch already (``timed_launches``). Work is recorded as phases on the timeline it is given, which also
-    fills ``compile_s``/``verify_s``/``benchmark_s``.
+    default rule on that first launch already (``timed_launches``). Work is recorded as phases
+    on the timeline it is given, which also fills ``compile_s``/``verify_s``/``benchmark_s``.
     """
 
     device_name: str = "unknown"  # the model: part of what defines a problem's results
