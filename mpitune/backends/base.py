@@ -61,6 +61,7 @@ class Draft:
     raced: bool = False
     throttled: str = ""
     observed: dict[str, float] = field(default_factory=dict)
+    first_ms: float = float("nan")  # the verified (first) launch's time, where it was timed
 
     @property
     def ok(self) -> bool:
@@ -86,6 +87,7 @@ class Draft:
             self.raced,
             self.throttled,
             dict(self.observed),
+            first_ms=self.first_ms,
         )
 
 
@@ -103,10 +105,11 @@ class Backend(ABC):
     ``prepare`` runs once per run (upload arguments, find the device); ``run`` compiles,
     verifies and times one configuration and never raises for a bad configuration: failures
     come back as a ``Result`` status. A configuration costs 1 + ``iterations`` launches: the
-    first, on freshly reset outputs, is the one verified and is also the untimed warm-up; with
-    a ``race``, timing stops early for a configuration that is clearly slower than the best
-    (model/racing.py). Work is recorded as phases on the timeline it is given, which also
-    fills ``compile_s``/``verify_s``/``benchmark_s``.
+    first, on freshly reset outputs, is the one verified and is also the warm-up, timed on its
+    own (``Result.first_ms``) and not one of ``times_ms``; with a ``race``, timing stops early
+    for a configuration that is clearly slower than the best (model/racing.py), under the
+    default rule on that first launch already (``timed_launches``). Work is recorded as phases
+    on the timeline it is given, which also fills ``compile_s``/``verify_s``/``benchmark_s``.
     """
 
     device_name: str = "unknown"  # the model: part of what defines a problem's results
@@ -170,9 +173,15 @@ def shorten(text: str, max_lines: int = 12, max_chars: int = 2000) -> str:
     return short[:max_chars]
 
 
-def timed_launches(launch_ms: Callable[[], float], iterations: int, race: Race | None) -> tuple[list[float], bool]:
+def timed_launches(
+    launch_ms: Callable[[], float], iterations: int, race: Race | None, first_ms: float = math.nan
+) -> tuple[list[float], bool]:
     """Up to ``iterations`` timings of ``launch_ms`` (one launch, its time in ms) and whether the
-    race stopped them early; a configuration that lost on its last launch got them all."""
+    race stopped them early; a configuration that lost on its last launch got them all. One
+    whose verified launch (``first_ms``) already lost (``Race.lost_first``) gets none: its one
+    time is that launch's, so that what the file and the strategies see is above the bound."""
+    if race is not None and race.lost_first(first_ms):
+        return [first_ms], True
     times: list[float] = []
     while len(times) < iterations:
         times.append(launch_ms())

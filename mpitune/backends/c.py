@@ -257,12 +257,15 @@ class CBackend(Backend):
     def _verify_and_time(self, fn, draft: Draft, timeline: Timeline, race: Race | None) -> None:
         # Fresh copies of the arguments: a configuration that writes nothing cannot pass
         # on the output a previous configuration left behind. This call is also the warm-up:
-        # there is no other untimed launch.
+        # there is no other untimed launch. It is timed on its own (the call only, not the
+        # copies nor the comparison): a race may stop the configuration on it.
         with timeline.phase("verify", draft.config_id) as t:
             arrays = self._fresh_arrays()
             args = self._call_args(arrays)
             try:
+                start = time.perf_counter_ns()
                 fn(*args)
+                draft.first_ms = (time.perf_counter_ns() - start) / 1e6
                 if self.keep_outputs:
                     self.outputs = [a.copy() if isinstance(a, np.ndarray) else a for a in arrays]
                 draft.error = mismatch(np, arrays, self.problem.answer, self.problem.atol)
@@ -281,7 +284,7 @@ class CBackend(Backend):
             return (time.perf_counter_ns() - start) / 1e6
 
         with timeline.phase("benchmark", draft.config_id) as t:
-            draft.set_times(*timed_launches(launch_ms, self.problem.iterations, race))
+            draft.set_times(*timed_launches(launch_ms, self.problem.iterations, race, draft.first_ms))
         draft.benchmark_s = t.elapsed_s
 
 

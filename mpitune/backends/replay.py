@@ -77,13 +77,20 @@ class ReplayBackend(Backend):
         # kept as recorded: they are no times to scale.
         benchmark_s, factor = m.benchmark_s * self.factor, self.factor
         if m.status == Status.OK:
+            # The data keeps no verification launch (Kernel Tuner's first launch is an untimed
+            # warm-up): the first recorded launch stands in for it, and the recorded launches
+            # are then raced in order, all of them, as the timed ones.
+            draft.first_ms = m.times_ms[0] * factor if m.times_ms else m.time_ms * factor
             recorded = iter(m.times_ms)
-            draft.set_times(*timed_launches(lambda: next(recorded) * factor, len(m.times_ms), race))
+            draft.set_times(*timed_launches(lambda: next(recorded) * factor, len(m.times_ms), race, draft.first_ms))
             if not draft.raced:
                 draft.time_ms = m.time_ms * factor  # the recorded median, as the run that measured it said
             # A raced configuration gets no observation window either (as on a GPU).
             draft.observed = {} if draft.raced else dict(m.observed)
-            benchmark_s *= len(draft.times_ms) / len(m.times_ms) if m.times_ms else 1.0
+            if race is not None and race.lost_first(draft.first_ms):
+                benchmark_s = 0.0  # stopped on its first launch: no timed launch made
+            elif m.times_ms:
+                benchmark_s *= len(draft.times_ms) / len(m.times_ms)
         with timeline.phase("verify", config_id):
             timeline.clock.advance(m.verify_s)
         with timeline.phase("benchmark", config_id):

@@ -12,7 +12,13 @@ leaving them out would let its noise choose. The interval is the order-statistic
 (``search_interval_ms``): it assumes nothing of the launches' distribution (kernel times are
 skewed, with rare slow launches), only that they are independent draws, so the count of launches
 below the true median is binomial(n, 1/2). A raced result has only the few launches that showed
-it slow: its median is biased upwards, so it joins only if even its wide interval overlaps.
+it slow: its median is biased upwards, so it joins if even its wide interval overlaps, or if it
+stopped near the race's bound (within ``NEAR_BOUND`` of it; the k nearest): the default race
+stops a configuration on its first launch alone, trusting that no first launch runs colder than
+the run has measured (model/racing.py), and one that stopped just beyond the bound is the one a
+first launch a little colder than that could have stopped although it was the best. Only k of
+them: on real spaces many configurations stop just beyond the bound (a tenth of a percent
+beyond, on the replayed caches), and each candidate costs a compile and a slot in every round.
 
 Device factors. A device may be a few percent slower than another on every kernel (clocks,
 cooling, a neighbour), and the candidates' launches are spread over devices unevenly once some
@@ -44,6 +50,7 @@ clocks, a host busy with other work) slows it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
@@ -51,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpitune.model.racing import Race
 from mpitune.model.result import Scored
 
 # Most elements of one chunk of resamples (resamples x devices x candidates x rounds): the
@@ -122,12 +130,22 @@ def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95) -> t
 # configuration with one slow launch a candidate.
 OVERLAP_CONFIDENCE = 0.84
 
+# A raced result whose time is within this factor of the race's bound (the first-launch bound of
+# the best and the noise the results show) joins the candidates: stopped near the threshold, it
+# is where a launch a little colder or noisier than the run had measured would have put the best.
+# Farther out, a first launch would have had to be that much colder than any the run measured.
+NEAR_BOUND = 1.05
+
 
 def candidates(results: Sequence[Scored], k: int = 5, most: int = 16) -> list[int]:
     """Config ids to confirm: the k best ok results by time_ms plus every ok result whose
-    search_interval_ms overlaps the best's, at most `most`, best first; results whose time is not
-    finite are ignored; a raced result (r.raced) counts only through its interval (its times are
-    few). Uses r.time_ms / r.times_ms of mpitune.model.result.Scored (see that file)."""
+    search_interval_ms overlaps the best's, plus the k fastest raced ones (r.raced) whose time is
+    within ``NEAR_BOUND`` of the race's bound, at most `most`, best first; results whose time is
+    not finite are ignored; k counts full results only (a raced one's times are few). The bound
+    is recomputed from the results (``Race.seen``: the best full median, the largest spread and
+    the largest first launch / median of the full ones), the bound as the search ended: each
+    raced result lost against the bound of its moment, of a best no better and ratios no wider.
+    Uses r.time_ms / r.times_ms / r.first_ms of mpitune.model.result.Scored (see that file)."""
     ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (r.time_ms, r.config_id))
     full = [r for r in ok if not r.raced] or ok  # only raced results: their times are all there is
     if not full:
@@ -138,11 +156,14 @@ def candidates(results: Sequence[Scored], k: int = 5, most: int = 16) -> list[in
         return (lo, hi) if math.isfinite(lo) else (r.time_ms, r.time_ms)
 
     best_lo, best_hi = interval(full[0])
+    near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=full[0].time_ms).first_bound_ms
     chosen = {r.config_id for r in full[:k]}
     for r in ok:
         lo, hi = interval(r)
         if lo <= best_hi and hi >= best_lo:
             chosen.add(r.config_id)
+    near = [r.config_id for r in ok if r.raced and r.time_ms <= near_ms and r.config_id not in chosen]
+    chosen.update(near[:k])  # the nearest k: many stop just beyond the bound, each costs a compile and a slot
     ordered: list[int] = []
     for r in ok:
         if r.config_id in chosen and r.config_id not in ordered:

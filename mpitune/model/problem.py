@@ -113,7 +113,7 @@ class RunSettings:
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
     # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.
     racing: bool = True
-    race_rule: RaceRule = RaceRule.MAJORITY  # when a configuration's launches so far suffice to stop it
+    race_rule: RaceRule = RaceRule.FIRST  # when a configuration's launches so far suffice to stop it
     # The best candidates timed again once the search ends (scheduling/devices/confirming.py); 0: none.
     confirm: int = DEFAULT_CANDIDATES
     # Every rank times a reference now and then, so that the search compares calibrated times

@@ -1,23 +1,36 @@
-"""Racing: a configuration whose timed launches so far show it slower than the best known, by
-more than this run's noise allows, gets no more launches.
+"""Racing: a configuration whose launches so far show it slower than the best known, by more
+than this run's noise allows, gets no more launches.
 
-The rule is exact. A configuration is stopped once more than half of its ``iterations`` launches
-have each taken longer than ``ratio`` x ``best_ms``, the best median known: its median over all
-``iterations`` launches would then exceed that bound too, whatever the launches it did not get
-would have taken, so it could not have been the best (``ratio`` >= 1). The best configuration
-is therefore the same as with full timing, even when one of its launches is slow (a cold cache,
-a busy core). ``ratio`` is the largest spread (slowest launch / median) of any fully timed
+``RaceRule.MAJORITY`` is exact. A configuration is stopped once more than half of its
+``iterations`` timed launches have each taken longer than ``ratio`` x ``best_ms``, the best
+median known: its median over all ``iterations`` launches would then exceed that bound too,
+whatever the launches it did not get would have taken, so it could not have been the best
+(``ratio`` >= 1). ``ratio`` is the largest spread (slowest launch / median) of any fully timed
 configuration of the run, never below ``RATIO_FLOOR``, so that only configurations clearly
 slower than the best lose launches. A raced configuration keeps status ``ok``; its median is
 that of the launches it got (above ``ratio`` x the best), and ``Result.raced`` says so.
 
-That is the default rule, ``RaceRule.MAJORITY``. ``RaceRule.SPREAD`` stops sooner, on the
-run's measured noise instead of on arithmetic alone: once every launch so far (at least one) took
-longer than ``ratio`` x ``best_ms``. Since no fully timed configuration of the run had a launch
-slower than ``ratio`` x its median, a configuration whose fastest launch is beyond the bound has
-a median above ``best_ms``, as long as it is no noisier than what the run has seen. A slow
-configuration then costs its verified launch and one timed launch instead of just over half of
-them; the price is that assumption.
+``RaceRule.SPREAD`` stops sooner, on the run's measured noise instead of on arithmetic alone:
+once every timed launch so far (at least one) took longer than ``ratio`` x ``best_ms``. Since no
+fully timed configuration of the run had a launch slower than ``ratio`` x its median, a
+configuration whose fastest launch is beyond the bound has a median above ``best_ms``, as long
+as it is no noisier than what the run has seen.
+
+``RaceRule.FIRST``, the default, stops sooner still: on the verification launch, the first one
+(on reset arguments, also the warm-up), before any timed launch, once it took longer than
+``first_ratio`` x ``best_ms``. ``first_ratio`` is the largest ratio of a fully timed
+configuration's first launch to its median (a first launch is colder than the rest, so this is
+the noise that guards a configuration whose first launch was merely cold), never below the
+spread ``ratio`` (and so never below ``RATIO_FLOOR``). A configuration whose first launch is beyond that
+bound then has a median above ``best_ms``, as long as its first launch is no colder, relative
+to its median, than the run has measured. One that survives its first launch is raced as under
+``SPREAD``: the first-launch stop already rests on the run's measured noise, so the majority's
+exactness for the timed launches would buy nothing it has not given up, at just over half of
+them. The assumption is the price; confirmation (model/confirmation.py) pays for it: it times
+again every raced configuration that stopped near the bound, where a first launch a little
+colder than the run has seen could have stopped the best. A configuration stopped on its first
+launch has that launch as its one time (``times_ms`` and ``time_ms``, above the bound), so that
+the file and the strategies see a time no better than what it showed.
 
 Racing needs the objective to be the kernel time: only then is "slower than the best" a
 statement about the launches a rank sees (see the Manager, which turns it off otherwise).
@@ -38,34 +51,51 @@ RATIO_FLOOR = 1.3  # configurations within this of the best always get every lau
 class RaceRule(enum.Enum):
     """When a configuration's launches so far are enough to stop timing it."""
 
+    FIRST = "first"  # its first (verification) launch beyond the first-launch bound; then as SPREAD
     MAJORITY = "majority"  # more than half of all its launches beyond the bound: exact
     SPREAD = "spread"  # every launch so far beyond the bound: exact within the run's measured noise
 
 
 @dataclass(frozen=True)
 class Race:
-    """What a rank races against: the best median known and the noise ratio of the run so far."""
+    """What a rank races against: the best median known and the noise ratios of the run so far."""
 
     best_ms: float = math.inf
-    ratio: float = RATIO_FLOOR
-    rule: RaceRule = RaceRule.MAJORITY
+    ratio: float = RATIO_FLOOR  # the largest spread (slowest timed launch / median) measured
+    rule: RaceRule = RaceRule.FIRST
+    first_ratio: float = RATIO_FLOOR  # the largest first launch / median measured
+
+    @property
+    def first_bound_ms(self) -> float:
+        """What a first launch may take and still be timed: ``first_ratio`` (never below the
+        spread ``ratio``) x the best median known."""
+        return max(self.first_ratio, self.ratio) * self.best_ms
+
+    def lost_first(self, first_ms: float) -> bool:
+        """Whether, under ``FIRST``, the verification launch alone stops the configuration: it
+        took longer than a first launch of the best could, by what the run has measured. A
+        first launch that was not timed (NaN) stops nothing."""
+        return self.rule is RaceRule.FIRST and first_ms > self.first_bound_ms
 
     def lost(self, times_ms: Sequence[float], iterations: int) -> bool:
         """Whether timing should stop: under ``MAJORITY``, a majority of all ``iterations``
         launches is already beyond what noise explains, so the median of all of them would be
-        too; under ``SPREAD``, even the fastest launch so far is."""
+        too; under ``SPREAD`` and ``FIRST``, even the fastest launch so far is."""
         bound = self.ratio * self.best_ms
-        if self.rule is RaceRule.SPREAD:
-            return bool(times_ms) and min(times_ms) > bound
-        return sum(t > bound for t in times_ms) > iterations // 2
+        if self.rule is RaceRule.MAJORITY:
+            return sum(t > bound for t in times_ms) > iterations // 2
+        return bool(times_ms) and min(times_ms) > bound
 
     def seen(self, results: Iterable[Result]) -> Race:
         """This race after ``results``: fully timed configurations lower the best median and may
-        widen the ratio; failed and raced ones tell nothing about either."""
-        best_ms, ratio = self.best_ms, self.ratio
+        widen the ratios (a first launch counts where it was timed: rows read back from a file
+        have none); failed and raced ones tell nothing about either."""
+        best_ms, ratio, first_ratio = self.best_ms, self.ratio, self.first_ratio
         for r in results:
             if not r.ok or r.raced or not r.times_ms or not r.time_ms > 0:
                 continue
             best_ms = min(best_ms, r.time_ms)
             ratio = max(ratio, max(r.times_ms) / r.time_ms)
-        return Race(best_ms, ratio, self.rule)
+            if math.isfinite(r.first_ms):
+                first_ratio = max(first_ratio, r.first_ms / r.time_ms)
+        return Race(best_ms, ratio, self.rule, first_ratio)

@@ -63,6 +63,11 @@ class Result:
     batch: int = -1
     started_s: float = math.nan  # on the run's clock (model/timeline.py)
     finished_s: float = math.nan
+    # How long the first launch took, the verified one (also the warm-up, not in ``times_ms``):
+    # what racing learns how cold a first launch runs from (model/racing.py). NaN where it was
+    # not timed, and for rows read back from a file, which does not keep it; a configuration
+    # the race stopped on it has it as its one time instead.
+    first_ms: float = math.nan
 
     @property
     def ok(self) -> bool:

@@ -148,8 +148,8 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     rules = {rule.value: rule for rule in RaceRule}
     if isinstance(racing, str) and racing in rules:
         settings.racing, settings.race_rule = True, rules[racing]
-    elif isinstance(racing, bool):
-        settings.racing = racing
+    elif isinstance(racing, bool):  # True: the default rule, on the first launch (model/racing.py)
+        settings.racing, settings.race_rule = racing, RaceRule.FIRST
     else:
         check.fail("racing", f"must be True, False or one of {', '.join(map(repr, rules))}, got {racing!r}")
     settings.confirm = confirm_setting(check, fields.confirm if overrides.confirm is None else overrides.confirm)

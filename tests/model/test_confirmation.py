@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from mpitune.model.confirmation import candidates, judge, search_interval_ms
+from mpitune.model.confirmation import NEAR_BOUND, candidates, judge, search_interval_ms
 from mpitune.model.result import Scored, Status
 
 
@@ -168,13 +168,14 @@ def test_the_search_interval_covers_the_median_as_often_as_it_says():
     assert 0.95 <= np.mean(covered) <= 0.99  # exact coverage for 15 launches: 96.5 %
 
 
-def scored(config_id, times, status=Status.OK, raced=False):
+def scored(config_id, times, status=Status.OK, raced=False, first_ms=math.nan):
     return Scored(
         config_id=config_id,
         status=status,
         time_ms=float(np.median(times)) if len(times) else math.nan,
         times_ms=tuple(times),
         raced=raced,
+        first_ms=first_ms,
     )
 
 
@@ -191,7 +192,7 @@ def test_candidates_are_the_k_best_and_those_the_search_cannot_tell_from_the_bes
     assert candidates([*results, wide], k=3, most=2) == [0, 1]
 
 
-def test_candidates_ignore_failures_and_take_raced_ones_only_through_their_interval():
+def test_candidates_ignore_failures_and_take_raced_ones_far_from_the_bound_only_through_their_interval():
     results = [
         scored(0, (1.0, 1.01, 0.99, 1.0, 1.02)),
         scored(1, (1.2, 1.21, 1.19, 1.2, 1.22)),
@@ -205,3 +206,18 @@ def test_candidates_ignore_failures_and_take_raced_ones_only_through_their_inter
     assert candidates(results, k=4) == [0, 6, 1]  # k counts full results only: 5 never joins
     assert candidates(results, k=1) == [0, 6]
     assert candidates(results[2:5]) == []
+
+
+def test_raced_candidates_that_stopped_near_the_bound_join_the_nearest_k_of_them():
+    """R x the best is 1.3 here (the spreads are small, no first launch is known): a raced result
+    within NEAR_BOUND of that joins, the k nearest of them, and farther ones do not."""
+    full = [scored(0, (1.0, 1.01, 0.99)), scored(1, (1.1, 1.11, 1.09))]
+    assert NEAR_BOUND * 1.3 < 1.5
+    stopped = [scored(10 + i, (1.3 + 0.01 * i,), raced=True) for i in range(4)]  # on their first launch
+    far = scored(20, (1.5,), raced=True)
+    assert candidates([*full, *stopped, far], k=2) == [0, 1, 10, 11]
+    assert candidates([*full, *stopped, far], k=5) == [0, 1, 10, 11, 12, 13]
+    assert candidates([*full, *stopped, far], k=5, most=3) == [0, 1, 10]  # still capped, best first
+    # A first launch colder than the spread widens the bound as it widened the race's: 1.6 x 1.0.
+    cold = [scored(0, (1.0, 1.01, 0.99), first_ms=1.6), full[1]]
+    assert candidates([*cold, far], k=2) == [0, 1, 20]

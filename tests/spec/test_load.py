@@ -9,6 +9,7 @@ import pytest
 from conftest import heavy_imports, mpirun, write_scale_spec
 
 from mpitune.errors import SpecError
+from mpitune.model.racing import RaceRule
 from mpitune.spec.load import load_spec
 from mpitune.spec.settings import Overrides
 
@@ -135,7 +136,7 @@ BROKEN = [
     ("metrics = {'time': lambda p: 1.0}\n", "metrics", "'time' is taken"),
     ("metrics = {'b': lambda p: p['a'], 'a': lambda p: 1.0}\n", "metrics", "'b' fails"),
     ("objective_higher_is_better = 'yes'\n", "objective_higher_is_better", "True or False"),
-    ("racing = 'fast'\n", "racing", "'majority', 'spread'"),
+    ("racing = 'fast'\n", "racing", "'first', 'majority', 'spread'"),
     ("confirm = 17\n", "confirm", "from 0 to 16, got 17"),
     ("confirm = -1\n", "confirm", "number of candidates"),
     ("confirm = 'yes'\n", "confirm", "True, False or a number"),
@@ -251,3 +252,21 @@ def test_confirm_is_on_by_default_and_takes_a_number_of_candidates(tmp_path, wri
 def test_the_command_line_overrides_the_specs_confirm(tmp_path):
     _, settings = load_spec(str(write(tmp_path, GOOD + "confirm = 8\n")), Overrides(confirm=0))
     assert settings.confirm == 0
+
+
+@pytest.mark.parametrize(
+    "written,on,rule",
+    [
+        ("", True, RaceRule.FIRST),
+        ("racing = True\n", True, RaceRule.FIRST),
+        ("racing = 'first'\n", True, RaceRule.FIRST),
+        ("racing = 'majority'\n", True, RaceRule.MAJORITY),
+        ("racing = 'spread'\n", True, RaceRule.SPREAD),
+        ("racing = False\n", False, RaceRule.FIRST),
+    ],
+)
+def test_racing_is_on_the_first_launch_by_default_and_takes_a_rule(tmp_path, written, on, rule):
+    _, settings = load_spec(str(write(tmp_path, GOOD + written)))
+    assert (settings.racing, settings.race_rule) == (on, rule)
+    _, given = load_spec(str(write(tmp_path, GOOD + written)), Overrides(racing="majority"))
+    assert (given.racing, given.race_rule) == (True, RaceRule.MAJORITY)  # the command line wins

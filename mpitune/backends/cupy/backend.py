@@ -52,7 +52,8 @@ class CupyBackend(Backend):
     (verification, which doubles as the untimed warm-up: there is no other), compared with the
     answers on the GPU, and then timed ``iterations`` times with events on the backend's own
     stream; 1 + ``iterations`` launches in all. With a race (model/racing.py) each timed launch
-    is waited for and checked, and a configuration clearly slower than the best stops early.
+    is waited for and checked, and a configuration clearly slower than the best stops early; by
+    the default rule on its verified launch already, which events time on its own.
     An NVML observer then adds its window of launches, except to a raced configuration.
     """
 
@@ -286,7 +287,7 @@ class CupyBackend(Backend):
         phase, failure, times, raced = "verify", None, [], False
         with timeline.phase("verify", draft.config_id) as t:
             try:
-                draft.error = self._verify(kernel, grid, block)
+                draft.error, draft.first_ms = self._verify(kernel, grid, block)
             except Exception as exc:
                 failure = exc
         draft.verify_s = t.elapsed_s
@@ -300,7 +301,7 @@ class CupyBackend(Backend):
                     if race is None:
                         times = self._benchmark(kernel, grid, block)
                     else:
-                        times, raced = self._race(kernel, grid, block, race)
+                        times, raced = self._race(kernel, grid, block, race, draft.first_ms)
                 except Exception as exc:
                     failure = exc
             draft.benchmark_s = t.elapsed_s
@@ -312,17 +313,20 @@ class CupyBackend(Backend):
     def _launch(self, kernel: Any, grid: Dims, block: Dims) -> None:
         kernel(grid, block, self._args, shared_mem=self._smem_bytes, stream=self.stream)
 
-    def _verify(self, kernel: Any, grid: Dims, block: Dims) -> str:
-        """Run once on reset arrays (this is also the warm-up) and compare on the GPU."""
-        self._fresh_launch(kernel, grid, block)
+    def _verify(self, kernel: Any, grid: Dims, block: Dims) -> tuple[str, float]:
+        """Run once on reset arrays (this is also the warm-up) and compare on the GPU: (what
+        differs, '' if nothing; the launch's time in ms)."""
+        first_ms = self._fresh_launch(kernel, grid, block)
         if self.keep_outputs:
             self.outputs = [self.cp.asnumpy(a) if p is not None else a for a, p in zip(self._args, self._pristine)]
         assert self._check is not None, "prepare() uploads the answers before any run"
-        return self._check.mismatch(self._args)
+        return self._check.mismatch(self._args), first_ms
 
-    def _fresh_launch(self, kernel: Any, grid: Dims, block: Dims) -> None:
+    def _fresh_launch(self, kernel: Any, grid: Dims, block: Dims) -> float:
         """Reset every array, launch once and wait: a kernel's first launch, the one that also
-        warms it up. Beyond 48 KiB, dynamic shared memory must be asked for, once per kernel, first."""
+        warms it up; its time in ms, between events around the launch alone (the copies before
+        it are not in it). Beyond 48 KiB, dynamic shared memory must be asked for, once per
+        kernel, first."""
         if self._smem_bytes > DEFAULT_SMEM_LIMIT:
             self.cp.cuda.driver.funcSetAttribute(
                 kernel.ptr, FunctionAttribute.MAX_DYNAMIC_SHARED_BYTES, self._smem_bytes
@@ -330,8 +334,12 @@ class CupyBackend(Backend):
         for dst, src in zip(self._args, self._pristine):
             if src is not None and src.nbytes:
                 dst.data.copy_from_device_async(src.data, src.nbytes, self.stream)
+        start, end = self._starts[0], self._ends[0]
+        start.record(self.stream)
         self._launch(kernel, grid, block)
+        end.record(self.stream)
         self.stream.synchronize()
+        return float(self.cp.cuda.get_elapsed_time(start, end))
 
     def _benchmark(self, kernel: Any, grid: Dims, block: Dims) -> list[float]:
         """Every iteration between its own pair of events; one host sync at the end."""
@@ -342,9 +350,10 @@ class CupyBackend(Backend):
         self._ends[-1].synchronize()
         return [float(self.cp.cuda.get_elapsed_time(s, e)) for s, e in zip(self._starts, self._ends)]
 
-    def _race(self, kernel: Any, grid: Dims, block: Dims, race: Race) -> tuple[list[float], bool]:
+    def _race(self, kernel: Any, grid: Dims, block: Dims, race: Race, first_ms: float) -> tuple[list[float], bool]:
         """As ``_benchmark``, but each launch is waited for (one host round trip, some microseconds)
-        so that the race can stop the configuration before its next launch."""
+        so that the race can stop the configuration before its next launch, or before the first
+        when the verified one (``first_ms``) already lost."""
         start, end = self._starts[0], self._ends[0]
 
         def launch_ms() -> float:
@@ -354,7 +363,7 @@ class CupyBackend(Backend):
             end.synchronize()
             return float(self.cp.cuda.get_elapsed_time(start, end))
 
-        return timed_launches(launch_ms, self.problem.iterations, race)
+        return timed_launches(launch_ms, self.problem.iterations, race, first_ms)
 
     # -- failures --------------------------------------------------------------------
 
