@@ -27,6 +27,12 @@ KINDS = {
         rf"mpitune: batch \d+: \d+/\d+ configs, best (?:none yet|{OBJECTIVE} {CONFIG}), "
         rf"{NUM} configs/s, {NUM} s"
     ),
+    "confirmed": re.compile(
+        rf"mpitune: confirmed best {NUM} ms \[{NUM}, {NUM}\] {CONFIG}, "
+        rf"(?:no ties|tied with \d+: {CONFIG}(?:, {CONFIG})*"
+        r"(?: and \d+ more \(python -m mpitune report lists them\))?) "
+        r"\(\d+ candidates x \d+ rounds on \d+ rank\(s\)\)"
+    ),
     "best": re.compile(rf"mpitune: best: {OBJECTIVE} {CONFIG}"),
     "final": re.compile(rf"mpitune: \d+ configurations measured in {NUM} s \(\w+\); results in \S+"),
 }

@@ -32,7 +32,9 @@ def test_simulated_wall_time_shrinks_with_ranks(tmp_path):
     walls = {}
     for ranks in (1, 3):
         out = tmp_path / f"r{ranks}.h5"
-        assert mpitune(ranks, ["replay", source, "--output", str(out)], tmp_path).returncode == 0
+        # The search's time alone: neither calibration nor confirmation (tested where they are built).
+        args = ["replay", source, "--output", str(out), "--confirm", "0", "--no-calibrate"]
+        assert mpitune(ranks, args, tmp_path).returncode == 0
         walls[ranks] = report_json(out)["wall_s"]
     # One rank does all the recorded work, one after the other.
     assert walls[1] == pytest.approx(0.1 + 0.005 + 0.02 + 0.2 + 0.005 + 0.01 + 0.05 + 0.08 + 0.001 + 0.01, rel=1e-6)

@@ -78,6 +78,28 @@ def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | Non
     return confirmation, cost, calibration
 
 
+@dataclass(frozen=True)
+class Throttled:
+    """A configuration whose first timing the GPU throttled, so that it was timed again."""
+
+    config: dict[str, Any]
+    rank: int
+    why: str  # the causes (power, thermal, slowdown), and "again: ..." if the second was too
+
+
+def throttled(data: CacheData) -> list[Throttled]:
+    """Every configuration timed again because its GPU was throttled, in the order measured."""
+    rows = data.results[data.results["throttled"] != ""]
+    return [Throttled({n: plain(r[n]) for n in data.param_names}, int(r["rank"]), str(r["throttled"])) for r in rows]
+
+
+def throttled_text(entries: list[Throttled]) -> list[str]:
+    if not entries:
+        return []
+    lines = [f"\n  timed again because the GPU was throttled while they were timed ({len(entries)}):"]
+    return lines + [f"    rank {t.rank}: {t.why}: {_params(t.config)}" for t in entries]
+
+
 def _config(data: CacheData, config_id: int) -> dict[str, Any]:
     row = data.results[data.results["config_id"] == config_id][0]
     return {n: plain(row[n]) for n in data.param_names}

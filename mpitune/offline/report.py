@@ -22,6 +22,7 @@ def render(path: str, as_json: bool = False, top: int = 5) -> str:
 def text(path: str, s: Summary) -> str:
     lines = _problem_lines(path, s) + _run_lines(s) + _result_lines(s) + _top_lines(s)
     lines += confirmation.text(s.confirmation, s.confirmation_cost, s.calibration)
+    lines += confirmation.throttled_text(s.throttled)
     if s.pareto:
         lines += front.text(s.pareto)
     return "\n".join(lines + _rank_lines(s) + _overhead_lines(s))

@@ -20,7 +20,7 @@ from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.offline import confirmation as confirmed
 from mpitune.offline import front
-from mpitune.offline.confirmation import Confirmation, ConfirmationCost, DeviceCalibration
+from mpitune.offline.confirmation import Confirmation, ConfirmationCost, DeviceCalibration, Throttled
 from mpitune.offline.front import FrontSummary
 from mpitune.offline.rank_time import GatherWaits, RankTime, Startup, gather_waits, per_rank, run_walls, startup
 from mpitune.offline.ranking import best_first, objective_column, usable
@@ -132,6 +132,7 @@ class Summary:
     confirmation: Confirmation | None
     confirmation_cost: ConfirmationCost | None
     calibration: list[DeviceCalibration]
+    throttled: list[Throttled]  # configurations timed again because their GPU was throttled
 
 
 def summarize(data: CacheData, top: int = 5) -> Summary:
@@ -176,6 +177,7 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
         confirmation=confirmation,
         confirmation_cost=confirmation_cost,
         calibration=calibration,
+        throttled=confirmed.throttled(data),
     )
 
 

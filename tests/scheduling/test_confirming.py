@@ -53,6 +53,10 @@ def test_a_finished_search_confirms_its_best_on_every_rank_and_keeps_the_search_
     assert "mpitune: confirmed best 2.5 ms [2.5, 2.5] (x=8, y=5), no ties (5 candidates" in out
     summary = json.loads(render(ranks.cache_path, as_json=True))
     assert summary["confirmation"] == {"winner": {"x": 8, "y": 5}, "winner_ms": 2.5, "ci_ms": [2.5, 2.5], "tied": []}
+    cost = summary["confirmation_cost"]
+    assert list(cost) == ["run", "candidates", "launches", "seconds", "share_of_run"]
+    assert (cost["run"], cost["candidates"], cost["launches"]) == (0, 5, 5 * 3 * rounds_for(3))
+    assert 0 < cost["share_of_run"] < 1
     assert [(c["rank"], c["factor"], c["flagged"]) for c in summary["calibration"]] == [
         (0, 1.0, False),
         (1, 1.0, False),

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mpitune.backends.base import Backend, Compiled, Draft, shorten, timed_launches
-from mpitune.backends.cupy import retiming
+from mpitune.backends.cupy import retiming, throttling
 from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_options
 from mpitune.backends.cupy.device_errors import (
     DeviceLostError,
@@ -72,6 +72,7 @@ class CupyBackend(Backend):
         self._observer: Any = problem.observers[0] if problem.observers else None
         self._sampler: Any = None
         self._clocks: Any = None
+        self._throttle: Any = None
         self._open_nvml()
         self._args: tuple = ()
         self._pristine: list = []
@@ -116,6 +117,7 @@ class CupyBackend(Backend):
         from mpitune.observers.nvml import TUNABLES
         from mpitune.observers.nvml_control import ClockControl, recover
         from mpitune.observers.nvml_sampler import PowerSampler
+        from mpitune.observers.throttle import ThrottleWatch
 
         restore_path = restore_file.path_for(self.problem.cache_path or "mpitune", self.device_pci_bus_id)
         recover(restore_path)
@@ -123,6 +125,7 @@ class CupyBackend(Backend):
             self._clocks = ClockControl(self.device_pci_bus_id, self.problem.tune_params, restore_path)
         if self._observer is not None:
             self._sampler = PowerSampler(self.device_pci_bus_id)
+        self._throttle = ThrottleWatch.open(self.device_pci_bus_id)  # None without NVML: timed unwatched
 
     def _make_compiler(self) -> NvrtcCompiler:
         from cupy_backends.cuda.libs import nvrtc
@@ -193,7 +196,7 @@ class CupyBackend(Backend):
             log.debug("synchronising on close failed", exc_info=True)
         self._args, self._pristine, self._check, self._probe = (), [], None, None
         self._constants = {}
-        for nvml in (self._clocks, self._sampler):  # the clocks go back to what they were
+        for nvml in (self._clocks, self._sampler, self._throttle):  # the clocks go back to what they were
             if nvml is not None:
                 nvml.close()
         try:
@@ -284,7 +287,8 @@ class CupyBackend(Backend):
         self, kernel: Any, grid: Dims, block: Dims, draft: Draft, timeline: Timeline, race: Race | None
     ) -> None:
         """Verify (also the warm-up), then time; any failure becomes the result's status."""
-        phase, failure, times, raced = "verify", None, [], False
+        phase, failure, raced = "verify", None, False
+        times: list[float] = []
         with timeline.phase("verify", draft.config_id) as t:
             try:
                 draft.error, draft.first_ms = self._verify(kernel, grid, block)
@@ -298,10 +302,15 @@ class CupyBackend(Backend):
             phase = "benchmark"
             with timeline.phase("benchmark", draft.config_id) as t:
                 try:
-                    if race is None:
-                        times = self._benchmark(kernel, grid, block)
-                    else:
-                        times, raced = self._race(kernel, grid, block, race, draft.first_ms)
+                    times, raced = throttling.watched(
+                        self._throttle,
+                        lambda: (
+                            (self._benchmark(kernel, grid, block), False)
+                            if race is None
+                            else self._race(kernel, grid, block, race, draft.first_ms)
+                        ),
+                        draft,
+                    )
                 except Exception as exc:
                     failure = exc
             draft.benchmark_s = t.elapsed_s

@@ -30,6 +30,7 @@ from mpitune.store.cache import Cache
 log = logging.getLogger(__name__)
 
 CONFIRMABLE = (StopReason.FINISHED, StopReason.MAX_FEVALS)
+SHOWN_TIES = 3  # in the progress line; report lists them all
 LAUNCHES_PER_CANDIDATE = 30  # over all ranks: what a candidate's median and interval rest on
 MIN_ROUNDS = 5  # per rank: what its device factor rests on, with every candidate's launches
 # Fewer rounds (not below MIN_ROUNDS) where the candidates' launches would take more than this
@@ -115,7 +116,13 @@ class Confirming:
         if v is None or retime is None:
             return "confirmation: no verdict (a rank's launches are missing; the next run confirms again)"
         lo_ms, hi_ms = v.ci_ms
-        tied = f", tied with {len(v.tied)}: {', '.join(config(i) for i in v.tied)}" if v.tied else ", no ties"
+        shown = ", ".join(config(i) for i in v.tied[:SHOWN_TIES])
+        more = (
+            f" and {len(v.tied) - SHOWN_TIES} more (python -m mpitune report lists them)"
+            if len(v.tied) > SHOWN_TIES
+            else ""
+        )
+        tied = f", tied with {len(v.tied)}: {shown}{more}" if v.tied else ", no ties"
         return (
             f"confirmed best {v.winner_ms:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] {config(v.winner)}{tied} "
             f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s))"
