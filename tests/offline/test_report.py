@@ -15,9 +15,11 @@ PHASES = ("spec", "startup", "strategy", "compile", "verify", "benchmark", "writ
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    """Two runs on 2 ranks: the first stops after 4 configurations, the second resumes."""
+    """Two runs on 2 ranks: the first stops after 4 configurations, the second resumes; every
+    launch timed (no racing), so that the top holds every iteration and the four that pass are
+    candidates of the confirmation."""
     tmp = tmp_path_factory.mktemp("report")
-    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}')
+    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}', extra="racing = False\n")
     for extra in (["--max-fevals", "4"], []):
         proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5"), *extra], tmp)
         assert proc.returncode == 0, proc.stderr
@@ -88,9 +90,8 @@ def test_json_keys_stand_in_the_order_earlier_versions_wrote(cache):
         "time_limit_s", "batch_size", "space_size", "measured", "command", "version",
     ]  # fmt: skip
     assert s["pareto"] is None and s["problem"]["imported_from"] is None
-    # The slower three stop on their first launch, far from the best: nothing to confirm
-    # (tests/scheduling/test_confirming.py reads a confirmation's keys).
-    assert s["confirmation"] is None and s["confirmation_cost"] is None
+    assert list(s["confirmation"]) == ["winner", "winner_ms", "ci_ms", "tied"]
+    assert list(s["confirmation_cost"]) == ["run", "candidates", "launches", "seconds", "share_of_run"]
     assert all(list(c) == ["rank", "host", "device", "factor", "flagged"] for c in s["calibration"])
     assert s["throttled"] == []  # a CPU: nothing watched its clocks
 
@@ -115,7 +116,7 @@ def test_text_names_problem_devices_runs_and_every_phase(cache):
     assert "ok 4, compile_error 4, verify_failed 4" in text
     top = text.split("top 3", 1)[1].split("\n\n", 1)[0]
     assert top.count("MODE=0") == 3
-    assert "confirmed (" not in text  # see the JSON test: nothing to confirm
+    assert "confirmed (run 1: 4 candidates" in text and "winner " in text  # the four that pass
     header = next(line for line in text.splitlines() if line.strip().startswith("rank  host"))
     for column in ("spec", "startup", "strategy", "compile", "verify", "benchmark", "write", "other", "wait", "wall"):
         assert column in header
