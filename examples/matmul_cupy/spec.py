@@ -49,7 +49,3 @@ restrictions = [
 ]
 iterations = 7
 strategy = "brute_force"
-# A GPU kernel's launches are steady: stop timing a configuration once its fastest launch is
-# beyond what the best one's spread allows (docs/performance.md, "Racing"). The default rule,
-# racing = True, stays exact even for noisy timings and saves less.
-racing = "spread"
