@@ -1,7 +1,7 @@
 """Whether confirmation names the true best on biased devices: brute force replayed on measured data.
 
     python benchmarks/confirmation.py [CACHE_DIR] [--caches NAME ...] [--ranks 8]
-        [--biases 1 2 5] [--seeds 20]
+        [--biases 1 2 5] [--seeds 20] [--truth median] [--jobs 1]
 
 Each Kernel Tuner cache (``*.json``, ``*.json.gz``) in CACHE_DIR (default: the shared caches
 beside the repository, ../shared/data/caches) is searched by brute force on ``--ranks``
@@ -14,10 +14,12 @@ times the factor of the rank that measured it. The seed is also the run's seed: 
 confirmation draws again (from the recorded ones, scaled by the rank's factor) and the
 bootstrap's resamples vary with it.
 
-The truth is the cache itself: the true best is the configuration with the lowest recorded median
-(status ok), and a configuration's true time is its recorded median. Per run the benchmark reads
-the HDF5 file's latest confirmation back (offline/confirmation.py) and the search's own best
-(the lowest time_ms recorded: what mpitune would pick without confirmation). Printed per cache
+The truth is the cache itself: the true best is the configuration (status ok) with the lowest
+median of its recorded launches, and a configuration's true time is that median (``--truth
+time``: the cache's "time" instead, which Kernel Tuner records as the launches' mean; see
+``Truth``). Per run the benchmark reads the HDF5 file's latest confirmation back
+(offline/confirmation.py) and the search's own best (the lowest time_ms recorded: what mpitune
+would pick without confirmation). Printed per cache
 and bias, then per bias over every cache:
 
 - hit: the share of runs whose confirmed winner is the true best or names it among the tied
@@ -27,7 +29,8 @@ and bias, then per bias over every cache:
   (confirmation included), mean and max, and the mean numbers of candidates and of tied ones.
 
 Times are simulated from the recorded compile, verify and benchmark durations; the real time the
-benchmark takes is printed last. Run it from the repository root with ``PYTHONPATH=.``.
+benchmark takes is printed last (``--jobs N``: N processes, one (cache, bias) each at a time).
+Run it from the repository root with ``PYTHONPATH=.``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import shlex
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +70,7 @@ from mpitune.store.cache import Cache, RunInfo
 from mpitune.store.reader import read
 
 SHARED_CACHES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "caches"
+SEEDS = 20
 _BIAS_DRAWS = 29  # the stream of the factors' draws (any fixed number): not the replay's own
 
 
@@ -84,17 +89,21 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Truth:
-    """A cache's recorded medians of its ok configurations, by parameter values."""
+    """A cache's true times of its ok configurations, by parameter values: by default the
+    median of each one's recorded launches, which is what the replayed confirmation draws
+    from (and what mpitune's time_ms means); ``time``: the cache's own "time", which Kernel
+    Tuner records as the mean of the launches, and which the replayed search reports."""
 
     names: tuple[str, ...]
     time_ms: dict[tuple, float]
 
     @classmethod
-    def of(cls, data: measured.MeasuredData) -> Truth:
-        names = tuple(data.tune_params)
-        lookup = data.lookup()
-        ok = {key: m.time_ms for key, m in lookup.items() if m.status == Status.OK and np.isfinite(m.time_ms)}
-        return cls(names, ok)
+    def of(cls, data: measured.MeasuredData, by: str = "median") -> Truth:
+        def true_ms(m: measured.Measurement) -> float:
+            return float(np.median(m.times_ms)) if by == "median" and m.times_ms else m.time_ms
+
+        ok = {k: true_ms(m) for k, m in data.lookup().items() if m.status == Status.OK and np.isfinite(m.time_ms)}
+        return cls(tuple(data.tune_params), ok)
 
     @property
     def best_ms(self) -> float:
@@ -210,46 +219,58 @@ def machine() -> str:
     )
 
 
+def cache_runs(source: str, bias_pct: float, seeds: int, ranks: int, truth_by: str) -> list[Outcome]:
+    """The runs of one cache at one bias, seeds 0..seeds-1 (one task of ``--jobs``)."""
+    # Rank 0 warns of each device that stands out: here they all do, by design.
+    logging.getLogger("mpitune.scheduling.confirming").setLevel(logging.ERROR)
+    data = measured.load(source)
+    truth = Truth.of(data, truth_by)
+    found = []
+    with tempfile.TemporaryDirectory(prefix="mpitune-confirmation-") as tmp:
+        template = ReplayBackend(replay_problem(data, Overrides(cache_path=os.path.join(tmp, "x.h5")))[0])
+        for seed in range(seeds):
+            out = os.path.join(tmp, f"{seed}.h5")
+            confirmed_run(data, template, out, ranks, factors_for(ranks, bias_pct / 100, seed), seed)
+            found.append(outcome(out, truth))
+            os.remove(out)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("caches", nargs="?", default=str(SHARED_CACHES))
     parser.add_argument("--caches", dest="names", nargs="+", help="only these caches (file names without .json*)")
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--biases", type=float, nargs="+", default=[1.0, 2.0, 5.0], help="in %%")
-    parser.add_argument("--seeds", type=int, default=20, help="runs per cache and bias (seeds 0..N-1)")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help="runs per cache and bias (seeds 0..N-1)")
+    parser.add_argument("--truth", choices=["median", "time"], default="median", help="see Truth")
+    parser.add_argument("--jobs", type=int, default=1, help="processes, one (cache, bias) each at a time")
     args = parser.parse_args(argv)
     sources = sorted(glob.glob(os.path.join(args.caches, "*.json*")))
     if args.names:
         sources = [s for s in sources if os.path.basename(s).split(".")[0] in args.names]
     if not sources:
         raise SystemExit(f"no Kernel Tuner cache in {args.caches}" + (f" named {args.names}" if args.names else ""))
-    # Rank 0 warns of each device that stands out: here they all do, by design.
-    logging.getLogger("mpitune.scheduling.confirming").setLevel(logging.ERROR)
     started = time.perf_counter()
-    print(
-        "command: python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
-    )
+    command = [sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    print("command: python " + " ".join(shlex.quote(a) for a in command))
     print(f"machine: {machine()}")
     print(HEADER)
+    tasks = [(s, b) for s in sources for b in args.biases]
     by_bias: dict[float, list[Outcome]] = {b: [] for b in args.biases}
-    with tempfile.TemporaryDirectory(prefix="mpitune-confirmation-") as tmp:
-        for source in sources:
-            name = os.path.basename(source).split(".")[0]
-            data = measured.load(source)
-            truth = Truth.of(data)
-            template = ReplayBackend(replay_problem(data, Overrides(cache_path=os.path.join(tmp, "x.h5")))[0])
-            for bias_pct in args.biases:
-                found = []
-                for seed in range(args.seeds):
-                    out = os.path.join(tmp, f"{name}-{bias_pct:g}-{seed}.h5")
-                    confirmed_run(data, template, out, args.ranks, factors_for(args.ranks, bias_pct / 100, seed), seed)
-                    found.append(outcome(out, truth))
-                    os.remove(out)
-                by_bias[bias_pct] += found
-                print(row(name, bias_pct, found), flush=True)
+    with contextlib.ExitStack() as stack:
+        if args.jobs > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(args.jobs))
+            results = pool.map(cache_runs, *zip(*[(s, b, args.seeds, args.ranks, args.truth) for s, b in tasks]))
+        else:
+            results = (cache_runs(s, b, args.seeds, args.ranks, args.truth) for s, b in tasks)
+        for (source, bias_pct), found in zip(tasks, results):
+            by_bias[bias_pct] += found
+            print(row(os.path.basename(source).split(".")[0], bias_pct, found), flush=True)
     for bias_pct, found in by_bias.items():
         print(row("all", bias_pct, found))
-    print(f"{args.ranks} ranks, brute force; took {time.perf_counter() - started:.0f} s")
+    took_s = time.perf_counter() - started
+    print(f"{args.ranks} ranks, brute force, truth: {args.truth}; took {took_s:.0f} s with {args.jobs} job(s)")
     return 0
 
 
