@@ -9,7 +9,7 @@ simulated ranks in this process, as benchmarks/replay_rounds.py's ``simulated_ef
 runs it: the real rounds over ``InProcessRanks`` and rank 0's Manager, which hands out the
 confirmation once the search has ended. Every rank has its own replay backend, and so its own
 device: for bias b (in %) and each seed, each rank's factor is drawn uniformly from
-[1 - b, 1 + b] (the seed's own stream), so a configuration's search time is its recorded median
+[1 - b, 1 + b] (the seed's own stream), so a configuration's search time is its recorded time
 times the factor of the rank that measured it. The seed is also the run's seed: the launches the
 confirmation draws again (from the recorded ones, scaled by the rank's factor) and the
 bootstrap's resamples vary with it.
@@ -19,8 +19,7 @@ median of its recorded launches, and a configuration's true time is that median 
 time``: the cache's "time" instead, which Kernel Tuner records as the launches' mean; see
 ``Truth``). Per run the benchmark reads the HDF5 file's latest confirmation back
 (offline/confirmation.py) and the search's own best (the lowest time_ms recorded: what mpitune
-would pick without confirmation). Printed per cache
-and bias, then per bias over every cache:
+would pick without confirmation). Printed per cache and bias, then per bias over every cache:
 
 - hit: the share of runs whose confirmed winner is the true best or names it among the tied
   (goal: at least 99 %), and for the search's best whether it is the true best;
