@@ -33,10 +33,12 @@ def replay_manager(
     source: str, out: str, ranks: int, batch_size: int | None, strategy: str, budget: int | None
 ) -> tuple[Manager, Cache, SearchSpace]:
     """Rank 0's Manager of a replay of ``source`` on ``ranks`` ranks, as the loop opens it,
-    writing into the HDF5 file ``out`` (``batch_size`` None: the default, guided batches)."""
+    writing into the HDF5 file ``out`` (``batch_size`` None: the default, guided batches).
+    Without confirmation: these figures are the search's scheduling (benchmarks/confirmation.py
+    measures what confirming costs)."""
     problem, settings = replay_problem(
         measured.load(source),
-        Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1),
+        Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1, confirm=0),
     )
     setup = prepare(problem, settings)
     cache = Cache(settings.cache_path, problem.identity(["replayed"]), problem.tune_params, problem.iterations)
