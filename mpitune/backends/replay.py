@@ -101,22 +101,27 @@ class ReplayBackend(Backend):
     def retime(
         self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
     ) -> list[Launch]:
-        """Each candidate launched once per round, interleaved, each launch drawn with
-        replacement from its recorded ones (its recorded time where none were kept) and scaled
-        by this rank's factor: noise as a real device's, around the truth the data records. A
-        candidate not in the data, or not ok in it, has NaN launches. The draws are seeded from
-        the run's seed, this rank and the candidates, so that a replay repeats itself exactly.
-        Simulated time: the launches plus the compiles of the candidates not in ``compiled``,
-        all in one "confirm" phase."""
+        """Each candidate launched once per round, interleaved, each launch drawn from its
+        recorded ones (its recorded time where none were kept) and scaled by this rank's factor:
+        noise as a real device's, around the truth the data records. A round draws one place
+        in the recorded runs of launches and every candidate takes its launch from there: the
+        recorded launches are in the order they were timed, so the same place stands for the
+        same moment of a drifting device (a clock that stepped partway through), which hits
+        every candidate of a round alike, as interleaving makes it on a device. A candidate not
+        in the data, or not ok in it, has NaN launches. The draws are seeded from the run's
+        seed, this rank and the candidates, so that a replay repeats itself exactly. Simulated
+        time: the launches plus the compiles of the candidates not in ``compiled``, all in one
+        "confirm" phase."""
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, *retime.ids])
+        places = rng.random(retime.rounds)
         drawn: dict[int, Sequence[float]] = {}
         compile_s = 0.0
         for w in retime.work:
             m = self.lookup.get(tuple(w.config[n] for n in self.names))
             if m is not None and w.config_id not in compiled:
                 compile_s += m.compile_s
-            drawn[w.config_id] = self._draws(m, rng, retime.rounds)
+            drawn[w.config_id] = self._draws(m, places)
         n = len(retime.work)
         launches = [
             Launch(w.config_id, r, drawn[w.config_id][r])
@@ -128,12 +133,14 @@ class ReplayBackend(Backend):
             timeline.clock.advance(compile_s + launched_s)
         return launches
 
-    def _draws(self, m: Measurement | None, rng: np.random.Generator, rounds: int) -> Sequence[float]:
-        """``rounds`` launches of the configuration ``m`` records (NaN where it has no time)."""
+    def _draws(self, m: Measurement | None, places: np.ndarray) -> Sequence[float]:
+        """One launch of the configuration ``m`` records per round, at each round's place in its
+        recorded launches (a fraction of the way through them); NaN where it has no time."""
         if m is None or m.status != Status.OK:
-            return [math.nan] * rounds
+            return [math.nan] * len(places)
         recorded = np.asarray(m.times_ms or [m.time_ms], dtype=float)
-        return [float(t) * self.factor for t in rng.choice(recorded, size=rounds, replace=True)]
+        at = np.minimum((places * len(recorded)).astype(int), len(recorded) - 1)
+        return [float(t) * self.factor for t in recorded[at]]
 
 
 CAPABILITIES = Capabilities(

@@ -1,3 +1,4 @@
+import json
 import math
 from dataclasses import replace
 
@@ -87,3 +88,23 @@ def test_retime_compiles_only_what_was_not_compiled_ahead(tmp_path):
     launches = replay.create(problem, str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
     assert [x.time_ms for x in launches] == [1.0, 1.0]
     assert timeline.clock.now() == pytest.approx(0.002)
+
+
+def test_a_rounds_launches_come_from_one_place_in_every_candidates_recorded_run(tmp_path):
+    """Recorded launches are in the order they were timed: a round takes every candidate's from
+    the same place, so a device's drift (a clock that stepped partway) hits them alike."""
+    entries = {
+        f"{x}": {"x": x, "time": 10.0 * x, "times": [10.0 * x * (1 + i) for i in range(8)], "compile_time": 1.0}
+        for x in (1, 2)
+    }
+    doc = {"device_name": "d", "kernel_name": "k", "problem_size": [8], "tune_params_keys": ["x"]}
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({**doc, "tune_params": {"x": [1, 2]}, "objective": "time", "cache": entries}))
+    problem, _ = replay_problem(measured.load(str(path)), Overrides(seed=2))
+    launches = replay.create(problem, str(tmp_path)).retime(
+        Retime((Work(0, {"x": 1}), Work(1, {"x": 2})), 12), Timeline(Clock(True))
+    )
+    for r in range(12):
+        one, two = sorted((x.config_id, x.time_ms) for x in launches if x.round == r)
+        assert two[1] == 2 * one[1]  # the same place: candidate 1's launch is twice candidate 0's
+    assert len({x.time_ms for x in launches if x.config_id == 0}) > 1  # and the places vary
