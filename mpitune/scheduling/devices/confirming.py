@@ -104,10 +104,7 @@ class Confirming:
             for f in self.verdict.factors:
                 if f.flagged:
                     log.warning(
-                        "rank %d's device times %.3g x the others' (± %.2g): its search results carry that factor",
-                        f.rank,
-                        f.factor,
-                        f.sd,
+                        "rank %d's device times %.3g x the others' (confirmation, ± %.2g)", f.rank, f.factor, f.sd
                     )
 
     def describe(self, config: Callable[[int], str]) -> str:
