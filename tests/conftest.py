@@ -219,9 +219,10 @@ def scale_spec(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def run_with_failures(tmp_path_factory) -> Path:
     """A cache of 12 configurations tuned on 2 ranks: MODE 1 fails to compile, MODE 2 gives
-    wrong answers. Read-only for the tests that share it."""
+    wrong answers; every launch timed (no racing), so that each that passed holds all its
+    iterations. Read-only for the tests that share it."""
     tmp = tmp_path_factory.mktemp("run_with_failures")
-    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}')
+    spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]}', extra="racing = False\n")
     proc = mpitune(2, [str(spec), "--cache", str(tmp / "out.h5")], tmp)
     assert proc.returncode == 0, proc.stderr
     return tmp / "out.h5"
