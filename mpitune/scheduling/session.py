@@ -152,8 +152,11 @@ def finish(manager: Manager, timeline: Timeline) -> None:
         manager.cache.finish_run(clock.now(), reason.value, manager.measured)
     manager.cache.append_phases([(0, p) for p in timeline.take()])
     manager.cache.close()
+    verdict = manager.confirming.verdict
     if manager.best is None:
         say(f"no configuration passed ({manager.measured} measured in this run); see the cache for statuses")
+    elif verdict is not None:  # the confirmed winner: its median over every rank's launches
+        say(f"best: {verdict.winner_ms:.4g} ms {format_config(manager.space.config(verdict.winner))}")
     else:
         say(f"best: {describe_best(manager)}")
     kind = "simulated " if clock.simulated else ""
