@@ -174,3 +174,33 @@ def test_simulation_mode_replays_a_kernel_tuner_cache(tmp_path, ranks):
     assert ok == {(1, 1): 2.0, (1, 2): 1.0}
     assert len(results) == 6 and env["best_config"]["y"] == 2 and env["cache"] == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kt.json", "scale.c", "script.py"]
+
+
+def test_env_holds_the_confirmation_and_the_device_factors(tmp_path):
+    """Two configurations within noise of each other, replayed on two ranks: the run confirms
+    them, and ``env`` says what ``report --json`` says of it."""
+    times = {1: [1.00, 1.01, 0.99, 1.02, 0.98], 2: [1.005, 1.0, 1.01, 0.995, 1.015], 3: [3.0] * 5}
+    cache = {
+        f"{x}": {"x": x, "time": float(np.median(t)), "times": t, "compile_time": 10.0, "benchmark_time": 5.0}
+        for x, t in times.items()
+    }
+    head = {"device_name": "d", "kernel_name": "k", "problem_size": [64], "tune_params_keys": ["x"]}
+    (tmp_path / "kt.json").write_text(
+        json.dumps({**head, "tune_params": {"x": [1, 2, 3]}, "objective": "time", "cache": cache})
+    )
+    ((results, env),) = run_script(
+        tmp_path,
+        """
+        results, env = tune_kernel("k", "", 64, [], {"x": [1, 2, 3]}, simulation_mode=True, cache="kt.json",
+                                   strategy="brute_force", ranks=2)
+        out(results, env)
+    """,
+    )
+    assert len(results) == 3 and sorted(r["x"] for r in results) == [1, 2, 3]
+    confirmation = env["confirmation"]
+    assert list(confirmation) == ["winner", "winner_ms", "ci_ms", "tied"]
+    assert {confirmation["winner"]["x"], *(t["x"] for t in confirmation["tied"])} <= {1, 2}
+    assert confirmation["ci_ms"][0] <= confirmation["winner_ms"] <= confirmation["ci_ms"][1]
+    assert env["confirmation_time"] > 0
+    assert [c["rank"] for c in env["calibration"]] == [0, 1]
+    assert all(abs(c["factor"] - 1) < 0.05 and not c["flagged"] for c in env["calibration"])

@@ -114,4 +114,13 @@ def test_report_of_an_imported_cache_and_of_a_replay(browser, tmp_path, pnpoly):
         assert drawn == summary["ok"]
         assert float(page.get_attribute("#best", "data-value")) == pytest.approx(summary["best"]["objective"])
         assert page.locator("#timeline .barlayer .point").count() > 0
+        # The replay ended by its budget and confirmed its best; an import has nothing confirmed.
+        if summary["confirmation"] is None:
+            assert page.locator("#confirmed").count() == 0 and cache == imported
+        else:
+            confirmed = page.inner_text("#confirmed")
+            winner = summary["confirmation"]["winner"]
+            assert f"{summary['confirmation']['winner_ms']:.4g} ms [" in confirmed
+            assert ", ".join(f"{k}={v}" for k, v in winner.items()) in confirmed
         page.close()
+    assert report_json(replayed)["confirmation"] is not None

@@ -90,7 +90,7 @@ def summary(v: View) -> Summary:
         i = int(ranked[0])
         s.best = float(obj.values[i])
         s.best_config = ", ".join(f"{n}={_cell(res[n].iloc[i])}" for n in v.param_names)
-    s.confirmed = _confirmed(res.attrs.get("confirmation"))
+    s.confirmed = _confirmed(v.confirmation)
     return s
 
 

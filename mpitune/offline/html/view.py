@@ -80,6 +80,7 @@ class View:
     run_offsets: dict[int, float]  # where each run starts when the runs are laid end to end (s)
     limits: Limits = field(default_factory=Limits)
     record: dict[str, Any] = field(default_factory=dict)  # the file's objective attribute, all objectives in it
+    confirmation: dict[str, Any] | None = None  # the latest confirmation, as report --json has it
 
     @property
     def wall_s(self) -> np.ndarray:
@@ -130,6 +131,7 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
         run_offsets=offsets,
         limits=limits or Limits(),
         record=dict(attrs["objective"]),
+        confirmation=attrs.get("confirmation"),
     )
 
 
