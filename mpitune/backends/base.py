@@ -157,7 +157,7 @@ class Backend(ABC):
         verified again; but each gets one untimed warm-up launch after loading (on arguments
         reset as ``run`` resets them), so that no candidate's first timed launch pays for its
         loading. Never raises for a bad candidate: its launches come back NaN. Records the
-        work on the timeline as phase "confirm" (config_id -1) plus "compile" rows per
+        work on the timeline as phase ``retime.phase`` (config_id -1) plus "compile" rows per
         candidate compiled here."""
 
     def close(self) -> None:  # noqa: B027 (a hook: a backend that holds nothing leaves it)

@@ -210,7 +210,7 @@ class CBackend(Backend):
             if missing:
                 with timeline.phase("compile"), ThreadPoolExecutor(min(len(missing), os.cpu_count() or 1)) as pool:
                     ready.update(zip((w.config_id for w in missing), pool.map(self._compiler, missing)))
-            with timeline.phase("confirm"):
+            with timeline.phase(retime.phase):
                 fns = []
                 for work in retime.work:
                     lib, fn, why = self._load(ready[work.config_id])

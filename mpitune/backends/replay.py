@@ -111,7 +111,7 @@ class ReplayBackend(Backend):
         in the data, or not ok in it, has NaN launches. The draws are seeded from the run's
         seed, this rank and the candidates, so that a replay repeats itself exactly. Simulated
         time: the launches plus the compiles of the candidates not in ``compiled``, all in one
-        "confirm" phase."""
+        phase of the order's name (``Retime.phase``)."""
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, *retime.ids])
         places = rng.random(retime.rounds)
@@ -129,7 +129,7 @@ class ReplayBackend(Backend):
             for w in (retime.work[(i + r) % n] for i in range(n))
         ]
         launched_s = sum(x.time_ms for x in launches if not math.isnan(x.time_ms)) / 1000.0
-        with timeline.phase("confirm"):
+        with timeline.phase(retime.phase):
             timeline.clock.advance(compile_s + launched_s)
         return launches
 

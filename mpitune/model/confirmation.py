@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpitune.model.launches import DEFAULT_CANDIDATES, MOST_CANDIDATES, Launch
 from mpitune.model.racing import Race
 from mpitune.model.result import Scored
 
@@ -137,7 +138,7 @@ OVERLAP_CONFIDENCE = 0.84
 NEAR_BOUND = 1.05
 
 
-def candidates(results: Sequence[Scored], k: int = 5, most: int = 16) -> list[int]:
+def candidates(results: Sequence[Scored], k: int = DEFAULT_CANDIDATES, most: int = MOST_CANDIDATES) -> list[int]:
     """Config ids to confirm: the k best ok results by time_ms plus every ok result whose
     search_interval_ms overlaps the best's, plus the k fastest raced ones (r.raced) whose time is
     within ``NEAR_BOUND`` of the race's bound, at most `most`, best first; results whose time is
@@ -324,3 +325,14 @@ def judge(
         tied=tuple(int(ids[c]) for c in _tied(order, meds_boot, confidence)),
         factors=factors,
     )
+
+
+def judge_launches(
+    launches: Sequence[tuple[int, Launch]], *, seed: int = 0, flag_pct: float = 2.0, resamples: int = 1000
+) -> Verdict | None:
+    """``judge`` of launches as the ranks report them, (rank, launch) each."""
+    rank = np.array([r for r, _ in launches], dtype=np.int64)
+    config_id = np.array([x.config_id for _, x in launches], dtype=np.int64)
+    round_ = np.array([x.round for _, x in launches], dtype=np.int64)
+    time_ms = np.array([x.time_ms for _, x in launches], dtype=np.float64)
+    return judge(rank, config_id, round_, time_ms, seed=seed, flag_pct=flag_pct, resamples=resamples)

@@ -25,6 +25,7 @@ class Retime:
 
     work: tuple[Work, ...]
     rounds: int
+    phase: str = "confirm"  # the timeline's name for it: confirm, or calibrate for a reference
 
     @property
     def ids(self) -> tuple[int, ...]:

@@ -77,29 +77,28 @@ def serve(
 
 
 def _reference(calibrate: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None) -> list[Launch]:
-    """The reference's launches (calibration), before the chunk, in a phase of their own: the
-    compile workers compile it first, and what they queue of the chunk waits behind it."""
-    compiled: dict[int, Compiled] = {}
-    if ahead is not None:
-        ahead.submit(calibrate.work)
-        for work in calibrate.work:
-            with timeline.phase("compile", work.config_id):
-                compiled[work.config_id] = ahead.take(work, backend.deadline_s())
-    start = len(timeline.rows)
-    launches = backend.retime(calibrate, timeline, compiled)
-    timeline.rows[start:] = [
-        dataclasses.replace(row, phase="calibrate") if row.phase == "confirm" else row for row in timeline.rows[start:]
-    ]
-    return launches
+    """The reference's launches (calibration), before the chunk: the compile workers compile it
+    first, and what they queue of the chunk waits behind it."""
+    return backend.retime(calibrate, timeline, _compiled_ahead(calibrate, backend, timeline, ahead))
 
 
 def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None) -> Report:
-    """Time the candidates again (confirmation): compiled by the compile workers where there are
-    some, all of them before the first launch, so that compiling does not load the device's
-    host between the interleaved launches."""
-    compiled: dict[int, Compiled] = {}
+    """Time the candidates again (confirmation), all compiled before the first launch, so that
+    compiling does not load the device's host between the interleaved launches; what the
+    workers still had queued of the search is dropped."""
     if ahead is not None:
         ahead.keep_only(retime.ids)
+    launches = backend.retime(retime, timeline, _compiled_ahead(retime, backend, timeline, ahead))
+    return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, tuple(launches))
+
+
+def _compiled_ahead(
+    retime: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None
+) -> dict[int, Compiled]:
+    """The order's configurations compiled by the compile workers (none without them), with
+    their background compiles on the timeline."""
+    compiled: dict[int, Compiled] = {}
+    if ahead is not None:
         ahead.submit(retime.work)
         for work in retime.work:
             with timeline.phase("compile", work.config_id):
@@ -107,5 +106,4 @@ def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: Compile
             row = ahead.row(compiled[work.config_id], timeline.batch)
             if row is not None:
                 timeline.extend([row])
-    launches = backend.retime(retime, timeline, compiled)
-    return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, tuple(launches))
+    return compiled

@@ -46,7 +46,7 @@ from mpitune.store import devices
 from mpitune.store.front import objective_values
 from mpitune.store.history import History, read_history, search_digest
 from mpitune.store.integrity import in_flight, repair, verify
-from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
+from mpitune.store.layout import add_history, append_rows, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
 from mpitune.store.rows import result_rows
 from mpitune.store.superblock import clear_write_flags, is_hdf5
@@ -91,13 +91,6 @@ def _open_for_writing(path: str) -> h5py.File:
             raise UserError(f"cannot open cache {path}: {exc}") from None
     log.warning("%s: the run that wrote it last was killed; its results are kept", path)
     return h5py.File(path, "a", libver="latest")
-
-
-def _append(ds: h5py.Dataset, rows: np.ndarray) -> None:
-    if len(rows):
-        n = ds.shape[0]
-        ds.resize((n + len(rows),))
-        ds[n:] = rows
 
 
 def _values(names: Sequence[str], by_name: Sequence[Mapping[str, float]]) -> np.ndarray:
@@ -254,12 +247,12 @@ class Cache:
             text(info.command, LONG_TEXT),
             text(info.version, SHORT_TEXT),
         )
-        _append(self.runs, row)
+        append_rows(self.runs, row)
         ranks = np.zeros(len(hosts), RANKS_DTYPE)
         details = list(details) or [""] * len(hosts)
         for rank, (host, device, detail, pid) in enumerate(zip(hosts, devices, details, pids)):
             ranks[rank] = (self.run, rank, text(host, NAME_TEXT), text(device, NAME_TEXT), text(detail, NAME_TEXT), pid)
-        _append(self.ranks, ranks)
+        append_rows(self.ranks, ranks)
         self._placed = (tuple(hosts), tuple(devices))
         self.file.flush()
         return self.run
@@ -269,7 +262,9 @@ class Cache:
     ) -> None:
         """Write one batch (its scored results and the ranks' timeline rows) and flush; the batch
         ``done_batch`` is no longer in flight (None: no batch is), while a later one may be."""
-        _append(self.results, result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run))
+        append_rows(
+            self.results, result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run)
+        )
         for ds, names, values in (
             (self.metrics, self.objective.metric_names, [r.metrics for r in scored]),
             (self.observed, self.observed_names, [r.observed for r in scored]),
@@ -289,7 +284,7 @@ class Cache:
         strategy's order, for ``requested`` ids), which a resumed run replays to rebuild its
         strategy."""
         self._hold(batch, list(enumerate(chunks)))
-        _append(self.asked, np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
+        append_rows(self.asked, np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
         self.file.flush()
 
     def still_in_flight(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
@@ -318,7 +313,7 @@ class Cache:
             ],
             dtype=TIMELINE_DTYPE,
         )
-        _append(self.timeline, rows)
+        append_rows(self.timeline, rows)
         if flush:
             self.file.flush()
 
@@ -356,7 +351,7 @@ class Cache:
     def end_search(self, key: str, continuable: bool) -> None:
         """Record that this run's search ended cleanly: the next run with the same ``key``
         (strategy, seed, options, objective) continues it, if ``continuable``."""
-        _append(self.searches, np.array([(self.run, search_digest(key).encode(), continuable)], dtype=SEARCH_DTYPE))
+        append_rows(self.searches, np.array([(self.run, search_digest(key).encode(), continuable)], dtype=SEARCH_DTYPE))
         self.file.flush()
 
     def append_confirmation(

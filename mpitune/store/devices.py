@@ -17,16 +17,9 @@ import numpy as np
 from mpitune.model.confirmation import DeviceFactor, Verdict
 from mpitune.model.launches import Launch
 from mpitune.model.schema import CONFIRMED_DTYPE, DEVICE_FACTOR_DTYPE, RETIMED_DTYPE, SHORT_TEXT
-from mpitune.store.layout import text
+from mpitune.store.layout import append_rows, text
 
 CALIBRATE, CONFIRM = "calibrate", "confirm"  # the purposes of retimed launches
-
-
-def _append(ds: h5py.Dataset, rows: np.ndarray) -> None:
-    if len(rows):
-        n = ds.shape[0]
-        ds.resize((n + len(rows),))
-        ds[n:] = rows
 
 
 def write_launches(f: h5py.File, run: int, batch: int, launches: Sequence[tuple[int, Launch]], purpose: str) -> None:
@@ -35,7 +28,7 @@ def write_launches(f: h5py.File, run: int, batch: int, launches: Sequence[tuple[
     tag = text(purpose, SHORT_TEXT)
     for i, (rank, launch) in enumerate(launches):
         rows[i] = (run, batch, rank, launch.config_id, launch.round, launch.time_ms, tag)
-    _append(f["retimed"], rows)
+    append_rows(f["retimed"], rows)
 
 
 def write_factors(f: h5py.File, run: int, batch: int, factors: Sequence[DeviceFactor], source: str) -> None:
@@ -44,7 +37,7 @@ def write_factors(f: h5py.File, run: int, batch: int, factors: Sequence[DeviceFa
     tag = text(source, SHORT_TEXT)
     for i, d in enumerate(factors):
         rows[i] = (run, batch, d.rank, d.factor, d.sd, d.flagged, tag)
-    _append(f["device_factors"], rows)
+    append_rows(f["device_factors"], rows)
 
 
 def write_confirmation(
@@ -75,7 +68,7 @@ def write_confirmation(
                 started_s,
                 finished_s,
             )
-        _append(f["confirmed"], confirmed)
+        append_rows(f["confirmed"], confirmed)
         write_factors(f, run, batch, verdict.factors, CONFIRM)
     f.flush()
 

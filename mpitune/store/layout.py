@@ -105,6 +105,14 @@ def value_names(f: h5py.File, name: str) -> list[str]:
     return json.loads(f[name].attrs["names"]) if name in f else []
 
 
+def append_rows(ds: h5py.Dataset, rows: np.ndarray) -> None:
+    """Grow a one-dimensional dataset by ``rows`` (none: left as it is)."""
+    if len(rows):
+        n = ds.shape[0]
+        ds.resize((n + len(rows),))
+        ds[n:] = rows
+
+
 def text(value: str, width: str | np.dtype) -> bytes:
     """Text for a fixed-length field: UTF-8, cut to the field's width."""
     return str(value).encode()[: np.dtype(width).itemsize]

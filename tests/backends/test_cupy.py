@@ -434,13 +434,17 @@ ILLEGAL_ADDRESS = textwrap.dedent(r"""
 """)
 
 
-def test_illegal_address_is_recorded_then_the_rank_refuses_to_go_on(cp, tmp_path):
-    # In a child process: the error poisons the CUDA context of the whole process.
+def in_a_child(script: str, cwd) -> subprocess.CompletedProcess:
+    """Run ``script`` in a Python process of its own, which must succeed: an error that poisons
+    the CUDA context poisons it for the whole process, so it cannot be this one."""
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(
-        [sys.executable, "-c", ILLEGAL_ADDRESS], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180
-    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=cwd, timeout=180)
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_illegal_address_is_recorded_then_the_rank_refuses_to_go_on(cp, tmp_path):
+    proc = in_a_child(ILLEGAL_ADDRESS, tmp_path)
     assert "STATUS runtime_error" in proc.stdout, proc.stdout
     assert "LOST" in proc.stdout and "NOT RAISED" not in proc.stdout
     assert "illegal" in proc.stdout.lower()

@@ -6,14 +6,11 @@ Every test here needs CuPy and a CUDA GPU (the ``cp`` fixture; marked ``gpu``, w
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
-from test_cupy import REPO, problem, vadd
+from test_cupy import in_a_child, problem, vadd
 
 from mpitune.backends.cupy import create
 from mpitune.model.launches import Launch, Retime
@@ -159,12 +156,7 @@ LOST_CONTEXT = textwrap.dedent(r"""
 
 
 def test_a_lost_context_gives_nan_for_the_rest_and_marks_the_backend(cp, tmp_path):
-    # In a child process: the error poisons the CUDA context of the whole process.
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run(
-        [sys.executable, "-c", LOST_CONTEXT], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = in_a_child(LOST_CONTEXT, tmp_path)
     assert "COUNT 6" in proc.stdout and "NAN 6" in proc.stdout, proc.stdout
     fatal = next(line for line in proc.stdout.splitlines() if line.startswith("FATAL"))
     assert "illegal" in fatal.lower(), proc.stdout

@@ -49,7 +49,7 @@ def retime(
         if work.config_id not in ready:
             with timeline.phase("compile", work.config_id):
                 ready[work.config_id] = backend.compiler()(work)
-    with timeline.phase("confirm"):
+    with timeline.phase(order.phase):
         start, end = backend.cp.cuda.Event(), backend.cp.cuda.Event()  # while the context is known good
         loaded = [_load(backend, work, ready[work.config_id]) for work in order.work]
         for i, candidate in enumerate(loaded):

@@ -30,7 +30,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from mpitune.model.confirmation import DeviceFactor, judge
+from mpitune.model.confirmation import DeviceFactor, judge_launches
 from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Scored
@@ -72,7 +72,7 @@ class Calibrating:
             return None  # the first calibration always; later ones while they stay cheap
         self._sent_batch = batch
         self._spent_s += cost_s
-        return Retime((work(ref.config_id),), ROUNDS)
+        return Retime((work(ref.config_id),), ROUNDS, phase="calibrate")
 
     def seen(self, results: Sequence[Scored]) -> None:
         if self._first is None:
@@ -99,9 +99,11 @@ class Calibrating:
         return self.estimate
 
     def _estimated(self, events: Sequence[tuple[int, list[tuple[int, Launch]]]]) -> tuple[DeviceFactor, ...]:
-        rows = [(rank, e, x.round, x.time_ms) for e, (_, launches) in enumerate(events) for rank, x in launches]
-        columns = [np.array(c) for c in zip(*rows)]
-        verdict = judge(*columns, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES)
+        # Each calibration stands in for a candidate: the ranks' times of one configuration at one moment.
+        launches = [
+            (rank, dataclasses.replace(x, config_id=e)) for e, (_, timed) in enumerate(events) for rank, x in timed
+        ]
+        verdict = judge_launches(launches, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES)
         return verdict.factors if verdict is not None else ()
 
     def _drifted(self) -> None:

@@ -18,10 +18,8 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
-from mpitune.model.confirmation import Verdict, candidates, judge
-from mpitune.model.launches import MOST_CANDIDATES, Launch, Retime
+from mpitune.model.confirmation import Verdict, candidates, judge_launches
+from mpitune.model.launches import MOST_CANDIDATES, Retime
 from mpitune.model.result import Scored
 from mpitune.model.work import Work
 from mpitune.scheduling.messages import Order, Report, StopReason
@@ -62,7 +60,6 @@ class Confirming:
         self.started_s = math.nan
         self.batch = -1  # the batch number the confirmation went out as
         self.verdict: Verdict | None = None
-        self.reused = False  # the file's latest confirmation judged these candidates already
         self._asked = False
 
     def orders(
@@ -83,7 +80,6 @@ class Confirming:
         if len(ids) < 2:
             return None  # nothing to choose between
         if frozenset(ids) == self.cache.confirmed_candidates():
-            self.reused = True
             log.info("the file's latest confirmation judged these %d candidates: not timed again", len(ids))
             return None
         made = work(ids)
@@ -98,7 +94,7 @@ class Confirming:
         its device can be trusted): part of a confirmation is no verdict, and the next run
         confirms again."""
         launches = [(rank, launch) for rank, report in enumerate(reports) for launch in report.launches]
-        self.verdict = _judged(launches, seed, margin) if whole else None
+        self.verdict = judge_launches(launches, seed=seed, flag_pct=100 * margin) if whole else None
         self.cache.append_confirmation(self.batch, launches, self.verdict, self.started_s, now_s)
         if self.verdict is not None:
             for f in self.verdict.factors:
@@ -124,17 +120,3 @@ class Confirming:
             f"confirmed best {v.winner_ms:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] {config(v.winner)}{tied} "
             f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s))"
         )
-
-
-def _judged(launches: Sequence[tuple[int, Launch]], seed: int, margin: float) -> Verdict | None:
-    def column(get: Callable[[int, Launch], float], dtype: type) -> np.ndarray:
-        return np.array([get(rank, launch) for rank, launch in launches], dtype=dtype)
-
-    return judge(
-        column(lambda rank, _: rank, np.int64),
-        column(lambda _, launch: launch.config_id, np.int64),
-        column(lambda _, launch: launch.round, np.int64),
-        column(lambda _, launch: launch.time_ms, np.float64),
-        seed=seed,
-        flag_pct=100 * margin,
-    )
