@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
 from mpitune.backends.base import Backend, Compiled
 from mpitune.model.launches import Launch, Retime
+from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import Timeline
+from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead
 from mpitune.scheduling.messages import Order, Report
 
@@ -37,10 +40,10 @@ def serve(
     configuration (a searching strategy's) whole, so that its search stays continuable.
 
     With a ``race`` in the order (None: racing is off), each configuration races against the
-    best known at rank 0 when the batch was dealt and the ones this rank has measured since.
+    best known at rank 0 when the batch was dealt and the ones this rank has measured since;
+    under the first-launch rule, with compile workers, in two passes (``Chunk.two_passes``).
     """
     timeline.batch = order.batch
-    results: list[Result] = []
     if backend.fatal_error:  # lost with the chunk before: nothing measured here could be trusted
         return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
     if order.retime is not None:
@@ -51,28 +54,11 @@ def serve(
     if ahead is not None:
         ahead.keep_only(order.ids + order.upcoming_ids)
         ahead.submit(order.work + order.upcoming)
-    race = order.race
-    for work in order.work:
-        if results and stopping is not None and stopping():
-            break
-        started_s = timeline.clock.now()
-        compiled = None
-        if ahead is not None:
-            with timeline.phase("compile", work.config_id):  # the device waits for the compiler
-                compiled = ahead.take(work, backend.deadline_s())
-            row = ahead.row(compiled, order.batch)
-            if row is not None:
-                timeline.extend([row])
-        result = backend.run(work, timeline, compiled, race)
-        if race is not None:
-            race = race.seen([result])
-        results.append(
-            dataclasses.replace(
-                result, rank=rank, batch=order.batch, started_s=started_s, finished_s=timeline.clock.now()
-            )
-        )
-        if backend.fatal_error:
-            break
+    chunk = Chunk(order, backend, rank, timeline, ahead, stopping)
+    if order.race is not None and order.race.looks_ahead and ahead is not None and len(order.work) > 1:
+        results = chunk.two_passes(order.race)
+    else:
+        results = chunk.in_order(order.work, order.race)
     return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, (), calibration)
 
 
@@ -107,3 +93,85 @@ def _compiled_ahead(
             if row is not None:
                 timeline.extend([row])
     return compiled
+
+
+class Chunk:
+    """One order's configurations measured on this rank: the steps ``serve`` composes."""
+
+    def __init__(
+        self,
+        order: Order,
+        backend: Backend,
+        rank: int,
+        timeline: Timeline,
+        ahead: CompileAhead | None,
+        stopping: Callable[[], bool] | None,
+    ):
+        self.order, self.backend, self.rank, self.timeline = order, backend, rank, timeline
+        self.ahead, self.stopping = ahead, stopping
+
+    def in_order(self, work: Sequence[Work], race: Race | None) -> list[Result]:
+        """Each configuration in turn, racing against the best known and the ones measured since;
+        stops early once the run is ending (after one configuration) or the device is lost."""
+        results: list[Result] = []
+        for item in work:
+            if results and self.stopping is not None and self.stopping():
+                break
+            results.append(self.measure(item, race))
+            if race is not None:
+                race = race.seen(results[-1:])
+            if self.backend.fatal_error:
+                break
+        return results
+
+    def two_passes(self, race: Race) -> list[Result]:
+        """First every configuration's verified first launch, then timed launches for those whose
+        first launch, fastest first, is within the bound of the best known by then.
+
+        Why: in the order the chunk came in, each configuration faster than the best so far
+        lowers the bound only a little, and all of them get every launch. Taken fastest first,
+        the first one timed is about the chunk's best, and the rest mostly lose on the first
+        launch they already made. A survivor is compiled again by the workers (a library file
+        is gone once loaded) and measured whole, its verification included, so that its result
+        is exactly what one pass would have made of it; one that loses keeps its first pass's
+        result, the one-launch result the first-launch rule gives. A chunk that must end early
+        (the run is ending, the device is lost) drops the configurations still deferred: they
+        come back unmeasured rather than stopped by a bound that was no one's best. A chunk of
+        one configuration has nothing to look ahead to and is measured in one pass."""
+        first = self.in_order(self.order.work, race.first_pass())
+        deferred = sorted(
+            (r for r in first if r.ok and r.raced and math.isfinite(r.first_ms)), key=lambda r: r.first_ms
+        )
+        deferred_ids = {r.config_id for r in deferred}
+        final = {r.config_id: r for r in first if r.config_id not in deferred_ids}
+        race = race.seen(final.values())
+        work = {w.config_id: w for w in self.order.work}
+        survivors = [work[r.config_id] for r in deferred if not race.lost_first(r.first_ms)]
+        assert self.ahead is not None, "two passes need compile workers"
+        self.ahead.submit(survivors)
+        for r in deferred:
+            if self.backend.fatal_error or (final and self.stopping is not None and self.stopping()):
+                break
+            if race.lost_first(r.first_ms):
+                final[r.config_id] = r
+                continue
+            final[r.config_id] = self.measure(work[r.config_id], race)
+            race = race.seen([final[r.config_id]])
+        return [final[w.config_id] for w in self.order.work if w.config_id in final]
+
+    def measure(self, work: Work, race: Race | None) -> Result:
+        """One configuration, compiled ahead where there are compile workers, as a result of this
+        rank and batch with its place on the rank's clock."""
+        timeline = self.timeline
+        started_s = timeline.clock.now()
+        compiled = None
+        if self.ahead is not None:
+            with timeline.phase("compile", work.config_id):  # the device waits for the compiler
+                compiled = self.ahead.take(work, self.backend.deadline_s())
+            row = self.ahead.row(compiled, self.order.batch)
+            if row is not None:
+                timeline.extend([row])
+        result = self.backend.run(work, timeline, compiled, race)
+        return dataclasses.replace(
+            result, rank=self.rank, batch=self.order.batch, started_s=started_s, finished_s=timeline.clock.now()
+        )
