@@ -107,10 +107,8 @@ def without_locks(shim: Path, code: str = "ENOLCK", **settings: str) -> dict[str
     return {**env, "LD_PRELOAD": str(shim), "NOLOCKS_ERRNO": code, **settings}
 
 
-def verb(env: dict[str, str], *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mpitune", *argv], env=env, cwd=cwd, capture_output=True, text=True, timeout=60
-    )
+def verb(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mpitune", *argv], env=env, capture_output=True, text=True, timeout=60)
 
 
 def tune(env: dict[str, str], spec: Path, cache: Path, *flags: str) -> subprocess.CompletedProcess:
@@ -240,7 +238,8 @@ def test_a_writer_and_a_reader_without_locks_say_so_under_either_errno(shim, tmp
         try:
             Cache({str(cache)!r}, IDENTITY, PARAMS, iterations=3).close()
         except UserError as exc:
-            sys.exit(print(exc, file=sys.stderr) or 2)
+            print(exc, file=sys.stderr)
+            sys.exit(2)
     """)
     env = without_locks(shim, code)
     proc = subprocess.run([sys.executable, "-c", writer], env=env, capture_output=True, text=True, timeout=60)
