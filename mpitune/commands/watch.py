@@ -61,9 +61,11 @@ def run(args: argparse.Namespace) -> int:
         from mpitune.offline.html.server import serve
 
         return serve(args.cache, args.host, args.port, args.interval)
-    from mpitune.store.lock import writer_alive
+    from mpitune.store.lock import locking, writer_alive
     from mpitune.store.reader import read
 
+    # With locking off (docs/reliability.md) no writer can be seen: watch until the run's row ends.
+    seen = locking().on
     while True:
         data = read(args.cache)
         print(f"mpitune: {progress(data)}", flush=True)
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         running = len(runs) and runs[-1]["status"] == "running"
         if not running:
             return ExitCode.OK
-        if not writer_alive(args.cache):
+        if seen and not writer_alive(args.cache):
             print(
                 "mpitune: no process is writing this file any more: the run was killed; rerun it to resume", flush=True
             )

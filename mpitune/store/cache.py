@@ -47,7 +47,7 @@ from mpitune.store.front import objective_values
 from mpitune.store.history import History, read_history, search_digest
 from mpitune.store.integrity import in_flight, repair, verify
 from mpitune.store.layout import add_history, append_rows, lay_out, set_front, text, value_names, values_dataset
-from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
+from mpitune.store.lock import WriterLock, h5_file, hold_writer_lock, lock_file
 from mpitune.store.rows import result_rows
 from mpitune.store.superblock import clear_write_flags, is_hdf5
 
@@ -85,12 +85,12 @@ class RunInfo:
 
 def _open_for_writing(path: str) -> h5py.File:
     try:
-        return h5py.File(path, "a", libver="latest")
+        return h5_file(path, "a", libver="latest")
     except OSError as exc:
         if "h5clear" not in str(exc) or not clear_write_flags(path):
             raise UserError(f"cannot open cache {path}: {exc}") from None
     log.warning("%s: the run that wrote it last was killed; its results are kept", path)
-    return h5py.File(path, "a", libver="latest")
+    return h5_file(path, "a", libver="latest")
 
 
 def _values(names: Sequence[str], by_name: Sequence[Mapping[str, float]]) -> np.ndarray:
@@ -166,9 +166,9 @@ class Cache:
         file first."""
         partial = f"{self.path}.{os.getpid()}.partial"
         try:
-            with h5py.File(partial, "w", libver="latest") as f:
+            with h5_file(partial, "w", known_as=self.path, libver="latest") as f:
                 lay_out(f, identity, self.tune_params, iterations)
-            lock = lock_file(partial, f"{self.path}: the new file was locked by another process")
+            lock = lock_file(partial, f"{self.path}: the new file was locked by another process", self.path)
             try:
                 os.link(partial, self.path)
             except FileExistsError:

@@ -23,7 +23,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.result import Status
 from mpitune.model.timeline import RECORDED_PHASES
-from mpitune.store.lock import writer_alive
+from mpitune.store.lock import h5_file, writer_alive
 from mpitune.store.soundness import image, read_back
 from mpitune.store.superblock import clear_write_flags
 
@@ -199,6 +199,6 @@ def inspect(path: str, fix: bool = True) -> Inspection:
     found.repaired, found.fixed = [], True
     if clear_write_flags(path):
         found.repaired.append("cleared the open-for-write mark a killed writer left")
-    with h5py.File(path, "a", libver="latest") as f:
+    with h5_file(path, "a", libver="latest") as f:
         found.repaired += repair(f)
     return found

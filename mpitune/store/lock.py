@@ -1,5 +1,5 @@
 """Who writes a cache file now: an open-file-description lock on the file itself, held for as long
-as a writer lives.
+as a writer lives; and how the store opens HDF5 files on a file system that has no locks.
 
 HDF5 drops its own file lock in SWMR mode, and its open-for-write mark outlives a killed
 writer, so only this lock tells a live writer from a dead one: the kernel releases it when the
@@ -8,18 +8,105 @@ second writer through a symbolic or hard link is refused too, and no lock file i
 the cache. An OFD lock (``F_OFD_SETLK``) rather than ``flock``: HDF5 takes ``flock`` locks of its
 own on the same file (Linux keeps the two kinds apart), and unlike classic POSIX locks it is not
 dropped when the same process closes another descriptor of the file (a reader, a check).
+
+Some file systems have no locks at all (Lustre mounted without ``flock``, NFS without its lock
+daemon): every lock call fails with ENOLCK, ENOSYS or EOPNOTSUPP, HDF5's and this module's
+alike. That is not "another run is writing" (EAGAIN): it is said as what it is, with what to do,
+``HDF5_USE_FILE_LOCKING=FALSE`` (the setting HPC users know, which HDF5 reads too) or
+``MPITUNE_FILE_LOCKING=off``. Under either, nothing is locked, by HDF5 or by mpitune, and a
+second writer goes unseen: said once per process.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import functools
+import logging
 import os
 import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
 
 from mpitune.errors import UserError
 
+log = logging.getLogger(__name__)
+
+LOCKING_VARIABLE = "MPITUNE_FILE_LOCKING"  # on or off; unset: as HDF5_USE_FILE_LOCKING says
+HDF5_LOCKING_VARIABLE = "HDF5_USE_FILE_LOCKING"
+_OFF = ("off", "0", "false", "no")
+_ON = ("on", "1", "true", "yes")
+# A lock another process holds (fcntl answers EAGAIN or EACCES), and a file system without locks.
+HELD = (errno.EAGAIN, errno.EACCES)
+UNSUPPORTED = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP)
+
 # struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), padding.
 _FLOCK = "hhqqi4x"
+
+
+@dataclass(frozen=True)
+class Locking:
+    """Whether the store locks its files, and the setting that says so ("" for the default: on)."""
+
+    on: bool
+    said_by: str = ""
+
+
+def locking(environ: Mapping[str, str] | None = None) -> Locking:
+    """``MPITUNE_FILE_LOCKING`` (on/off) if set to either, else ``HDF5_USE_FILE_LOCKING`` (FALSE
+    or 0 is off, as for HDF5, in any case), else on; a value that is neither is not a setting."""
+    env = os.environ if environ is None else environ
+    for variable, off, on in ((LOCKING_VARIABLE, _OFF, _ON), (HDF5_LOCKING_VARIABLE, ("false", "0"), ())):
+        value = env.get(variable, "").strip()
+        if value.lower() in off + on:
+            return Locking(value.lower() in on, f"{variable}={value}")
+    return Locking(True)
+
+
+class LocksUnsupportedError(UserError):
+    """The file system refuses every lock: one line that says so and what to do."""
+
+    def __init__(self, path: str, code: int):
+        super().__init__(
+            f"{path}: this file system does not support file locks ({errno.errorcode.get(code, code)}: "
+            f"{os.strerror(code)}); set {HDF5_LOCKING_VARIABLE}=FALSE (or {LOCKING_VARIABLE}=off) to work "
+            f"without them, one run at a time per file"
+        )
+
+
+@functools.cache
+def _warn_unlocked(said_by: str) -> None:
+    """Once per process: what running without locks gives up."""
+    log.warning(
+        "file locking is off (%s): a second run writing the same file at the same time is not detected; "
+        "run one at a time on each file",
+        said_by,
+    )
+
+
+def unlocked() -> bool:
+    """Whether the store locks nothing (said once, with what that gives up)."""
+    setting = locking()
+    if not setting.on:
+        _warn_unlocked(setting.said_by)
+    return not setting.on
+
+
+def h5_file(path: str, mode: str, known_as: str | None = None, **kwargs: Any) -> h5py.File:
+    """``h5py.File(path, mode, ...)``, without HDF5's own locks where locking is off; a file
+    system that refuses them raises ``LocksUnsupportedError`` (naming ``known_as``, the file as
+    the user knows it, if PATH is a temporary beside it) rather than HDF5's traceback."""
+    if unlocked():
+        kwargs["locking"] = False
+    try:
+        return h5py.File(path, mode, **kwargs)
+    except OSError as exc:
+        if exc.errno in UNSUPPORTED:
+            raise LocksUnsupportedError(known_as or path, exc.errno) from None
+        raise
 
 
 def _whole_file(kind: int) -> bytes:
@@ -27,7 +114,7 @@ def _whole_file(kind: int) -> bytes:
 
 
 class WriterLock:
-    """The writer's lock on one file: held until ``close``."""
+    """The writer's lock on one file: held until ``close`` (with locking off, only the file open)."""
 
     def __init__(self, fd: int):
         self._fd = fd
@@ -46,14 +133,21 @@ class WriterLock:
             self._fd = -1
 
 
-def lock_file(path: str, refused: str) -> WriterLock:
-    """Lock the file PATH names now, or raise UserError(refused) if another writer holds it."""
+def lock_file(path: str, refused: str, known_as: str | None = None) -> WriterLock:
+    """Lock the file PATH names now, or raise UserError(refused) if another writer holds it;
+    ``known_as``: the file as the user knows it, if PATH is a temporary beside it."""
     fd = os.open(path, os.O_RDWR)
+    if unlocked():
+        return WriterLock(fd)
     try:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _whole_file(fcntl.F_WRLCK))
-    except OSError:
+    except OSError as exc:
         os.close(fd)
-        raise UserError(refused) from None
+        if exc.errno in HELD:
+            raise UserError(refused) from None
+        if exc.errno in UNSUPPORTED:
+            raise LocksUnsupportedError(known_as or path, exc.errno) from None
+        raise UserError(f"cannot lock {known_as or path}: {exc.strerror}") from None
     return WriterLock(fd)
 
 
@@ -68,13 +162,20 @@ def hold_writer_lock(path: str) -> WriterLock:
 
 
 def writer_alive(path: str) -> bool:
-    """Whether a run is writing the file PATH names now (it holds the writer lock); takes nothing."""
+    """Whether a run is writing the file PATH names now (it holds the writer lock); takes nothing.
+    With locking off no run can be seen: False."""
+    if unlocked():
+        return False
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return False
     try:
         answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _whole_file(fcntl.F_WRLCK))
+    except OSError as exc:
+        if exc.errno in UNSUPPORTED:
+            raise LocksUnsupportedError(path, exc.errno) from None
+        raise
     finally:
         os.close(fd)
     held: bool = struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK

@@ -16,7 +16,7 @@ import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.store.integrity import repair
-from mpitune.store.lock import hold_writer_lock
+from mpitune.store.lock import h5_file, hold_writer_lock
 from mpitune.store.soundness import image
 
 _TABLES = ("results", "timeline", "runs", "ranks", "in_flight", "asked", "searches")
@@ -78,7 +78,7 @@ def salvage(path: str) -> Salvaged:
         except Exception as exc:
             raise UserError(f"{path}: nothing can be salvaged ({exc})") from None
         partial, lost, kept = f"{path}.{os.getpid()}.salvage", 0, 0
-        with src, h5py.File(partial, "w", libver="latest") as dst:
+        with src, h5_file(partial, "w", known_as=path, libver="latest") as dst:
             dst.attrs.update(attrs)
             result_rows, read = None, {}
             for name in _TABLES:

@@ -14,7 +14,7 @@ import io
 
 import h5py
 
-from mpitune.store.lock import writer_alive
+from mpitune.store.lock import h5_file, writer_alive
 from mpitune.store.superblock import clear_flags_in
 
 
@@ -31,9 +31,9 @@ def open_for_reading(path: str) -> h5py.File:
     """As an SWMR reader while a run writes the file, else plainly (a plain reader refuses damage
     at once); a file a killed writer left marked is read from an image (see ``image``)."""
     if writer_alive(path):
-        return h5py.File(path, "r", libver="latest", swmr=True)
+        return h5_file(path, "r", libver="latest", swmr=True)
     try:
-        return h5py.File(path, "r")
+        return h5_file(path, "r")
     except OSError as exc:
         if "h5clear" not in str(exc):
             raise
