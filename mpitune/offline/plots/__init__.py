@@ -21,6 +21,7 @@ from mpitune.errors import UserError
 from mpitune.offline import front
 from mpitune.offline.analysis import frames
 from mpitune.offline.plots import convergence, distribution, parameters, timeline
+from mpitune.store.files import refuse_inputs, written_whole
 from mpitune.store.reader import read
 
 FIGURES = {
@@ -57,12 +58,15 @@ def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int
         raise UserError(f"{path} holds no results yet")
     if which is None:
         which = (*PLOTS, PARETO) if data.objective.several else PLOTS
+    targets = {name: os.path.join(out_dir, f"{name}.png") for name in which}
+    for target in (out_dir, *targets.values()):
+        refuse_inputs(target, path)
     os.makedirs(out_dir, exist_ok=True)
-    written = []
-    for name in which:
+    for name, target in targets.items():
         fig = front.figure(data, plt) if name == PARETO else FIGURES[name](tables, plt)
-        target = os.path.join(out_dir, f"{name}.png")
-        fig.savefig(target, dpi=dpi)
-        plt.close(fig)
-        written.append(target)
-    return written
+        try:
+            with written_whole(target) as fh:
+                fig.savefig(fh, format="png", dpi=dpi)
+        finally:
+            plt.close(fig)
+    return list(targets.values())
