@@ -11,11 +11,20 @@ that name as it was. The temporary name is short and random (``.mpitune-`` 16 he
 (O_CREAT | O_EXCL, and O_NOFOLLOW): whatever is there already, a file or a symbolic link, is
 neither opened nor followed, and the next random name is tried, so a link planted at the name
 cannot send the write to its target.
+
+When the system refuses a write all the same (a full disk, a read-only folder), ``cannot_write``
+tells that from a bug: h5py reports it as an ``OSError`` or a ``RuntimeError`` whose text holds
+"errno = 28", plain Python writes as an ``OSError`` with ``errno`` set. Either way the data
+already recorded is intact (the cache is flushed per batch, outputs are renamed into place), so
+the user needs one line saying what the system said, with ``ExitCode.CANNOT_WRITE``, not a
+traceback.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING, TypeVar
@@ -32,6 +41,15 @@ TEMPORARY_SUFFIX = ".tmp"
 _TRIES = 100
 _EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 Made = TypeVar("Made")
+REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
+_H5_ERRNO = re.compile(r"errno = (\d+)")
+_H5_FILE = re.compile(r"filename = '([^']*)'")
 
 
 def refuse_inputs(out: str, *inputs: str) -> None:
@@ -110,3 +128,17 @@ def written_whole(path: str) -> Iterator[IO[bytes]]:
     except BaseException:
         discard(temporary)
         raise
+
+
+def cannot_write(exc: BaseException) -> str | None:
+    """The line for an exception that is the system refusing a write; None for anything else."""
+    if not isinstance(exc, (OSError, RuntimeError)):
+        return None
+    text = str(exc)
+    found = _H5_ERRNO.search(text)
+    code = exc.errno if isinstance(exc, OSError) and exc.errno else int(found.group(1)) if found else 0
+    if code not in REASONS:
+        return None
+    named = _H5_FILE.search(text)
+    path = getattr(exc, "filename", None) or (named.group(1) if named else "the file")
+    return f"{path}: cannot write: {REASONS[code]}"
