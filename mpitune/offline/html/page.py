@@ -58,9 +58,9 @@ def render(payload_json: str, title: str, live: Live | None = None) -> str:
 def write_report(cache: str, out: str) -> str:
     """Write the self-contained report of ``cache`` to ``out`` (never over ``cache`` itself);
     returns ``out``."""
+    refuse_inputs(out, cache)  # first: a refusal needs nothing loaded
     from mpitune.offline.html.payload import build_from_file, to_json
 
-    refuse_inputs(out, cache)
     plotly_js()  # say what to install before reading a large file
     payload = build_from_file(cache)
     page = render(to_json(payload), f"mpitune: {payload['summary']['kernel']}")

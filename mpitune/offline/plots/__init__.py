@@ -50,7 +50,10 @@ def pyplot() -> Any:
 
 def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int = 100) -> list[str]:
     """Write the chosen plots of a cache file into out_dir (by default every one that applies:
-    ``pareto`` only to a file of several objectives); returns the paths written."""
+    ``pareto`` only to a file of several objectives); returns the paths written. Refused at once,
+    before anything is read, when the folder or a picture it may hold is the file itself."""
+    for target in (out_dir, *(picture(out_dir, name) for name in which or CHOICES)):
+        refuse_inputs(target, path)
     plt = pyplot()
     data = read(path)
     tables = frames(data)
@@ -58,15 +61,18 @@ def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int
         raise UserError(f"{path} holds no results yet")
     if which is None:
         which = (*PLOTS, PARETO) if data.objective.several else PLOTS
-    targets = {name: os.path.join(out_dir, f"{name}.png") for name in which}
-    for target in (out_dir, *targets.values()):
-        refuse_inputs(target, path)
     os.makedirs(out_dir, exist_ok=True)
-    for name, target in targets.items():
+    written = []
+    for name in which:
         fig = front.figure(data, plt) if name == PARETO else FIGURES[name](tables, plt)
         try:
-            with written_whole(target) as fh:
+            with written_whole(picture(out_dir, name)) as fh:
                 fig.savefig(fh, format="png", dpi=dpi)
         finally:
             plt.close(fig)
-    return list(targets.values())
+        written.append(picture(out_dir, name))
+    return written
+
+
+def picture(out_dir: str, name: str) -> str:
+    return os.path.join(out_dir, f"{name}.png")
