@@ -44,7 +44,7 @@ IGNORED = shutil.ignore_patterns(
     "*.so",
     "*.h5",
     "*.h5.lock",
-    "*.h5.partial",
+    ".mpitune-*.tmp",
     ".whl",
 )
 # The run-time dependencies (setup.cfg's install_requires) and the MPI library of the quick start.

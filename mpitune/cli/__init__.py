@@ -19,7 +19,7 @@ from mpitune.cli.running import setup_logging, tune
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.spec.peek import named_lang
-from mpitune.store.write_errors import cannot_write
+from mpitune.store.files import cannot_write
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mpitune.errors import SpecError, UserError
+from mpitune.store.files import refuse_inputs
 
 if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
@@ -89,8 +90,10 @@ def not_python(path: str) -> str | None:
 
 def unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem, RunSettings]:
     """A replay into a file that holds another strategy's results would start knowing them; it
-    is refused unless ``append`` asks for it. A real run's file is its resume cache: never refused."""
+    is refused unless ``append`` asks for it. A real run's file is its resume cache: never refused.
+    The measured data itself as the results file is refused first, whatever ``append`` says."""
     problem, settings = loaded
+    refuse_inputs(settings.cache_path, problem.replay_source)
     if problem.replay_source and not append and os.path.exists(settings.cache_path):
         from mpitune.store.reader import read  # reads HDF5: only when there is a file to read
 

@@ -22,7 +22,8 @@ from mpitune import __version__
 from mpitune.errors import UserError
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
-from mpitune.offline.outputs import atomic_text, refuse_inputs
+from mpitune.offline.outputs import atomic_text
+from mpitune.store.files import refuse_inputs
 from mpitune.store.reader import CacheData, read
 
 # mpitune status -> Kernel Tuner's error marker, written in place of the time.

@@ -29,6 +29,7 @@ from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import PhaseRow
 from mpitune.offline.exchange import STATUS_KEY
 from mpitune.store.cache import Cache, RunInfo
+from mpitune.store.files import refuse_inputs
 from mpitune.store.measured import MeasuredData, from_kt_document, read_kt_json
 
 # A Kernel Tuner cache filled over several sessions shows a gap in its timestamps; a gap
@@ -65,6 +66,7 @@ def import_kt(kt_path: str, out: str, command: str = "") -> Imported:
     """Write a Kernel Tuner cache into a new mpitune file."""
     if kt_path.endswith((".h5", ".hdf5")):
         raise UserError(f"{kt_path}: already an mpitune file; import takes a Kernel Tuner JSON cache")
+    refuse_inputs(out, kt_path)
     if os.path.exists(out):
         raise UserError(f"{out} exists; import writes a new file (remove it or pick another name)")
     doc = read_kt_json(kt_path)

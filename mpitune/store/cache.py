@@ -43,6 +43,7 @@ from mpitune.model.schema import (
 )
 from mpitune.model.timeline import PhaseRow
 from mpitune.store import devices
+from mpitune.store.files import claim_temporary, create_hdf5, discard, refuse_inputs
 from mpitune.store.front import objective_values
 from mpitune.store.history import History, read_history, search_digest
 from mpitune.store.integrity import in_flight, repair, verify
@@ -54,11 +55,13 @@ from mpitune.store.superblock import clear_write_flags, is_hdf5
 log = logging.getLogger(__name__)
 
 
-def refuse_unusable(path: str) -> None:
-    """Refuse a results path that can never become a cache, or a damaged one, before any rank
+def refuse_unusable(path: str, *inputs: str) -> None:
+    """Refuse a results path that can never become a cache, or a damaged one, or one of the run's
+    ``inputs`` (its spec, the measured data a replay answers from) under any name, before any rank
     starts: found at start-up instead, it would cost every rank's start-up and end the job with an
     error, and a damaged file opened for writing may hang the writer in HDF5 or be changed by it.
     Reads the whole file once (``verify``), changing nothing."""
+    refuse_inputs(path, *inputs)
     try:
         usable = not os.path.exists(path) or (os.path.isfile(path) and is_hdf5(path))
     except OSError as exc:
@@ -163,10 +166,10 @@ class Cache:
         """Build the file under a name of its own, lock it and link it into place: a run killed
         while creating it leaves no half-made cache behind, and of two runs creating the same
         file at once one writes it and the other finds it locked. None if another run made the
-        file first."""
-        partial = f"{self.path}.{os.getpid()}.partial"
+        file first. The name of its own is a temporary one of ``files.claim_temporary``."""
+        partial, new = claim_temporary(self.path, lambda temporary: create_hdf5(temporary, self.path))
         try:
-            with h5_file(partial, "w", known_as=self.path, libver="latest") as f:
+            with new as f:
                 lay_out(f, identity, self.tune_params, iterations)
             lock = lock_file(partial, f"{self.path}: the new file was locked by another process", self.path)
             try:
@@ -176,8 +179,7 @@ class Cache:
                 return None
             return lock
         finally:
-            if os.path.exists(partial):
-                os.unlink(partial)
+            discard(partial)
 
     def _describe_objective(self) -> None:
         """Record this run's objective, and lay out the metrics dataset for its metrics: the

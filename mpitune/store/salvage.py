@@ -15,8 +15,9 @@ import h5py
 import numpy as np
 
 from mpitune.errors import UserError
+from mpitune.store.files import claim_temporary, create_hdf5, discard
 from mpitune.store.integrity import repair
-from mpitune.store.lock import h5_file, hold_writer_lock
+from mpitune.store.lock import hold_writer_lock
 from mpitune.store.soundness import image
 
 _TABLES = ("results", "timeline", "runs", "ranks", "in_flight", "asked", "searches")
@@ -77,36 +78,47 @@ def salvage(path: str) -> Salvaged:
             attrs = {key: src.attrs[key] for key in src.attrs}
         except Exception as exc:
             raise UserError(f"{path}: nothing can be salvaged ({exc})") from None
-        partial, lost, kept = f"{path}.{os.getpid()}.salvage", 0, 0
-        with src, h5_file(partial, "w", known_as=path, libver="latest") as dst:
-            dst.attrs.update(attrs)
-            result_rows, read = None, {}
-            for name in _TABLES:
-                if name in src:
-                    read[name], at = _readable(src[name])
-                    lost += len(src[name]) - len(read[name])
-                    if name == "results":
-                        result_rows, kept = at, len(read[name])
-            if "runs" in read and "results" in read:
-                read["runs"] = _every_run(read["runs"], read["results"])
-            for name, rows in read.items():
-                _copy(src[name], dst, rows)
-            for name in _BESIDE:
-                if name in src and result_rows is not None:
-                    values, at = _readable(src[name])
-                    out = np.full((len(result_rows), src[name].shape[1]), np.nan)
-                    where = np.searchsorted(at, result_rows)
-                    found = (
-                        (where < len(at)) & (at[np.minimum(where, len(at) - 1)] == result_rows)
-                        if len(at)
-                        else np.zeros(len(result_rows), bool)
-                    )
-                    out[found] = values[where[found]]
-                    _copy(src[name], dst, out)
-            repair(dst)
+        partial, dst = claim_temporary(path, lambda temporary: create_hdf5(temporary, path))
+        try:
+            with src, dst:
+                dst.attrs.update(attrs)
+                kept, lost = _copy_readable(src, dst)
+                repair(dst)
+        except BaseException:
+            discard(partial)
+            raise
         backup = f"{path}.damaged"
         os.replace(path, backup)
         os.replace(partial, path)
         return Salvaged(kept, lost, backup)
     finally:
         lock.close()
+
+
+def _copy_readable(src: h5py.File, dst: h5py.File) -> tuple[int, int]:
+    """Copy what reads back of every table; the results rows kept and the rows lost."""
+    lost, kept = 0, 0
+    result_rows, read = None, {}
+    for name in _TABLES:
+        if name in src:
+            read[name], at = _readable(src[name])
+            lost += len(src[name]) - len(read[name])
+            if name == "results":
+                result_rows, kept = at, len(read[name])
+    if "runs" in read and "results" in read:
+        read["runs"] = _every_run(read["runs"], read["results"])
+    for name, rows in read.items():
+        _copy(src[name], dst, rows)
+    for name in _BESIDE:
+        if name in src and result_rows is not None:
+            values, at = _readable(src[name])
+            out = np.full((len(result_rows), src[name].shape[1]), np.nan)
+            where = np.searchsorted(at, result_rows)
+            found = (
+                (where < len(at)) & (at[np.minimum(where, len(at) - 1)] == result_rows)
+                if len(at)
+                else np.zeros(len(result_rows), bool)
+            )
+            out[found] = values[where[found]]
+            _copy(src[name], dst, out)
+    return kept, lost

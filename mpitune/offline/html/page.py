@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from dataclasses import asdict, dataclass
 
 from mpitune.errors import UserError
 from mpitune.offline.html.assets import CSS, SCRIPT
+from mpitune.offline.outputs import atomic_text
+from mpitune.store.files import refuse_inputs
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,14 @@ def render(payload_json: str, title: str, live: Live | None = None) -> str:
 
 
 def write_report(cache: str, out: str) -> str:
-    """Write the self-contained report of ``cache`` to ``out``; returns ``out``."""
+    """Write the self-contained report of ``cache`` to ``out`` (never over ``cache`` itself);
+    returns ``out``."""
+    refuse_inputs(out, cache)  # first: a refusal needs nothing loaded
     from mpitune.offline.html.payload import build_from_file, to_json
 
     plotly_js()  # say what to install before reading a large file
     payload = build_from_file(cache)
     page = render(to_json(payload), f"mpitune: {payload['summary']['kernel']}")
-    tmp = f"{out}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_text(out) as fh:
         fh.write(page)
-    os.replace(tmp, out)
     return out

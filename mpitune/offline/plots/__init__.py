@@ -21,6 +21,7 @@ from mpitune.errors import UserError
 from mpitune.offline import front
 from mpitune.offline.analysis import frames
 from mpitune.offline.plots import convergence, distribution, parameters, timeline
+from mpitune.store.files import refuse_inputs, written_whole
 from mpitune.store.reader import read
 
 FIGURES = {
@@ -49,7 +50,10 @@ def pyplot() -> Any:
 
 def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int = 100) -> list[str]:
     """Write the chosen plots of a cache file into out_dir (by default every one that applies:
-    ``pareto`` only to a file of several objectives); returns the paths written."""
+    ``pareto`` only to a file of several objectives); returns the paths written. Refused at once,
+    before anything is read, when the folder or a picture it may hold is the file itself."""
+    for target in (out_dir, *(picture(out_dir, name) for name in which or CHOICES)):
+        refuse_inputs(target, path)
     plt = pyplot()
     data = read(path)
     tables = frames(data)
@@ -61,8 +65,14 @@ def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int
     written = []
     for name in which:
         fig = front.figure(data, plt) if name == PARETO else FIGURES[name](tables, plt)
-        target = os.path.join(out_dir, f"{name}.png")
-        fig.savefig(target, dpi=dpi)
-        plt.close(fig)
-        written.append(target)
+        try:
+            with written_whole(picture(out_dir, name)) as fh:
+                fig.savefig(fh, format="png", dpi=dpi)
+        finally:
+            plt.close(fig)
+        written.append(picture(out_dir, name))
     return written
+
+
+def picture(out_dir: str, name: str) -> str:
+    return os.path.join(out_dir, f"{name}.png")

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from mpitune.exits import ExitCode
 from mpitune.scheduling.comm import MPI
-from mpitune.store.write_errors import cannot_write
+from mpitune.store.files import cannot_write
 
 # What the launcher is given to forward this rank's last lines before MPI_Abort ends it.
 FORWARD_S = 0.2

@@ -1,0 +1,145 @@
+"""Every file mpitune writes, a run's results file and the offline verbs' outputs alike: never one
+of its inputs, never through a link someone planted, never half-written, whatever its name's length.
+
+An output given as an input's path, or as any other path to the same file (``./x``, a symbolic or
+a hard link), would replace the data it is made from, so ``refuse_inputs`` refuses it, comparing
+device and inode. The file is then made under a temporary name in the output's folder and renamed
+(a new results file: linked) into place once complete, so a failure leaves any earlier file of
+that name as it was. The temporary name is short and random (``.mpitune-`` 16 hex digits
+``.tmp``), not the output's name with a suffix, which would not fit the system's limit on a name
+(NAME_MAX, 255 bytes) when the output's own name is that long. It is created exclusively
+(O_CREAT | O_EXCL, and O_NOFOLLOW): whatever is there already, a file or a symbolic link, is
+neither opened nor followed, and the next random name is tried, so a link planted at the name
+cannot send the write to its target.
+
+When the system refuses a write all the same (a full disk, a read-only folder), ``cannot_write``
+tells that from a bug: h5py reports it as an ``OSError`` or a ``RuntimeError`` whose text holds
+"errno = 28", plain Python writes as an ``OSError`` with ``errno`` set. Either way the data
+already recorded is intact (the cache is flushed per batch, outputs are renamed into place), so
+the user needs one line saying what the system said, with ``ExitCode.CANNOT_WRITE``, not a
+traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import IO, TYPE_CHECKING, TypeVar
+
+from mpitune.errors import UserError
+
+if TYPE_CHECKING:
+    import h5py
+
+TEMPORARY_PREFIX = ".mpitune-"
+TEMPORARY_SUFFIX = ".tmp"
+# Names taken in a row before giving up: with 64 random bits, only a folder that refuses every
+# new name (EEXIST for all) gets this far.
+_TRIES = 100
+_EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+Made = TypeVar("Made")
+REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
+_H5_ERRNO = re.compile(r"errno = (\d+)")
+_H5_FILE = re.compile(r"filename = '([^']*)'")
+
+
+def refuse_inputs(out: str, *inputs: str) -> None:
+    """A ``UserError`` when ``out`` is one of ``inputs`` (the same file by any path)."""
+    try:
+        target = os.stat(out)
+    except OSError:
+        return  # nothing there yet (or a dangling link): no input to lose
+    for given in inputs:
+        try:
+            source = os.stat(given)
+        except OSError:
+            continue  # "" (no such input) or gone
+        if (source.st_dev, source.st_ino) == (target.st_dev, target.st_ino):
+            raise UserError(f"{out} is the input {given}; write the output to another file")
+
+
+def folder_of(path: str) -> str:
+    """The existing folder ``path`` goes into; a ``UserError`` naming it if there is none."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UserError(f"{path}: the folder {directory} does not exist")
+    return directory
+
+
+def create_exclusive(path: str) -> int:
+    """A new, empty file at ``path``, open for writing, with the permissions ``open`` gives
+    (0666 less the umask); ``FileExistsError`` if anything is there, a symbolic link included."""
+    return os.open(path, _EXCLUSIVE, 0o666)
+
+
+def create_hdf5(path: str, known_as: str | None = None) -> h5py.File:
+    """A new HDF5 file at ``path``, made as ``create_exclusive`` makes one (HDF5's exclusive
+    create is O_CREAT | O_EXCL, which follows no link either); where the file system has no
+    locks, the error names ``known_as``, the file as the user knows it (store/lock.py)."""
+    from mpitune.store.lock import h5_file  # only for the results file: the text outputs need no HDF5
+
+    return h5_file(path, "x", known_as=known_as, libver="latest")
+
+
+def claim_temporary(destination: str, create: Callable[[str], Made]) -> tuple[str, Made]:
+    """A temporary name in ``destination``'s folder and what ``create`` made there. ``create``
+    must create exclusively, raising ``FileExistsError`` where the name is taken."""
+    directory = folder_of(destination)
+    for _ in range(_TRIES):
+        temporary = os.path.join(directory, f"{TEMPORARY_PREFIX}{os.urandom(8).hex()}{TEMPORARY_SUFFIX}")
+        try:
+            return temporary, create(temporary)
+        except FileExistsError:
+            continue
+    raise UserError(f"{destination}: no free temporary name in {directory} after {_TRIES} tries")
+
+
+def discard(temporary: str) -> None:
+    """Remove a temporary file (the name itself: a link there is not followed) if it is there."""
+    with suppress(FileNotFoundError):
+        os.unlink(temporary)
+
+
+@contextmanager
+def written_whole(path: str) -> Iterator[IO[bytes]]:
+    """A binary file that replaces ``path`` only once complete and on disk. The system's refusal
+    (a full disk, a read-only folder) is an ``OSError`` naming ``path``, not the temporary."""
+    try:
+        temporary, fd = claim_temporary(path, create_exclusive)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        discard(temporary)
+        raise OSError(exc.errno, exc.strerror, path) from None
+    except BaseException:
+        discard(temporary)
+        raise
+
+
+def cannot_write(exc: BaseException) -> str | None:
+    """The line for an exception that is the system refusing a write; None for anything else."""
+    if not isinstance(exc, (OSError, RuntimeError)):
+        return None
+    text = str(exc)
+    found = _H5_ERRNO.search(text)
+    code = exc.errno if isinstance(exc, OSError) and exc.errno else int(found.group(1)) if found else 0
+    if code not in REASONS:
+        return None
+    named = _H5_FILE.search(text)
+    path = getattr(exc, "filename", None) or (named.group(1) if named else "the file")
+    return f"{path}: cannot write: {REASONS[code]}"
