@@ -188,3 +188,35 @@ def test_every_kernel_tuner_alias_names_an_option_we_have():
     for name, aliases in strategies.KERNEL_TUNER_OPTIONS.items():
         assert set(aliases.values()) <= {option.name for option in strategies.options_of(name)}, name
         assert not set(aliases) & set(strategies.NO_EQUIVALENT), name
+
+
+@pytest.mark.parametrize(
+    "flags,says",
+    [
+        (["--liveness-timeout", "nan"], "argument --liveness-timeout: not a finite number: 'nan'"),
+        (["--liveness-timeout", "-1"], "argument --liveness-timeout: must be at least 0, got '-1'"),
+        (["--load-timeout", "0"], "argument --load-timeout: must be greater than 0"),
+        (["--time-limit", "inf"], "argument --time-limit: not a finite number: 'inf'"),
+        (["--rank-deadline-floor", "nan"], "argument --rank-deadline-floor: not a finite number"),
+    ],
+)
+def test_a_seconds_flag_that_is_no_such_number_is_one_line(tmp_path, flags, says):
+    """nan passed every comparison: --liveness-timeout nan turned the heartbeats off silently."""
+    proc = offline([str(write_scale_spec(tmp_path)), *flags], cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "spec.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "variable,value",
+    [
+        ("MPITUNE_LIVENESS_TIMEOUT_S", "nan"),
+        ("MPITUNE_RANK_DEADLINE_FLOOR_S", "-1"),
+        ("MPITUNE_MPI_START_TIMEOUT_S", "soon"),
+    ],
+)
+def test_a_bad_mpitune_variable_is_one_line_naming_it_not_the_default(tmp_path, variable, value):
+    proc = offline([str(write_scale_spec(tmp_path))], cwd=tmp_path, env=mpi_env() | {variable: value})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"environment variable {variable}: " in proc.stderr and repr(value) in proc.stderr
+    assert not (tmp_path / "spec.h5").exists()

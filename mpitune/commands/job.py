@@ -181,7 +181,7 @@ def margin_limit(job_id: str, margin_s: float) -> list[str]:
     text = squeue_left(job_id)
     left_s = None if text is None else seconds_left(text)
     if left_s is not None and left_s > margin_s:
-        return ["--time-limit", str(left_s - margin_s)]
+        return ["--time-limit", f"{left_s - margin_s:.10g}"]
     if text is None:
         why = "squeue could not tell the job's time left, so its end time is unknown"
     elif left_s is None:
