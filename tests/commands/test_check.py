@@ -78,3 +78,20 @@ def test_a_run_with_compile_workers_is_sound_and_resumes(tmp_path):
     assert checked.returncode == 0 and checked.stdout.strip().endswith("sound"), checked.stdout + checked.stderr
     again = mpitune(2, [str(spec), "--out", str(out), "--compile-workers", "1"], tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_missing_file_is_no_such_file_not_damaged(tmp_path):
+    for flags in ([], ["--salvage"], ["--no-repair"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "mpitune", "check", *flags, "missing.h5"],
+            cwd=tmp_path,
+            env=mpi_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+        assert proc.stderr == "mpitune: error: missing.h5: no such file\n"
+    assert list(tmp_path.iterdir()) == []  # --salvage left no backup of nothing
+    proc = run_check(tmp_path)
+    assert proc.returncode == 2 and proc.stderr == f"mpitune: error: {tmp_path}: is a directory, not a results file\n"

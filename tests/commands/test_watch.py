@@ -64,3 +64,21 @@ def test_watch_says_when_the_writer_was_killed(tmp_path):
         timeout=60,
     )
     assert watch.returncode == 1 and "the run was killed" in watch.stdout
+
+
+def test_a_port_or_interval_out_of_range_is_one_line(tmp_path):
+    """The file need not exist: the flags are refused before anything is read or bound."""
+    for flags, says in [
+        (["--html", "--port", "70000"], "argument --port: must be a port number from 0 to 65535, got '70000'"),
+        (["--html", "--port", "-1"], "argument --port: must be a port number from 0 to 65535, got '-1'"),
+        (["--interval", "nan"], "argument --interval: not a finite number: 'nan'"),
+        (["--html", "--interval", "0"], "argument --interval: must be greater than 0, got '0'"),
+    ]:
+        watch = subprocess.run(
+            [sys.executable, "-m", "mpitune", "watch", str(tmp_path / "out.h5"), *flags],
+            env=mpi_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert watch.returncode == 2 and watch.stderr.count("\n") == 1 and says in watch.stderr, watch.stderr
