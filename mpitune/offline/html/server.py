@@ -9,7 +9,7 @@ otherwise: a cluster's head node is shared, and ``ssh -L`` reaches loopback.
 A page of another site can reach loopback too, through a name of its own that it points at
 127.0.0.1 (DNS rebinding): its requests then carry that name in ``Host``, so any other name
 than loopback's (or the address the server was told to listen on) is refused with 403. A
-connection that sends nothing is closed after ``IDLE_TIMEOUT_S``: each holds a thread.
+connection that sends nothing for ``IDLE_TIMEOUT_S`` is closed: each holds a thread.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from mpitune.offline.html.page import Live, plotly_js, render
 from mpitune.offline.html.payload import build_from_file, to_json
 
 log = logging.getLogger(__name__)
-IDLE_TIMEOUT_S = 10.0  # a connection that has sent no whole request by then is closed
+IDLE_TIMEOUT_S = 10.0  # a connection that has sent nothing for this long is closed
 LOOPBACK_NAMES = ("localhost",)
 
 
