@@ -235,8 +235,8 @@ def test_a_bad_mpitune_variable_is_one_line_naming_it_not_the_default(tmp_path):
     ],
 )
 def test_every_watch_variable_is_checked_before_mpi_starts(monkeypatch, variable, value, says):
-    from mpitune.cli.running import _bad_environment
+    from mpitune.cli.running import bad_environment
 
-    assert _bad_environment() is None
+    assert bad_environment() is None
     monkeypatch.setenv(variable, value)
-    assert _bad_environment() == f"environment variable {variable}: {says}"
+    assert bad_environment() == f"environment variable {variable}: {says}"

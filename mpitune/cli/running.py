@@ -56,7 +56,7 @@ def tune(
 
     early.start(worker_lang)  # before MPI and the spec: the loop claims it
     try:
-        refusal = _bad_environment()
+        refusal = bad_environment()
         if refusal:
             return refuse(refusal)
         return _run(args, argv, load, compile_workers)
@@ -64,7 +64,7 @@ def tune(
         early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
 
 
-def _bad_environment() -> str | None:
+def bad_environment() -> str | None:
     """Why an environment variable that sets one of the run's watches (faults/) cannot be taken,
     or None. Checked on every rank before MPI starts, so that a bad one ends each rank with one
     line, as a bad flag does, not with a traceback once MPI is up (or a watch silently off)."""
