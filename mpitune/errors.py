@@ -3,6 +3,8 @@ its traceback. Also the one check of a number a user sets, which every room refu
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import SupportsFloat
@@ -35,7 +37,7 @@ def checked_number(value: str | SupportsFloat, zero_ok: bool = False) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"not a number: {value!r}") from None
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         raise ValueError(f"not a finite number: {value!r}")
     if number < 0 or (number == 0 and not zero_ok):
         raise ValueError(f"must be {'at least' if zero_ok else 'greater than'} 0, got {value!r}")
@@ -45,7 +47,6 @@ def checked_number(value: str | SupportsFloat, zero_ok: bool = False) -> float:
 def number_flag(zero_ok: bool = False) -> Callable[[str], float]:
     """``checked_number`` as an argparse ``type``: its reason becomes the flag's one error line
     (argparse says only "invalid value" for a ValueError)."""
-    import argparse  # only where a command line is parsed
 
     def number(text: str) -> float:
         try:
