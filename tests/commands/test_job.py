@@ -6,6 +6,7 @@ import sys
 import pytest
 from conftest import mpi_env
 
+from mpitune.cli import main
 from mpitune.commands.job import CANCELLED_ABOVE_S, seconds_left, srun_mpi_plugin, stop_cause
 from mpitune.exits import ExitCode
 
@@ -116,12 +117,24 @@ def job(tmp_path, env: dict, *flags: str) -> subprocess.CompletedProcess:
         ("SLURM_JOB_ID", "42;rm", "must be a whole number above 0, got '42;rm'"),
     ],
 )
-def test_a_bad_variable_is_one_line_naming_it_and_nothing_starts(tmp_path, variable, value, says):
-    env = stand_ins(tmp_path, "echo 10:00") | {variable: value}
-    proc = job(tmp_path, env)
-    assert proc.returncode == ExitCode.USER_ERROR and proc.stderr.count("\n") == 1, proc.stderr
-    assert f"mpitune: error: environment variable {variable}: {says}" in proc.stderr
+def test_a_bad_variable_is_one_line_naming_it_and_nothing_starts(tmp_path, monkeypatch, capsys, variable, value, says):
+    """In process, through the command line's main (nothing is started: no signal handler is set)."""
+    for name in ("SLURM_NTASKS", "SLURM_CPUS_PER_TASK", *[v for v in os.environ if v.startswith("MPITUNE_")]):
+        monkeypatch.delenv(name, raising=False)
+    for name, text in stand_ins(tmp_path, "echo 10:00").items():
+        monkeypatch.setenv(name, text)
+    monkeypatch.setenv(variable, value)
+    monkeypatch.chdir(tmp_path)
+    assert main(["job", "--srun-mpi", "pmi2", "spec.py"]) == ExitCode.USER_ERROR
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"mpitune: error: environment variable {variable}: {says}\n"
     assert not (tmp_path / "srun.log").exists()
+
+
+def test_a_malformed_srun_wait_is_one_line_from_the_command_line(tmp_path):
+    proc = job(tmp_path, stand_ins(tmp_path, "echo 10:00") | {"MPITUNE_SRUN_WAIT_S": "5s"})  # was a traceback
+    assert proc.returncode == ExitCode.USER_ERROR and not (tmp_path / "srun.log").exists()
+    assert proc.stderr == "mpitune: error: environment variable MPITUNE_SRUN_WAIT_S: not a number: '5s'\n"
 
 
 def test_help_needs_no_environment_variable(tmp_path):
