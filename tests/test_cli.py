@@ -188,3 +188,55 @@ def test_every_kernel_tuner_alias_names_an_option_we_have():
     for name, aliases in strategies.KERNEL_TUNER_OPTIONS.items():
         assert set(aliases.values()) <= {option.name for option in strategies.options_of(name)}, name
         assert not set(aliases) & set(strategies.NO_EQUIVALENT), name
+
+
+def test_liveness_timeout_nan_is_one_line_not_heartbeats_off(tmp_path):
+    """nan passed every comparison: --liveness-timeout nan turned the heartbeats off silently."""
+    proc = offline([str(write_scale_spec(tmp_path)), "--liveness-timeout", "nan"], cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "mpitune: error: argument --liveness-timeout: not a finite number: 'nan'" in proc.stderr
+    assert not (tmp_path / "spec.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "flags,says",
+    [
+        (["--liveness-timeout", "-1"], "argument --liveness-timeout: must be at least 0, got '-1'"),
+        (["--load-timeout", "0"], "argument --load-timeout: must be greater than 0"),
+        (["--time-limit", "inf"], "argument --time-limit: not a finite number: 'inf'"),
+        (["--rank-deadline-floor", "nan"], "argument --rank-deadline-floor: not a finite number"),
+        (["--device-bias-sd", "-1"], "argument --device-bias-sd: must be at least 0"),
+    ],
+)
+def test_every_seconds_flag_takes_the_one_check(capsys, flags, says):
+    """The parsers themselves, in process (the command line above runs the same)."""
+    from mpitune.cli.parsers import replay_parser, tune_parser
+
+    parser = replay_parser() if flags[0].startswith("--device") else tune_parser()
+    with pytest.raises(SystemExit) as ended:
+        parser.parse_args(["spec.py", *flags])
+    assert ended.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_a_bad_mpitune_variable_is_one_line_naming_it_not_the_default(tmp_path):
+    env = mpi_env() | {"MPITUNE_LIVENESS_TIMEOUT_S": "nan"}
+    proc = offline([str(write_scale_spec(tmp_path))], cwd=tmp_path, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "mpitune: error: environment variable MPITUNE_LIVENESS_TIMEOUT_S: not a finite number: 'nan'" in proc.stderr
+    assert not (tmp_path / "spec.h5").exists()
+
+
+@pytest.mark.parametrize(
+    "variable,value,says",
+    [
+        ("MPITUNE_RANK_DEADLINE_FLOOR_S", "-1", "must be greater than 0, got '-1'"),
+        ("MPITUNE_MPI_START_TIMEOUT_S", "soon", "not a number: 'soon'"),
+        ("MPITUNE_LIVENESS_TIMEOUT_S", "inf", "not a finite number: 'inf'"),
+    ],
+)
+def test_every_watch_variable_is_checked_before_mpi_starts(monkeypatch, variable, value, says):
+    from mpitune.cli.running import bad_environment
+
+    assert bad_environment() is None
+    monkeypatch.setenv(variable, value)
+    assert bad_environment() == f"environment variable {variable}: {says}"

@@ -178,7 +178,7 @@ def test_device_bias_sd_draws_the_same_factors_for_a_seed(tmp_path, pnpoly):
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
-        (["--device-bias", "1.0,0"], "each factor must be greater than 0"),
+        (["--device-bias", "1.0,0"], "each factor: must be greater than 0"),
         (["--device-bias", "1.0,x"], "not a number: 'x'"),
         (["--device-bias", "inf"], "not a finite number"),
         (["--device-bias-sd", "-0.1"], "must be at least 0"),

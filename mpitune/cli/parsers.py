@@ -4,10 +4,10 @@ mpiexec every rank parses the same flags, so a bad one is refused on each rank a
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from mpitune import __version__, commands
+from mpitune.errors import checked_number, number_flag
 from mpitune.exits import ExitCode
 
 LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
@@ -67,7 +67,7 @@ def tune_parser() -> argparse.ArgumentParser:
     _out_flag(p, "--cache", "PATH", "HDF5 results file", "SPEC's name with .h5, here")
     p.add_argument(
         "--load-timeout",
-        type=float,
+        type=number_flag(),
         default=LOAD_TIMEOUT_S,
         metavar="S",
         help=f"give up when the spec takes longer than S seconds to load (default {LOAD_TIMEOUT_S:g})",
@@ -82,7 +82,7 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         "--strategy", help="search strategy, one of those below (default: as the spec says, see docs/spec.md)"
     )
     p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
-    p.add_argument("--time-limit", type=float, metavar="S", help=f"stop handing out batches after S {seconds}")
+    p.add_argument("--time-limit", type=number_flag(), metavar="S", help=f"stop handing out batches after S {seconds}")
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument(
         "--batch-size", type=int, help="configurations per round (default: see docs/performance.md, 'Batches')"
@@ -120,14 +120,14 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     )
     p.add_argument(
         "--rank-deadline-floor",
-        type=float,
+        type=number_flag(),
         metavar="S",
         help="wait at least S seconds for a rank's batch before calling the rank silent and ending the run "
         "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
     )
     p.add_argument(
         "--liveness-timeout",
-        type=float,
+        type=number_flag(zero_ok=True),
         metavar="S",
         help="end the run when a rank has sent no heartbeat for S seconds, however long its batch "
         "(default 20, or $MPITUNE_LIVENESS_TIMEOUT_S; 0: no heartbeats; see docs/reliability.md)",
@@ -176,36 +176,18 @@ def _bias_flags(p: argparse.ArgumentParser) -> None:
     )
     bias.add_argument(
         "--device-bias-sd",
-        type=_spread,
+        type=number_flag(zero_ok=True),
         metavar="S",
         help="multiply each rank's recorded times by a factor drawn from N(1, S) with --seed",
     )
 
 
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-    return value
-
-
 def _factors(text: str) -> tuple[float, ...]:
     """Comma-separated factors, each > 0: a time scaled by 0 means nothing."""
-    factors = tuple(_number(part.strip()) for part in text.split(","))
-    bad = [f for f in factors if f <= 0]
-    if bad:
-        raise argparse.ArgumentTypeError(f"each factor must be greater than 0, got {bad[0]:g}")
-    return factors
-
-
-def _spread(text: str) -> float:
-    value = _number(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value:g}")
-    return value
+    try:
+        return tuple(checked_number(part.strip()) for part in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"each factor: {exc}") from None
 
 
 def _out_flag(p: argparse.ArgumentParser, older: str, metavar: str, what: str, default: str) -> None:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 # numpy and what needs it are imported where used: a tuning rank spawns its worker process
 # first (scheduling/early.py), and every import before that spawn delays the worker.
+from mpitune.cli.parsers import refuse
+
 if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
     from mpitune.scheduling.faults.guard import Guard
@@ -54,9 +56,30 @@ def tune(
 
     early.start(worker_lang)  # before MPI and the spec: the loop claims it
     try:
+        refusal = bad_environment()
+        if refusal:
+            return refuse(refusal)
         return _run(args, argv, load, compile_workers)
     finally:
         early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
+
+
+def bad_environment() -> str | None:
+    """Why an environment variable that sets one of the run's watches (faults/) cannot be taken,
+    or None. Checked on every rank before MPI starts, so that a bad one ends each rank with one
+    line, as a bad flag does, not with a traceback once MPI is up (or a watch silently off)."""
+    from mpitune.errors import UserError
+    from mpitune.scheduling.faults.deadlines import floor_s
+    from mpitune.scheduling.faults.liveness import seconds_setting, timeout_s
+    from mpitune.scheduling.faults.start_watch import START_TIMEOUT_S, START_TIMEOUT_VARIABLE
+
+    try:
+        timeout_s(None)
+        floor_s(None)
+        seconds_setting(None, START_TIMEOUT_VARIABLE, START_TIMEOUT_S, None)
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 def _start_mpi(

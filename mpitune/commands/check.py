@@ -31,6 +31,10 @@ def run(args: argparse.Namespace) -> int:
     from mpitune.store.integrity import inspect
     from mpitune.store.salvage import salvage
 
+    if not os.path.exists(args.cache):  # not "damaged": there is nothing to check, or to salvage
+        raise UserError(f"{args.cache}: no such file")
+    if os.path.isdir(args.cache):
+        raise UserError(f"{args.cache}: is a directory, not a results file")
     repair = not args.no_repair and _writable(args.cache)
     if not args.no_repair and not repair:
         print(f"{args.cache}: read-only here: checking without repairing")

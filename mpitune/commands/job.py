@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from mpitune.errors import UserError
+from mpitune.errors import UserError, environment_number, number_flag
 from mpitune.exits import ExitCode
 
 # srun ends the remaining tasks this long after the first one ended, whatever its exit code:
@@ -29,15 +32,17 @@ from mpitune.exits import ExitCode
 # --kill-on-bad-exit does the first but breaks the second: it counts the workers' 75 as a
 # failure and killed rank 0 as it closed the file, seen on three nodes.)
 SRUN_WAIT_S = 5.0
+LAUNCHERS = ("srun", "mpirun")
 HELP = "run SPEC on the tasks of this Slurm job, stop cleanly before its limit and requeue"
 log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    # The defaults from the environment are read when the job runs (``settings``), not here:
+    # ``job --help`` must work whatever they hold, and a bad one is refused naming the variable.
     p.add_argument(
         "--launcher",
-        choices=("srun", "mpirun"),
-        default=os.environ.get("MPITUNE_LAUNCHER", "srun"),
+        choices=LAUNCHERS,
         help="how to start the ranks (default: srun, or $MPITUNE_LAUNCHER)",
     )
     p.add_argument(
@@ -47,26 +52,80 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--srun-wait",
-        type=float,
-        default=float(os.environ.get("MPITUNE_SRUN_WAIT_S", SRUN_WAIT_S)),
+        type=number_flag(zero_ok=True),
         metavar="S",
         help=f"srun ends the other tasks S s after the first one ended (default: {SRUN_WAIT_S:g}, "
-        "or $MPITUNE_SRUN_WAIT_S)",
+        "or $MPITUNE_SRUN_WAIT_S; 0: srun waits for them without limit)",
     )
     p.add_argument(
         "--requeue",
-        default=os.environ.get("MPITUNE_REQUEUE", "1") == "1",
+        default=None,
         action=argparse.BooleanOptionalAction,
-        help="requeue the job when the run stopped early and can resume (default: yes)",
+        help="requeue the job when the run stopped early and can resume (default: yes, or $MPITUNE_REQUEUE, 1 or 0)",
     )
     p.add_argument(
         "--margin",
-        type=float,
-        default=os.environ.get("MPITUNE_MARGIN_S"),
+        type=number_flag(zero_ok=True),
         metavar="S",
-        help="also stop by --time-limit, S seconds before the job's end",
+        help="also stop by --time-limit, S seconds before the job's end (default: $MPITUNE_MARGIN_S, else none); "
+        "a warning says so when the job's end is unknown",
     )
     p.add_argument("mpitune_args", nargs=argparse.REMAINDER, help="SPEC and mpitune flags")
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The job's settings: a flag, else its environment variable, else the default."""
+
+    launcher: str
+    srun_wait_s: float
+    requeue: bool
+    margin_s: float | None
+    job_id: str
+    ntasks: str
+
+
+def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> JobSettings:
+    """Every setting checked before anything starts; a bad environment variable, or a Slurm
+    variable that no allocation would hold, is refused in one line naming it."""
+    env = os.environ if environ is None else environ
+    launcher = args.launcher or env.get("MPITUNE_LAUNCHER", "").strip() or "srun"
+    if launcher not in LAUNCHERS:
+        raise UserError(
+            f"environment variable MPITUNE_LAUNCHER: must be one of {', '.join(LAUNCHERS)}, got {launcher!r}"
+        )
+    requeue = args.requeue
+    if requeue is None:
+        text = env.get("MPITUNE_REQUEUE", "").strip() or "1"
+        if text not in ("0", "1"):
+            raise UserError(f"environment variable MPITUNE_REQUEUE: must be 1 (requeue) or 0 (do not), got {text!r}")
+        requeue = text == "1"
+    wait_s = args.srun_wait
+    if wait_s is None:
+        wait_s = environment_number("MPITUNE_SRUN_WAIT_S", SRUN_WAIT_S, zero_ok=True, environ=env)
+    margin_s = args.margin
+    if margin_s is None and env.get("MPITUNE_MARGIN_S", "").strip():
+        margin_s = environment_number("MPITUNE_MARGIN_S", 0.0, zero_ok=True, environ=env)
+    job_id = env.get("SLURM_JOB_ID", "").strip()
+    if not job_id:
+        raise UserError(
+            "job runs inside a Slurm allocation (sbatch or salloc) and SLURM_JOB_ID is not set; "
+            "outside Slurm run: mpiexec -n RANKS python -m mpitune SPEC"
+        )
+    for variable in ("SLURM_NTASKS", "SLURM_CPUS_PER_TASK"):  # set where the allocation asked for them
+        if env.get(variable, "").strip():  # the ranks read SLURM_CPUS_PER_TASK for their compile workers
+            _slurm_count(env, variable)
+    ntasks = env.get("SLURM_NTASKS", "").strip() or "1"
+    return JobSettings(launcher, wait_s, requeue, margin_s, _slurm_count(env, "SLURM_JOB_ID"), str(int(ntasks)))
+
+
+def _slurm_count(env: Mapping[str, str], variable: str) -> str:
+    """A Slurm variable that holds a count or an id: a whole number above 0, else refused (it is
+    passed on to mpirun, squeue and file names, which would take 0, -1 or garbage further)."""
+    text = env.get(variable, "").strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise UserError(f"environment variable {variable}: must be a whole number above 0, got {text!r}")
+    return str(int(text))
 
 
 def srun_mpi_plugin(python: str) -> str:
@@ -98,14 +157,39 @@ def seconds_left(squeue_time: str) -> int | None:
 CANCELLED_ABOVE_S = 300
 
 
-def time_left_s(job_id: str) -> int | None:
-    """Seconds until the job's limit, from squeue's %L; None where squeue cannot say or the
-    job has no limit."""
+def squeue_left(job_id: str) -> str | None:
+    """squeue's %L for the job (its time left, or ``UNLIMITED``); None where squeue cannot say."""
     try:
         squeue = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return seconds_left(squeue.stdout) if squeue.returncode == 0 else None
+    return squeue.stdout.strip() if squeue.returncode == 0 and squeue.stdout.strip() else None
+
+
+def time_left_s(job_id: str) -> int | None:
+    """Seconds until the job's limit, from squeue's %L; None where squeue cannot say or the
+    job has no limit."""
+    text = squeue_left(job_id)
+    return None if text is None else seconds_left(text)
+
+
+def margin_limit(job_id: str, margin_s: float) -> list[str]:
+    """The ``--time-limit`` flags that stop the run ``margin_s`` before the job's end. Where that
+    end is unknown (squeue cannot answer, or the job has no limit) or nearer than the margin, no
+    limit is set and a warning says why: the run still stops cleanly when Slurm signals, so the
+    job goes on rather than fail for a margin it cannot apply."""
+    text = squeue_left(job_id)
+    left_s = None if text is None else seconds_left(text)
+    if left_s is not None and left_s > margin_s:
+        return ["--time-limit", f"{left_s - margin_s:.10g}"]
+    if text is None:
+        why = "squeue could not tell the job's time left, so its end time is unknown"
+    elif left_s is None:
+        why = f"the job has no time limit (squeue: {text})"
+    else:
+        why = f"the job has only {left_s} s left"
+    log.warning("--margin %g s cannot be applied: %s; the run stops only when Slurm signals the limit", margin_s, why)
+    return []
 
 
 def stop_cause(signum: int, left_s: int | None) -> str:
@@ -122,29 +206,23 @@ def stop_cause(signum: int, left_s: int | None) -> str:
 def run(args: argparse.Namespace) -> int:
     if not args.mpitune_args:
         raise UserError("job needs a spec: python -m mpitune job SPEC [mpitune flags]")
-    job_id = os.environ.get("SLURM_JOB_ID", "")
-    if not job_id:
-        raise UserError(
-            "job runs inside a Slurm allocation (sbatch or salloc) and SLURM_JOB_ID is not set; "
-            "outside Slurm run: mpiexec -n RANKS python -m mpitune SPEC"
-        )
+    job = settings(args)
+    job_id = job.job_id
     python = sys.executable
-    if args.launcher == "srun":
+    if job.launcher == "srun":
         start = [
             "srun",
             f"--mpi={args.srun_mpi or srun_mpi_plugin(python)}",
             "--kill-on-bad-exit=0",
-            f"--wait={args.srun_wait:g}",
+            f"--wait={math.ceil(job.srun_wait_s)}",  # srun takes whole seconds
         ]
     else:
-        start = ["mpirun", "-n", os.environ.get("SLURM_NTASKS", "1")]
+        start = ["mpirun", "-n", job.ntasks]
     stop_file = Path.cwd() / f".mpitune-stop-{job_id}"
     stop_file.unlink(missing_ok=True)
     extra = ["--stop-file", str(stop_file)]
-    if args.margin is not None:
-        left = time_left_s(job_id)
-        if left is not None and left - float(args.margin) > 0:
-            extra += ["--time-limit", str(left - float(args.margin))]
+    if job.margin_s is not None:
+        extra += margin_limit(job_id, job.margin_s)
     causes: list[str] = []
 
     def ask_to_stop(signum, frame):
@@ -167,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, ask_to_stop)
     cmd = [*start, python, "-m", "mpitune", *args.mpitune_args, *extra]
     print(
-        f"mpitune job {job_id}: {os.environ.get('SLURM_NTASKS', '1')} rank(s) on "
+        f"mpitune job {job_id}: {job.ntasks} rank(s) on "
         f"{os.environ.get('SLURM_JOB_NODELIST', os.uname().nodename)}: {' '.join(cmd)}",
         flush=True,
     )
@@ -179,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
         print("mpitune job: stopped early; the results so far are saved and a rerun resumes", flush=True)
         if causes == ["cancelled"]:
             print(f"mpitune job: job {job_id} was cancelled, so not requeued; submit it again to resume", flush=True)
-        elif args.requeue:
+        elif job.requeue:
             requeued = subprocess.run(["scontrol", "requeue", job_id]).returncode == 0
             print(f"mpitune job: {'requeued' if requeued else 'could not requeue'} job {job_id}", flush=True)
     return rc

@@ -12,11 +12,13 @@ import math
 import time
 from typing import TYPE_CHECKING
 
+from mpitune.errors import number_flag
 from mpitune.exits import ExitCode
 
 if TYPE_CHECKING:
     from mpitune.store.reader import CacheData
 
+MAX_PORT = 65535
 HELP = "print the progress of a running job's cache file every few seconds until the run ends"
 
 
@@ -24,14 +26,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cache", help="an mpitune HDF5 file, while its run goes on")
     p.add_argument(
         "--interval",
-        type=float,
+        type=number_flag(),
         default=5.0,
         metavar="S",
         help="seconds between lines, or between the live page's refreshes (default 5)",
     )
     p.add_argument("--html", action="store_true", help="serve the HTML report, refreshed as the run goes on")
     p.add_argument("--host", default="127.0.0.1", help="with --html: the address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8050, help="with --html: the port (default 8050; 0 picks a free one)")
+    p.add_argument(
+        "--port", type=_port, default=8050, help="with --html: the port, 0 to 65535 (default 8050; 0 picks a free one)"
+    )
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535, checked here: the socket would raise OverflowError."""
+    if not (text.strip().isascii() and text.strip().isdigit()) or int(text) > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to {MAX_PORT}, got {text!r}")
+    return int(text)
 
 
 def progress(data: CacheData) -> str:

@@ -10,18 +10,22 @@ the failure costs the child, not the rank. What every such child needs is the sa
 - it ends by itself when its rank is gone (SIGKILLed, say), even while busy or stuck in a
   kernel, rather than hold a GPU or cores until the job's time limit;
 - the rank waits for its reply with a deadline and tells a hang (nothing within the
-  deadline) from a death (the child is gone: how, from its exit code or signal).
+  deadline) from a death (the child is gone: how, from its exit code or signal);
+- it starts even when the rank's working folder was deleted during the run (a scratch folder
+  cleaned up): a restart must not end the rank that holds the run's results.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import connection
 from multiprocessing.connection import Connection
@@ -31,7 +35,9 @@ from typing import Any
 
 from mpitune.exits import ExitCode
 
+log = logging.getLogger(__name__)
 SPAWN = multiprocessing.get_context("spawn")
+SPAWN_FOLDER = "/"  # where children start when the rank's working folder is gone
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 POLL_S = 0.5  # how often a waiting rank checks that its children are alive, and a child its rank
 JOIN_S = 10.0  # how long a killed or stopped child may take to be reaped
@@ -91,6 +97,29 @@ def _bootstrap(parent_pid: int, target: Callable[..., None], args: tuple) -> Non
     target(*args)
 
 
+@contextmanager
+def _existing_folder() -> Iterator[None]:
+    """A spawn hands the child the parent's working folder (``os.getcwd()``), which raises once
+    that folder was deleted. Then the rank steps into ``SPAWN_FOLDER`` for the spawn and back
+    into its own folder after, so that nothing else about the rank changes (a relative path
+    still fails rather than name another file)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        pass
+    else:
+        yield
+        return
+    log.warning("the working folder was deleted during the run: starting child processes in %s", SPAWN_FOLDER)
+    here = os.open(".", os.O_RDONLY)
+    try:
+        os.chdir(SPAWN_FOLDER)
+        yield
+    finally:
+        os.fchdir(here)
+        os.close(here)
+
+
 def _spawn_below(processes: list[BaseProcess], nice: int) -> None:
     """Start ``processes`` from a thread that first lowers its own priority by ``nice``: on
     Linux a thread's nice value is its own and a child inherits its parent thread's, so they
@@ -133,11 +162,12 @@ class Supervisor:
             SPAWN.Process(target=_bootstrap, args=(os.getpid(), self.target, args), name=name, daemon=True)
             for name in self.names
         ]
-        if self.nice:
-            _spawn_below(self.processes, self.nice)
-        else:
-            for process in self.processes:
-                process.start()
+        with _existing_folder():
+            if self.nice:
+                _spawn_below(self.processes, self.nice)
+            else:
+                for process in self.processes:
+                    process.start()
 
     @property
     def pids(self) -> list[int]:

@@ -39,9 +39,12 @@ class JobEnd:
 
 def mpiexec() -> list[str]:
     """The command that starts a job with this Python's MPI library."""
-    override = os.environ.get("MPITUNE_MPIEXEC")
-    if override:
-        return shlex.split(override)
+    override = os.environ.get("MPITUNE_MPIEXEC", "")
+    if override.strip():
+        try:
+            return shlex.split(override)
+        except ValueError as exc:  # an unclosed quote
+            raise UserError(f"environment variable MPITUNE_MPIEXEC: {exc}, got {override!r}") from None
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     found = beside if os.path.exists(beside) else shutil.which("mpiexec")
     if not found:

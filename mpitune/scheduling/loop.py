@@ -93,7 +93,8 @@ def _tune(
     rank = transport.rank
     error = transport.world_error()
     if error:
-        return refuse(int(os.environ.get("SLURM_PROCID", "0")), error)
+        procid = os.environ.get("SLURM_PROCID", "0").strip()  # each rank is a world's 0: Slurm's own says which
+        return refuse(int(procid) if procid.isdigit() else 0, error)
     timeline, started_unix = _begin(transport, load)
     setup = None
     if rank == 0:

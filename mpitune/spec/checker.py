@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, NoReturn
 
-from mpitune.errors import SpecError
+from mpitune.errors import SpecError, checked_number
 
 
 class Checker:
@@ -28,9 +28,10 @@ class Checker:
     def number(self, name: str, value: Any, zero_ok: bool = False) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             self.fail(name, f"must be a number, got {type(value).__name__} {value!r}")
-        if not (float(value) >= 0 if zero_ok else float(value) > 0):
-            self.fail(name, f"must be {'at least' if zero_ok else 'greater than'} 0, got {value}")
-        return float(value)
+        try:
+            return checked_number(value, zero_ok)
+        except ValueError as exc:
+            self.fail(name, str(exc))
 
     def str_list(self, name: str, value: Any) -> list[str]:
         if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):

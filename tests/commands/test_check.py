@@ -9,6 +9,8 @@ import h5py
 import numpy as np
 from conftest import mpi_env, mpitune, write_scale_spec
 
+from mpitune.cli import main
+
 HALF_WRITTEN = textwrap.dedent("""
     import os, signal, sys
     sys.path[:0] = [{repo!r}, {tests!r}]
@@ -78,3 +80,23 @@ def test_a_run_with_compile_workers_is_sound_and_resumes(tmp_path):
     assert checked.returncode == 0 and checked.stdout.strip().endswith("sound"), checked.stdout + checked.stderr
     again = mpitune(2, [str(spec), "--out", str(out), "--compile-workers", "1"], tmp_path)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_missing_file_is_no_such_file_not_damaged(tmp_path, monkeypatch, capsys):
+    proc = subprocess.run(  # --salvage gave a traceback
+        [sys.executable, "-m", "mpitune", "check", "--salvage", "missing.h5"],
+        cwd=tmp_path,
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr == "mpitune: error: missing.h5: no such file\n"
+    assert list(tmp_path.iterdir()) == []  # no backup of nothing
+    monkeypatch.chdir(tmp_path)
+    for flags in ([], ["--no-repair"]):  # the same command line, in process
+        assert main(["check", *flags, "missing.h5"]) == 2
+        assert capsys.readouterr() == ("", "mpitune: error: missing.h5: no such file\n")
+    assert main(["check", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"mpitune: error: {tmp_path}: is a directory, not a results file\n"

@@ -6,6 +6,7 @@ import sys
 import pytest
 from conftest import mpi_env
 
+from mpitune.cli import main
 from mpitune.commands.job import CANCELLED_ABOVE_S, seconds_left, srun_mpi_plugin, stop_cause
 from mpitune.exits import ExitCode
 
@@ -77,3 +78,90 @@ def test_the_job_requeues_only_a_run_that_ended_resumable_and_passes_its_code_on
     assert proc.returncode == code, proc.stdout + proc.stderr
     requeued = (tmp_path / "scontrol.log").read_text() if (tmp_path / "scontrol.log").exists() else ""
     assert requeued == ("requeue 4242\n" if code == ExitCode.RESUMABLE else "")
+
+
+def stand_ins(tmp_path, squeue: str) -> dict:
+    """srun that records its arguments and ends 0, and squeue that runs ``squeue`` (a shell
+    line), on PATH; the environment of a job 4242 with them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "srun.log"}\n')
+    (bin_dir / "squeue").write_text(f"#!/bin/sh\n{squeue}\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return mpi_env() | {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+
+
+def job(tmp_path, env: dict, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "mpitune", "job", "--srun-mpi", "pmi2", *flags, "spec.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "variable,value,says",
+    [
+        ("MPITUNE_SRUN_WAIT_S", "5s", "not a number: '5s'"),
+        ("MPITUNE_MARGIN_S", "nan", "not a finite number: 'nan'"),
+        ("MPITUNE_LAUNCHER", "ssh", "must be one of srun, mpirun, got 'ssh'"),
+        ("MPITUNE_REQUEUE", "yes", "must be 1 (requeue) or 0 (do not), got 'yes'"),
+        ("SLURM_NTASKS", "0", "must be a whole number above 0, got '0'"),
+        ("SLURM_NTASKS", "-1", "must be a whole number above 0, got '-1'"),
+        ("SLURM_NTASKS", "four", "must be a whole number above 0, got 'four'"),
+        ("SLURM_CPUS_PER_TASK", "0", "must be a whole number above 0, got '0'"),
+        ("SLURM_JOB_ID", "42;rm", "must be a whole number above 0, got '42;rm'"),
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it_and_nothing_starts(tmp_path, monkeypatch, capsys, variable, value, says):
+    """In process, through the command line's main (nothing is started: no signal handler is set)."""
+    for name in ("SLURM_NTASKS", "SLURM_CPUS_PER_TASK", *[v for v in os.environ if v.startswith("MPITUNE_")]):
+        monkeypatch.delenv(name, raising=False)
+    for name, text in stand_ins(tmp_path, "echo 10:00").items():
+        monkeypatch.setenv(name, text)
+    monkeypatch.setenv(variable, value)
+    monkeypatch.chdir(tmp_path)
+    assert main(["job", "--srun-mpi", "pmi2", "spec.py"]) == ExitCode.USER_ERROR
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"mpitune: error: environment variable {variable}: {says}\n"
+    assert not (tmp_path / "srun.log").exists()
+
+
+def test_a_malformed_srun_wait_is_one_line_from_the_command_line(tmp_path):
+    proc = job(tmp_path, stand_ins(tmp_path, "echo 10:00") | {"MPITUNE_SRUN_WAIT_S": "5s"})  # was a traceback
+    assert proc.returncode == ExitCode.USER_ERROR and not (tmp_path / "srun.log").exists()
+    assert proc.stderr == "mpitune: error: environment variable MPITUNE_SRUN_WAIT_S: not a number: '5s'\n"
+
+
+def test_help_needs_no_environment_variable(tmp_path):
+    env = mpi_env() | {"MPITUNE_SRUN_WAIT_S": "5s", "MPITUNE_LAUNCHER": "ssh", "MPITUNE_MARGIN_S": "x"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mpitune", "job", "--help"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0 and "--srun-wait S" in proc.stdout and proc.stderr == ""
+
+
+def test_the_margin_sets_the_time_limit_from_squeue(tmp_path):
+    proc = job(tmp_path, stand_ins(tmp_path, "echo 10:00"), "--margin", "60", "--srun-wait", "2.5")
+    assert proc.returncode == 0 and "WARNING" not in proc.stderr, proc.stderr
+    srun = (tmp_path / "srun.log").read_text()
+    assert "--wait=3 " in srun and srun.rstrip().endswith("--time-limit 540")  # 10 min less the margin
+
+
+@pytest.mark.parametrize(
+    "squeue,why",
+    [
+        ("exit 1", "squeue could not tell the job's time left, so its end time is unknown"),
+        ("echo UNLIMITED", "the job has no time limit (squeue: UNLIMITED)"),
+        ("echo 0:30", "the job has only 30 s left"),
+    ],
+)
+def test_a_margin_that_cannot_be_applied_is_a_warning_and_the_run_goes_on(tmp_path, squeue, why):
+    proc = job(tmp_path, stand_ins(tmp_path, squeue) | {"MPITUNE_MARGIN_S": "60"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"WARNING mpitune.commands.job: --margin 60 s cannot be applied: {why}" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--time-limit" not in (tmp_path / "srun.log").read_text()

@@ -5,7 +5,10 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import mpi_env, start_mpitune, wait_for_batch, write_scale_spec
+
+from mpitune.cli import main
 
 
 def test_watch_and_report_follow_a_running_job_to_its_end(tmp_path):
@@ -64,3 +67,25 @@ def test_watch_says_when_the_writer_was_killed(tmp_path):
         timeout=60,
     )
     assert watch.returncode == 1 and "the run was killed" in watch.stdout
+
+
+def test_a_port_or_interval_out_of_range_is_one_line(tmp_path, capsys):
+    """The file need not exist: the flags are refused before anything is read or bound."""
+    watch = subprocess.run(  # gave a traceback
+        [sys.executable, "-m", "mpitune", "watch", str(tmp_path / "out.h5"), "--html", "--port", "70000"],
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert watch.returncode == 2 and watch.stderr.count("\n") == 1, watch.stderr
+    assert "argument --port: must be a port number from 0 to 65535, got '70000'" in watch.stderr
+    for flags, says in [  # the same command line, in process
+        (["--html", "--port", "-1"], "argument --port: must be a port number from 0 to 65535, got '-1'"),
+        (["--interval", "nan"], "argument --interval: not a finite number: 'nan'"),
+        (["--html", "--interval", "0"], "argument --interval: must be greater than 0, got '0'"),
+    ]:
+        with pytest.raises(SystemExit) as ended:
+            main(["watch", str(tmp_path / "out.h5"), *flags])
+        err = capsys.readouterr().err
+        assert ended.value.code == 2 and err.count("\n") == 1 and says in err, err

@@ -66,3 +66,21 @@ def test_without_isolation_the_same_results_for_good_kernels(tmp_path):
     assert proc.returncode == 0, proc.stderr
     s = report_json(cache)
     assert s["ok"] == 2 and s["failed"] == {"verify_failed": 2}
+
+
+def test_a_worker_restarts_after_the_working_folder_was_deleted(tmp_path):
+    """A job's scratch folder cleaned up mid-run, then a crash: the measuring worker restarts
+    (spawned in /) and the run goes on to the end with every configuration recorded."""
+    work = tmp_path / "work"
+    work.mkdir()
+    source = FAULTY_C.replace("if (MODE == 2)", f'if (MODE == 2 && (rmdir("{work}") || 1))').replace(
+        "void scale", "#include <unistd.h>\nvoid scale", 1
+    )
+    (tmp_path / "faulty.c").write_text(source)
+    (tmp_path / "spec.py").write_text(SPEC.replace('"MODE": [0, 1, 2, 3], "COPY": [0, 1]', '"MODE": [0, 2]'))
+    cache = tmp_path / "out.h5"
+    proc = mpitune(2, [str(tmp_path / "spec.py"), "--out", str(cache), "--confirm", "0", "--no-calibrate"], work)
+    assert proc.returncode == 0, proc.stderr
+    assert not work.exists() and "working folder was deleted" in proc.stderr
+    s = report_json(cache)
+    assert s["configs"] == 2 and s["ok"] == 1 and s["failed"] == {"runtime_error": 1}, s

@@ -137,3 +137,21 @@ def test_a_stuck_child_ends_by_itself_when_its_parent_is_killed():
     while alive(stuck) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(stuck)
+
+
+def test_a_child_starts_after_the_working_folder_was_deleted(tmp_path, monkeypatch):
+    """A scratch folder cleaned up mid-run: the restart of a child must not raise from
+    multiprocessing's os.getcwd(); the child starts (in /) and the rank stays where it was."""
+    gone = tmp_path / "work"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    child = Supervisor(obey, ["child"])
+    conn = _start(child)
+    try:
+        conn.send("after the folder went")
+        assert child.receive(conn, Patience(30.0)) == "after the folder went"
+        with pytest.raises(FileNotFoundError):
+            os.getcwd()  # the rank's own folder is unchanged: a relative path still fails loudly
+    finally:
+        child.kill()

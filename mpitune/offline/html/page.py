@@ -41,7 +41,9 @@ def _embedded(text: str) -> str:
 
 def render(payload_json: str, title: str, live: Live | None = None) -> str:
     """The whole page for a payload already encoded as JSON (payload.to_json)."""
-    live_json = json.dumps(asdict(live) if live else None)
+    live_json = json.dumps(
+        asdict(live) if live else None, allow_nan=False
+    )  # NaN is no JSON: the page could not read it
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'

@@ -5,10 +5,16 @@ payload, or 204 when the page already has version V. The file is read again (wit
 loader, which reads as an SWMR reader while a writer holds the file) only when its size or
 modification time changed, however many pages poll. It listens on loopback unless told
 otherwise: a cluster's head node is shared, and ``ssh -L`` reaches loopback.
+
+A page of another site can reach loopback too, through a name of its own that it points at
+127.0.0.1 (DNS rebinding): its requests then carry that name in ``Host``, so any other name
+than loopback's (or the address the server was told to listen on) is refused with 403. A
+connection that sends nothing for ``IDLE_TIMEOUT_S`` is closed: each holds a thread.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
@@ -24,6 +30,8 @@ from mpitune.offline.html.page import Live, plotly_js, render
 from mpitune.offline.html.payload import build_from_file, to_json
 
 log = logging.getLogger(__name__)
+IDLE_TIMEOUT_S = 10.0  # a connection that has sent nothing for this long is closed
+LOOPBACK_NAMES = ("localhost",)
 
 
 @dataclass
@@ -62,9 +70,59 @@ class Source:
             return self._snapshot
 
 
-def handler(source: Source, live: Live) -> type[BaseHTTPRequestHandler]:
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header, without its port and brackets, lower case."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    name, colon, port = header.rpartition(":")
+    return name if colon and port.isdigit() and ":" not in name else header
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """The names a request's ``Host`` may give: loopback's, and the address the server listens on.
+    Listening on every address (0.0.0.0, ::) on a network one trusts, any IP address and this
+    machine's name too: an address is no name another site can point at loopback."""
+
+    names: frozenset[str]
+    any_address: bool
+
+    @classmethod
+    def of(cls, listening: str) -> Hosts:
+        bare = listening.strip("[]").lower()
+        try:
+            everywhere = ipaddress.ip_address(bare).is_unspecified
+        except ValueError:
+            everywhere = False
+        own = {socket.gethostname().lower(), socket.getfqdn().lower()} if everywhere else set()
+        return cls(frozenset({*LOOPBACK_NAMES, bare, *own}), everywhere)
+
+    def allow(self, header: str | None) -> bool:
+        """Whether ``header`` names this server; no header, or another name, is refused."""
+        name = host_name(header or "").rstrip(".")
+        if name in self.names:
+            return bool(name)
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return address.is_loopback or self.any_address
+
+
+def handler(
+    source: Source, live: Live, listening: str = "127.0.0.1", idle_timeout_s: float = IDLE_TIMEOUT_S
+) -> type[BaseHTTPRequestHandler]:
+    hosts = Hosts.of(listening)
+
     class Handler(BaseHTTPRequestHandler):
+        timeout = idle_timeout_s  # the socket's: an idle connection ends in handle_one_request
+
         def do_GET(self) -> None:
+            if not hosts.allow(self.headers.get("Host")):
+                body = f"refused: Host {self.headers.get('Host')!r} is not this server's loopback address\n"
+                self._send(body.encode(), "text/plain; charset=utf-8", HTTPStatus.FORBIDDEN)
+                return
             url = urlsplit(self.path)
             if url.path == "/":
                 snap = source.snapshot()
@@ -79,8 +137,8 @@ def handler(source: Source, live: Live) -> type[BaseHTTPRequestHandler]:
             else:
                 self.send_error(HTTPStatus.NOT_FOUND)
 
-        def _send(self, body: bytes, kind: str) -> None:
-            self.send_response(HTTPStatus.OK)
+        def _send(self, body: bytes, kind: str, status: HTTPStatus = HTTPStatus.OK) -> None:
+            self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
@@ -97,16 +155,23 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a page mid-request does not hold up Ctrl-C
 
 
-def serve(cache: str, host: str = "127.0.0.1", port: int = 0, interval_s: float = 5.0) -> int:
-    """Serve the live report of ``cache`` until Ctrl-C; port 0 picks a free one."""
+def listen(
+    cache: str, host: str = "127.0.0.1", port: int = 0, interval_s: float = 5.0, idle_timeout_s: float = IDLE_TIMEOUT_S
+) -> ThreadingHTTPServer:
+    """The live report's server of ``cache``, bound but not yet serving; port 0 picks a free one."""
     plotly_js()  # say what to install before anything else
     source = Source(cache)
     source.snapshot()  # a file that cannot be read fails here, with one line
     _Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        server = _Server((host, port), handler(source, Live(interval_s=interval_s)))
-    except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        return _Server((host, port), handler(source, Live(interval_s=interval_s), host, idle_timeout_s))
+    except (OSError, OverflowError) as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def serve(cache: str, host: str = "127.0.0.1", port: int = 0, interval_s: float = 5.0) -> int:
+    """Serve the live report of ``cache`` until Ctrl-C; port 0 picks a free one."""
+    server = listen(cache, host, port, interval_s)
     bound = server.server_address[1]
     shown = f"[{host}]" if ":" in host else host
     print(f"mpitune: live report of {cache} at http://{shown}:{bound}/ (Ctrl-C stops)", flush=True)

@@ -52,7 +52,7 @@ class Allowance:
 
 def floor_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
     """The floor the command line gives, else the environment's, else the default."""
-    return seconds_setting(setting, FLOOR_VARIABLE, DEFAULT_FLOOR_S, environ)
+    return seconds_setting(setting, FLOOR_VARIABLE, DEFAULT_FLOOR_S, environ, zero_ok=False)
 
 
 def allowance(

@@ -19,10 +19,11 @@ No MPI and no clock of its own: the thread passes its monotonic clock's readings
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from mpitune.errors import environment_number
 
 DEFAULT_TIMEOUT_S = 20.0  # see the module's docstring and docs/reliability.md
 TIMEOUT_VARIABLE = "MPITUNE_LIVENESS_TIMEOUT_S"
@@ -33,21 +34,21 @@ BEATS_PER_TIMEOUT = 5
 UNKNOWN_HOST = "an unknown host"
 
 
-def seconds_setting(setting: float | None, variable: str, default_s: float, environ: dict[str, str] | None) -> float:
-    """Seconds the command line gives, else the environment variable's, else the default (also
-    for a value that is not a number)."""
+def seconds_setting(
+    setting: float | None, variable: str, default_s: float, environ: dict[str, str] | None, zero_ok: bool = True
+) -> float:
+    """Seconds the command line gives, else the environment variable's, else the default. A
+    variable set to no such number (``nan``, ``-1``, ``soon``) is refused in one line
+    (``UserError``): falling back to the default would hide it, and ``nan`` would turn the
+    watch it sets off. The command line checks the variables before MPI starts (cli/)."""
     if setting is not None:
         return setting
-    text = (os.environ if environ is None else environ).get(variable, "").strip()
-    try:
-        return float(text) if text else default_s
-    except ValueError:
-        return default_s
+    return environment_number(variable, default_s, zero_ok, environ)
 
 
 def timeout_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
     """The liveness timeout the command line gives, else the environment's, else the default;
-    0 (or less) turns the heartbeats off, leaving the per-batch deadline alone."""
+    0 turns the heartbeats off, leaving the per-batch deadline alone."""
     return seconds_setting(setting, TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S, environ)
 
 

@@ -6,6 +6,7 @@ import socket
 
 import pytest
 
+from mpitune.errors import UserError
 from mpitune.model.result import Result, Status
 from mpitune.model.work import Work
 from mpitune.process.deadline import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
@@ -53,7 +54,9 @@ def test_the_floor_comes_from_the_command_line_then_the_environment():
     assert floor_s(5.0, {FLOOR_VARIABLE: "9"}) == 5.0
     assert floor_s(None, {FLOOR_VARIABLE: "9"}) == 9.0
     assert floor_s(None, {}) == DEFAULT_FLOOR_S
-    assert floor_s(None, {FLOOR_VARIABLE: "soon"}) == DEFAULT_FLOOR_S
+    for text in ("soon", "nan", "0", "-5"):  # a floor of 0 s would call every rank silent at once
+        with pytest.raises(UserError, match=f"^environment variable {FLOOR_VARIABLE}: "):
+            floor_s(None, {FLOOR_VARIABLE: text})
 
 
 def work(*ids: int) -> tuple[Work, ...]:

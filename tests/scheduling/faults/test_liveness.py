@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from mpitune.errors import UserError
 from mpitune.scheduling.faults import ending
 from mpitune.scheduling.faults.liveness import (
     DEFAULT_TIMEOUT_S,
@@ -56,8 +57,15 @@ def test_the_timeout_comes_from_the_command_line_then_the_environment():
     assert timeout_s(5.0, {TIMEOUT_VARIABLE: "9"}) == 5.0
     assert timeout_s(None, {TIMEOUT_VARIABLE: "9"}) == 9.0
     assert timeout_s(None, {}) == DEFAULT_TIMEOUT_S == 20.0
-    assert timeout_s(None, {TIMEOUT_VARIABLE: "soon"}) == DEFAULT_TIMEOUT_S
     assert timeout_s(0.0, {}) == 0.0  # off
+    assert timeout_s(None, {TIMEOUT_VARIABLE: "0"}) == 0.0
+
+
+@pytest.mark.parametrize("text", ["soon", "nan", "-1", "inf"])
+def test_a_timeout_variable_that_is_no_timeout_is_refused_not_replaced(text):
+    """nan passed every check and turned the heartbeats off; "soon" fell back to the default."""
+    with pytest.raises(UserError, match=f"^environment variable {TIMEOUT_VARIABLE}: .*'{text}'"):
+        timeout_s(None, {TIMEOUT_VARIABLE: text})
 
 
 def test_beats_come_five_times_per_timeout_and_at_least_every_two_seconds():
