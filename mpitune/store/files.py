@@ -92,7 +92,9 @@ def create_hdf5(path: str, known_as: str | None = None) -> h5py.File:
 
 def claim_temporary(destination: str, create: Callable[[str], Made]) -> tuple[str, Made]:
     """A temporary name in ``destination``'s folder and what ``create`` made there. ``create``
-    must create exclusively, raising ``FileExistsError`` where the name is taken."""
+    must create exclusively, raising ``FileExistsError`` where the name is taken. A ``create``
+    that fails after making the file (HDF5 makes it, then finds that the file system refuses
+    its lock) leaves nothing behind."""
     directory = folder_of(destination)
     for _ in range(_TRIES):
         temporary = os.path.join(directory, f"{TEMPORARY_PREFIX}{os.urandom(8).hex()}{TEMPORARY_SUFFIX}")
@@ -100,6 +102,9 @@ def claim_temporary(destination: str, create: Callable[[str], Made]) -> tuple[st
             return temporary, create(temporary)
         except FileExistsError:
             continue
+        except BaseException:
+            discard(temporary)
+            raise
     raise UserError(f"{destination}: no free temporary name in {directory} after {_TRIES} tries")
 
 
