@@ -190,16 +190,26 @@ def timed_launches(
     return times, False
 
 
+# A candidate of a confirmation may be dropped once it has this many launches, all of them
+# beyond DROP_MARGIN x the slowest launch of the fastest candidate (``clearly_slower``).
+DROP_AFTER_ROUNDS = 3
+DROP_MARGIN = 1.05
+
+
 def interleaved(ids: Sequence[int], rounds: int, launch_ms: Callable[[int], float]) -> list[Launch]:
     """``rounds`` rounds of one launch per candidate, round r in the order of ``ids`` rotated by
     r (so that no candidate always follows the same one, nor always comes first after a pause);
     ``launch_ms(i)`` launches the candidate ``ids[i]`` once and gives its time. A candidate whose
     launch raises gets NaN for it and is not launched again (NaN for the rest): one bad
-    candidate must not cost the others their confirmation."""
+    candidate must not cost the others their confirmation. One that is clearly slower than the
+    fastest (``clearly_slower``) gets NaN for the rounds left, unlaunched."""
     failed: set[int] = set()
+    done: dict[int, list[float]] = {i: [] for i in range(len(ids))}
     launches: list[Launch] = []
     count = len(ids)
     for round_ in range(rounds):
+        if round_ >= DROP_AFTER_ROUNDS:
+            failed |= clearly_slower(done)
         for k in range(count):
             i = (k + round_) % count
             time_ms = math.nan
@@ -209,8 +219,24 @@ def interleaved(ids: Sequence[int], rounds: int, launch_ms: Callable[[int], floa
                 except Exception as exc:
                     log.warning("configuration %d: its launch failed while re-timed: %s", ids[i], exc)
                     failed.add(i)
+            done[i].append(time_ms)
             launches.append(Launch(ids[i], round_, time_ms))
     return launches
+
+
+def clearly_slower(done: Mapping[int, Sequence[float]]) -> set[int]:
+    """The candidates every launch of which took longer than ``DROP_MARGIN`` x the slowest
+    launch of the candidate with the lowest median, on this one device: no interval of theirs
+    could reach the winner's, so their remaining rounds would only cost device time. On one
+    H200 the examples' matrix multiply confirms 10 candidates, nine of them 15 % or more
+    slower than the best, and their rounds are most of the confirmation's cost."""
+    times = {i: [t for t in ts if math.isfinite(t)] for i, ts in done.items()}
+    timed = {i: ts for i, ts in times.items() if ts and len(ts) == len(done[i])}
+    if not timed:
+        return set()
+    best = min(timed, key=lambda i: (float(np.median(timed[i])), i))
+    bound_ms = DROP_MARGIN * max(timed[best])
+    return {i for i, ts in timed.items() if min(ts) > bound_ms}
 
 
 def unlaunched(retime: Retime) -> list[Launch]:

@@ -117,7 +117,7 @@ RETIMED_COLUMNS: tuple[Column, ...] = (
     Column("rank", "i4", "which rank timed it"),
     Column("config_id", "i8", "the configuration timed: the reference, or a candidate"),
     Column("round", "i4", "the round: every configuration of it is launched once per round"),
-    Column("time_ms", "f8", "the launch's time, ms; NaN when it could not be launched"),
+    Column("time_ms", "f8", "the launch's time, ms; NaN when it could not be launched or was dropped"),
     Column("purpose", SHORT_TEXT, "calibrate or confirm"),
 )
 CONFIRMED_COLUMNS: tuple[Column, ...] = (

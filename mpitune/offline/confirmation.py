@@ -71,7 +71,13 @@ def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | Non
     cost = ConfirmationCost(
         run=run,
         candidates=len(mine),
-        launches=int(np.count_nonzero((data.retimed["run"] == run) & (data.retimed["purpose"] == "confirm"))),
+        launches=int(
+            np.count_nonzero(
+                (data.retimed["run"] == run)
+                & (data.retimed["purpose"] == "confirm")
+                & np.isfinite(data.retimed["time_ms"])  # made: not failed, nor dropped as clearly slower
+            )
+        ),
         seconds=seconds,
         share_of_run=seconds / wall_s if wall_s > 0 else None,
     )

@@ -9,7 +9,7 @@ import pytest
 from conftest import write_scale_spec
 
 from mpitune.backends import c as cbackend
-from mpitune.backends.base import interleaved, unlaunched
+from mpitune.backends.base import DROP_AFTER_ROUNDS, DROP_MARGIN, clearly_slower, interleaved, unlaunched
 from mpitune.model.launches import Retime
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
@@ -67,13 +67,17 @@ def libraries_mapped(workdir: str) -> list[str]:
 
 
 def test_each_candidate_once_per_round_in_rotated_order(backend):
-    order = Retime(candidates(0, 0, 0), rounds=4)
+    # Three rounds: none can be dropped as clearly slower before a fourth (DROP_AFTER_ROUNDS).
+    order = Retime(candidates(0, 0, 0), rounds=DROP_AFTER_ROUNDS)
     timeline = Timeline()
     launches = backend.retime(order, timeline)
-    assert len(launches) == 12
+    assert len(launches) == 3 * DROP_AFTER_ROUNDS
     assert all(math.isfinite(x.time_ms) and x.time_ms > 0 for x in launches)
-    rotated = [order.ids[(k + r) % 3] for r in range(4) for k in range(3)]
-    assert [(x.round, x.config_id) for x in launches] == [(r, i) for r, i in zip(sorted(list(range(4)) * 3), rotated)]
+    rounds = DROP_AFTER_ROUNDS
+    rotated = [order.ids[(k + r) % 3] for r in range(rounds) for k in range(3)]
+    assert [(x.round, x.config_id) for x in launches] == [
+        (r, i) for r, i in zip(sorted(list(range(rounds)) * 3), rotated)
+    ]
     # Inside the kernels: one warm-up each after loading, then the rounds as listed.
     assert logged(backend) == [10, 11, 12, *rotated]
     phases = [(row.phase, row.config_id) for row in timeline.rows if row.phase != "other"]
@@ -146,3 +150,30 @@ def test_interleaving_rotates_and_a_failing_candidate_is_launched_no_more():
     assert all(math.isnan(x.time_ms) for x in launches if x.config_id == 6)
     nan = unlaunched(Retime(candidates(0, 0), rounds=2))
     assert len(nan) == 4 and all(math.isnan(x.time_ms) for x in nan)
+
+
+def test_a_candidate_clearly_slower_than_the_fastest_is_launched_no_more_after_three_rounds():
+    calls: list[int] = []
+    # Candidate 1 is 4 % slower than candidate 0 (within the margin), candidate 2 twice as slow.
+    base_ms = {0: 1.0, 1: 1.04, 2: 2.0}
+
+    def launch_ms(i: int) -> float:
+        calls.append(i)
+        return base_ms[i] * (1.0 + 0.001 * len(calls))  # a little drift, as on a device
+
+    launches = interleaved((5, 6, 7), 5, launch_ms)
+    assert len(launches) == 15
+    by_id = {c: [x.time_ms for x in launches if x.config_id == c] for c in (5, 6, 7)}
+    assert all(math.isfinite(t) for c in (5, 6) for t in by_id[c])  # within the margin: every round
+    assert all(math.isfinite(t) for t in by_id[7][:DROP_AFTER_ROUNDS])
+    assert all(math.isnan(t) for t in by_id[7][DROP_AFTER_ROUNDS:])  # dropped: NaN, not launched
+    assert calls.count(2) == DROP_AFTER_ROUNDS and calls.count(0) == calls.count(1) == 5
+
+
+def test_clearly_slower_needs_every_launch_beyond_the_margin_of_the_fastests_slowest():
+    assert clearly_slower({0: [1.0, 1.0, 1.0], 1: [1.06, 1.2, 1.1]}) == {1}
+    # One launch of candidate 1 within DROP_MARGIN x the fastest's slowest launch: kept.
+    assert clearly_slower({0: [1.0, 1.0, 1.0], 1: [DROP_MARGIN * 0.99, 1.2, 1.1]}) == set()
+    # The fastest is the one with the lowest median, and a failed candidate (NaN) is nobody's judge.
+    assert clearly_slower({0: [0.5, 3.0, 3.0], 1: [2.0, 2.0, 2.0], 2: [math.nan, 0.1, 0.1]}) == set()
+    assert clearly_slower({}) == set()
