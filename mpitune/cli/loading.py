@@ -8,7 +8,7 @@ import argparse
 import os
 import signal
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mpitune.errors import SpecError, UserError
 
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
     from mpitune.spec.replay import MeasuredSpace
     from mpitune.spec.settings import Overrides
+
+T = TypeVar("T")
 
 # Spec paths that are surely data, not Python: the usual mix-up is passing the results file.
 _DATA_SUFFIXES = (".h5", ".hdf5", ".json", ".gz")
@@ -32,9 +34,17 @@ class _LoadDeadline(BaseException):
     own ``except Exception`` cannot swallow it."""
 
 
-def within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Problem, RunSettings]:
-    """``load()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever
-    ends the job with one line rather than hold every rank until the job's time limit."""
+# Why a step of rank 0's loading overran --load-timeout, by the spec field it names.
+_LATE = {
+    "loading": "did not finish within {:g} s (an endless loop?)",
+    "restrictions": "the search space was not built within {:g} s (a restriction too costly to evaluate?)",
+}
+
+
+def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loading") -> T:
+    """``work()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever,
+    or a search space whose restrictions take as long, ends the job with one line rather than
+    hold every rank until the job's time limit. ``field``: the step, as the line names it."""
 
     def expired(signum, frame):
         raise _LoadDeadline
@@ -42,13 +52,10 @@ def within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSetti
     previous = signal.signal(signal.SIGALRM, expired)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
-        return load()
+        return work()
     except _LoadDeadline:
-        raise SpecError(
-            os.path.abspath(spec),
-            "loading",
-            f"did not finish within {seconds:g} s (an endless loop?); --load-timeout S allows longer",
-        ) from None
+        late = _LATE[field].format(seconds)
+        raise SpecError(os.path.abspath(spec), field, f"{late}; --load-timeout S allows longer") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
