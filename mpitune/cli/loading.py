@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -34,6 +35,9 @@ class _LoadDeadline(BaseException):
     own ``except Exception`` cannot swallow it."""
 
 
+# How often the load deadline's alarm rings, and how long each ring leaves the GIL to others.
+_YIELD_S = 0.25
+_HANDOVER_S = 0.002
 # Why a step of rank 0's loading overran --load-timeout, by the spec field it names.
 _LATE = {
     "loading": "did not finish within {:g} s (an endless loop?)",
@@ -44,13 +48,21 @@ _LATE = {
 def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loading") -> T:
     """``work()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever,
     or a search space whose restrictions take as long, ends the job with one line rather than
-    hold every rank until the job's time limit. ``field``: the step, as the line names it."""
+    hold every rank until the job's time limit. ``field``: the step, as the line names it.
 
-    def expired(signum, frame):
-        raise _LoadDeadline
+    The alarm rings every ``_YIELD_S`` until the deadline. One Python operation on huge integers
+    (``p["x"] ** 10**10`` in a callable) holds the GIL throughout, and the heartbeat thread with
+    it, so that the other ranks would take rank 0 for lost; but it checks for signals as it goes,
+    and each ring gives the GIL up for a moment, to the heartbeat and to MPI's start."""
+    end_s = time.monotonic() + seconds
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    def ring(signum, frame):
+        if time.monotonic() >= end_s:
+            raise _LoadDeadline
+        time.sleep(_HANDOVER_S)  # releases the GIL
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, max(min(seconds, _YIELD_S), 1e-3), _YIELD_S)
     try:
         return work()
     except _LoadDeadline:
