@@ -45,24 +45,29 @@ _LATE = {
 }
 
 
-def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loading") -> T:
+def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loading", hand_over: bool = False) -> T:
     """``work()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever,
     or a search space whose restrictions take as long, ends the job with one line rather than
     hold every rank until the job's time limit. ``field``: the step, as the line names it.
 
-    The alarm rings every ``_YIELD_S`` until the deadline. One Python operation on huge integers
-    (``p["x"] ** 10**10`` in a callable) holds the GIL throughout, and the heartbeat thread with
-    it, so that the other ranks would take rank 0 for lost; but it checks for signals as it goes,
-    and each ring gives the GIL up for a moment, to the heartbeat and to MPI's start."""
+    With ``hand_over`` the alarm rings every ``_YIELD_S`` until the deadline. One Python
+    operation on huge integers (``p["x"] ** 10**10`` in a callable restriction) holds the GIL
+    throughout, and the heartbeat thread with it, so that the other ranks would take rank 0 for
+    lost; but it checks for signals as it goes, and each ring gives the GIL up for a moment. Not
+    while the spec's own code runs: each ring interrupts a system call, which C code reading a
+    file with stdio (``np.fromfile``) does not retry."""
     end_s = time.monotonic() + seconds
 
     def ring(signum, frame):
-        if time.monotonic() >= end_s:
+        if not hand_over or time.monotonic() >= end_s:
             raise _LoadDeadline
         time.sleep(_HANDOVER_S)  # releases the GIL
 
     previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, max(min(seconds, _YIELD_S), 1e-3), _YIELD_S)
+    if hand_over:
+        signal.setitimer(signal.ITIMER_REAL, max(min(seconds, _YIELD_S), 1e-3), _YIELD_S)
+    else:
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
         return work()
     except _LoadDeadline:
