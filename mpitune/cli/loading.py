@@ -57,9 +57,15 @@ def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loadi
     while the spec's own code runs: each ring interrupts a system call, which C code reading a
     file with stdio (``np.fromfile``) does not retry."""
     end_s = time.monotonic() + seconds
+    rang_out = False
 
     def ring(signum, frame):
+        nonlocal rang_out
+        if rang_out:
+            return  # a ring that was on its way: the deadline is already unwinding ``work``
         if not hand_over or time.monotonic() >= end_s:
+            rang_out = True
+            signal.setitimer(signal.ITIMER_REAL, 0)
             raise _LoadDeadline
         time.sleep(_HANDOVER_S)  # releases the GIL
 
