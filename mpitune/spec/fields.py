@@ -18,11 +18,10 @@ from mpitune.model.kernel_extras import KernelExtras
 from mpitune.model.kernel_extras import parse as parse_extras
 from mpitune.model.problem import plain
 from mpitune.model.restrictions import Restriction, RestrictionError
-from mpitune.model.schema import RESERVED
+from mpitune.model.schema import RESERVED, outside_int64
 from mpitune.spec.checker import Checker
 
 BLOCK_SIZE_NAMES = ["block_size_x", "block_size_y", "block_size_z"]  # Kernel Tuner's default
-_INT64 = np.iinfo(np.int64)
 
 
 def kernel_name(check: Checker, name: Any) -> str:
@@ -63,10 +62,9 @@ def tune_params(check: Checker, params: Any) -> dict[str, list]:
         for v in values:
             if not isinstance(v, (int, float, str)) or (isinstance(v, float) and not np.isfinite(v)):
                 check.fail("tune_params", f"{name!r} has value {v!r}; values must be finite numbers or strings")
-            if isinstance(v, int) and not _INT64.min <= v <= _INT64.max:
-                # The results file holds integers as int64: such a value would be measured and
-                # then fail the write, on every rerun.
-                check.fail("tune_params", f"{name!r} has value {v!r}, outside the 64-bit integers results are kept as")
+            unkept = outside_int64(v)  # it would be measured, then fail the write, on every rerun
+            if unkept:
+                check.fail("tune_params", f"{name!r} has {unkept}")
         kinds = {str if isinstance(v, str) else float if isinstance(v, float) else int for v in values}
         if str in kinds and len(kinds) > 1:
             check.fail("tune_params", f"{name!r} mixes strings and numbers")
