@@ -107,8 +107,8 @@ _ALLOWED_NODES = (
 
 
 # Arithmetic on constants alone is Python's, on integers of any size, and one such operation
-# runs to its end whatever else is waiting: the load deadline's alarm, this rank's heartbeat.
-# ``3**(10**10)`` would hold the process for hours; a result past this many bits is refused.
+# holds the GIL until it ends: ``3**(10**10)`` would hold the process for hours, to be ended by
+# the load deadline at best. A result past this many bits is refused as the spec loads.
 MAX_CONSTANT_BITS = 1 << 16
 _OPERATORS = {
     ast.Add: operator.add,
