@@ -41,7 +41,8 @@ _HANDOVER_S = 0.002
 # Why a step of rank 0's loading overran --load-timeout, by the spec field it names.
 _LATE = {
     "loading": "did not finish within {:g} s (an endless loop?)",
-    "restrictions": "the search space was not built within {:g} s (a restriction too costly to evaluate?)",
+    "restrictions": "the search space was not built within {:g} s "
+    "(a restriction too costly to evaluate, or too many configurations?)",
 }
 
 
