@@ -5,6 +5,7 @@ the backend are in fit.py."""
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 import os
 from collections.abc import Callable, Mapping
@@ -151,6 +152,17 @@ def _guarded(check: Checker, fn: Callable) -> Callable[[dict], bool]:
     ``functools.wraps`` keeps its source text, which is part of the problem's identity."""
     code = getattr(fn, "__code__", None)
     name = getattr(fn, "__qualname__", "a callable") + (f" (line {code.co_firstlineno})" if code else "")
+    try:
+        signature = inspect.signature(fn)
+        signature.bind({})
+    except TypeError:  # Kernel Tuner 1.5 calls callables in a list with the values as arguments
+        check.fail(
+            "restrictions",
+            f"{name} takes {signature}, but a callable restriction gets one argument, the "
+            "configuration as a dict: write it as lambda p: ... with p['NAME']",
+        )
+    except ValueError:  # no signature to read (a builtin): its call says what is wrong
+        pass
 
     @functools.wraps(fn)
     def restriction(config: dict) -> bool:
