@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda: within(args.load_timeout, args.spec, lambda: load_spec(args)),
         None if args.no_isolation else named_lang(args.spec),
         args.compile_workers,
+        lambda build: within(args.load_timeout, args.spec, build, "restrictions", hand_over=True),
     )
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mpitune.errors import SpecError, UserError
 from mpitune.store.files import refuse_inputs
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
     from mpitune.spec.replay import MeasuredSpace
     from mpitune.spec.settings import Overrides
+
+T = TypeVar("T")
 
 # Spec paths that are surely data, not Python: the usual mix-up is passing the results file.
 _DATA_SUFFIXES = (".h5", ".hdf5", ".json", ".gz")
@@ -33,23 +36,51 @@ class _LoadDeadline(BaseException):
     own ``except Exception`` cannot swallow it."""
 
 
-def within(seconds: float, spec: str, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Problem, RunSettings]:
-    """``load()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever
-    ends the job with one line rather than hold every rank until the job's time limit."""
+# How often the load deadline's alarm rings, and how long each ring leaves the GIL to others.
+_YIELD_S = 0.25
+_HANDOVER_S = 0.002
+# Why a step of rank 0's loading overran --load-timeout, by the spec field it names.
+_LATE = {
+    "loading": "did not finish within {:g} s (an endless loop?)",
+    "restrictions": "the search space was not built within {:g} s "
+    "(a restriction too costly to evaluate, or too many configurations?)",
+}
 
-    def expired(signum, frame):
-        raise _LoadDeadline
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loading", hand_over: bool = False) -> T:
+    """``work()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever,
+    or a search space whose restrictions take as long, ends the job with one line rather than
+    hold every rank until the job's time limit. ``field``: the step, as the line names it.
+
+    With ``hand_over`` the alarm rings every ``_YIELD_S`` until the deadline. One Python
+    operation on huge integers (``p["x"] ** 10**10`` in a callable restriction) holds the GIL
+    throughout, and the heartbeat thread with it, so that the other ranks would take rank 0 for
+    lost; but it checks for signals as it goes, and each ring gives the GIL up for a moment. Not
+    while the spec's own code runs: each ring interrupts a system call, which C code reading a
+    file with stdio (``np.fromfile``) does not retry."""
+    end_s = time.monotonic() + seconds
+    rang_out = False
+
+    def ring(signum, frame):
+        nonlocal rang_out
+        if rang_out:
+            return  # a ring that was on its way: the deadline is already unwinding ``work``
+        if not hand_over or time.monotonic() >= end_s:
+            rang_out = True
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            raise _LoadDeadline
+        time.sleep(_HANDOVER_S)  # releases the GIL
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    if hand_over:
+        signal.setitimer(signal.ITIMER_REAL, max(min(seconds, _YIELD_S), 1e-3), _YIELD_S)
+    else:
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
-        return load()
+        return work()
     except _LoadDeadline:
-        raise SpecError(
-            os.path.abspath(spec),
-            "loading",
-            f"did not finish within {seconds:g} s (an endless loop?); --load-timeout S allows longer",
-        ) from None
+        late = _LATE[field].format(seconds)
+        raise SpecError(os.path.abspath(spec), field, f"{late}; --load-timeout S allows longer") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

@@ -23,6 +23,7 @@ from mpitune.cli.parsers import refuse
 if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
     from mpitune.scheduling.faults.guard import Guard
+    from mpitune.scheduling.session import Deadline
 
 
 def setup_logging(args, rank: int) -> None:
@@ -47,10 +48,12 @@ def tune(
     load: Callable[[], tuple[Problem, RunSettings]],
     worker_lang: str | None = None,
     compile_workers: int | None = None,
+    deadline: Deadline | None = None,
 ) -> int:
     """``load()`` gives the problem and settings; it runs on rank 0 only. ``worker_lang``: the
     backend to start this rank's worker process (and compile workers, ``compile_workers`` of
-    them, None: the default) for before MPI (None: none early)."""
+    them, None: the default) for before MPI (None: none early). ``deadline`` runs the search
+    space's build (loop.py)."""
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import early
 
@@ -59,7 +62,7 @@ def tune(
         refusal = bad_environment()
         if refusal:
             return refuse(refusal)
-        return _run(args, argv, load, compile_workers)
+        return _run(args, argv, load, compile_workers, deadline)
     finally:
         early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
 
@@ -112,6 +115,7 @@ def _run(
     argv: list[str],
     load: Callable[[], tuple[Problem, RunSettings]],
     compile_workers: int | None = None,
+    deadline: Deadline | None = None,
 ) -> int:
     """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
     from mpitune.scheduling import early
@@ -125,7 +129,7 @@ def _run(
     command = shlex.join(["python", "-m", "mpitune", *argv])
     try:
         try:
-            code = tuner.tune(load, command, debug=args.debug, guarded=guard)
+            code = tuner.tune(load, command, debug=args.debug, guarded=guard, deadline=deadline)
         finally:
             early.end()  # before an abort below, which ends this process
     except BaseException as exc:  # the others would wait for this rank: end the job (faults/aborting.py)

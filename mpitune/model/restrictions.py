@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
+import operator
 from collections.abc import Mapping
 from types import CodeType
 from typing import Any
@@ -26,6 +28,29 @@ _FUNCTIONS = {
     "float": "_float",
     "round": "_round",
 }
+
+
+def _power(base: Any, exponent: Any) -> Any:
+    """``base ** exponent`` as Python (Kernel Tuner's ``eval``) has it, on columns: an integer to
+    a negative power is a float, not numpy's ValueError, 0 to one is a ZeroDivisionError, and an
+    integer power past 64 bits, which Python would compute (for hours, for ``x**(10**10)``) and
+    numpy would wrap around, is an OverflowError."""
+    if not isinstance(base, np.ndarray) and not isinstance(exponent, np.ndarray):
+        return base**exponent  # constants: Python's numbers
+    base, exponent = np.asarray(base), np.asarray(exponent)
+    if base.dtype.kind not in "iu" or exponent.dtype.kind not in "iu":
+        return np.power(base, exponent)
+    negative = exponent < 0
+    if (negative & (base == 0)).any():
+        raise ZeroDivisionError("0 cannot be raised to a negative power")
+    real = np.power(base.astype(np.float64), exponent)
+    if negative.any():
+        return real
+    if (np.abs(real) >= 2.0**63).any():  # numpy's integers would wrap around to a wrong answer
+        raise OverflowError("an integer power past 64 bits")
+    return np.power(base, exponent)
+
+
 _RUNTIME = {
     "_and": np.logical_and,
     "_or": np.logical_or,
@@ -37,6 +62,7 @@ _RUNTIME = {
     "_int": lambda x: np.asarray(x).astype(np.int64),
     "_float": lambda x: np.asarray(x).astype(np.float64),
     "_round": np.round,
+    "_power": _power,
 }
 _ALLOWED_NODES = (
     ast.Expression,
@@ -80,8 +106,30 @@ _ALLOWED_NODES = (
 )
 
 
+# Arithmetic on constants alone is Python's, on integers of any size, and one such operation
+# holds the GIL until it ends: ``3**(10**10)`` would hold the process for hours, to be ended by
+# the load deadline at best. A result past this many bits is refused as the spec loads.
+MAX_CONSTANT_BITS = 1 << 16
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+
+
 class RestrictionError(ValueError):
-    """A restriction string that does not parse or uses names that are not parameters."""
+    """A restriction string that does not parse, uses names that are not parameters, would cost
+    too much to evaluate, or fails on some values."""
 
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
@@ -118,6 +166,10 @@ class _Vectorise(ast.NodeTransformer):
             result = _call("_and", result, part)
         return result
 
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        return _call("_power", node.left, node.right) if isinstance(node.op, ast.Pow) else node
+
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
         assert isinstance(node.func, ast.Name)  # parse_checked admits calls of plain names only
@@ -148,7 +200,59 @@ def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, li
             f"{text!r} names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
             f"not a tunable parameter (known: {', '.join(param_names)})"
         )
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            _constant(node, text)
     return tree, sorted(names)
+
+
+def _constant(node: ast.expr, text: str) -> Any:
+    """The value of ``node`` when it is arithmetic on constants alone, computed only when its
+    cost is bounded (RestrictionError otherwise); None when it names a parameter, calls a
+    function, or fails (the evaluation then says how)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        operand = _constant(node.operand, text)
+        return None if operand is None else _computed(_UNARY[type(node.op)], operand)
+    if not isinstance(node, ast.BinOp):
+        return None
+    left, right = _constant(node.left, text), _constant(node.right, text)
+    if left is None or right is None:
+        return None
+    size, unit = _result_size(node.op, left, right)
+    if size > MAX_CONSTANT_BITS:
+        amount = f"about {size:.3g}" if math.isfinite(size) else "more than 1e300"
+        raise RestrictionError(
+            f"{text!r} computes {ast.unparse(node)}, {amount} {unit} long, which would take too long to evaluate"
+        )
+    return _computed(_OPERATORS[type(node.op)], left, right)
+
+
+def _computed(op: Any, *operands: Any) -> Any:
+    try:
+        return op(*operands)
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+
+
+def _result_size(op: ast.operator, left: Any, right: Any) -> tuple[float, str]:
+    """About how large ``left op right`` is, before it is computed, and in what: only powers,
+    shifts and repeated strings grow much past their operands."""
+    if isinstance(op, ast.Mult):
+        text, times = (left, right) if isinstance(left, str) else (right, left)
+        return (
+            float(len(text)) * _size(times) if isinstance(text, str) and isinstance(times, int) else 0.0
+        ), "characters"
+    if not (isinstance(left, int) and isinstance(right, int)) or right <= 0:
+        return 0.0, "bits"
+    if isinstance(op, ast.Pow):
+        return (_size(right) * math.log2(abs(left)) if abs(left) > 1 else 0.0), "bits"
+    return (left.bit_length() + _size(right) if isinstance(op, ast.LShift) else 0.0), "bits"
+
+
+def _size(n: int) -> float:
+    return float(n) if n.bit_length() < 1000 else math.inf
 
 
 # The same functions for one configuration at a time (grid_div, smem_args expressions).
@@ -179,8 +283,36 @@ class Restriction:
     def evaluate(self, columns: Mapping[str, np.ndarray]) -> np.ndarray:
         """Boolean mask over the rows of ``columns`` (name -> equal-length arrays)."""
         n = len(next(iter(columns.values()))) if columns else 0
+        try:
+            return self._mask(columns, n)
+        except Exception as exc:  # legal, yet it fails on some values: x**-1, "a" < 1
+            raise RestrictionError(self._failure(columns, n, exc)) from None
+
+    def _mask(self, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
         env = dict(_RUNTIME)
         env.update({name: columns[name] for name in self.names})
         with np.errstate(all="ignore"):
             value = eval(self._code, {"__builtins__": {}}, env)
         return np.broadcast_to(np.asarray(value, dtype=bool), (n,))
+
+    def _failure(self, columns: Mapping[str, np.ndarray], n: int, exc: Exception) -> str:
+        """What failed, and on which values: the rows are halved to the first one that fails,
+        a few evaluations more, on the error's way only."""
+        lo, hi = 0, n
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            halves = [(lo, mid), (mid, hi)]
+            failing = [h for h in halves if self._fails({k: v[h[0] : h[1]] for k, v in columns.items()}, h[1] - h[0])]
+            if not failing:
+                break  # only the rows together fail
+            lo, hi = failing[0]
+        values = {name: columns[name][lo : lo + 1].tolist()[0] for name in self.names} if hi - lo == 1 else None
+        where = f" on {values}" if values else ""
+        return " ".join(f"{self.text!r} failed{where}: {type(exc).__name__}: {exc}".splitlines())
+
+    def _fails(self, columns: Mapping[str, np.ndarray], n: int) -> bool:
+        try:
+            self._mask(columns, n)
+        except Exception:
+            return True
+        return False

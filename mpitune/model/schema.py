@@ -151,6 +151,18 @@ RANK_COLUMNS: tuple[Column, ...] = (
 )
 
 
+def outside_int64(value: Any) -> str | None:
+    """Why a parameter value is an integer no int64 column keeps, or None: such a value is refused
+    before it is measured, since writing it would fail (``param_dtype``; a float column would not
+    keep it faithfully either)."""
+    if not isinstance(value, int) or -(2**63) <= value < 2**63:
+        return None
+    shown = (
+        str(value) if value.bit_length() <= 128 else f"{'-' if value < 0 else ''}2**{value.bit_length() - 1} or more"
+    )
+    return f"value {shown}, outside the 64-bit integers results are kept as"
+
+
 def param_dtype(values: list[Any]) -> str:
     """A tunable parameter's column: text as wide as its longest value, else int64 or float64."""
     if isinstance(values[0], str):

@@ -8,6 +8,7 @@ same problem always gives the same ids, on every rank and in every rerun.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -17,6 +18,27 @@ from mpitune.model.restrictions import Restriction
 
 # Rows of the Cartesian product made and filtered at a time by ``build`` and ``restricted``.
 _BLOCK_ROWS = 1 << 20
+# The most configurations ``build`` enumerates: every row of the Cartesian product is made and
+# filtered, restrictions or not, at about 4 million rows a second on one busy core (a billion:
+# minutes, past the default --load-timeout) and into a table of one byte per parameter and row.
+MAX_CONFIGURATIONS = 10**9
+_ADVICE = "give parameters fewer values, or fix some to one value and tune the rest in a later run"
+
+
+class SpaceTooLarge(ValueError):
+    """A Cartesian product too large to enumerate, or whose table cannot be allocated."""
+
+
+def too_large(sizes: Sequence[int]) -> str | None:
+    """Why a product of parameters with ``sizes`` values each is too large to enumerate, or None.
+    Restrictions cannot help: they filter the product, which is enumerated first."""
+    total = math.prod(sizes)
+    if total <= MAX_CONFIGURATIONS:
+        return None
+    return (
+        f"the search space has {total:,} configurations ({' x '.join(map(str, sizes))} values), more than "
+        f"the {MAX_CONFIGURATIONS:,} mpitune enumerates before restrictions apply; {_ADVICE}"
+    )
 
 
 def _index_dtype(n_values: int) -> np.dtype:
@@ -44,10 +66,20 @@ class SearchSpace:
         the difference between about 100 MB and 550 MB)."""
         restrictions = list(restrictions)
         sizes = [len(v) for v in tune_params.values()]
-        total = int(np.prod(sizes, dtype=np.int64))
+        refusal = too_large(sizes)
+        if refusal:
+            raise SpaceTooLarge(refusal)
+        total = math.prod(sizes)
         strides = _strides(sizes)
         columns = _value_columns(tune_params)
-        indices = np.empty((total, len(sizes)), dtype=_index_dtype(max(sizes)))
+        dtype = _index_dtype(max(sizes))
+        try:
+            indices = np.empty((total, len(sizes)), dtype=dtype)
+        except MemoryError:
+            raise SpaceTooLarge(
+                f"the table of the search space's {total:,} configurations needs "
+                f"{total * len(sizes) * dtype.itemsize / 1e9:.3g} GB, more than this process can allocate; {_ADVICE}"
+            ) from None
         kept = 0
         for start in range(0, total, _BLOCK_ROWS):
             flat = np.arange(start, min(start + _BLOCK_ROWS, total), dtype=np.int64)

@@ -38,7 +38,7 @@ from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rounds import rounds
-from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse
+from mpitune.scheduling.session import Deadline, cpu_oversubscribed, finish, open_run, prepare, refuse
 from mpitune.scheduling.transport import SilentRanks, Transport, first_error, leave_together
 
 __all__ = ["MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
@@ -53,13 +53,15 @@ def tune(
     transport: Transport | None = None,
     liveness_timeout_s: float | None = None,
     guarded: Guard | None = None,
+    deadline: Deadline | None = None,
 ) -> int:
     """Run one tuning job on every rank of the transport (COMM_WORLD unless given); returns the exit code.
 
     ``load`` is called on rank 0 only and returns the checked problem and settings (from a
     spec file, or from measured data to replay). On COMM_WORLD every rank first starts its
     heartbeat (faults/guard.py, unless ``guarded`` says it has started), so that a rank lost at
-    any point, start-up included, ends the job.
+    any point, start-up included, ends the job. ``deadline``, where given, runs the build of the
+    search space (its restrictions' evaluation), which can take as long as the spec's own code.
     """
     watch = Watch()
     heartbeat = None
@@ -70,7 +72,7 @@ def tune(
         if heartbeat is not None:
             heartbeat.know_hosts(transport.hosts)
     try:
-        return _tune(load, command, debug, transport, watch, heartbeat.stop if heartbeat else _nothing)
+        return _tune(load, command, debug, transport, watch, heartbeat.stop if heartbeat else _nothing, deadline)
     finally:
         if heartbeat is not None:
             heartbeat.stop()
@@ -80,6 +82,11 @@ def _nothing() -> None:
     pass
 
 
+def _now(build: Callable[[], Setup]) -> Setup:
+    """No deadline: the build takes what it takes."""
+    return build()
+
+
 def _tune(
     load: Callable[[], tuple[Problem, RunSettings]],
     command: str,
@@ -87,6 +94,7 @@ def _tune(
     transport: Transport,
     watch: Watch,
     stop_beating: Callable[[], None],
+    deadline: Deadline | None = None,
 ) -> int:
     """``tune`` on one transport; rank 0's main thread holds ``watch.writing`` while it writes
     the file, so that its heartbeat thread can close it safely (faults/ending.py)."""
@@ -98,7 +106,7 @@ def _tune(
     timeline, started_unix = _begin(transport, load)
     setup = None
     if rank == 0:
-        setup, error = _load(load, timeline, debug)
+        setup, error = _load(load, timeline, debug, deadline)
     with timeline.phase("wait"):
         error, workers = transport.bcast((error, setup.settings.compile_workers if setup else None))
     if error:
@@ -147,7 +155,7 @@ def _begin(transport: Transport, load: Callable[[], tuple[Problem, RunSettings]]
 
 
 def _load(
-    load: Callable[[], tuple[Problem, RunSettings]], timeline: Timeline, debug: bool
+    load: Callable[[], tuple[Problem, RunSettings]], timeline: Timeline, debug: bool, deadline: Deadline | None
 ) -> tuple[Setup | None, str | None]:
     """Rank 0's input, loaded and checked; or why it is refused."""
     try:
@@ -157,7 +165,7 @@ def _load(
             with timeline.phase("spec"):
                 loaded = load()
         with timeline.phase("startup"):
-            return prepare(*loaded), None
+            return (deadline or _now)(lambda: prepare(*loaded)), None
     except UserError as exc:
         log.debug("the input was refused", exc_info=debug)
         return None, str(exc)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,8 @@ from mpitune.errors import SpecError, UserError
 from mpitune.exits import ExitCode
 from mpitune.model.objective import Objective
 from mpitune.model.problem import Problem, RunSettings
-from mpitune.model.searchspace import SearchSpace
+from mpitune.model.restrictions import RestrictionError
+from mpitune.model.searchspace import SearchSpace, SpaceTooLarge
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.faults.deadlines import Deadlines
 from mpitune.scheduling.faults.liveness import Watch
@@ -38,6 +39,10 @@ def refuse(rank: int, error: str) -> int:
     return ExitCode.USER_ERROR
 
 
+# What runs rank 0's ``prepare`` under a deadline (the command line's --load-timeout).
+Deadline = Callable[[Callable[[], Setup]], Setup]
+
+
 def prepare(problem: Problem, settings: RunSettings) -> Setup:
     """Everything that can be wrong with the user's input is found here, on rank 0."""
     try:
@@ -45,10 +50,15 @@ def prepare(problem: Problem, settings: RunSettings) -> Setup:
         refuse_unusable(settings.cache_path, problem.spec_path, problem.replay_source)
     except UserError as exc:
         raise SpecError(problem.spec_path, "cache", str(exc)) from None
-    if problem.configs is None:
-        space = SearchSpace.build(problem.tune_params, problem.restrictions)
-    else:
-        space = SearchSpace.from_configs(problem.tune_params, problem.configs).restricted(problem.restrictions)
+    try:
+        if problem.configs is None:
+            space = SearchSpace.build(problem.tune_params, problem.restrictions)
+        else:
+            space = SearchSpace.from_configs(problem.tune_params, problem.configs).restricted(problem.restrictions)
+    except RestrictionError as exc:  # a restriction that fails on some values
+        raise SpecError(problem.spec_path, "restrictions", str(exc)) from None
+    except SpaceTooLarge as exc:
+        raise SpecError(problem.spec_path, "tune_params", str(exc)) from None
     if len(space) == 0:
         raise SpecError(problem.spec_path, "restrictions", "no configuration satisfies the restrictions")
     try:

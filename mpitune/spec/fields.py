@@ -5,6 +5,7 @@ the backend are in fit.py."""
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 import os
 from collections.abc import Callable, Mapping
@@ -13,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from mpitune.model import searchspace
 from mpitune.model.kernel_extras import KernelExtras
 from mpitune.model.kernel_extras import parse as parse_extras
 from mpitune.model.problem import plain
 from mpitune.model.restrictions import Restriction, RestrictionError
-from mpitune.model.schema import RESERVED
+from mpitune.model.schema import RESERVED, outside_int64
 from mpitune.spec.checker import Checker
 
 BLOCK_SIZE_NAMES = ["block_size_x", "block_size_y", "block_size_z"]  # Kernel Tuner's default
@@ -61,6 +63,9 @@ def tune_params(check: Checker, params: Any) -> dict[str, list]:
         for v in values:
             if not isinstance(v, (int, float, str)) or (isinstance(v, float) and not np.isfinite(v)):
                 check.fail("tune_params", f"{name!r} has value {v!r}; values must be finite numbers or strings")
+            unkept = outside_int64(v)  # it would be measured, then fail the write, on every rerun
+            if unkept:
+                check.fail("tune_params", f"{name!r} has {unkept}")
         kinds = {str if isinstance(v, str) else float if isinstance(v, float) else int for v in values}
         if str in kinds and len(kinds) > 1:
             check.fail("tune_params", f"{name!r} mixes strings and numbers")
@@ -68,6 +73,9 @@ def tune_params(check: Checker, params: Any) -> dict[str, list]:
             dup = next(v for v in values if values.count(v) > 1)
             check.fail("tune_params", f"{name!r} lists the value {dup!r} more than once")
         result[name] = values
+    too_large = searchspace.too_large([len(v) for v in result.values()])
+    if too_large:
+        check.fail("tune_params", too_large)
     return result
 
 
@@ -144,6 +152,17 @@ def _guarded(check: Checker, fn: Callable) -> Callable[[dict], bool]:
     ``functools.wraps`` keeps its source text, which is part of the problem's identity."""
     code = getattr(fn, "__code__", None)
     name = getattr(fn, "__qualname__", "a callable") + (f" (line {code.co_firstlineno})" if code else "")
+    try:
+        signature = inspect.signature(fn)
+        signature.bind({})
+    except TypeError:  # Kernel Tuner 1.5 calls callables in a list with the values as arguments
+        check.fail(
+            "restrictions",
+            f"{name} takes {signature}, but a callable restriction gets one argument, the "
+            "configuration as a dict: write it as lambda p: ... with p['NAME']",
+        )
+    except ValueError:  # no signature to read (a builtin): its call says what is wrong
+        pass
 
     @functools.wraps(fn)
     def restriction(config: dict) -> bool:

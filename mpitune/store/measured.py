@@ -24,7 +24,7 @@ import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.model.result import Status
-from mpitune.model.schema import RESERVED
+from mpitune.model.schema import RESERVED, outside_int64
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.
 KT_BOOKKEEPING = (
@@ -198,6 +198,9 @@ def _checked_params(path: str, doc: dict[str, Any]) -> dict[str, list[Any]]:
         if not isinstance(values, list) or not values:
             raise UserError(f"{where}: must be a non-empty list of values, not {type(values).__name__} {values!r}")
         for value in values:
+            unkept = outside_int64(value)
+            if unkept:
+                raise UserError(f"{where}: {unkept}")
             if _kind(value) is None:
                 raise UserError(f"{where}: value {value!r}: values must be finite numbers or strings")
         if len({_kind(v) for v in values}) > 1:

@@ -43,3 +43,21 @@ def test_space_from_measured_configs_keeps_cartesian_ids():
         {"a": 2, "b": 32, "c": "x"},
         {"a": 8, "b": 64, "c": "y"},
     ]
+
+
+def test_a_space_too_large_to_enumerate_is_refused_before_its_table_is_made():
+    import tracemalloc
+
+    import pytest
+
+    from mpitune.model.searchspace import MAX_CONFIGURATIONS, SpaceTooLarge, too_large
+
+    params = {f"p{i}": list(range(10)) for i in range(10)}
+    tracemalloc.start()
+    try:
+        with pytest.raises(SpaceTooLarge, match=r"has 10,000,000,000 configurations \(10 x 10 x .* x 10 values\)"):
+            SearchSpace.build(params)
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20  # refused, not a MemoryError
+    finally:
+        tracemalloc.stop()
+    assert too_large([10] * 9) is None and MAX_CONFIGURATIONS == 10**9

@@ -37,6 +37,11 @@ REFUSED = {
         "parameter 'x': must be a non-empty list",
     ),
     "values_a_string": (doc(tune_params={"x": "12", "y": [1]}), "parameter 'x': must be a non-empty list"),
+    "value_past_int64": (
+        doc(tune_params={"x": [1, 2**63], "y": [1]}, cache={"1,1": GOOD}),
+        "parameter 'x': value 9223372036854775808, outside the 64-bit integers results are kept as",
+    ),
+    "value_huge": (doc(tune_params={"x": [-(10**400)], "y": [1]}, cache={}), "value -2**1328 or more, outside the 64"),
     "entry_a_list": (doc(cache={"1,1": [1, 1, 2.0]}), "entry '1,1': must be an object"),
     "cache_a_list": (doc(cache=[GOOD]), "cache: must be an object"),
     "time_a_list": (doc(cache={"1,1": {**GOOD, "time": [1.0]}}), "entry '1,1': time is [1.0], not a number"),

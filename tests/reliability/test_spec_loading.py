@@ -21,6 +21,11 @@ REFUSED = {
     "keyboard_interrupt": ("raise KeyboardInterrupt\n", "line 14: interrupted while loading"),
     "fork": ("import os, time\nif os.fork() == 0:\n    time.sleep(30)\n", "calls os.fork() while loading"),
     "endless_loop": ("while True:\n    pass\n", "loading: did not finish within 2 s"),
+    # Loaded in time, its restriction then overruns the deadline while the space is built.
+    "endless_restriction": (
+        "restrictions = [lambda p: any(i < 0 for i in range(10**10))]\n",
+        "restrictions: the search space was not built within 2 s (a restriction too costly to evaluate, or too many",
+    ),
     "endless_loop_catching": (
         "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n    except Exception:\n        pass\n",
         "loading: did not finish within 2 s",
@@ -48,6 +53,22 @@ def test_misbehaving_spec_ends_the_job_with_one_line(tmp_path, case):
     assert len(lines) == 1 and lines[0].startswith(f"mpitune: error: {spec}: ") and words in lines[0], proc.stderr
     assert took < 15, took  # start-up of two ranks, the 2 s deadline, and the way out
     assert not (tmp_path / "spec.h5").exists()
+
+
+def test_a_restriction_holding_the_interpreter_is_not_taken_for_a_lost_rank(tmp_path):
+    """One huge integer power holds the GIL, and with it rank 0's heartbeat thread, for as long as
+    it computes: rank 1 called rank 0 lost after the liveness timeout. The deadline's alarm now
+    hands the GIL over as it rings, and then ends the job with the true line."""
+    code = 'restrictions = [lambda p: p["STEP"] ** (10**10) > 1]\n'
+    proc, took, spec = _run(tmp_path, code, flags=("--liveness-timeout", "2", "--load-timeout", "5"))
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "lost" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == (
+        f"mpitune: error: {spec}: restrictions: the search space was not built within 5 s "
+        "(a restriction too costly to evaluate, or too many configurations?); --load-timeout S allows longer"
+    ), proc.stderr
+    assert took < 25, took
 
 
 def test_chdir_in_the_spec_does_not_move_the_cache(tmp_path):

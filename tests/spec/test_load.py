@@ -103,10 +103,18 @@ BROKEN = [
     ("tune_params = {}\n", "tune_params", "required"),
     ("tune_params = {'STEP': [1, 'a']}\n", "tune_params", "mixes"),
     ("tune_params = {'time_ms': [1]}\n", "tune_params", "reserved"),
+    ("tune_params = {'STEP': [1, 2**63]}\n", "tune_params", "'STEP' has value 9223372036854775808, outside the 64"),
+    ("tune_params = {'STEP': [-2**63 - 1]}\n", "tune_params", "value -9223372036854775809, outside the 64"),
+    ("tune_params = {'STEP': [1.0, float('inf')]}\n", "tune_params", "value inf; values must be finite"),
+    ("tune_params = {'STEP': [float('nan')]}\n", "tune_params", "value nan; values must be finite"),
+    ("tune_params = {f'P{i}': [1, 2, 3] for i in range(19)}\n", "tune_params", "has 1,162,261,467 configurations"),
+    ("restrictions = ['STEP < 7**(10**12)']\n", "restrictions", "computes 7 ** 10 ** 12, about 2.81e+12 bits"),
     ("restrictions = ['STEP >']\n", "restrictions", "does not parse"),
     ("restrictions = ['STEPS > 1']\n", "restrictions", "STEPS"),
     ("restrictions = ['__import__(\"os\")']\n", "restrictions", "calls"),
     ("restrictions = [42]\n", "restrictions", "neither"),
+    ("restrictions = [lambda STEP, MODE: STEP > 1]\n", "restrictions", "<lambda> (line 11) takes (STEP, MODE), but"),
+    ("def fits():\n    return True\nrestrictions = fits\n", "restrictions", "fits (line 11) takes (), but a callable"),
     ("answer = [None]\n", "answer", "1 entries"),
     ("answer = [np.zeros(3), None, None]\n", "answer", "shape"),
     ("kernel_source = 'missing.c'\n", "kernel_source", "not found"),
@@ -169,6 +177,11 @@ def test_the_budget_is_named_where_an_option_is_unknown_not_where_a_value_is_bad
     with pytest.raises(SpecError) as err:
         load_spec(str(bad))
     assert str(err.value).endswith("strategy_options: strategy 'pso': inertia must be in [0, 2], got 3")
+
+
+def test_the_64_bit_integers_are_all_kept(tmp_path):
+    spec = write(tmp_path, GOOD + "tune_params = {'STEP': [-2**63, 2**63 - 1]}\nrestrictions = None\n")
+    assert load_spec(str(spec))[0].tune_params == {"STEP": [-(2**63), 2**63 - 1]}
 
 
 def test_helper_names_in_a_spec_are_fine(tmp_path):
