@@ -3,6 +3,8 @@ and Kernel Tuner builds the same search space from them. Kernel Tuner is the tes
 (1.5.0, the version the benchmark compares against), so these run wherever the suite does.
 """
 
+import configparser
+import importlib.metadata
 import importlib.util
 import inspect
 
@@ -29,6 +31,14 @@ def matmul(vs, tmp_path, monkeypatch):
     """The default problem, at a size whose float64 answer is quick to compute."""
     monkeypatch.setenv("MATMUL_N", "256")
     return vs.load_problem(str(vs.DEFAULT_SPEC), str(tmp_path))
+
+
+def test_the_test_extra_installs_the_kernel_tuner_the_benchmark_compares_against(vs):
+    """setup.cfg's pin, the benchmark's version and the one these tests ran against are one."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    assert f"kernel_tuner=={vs.KT_VERSION}" in config["options.extras_require"]["test"].split()
+    assert importlib.metadata.version("kernel_tuner") == vs.KT_VERSION
 
 
 def test_every_argument_is_one_tune_kernel_takes(vs, matmul):
