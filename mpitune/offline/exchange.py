@@ -6,6 +6,12 @@
   bundled with Kernel Tuner).
 
 Units: Kernel Tuner's durations are in ms, mpitune's in s; kernel times are ms in both.
+
+The ``time`` written is the file's own: for what mpitune measured, the median of ``times``
+(Kernel Tuner's own is their mean); for what an import brought, Kernel Tuner's mean as it was.
+It is not remade, so that Kernel Tuner's replay ranks configurations as the tuner that measured
+them did (and a mean would be the worse ranking: one slow launch, such as a cold first one,
+moves a mean, not a median); ``times`` holds every launch for a reader who wants the other.
 """
 
 from __future__ import annotations
@@ -84,12 +90,24 @@ def kt_key(values: Iterable[Any]) -> str:
     return ",".join(str(v) for v in values)
 
 
+def _as_written(data: CacheData) -> dict[str, dict[Any, Any]]:
+    """Each parameter's values as its ``tune_params`` lists them, by the value a column reads
+    back: Kernel Tuner looks a configuration up by ``str()`` of the value its user wrote, so a 2
+    in ``[0.5, 1.0, 2]`` must stay ``"2"``, not become the ``"2.0"`` of a float column."""
+    return {n: {v: v for v in data.problem.tune_params[n]} for n in data.param_names}
+
+
+def _config(row: np.void, written: dict[str, dict[Any, Any]]) -> dict[str, Any]:
+    return {n: values.get(plain(row[n]), plain(row[n])) for n, values in written.items()}
+
+
 def kt_document(data: CacheData) -> dict[str, Any]:
     names = data.param_names
     problem = data.problem
+    written = _as_written(data)
     cache = {}
     for row, values in _measured_rows(data):
-        config = {n: plain(row[n]) for n in names}
+        config = _config(row, written)
         status = str(row["status"])
         entry = dict(config)
         if status == Status.OK:
@@ -140,7 +158,7 @@ def export_kt_json(cache_path: str, out: str) -> int:
 
 
 def t4_document(data: CacheData) -> dict[str, Any]:
-    names = data.param_names
+    written = _as_written(data)
     results = []
     objective = data.objective.name
     for row, values in _measured_rows(data):
@@ -149,7 +167,7 @@ def t4_document(data: CacheData) -> dict[str, Any]:
         stamp = _timestamp(data, row)
         if stamp:
             out["timestamp"] = stamp
-        out["configuration"] = {n: plain(row[n]) for n in names}
+        out["configuration"] = _config(row, written)
         out["objectives"] = [objective]
         out["times"] = {
             "compilation_time": 1e3 * float(row["compile_s"]),

@@ -2,9 +2,11 @@
 gzipped) and mpitune HDF5 files. Used to replay a search without a device and to import.
 
 Kernel Tuner writes its cache incrementally and never closes it when a run dies, so a file
-may end in a dangling ``},``; that is repaired. Kernel Tuner's error markers in place of a
-time become mpitune statuses. Its durations are in ms; here they are in s, as everywhere in
-mpitune except kernel times (ms).
+may end in a dangling ``},``; that is repaired. Kernel Tuner's error markers become mpitune
+statuses, in either of its layouts: in place of the time (older releases) or as ``__error__``
+(1.5.0, without a time). Its ``time`` is the mean of ``times``; it is kept as it is, not made the
+median mpitune measures, so that a replay here ranks configurations as Kernel Tuner did. Its
+durations are in ms; here they are in s, as everywhere in mpitune except kernel times (ms).
 
 Numbers an entry holds besides the parameters and Kernel Tuner's own bookkeeping (its
 metrics such as GFLOP/s, its observers' power or energy) become observed values, as do an
@@ -125,7 +127,9 @@ def _kt_measurement(entry: dict[str, Any]) -> Measurement:
     )
     value = entry.get("time")
     if "__error__" in entry:
-        m.status, m.error = Status.RUNTIME_ERROR, str(entry["__error__"])
+        # Kernel Tuner 1.5.0 writes its marker here and no time; other text is an error message.
+        error = str(entry["__error__"])
+        m.status, m.error = KT_ERRORS.get(error, Status.RUNTIME_ERROR), error
     elif isinstance(value, str):
         m.status, m.error = KT_ERRORS.get(value, Status.RUNTIME_ERROR), value
     elif value is None or not math.isfinite(float(value)):

@@ -1,20 +1,19 @@
 """benchmarks/vs_kernel_tuner.py without a GPU: the spec becomes arguments Kernel Tuner takes,
-and Kernel Tuner builds the same search space from them.
-
-Skipped where Kernel Tuner is not installed; CI does not install it, so there these skip.
+and Kernel Tuner builds the same search space from them. Kernel Tuner is the test extra's
+(1.5.0, the version the benchmark compares against), so these run wherever the suite does.
 """
 
+import configparser
+import importlib.metadata
 import importlib.util
 import inspect
 
+import kernel_tuner
 import pytest
 from conftest import REPO
+from kernel_tuner.searchspace import Searchspace
 
-kernel_tuner = pytest.importorskip("kernel_tuner")
-
-from kernel_tuner.searchspace import Searchspace  # noqa: E402
-
-from mpitune.model.searchspace import SearchSpace  # noqa: E402
+from mpitune.model.searchspace import SearchSpace
 
 MAX_THREADS = 1024  # what Kernel Tuner reads from an H200; the spec's restrictions cap blocks there too
 
@@ -32,6 +31,14 @@ def matmul(vs, tmp_path, monkeypatch):
     """The default problem, at a size whose float64 answer is quick to compute."""
     monkeypatch.setenv("MATMUL_N", "256")
     return vs.load_problem(str(vs.DEFAULT_SPEC), str(tmp_path))
+
+
+def test_the_test_extra_installs_the_kernel_tuner_the_benchmark_compares_against(vs):
+    """setup.cfg's pin, the benchmark's version and the one these tests ran against are one."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    assert f"kernel_tuner=={vs.KT_VERSION}" in config["options.extras_require"]["test"].split()
+    assert importlib.metadata.version("kernel_tuner") == vs.KT_VERSION
 
 
 def test_every_argument_is_one_tune_kernel_takes(vs, matmul):
