@@ -23,7 +23,8 @@ from mpitune.scheduling.faults.deadlines import Deadlines
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Order, Placement, Report
-from mpitune.store.cache import Cache, RunInfo, refuse_unusable
+from mpitune.store.cache import Cache, RunInfo
+from mpitune.store.integrity import refuse_unusable
 
 
 def say(text: str) -> None:

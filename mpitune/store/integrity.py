@@ -25,7 +25,7 @@ from mpitune.model.result import Status
 from mpitune.model.timeline import RECORDED_PHASES
 from mpitune.store.lock import writer_alive
 from mpitune.store.soundness import image, read_back
-from mpitune.store.superblock import clear_write_flags
+from mpitune.store.superblock import clear_write_flags, is_hdf5
 
 _FILLED = {"results": "status", "timeline": "phase"}
 
@@ -202,3 +202,18 @@ def inspect(path: str, fix: bool = True) -> Inspection:
     with h5py.File(path, "a", libver="latest") as f:
         found.repaired += repair(f)
     return found
+
+
+def refuse_unusable(path: str) -> None:
+    """Refuse a results path that can never become a cache, or a damaged one, before any rank
+    starts: found at start-up instead, it would cost every rank's start-up and end the job with an
+    error, and a damaged file opened for writing may hang the writer in HDF5 or be changed by it.
+    Reads the whole file once (``verify``), changing nothing."""
+    try:
+        usable = not os.path.exists(path) or (os.path.isfile(path) and is_hdf5(path))
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    if not usable:
+        raise UserError(f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
+    if os.path.exists(path):
+        verify(path)
