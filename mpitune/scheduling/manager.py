@@ -183,6 +183,8 @@ class Manager:
         if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
             self.stop_requested = StopReason.SIGNAL
             log.warning("found %s: finishing, then stopping", self.settings.stop_file)
+        if self.stop_requested is None and self.cache.lost is not None:  # its rows go on beside it
+            self.stop_requested = StopReason.FILE_LOST
         if self.stop_requested is not None:
             self.stop_reason = self.stop_requested
         elif self.stop_reason is None:

@@ -15,7 +15,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -44,13 +44,12 @@ from mpitune.model.schema import (
 )
 from mpitune.model.timeline import PhaseRow
 from mpitune.store import devices
-from mpitune.store.custody import Custody, Kept, let_go
+from mpitune.store.custody import Custody, CustodyLost, Kept, Loss, let_go
 from mpitune.store.history import History, read_history, search_digest
-from mpitune.store.integrity import in_flight, repair, verify
+from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
 from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
-from mpitune.store.rows import objective_values, result_rows
-from mpitune.store.superblock import clear_write_flags
+from mpitune.store.rows import objective_values, result_rows, values_table
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +68,6 @@ class RunInfo:
     version: str
 
 
-def _open_for_writing(path: str) -> h5py.File:
-    try:
-        return h5py.File(path, "a", libver="latest")
-    except OSError as exc:
-        if "h5clear" not in str(exc) or not clear_write_flags(path):
-            raise UserError(f"cannot open cache {path}: {exc}") from None
-    log.warning("%s: the run that wrote it last was killed; its results are kept", path)
-    return h5py.File(path, "a", libver="latest")
-
-
-def _values(names: Sequence[str], by_name: Sequence[Mapping[str, float]]) -> np.ndarray:
-    """One row per dict, one column per name; NaN where a dict lacks the name."""
-    return np.array([[d.get(n, math.nan) for n in names] for d in by_name], dtype=np.float64).reshape(
-        len(by_name), len(names)
-    )
-
-
 class Cache:
     """Writer side, used by rank 0 only. ``objective`` names the metrics kept beside the
     results (recomputed for every recorded row by ``rewrite_metrics`` when a run resumes)."""
@@ -100,6 +82,7 @@ class Cache:
     ):
         self.path = path
         self._custody: Custody | None = None  # while the run writes the file
+        self._loss: Loss | None = None  # the path lost: the file beside it that holds the rows
         self.tune_params = tune_params
         self.objective = objective or Objective()
         self.observed_names = list(identity.observed_names)
@@ -108,7 +91,7 @@ class Cache:
         try:
             if not created:
                 verify(path)  # before anything writes to it: a damaged file is refused unchanged
-            self.file = _open_for_writing(path)
+            self.file = open_for_writing(path)
         except BaseException:
             self._lock.close()
             raise
@@ -131,37 +114,50 @@ class Cache:
             log.warning("%s: %s", path, fixed)
         self._describe_objective()
         add_history(self.file)
+        self.run = -1
+        self._placed: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each rank's host and device
+        self._adopt(path)
+
+    def _adopt(self, path: str) -> None:
+        """Write ``self.file``, which ``path`` names, from here on: no dataset or attribute may be
+        created any more, only appended to and written, each write through ``Kept``."""
         self.results = self.file["results"]
         self.in_flight = self.file["in_flight"]
         self.metrics = self.file.get("metrics")
         self.observed = self.file.get("observed")
         self.front = self.file.get("front")
-        self.run = -1
-        self._placed: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each rank's host and device
-        # From here on no dataset or attribute may be created, only appended to and written.
         self.file.swmr_mode = True
         self.file.flush()
-        self._kept = Kept(self.file)  # every write from here on goes through it
+        self._kept = Kept(self.file)
         self._custody = Custody(path, self._lock)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """One write of the file, ending in a flush. First, whether the path still names the file
-        as this writer left it (custody.py): if not, the write goes to memory only, everything
-        written goes to a new file beside the path, and ``CustodyLost`` says where."""
+        as this writer left it (custody.py): if not, the write goes to memory only, and then
+        everything written to a new file beside the path, which is written from then on."""
         assert self._custody is not None, "the file is closed"
         what = self._custody.lost()
         if what is not None:
             self._kept.detach()
         yield
         if what is not None:
-            lost = self._custody.rescue(what, self._kept)
-            self._custody = None
-            let_go(self.file)
-            self._lock.close()
-            raise lost
+            try:
+                self._loss, lock = self._custody.rescue(what, self._kept)
+            finally:  # rescued or not, the lost file is let go of
+                self._custody = None
+                let_go(self.file)
+                self._lock.close()
+            self._lock, self.file = lock, h5py.File(self._loss.kept_in, "a", libver="latest")
+            self._adopt(self._loss.kept_in)
         self.file.flush()
+        assert self._custody is not None
         self._custody.stamp()
+
+    @property
+    def lost(self) -> CustodyLost | None:
+        """Why the rows are not at ``path`` but beside it, and where (None: they are at ``path``)."""
+        return None if self._loss is None else self._loss.error(self._kept.count("results"))
 
     def _create(self, identity: ProblemIdentity, iterations: int) -> WriterLock | None:
         """Build the file under a name of its own, lock it and link it into place: a run killed
@@ -220,7 +216,7 @@ class Cache:
         and evaluated by this run's objective: a resumed run may define other metrics."""
         if self.metrics is not None:
             with self._writing():
-                self._kept.replace("metrics", _values(self.objective.metric_names, [r.metrics for r in results]))
+                self._kept.replace("metrics", values_table(self.objective.metric_names, [r.metrics for r in results]))
 
     def start_run(
         self,
@@ -273,7 +269,7 @@ class Cache:
                 ("observed", self.observed_names, [r.observed for r in scored]),
             ):
                 if names and scored:  # the dataset exists where it has columns (layout.values_dataset)
-                    self._kept.append(name, _values(names, values))
+                    self._kept.append(name, values_table(names, values))
             held = self._kept.rows("in_flight")
             self._kept.replace("in_flight", held[held["batch"] != done_batch] if done_batch is not None else held[:0])
             self._kept.append("timeline", self._phase_rows(phases))
@@ -387,7 +383,7 @@ class Cache:
 
     def close(self) -> None:
         """Close the file and release its lock; first, if the run is writing it, whether the
-        path still names it (``CustodyLost`` if not, as for any write)."""
+        path still names it (if not, the rows go beside it, as on any write: ``lost`` says where)."""
         if self._custody is not None:
             with self._writing():
                 pass

@@ -31,9 +31,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from mpitune.store.integrity import repair
 from mpitune.store.layout import append_rows
-from mpitune.store.lock import WriterLock
+from mpitune.store.lock import WriterLock, lock_file
 from mpitune.store.write_errors import cannot_write
 
 log = logging.getLogger(__name__)
@@ -160,20 +159,34 @@ class Custody:
             return f"was written by another process ({self.size_bytes} bytes became {held.st_size})"
         return None
 
-    def rescue(self, what: str, kept: Kept) -> CustodyLost:
-        """Write what ``kept`` holds to a new file beside the path; the error that says so."""
-        lost = f"{self.path} {what} while this run was writing it"
+    def rescue(self, what: str, kept: Kept) -> tuple[Loss, WriterLock]:
+        """Write what ``kept`` holds to a new file beside the path, locked for this writer to go on
+        with; CustodyLost if it cannot be written."""
         try:
-            rescued = _write_new(self.path, kept)
+            rescued, lock = _write_new(self.path, kept, self._lock.stat().st_mode & 0o777)
         except OSError as exc:
             reason = cannot_write(exc) or f"{exc.filename or self.path}: {exc.strerror or exc}"
-            return CustodyLost(f"{lost}, and its rows could not be kept beside it: {reason}")
-        results = kept.count("results")
-        log.info("%s: %d result row(s) written to %s", self.path, results, rescued)
+            raise CustodyLost(
+                f"{self.path} {what} while this run was writing it, and its rows could not be kept beside it: {reason}"
+            ) from None
+        log.info("%s %s: what was written goes on in %s", self.path, what, rescued)
+        return Loss(self.path, what, rescued), lock
+
+
+@dataclass(frozen=True)
+class Loss:
+    """The results path ``path`` was lost (``what`` became of it); the rows are in ``kept_in``."""
+
+    path: str
+    what: str
+    kept_in: str
+
+    def error(self, results: int) -> CustodyLost:
+        """The one line for the run's end, once it has recorded ``results`` rows in all."""
         return CustodyLost(
-            f"{lost}; everything it recorded ({results} results) is kept in {rescued}: "
-            f"rename that to {os.path.basename(self.path)} (or pass --cache {rescued}) and run the same "
-            f"command again to resume"
+            f"{self.path} {self.what} while this run was writing it; everything it recorded ({results} results) "
+            f"is kept in {self.kept_in}: rename that to {os.path.basename(self.path)} (or pass --cache "
+            f"{self.kept_in}) and run the same command again to resume"
         )
 
 
@@ -191,26 +204,27 @@ def let_go(f: h5py.File) -> None:
         log.debug("closing a lost results file: %s", exc)
 
 
-def _write_new(path: str, kept: Kept) -> str:
+def _write_new(path: str, kept: Kept, mode: int) -> tuple[str, WriterLock]:
     """Write the kept rows into a file beside ``path`` named ``PATH.rescued-PID`` (``-2``, ``-3``
-    ... after it if taken): made under a name of its own and linked into place, so that nothing
-    is ever overwritten. Marked as a killed run's file would be after repair."""
+    ... after it if taken), with the lost file's permissions ``mode``, and lock it: made under a
+    name of its own and linked into place, as a new cache is, so that nothing is ever overwritten."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
+    os.fchmod(fd, mode)
     os.close(fd)
     try:
         with h5py.File(partial, "w", libver="latest") as f:
             kept.write(f)
-            for fixed in repair(f):
-                log.info("%s: %s", partial, fixed)
+        lock = lock_file(partial, f"{partial}: locked by another process")
         base = f"{path}.rescued-{os.getpid()}"
         for attempt in range(1, 1000):
             name = base if attempt == 1 else f"{base}-{attempt}"
             try:
                 os.link(partial, name)
-                return name
+                return name, lock
             except FileExistsError:
                 continue
+        lock.close()
         raise FileExistsError(f"{base}: every name up to -999 is taken")
     finally:
         os.unlink(partial)

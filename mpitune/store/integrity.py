@@ -14,6 +14,7 @@ found before anything writes to it; no verb but ``check --salvage`` changes a da
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -26,6 +27,8 @@ from mpitune.model.timeline import RECORDED_PHASES
 from mpitune.store.lock import writer_alive
 from mpitune.store.soundness import image, read_back
 from mpitune.store.superblock import clear_write_flags, is_hdf5
+
+log = logging.getLogger(__name__)
 
 _FILLED = {"results": "status", "timeline": "phase"}
 
@@ -217,3 +220,14 @@ def refuse_unusable(path: str) -> None:
         raise UserError(f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
     if os.path.exists(path):
         verify(path)
+
+
+def open_for_writing(path: str) -> h5py.File:
+    """Open a cache for writing, clearing the open-for-write mark a killed writer left."""
+    try:
+        return h5py.File(path, "a", libver="latest")
+    except OSError as exc:
+        if "h5clear" not in str(exc) or not clear_write_flags(path):
+            raise UserError(f"cannot open cache {path}: {exc}") from None
+    log.warning("%s: the run that wrote it last was killed; its results are kept", path)
+    return h5py.File(path, "a", libver="latest")

@@ -4,7 +4,8 @@ front a reader computes from the same rows are the same."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -64,3 +65,10 @@ def objective_values(names: Sequence[str], column: Callable[[str], np.ndarray], 
     values = np.column_stack([np.asarray(column("time_ms" if n == TIME else n), dtype=np.float64) for n in names])
     values[~np.asarray(ok, dtype=bool)] = np.nan
     return values.reshape(len(ok), len(names))
+
+
+def values_table(names: Sequence[str], by_name: Sequence[Mapping[str, float]]) -> np.ndarray:
+    """One row per dict, one column per name; NaN where a dict lacks the name."""
+    return np.array([[d.get(n, math.nan) for n in names] for d in by_name], dtype=np.float64).reshape(
+        len(by_name), len(names)
+    )

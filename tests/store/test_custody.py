@@ -1,7 +1,7 @@
 """The results file under foreign hands, in the writer itself: a real file removed, replaced,
 truncated or moved away while a ``Cache`` writes it. The next write finds out, writes what was
-written (and the batch it was writing) to a new file beside the path, and says so; nothing that
-was there is overwritten."""
+written (and the batch it was writing) to a new file beside the path and goes on there, and
+``lost`` says so; nothing that was there is overwritten."""
 
 from __future__ import annotations
 
@@ -65,9 +65,11 @@ def _truncate(path: Path) -> None:
         pass
 
 
-def _rescued(error: CustodyLost, path: Path) -> Path:
-    found = re.search(r"is kept in (\S+):", str(error))
-    assert found, str(error)
+def _rescued(cache: Cache, path: Path, results: int) -> Path:
+    """The file beside ``path`` that ``cache.lost`` names, holding ``results`` rows by its count."""
+    assert cache.lost is not None
+    found = re.search(rf"everything it recorded \({results} results\) is kept in (\S+):", str(cache.lost))
+    assert found, str(cache.lost)
     rescued = Path(found.group(1))
     assert rescued.parent == path.parent and rescued.name.startswith(f"{path.name}.rescued-")
     return rescued
@@ -77,34 +79,35 @@ def _rescued(error: CustodyLost, path: Path) -> Path:
     ("act", "words"),
     [(_remove, "was removed"), (_replace, "was replaced by another file"), (_truncate, "was truncated")],
 )
-def test_the_next_write_keeps_every_row_beside_the_path_and_says_where(tmp_path, act, words):
+def test_the_next_write_goes_on_in_a_new_file_beside_the_path_with_every_row(tmp_path, act, words):
     path = tmp_path / "c.h5"
     cache = _writing(path)
     _hand_out(cache, 2)
     act(path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    with pytest.raises(CustodyLost) as lost:
-        _record(cache, 2)  # the batch being recorded when the loss is found is kept too
-    assert re.match(rf"{re.escape(f'{path} {words}')}( \(from \d+ to 0 bytes\))? while this run", str(lost.value))
-    assert "everything it recorded (6 results) is kept in" in str(lost.value)
-    rescued = _rescued(lost.value, path)
+    _record(cache, 2)  # the batch being recorded when the loss is found is kept with the rest
+    assert re.match(rf"{re.escape(f'{path} {words}')}( \(from \d+ to 0 bytes\))? while this run", str(cache.lost))
+    rescued = _rescued(cache, path, 6)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, rescued.name])  # nothing else
+    _batch(cache, 3)  # written there from now on
+    cache.finish_run(3.0, "file_lost", 8)
+    cache.close()
     data = read(str(rescued))
-    assert sorted(data.results["config_id"]) == [0, 1, 2, 3, 4, 5]
-    assert list(data.runs["status"]) == ["killed"] and len(data.timeline) == 3
+    assert sorted(data.results["config_id"]) == list(range(8))
+    assert list(data.runs["status"]) == ["file_lost"] and len(data.timeline) == 4
     assert examine(str(rescued)).problems == []
+    assert "(8 results)" in str(cache.lost)
     if act is not _remove:  # what took the path's place is left as it was
         assert path.read_bytes() == (b"another file" if act is _replace else b"")
 
 
-def test_the_rescued_file_resumes_like_a_killed_runs(tmp_path):
+def test_a_rescued_file_resumes_as_after_a_killed_run(tmp_path):
     path = tmp_path / "c.h5"
     cache = _writing(path)
     _hand_out(cache, 2)
     _remove(path)
-    with pytest.raises(CustodyLost) as lost:
-        cache.end_search("key", continuable=True)
-    rescued = _rescued(lost.value, path)
+    cache.close()  # the run's row still says "running", and batch 2 is in flight
+    rescued = _rescued(cache, path, 4)
     resumed = Cache(str(rescued), IDENTITY, PARAMS, iterations=3)
     assert [r.config_id for r in resumed.recorded()] == [0, 1, 2, 3]
     assert resumed.interrupted == "batch 2 of run 0 was in flight: rank 0 held 4; rank 1 held 5"
@@ -112,14 +115,16 @@ def test_the_rescued_file_resumes_like_a_killed_runs(tmp_path):
     resumed.close()
 
 
-def test_a_file_moved_away_is_left_whole_and_a_copy_made_beside_the_path(tmp_path):
+def test_a_file_moved_away_is_left_whole_and_the_rows_go_on_beside_the_path(tmp_path):
     path = tmp_path / "c.h5"
     cache = _writing(path)
     moved = tmp_path / "moved.h5"
     os.rename(path, moved)
-    with pytest.raises(CustodyLost, match="was moved away") as lost:
-        cache.finish_run(3.0, "finished", 4)
-    assert len(read(str(_rescued(lost.value, path))).results) == 4
+    cache.finish_run(3.0, "file_lost", 4)
+    assert "c.h5 was moved away" in str(cache.lost)
+    rescued = _rescued(cache, path, 4)
+    cache.close()
+    assert len(read(str(rescued)).results) == 4
     assert len(read(str(moved)).results) == 4  # written to the end, then let go of
 
 
@@ -129,11 +134,20 @@ def test_closing_a_lost_file_says_so_and_a_taken_name_is_never_overwritten(tmp_p
     taken = tmp_path / f"c.h5.rescued-{os.getpid()}"
     taken.write_text("an earlier rescue")
     _truncate(path)
-    with pytest.raises(CustodyLost) as lost:
-        cache.close()
-    assert _rescued(lost.value, path).name == f"{taken.name}-2"
+    cache.close()
+    assert _rescued(cache, path, 4).name == f"{taken.name}-2"
     assert taken.read_text() == "an earlier rescue"
-    cache.close()  # let go of already: nothing more to do
+
+
+def test_rows_that_cannot_be_kept_beside_the_path_end_the_writer_with_why(tmp_path):
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    path = folder / "c.h5"
+    cache = _writing(path)
+    shutil.rmtree(folder)
+    with pytest.raises(CustodyLost, match=r"c.h5 was removed while this run was writing it, and its rows could not"):
+        _batch(cache, 2)
+    cache.close()  # let go of already
 
 
 def test_a_run_left_alone_is_not_disturbed(tmp_path):
@@ -147,5 +161,6 @@ def test_a_run_left_alone_is_not_disturbed(tmp_path):
     _batch(cache, 2)
     cache.finish_run(3.0, "finished", 6)
     cache.close()
+    assert cache.lost is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alias.h5", "c.h5", "copy.h5"]
     assert np.array_equal(np.sort(read(str(path)).results["config_id"]), np.arange(6))
