@@ -6,15 +6,17 @@ HDF5 notices none of it: it writes on into a file no name leads to, or into the 
 truncated one, and the run would end saying its results are where they are not. So after each
 flush the writer notes the file's size, and before its next write it asks whether the path
 still names the file it holds (device and inode), whether the file still has a name (its link
-count) and whether it still has the size the writer left it at. If not, what the writer wrote
-(in memory: a truncated file's bytes are gone) goes to a new file beside the path,
-never over anything, and ``CustodyLost`` says what happened and where the rows went.
+count) and whether it still has the size the writer left it at (``Custody``). If not, what the
+writer wrote goes to a new file beside the path, never over anything, and the writer goes on
+in that file (store/cache.py), so that a run can finish the batches it has handed out.
 
-So every write goes through ``Kept``, to the file and to memory at once, and what the writer
-reads back while it writes (the configurations in flight, the run's row) comes from memory too.
-Once the file is lost (``Kept.detach``) writes go to memory only, so that the batch being
-recorded when the loss is found is kept with the rest. The cost is the file's rows once more in
-rank 0's memory, uncompressed (about 1.2 KB per configuration, most of it the error field).
+The copy cannot come from the file (a truncated file's bytes are gone), so every write goes
+through ``Kept``, to the file and to memory at once, and what the writer reads back while it
+writes (the configurations in flight, the run's row) comes from memory too. Once the file is
+lost (``Kept.detach``) that write goes to memory only, so that the batch being recorded when the
+loss is found is kept with the rest. The cost is the file's rows once more in rank 0's memory,
+uncompressed: about 2.5 KB per configuration (a results row of 1.4 KB, most of it the error
+field, and a dozen timeline rows).
 
 A truncation within the few milliseconds of a flush itself can go unseen: the flush writes the
 file back to its full size.
