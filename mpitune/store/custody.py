@@ -164,10 +164,12 @@ class Custody:
     def rescue(self, what: str, kept: Kept) -> tuple[Loss, WriterLock]:
         """Write what ``kept`` holds to a new file beside the path, locked for this writer to go on
         with; CustodyLost if it cannot be written."""
+        folder = os.path.dirname(os.path.abspath(self.path))
         try:
             rescued, lock = _write_new(self.path, kept, self._lock.stat().st_mode & 0o777)
-        except OSError as exc:
-            reason = cannot_write(exc) or f"{exc.filename or self.path}: {exc.strerror or exc}"
+        except (OSError, RuntimeError) as exc:  # HDF5 reports some of the system's refusals so
+            plain = f"{folder}: {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else str(exc)
+            reason = cannot_write(exc) or plain
             raise CustodyLost(
                 f"{self.path} {what} while this run was writing it, and its rows could not be kept beside it: {reason}"
             ) from None
@@ -212,12 +214,12 @@ def _write_new(path: str, kept: Kept, mode: int) -> tuple[str, WriterLock]:
     name of its own and linked into place, as a new cache is, so that nothing is ever overwritten."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
-    os.fchmod(fd, mode)
     os.close(fd)
     try:
         with h5py.File(partial, "w", libver="latest") as f:
             kept.write(f)
         lock = lock_file(partial, f"{partial}: locked by another process")
+        os.chmod(partial, mode)
         base = f"{path}.rescued-{os.getpid()}"
         for attempt in range(1, 1000):
             name = base if attempt == 1 else f"{base}-{attempt}"
