@@ -2,7 +2,8 @@
 other.h5 run.h5``) or truncated (``: > run.h5``) while a real run writes it, the file is found
 lost at rank 0's next write: every rank ends with exit code 74 and one line that says what
 happened and where the rows went, a file beside the path holding every row recorded before,
-and no line claims results where there are none."""
+and no line claims results where there are none. Each case prints the seconds from the act to
+the job's end (``-s``)."""
 
 from __future__ import annotations
 
@@ -100,5 +101,6 @@ def test_a_run_whose_file_is_taken_keeps_every_row_beside_it_and_says_where(tmp_
     assert set(before) <= set(ids) and len(set(ids)) == len(ids), (before, ids)
     assert f"everything it recorded ({len(ids)} results)" in err
     assert (cache.read_bytes() if cache.exists() else None) == left  # what took its place is untouched
+    print(f"measured: {act.__name__[1:]}, {ranks} rank(s): exit 74 {took:.1f} s after the act, {len(ids)} rows kept")
     # Every configuration measured is recorded: the batches in flight were finished into that file.
     assert re.search(rf"^mpitune: {len(ids)} configurations measured in .* \(file_lost\)$", out, re.M), out
