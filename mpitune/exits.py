@@ -28,7 +28,11 @@ class ExitCode(enum.IntEnum):
     OK = 0, "done: the search finished or spent its budget; an offline verb did what it was asked"
     FAILED = 1, "a rank crashed or hit a bug (traceback in its log); check: a repair is due; watch: the run was killed"
     USER_ERROR = 2, "input the user can fix (spec, flags, another problem's or a damaged file); one line says what"
-    CANNOT_WRITE = 74, "EX_IOERR: the system refused a write (full, read-only, no permission); the rows before are kept"
+    CANNOT_WRITE = (
+        74,
+        "EX_IOERR: the system refused a write (full, read-only, no permission) or the results file was lost "
+        "under the run; the rows before are kept",
+    )
     RESUMABLE = 75, "EX_TEMPFAIL: stopped early (signal, time limit, lost device, silent rank); a rerun resumes"
     INTERRUPTED = 130, "128 + SIGINT: a second Ctrl-C, or one in start-up or the last write; what was recorded is kept"
     CLOSED_PIPE = 141, "128 + SIGPIPE: the reader of an offline verb's output went away (a report piped into head)"

@@ -183,6 +183,7 @@ class Manager:
         if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
             self.stop_requested = StopReason.SIGNAL
             log.warning("found %s: finishing, then stopping", self.settings.stop_file)
+        self._notice_loss()
         if self.stop_requested is not None:
             self.stop_reason = self.stop_requested
         elif self.stop_reason is None:
@@ -226,6 +227,7 @@ class Manager:
         self.batch += 1
         chunks = self._deal(ids, self.batch)
         self.cache.hand_out(self.batch, chunks, requested, ids)
+        self._notice_loss()
         try:
             work = self._work(ids, self._upcoming)
             self.in_flight[self.batch] = Flight(work, now_s, chunks)
@@ -356,9 +358,16 @@ class Manager:
             self.objective.evaluate(r, flight.work[r.config_id].config) for report in reports for r in report.results
         ]
         self.cache.append(scored, phases, done_batch=batch)
+        self._notice_loss()
         self.measured += len(scored)
         self.unmeasured |= flight.ids - {r.config_id for r in scored}
         return [self.calibrating.scored(s) for s in scored]
+
+    def _notice_loss(self) -> None:
+        """The file was lost to other hands by the last write: it goes on beside the path
+        (store/custody.py), and the run stops as for a signal, finishing what the ranks hold."""
+        if self.stop_requested is None and self.cache.lost is not None:
+            self.stop_requested = StopReason.FILE_LOST
 
     def tell(self, results: list[Scored]) -> None:
         """``results`` as ``record`` gave them: scored in calibrated time (devices/calibrating.py)."""

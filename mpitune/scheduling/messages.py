@@ -29,6 +29,7 @@ class StopReason(enum.Enum):
     DEVICE_ERROR = "device_error"  # a rank's device can no longer be trusted
     SPEC_ERROR = "spec_error"  # a spec's per-configuration callable failed
     SILENT_RANK = "silent_rank"  # a rank did not answer within its batch's deadline (faults/deadlines.py)
+    FILE_LOST = "file_lost"  # the results file was removed, replaced or truncated (store/custody.py)
 
     @property
     def resumable(self) -> bool:
@@ -38,14 +39,16 @@ class StopReason(enum.Enum):
     @property
     def interrupts(self) -> bool:
         """Whether it comes from outside the search (a signal or the stop file, a lost device,
-        a silent rank), so that the ranks stop before their next configuration instead of
+        a silent rank, a lost results file), so that the ranks stop before their next configuration instead of
         finishing the batches in flight, which a search that ended on its own does."""
-        return self in (StopReason.SIGNAL, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK)
+        return self in (StopReason.SIGNAL, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK, StopReason.FILE_LOST)
 
     @property
     def exit_code(self) -> ExitCode:
         if self is StopReason.SPEC_ERROR:
             return ExitCode.USER_ERROR
+        if self is StopReason.FILE_LOST:
+            return ExitCode.CANNOT_WRITE
         return ExitCode.RESUMABLE if self.resumable else ExitCode.OK
 
 

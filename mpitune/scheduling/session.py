@@ -23,8 +23,9 @@ from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.faults.deadlines import Deadlines
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager, Setup
-from mpitune.scheduling.messages import Order, Placement, Report
-from mpitune.store.cache import Cache, RunInfo, refuse_unusable
+from mpitune.scheduling.messages import Order, Placement, Report, StopReason
+from mpitune.store.cache import Cache, RunInfo
+from mpitune.store.integrity import refuse_unusable
 
 
 def say(text: str) -> None:
@@ -162,6 +163,9 @@ def finish(manager: Manager, timeline: Timeline) -> None:
         manager.cache.finish_run(clock.now(), reason.value, manager.measured)
     manager.cache.append_phases([(0, p) for p in timeline.take()])
     manager.cache.close()
+    lost = manager.cache.lost  # the path was lost: the rows are beside it (store/custody.py)
+    if lost is not None and reason is not StopReason.FILE_LOST:
+        raise lost  # found in the last writes, the ranks told to stop for another reason: abort_for ends them
     verdict = manager.confirming.verdict
     if manager.best is None:
         say(f"no configuration passed ({manager.measured} measured in this run); see the cache for statuses")
@@ -170,12 +174,11 @@ def finish(manager: Manager, timeline: Timeline) -> None:
     else:
         say(f"best: {describe_best(manager)}")
     kind = "simulated " if clock.simulated else ""
-    say(
-        f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({reason.value}); "
-        f"results in {manager.cache.path}"
-    )
-    if manager.error:
-        print(f"mpitune: error: {manager.error}", file=sys.stderr, flush=True)
+    where = "" if lost else f"; results in {manager.cache.path}"
+    say(f"{manager.measured} configurations measured in {clock.now():.1f} {kind}s ({reason.value}){where}")
+    for error in (manager.error, f"{lost} (exit code {ExitCode.CANNOT_WRITE.value})" if lost else ""):
+        if error:
+            print(f"mpitune: error: {error}", file=sys.stderr, flush=True)
     if reason.resumable:
         resume = f"run the same command again to resume (exit code {ExitCode.RESUMABLE.value})"
         say(f"stopped early ({reason.value}); {resume}")

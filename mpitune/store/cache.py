@@ -15,7 +15,8 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,33 +44,15 @@ from mpitune.model.schema import (
 )
 from mpitune.model.timeline import PhaseRow
 from mpitune.store import devices
-from mpitune.store.files import claim_temporary, create_hdf5, discard, refuse_inputs
-from mpitune.store.front import objective_values
+from mpitune.store.custody import Custody, CustodyLost, Kept, Loss, let_go
+from mpitune.store.files import claim_temporary, create_hdf5, discard
 from mpitune.store.history import History, read_history, search_digest
-from mpitune.store.integrity import in_flight, repair, verify
-from mpitune.store.layout import add_history, append_rows, lay_out, set_front, text, value_names, values_dataset
-from mpitune.store.lock import WriterLock, h5_file, hold_writer_lock, lock_file
-from mpitune.store.rows import result_rows
-from mpitune.store.superblock import clear_write_flags, is_hdf5
+from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
+from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
+from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
+from mpitune.store.rows import objective_values, result_rows, values_table
 
 log = logging.getLogger(__name__)
-
-
-def refuse_unusable(path: str, *inputs: str) -> None:
-    """Refuse a results path that can never become a cache, or a damaged one, or one of the run's
-    ``inputs`` (its spec, the measured data a replay answers from) under any name, before any rank
-    starts: found at start-up instead, it would cost every rank's start-up and end the job with an
-    error, and a damaged file opened for writing may hang the writer in HDF5 or be changed by it.
-    Reads the whole file once (``verify``), changing nothing."""
-    refuse_inputs(path, *inputs)
-    try:
-        usable = not os.path.exists(path) or (os.path.isfile(path) and is_hdf5(path))
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
-    if not usable:
-        raise UserError(f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
-    if os.path.exists(path):
-        verify(path)
 
 
 @dataclass
@@ -86,23 +69,6 @@ class RunInfo:
     version: str
 
 
-def _open_for_writing(path: str) -> h5py.File:
-    try:
-        return h5_file(path, "a", libver="latest")
-    except OSError as exc:
-        if "h5clear" not in str(exc) or not clear_write_flags(path):
-            raise UserError(f"cannot open cache {path}: {exc}") from None
-    log.warning("%s: the run that wrote it last was killed; its results are kept", path)
-    return h5_file(path, "a", libver="latest")
-
-
-def _values(names: Sequence[str], by_name: Sequence[Mapping[str, float]]) -> np.ndarray:
-    """One row per dict, one column per name; NaN where a dict lacks the name."""
-    return np.array([[d.get(n, math.nan) for n in names] for d in by_name], dtype=np.float64).reshape(
-        len(by_name), len(names)
-    )
-
-
 class Cache:
     """Writer side, used by rank 0 only. ``objective`` names the metrics kept beside the
     results (recomputed for every recorded row by ``rewrite_metrics`` when a run resumes)."""
@@ -116,6 +82,8 @@ class Cache:
         objective: Objective | None = None,
     ):
         self.path = path
+        self._custody: Custody | None = None  # while the run writes the file
+        self._loss: Loss | None = None  # the path lost: the file beside it that holds the rows
         self.tune_params = tune_params
         self.objective = objective or Objective()
         self.observed_names = list(identity.observed_names)
@@ -124,7 +92,7 @@ class Cache:
         try:
             if not created:
                 verify(path)  # before anything writes to it: a damaged file is refused unchanged
-            self.file = _open_for_writing(path)
+            self.file = open_for_writing(path)
         except BaseException:
             self._lock.close()
             raise
@@ -147,20 +115,50 @@ class Cache:
             log.warning("%s: %s", path, fixed)
         self._describe_objective()
         add_history(self.file)
+        self.run = -1
+        self._placed: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each rank's host and device
+        self._adopt(path)
+
+    def _adopt(self, path: str) -> None:
+        """Write ``self.file``, which ``path`` names, from here on: no dataset or attribute may be
+        created any more, only appended to and written, each write through ``Kept``."""
         self.results = self.file["results"]
-        self.timeline = self.file["timeline"]
-        self.runs = self.file["runs"]
-        self.ranks = self.file["ranks"]
         self.in_flight = self.file["in_flight"]
-        self.asked = self.file["asked"]
-        self.searches = self.file["searches"]
         self.metrics = self.file.get("metrics")
         self.observed = self.file.get("observed")
         self.front = self.file.get("front")
-        self.run = -1
-        self._placed: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # each rank's host and device
-        # From here on no dataset or attribute may be created, only appended to and written.
         self.file.swmr_mode = True
+        self.file.flush()
+        self._kept = Kept(self.file)
+        self._custody = Custody(path, self._lock)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write of the file, ending in a flush. First, whether the path still names the file
+        as this writer left it (custody.py): if not, the write goes to memory only, and then
+        everything written to a new file beside the path, which is written from then on."""
+        assert self._custody is not None, "the file is closed"
+        what = self._custody.lost()
+        if what is not None:
+            self._kept.detach()
+        yield
+        if what is not None:
+            try:
+                self._loss, lock = self._custody.rescue(what, self._kept)
+            finally:  # rescued or not, the lost file is let go of
+                self._custody = None
+                let_go(self.file)
+                self._lock.close()
+            self._lock, self.file = lock, h5py.File(self._loss.kept_in, "a", libver="latest")
+            self._adopt(self._loss.kept_in)
+        self.file.flush()
+        assert self._custody is not None
+        self._custody.stamp()
+
+    @property
+    def lost(self) -> CustodyLost | None:
+        """Why the rows are not at ``path`` but beside it, and where (None: they are at ``path``)."""
+        return None if self._loss is None else self._loss.error(self._kept.count("results"))
 
     def _create(self, identity: ProblemIdentity, iterations: int) -> WriterLock | None:
         """Build the file under a name of its own, lock it and link it into place: a run killed
@@ -217,9 +215,8 @@ class Cache:
         """The metrics of every recorded row, ``results`` in row order as ``recorded`` gave them
         and evaluated by this run's objective: a resumed run may define other metrics."""
         if self.metrics is not None:
-            self.metrics.resize((len(results), self.metrics.shape[1]))
-            self.metrics[...] = _values(self.objective.metric_names, [r.metrics for r in results])
-            self.file.flush()
+            with self._writing():
+                self._kept.replace("metrics", values_table(self.objective.metric_names, [r.metrics for r in results]))
 
     def start_run(
         self,
@@ -231,7 +228,7 @@ class Cache:
     ) -> int:
         """Record a new run and where its ranks are; ``details`` says which device exactly
         (index, PCI bus, UUID of a GPU), one per rank."""
-        self.run = len(self.runs)
+        self.run = self._kept.count("runs")
         row = np.zeros(1, RUNS_DTYPE)
         row[0] = (
             self.run,
@@ -249,14 +246,14 @@ class Cache:
             text(info.command, LONG_TEXT),
             text(info.version, SHORT_TEXT),
         )
-        append_rows(self.runs, row)
         ranks = np.zeros(len(hosts), RANKS_DTYPE)
         details = list(details) or [""] * len(hosts)
         for rank, (host, device, detail, pid) in enumerate(zip(hosts, devices, details, pids)):
             ranks[rank] = (self.run, rank, text(host, NAME_TEXT), text(device, NAME_TEXT), text(detail, NAME_TEXT), pid)
-        append_rows(self.ranks, ranks)
+        with self._writing():
+            self._kept.append("runs", row)
+            self._kept.append("ranks", ranks)
         self._placed = (tuple(hosts), tuple(devices))
-        self.file.flush()
         return self.run
 
     def append(
@@ -264,20 +261,18 @@ class Cache:
     ) -> None:
         """Write one batch (its scored results and the ranks' timeline rows) and flush; the batch
         ``done_batch`` is no longer in flight (None: no batch is), while a later one may be."""
-        append_rows(
-            self.results, result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run)
-        )
-        for ds, names, values in (
-            (self.metrics, self.objective.metric_names, [r.metrics for r in scored]),
-            (self.observed, self.observed_names, [r.observed for r in scored]),
-        ):
-            if ds is not None and scored:
-                ds.resize((ds.shape[0] + len(scored), ds.shape[1]))
-                ds[-len(scored) :] = _values(names, values)
-        held = self.in_flight[...]
-        self._keep_in_flight(held[held["batch"] != done_batch] if done_batch is not None else held[:0])
-        self.append_phases(phases, flush=False)
-        self.file.flush()
+        rows = result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run)
+        with self._writing():
+            self._kept.append("results", rows)
+            for name, names, values in (
+                ("metrics", self.objective.metric_names, [r.metrics for r in scored]),
+                ("observed", self.observed_names, [r.observed for r in scored]),
+            ):
+                if names and scored:  # the dataset exists where it has columns (layout.values_dataset)
+                    self._kept.append(name, values_table(names, values))
+            held = self._kept.rows("in_flight")
+            self._kept.replace("in_flight", held[held["batch"] != done_batch] if done_batch is not None else held[:0])
+            self._kept.append("timeline", self._phase_rows(phases))
 
     def hand_out(self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int]) -> None:
         """Record which rank holds which configurations until their results are appended, so
@@ -285,76 +280,71 @@ class Cache:
         flight before it, if any); and the ask that made the batch (``asked``, in the
         strategy's order, for ``requested`` ids), which a resumed run replays to rebuild its
         strategy."""
-        self._hold(batch, list(enumerate(chunks)))
-        append_rows(self.asked, np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
-        self.file.flush()
+        with self._writing():
+            self._hold(batch, list(enumerate(chunks)))
+            self._kept.append("asked", np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
 
     def still_in_flight(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
         """Record again, after ``append`` of the batch cleared its record, the chunks (rank, ids)
         whose results never came: a rank that stopped answering held them, and ``check`` names
         them as it names what a killed run held."""
-        self._hold(batch, chunks)
-        self.file.flush()
+        with self._writing():
+            self._hold(batch, chunks)
 
     def _hold(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
         """Add a batch's chunks to the record; what a killed run before this one left there was
         reported when the file was opened (``interrupted``) and goes."""
-        held = self.in_flight[...]
+        held = self._kept.rows("in_flight")
         rows = np.array([(self.run, batch, rank, i) for rank, ids in chunks for i in ids], dtype=IN_FLIGHT_DTYPE)
-        self._keep_in_flight(np.concatenate([held[held["run"] == self.run], rows]))
+        self._kept.replace("in_flight", np.concatenate([held[held["run"] == self.run], rows]))
 
-    def _keep_in_flight(self, rows: np.ndarray) -> None:
-        self.in_flight.resize((len(rows),))
-        self.in_flight[:] = rows
+    def append_phases(self, phases: Iterable[tuple[int, PhaseRow]]) -> None:
+        with self._writing():
+            self._kept.append("timeline", self._phase_rows(phases))
 
-    def append_phases(self, phases: Iterable[tuple[int, PhaseRow]], flush: bool = True) -> None:
-        rows = np.array(
+    def _phase_rows(self, phases: Iterable[tuple[int, PhaseRow]]) -> np.ndarray:
+        return np.array(
             [
                 (self.run, rank, p.batch, p.config_id, text(p.phase, SHORT_TEXT), p.start_s, p.end_s)
                 for rank, p in phases
             ],
             dtype=TIMELINE_DTYPE,
         )
-        append_rows(self.timeline, rows)
-        if flush:
-            self.file.flush()
 
     def finish_run(self, wall_s: float, status: str, measured: int) -> None:
         """Record how the run ended and, with several objectives, the Pareto front of every
         configuration the file holds."""
-        row = self.runs[self.run]
+        row = self._kept.rows("runs")[self.run].copy()
         row["wall_s"], row["status"], row["measured"] = wall_s, text(status, SHORT_TEXT), measured
-        self.runs[self.run] = row
-        if self.front is not None:
-            self._record_front()
-        self.file.flush()
+        with self._writing():
+            self._kept.put("runs", self.run, row)
+            if self.front is not None:
+                self._kept.replace("front", self._front())
 
-    def _record_front(self) -> None:
+    def _front(self) -> np.ndarray:
         """Computed as a reader computes it (``CacheData.front_rows``), from the stored rows."""
-        rows = self.results[...]
+        rows = self._kept.rows("results")
         tables = {
-            **self._columns(self.metrics, self.objective.metric_names),
-            **self._columns(self.observed, self.observed_names),
+            **self._columns("metrics", self.objective.metric_names),
+            **self._columns("observed", self.observed_names),
         }
         ok = rows["status"] == Status.OK.encode()
         values = objective_values(self.objective.names, lambda n: tables[n] if n in tables else rows[n], ok)
         ids = rows["config_id"][front_rows(values, self.objective.directions)]
         front = np.zeros(len(ids), FRONT_DTYPE)
         front["config_id"] = ids
-        self.front.resize((len(front),))
-        if len(front):
-            self.front[:] = front
+        return front
 
-    @staticmethod
-    def _columns(ds: h5py.Dataset | None, names: Sequence[str]) -> dict[str, np.ndarray]:
-        table = ds[...] if ds is not None else np.zeros((0, len(names)))
+    def _columns(self, dataset: str, names: Sequence[str]) -> dict[str, np.ndarray]:
+        table = self._kept.rows(dataset) if names else np.zeros((0, 0))
         return {name: table[:, j] for j, name in enumerate(names)}
 
     def end_search(self, key: str, continuable: bool) -> None:
         """Record that this run's search ended cleanly: the next run with the same ``key``
         (strategy, seed, options, objective) continues it, if ``continuable``."""
-        append_rows(self.searches, np.array([(self.run, search_digest(key).encode(), continuable)], dtype=SEARCH_DTYPE))
-        self.file.flush()
+        row = np.array([(self.run, search_digest(key).encode(), continuable)], SEARCH_DTYPE)
+        with self._writing():
+            self._kept.append("searches", row)
 
     def append_confirmation(
         self,
@@ -364,17 +354,24 @@ class Cache:
         started_s: float,
         finished_s: float,
     ) -> None:
-        """Record a confirmation of this run, handed out as ``batch`` (store/devices.py), and flush."""
-        devices.write_confirmation(self.file, self.run, batch, launches, verdict, started_s, finished_s)
+        """Record a confirmation of this run, handed out as ``batch`` (store/devices.py), whole: its
+        launches, and without a verdict (no candidate could be launched, or a rank's launches are
+        missing) nothing else."""
+        with self._writing():
+            self._kept.append("retimed", devices.launch_rows(self.run, batch, launches, devices.CONFIRM))
+            if verdict is not None:
+                self._kept.append("confirmed", devices.confirmed_rows(self.run, verdict, started_s, finished_s))
+                factors = devices.factor_rows(self.run, batch, verdict.factors, devices.CONFIRM)
+                self._kept.append("device_factors", factors)
 
     def append_calibration(
         self, batch: int, launches: Sequence[tuple[int, Launch]], factors: Sequence[DeviceFactor]
     ) -> None:
         """Record the reference's launches that came with ``batch`` and the factors estimated
-        since (none: no new estimate); written with the batch's results, by ``append``."""
-        devices.write_launches(self.file, self.run, batch, launches, devices.CALIBRATE)
-        if factors:
-            devices.write_factors(self.file, self.run, batch, factors, devices.CALIBRATE)
+        since (none: no new estimate)."""
+        with self._writing():
+            self._kept.append("retimed", devices.launch_rows(self.run, batch, launches, devices.CALIBRATE))
+            self._kept.append("device_factors", devices.factor_rows(self.run, batch, factors, devices.CALIBRATE))
 
     def confirmed_candidates(self) -> frozenset[int]:
         """The candidates the file's latest confirmation judged (empty: none)."""
@@ -385,5 +382,11 @@ class Cache:
         return read_history(self.file)
 
     def close(self) -> None:
+        """Close the file and release its lock; first, if the run is writing it, whether the
+        path still names it (if not, the rows go beside it, as on any write: ``lost`` says where)."""
+        if self._custody is not None:
+            with self._writing():
+                pass
+        self._custody = None
         self.file.close()
         self._lock.close()

@@ -14,6 +14,7 @@ found before anything writes to it; no verb but ``check --salvage`` changes a da
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -23,9 +24,12 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.result import Status
 from mpitune.model.timeline import RECORDED_PHASES
+from mpitune.store.files import refuse_inputs
 from mpitune.store.lock import h5_file, writer_alive
 from mpitune.store.soundness import image, read_back
-from mpitune.store.superblock import clear_write_flags
+from mpitune.store.superblock import clear_write_flags, is_hdf5
+
+log = logging.getLogger(__name__)
 
 _FILLED = {"results": "status", "timeline": "phase"}
 
@@ -202,3 +206,31 @@ def inspect(path: str, fix: bool = True) -> Inspection:
     with h5_file(path, "a", libver="latest") as f:
         found.repaired += repair(f)
     return found
+
+
+def refuse_unusable(path: str, *inputs: str) -> None:
+    """Refuse a results path that can never become a cache, or a damaged one, or one of the run's
+    ``inputs`` (its spec, the measured data a replay answers from) under any name, before any rank
+    starts: found at start-up instead, it would cost every rank's start-up and end the job with an
+    error, and a damaged file opened for writing may hang the writer in HDF5 or be changed by it.
+    Reads the whole file once (``verify``), changing nothing."""
+    refuse_inputs(path, *inputs)
+    try:
+        usable = not os.path.exists(path) or (os.path.isfile(path) and is_hdf5(path))
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    if not usable:
+        raise UserError(f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
+    if os.path.exists(path):
+        verify(path)
+
+
+def open_for_writing(path: str) -> h5py.File:
+    """Open a cache for writing, clearing the open-for-write mark a killed writer left."""
+    try:
+        return h5_file(path, "a", libver="latest")
+    except OSError as exc:
+        if "h5clear" not in str(exc) or not clear_write_flags(path):
+            raise UserError(f"cannot open cache {path}: {exc}") from None
+    log.warning("%s: the run that wrote it last was killed; its results are kept", path)
+    return h5_file(path, "a", libver="latest")

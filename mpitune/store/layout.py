@@ -106,10 +106,10 @@ def value_names(f: h5py.File, name: str) -> list[str]:
 
 
 def append_rows(ds: h5py.Dataset, rows: np.ndarray) -> None:
-    """Grow a one-dimensional dataset by ``rows`` (none: left as it is)."""
+    """Grow a dataset by ``rows`` along its first axis (none: left as it is)."""
     if len(rows):
         n = ds.shape[0]
-        ds.resize((n + len(rows),))
+        ds.resize((n + len(rows), *ds.shape[1:]))
         ds[n:] = rows
 
 

@@ -127,6 +127,10 @@ class WriterLock:
             return False
         return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
+    def stat(self) -> os.stat_result:
+        """The locked file as it is now, whatever its names (custody.py)."""
+        return os.fstat(self._fd)
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

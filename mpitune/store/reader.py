@@ -21,8 +21,8 @@ from mpitune.model.identity import ProblemIdentity
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
 from mpitune.model.result import Status
-from mpitune.store.front import objective_values
 from mpitune.store.layout import value_names
+from mpitune.store.rows import objective_values
 from mpitune.store.soundness import open_for_reading
 
 

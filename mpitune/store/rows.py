@@ -1,11 +1,15 @@
-"""One batch of scored results as rows of the file's results dataset."""
+"""One batch of scored results as rows of the file's results dataset, and the objective values of
+the rows, by one rule for the writer and the reader, so that the front a run records and the
+front a reader computes from the same rows are the same."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from mpitune.model.objective import TIME
 from mpitune.model.result import Scored
 from mpitune.model.schema import LONG_TEXT, NAME_TEXT, SHORT_TEXT
 from mpitune.store.layout import text
@@ -52,3 +56,19 @@ def result_rows(
         )
         rows[i] = tuple(by_name[name] for name in dtype.names or ())
     return rows
+
+
+def objective_values(names: Sequence[str], column: Callable[[str], np.ndarray], ok: np.ndarray) -> np.ndarray:
+    """(rows, len(names)) float64: each objective's value per row, from ``column`` (a results
+    field, metric or observed value by name; the kernel time is ``time_ms``), NaN where a row
+    did not pass (its metrics are NaN already, its time may not be)."""
+    values = np.column_stack([np.asarray(column("time_ms" if n == TIME else n), dtype=np.float64) for n in names])
+    values[~np.asarray(ok, dtype=bool)] = np.nan
+    return values.reshape(len(ok), len(names))
+
+
+def values_table(names: Sequence[str], by_name: Sequence[Mapping[str, float]]) -> np.ndarray:
+    """One row per dict, one column per name; NaN where a dict lacks the name."""
+    return np.array([[d.get(n, math.nan) for n in names] for d in by_name], dtype=np.float64).reshape(
+        len(by_name), len(names)
+    )

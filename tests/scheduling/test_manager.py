@@ -146,6 +146,7 @@ def test_stop_reasons_keep_their_file_values_and_exit_codes():
         "device_error",
         "spec_error",
         "silent_rank",
+        "file_lost",
     ]
     assert {r for r in StopReason if r.resumable} == {
         StopReason.TIME_LIMIT,
@@ -161,6 +162,7 @@ def test_stop_reasons_keep_their_file_values_and_exit_codes():
         ExitCode.RESUMABLE,
         ExitCode.USER_ERROR,
         ExitCode.RESUMABLE,
+        ExitCode.CANNOT_WRITE,
     ]
 
 

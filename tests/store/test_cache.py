@@ -192,7 +192,7 @@ def test_a_file_without_metrics_reads_with_time_as_its_objective(tmp_path):
 
 
 def test_an_unusable_cache_path_is_refused_before_start_up(tmp_path):
-    from mpitune.store.cache import refuse_unusable
+    from mpitune.store.integrity import refuse_unusable
 
     refuse_unusable(str(tmp_path / "new.h5"))  # absent: the run creates it
     write_run(tmp_path / "c.h5", [0]).close()

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from mpitune.exits import ExitCode
 from mpitune.scheduling.comm import MPI
+from mpitune.store.custody import CustodyLost
 from mpitune.store.files import cannot_write
 
 # What the launcher is given to forward this rank's last lines before MPI_Abort ends it.
@@ -45,8 +46,11 @@ def abort_job(code: int, line: str | None = None) -> NoReturn:
 def abort_for(exc: BaseException, rank: int) -> NoReturn:
     """End every rank for what ended this rank's run: a Ctrl-C outside the rounds (start-up, the
     last write), where nothing is in flight to drain; a write the system refused (a full disk, a
-    read-only folder), every batch recorded before being on disk; anything else is a bug or a
-    crash on this rank, and the others would wait for it forever in the next collective."""
+    read-only folder), every batch recorded before being on disk; a results file removed, replaced
+    or truncated under the run, its rows written beside it (store/custody.py); anything else is a
+    bug or a crash on this rank, and the others would wait for it forever in the next collective."""
+    if isinstance(exc, CustodyLost):
+        abort_job(ExitCode.CANNOT_WRITE, f"mpitune: error: {exc} (exit code {ExitCode.CANNOT_WRITE.value})")
     if isinstance(exc, KeyboardInterrupt):
         abort_job(
             ExitCode.INTERRUPTED,

@@ -34,6 +34,7 @@ from mpitune.exits import ExitCode
 from mpitune.scheduling.faults.aborting import abort_job
 from mpitune.scheduling.faults.liveness import Silence, Watch
 from mpitune.scheduling.transport import SilentRanks, who
+from mpitune.store.custody import CustodyLost
 
 # How long the heartbeat thread gives the main thread to take its alarm in a gather (it looks
 # every millisecond), then to end the run itself once it has.
@@ -122,6 +123,9 @@ def rank0_silence_line(silence: Silence, watch: Watch) -> str:
             try:
                 watch.close()
                 watch.closed = True
+            except CustodyLost as lost:  # the path no longer names the file: its rows went beside it
+                watch.closed = True
+                kept = str(lost)
             except Exception as exc:  # the file's last write failed: what was flushed before is kept
                 log.error("could not close %s: %s", watch.path, exc)
     return f"mpitune: error: {heard_nothing(silence)}: it is stopped or its node is lost; {kept}; {resume}"

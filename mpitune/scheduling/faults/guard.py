@@ -46,5 +46,7 @@ def arm(watch: Watch, manager: Manager, timeline: Timeline) -> None:
         manager.stop_reason = StopReason.SILENT_RANK
         manager.cache.finish_run(timeline.clock.now(), StopReason.SILENT_RANK.value, manager.measured)
         manager.cache.close()
+        if manager.cache.lost is not None:  # the rows are beside the path: the line says where
+            raise manager.cache.lost
 
     watch.path, watch.close = manager.cache.path, close

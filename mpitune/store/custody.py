@@ -1,0 +1,234 @@
+"""Whether the results path still names the file rank 0 writes, and what is kept when it does not.
+
+Rank 0 holds the file open for the whole run, and another process may meanwhile remove its name
+(``rm``), give the name to another file (``mv other.h5 run.h5``) or truncate it (``: > run.h5``).
+HDF5 notices none of it: it writes on into a file no name leads to, or into the holes of a
+truncated one, and the run would end saying its results are where they are not. So after each
+flush the writer notes the file's size, and before its next write it asks whether the path
+still names the file it holds (device and inode), whether the file still has a name (its link
+count) and whether it still has the size the writer left it at (``Custody``). If not, what the
+writer wrote goes to a new file beside the path, never over anything, and the writer goes on
+in that file (store/cache.py), so that a run can finish the batches it has handed out.
+
+The copy cannot come from the file (a truncated file's bytes are gone), so every write goes
+through ``Kept``, to the file and to memory at once, and what the writer reads back while it
+writes (the configurations in flight, the run's row) comes from memory too. Once the file is
+lost (``Kept.detach``) that write goes to memory only, so that the batch being recorded when the
+loss is found is kept with the rest. The cost is the file's rows once more in rank 0's memory,
+uncompressed: about 2.5 KB per configuration (a results row of 1.4 KB, most of it the error
+field, and a dozen timeline rows).
+
+A truncation within the few milliseconds of a flush itself can go unseen: the flush writes the
+file back to its full size.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
+import numpy as np
+
+from mpitune.store.layout import append_rows
+from mpitune.store.lock import WriterLock, lock_file
+from mpitune.store.write_errors import cannot_write
+
+log = logging.getLogger(__name__)
+
+
+class CustodyLost(Exception):
+    """The results path no longer names the file this run writes; the message is the one line
+    that says what happened and where the rows went (or why they could not be kept)."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a dataset is laid out, to lay out its copy alike."""
+
+    maxshape: tuple[int | None, ...]
+    chunks: tuple[int, ...] | None
+    compression: str | None
+    compression_opts: Any
+    fletcher32: bool
+    fillvalue: Any  # None for compound rows (HDF5's zeros)
+    attrs: dict[str, Any]
+
+    @staticmethod
+    def of(ds: h5py.Dataset) -> _Layout:
+        fill = ds.fillvalue if ds.dtype.names is None else None
+        return _Layout(ds.maxshape, ds.chunks, ds.compression, ds.compression_opts, ds.fletcher32, fill, dict(ds.attrs))
+
+
+class Kept:
+    """The datasets of an open file (in SWMR mode: no dataset is added from here on), by name,
+    written through ``append``, ``replace`` and ``put``, and read back with ``rows``."""
+
+    def __init__(self, f: h5py.File):
+        self._attrs = dict(f.attrs)
+        self._datasets = {name: ds for name, ds in f.items() if isinstance(ds, h5py.Dataset)}
+        self._layouts = {name: _Layout.of(ds) for name, ds in self._datasets.items()}
+        self._rows: dict[str, list[np.ndarray]] = {name: [ds[...]] for name, ds in self._datasets.items()}
+        self.detached = False
+
+    def detach(self) -> None:
+        """Write to memory only from now on: the file is no longer this writer's."""
+        self.detached = True
+
+    def append(self, name: str, rows: np.ndarray) -> None:
+        if len(rows):
+            if not self.detached:
+                append_rows(self._datasets[name], rows)
+            self._rows[name].append(rows)
+
+    def replace(self, name: str, rows: np.ndarray) -> None:
+        """The dataset ``name`` holds ``rows`` and nothing else."""
+        if not self.detached:
+            ds = self._datasets[name]
+            ds.resize(rows.shape)
+            if len(rows):
+                ds[...] = rows
+        self._rows[name] = [rows]
+
+    def put(self, name: str, index: int, row: np.void) -> None:
+        """Write row ``index`` of ``name`` again."""
+        if not self.detached:
+            self._datasets[name][index] = row
+        self.rows(name)[index] = row
+
+    def rows(self, name: str) -> np.ndarray:
+        """What ``name`` holds, as written (a view: a caller changes it through ``put`` only)."""
+        parts = self._rows[name]
+        if len(parts) > 1:
+            parts[:] = [np.concatenate(parts)]
+        return parts[0]
+
+    def count(self, name: str) -> int:
+        return sum(len(p) for p in self._rows[name])
+
+    def write(self, f: h5py.File) -> None:
+        """Lay everything out in the new file ``f``, as it was in the file it was kept from."""
+        f.attrs.update(self._attrs)
+        for name, layout in self._layouts.items():
+            rows = self.rows(name)
+            ds = f.create_dataset(
+                name,
+                shape=rows.shape,
+                dtype=rows.dtype,
+                maxshape=layout.maxshape,
+                chunks=layout.chunks,
+                compression=layout.compression,
+                compression_opts=layout.compression_opts,
+                fletcher32=layout.fletcher32,
+                fillvalue=layout.fillvalue,
+            )
+            if len(rows):
+                ds[...] = rows
+            ds.attrs.update(layout.attrs)
+
+
+class Custody:
+    """The writer's watch on ``path``, through its lock's descriptor of the file."""
+
+    def __init__(self, path: str, lock: WriterLock):
+        self.path = path
+        self._lock = lock
+        self.size_bytes = lock.stat().st_size
+
+    def stamp(self) -> None:
+        """Note the size the writer left the file at (after a flush)."""
+        self.size_bytes = self._lock.stat().st_size
+
+    def lost(self) -> str | None:
+        """What became of the path since the last ``stamp``, in words; None: it names the file still."""
+        held = self._lock.stat()
+        try:
+            named: os.stat_result | None = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            named = None
+        except OSError:  # a folder that cannot be searched now: nothing tells the file is lost
+            return None
+        if named is None:
+            return "was removed" if held.st_nlink == 0 else "was moved away"
+        if (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+            return "was replaced by another file"
+        if held.st_size < self.size_bytes:
+            return f"was truncated (from {self.size_bytes} to {held.st_size} bytes)"
+        if held.st_size != self.size_bytes:
+            return f"was written by another process ({self.size_bytes} bytes became {held.st_size})"
+        return None
+
+    def rescue(self, what: str, kept: Kept) -> tuple[Loss, WriterLock]:
+        """Write what ``kept`` holds to a new file beside the path, locked for this writer to go on
+        with; CustodyLost if it cannot be written."""
+        folder = os.path.dirname(os.path.abspath(self.path))
+        try:
+            rescued, lock = _write_new(self.path, kept, self._lock.stat().st_mode & 0o777)
+        except (OSError, RuntimeError) as exc:  # HDF5 reports some of the system's refusals so
+            plain = f"{folder}: {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else str(exc)
+            reason = cannot_write(exc) or plain
+            raise CustodyLost(
+                f"{self.path} {what} while this run was writing it, and its rows could not be kept beside it: {reason}"
+            ) from None
+        log.info("%s %s: what was written goes on in %s", self.path, what, rescued)
+        return Loss(self.path, what, rescued), lock
+
+
+@dataclass(frozen=True)
+class Loss:
+    """The results path ``path`` was lost (``what`` became of it); the rows are in ``kept_in``."""
+
+    path: str
+    what: str
+    kept_in: str
+
+    def error(self, results: int) -> CustodyLost:
+        """The one line for the run's end, once it has recorded ``results`` rows in all."""
+        return CustodyLost(
+            f"{self.path} {self.what} while this run was writing it; everything it recorded ({results} results) "
+            f"is kept in {self.kept_in}: rename that to {os.path.basename(self.path)} (or pass --cache "
+            f"{self.kept_in}) and run the same command again to resume"
+        )
+
+
+def let_go(f: h5py.File) -> None:
+    """Close ``f`` without writing another byte to the file: HDF5's descriptor is pointed at an
+    anonymous memory file first, so that what closing flushes goes there and not into a file
+    that is another's now (a truncated file may hold someone else's bytes by then)."""
+    try:
+        handle = f.id.get_vfd_handle()
+        spare = os.memfd_create("mpitune-let-go")
+        os.dup2(spare, handle)
+        os.close(spare)
+        f.close()
+    except Exception as exc:  # what the file held is kept already; only its closing failed
+        log.debug("closing a lost results file: %s", exc)
+
+
+def _write_new(path: str, kept: Kept, mode: int) -> tuple[str, WriterLock]:
+    """Write the kept rows into a file beside ``path`` named ``PATH.rescued-PID`` (``-2``, ``-3``
+    ... after it if taken), with the lost file's permissions ``mode``, and lock it: made under a
+    name of its own and linked into place, as a new cache is, so that nothing is ever overwritten."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
+    os.close(fd)
+    try:
+        with h5py.File(partial, "w", libver="latest") as f:
+            kept.write(f)
+        lock = lock_file(partial, f"{partial}: locked by another process")
+        os.chmod(partial, mode)
+        base = f"{path}.rescued-{os.getpid()}"
+        for attempt in range(1, 1000):
+            name = base if attempt == 1 else f"{base}-{attempt}"
+            try:
+                os.link(partial, name)
+                return name, lock
+            except FileExistsError:
+                continue
+        lock.close()
+        raise FileExistsError(f"{base}: every name up to -999 is taken")
+    finally:
+        os.unlink(partial)
