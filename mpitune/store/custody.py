@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 import h5py
 import numpy as np
 
+from mpitune.store.files import cannot_write, claim_temporary, create_hdf5, discard
 from mpitune.store.layout import append_rows
 from mpitune.store.lock import WriterLock, lock_file
-from mpitune.store.write_errors import cannot_write
 
 log = logging.getLogger(__name__)
 
@@ -212,11 +211,9 @@ def _write_new(path: str, kept: Kept, mode: int) -> tuple[str, WriterLock]:
     """Write the kept rows into a file beside ``path`` named ``PATH.rescued-PID`` (``-2``, ``-3``
     ... after it if taken), with the lost file's permissions ``mode``, and lock it: made under a
     name of its own and linked into place, as a new cache is, so that nothing is ever overwritten."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, partial = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
-    os.close(fd)
+    partial, new = claim_temporary(path, lambda temporary: create_hdf5(temporary, path))
     try:
-        with h5py.File(partial, "w", libver="latest") as f:
+        with new as f:
             kept.write(f)
         lock = lock_file(partial, f"{partial}: locked by another process")
         os.chmod(partial, mode)
@@ -231,4 +228,4 @@ def _write_new(path: str, kept: Kept, mode: int) -> tuple[str, WriterLock]:
         lock.close()
         raise FileExistsError(f"{base}: every name up to -999 is taken")
     finally:
-        os.unlink(partial)
+        discard(partial)
