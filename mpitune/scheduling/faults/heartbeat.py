@@ -17,6 +17,13 @@ the per-batch deadline alone catches a silent rank.
 A heartbeat is (Unix time, host name): the host, so that a rank names a silent peer's host
 before the start-up exchange has told it.
 
+Each look takes in every beat that has arrived, not only those MPI has already matched: MPICH
+moves at most one message from its transport into the queue a probe searches per look that
+finds nothing, so a look that stopped at the first empty probe took in one beat per interval.
+While rank 0's main thread made no MPI call (measuring its own chunk), the beats of several
+workers then piled up unread and each worker was heard only every few intervals: on a busy
+node, a live rank was named silent beside a stopped one (docs/reliability.md, "Heartbeats").
+
 A second thread, the watchdog, makes no MPI call: it raises the same alarm once a peer has been
 silent for ``WATCHDOG_FACTOR`` timeouts. When a peer's node vanishes, MPI's TCP transport can
 hold every thread that calls into MPI (the heartbeat thread and the main thread alike) while it
@@ -39,6 +46,10 @@ from mpitune.scheduling.faults.liveness import Liveness, Silence, interval_s
 
 _HEARTBEAT_TAG = 13
 WATCHDOG_FACTOR = 1.5
+# A look ends after this many probes in a row found no beat, and two more per peer: a probe that
+# finds nothing moves one message in, perhaps one of a round's reports queued ahead of the beats
+# (a few per worker while rank 0's main thread is busy). Microseconds each.
+QUIET_PROBES = 8
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +64,7 @@ class Heartbeat:
         self.peers = list(range(1, comm.size)) if comm.rank == 0 else [0]
         self.liveness = Liveness(self.peers, timeout_s, time.monotonic())
         self.interval_s = interval_s(timeout_s)
+        self.quiet_probes = QUIET_PROBES + 2 * len(self.peers)
         self._host = socket.gethostname()
         self._sending: list[MPI.Request] = []
         self._stopped = threading.Event()
@@ -99,17 +111,25 @@ class Heartbeat:
         """No more heartbeats, sent or expected: the run is ending cleanly, and the ranks leave
         at different moments. Waits for the thread unless it is raising its alarm."""
         with self._lock:
-            self._stopping = True
+            first, self._stopping = not self._stopping, True
             alarmed = self._alarmed
         self._stopped.set()
         if not alarmed and self._thread is not threading.current_thread():
             self._thread.join(timeout=self.interval_s + 5.0)
+        if first and not alarmed:
+            peer, unheard_s = max(self.liveness.longest_s.items(), key=lambda item: item[1])
+            log.info(
+                "the longest a peer went unheard was %.1f s (rank %d); the liveness timeout is %g s",
+                unheard_s,
+                peer,
+                self.timeout_s,
+            )
 
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
-                self._beat()
-                self._listen()
+                self.beat()
+                self.listen()
             except MPI.Exception as exc:  # a peer MPI found gone: the main thread's exchanges hear it too
                 if not self._failed:
                     self._failed = " ".join(str(exc.Get_error_string()).split())
@@ -138,18 +158,27 @@ class Heartbeat:
         self.on_silence(silence)
         return True
 
-    def _beat(self) -> None:
+    def beat(self) -> None:
         """Send each peer this rank's heartbeat, without waiting: one to a stopped peer stays
         queued (a few small messages until the timeout passes)."""
         self._sending = [r for r in self._sending if not r.Test()]
-        beat = (time.time(), self._host)
+        heartbeat = (time.time(), self._host)
         for peer in self.peers:
-            self._sending.append(self.comm.isend(beat, dest=peer, tag=_HEARTBEAT_TAG))
+            self._sending.append(self.comm.isend(heartbeat, dest=peer, tag=_HEARTBEAT_TAG))
 
-    def _listen(self) -> None:
-        """Take in every heartbeat that has arrived, before the silence is judged."""
+    def listen(self) -> int:
+        """Take in every heartbeat that has arrived, before the silence is judged; how many.
+        Probes until ``quiet_probes`` in a row find none: one empty probe is no proof that none
+        has arrived (the module's docstring says why)."""
         status = MPI.Status()
         source = MPI.ANY_SOURCE if self.comm.rank == 0 else 0
-        while (message := self.comm.improbe(source, _HEARTBEAT_TAG, status)) is not None:
+        taken = quiet = 0
+        while quiet < self.quiet_probes:
+            message = self.comm.improbe(source, _HEARTBEAT_TAG, status)
+            if message is None:
+                quiet += 1
+                continue
             _, host = message.recv()
             self.liveness.heard(status.Get_source(), time.monotonic(), host)
+            taken, quiet = taken + 1, 0
+        return taken

@@ -81,6 +81,8 @@ class Liveness:
         self.timeout_s = timeout_s
         self.heard_s = {peer: now_s for peer in peers}
         self.hosts: dict[int, str] = {}
+        # The longest each peer went unheard when the silence was judged: the margin a run had.
+        self.longest_s = {peer: 0.0 for peer in peers}
 
     def heard(self, peer: int, now_s: float, host: str = "") -> None:
         """A heartbeat (or any sign of life) from ``peer`` arrived at ``now_s``."""
@@ -99,6 +101,8 @@ class Liveness:
         """The peers silent for longer than the timeout at ``now_s``; None while all are heard.
         The caller takes in every heartbeat that has arrived before asking, so that its own
         late turn (a thread held back) is not mistaken for its peers' silence."""
+        for peer, heard in self.heard_s.items():
+            self.longest_s[peer] = max(self.longest_s[peer], now_s - heard)
         silent = sorted((peer, now_s - heard) for peer, heard in self.heard_s.items() if now_s - heard > self.timeout_s)
         if not silent:
             return None

@@ -53,6 +53,15 @@ def test_the_start_up_exchange_names_the_hosts_a_beat_has_not():
     assert silence is not None and silence.hosts == ("from-its-beat", "node2")
 
 
+def test_the_longest_a_peer_went_unheard_is_kept_as_the_run_s_margin():
+    live = Liveness([1, 2], timeout_s=5.0, now_s=0.0)
+    live.heard(1, 1.0)
+    assert live.silence(3.0) is None and live.longest_s == {1: 2.0, 2: 3.0}
+    live.heard(2, 3.5)
+    live.silence(4.5)
+    assert live.longest_s == {1: 3.5, 2: 3.0}  # a shorter silence later leaves the longest
+
+
 def test_the_timeout_comes_from_the_command_line_then_the_environment():
     assert timeout_s(5.0, {TIMEOUT_VARIABLE: "9"}) == 5.0
     assert timeout_s(None, {TIMEOUT_VARIABLE: "9"}) == 9.0
