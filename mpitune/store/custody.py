@@ -32,6 +32,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from mpitune.errors import UserError
 from mpitune.store.files import cannot_write, claim_temporary, create_hdf5, discard
 from mpitune.store.layout import append_rows
 from mpitune.store.lock import WriterLock, lock_file
@@ -166,7 +167,7 @@ class Custody:
         folder = os.path.dirname(os.path.abspath(self.path))
         try:
             rescued, lock = _write_new(self.path, kept, self._lock.stat().st_mode & 0o777)
-        except (OSError, RuntimeError) as exc:  # HDF5 reports some of the system's refusals so
+        except (OSError, RuntimeError, UserError) as exc:  # HDF5 reports some of the system's refusals so
             plain = f"{folder}: {exc.strerror}" if isinstance(exc, OSError) and exc.strerror else str(exc)
             reason = cannot_write(exc) or plain
             raise CustodyLost(
