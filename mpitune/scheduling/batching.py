@@ -104,8 +104,7 @@ class Batching:
 
     Guided (the default where batches are longer than one configuration per rank): until a
     configuration's cost is known the batch is one configuration per rank, so that the first
-    long batch is dealt by predicted cost (``deal_by_cost``) rather than blind; one rank has
-    nothing to deal, and its first chunk is whole at once. Batches do not
+    long batch is dealt by predicted cost (``deal_by_cost``) rather than blind. Batches do not
     shrink towards the end of the search: with chunks dealt by predicted cost, every extra
     round adds its slowest rank's lead, and halving the batches over the last half of the
     configurations cost 0.3 points of efficiency on 64 replayed ranks and 2.8 on 256.
@@ -119,7 +118,7 @@ class Batching:
     def of(cls, ranks: int, strategy: Strategy, requested: int | None) -> Batching:
         """``requested`` is the user's batch size (None: the default, guided)."""
         size = requested or default_batch_size(ranks, strategy)
-        return cls(ranks, size, requested is None and size > ranks > 1)
+        return cls(ranks, size, requested is None and size > ranks)
 
     def next_size(self, budget_left: int | None, costs_known: bool) -> int:
         """Configurations in the next batch with ``budget_left`` more allowed (None: no budget),

@@ -56,8 +56,6 @@ def test_a_predictable_strategy_gets_long_guided_batches_and_a_learning_one_one_
     assert brute == Batching(4, 4 * PER_RANK_PREDICTABLE, guided=True)
     assert Batching.of(4, create("genetic_algorithm", space, 0, {}), None) == Batching(4, 4, guided=False)
     assert Batching.of(4, create("brute_force", space, 0, {}), 8) == Batching(4, 8, guided=False)
-    # One rank has nothing to deal by cost: its first batch is whole.
-    assert Batching.of(1, create("brute_force", space, 0, {}), None) == Batching(1, PER_RANK_PREDICTABLE, guided=False)
 
 
 def test_a_guided_search_starts_with_one_configuration_per_rank_until_costs_are_known():
