@@ -132,10 +132,12 @@ class Chunk:
         lowers the bound only a little, and all of them get every launch. Taken fastest first,
         the first one timed is about the chunk's best, and the rest mostly lose on the first
         launch they already made. A survivor is compiled again by the workers (a library file
-        is gone once loaded) and measured whole, its verification included, so that its result
-        is exactly what one pass would have made of it; one that loses keeps its first pass's
-        result, the one-launch result the first-launch rule gives. A chunk that must end early
-        (the run is ending, the device is lost) drops the configurations still deferred: they
+        is gone once loaded; one that then loses to a best found in this pass was compiled for
+        nothing, which costs a worker, not the device) and measured whole, its verification
+        included, so that its result is exactly what one pass would have made of it; one that
+        loses keeps its first pass's result, the one-launch result the first-launch rule gives.
+        A chunk that must end early (the run is ending, the device is lost) drops the
+        configurations still deferred: they
         come back unmeasured rather than stopped by a bound that was no one's best. A chunk of
         one configuration has nothing to look ahead to and is measured in one pass."""
         first = self.in_order(self.order.work, race.first_pass())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 import signal
@@ -86,10 +87,15 @@ def test_runs_with_compile_workers_record_what_compiled_in_the_background(tmp_pa
         got = dict(zip(a["results"]["config_id"], a["results"]["status"]))
         assert got == dict(zip(b["results"]["config_id"], b["results"]["status"]))
         assert len(got) == 24
+        passed = set(a["results"]["config_id"][a["results"]["status"] == b"ok"])
         timeline = a["timeline"][...]
         assert not (b["timeline"]["phase"] == b"compile_ahead").any()
     background = timeline[timeline["phase"] == b"compile_ahead"]
-    assert len(background) == 24  # every configuration compiled once, in the background
+    # Every configuration compiled in the background; a second time only one that passed, for the
+    # first-launch race's second pass (scheduling/rank.py, Chunk.two_passes).
+    compiles = collections.Counter(background["config_id"].tolist())
+    assert set(compiles) == set(got)
+    assert all(n == 1 or (n == 2 and c in passed) for c, n in compiles.items()), compiles
     # Brute force knows its order, so each rank compiled batch k+1 before batch k+1 began there.
     early = 0
     for rank in (0, 1):
