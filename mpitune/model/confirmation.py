@@ -19,6 +19,16 @@ the run has measured (model/racing.py), and one that stopped just beyond the bou
 first launch a little colder than that could have stopped although it was the best. Only k of
 them: on real spaces many configurations stop just beyond the bound (a tenth of a percent
 beyond, on the replayed caches), and each candidate costs a compile and a slot in every round.
+With several devices the search's times are calibrated (scheduling/devices/calibrating.py): each
+divided by its rank's estimated factor, whose error moves every result of that rank alike. An
+interval for a calibrated median must carry that error too, or a factor estimated a few tenths
+of a percent high pushes the true best out of the candidates (or a slower one in) with intervals
+that look sure. Each side of an interval, in log time from the median, is therefore combined in
+quadrature with its factor's own half-width at the same confidence (``factor_sd``: the
+estimate's bootstrap standard error, relative): the launches' noise and the factor's error are
+independent, and for two intervals alike the overlap is then the same test as before on a
+difference whose variance has both factors' in it. Within one rank the factor's error cancels,
+and counting it there only errs towards one more candidate.
 
 Device factors. A device may be a few percent slower than another on every kernel (clocks,
 cooling, a neighbour), and the candidates' launches are spread over devices unevenly once some
@@ -53,8 +63,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -138,9 +149,16 @@ OVERLAP_CONFIDENCE = 0.84
 NEAR_BOUND = 1.05
 
 
-def candidates(results: Sequence[Scored], k: int = DEFAULT_CANDIDATES, most: int = MOST_CANDIDATES) -> list[int]:
+def candidates(
+    results: Sequence[Scored],
+    k: int = DEFAULT_CANDIDATES,
+    most: int = MOST_CANDIDATES,
+    factor_sd: Mapping[int, float] | None = None,
+) -> list[int]:
     """Config ids to confirm: the k best ok results by time_ms plus every ok result whose
-    search_interval_ms overlaps the best's, plus the k fastest raced ones (r.raced) whose time is
+    search_interval_ms, widened by its rank's factor's error (``factor_sd``: the standard error
+    of each rank's factor, by rank; none: results in raw time), overlaps the best's, plus the k
+    fastest raced ones (r.raced) whose time is
     within ``NEAR_BOUND`` of the race's bound, at most `most`, best first; results whose time is
     not finite are ignored; k counts full results only (a raced one's times are few). The bound
     is recomputed from the results (``Race.seen``: the best full median, the largest spread and
@@ -152,9 +170,16 @@ def candidates(results: Sequence[Scored], k: int = DEFAULT_CANDIDATES, most: int
     if not full:
         return []
 
+    z = NormalDist().inv_cdf((1 + OVERLAP_CONFIDENCE) / 2)
+    sds = factor_sd or {}
+
     def interval(r: Scored) -> tuple[float, float]:
         lo, hi = search_interval_ms(r.times_ms, OVERLAP_CONFIDENCE)
-        return (lo, hi) if math.isfinite(lo) else (r.time_ms, r.time_ms)
+        if not math.isfinite(lo):
+            return (r.time_ms, r.time_ms)
+        mid, factor = float(np.median([t for t in r.times_ms if math.isfinite(t)])), z * sds.get(r.rank, 0.0)
+        below, above = math.hypot(math.log(mid / lo), factor), math.hypot(math.log(hi / mid), factor)
+        return (mid * math.exp(-below), mid * math.exp(above))
 
     best_lo, best_hi = interval(full[0])
     near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=full[0].time_ms).first_bound_ms

@@ -135,6 +135,12 @@ class Calibrating:
                     )
         self.estimate = tuple(dataclasses.replace(f, flagged=f.flagged or f.rank in drifted) for f in self.estimate)
 
+    def factor_sd(self) -> dict[int, float]:
+        """Each rank's factor's standard error relative to the factor, by rank, as the latest
+        estimate has it: what a time calibrated by it is uncertain by, besides its own noise
+        (empty before the first estimate, when times are as measured)."""
+        return {f.rank: f.sd / f.factor for f in self.estimate if f.factor > 0}
+
     def scored(self, result: Scored) -> Scored:
         """``result`` scored in calibrated time (its time over its rank's factor), for the
         strategy and the best so far; its raw times stay as measured, for the file."""
