@@ -155,17 +155,23 @@ def candidates(
     most: int = MOST_CANDIDATES,
     factor_sd: Mapping[int, float] | None = None,
 ) -> list[int]:
-    """Config ids to confirm: the k best ok results by time_ms plus every ok result whose
+    """Config ids to confirm: the k best ok results by the median of their launches (time_ms
+    where none is finite), which is what confirmation compares, plus every ok result whose
     search_interval_ms, widened by its rank's factor's error (``factor_sd``: the standard error
     of each rank's factor, by rank; none: results in raw time), overlaps the best's, plus the k
-    fastest raced ones (r.raced) whose time is
-    within ``NEAR_BOUND`` of the race's bound, at most `most`, best first; results whose time is
-    not finite are ignored; k counts full results only (a raced one's times are few). The bound
+    fastest raced ones (r.raced) whose time is within ``NEAR_BOUND`` of the race's bound, at
+    most `most`, best first; results whose time is not finite are ignored; k counts full
+    results only (a raced one's times are few). The bound
     is recomputed from the results (``Race.seen``: the best full median, the largest spread and
     the largest first launch / median of the full ones), the bound as the search ended: each
     raced result lost against the bound of its moment, of a best no better and ratios no wider.
     Uses r.time_ms / r.times_ms / r.first_ms of mpitune.model.result.Scored (see that file)."""
-    ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (r.time_ms, r.config_id))
+
+    def median(r: Scored) -> float:  # time_ms is it, but not in data recorded elsewhere (a Kernel Tuner mean)
+        finite = [t for t in r.times_ms if math.isfinite(t)]
+        return float(np.median(finite)) if finite else r.time_ms
+
+    ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (median(r), r.config_id))
     full = [r for r in ok if not r.raced] or ok  # only raced results: their times are all there is
     if not full:
         return []
@@ -177,12 +183,12 @@ def candidates(
         lo, hi = search_interval_ms(r.times_ms, OVERLAP_CONFIDENCE)
         if not math.isfinite(lo):
             return (r.time_ms, r.time_ms)
-        mid, factor = float(np.median([t for t in r.times_ms if math.isfinite(t)])), z * sds.get(r.rank, 0.0)
+        mid, factor = median(r), z * sds.get(r.rank, 0.0)
         below, above = math.hypot(math.log(mid / lo), factor), math.hypot(math.log(hi / mid), factor)
         return (mid * math.exp(-below), mid * math.exp(above))
 
     best_lo, best_hi = interval(full[0])
-    near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=full[0].time_ms).first_bound_ms
+    near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=min(r.time_ms for r in full)).first_bound_ms
     chosen = {r.config_id for r in full[:k]}
     for r in ok:
         lo, hi = interval(r)
@@ -233,9 +239,10 @@ def _grid(
     return ranks, ids, grid
 
 
-def _estimate(launches: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _estimate(launches: np.ndarray, complete: np.ndarray, paired: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(log factors [sample, device], medians [sample, candidate]) of launches[sample, device,
-    candidate, round]: the model of the module docstring, for every sample at once."""
+    candidate, round]: the model of the module docstring, for every sample at once; ``paired``:
+    each device's rounds are taken out too (``_rounds_out``)."""
     samples, devices, count, rounds = launches.shape
     logs = np.log(launches)
     if devices > 1 and complete.any():
@@ -247,11 +254,28 @@ def _estimate(launches: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, n
         b = np.zeros((samples, devices))
     calibrated = launches / np.exp(b)[:, :, None, None]
     pooled = calibrated.transpose(0, 2, 1, 3).reshape(samples, count, devices * rounds)
-    return b, _nanmedian(pooled, axis=2)
+    medians = _nanmedian(pooled, axis=2)
+    if paired and np.count_nonzero(complete) > 1:
+        pooled = _rounds_out(np.log(calibrated), np.log(medians), complete).transpose(0, 2, 1, 3)
+        medians = np.exp(_nanmedian(pooled.reshape(samples, count, devices * rounds), axis=2))
+    return b, medians
+
+
+def _rounds_out(logs: np.ndarray, medians: np.ndarray, complete: np.ndarray) -> np.ndarray:
+    """Calibrated log launches [sample, device, candidate, round] less each round's common shift
+    on its device: the median, over the candidates timed on every device, of how far the round's
+    launch sits from the candidate's pooled median (``medians``, log). A round's launches ran
+    next to each other, so what moved the device then (a clock that stepped, a neighbour's
+    job) moved them alike; taken out, the candidates are compared within rounds, as the
+    interleaving paired them, and a candidate's median no longer hangs on how many of its
+    launches fell on either side of a step."""
+    apart = logs[:, :, complete, :] - medians[:, None, complete, None]
+    shift = _nanmedian(apart, axis=2)  # [sample, device, round]
+    return logs - np.where(np.isfinite(shift), shift, 0.0)[:, :, None, :]
 
 
 def _bootstrap(
-    grid: np.ndarray, complete: np.ndarray, rng: np.random.Generator, resamples: int
+    grid: np.ndarray, complete: np.ndarray, rng: np.random.Generator, resamples: int, paired: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """The estimates of ``resamples`` resamples of rounds, each device's drawn on its own. All
     draws are made first, so the chunking (for memory) does not change the numbers."""
@@ -263,7 +287,7 @@ def _bootstrap(
     for start in range(0, resamples, chunk):
         p = picks[start : start + chunk, :, None, :]  # [sample, device, 1, round]
         launches = grid[device, candidate, p]  # [sample, device, candidate, round]
-        b, med = _estimate(launches, complete)
+        b, med = _estimate(launches, complete, paired)
         bs.append(b)
         meds.append(med)
     return np.concatenate(bs), np.concatenate(meds)
@@ -313,9 +337,12 @@ def judge(
     confidence: float = 0.95,
     flag_pct: float = 2.0,
     resamples: int = 1000,
+    paired: bool = True,
 ) -> Verdict | None:
     """One row per timed launch (parallel arrays; NaN times are failed launches and are left
-    out). None when no candidate has a finite launch."""
+    out). None when no candidate has a finite launch. ``paired``: a round's launches on one
+    device ran together (confirmation's interleaving), so each round's shift is taken out;
+    not where the "candidates" were timed apart (calibration's references)."""
     if not 0.0 < confidence < 1.0 or resamples < 1:
         raise ValueError(f"judge: confidence must be in (0, 1) and resamples >= 1, not {confidence}, {resamples}")
     ranks, ids, grid = _grid(rank, config_id, round_, time_ms)
@@ -323,13 +350,13 @@ def judge(
         return None
     finite = np.isfinite(grid)
     complete = finite.any(axis=2).all(axis=0)  # timed on every device
-    b, meds = _estimate(grid[None], complete)
+    b, meds = _estimate(grid[None], complete, paired)
     alpha = (1.0 - confidence) / 2
     with warnings.catch_warnings():
         # A resample may draw none of a sparse candidate's finite launches on a device, or at
         # all: that median is NaN and is left out of the summaries, which is what numpy warns of.
         warnings.simplefilter("ignore", RuntimeWarning)
-        b_boot, meds_boot = _bootstrap(grid, complete, np.random.default_rng(seed), resamples)
+        b_boot, meds_boot = _bootstrap(grid, complete, np.random.default_rng(seed), resamples, paired)
         lo = np.nanquantile(meds_boot, alpha, axis=0)
         hi = np.nanquantile(meds_boot, 1.0 - alpha, axis=0)
         factors = _factors(ranks, b[0], b_boot, flag_pct)
@@ -353,11 +380,16 @@ def judge(
 
 
 def judge_launches(
-    launches: Sequence[tuple[int, Launch]], *, seed: int = 0, flag_pct: float = 2.0, resamples: int = 1000
+    launches: Sequence[tuple[int, Launch]],
+    *,
+    seed: int = 0,
+    flag_pct: float = 2.0,
+    resamples: int = 1000,
+    paired: bool = True,
 ) -> Verdict | None:
     """``judge`` of launches as the ranks report them, (rank, launch) each."""
     rank = np.array([r for r, _ in launches], dtype=np.int64)
     config_id = np.array([x.config_id for _, x in launches], dtype=np.int64)
     round_ = np.array([x.round for _, x in launches], dtype=np.int64)
     time_ms = np.array([x.time_ms for _, x in launches], dtype=np.float64)
-    return judge(rank, config_id, round_, time_ms, seed=seed, flag_pct=flag_pct, resamples=resamples)
+    return judge(rank, config_id, round_, time_ms, seed=seed, flag_pct=flag_pct, resamples=resamples, paired=paired)

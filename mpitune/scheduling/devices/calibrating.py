@@ -103,7 +103,9 @@ class Calibrating:
         launches = [
             (rank, dataclasses.replace(x, config_id=e)) for e, (_, timed) in enumerate(events) for rank, x in timed
         ]
-        verdict = judge_launches(launches, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES)
+        verdict = judge_launches(  # the calibrations ran batches apart: their rounds are not paired
+            launches, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES, paired=False
+        )
         return verdict.factors if verdict is not None else ()
 
     def _drifted(self) -> None:
