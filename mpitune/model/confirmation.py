@@ -40,7 +40,8 @@ candidate (m[d, c] minus the median over devices). Only candidates timed on ever
 so that each b_d is measured against the same set. The b are centred to mean 0 (factors of
 geometric mean 1): the model cannot tell a slow kernel from a slow fleet, and this choice keeps
 calibrated times in the units of a typical device. A launch is calibrated by dividing it by its
-device's factor, and a candidate's time is the median of all its calibrated launches pooled.
+device's factor and, in a confirmation, by its round's shift on that device (``_rounds_out``),
+and a candidate's time is the median of all its calibrated launches pooled.
 
 Bootstrap. The unit resampled is the round on one device: the launches of a round ran next to
 each other in time, so drift (warming, throttling) hits them alike; resampling whole rounds keeps

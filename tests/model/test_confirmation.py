@@ -247,3 +247,26 @@ def test_candidates_carry_the_calibrations_error_so_a_factor_estimated_high_cann
     assert np.mean(counts) <= 13  # 11.5 on average, of 16 at most
     # A factor known exactly (one rank, or no calibration) changes nothing.
     assert candidates(results, k=5, factor_sd=dict.fromkeys(range(8), 0.0)) == candidates(results, k=5)
+
+
+@pytest.mark.parametrize("seed", [14, 31, 47])
+def test_rounds_are_compared_within_so_a_clock_step_does_not_pick_the_winner(seed):
+    """Every device runs at one of two clocks, 7 % apart, and each round falls at a moment of its
+    own (``place``); each candidate runs slow at the moments past its own step, as the replay of
+    convolution_A4000's recorded launches makes it. Candidate 0 is the fastest by its median
+    (fast 69 % of the time, at 1.0; candidate 2 fast 78 % of the time, at 1.004). Pooled medians
+    of 40 launches a candidate, with 5 % device bias, can land 2's below 0's; compared within
+    rounds, 0 wins, and 2 stays tied with it: the two cannot be told apart in 40 launches."""
+    fast = np.array([1.0, 1.004, 1.004, 1.006, 1.011, 1.03])
+    step = np.array([0.69, 0.62, 0.78, 0.53, 0.66, 0.5])
+    rng = np.random.default_rng(seed)
+    place = rng.random((8, 1, 5))  # [device, 1, round]: a round's launches ran at one moment
+    bias = rng.uniform(0.95, 1.05, size=(8, 1, 1))
+    times = np.where(place < step[None, :, None], 1.0, 1.07) * fast[None, :, None] * bias
+    times *= np.exp(0.001 * rng.standard_normal(times.shape))
+    d, c, r = np.meshgrid(np.arange(8), np.arange(len(fast)), np.arange(5), indexing="ij")
+    rows = (d.ravel(), c.ravel(), r.ravel(), times.ravel())
+    pooled = judge(*rows, seed=seed, resamples=100, paired=False)
+    paired = judge(*rows, seed=seed, resamples=100)
+    assert (pooled.winner, pooled.tied) == (2, (0,))
+    assert (paired.winner, paired.tied) == (0, (2,))
