@@ -316,14 +316,17 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
 def _tied(order: np.ndarray, meds_boot: np.ndarray, confidence: float) -> tuple[int, ...]:
     """The columns (of ``meds_boot``, in ``order`` after the winner ``order[0]``) of the
     candidates the resamples cannot tell from the winner: their ratio to it is at or below 1 in
-    at least (1 - confidence) / 2 of them. A pair no resample could compare (both medians never
-    finite together) counts as tied."""
+    at least (1 - confidence) / 2 / (candidates - 1) of them. Naming the rest slower is one claim
+    on every comparison at once, of a winner picked as the least of them: Bonferroni's share
+    keeps the chance that any of them is wrong within 1 - confidence. A pair no resample could
+    compare (both medians never finite together) counts as tied."""
     w = order[0]
     tied = []
+    level = (1.0 - confidence) / 2 / max(1, len(order) - 1)
     for c in order[1:]:
         ratio = meds_boot[:, c] / meds_boot[:, w]
         ratio = ratio[np.isfinite(ratio)]
-        if len(ratio) == 0 or np.mean(ratio <= 1.0) >= (1.0 - confidence) / 2:
+        if len(ratio) == 0 or np.mean(ratio <= 1.0) >= level:
             tied.append(int(c))
     return tuple(tied)
 

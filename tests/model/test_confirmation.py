@@ -268,5 +268,5 @@ def test_rounds_are_compared_within_so_a_clock_step_does_not_pick_the_winner(see
     rows = (d.ravel(), c.ravel(), r.ravel(), times.ravel())
     pooled = judge(*rows, seed=seed, resamples=100, paired=False)
     paired = judge(*rows, seed=seed, resamples=100)
-    assert (pooled.winner, pooled.tied) == (2, (0,))
-    assert (paired.winner, paired.tied) == (0, (2,))
+    assert pooled.winner == 2 and 0 in pooled.tied
+    assert paired.winner == 0 and 2 in paired.tied
