@@ -59,6 +59,7 @@ class ReplayBackend(Backend):
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
         self.rank, self.seed = rank, problem.replay_seed
         self.factor = bias_factor(problem, rank)
+        self.retimes = 0  # the orders of launches retimed so far: each draws anew
 
     def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
         """The recorded outcome; with a ``race``, the recorded launches are raced in the order they
@@ -109,11 +110,15 @@ class ReplayBackend(Backend):
         same moment of a drifting device (a clock that stepped partway through), which hits
         every candidate of a round alike, as interleaving makes it on a device. A candidate not
         in the data, or not ok in it, has NaN launches. The draws are seeded from the run's
-        seed, this rank and the candidates, so that a replay repeats itself exactly. Simulated
+        seed, this rank, how many orders it has retimed before and the candidates, so that a
+        replay repeats itself exactly, and an order retimed again (the same reference, calibrated
+        batch after batch) is timed anew, as a device would, not a copy of its first launches
+        that would look like independent evidence to the statistics. Simulated
         time: the launches plus the compiles of the candidates not in ``compiled``, all in one
         phase of the order's name (``Retime.phase``)."""
         compiled = compiled or {}
-        rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, *retime.ids])
+        rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, self.retimes, *retime.ids])
+        self.retimes += 1
         places = rng.random(retime.rounds)
         drawn: dict[int, Sequence[float]] = {}
         compile_s = 0.0

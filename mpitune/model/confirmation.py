@@ -19,6 +19,16 @@ the run has measured (model/racing.py), and one that stopped just beyond the bou
 first launch a little colder than that could have stopped although it was the best. Only k of
 them: on real spaces many configurations stop just beyond the bound (a tenth of a percent
 beyond, on the replayed caches), and each candidate costs a compile and a slot in every round.
+With several devices the search's times are calibrated (scheduling/devices/calibrating.py): each
+divided by its rank's estimated factor, whose error moves every result of that rank alike. An
+interval for a calibrated median must carry that error too, or a factor estimated a few tenths
+of a percent high pushes the true best out of the candidates (or a slower one in) with intervals
+that look sure. Each side of an interval, in log time from the median, is therefore combined in
+quadrature with its factor's own half-width at the same confidence (``factor_sd``: the
+estimate's bootstrap standard error, relative): the launches' noise and the factor's error are
+independent, and for two intervals alike the overlap is then the same test as before on a
+difference whose variance has both factors' in it. Within one rank the factor's error cancels,
+and counting it there only errs towards one more candidate.
 
 Device factors. A device may be a few percent slower than another on every kernel (clocks,
 cooling, a neighbour), and the candidates' launches are spread over devices unevenly once some
@@ -30,7 +40,8 @@ candidate (m[d, c] minus the median over devices). Only candidates timed on ever
 so that each b_d is measured against the same set. The b are centred to mean 0 (factors of
 geometric mean 1): the model cannot tell a slow kernel from a slow fleet, and this choice keeps
 calibrated times in the units of a typical device. A launch is calibrated by dividing it by its
-device's factor, and a candidate's time is the median of all its calibrated launches pooled.
+device's factor and, in a confirmation, by its round's shift on that device (``_rounds_out``),
+and a candidate's time is the median of all its calibrated launches pooled.
 
 Bootstrap. The unit resampled is the round on one device: the launches of a round ran next to
 each other in time, so drift (warming, throttling) hits them alike; resampling whole rounds keeps
@@ -53,8 +64,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -138,26 +150,46 @@ OVERLAP_CONFIDENCE = 0.84
 NEAR_BOUND = 1.05
 
 
-def candidates(results: Sequence[Scored], k: int = DEFAULT_CANDIDATES, most: int = MOST_CANDIDATES) -> list[int]:
-    """Config ids to confirm: the k best ok results by time_ms plus every ok result whose
-    search_interval_ms overlaps the best's, plus the k fastest raced ones (r.raced) whose time is
-    within ``NEAR_BOUND`` of the race's bound, at most `most`, best first; results whose time is
-    not finite are ignored; k counts full results only (a raced one's times are few). The bound
+def candidates(
+    results: Sequence[Scored],
+    k: int = DEFAULT_CANDIDATES,
+    most: int = MOST_CANDIDATES,
+    factor_sd: Mapping[int, float] | None = None,
+) -> list[int]:
+    """Config ids to confirm: the k best ok results by the median of their launches (time_ms
+    where none is finite), which is what confirmation compares, plus every ok result whose
+    search_interval_ms, widened by its rank's factor's error (``factor_sd``: the standard error
+    of each rank's factor, by rank; none: results in raw time), overlaps the best's, plus the k
+    fastest raced ones (r.raced) whose time is within ``NEAR_BOUND`` of the race's bound, at
+    most `most`, best first; results whose time is not finite are ignored; k counts full
+    results only (a raced one's times are few). The bound
     is recomputed from the results (``Race.seen``: the best full median, the largest spread and
     the largest first launch / median of the full ones), the bound as the search ended: each
     raced result lost against the bound of its moment, of a best no better and ratios no wider.
     Uses r.time_ms / r.times_ms / r.first_ms of mpitune.model.result.Scored (see that file)."""
-    ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (r.time_ms, r.config_id))
+
+    def median(r: Scored) -> float:  # time_ms is it, but not in data recorded elsewhere (a Kernel Tuner mean)
+        finite = [t for t in r.times_ms if math.isfinite(t)]
+        return float(np.median(finite)) if finite else r.time_ms
+
+    ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (median(r), r.config_id))
     full = [r for r in ok if not r.raced] or ok  # only raced results: their times are all there is
     if not full:
         return []
 
+    z = NormalDist().inv_cdf((1 + OVERLAP_CONFIDENCE) / 2)
+    sds = factor_sd or {}
+
     def interval(r: Scored) -> tuple[float, float]:
         lo, hi = search_interval_ms(r.times_ms, OVERLAP_CONFIDENCE)
-        return (lo, hi) if math.isfinite(lo) else (r.time_ms, r.time_ms)
+        if not math.isfinite(lo):
+            return (r.time_ms, r.time_ms)
+        mid, factor = median(r), z * sds.get(r.rank, 0.0)
+        below, above = math.hypot(math.log(mid / lo), factor), math.hypot(math.log(hi / mid), factor)
+        return (mid * math.exp(-below), mid * math.exp(above))
 
     best_lo, best_hi = interval(full[0])
-    near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=full[0].time_ms).first_bound_ms
+    near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=min(r.time_ms for r in full)).first_bound_ms
     chosen = {r.config_id for r in full[:k]}
     for r in ok:
         lo, hi = interval(r)
@@ -208,9 +240,10 @@ def _grid(
     return ranks, ids, grid
 
 
-def _estimate(launches: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _estimate(launches: np.ndarray, complete: np.ndarray, paired: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(log factors [sample, device], medians [sample, candidate]) of launches[sample, device,
-    candidate, round]: the model of the module docstring, for every sample at once."""
+    candidate, round]: the model of the module docstring, for every sample at once; ``paired``:
+    each device's rounds are taken out too (``_rounds_out``)."""
     samples, devices, count, rounds = launches.shape
     logs = np.log(launches)
     if devices > 1 and complete.any():
@@ -222,11 +255,28 @@ def _estimate(launches: np.ndarray, complete: np.ndarray) -> tuple[np.ndarray, n
         b = np.zeros((samples, devices))
     calibrated = launches / np.exp(b)[:, :, None, None]
     pooled = calibrated.transpose(0, 2, 1, 3).reshape(samples, count, devices * rounds)
-    return b, _nanmedian(pooled, axis=2)
+    medians = _nanmedian(pooled, axis=2)
+    if paired and np.count_nonzero(complete) > 1:
+        pooled = _rounds_out(np.log(calibrated), np.log(medians), complete).transpose(0, 2, 1, 3)
+        medians = np.exp(_nanmedian(pooled.reshape(samples, count, devices * rounds), axis=2))
+    return b, medians
+
+
+def _rounds_out(logs: np.ndarray, medians: np.ndarray, complete: np.ndarray) -> np.ndarray:
+    """Calibrated log launches [sample, device, candidate, round] less each round's common shift
+    on its device: the median, over the candidates timed on every device, of how far the round's
+    launch sits from the candidate's pooled median (``medians``, log). A round's launches ran
+    next to each other, so what moved the device then (a clock that stepped, a neighbour's
+    job) moved them alike; taken out, the candidates are compared within rounds, as the
+    interleaving paired them, and a candidate's median no longer hangs on how many of its
+    launches fell on either side of a step."""
+    apart = logs[:, :, complete, :] - medians[:, None, complete, None]
+    shift = _nanmedian(apart, axis=2)  # [sample, device, round]
+    return logs - np.where(np.isfinite(shift), shift, 0.0)[:, :, None, :]
 
 
 def _bootstrap(
-    grid: np.ndarray, complete: np.ndarray, rng: np.random.Generator, resamples: int
+    grid: np.ndarray, complete: np.ndarray, rng: np.random.Generator, resamples: int, paired: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """The estimates of ``resamples`` resamples of rounds, each device's drawn on its own. All
     draws are made first, so the chunking (for memory) does not change the numbers."""
@@ -238,7 +288,7 @@ def _bootstrap(
     for start in range(0, resamples, chunk):
         p = picks[start : start + chunk, :, None, :]  # [sample, device, 1, round]
         launches = grid[device, candidate, p]  # [sample, device, candidate, round]
-        b, med = _estimate(launches, complete)
+        b, med = _estimate(launches, complete, paired)
         bs.append(b)
         meds.append(med)
     return np.concatenate(bs), np.concatenate(meds)
@@ -266,14 +316,17 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
 def _tied(order: np.ndarray, meds_boot: np.ndarray, confidence: float) -> tuple[int, ...]:
     """The columns (of ``meds_boot``, in ``order`` after the winner ``order[0]``) of the
     candidates the resamples cannot tell from the winner: their ratio to it is at or below 1 in
-    at least (1 - confidence) / 2 of them. A pair no resample could compare (both medians never
-    finite together) counts as tied."""
+    at least (1 - confidence) / 2 / (candidates - 1) of them. Naming the rest slower is one claim
+    on every comparison at once, of a winner picked as the least of them: Bonferroni's share
+    keeps the chance that any of them is wrong within 1 - confidence. A pair no resample could
+    compare (both medians never finite together) counts as tied."""
     w = order[0]
     tied = []
+    level = (1.0 - confidence) / 2 / max(1, len(order) - 1)
     for c in order[1:]:
         ratio = meds_boot[:, c] / meds_boot[:, w]
         ratio = ratio[np.isfinite(ratio)]
-        if len(ratio) == 0 or np.mean(ratio <= 1.0) >= (1.0 - confidence) / 2:
+        if len(ratio) == 0 or np.mean(ratio <= 1.0) >= level:
             tied.append(int(c))
     return tuple(tied)
 
@@ -288,9 +341,12 @@ def judge(
     confidence: float = 0.95,
     flag_pct: float = 2.0,
     resamples: int = 1000,
+    paired: bool = True,
 ) -> Verdict | None:
     """One row per timed launch (parallel arrays; NaN times are failed launches and are left
-    out). None when no candidate has a finite launch."""
+    out). None when no candidate has a finite launch. ``paired``: a round's launches on one
+    device ran together (confirmation's interleaving), so each round's shift is taken out;
+    not where the "candidates" were timed apart (calibration's references)."""
     if not 0.0 < confidence < 1.0 or resamples < 1:
         raise ValueError(f"judge: confidence must be in (0, 1) and resamples >= 1, not {confidence}, {resamples}")
     ranks, ids, grid = _grid(rank, config_id, round_, time_ms)
@@ -298,13 +354,13 @@ def judge(
         return None
     finite = np.isfinite(grid)
     complete = finite.any(axis=2).all(axis=0)  # timed on every device
-    b, meds = _estimate(grid[None], complete)
+    b, meds = _estimate(grid[None], complete, paired)
     alpha = (1.0 - confidence) / 2
     with warnings.catch_warnings():
         # A resample may draw none of a sparse candidate's finite launches on a device, or at
         # all: that median is NaN and is left out of the summaries, which is what numpy warns of.
         warnings.simplefilter("ignore", RuntimeWarning)
-        b_boot, meds_boot = _bootstrap(grid, complete, np.random.default_rng(seed), resamples)
+        b_boot, meds_boot = _bootstrap(grid, complete, np.random.default_rng(seed), resamples, paired)
         lo = np.nanquantile(meds_boot, alpha, axis=0)
         hi = np.nanquantile(meds_boot, 1.0 - alpha, axis=0)
         factors = _factors(ranks, b[0], b_boot, flag_pct)
@@ -328,11 +384,16 @@ def judge(
 
 
 def judge_launches(
-    launches: Sequence[tuple[int, Launch]], *, seed: int = 0, flag_pct: float = 2.0, resamples: int = 1000
+    launches: Sequence[tuple[int, Launch]],
+    *,
+    seed: int = 0,
+    flag_pct: float = 2.0,
+    resamples: int = 1000,
+    paired: bool = True,
 ) -> Verdict | None:
     """``judge`` of launches as the ranks report them, (rank, launch) each."""
     rank = np.array([r for r, _ in launches], dtype=np.int64)
     config_id = np.array([x.config_id for _, x in launches], dtype=np.int64)
     round_ = np.array([x.round for _, x in launches], dtype=np.int64)
     time_ms = np.array([x.time_ms for _, x in launches], dtype=np.float64)
-    return judge(rank, config_id, round_, time_ms, seed=seed, flag_pct=flag_pct, resamples=resamples)
+    return judge(rank, config_id, round_, time_ms, seed=seed, flag_pct=flag_pct, resamples=resamples, paired=paired)

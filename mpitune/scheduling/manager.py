@@ -194,9 +194,8 @@ class Manager:
             if self.in_flight:
                 return None
             leaders = [self.calibrating.raced(r) for r in self.leaders.results]
-            orders = self.confirming.orders(
-                self.stop_reason, now_s, self.batch + 1, leaders, lambda i: self._work(i, {})
-            )
+            work, sds = (lambda i: self._work(i, {})), self.calibrating.factor_sd()
+            orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, leaders, work, sds)
             if orders is not None:
                 self.batch += 1
                 self.in_flight[self.batch] = Flight({}, now_s, retime=self.confirming.retime)

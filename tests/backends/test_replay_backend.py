@@ -81,6 +81,18 @@ def test_retime_draws_each_launch_from_the_recorded_ones(tmp_path):
     assert [(row.phase, row.config_id) for row in timeline.rows] == [("confirm", -1)]
 
 
+def test_an_order_retimed_again_is_timed_anew_and_a_replay_repeats_itself(tmp_path):
+    """The calibration times one reference batch after batch: a second time is new launches, as
+    on a device, not a copy of the first (which the statistics would count as more evidence)."""
+    problem = _problem(tmp_path)
+    order = Retime((Work(0, {"x": 1, "y": 1}),), rounds=20)
+    backend = replay.create(problem, str(tmp_path))
+    first, second = ([x.time_ms for x in backend.retime(order, Timeline(Clock(True)))] for _ in range(2))
+    assert first != second and set(first + second) <= {2.1, 2.0, 1.9}
+    again = replay.create(problem, str(tmp_path))
+    assert [[x.time_ms for x in again.retime(order, Timeline(Clock(True)))] for _ in range(2)] == [first, second]
+
+
 def test_retime_compiles_only_what_was_not_compiled_ahead(tmp_path):
     problem = _problem(tmp_path)
     order = Retime((Work(0, {"x": 1, "y": 2}),), rounds=2)

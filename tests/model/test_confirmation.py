@@ -168,7 +168,7 @@ def test_the_search_interval_covers_the_median_as_often_as_it_says():
     assert 0.95 <= np.mean(covered) <= 0.99  # exact coverage for 15 launches: 96.5 %
 
 
-def scored(config_id, times, status=Status.OK, raced=False, first_ms=math.nan):
+def scored(config_id, times, status=Status.OK, raced=False, first_ms=math.nan, rank=-1):
     return Scored(
         config_id=config_id,
         status=status,
@@ -176,6 +176,7 @@ def scored(config_id, times, status=Status.OK, raced=False, first_ms=math.nan):
         times_ms=tuple(times),
         raced=raced,
         first_ms=first_ms,
+        rank=rank,
     )
 
 
@@ -221,3 +222,51 @@ def test_raced_candidates_that_stopped_near_the_bound_join_the_nearest_k_of_them
     # A first launch colder than the spread widens the bound as it widened the race's: 1.6 x 1.0.
     cold = [scored(0, (1.0, 1.01, 0.99), first_ms=1.6), full[1]]
     assert candidates([*cold, far], k=2) == [0, 1, 20]
+
+
+def test_candidates_carry_the_calibrations_error_so_a_factor_estimated_high_cannot_drop_the_best():
+    """40 configurations 0.1 % apart, each timed 7 times (0.2 % noise) on one of 8 ranks whose
+    factors the calibration estimated with a 0.5 % error (as its standard error says): calibrated
+    by those factors, the search's intervals alone often leave the true best (0) out; widened by
+    the factors' error they keep it, with a handful more candidates, not all of them."""
+    rng = np.random.default_rng(5)
+    kept, counts, trials = {"raw": 0, "calibrated": 0}, [], 100
+    for _ in range(trials):
+        error = np.exp(0.005 * rng.standard_normal(8))  # each rank's estimated factor / its true one
+        ranks = rng.integers(8, size=40)
+        results = [
+            scored(i, tuple((1 + 0.001 * i) * np.exp(0.002 * rng.standard_normal(7)) / error[r]), rank=int(r))
+            for i, r in enumerate(ranks)
+        ]
+        kept["raw"] += 0 in candidates(results, k=5)
+        ids = candidates(results, k=5, factor_sd={r: 0.005 for r in range(8)})
+        kept["calibrated"] += 0 in ids
+        counts.append(len(ids))
+    assert kept["raw"] <= 0.85 * trials  # 82 of 100 without the factors' error
+    assert kept["calibrated"] >= 0.95 * trials  # 98 with it
+    assert np.mean(counts) <= 13  # 11.5 on average, of 16 at most
+    # A factor known exactly (one rank, or no calibration) changes nothing.
+    assert candidates(results, k=5, factor_sd=dict.fromkeys(range(8), 0.0)) == candidates(results, k=5)
+
+
+@pytest.mark.parametrize("seed", [14, 31, 47])
+def test_rounds_are_compared_within_so_a_clock_step_does_not_pick_the_winner(seed):
+    """Every device runs at one of two clocks, 7 % apart, and each round falls at a moment of its
+    own (``place``); each candidate runs slow at the moments past its own step, as the replay of
+    convolution_A4000's recorded launches makes it. Candidate 0 is the fastest by its median
+    (fast 69 % of the time, at 1.0; candidate 2 fast 78 % of the time, at 1.004). Pooled medians
+    of 40 launches a candidate, with 5 % device bias, can land 2's below 0's; compared within
+    rounds, 0 wins, and 2 stays tied with it: the two cannot be told apart in 40 launches."""
+    fast = np.array([1.0, 1.004, 1.004, 1.006, 1.011, 1.03])
+    step = np.array([0.69, 0.62, 0.78, 0.53, 0.66, 0.5])
+    rng = np.random.default_rng(seed)
+    place = rng.random((8, 1, 5))  # [device, 1, round]: a round's launches ran at one moment
+    bias = rng.uniform(0.95, 1.05, size=(8, 1, 1))
+    times = np.where(place < step[None, :, None], 1.0, 1.07) * fast[None, :, None] * bias
+    times *= np.exp(0.001 * rng.standard_normal(times.shape))
+    d, c, r = np.meshgrid(np.arange(8), np.arange(len(fast)), np.arange(5), indexing="ij")
+    rows = (d.ravel(), c.ravel(), r.ravel(), times.ravel())
+    pooled = judge(*rows, seed=seed, resamples=100, paired=False)
+    paired = judge(*rows, seed=seed, resamples=100)
+    assert pooled.winner == 2 and 0 in pooled.tied
+    assert paired.winner == 0 and 2 in paired.tied

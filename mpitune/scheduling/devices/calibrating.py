@@ -103,7 +103,9 @@ class Calibrating:
         launches = [
             (rank, dataclasses.replace(x, config_id=e)) for e, (_, timed) in enumerate(events) for rank, x in timed
         ]
-        verdict = judge_launches(launches, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES)
+        verdict = judge_launches(  # the calibrations ran batches apart: their rounds are not paired
+            launches, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES, paired=False
+        )
         return verdict.factors if verdict is not None else ()
 
     def _drifted(self) -> None:
@@ -134,6 +136,12 @@ class Calibrating:
                         f.factor,
                     )
         self.estimate = tuple(dataclasses.replace(f, flagged=f.flagged or f.rank in drifted) for f in self.estimate)
+
+    def factor_sd(self) -> dict[int, float]:
+        """Each rank's factor's standard error relative to the factor, by rank, as the latest
+        estimate has it: what a time calibrated by it is uncertain by, besides its own noise
+        (empty before the first estimate, when times are as measured)."""
+        return {f.rank: f.sd / f.factor for f in self.estimate if f.factor > 0}
 
     def scored(self, result: Scored) -> Scored:
         """``result`` scored in calibrated time (its time over its rank's factor), for the

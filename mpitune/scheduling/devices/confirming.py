@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from mpitune.model.confirmation import Verdict, candidates, judge_launches
 from mpitune.model.launches import MOST_CANDIDATES, Retime
@@ -69,14 +69,16 @@ class Confirming:
         batch: int,
         leaders: Sequence[Scored],
         work: Callable[[list[int]], dict[int, Work]],
+        factor_sd: Mapping[int, float] | None = None,
     ) -> list[Order] | None:
         """The orders of the confirmation, once, when the search stopped for ``stop``, of
-        candidates among ``leaders`` (devices/leaders.py, in calibrated time); None when there is
-        nothing to confirm (then or already)."""
+        candidates among ``leaders`` (devices/leaders.py, in calibrated time, with ``factor_sd``
+        the relative error of each rank's factor: ``Calibrating.factor_sd``); None when there
+        is nothing to confirm (then or already)."""
         if not self.wanted or self._asked or stop not in CONFIRMABLE:
             return None
         self._asked = True
-        ids = candidates(leaders, self.k, MOST_CANDIDATES)
+        ids = candidates(leaders, self.k, MOST_CANDIDATES, factor_sd)
         if len(ids) < 2:
             return None  # nothing to choose between
         if frozenset(ids) == self.cache.confirmed_candidates():
