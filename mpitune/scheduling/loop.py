@@ -25,9 +25,10 @@ from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem, RunSettings
-from mpitune.model.timeline import Clock, PhaseRow, Timeline
-from mpitune.process.compile_ahead import CompileAhead, default_workers
+from mpitune.model.timeline import Clock, PhaseRow, RecordedRun, Timeline
+from mpitune.process.compile_ahead import CompileAhead, CompilePool, default_workers
 from mpitune.process.isolation import IsolatedBackend
+from mpitune.process.simulated_compile import SimulatedCompileAhead
 from mpitune.scheduling import early
 from mpitune.scheduling.comm import MPI, MpiTransport
 from mpitune.scheduling.faults.ending import abandon
@@ -108,8 +109,11 @@ def _tune(
     caps = backends.capabilities(problem.lang)
     if caps.simulated_clock:
         # A replay's time is the measured time of the real run it stands for; the start-up
-        # of the replay itself is no part of that.
-        timeline = Timeline(Clock(simulated=True))
+        # of the replay itself is no part of that, the recorded one is (model/timeline.py, ``RecordedRun``).
+        recorded = problem.replay_run or RecordedRun()
+        timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
+        recorded.charge_start(timeline, rank)
+        workers = recorded.compile_workers if workers is None else workers
     with timeline.phase("startup"):
         bench = _equip(problem, caps, transport, workers, timeline)
     manager: Manager | None = None
@@ -169,7 +173,7 @@ class _Bench:
     (None when it could not be made; ``error`` says why)."""
 
     workdir: str
-    ahead: CompileAhead | None
+    ahead: CompilePool | None
     backend: Backend | None = None
     error: str | None = None
 
@@ -189,7 +193,7 @@ def _equip(
     clock = timeline.clock
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
-        _compile_ahead(caps, transport.node_size, workers, clock),
+        _compile_ahead(caps, transport.node_size, workers, clock, problem.replay_run),
     )
     isolate = problem.isolate and caps.isolate
     spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
@@ -272,10 +276,16 @@ def _search(
     return stop, silent
 
 
-def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock) -> CompileAhead | None:
+def _compile_ahead(
+    caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock, recorded: RecordedRun | None = None
+) -> CompilePool | None:
     """This rank's compile workers, started before its device is ready: as many as asked,
     else as its cores allow; none by default where kernels run on the CPU, whose timings
-    compiling beside them would disturb, and none for a replay, which compiles nothing."""
+    compiling beside them would disturb. A replay's compile nothing: they are numbers on its
+    simulated clock, as many as asked, else as the replayed run had."""
+    if caps.simulated_clock:
+        recompile_s = recorded.recompile_s if recorded else None
+        return SimulatedCompileAhead(workers, clock, recompile_s=recompile_s) if workers else None
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
     if caps.device is DeviceKind.NONE:

@@ -25,6 +25,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.result import Status
 from mpitune.model.schema import RESERVED
+from mpitune.model.timeline import RecordedRun, recorded_run, twice_measured
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.
 KT_BOOKKEEPING = (
@@ -58,6 +59,12 @@ class Measurement:
     benchmark_s: float = 0.0
     error: str = ""
     observed: dict[str, float] = field(default_factory=dict)
+    # As the run raced it: the timed launches it got (``times_ms`` holds them), whether racing
+    # stopped it, and whether its first launch survived a chunk's first pass, so that it was
+    # measured twice (scheduling/rank.py); a Kernel Tuner cache's entries got every launch.
+    launches: int = 0
+    raced: bool = False
+    twice: bool = False
 
 
 @dataclass
@@ -70,6 +77,7 @@ class MeasuredData:
     configs: list[tuple[Any, ...]]  # parameter values, in tune_params order
     measurements: list[Measurement]
     observed_names: list[str] = field(default_factory=list)
+    recorded: RecordedRun = field(default_factory=RecordedRun)  # what the replay's clock charges besides
 
     def lookup(self) -> dict[tuple[Any, ...], Measurement]:
         return dict(zip(self.configs, self.measurements))
@@ -133,6 +141,7 @@ def _kt_measurement(entry: dict[str, Any]) -> Measurement:
     else:
         m.time_ms = float(value)
         m.times_ms = [float(t) for t in entry.get("times", [])]
+        m.launches = len(m.times_ms)
     return m
 
 
@@ -256,6 +265,7 @@ def _from_mpitune(path: str) -> MeasuredData:
     from mpitune.store.reader import read  # h5py, which a replay of a Kernel Tuner cache does without
 
     data = read(path)
+    twice = twice_measured(data.timeline)
     names = data.param_names
     problem = data.problem
     configs, measurements = [], []
@@ -279,6 +289,9 @@ def _from_mpitune(path: str) -> MeasuredData:
                 benchmark_s=float(row["benchmark_s"]),
                 error=str(row["error"]),
                 observed=dict(zip(observed_names, map(float, row_values))),
+                launches=int(row["launches"]),
+                raced=bool(row["raced"]),
+                twice=int(row["config_id"]) in twice,
             )
         )
     if not configs:
@@ -293,4 +306,5 @@ def _from_mpitune(path: str) -> MeasuredData:
         configs=configs,
         measurements=measurements,
         observed_names=observed_names,
+        recorded=recorded_run(data.timeline, bool(len(data.results) and data.results["raced"].any())),
     )
