@@ -64,6 +64,13 @@ class ReplayBackend(Backend):
         # What the replayed rank spent between phases per configuration, charged in three parts
         # (before verifying, before and after timing), each as short as the gaps it stands for.
         self.gap_s = problem.replay_run.rank_gap_s(rank) / 3 if problem.replay_run is not None else 0.0
+        self.retime_compile_s = problem.replay_run.retime_compile_s if problem.replay_run is not None else None
+        # A first launch that lost cost its benchmark phase this long (racing's own overhead): a
+        # deferred configuration's first pass, not recorded, is charged as much.
+        lost = [m.benchmark_s for m in data.measurements if m.raced and m.launches <= 1 and not m.twice]
+        self.first_pass_s = float(np.median(lost)) if lost else 0.0
+        self.retimed = {(purpose, config): t for (r, purpose, config), t in data.retimed.items() if r == rank}
+        self._retimes_taken: dict[tuple[str, tuple], int] = {}  # of ``retimed``, how many launches so far
 
     def compiler(self) -> Compiler:
         """The recorded compile: its time (``Compiled.compile_s``) and whether it failed, for
@@ -146,7 +153,7 @@ class ReplayBackend(Backend):
         if race is not None and race.defers_all and m.twice:
             draft.first_ms = 0.0
             draft.set_times([0.0], True)
-            return 0.0
+            return self.first_pass_s * factor
         draft.set_times([t * factor for t in m.times_ms], m.raced)
         draft.time_ms = m.time_ms * factor
         draft.observed = {} if m.raced else dict(m.observed)
@@ -155,8 +162,11 @@ class ReplayBackend(Backend):
     def retime(
         self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
     ) -> list[Launch]:
-        """Each candidate launched once per round, interleaved, each launch drawn from its
-        recorded ones (its recorded time where none were kept) and scaled by this rank's factor:
+        """Each candidate launched once per round, interleaved. Where the replayed run timed it
+        again on this rank for the same purpose, its launches are those it made then, in order
+        (a calibration or confirmation replayed as it went, on the device's own noise of that
+        moment); else each launch is drawn from its search's recorded ones (its recorded time
+        where none were kept). Either way they are scaled by this rank's factor:
         noise as a real device's, around the truth the data records. A round draws one place
         in the recorded runs of launches and every candidate takes its launch from there: the
         recorded launches are in the order they were timed, so the same place stands for the
@@ -164,21 +174,22 @@ class ReplayBackend(Backend):
         every candidate of a round alike, as interleaving makes it on a device. A candidate not
         in the data, or not ok in it, has NaN launches. The draws are seeded from the run's
         seed, this rank and the candidates, so that a replay repeats itself exactly. Simulated
-        time: the launches, the compiles of the candidates not in ``compiled`` and each
-        candidate's loading and warm-up launch (as long as its recorded verification), all in
-        one phase of the order's name (``Retime.phase``)."""
+        time: the compiles of the candidates not in ``compiled`` (phase compile: each as long as
+        the replayed run's such compiles took per candidate, else as its recorded compile), then
+        the launches and each candidate's loading and warm-up launch (as long as its recorded
+        verification), in one phase of the order's name (``Retime.phase``)."""
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, *retime.ids])
         places = rng.random(retime.rounds)
         drawn: dict[int, Sequence[float]] = {}
-        prepared_s = 0.0
+        compile_s = prepared_s = 0.0
         for w in retime.work:
             m = self.lookup.get(tuple(w.config[n] for n in self.names))
             if m is not None and w.config_id not in compiled:
-                prepared_s += m.compile_s
+                compile_s += m.compile_s if self.retime_compile_s is None else self.retime_compile_s
             if m is not None:
                 prepared_s += m.verify_s  # its loading and warm-up launch, as long as its verification
-            drawn[w.config_id] = self._draws(m, places)
+            drawn[w.config_id] = self._recorded_retime(retime, w) or self._draws(m, places)
         n = len(retime.work)
         launches = [
             Launch(w.config_id, r, drawn[w.config_id][r])
@@ -186,9 +197,23 @@ class ReplayBackend(Backend):
             for w in (retime.work[(i + r) % n] for i in range(n))
         ]
         launched_s = sum(x.time_ms for x in launches if not math.isnan(x.time_ms)) / 1000.0
+        if compile_s:
+            with timeline.phase("compile"):
+                timeline.clock.advance(compile_s)
         with timeline.phase(retime.phase):
             timeline.clock.advance(prepared_s + launched_s)
         return launches
+
+    def _recorded_retime(self, retime: Retime, work: Work) -> list[float]:
+        """The next ``retime.rounds`` launches this rank made of ``work`` for the same purpose in
+        the replayed run, scaled by its factor; [] when it made no more."""
+        key = (retime.phase, tuple(work.config[n] for n in self.names))
+        taken = self._retimes_taken.get(key, 0)
+        recorded = self.retimed.get(key, [])[taken : taken + retime.rounds]
+        if len(recorded) < retime.rounds:
+            return []
+        self._retimes_taken[key] = taken + retime.rounds
+        return [t * self.factor for t in recorded]
 
     def _draws(self, m: Measurement | None, places: np.ndarray) -> Sequence[float]:
         """One launch of the configuration ``m`` records per round, at each round's place in its

@@ -184,7 +184,9 @@ class RecordedRun:
     workers a rank had, as the most compiles that overlapped on one rank's timeline (the
     file does not record the count; a run that compiled in turn has none). ``recompile_s``:
     what compiling a configuration again on the same rank took (a compiler's cache; None: as
-    long as the first time). ``raced``: some
+    long as the first time). ``retime_compile_s``: the seconds per candidate a rank spent
+    compiling what it timed again (calibration, confirmation) without compile workers (None:
+    each in turn, as long as its recorded compile). ``raced``: some
     configuration was raced, so the replay gives each configuration the launches it got then
     (racing as the run raced) rather than racing again on launches it does not have.
     ``source``: what recorded it, for the line the replay prints; ``assumptions``: what fills
@@ -197,6 +199,7 @@ class RecordedRun:
     charges_s: Mapping[str, float] = field(default_factory=dict)
     compile_workers: int = 0
     recompile_s: float | None = None
+    retime_compile_s: float | None = None
     raced: bool = False
     assumptions: tuple[str, ...] = (
         "no spec loading or start-up is recorded: none is charged, so the wall time starts at the first batch",
@@ -250,9 +253,10 @@ class RecordedRun:
         )
 
 
-def recorded_run(timeline: np.ndarray, raced: bool) -> RecordedRun:
-    """A file's runs as one recorded run, from its timeline (the store's rows, phases as text):
-    phases per run (a resumed file's runs averaged). ``raced``: whether any result was raced."""
+def recorded_run(timeline: np.ndarray, retimed: np.ndarray, raced: bool) -> RecordedRun:
+    """A file's runs as one recorded run, from its timeline and retimed launches (the store's
+    rows, text as text): phases per run (a resumed file's runs averaged). ``raced``: whether
+    any result was raced."""
     runs = max(len(np.unique(timeline["run"])), 1)
     rank0 = timeline[timeline["rank"] == 0]
     ranks = range(int(timeline["rank"].max()) + 1 if len(timeline) else 0)
@@ -270,6 +274,7 @@ def recorded_run(timeline: np.ndarray, raced: bool) -> RecordedRun:
         charges_s=charges_s,
         compile_workers=compile_workers(timeline),
         recompile_s=recompile_s(timeline),
+        retime_compile_s=retime_compile_s(timeline, retimed),
         raced=raced,
         assumptions=(),
     )
@@ -285,6 +290,20 @@ def gap_s(rows: np.ndarray) -> float:
     wall_s = sum(float(own["end_s"][own["run"] == run].max()) for run in np.unique(own["run"]))
     named_s = float((own["end_s"] - own["start_s"])[own["phase"] != "other"].sum())
     return max(wall_s - named_s, 0.0) / measured
+
+
+def retime_compile_s(timeline: np.ndarray, retimed: np.ndarray) -> float | None:
+    """The seconds a rank spent compiling per candidate it timed again (calibration,
+    confirmation) without compile workers: a backend compiles those side by side (the C
+    backend, on the rank's cores). None when no rank compiled any that way."""
+    compiles = timeline[(timeline["phase"] == "compile") & (timeline["config_id"] < 0)]
+    candidates = 0
+    for run, rank, batch in {
+        (int(a), int(b), int(c)) for a, b, c in zip(*(compiles[k] for k in ("run", "rank", "batch")))
+    }:
+        mine = retimed[(retimed["run"] == run) & (retimed["rank"] == rank) & (retimed["batch"] == batch)]
+        candidates += len(np.unique(mine["config_id"]))
+    return _total_s(compiles, "compile") / candidates if candidates else None
 
 
 def twice_measured(timeline: np.ndarray) -> set[int]:

@@ -78,6 +78,9 @@ class MeasuredData:
     measurements: list[Measurement]
     observed_names: list[str] = field(default_factory=list)
     recorded: RecordedRun = field(default_factory=RecordedRun)  # what the replay's clock charges besides
+    # The launches the run made of configurations timed again, by (rank, purpose, config), in
+    # the order they were made: calibration's references, confirmation's candidates.
+    retimed: dict[tuple[int, str, tuple[Any, ...]], list[float]] = field(default_factory=dict)
 
     def lookup(self) -> dict[tuple[Any, ...], Measurement]:
         return dict(zip(self.configs, self.measurements))
@@ -272,8 +275,8 @@ def _from_mpitune(path: str) -> MeasuredData:
     seen = set()
     observed_names = data.observed_names + data.metric_names
     values = np.hstack([data.observed, data.metrics])
-    for row, row_values in zip(data.results, values):
-        config = tuple(row[n].item() if hasattr(row[n], "item") else row[n] for n in names)
+    row_configs = [tuple(row[n].item() if hasattr(row[n], "item") else row[n] for n in names) for row in data.results]
+    for row, row_values, config in zip(data.results, values, row_configs):
         if config in seen:
             continue
         seen.add(config)
@@ -306,5 +309,18 @@ def _from_mpitune(path: str) -> MeasuredData:
         configs=configs,
         measurements=measurements,
         observed_names=observed_names,
-        recorded=recorded_run(data.timeline, bool(len(data.results) and data.results["raced"].any())),
+        recorded=recorded_run(data.timeline, data.retimed, bool(len(data.results) and data.results["raced"].any())),
+        retimed=_retimed(data.retimed, dict(zip(data.results["config_id"].tolist(), row_configs))),
     )
+
+
+def _retimed(
+    rows: np.ndarray, config_of: dict[int, tuple[Any, ...]]
+) -> dict[tuple[int, str, tuple[Any, ...]], list[float]]:
+    """The retimed launches by (rank, purpose, configuration), in the order the run made them."""
+    out: dict[tuple[int, str, tuple[Any, ...]], list[float]] = {}
+    for row in np.sort(rows, order=["run", "batch", "rank", "round"]):
+        config = config_of.get(int(row["config_id"]))
+        if config is not None:
+            out.setdefault((int(row["rank"]), str(row["purpose"]), config), []).append(float(row["time_ms"]))
+    return out
