@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -189,6 +190,10 @@ class RecordedRun:
     each in turn, as long as its recorded compile). ``raced``: some
     configuration was raced, so the replay gives each configuration the launches it got then
     (racing as the run raced) rather than racing again on launches it does not have.
+    ``ranks``, ``dealt``: the run's ranks and the rank that measured each configuration (by its
+    parameter values), so that a replay on as many ranks deals each batch as the run did.
+    ``confirmed``: the candidates its confirmation timed again, which a replay confirms again
+    where it has them all (their choice rests on first launches the file does not keep).
     ``source``: what recorded it, for the line the replay prints; ``assumptions``: what fills
     what the source does not record."""
 
@@ -201,6 +206,9 @@ class RecordedRun:
     recompile_s: float | None = None
     retime_compile_s: float | None = None
     raced: bool = False
+    ranks: int = 0
+    dealt: Mapping[tuple[Any, ...], int] = field(default_factory=dict)
+    confirmed: frozenset[tuple[Any, ...]] = frozenset()
     assumptions: tuple[str, ...] = (
         "no spec loading or start-up is recorded: none is charged, so the wall time starts at the first batch",
         "rank 0's strategy and file writes are not recorded: none is charged",
@@ -253,10 +261,17 @@ class RecordedRun:
         )
 
 
-def recorded_run(timeline: np.ndarray, retimed: np.ndarray, raced: bool) -> RecordedRun:
+def recorded_run(
+    timeline: np.ndarray,
+    retimed: np.ndarray,
+    raced: bool,
+    dealt: Mapping[tuple[Any, ...], int],
+    confirmed: frozenset[tuple[Any, ...]],
+) -> RecordedRun:
     """A file's runs as one recorded run, from its timeline and retimed launches (the store's
     rows, text as text): phases per run (a resumed file's runs averaged). ``raced``: whether
-    any result was raced."""
+    any result was raced; ``dealt``: which rank measured each configuration; ``confirmed``:
+    the candidates confirmed."""
     runs = max(len(np.unique(timeline["run"])), 1)
     rank0 = timeline[timeline["rank"] == 0]
     ranks = range(int(timeline["rank"].max()) + 1 if len(timeline) else 0)
@@ -276,6 +291,9 @@ def recorded_run(timeline: np.ndarray, retimed: np.ndarray, raced: bool) -> Reco
         recompile_s=recompile_s(timeline),
         retime_compile_s=retime_compile_s(timeline, retimed),
         raced=raced,
+        ranks=len(ranks),
+        dealt=dict(dealt),
+        confirmed=confirmed,
         assumptions=(),
     )
 

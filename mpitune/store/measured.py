@@ -299,6 +299,7 @@ def _from_mpitune(path: str) -> MeasuredData:
         )
     if not configs:
         raise UserError(f"{path}: the file holds no configurations")
+    config_of = dict(zip(data.results["config_id"].tolist(), row_configs))
     devices = problem.devices or ("",)
     return MeasuredData(
         source=path,
@@ -309,8 +310,14 @@ def _from_mpitune(path: str) -> MeasuredData:
         configs=configs,
         measurements=measurements,
         observed_names=observed_names,
-        recorded=recorded_run(data.timeline, data.retimed, bool(len(data.results) and data.results["raced"].any())),
-        retimed=_retimed(data.retimed, dict(zip(data.results["config_id"].tolist(), row_configs))),
+        recorded=recorded_run(
+            data.timeline,
+            data.retimed,
+            bool(len(data.results) and data.results["raced"].any()),
+            dict(zip(reversed(row_configs), reversed(data.results["rank"].tolist()))),  # the first row's
+            frozenset(config_of[i] for i in data.confirmed["config_id"].tolist() if i in config_of),
+        ),
+        retimed=_retimed(data.retimed, config_of),
     )
 
 
