@@ -51,9 +51,10 @@ def test_simulation_mode_in_a_spec_and_simulated_time_limit(tmp_path):
     kt_cache(str(tmp_path / "measured.json"))
     spec = tmp_path / "sim.py"
     spec.write_text('simulation_mode = True\ncache = "measured.json"\nrestrictions = ["x < 3"]\n')
-    proc = mpitune(
-        1, [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3", "--strategy", "brute_force"], tmp_path
-    )
+    # One configuration per batch (one rank's default batch is whole, and nothing would be
+    # known to stop it before it went out).
+    args = [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3", "--strategy", "brute_force"]
+    proc = mpitune(1, [*args, "--batch-size", "1"], tmp_path)
     assert proc.returncode == 75, proc.stderr
     with h5py.File(tmp_path / "o.h5", "r") as f:
         run = f["runs"][0]

@@ -80,7 +80,8 @@ def test_retime_draws_each_launch_from_the_recorded_ones(tmp_path):
     # warm-up (as long as its verification), then the launches.
     expected_s = 0.1 + 0.2 + 0.05 + 0.005 + 0.005 + (sum(by_id[0]) + sum(by_id[1])) / 1000
     assert timeline.clock.now() == pytest.approx(expected_s)
-    assert [(row.phase, row.config_id) for row in timeline.rows] == [("confirm", -1)]
+    assert [(row.phase, row.config_id) for row in timeline.rows] == [("compile", -1), ("confirm", -1)]
+    assert timeline.rows[0].end_s == pytest.approx(0.1 + 0.2 + 0.05)  # the compiles first, as a backend does
 
 
 def test_retime_compiles_only_what_was_not_compiled_ahead(tmp_path):
