@@ -12,13 +12,15 @@ passes, and faults/ (its ``__init__`` says how) ends the job, keeping what the f
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import shutil
 import socket
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mpitune import backends
 from mpitune.backends.base import Backend
@@ -40,9 +42,9 @@ from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import cpu_oversubscribed, finish, open_run, prepare, refuse
-from mpitune.scheduling.transport import SilentRanks, Transport, first_error, leave_together
+from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together
 
-__all__ = ["MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
+__all__ = ["MPI", "simulate", "tune"]  # the command line reads the rank from MPI and aborts through it
 
 log = logging.getLogger(__name__)
 
@@ -294,3 +296,42 @@ def _compile_ahead(
     if started is not None or workers <= 0:
         return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """One simulated run: its ranks, simulated wall time and configurations measured."""
+
+    ranks: int
+    wall_s: float
+    measured: int
+
+
+def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) -> Simulated:
+    """The replay of ``problem`` (a replay problem) on ``ranks`` ranks, all in this process, into
+    a file in ``workdir``, for ``python -m mpitune plan``: the real rounds over ``InProcessRanks``,
+    each simulated rank with its own replay backend, clock, recorded start-up and simulated
+    compile workers, as a replay under mpiexec has them. Its progress lines are not printed."""
+    recorded = problem.replay_run or RecordedRun()
+    workers = recorded.compile_workers if settings.compile_workers is None else settings.compile_workers
+    settings = replace(settings, cache_path=os.path.join(workdir, f"plan-{ranks}.h5"))
+    setup = prepare(problem, settings)
+    timelines: list[Timeline] = []
+    aheads: list[CompilePool | None] = []
+    benches = []
+    for rank in range(ranks):
+        timelines.append(Timeline(Clock(simulated=True, charges_s=recorded.charges_s)))
+        recorded.charge_start(timelines[-1], rank)
+        benches.append(backends.create(problem.for_workers(), workdir, 0, rank))
+        compiler = benches[-1].compiler()
+        aheads.append(
+            SimulatedCompileAhead(workers, timelines[-1].clock, compiler, recorded.recompile_s) if workers else None
+        )
+    world = InProcessRanks(benches, timelines, aheads)
+    placements = [Placement("simulated", b.device_name, "", 0, workers) for b in benches]
+    with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
+        manager, error = open_run(setup, placements, timelines[0].clock, 0.0, "plan")
+        assert manager is not None, error
+        rounds(world, manager, benches[0], timelines[0], aheads[0], Watch(), lambda: None)
+        finish(manager, timelines[0])
+    return Simulated(ranks, timelines[0].clock.now(), manager.measured)

@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 from mpitune.backends.base import Backend
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.liveness import Silence
 from mpitune.scheduling.messages import Order, interrupted
 from mpitune.scheduling.rank import serve
@@ -185,11 +186,17 @@ class InProcessRanks(LocalTransport):
     caught up with rank 0's when it was sent) and answer: a report, or after an order to stop
     their last timeline rows, as a worker's side of rounds.py does. No deadline can pass."""
 
-    def __init__(self, backends: Sequence[Backend], timelines: Sequence[Timeline]):
+    def __init__(
+        self,
+        backends: Sequence[Backend],
+        timelines: Sequence[Timeline],
+        aheads: Sequence[CompilePool | None] | None = None,
+    ):
         super().__init__()
         self.size = self.node_size = len(backends)
         self.hosts = self.hosts * self.size
         self.backends, self.timelines = list(backends), list(timelines)
+        self.aheads = list(aheads) if aheads is not None else [None] * self.size  # each rank's compile workers
         self.inboxes: list[deque[Any]] = [deque() for _ in range(self.size)]
 
     def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
@@ -208,7 +215,7 @@ class InProcessRanks(LocalTransport):
         timeline.clock.sync(order.now_s)
         if order.stop is not None:
             return timeline.take()
-        return serve(order, self.backends[rank], rank, timeline, stopping=lambda: interrupted(inbox))
+        return serve(order, self.backends[rank], rank, timeline, self.aheads[rank], lambda: interrupted(inbox))
 
     def allgather(self, value: T) -> list[T]:
         return [value] * self.size
