@@ -44,7 +44,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", help="the search strategy (default: as replay's)")
     p.add_argument("--max-fevals", type=int, help="at most this many configurations")
     p.add_argument("--compile-workers", type=int, metavar="N", help="per rank (default: as the run had)")
-    p.add_argument("--gpus-per-node", type=int, default=4, metavar="G", help="GPUs (ranks) per node (default 4)")
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=1,
+        metavar="G",
+        help="GPUs (ranks) per node (default 1, as most of DAS-6's)",
+    )
     p.add_argument("--time-per-job", type=_duration, metavar="T", help="Slurm's limit per job: 15m, 1:30:00 or seconds")
     p.add_argument("--json", action="store_true", help='{"ranks": [{"ranks": N, "wall_s": ..., ...}]}')
     common(p)

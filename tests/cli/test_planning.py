@@ -18,7 +18,9 @@ from mpitune.store import measured
 
 def test_plan_predicts_each_rank_count_as_its_replay(tmp_path, capsys):
     source = kt_cache(str(tmp_path / "c.json"))
-    assert main(["plan", source, "--ranks", "1,2,5", "--strategy", "brute_force", "--json"]) == 0
+    assert (
+        main(["plan", source, "--ranks", "1,2,5", "--strategy", "brute_force", "--gpus-per-node", "4", "--json"]) == 0
+    )
     rows = json.loads(capsys.readouterr().out)["ranks"]
     assert [r["ranks"] for r in rows] == [1, 2, 5]
     assert set(rows[0]) == {"ranks", "wall_s", "efficiency", "gpu_hours", "jobs", "sbatch"}
