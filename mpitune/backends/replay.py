@@ -1,9 +1,12 @@
 """Answers each configuration from measured data instead of running a kernel.
 
 Time is emulated: the rank's simulated clock advances by the recorded compile, verify and
-benchmark durations, so a replay on N ranks reports the wall time the real run would have
-taken, and a time limit applies in that simulated time. Strategies can thus be compared on
-real search spaces in seconds, with the parallelism they would really get.
+benchmark durations, and by what the recorded run spent besides them (model/timeline.py,
+``RecordedRun``: start-up, rank 0's own work, the gaps between phases; compiles go to the
+simulated compile workers, process/simulated_compile.py), so a replay on N ranks reports the
+wall time the real run would have taken, and a time limit applies in that simulated time.
+Strategies can thus be compared on real search spaces in seconds, with the parallelism they
+would really get.
 
 Every rank replays the same recorded device, which real ranks never are: each GPU of a model
 is a little faster or slower than the next, and each timing is one draw of its noise. So a

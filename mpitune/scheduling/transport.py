@@ -180,7 +180,8 @@ class LocalTransport:
 
 class InProcessRanks(LocalTransport):
     """Rank 0 of a world of ``len(backends)`` ranks in this process. Rank r > 0 measures with
-    ``backends[r]`` on ``timelines[r]``; rank 0's own backend and timeline are the caller's.
+    ``backends[r]`` on ``timelines[r]``, with compile workers ``aheads[r]`` (none if not given);
+    rank 0's own backend, timeline and compile workers are the caller's.
     What rank 0 scatters waits in each rank's inbox, in order, as MPI keeps it; each gather
     is the moment the other ranks carry out their oldest order (rank.serve, their clocks
     caught up with rank 0's when it was sent) and answer: a report, or after an order to stop
