@@ -1,5 +1,8 @@
 """Replays under a real mpiexec: budgets, simulated time, every strategy on the real caches."""
 
+from dataclasses import replace
+from functools import partial
+
 import h5py
 import numpy as np
 import pytest
@@ -48,9 +51,10 @@ def test_simulation_mode_in_a_spec_and_simulated_time_limit(tmp_path):
     kt_cache(str(tmp_path / "measured.json"))
     spec = tmp_path / "sim.py"
     spec.write_text('simulation_mode = True\ncache = "measured.json"\nrestrictions = ["x < 3"]\n')
-    proc = mpitune(
-        1, [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3", "--strategy", "brute_force"], tmp_path
-    )
+    # One configuration per batch (one rank's default batch is whole, and nothing would be
+    # known to stop it before it went out).
+    args = [str(spec), "--cache", str(tmp_path / "o.h5"), "--time-limit", "0.3", "--strategy", "brute_force"]
+    proc = mpitune(1, [*args, "--batch-size", "1"], tmp_path)
     assert proc.returncode == 75, proc.stderr
     with h5py.File(tmp_path / "o.h5", "r") as f:
         run = f["runs"][0]
@@ -204,3 +208,111 @@ def test_a_bad_device_bias_is_one_line(tmp_path, flags, said):
 def test_replay_problem_checks_the_bias_it_is_given(tmp_path, bias):
     with pytest.raises(SpecError, match="device_bias"):
         replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides(), **bias)
+
+
+# A run of four configurations on one GPU rank with two compile workers, racing on the first launch
+# in two passes, as CI cannot make one: (id, compile s, verify s, benchmark s, times ms, raced).
+# 0, 2 and 3 lost on their first launch; 1 survived it, was compiled again (0.02 s) and timed whole.
+GPU_RUN = (
+    (0, 0.4, 0.01, 0.002, [5.0], True),
+    (1, 0.02, 0.01, 0.004, [1.0, 1.0, 1.0], False),
+    (2, 0.3, 0.01, 0.002, [4.0], True),
+    (3, 0.2, 0.01, 0.002, [6.0], True),
+)
+
+
+def _gpu_run(path):
+    """The file of ``GPU_RUN``: its spec (0.5 s) and start-up (0.5 s), each configuration's
+    phases end to end from 1 s (1 twice: its first pass, then whole), and the background
+    compiles of two workers, 1 compiled again after the first pass."""
+    from mpitune.model.identity import ProblemIdentity
+    from mpitune.model.result import Result
+    from mpitune.model.timeline import PhaseRow
+    from mpitune.store.cache import Cache, RunInfo
+
+    params = {"x": [0, 1, 2, 3]}
+    identity = ProblemIdentity("k", "", "cupy", (64,), (), {"x": (0, 1, 2, 3)}, (), 3)
+    cache = Cache(str(path), identity, params, iterations=3)
+    cache.start_run(RunInfo(1.0, 1, "brute_force", 0, None, None, 32, 4, "cmd", "0"), ["h"], ["GPU"], [1])
+    rows = [PhaseRow(-1, -1, "spec", 0.0, 0.5), PhaseRow(-1, -1, "startup", 0.5, 1.0)]
+    ahead = [(0, 1.0, 1.4), (1, 1.0, 1.02), (2, 1.02, 1.32), (3, 1.32, 1.52), (1, 1.532, 1.552)]
+    rows += [PhaseRow(0, c, "compile_ahead", s, e) for c, s, e in ahead]
+    now, results = 1.0, []
+    for c, _, verify_s, *_ in [*GPU_RUN, GPU_RUN[1]]:
+        rows += [
+            PhaseRow(0, c, "verify", now, now + verify_s),
+            PhaseRow(0, c, "benchmark", now + verify_s, now + 0.012),
+        ]
+        now += 0.012
+    for c, compile_s, verify_s, benchmark_s, times, raced in GPU_RUN:
+        result = Result(
+            c, "ok", time_ms=float(np.median(times)), times_ms=times, compile_s=compile_s, verify_s=verify_s
+        )
+        results.append(replace(result, benchmark_s=benchmark_s, raced=raced, rank=0, batch=0))
+    cache.append([cache.objective.evaluate(r, {"x": r.config_id}) for r in results], [(0, r) for r in rows], 0)
+    cache.finish_run(now, "finished", 4)
+    cache.close()
+    return path
+
+
+def test_a_replay_of_a_run_with_compile_workers_runs_its_clock(tmp_path, capsys):
+    """The replay's clock from the recorded run: its spec and start-up; two compile workers
+    compiling the chunk in order from 1 s while the rank measures (it waits for 0 until 1.4 s
+    and for 3 until 1.52 s); the first pass as the run made it, 1 deferred and compiled again
+    (as long as the run's repeated compile, 0.02 s) and measured whole; every configuration with
+    the launches it got. Without compile workers, every compile in turn."""
+    from mpitune.scheduling.loop import tune
+    from mpitune.scheduling.transport import LocalTransport
+    from mpitune.store.reader import read
+
+    source = _gpu_run(tmp_path / "gpu.h5")
+    recorded = measured.load(str(source)).recorded
+    assert (recorded.spec_s, recorded.startup_s, recorded.compile_workers) == (0.5, (0.5,), 2)
+    assert recorded.raced and recorded.recompile_s == pytest.approx(0.02)
+    walls = {}
+    for workers in (None, 0):
+        out = tmp_path / f"replay{workers}.h5"
+        given = Overrides(cache_path=str(out), confirm=0, compile_workers=workers)
+        load = partial(replay_problem, measured.load(str(source)), given, "brute_force")
+        assert tune(load, "", transport=LocalTransport()) == 0
+        data = read(str(out))
+        walls[workers] = float(data.runs["wall_s"][0])
+        timeline = data.timeline
+        verified = timeline["config_id"][timeline["phase"] == "verify"].tolist()
+        assert verified == ([0, 1, 2, 3, 1] if workers is None else [0, 1, 2, 3])
+        assert {(r["config_id"], int(r["raced"]), int(r["launches"])) for r in data.results} == {
+            (0, 1, 1),
+            (1, 0, 3),
+            (2, 1, 1),
+            (3, 1, 1),
+        }
+    assert "simulated clock from an mpitune run: spec 0.50 s" in capsys.readouterr().out
+    # 1.4 (0 compiled), 0's 0.012, 1's first pass 0.01 + 0.002, 2's 0.012, wait for 3 until 1.52,
+    # its 0.012; 1 compiled again (0.02) and measured whole (0.014).
+    assert walls[None] == pytest.approx(1.52 + 0.012 + 0.02 + 0.014)
+    assert walls[0] == pytest.approx(1.0 + 0.4 + 0.02 + 0.3 + 0.2 + 4 * 0.01 + 0.002 + 0.004 + 0.002 + 0.002)
+
+
+def test_a_kernel_tuner_cache_is_replayed_with_its_assumptions_and_any_compile_workers(tmp_path, capsys):
+    """A Kernel Tuner cache records no start-up nor compile workers: none is charged, and it
+    says so; with compile workers asked for, compiles overlap what the rank measures (every
+    launch timed: racing would take two passes, compiling the survivors twice)."""
+    from mpitune.scheduling.loop import tune
+    from mpitune.scheduling.transport import LocalTransport
+
+    source = kt_cache(str(tmp_path / "c.json"))
+    walls = {}
+    for workers in (0, 2):
+        out = tmp_path / f"kt{workers}.h5"
+        given = Overrides(cache_path=str(out), confirm=0, compile_workers=workers, racing=False)
+        load = partial(replay_problem, measured.load(source), given, "brute_force")
+        assert tune(load, "", transport=LocalTransport()) == 0
+        walls[workers] = report_json(out)["wall_s"]
+    printed = capsys.readouterr().out
+    assert "simulated clock from a Kernel Tuner cache; assumed: no spec loading or start-up" in printed
+    assert walls[0] == pytest.approx(0.1 + 0.005 + 0.02 + 0.2 + 0.005 + 0.01 + 0.05 + 0.08 + 0.001 + 0.01)
+    # Two workers compile from 0, in order: (1,1) until 0.1 and (2,1) until 0.15, (2,2) until
+    # 0.23 on one, (1,2) until 0.2, (3,1) and (3,2) until 0.21 on the other. The rank waits for
+    # (1,1), measures it (0.025), waits for (1,2) until 0.2, measures it (0.015), then for (2,2)
+    # until 0.23, whose runtime error costs 0.001; the rest cost nothing more.
+    assert walls[2] == pytest.approx(0.231)

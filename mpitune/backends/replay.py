@@ -1,9 +1,12 @@
 """Answers each configuration from measured data instead of running a kernel.
 
 Time is emulated: the rank's simulated clock advances by the recorded compile, verify and
-benchmark durations, so a replay on N ranks reports the wall time the real run would have
-taken, and a time limit applies in that simulated time. Strategies can thus be compared on
-real search spaces in seconds, with the parallelism they would really get.
+benchmark durations, and by what the recorded run spent besides them (model/timeline.py,
+``RecordedRun``: start-up, rank 0's own work, the gaps between phases; compiles go to the
+simulated compile workers, process/simulated_compile.py), so a replay on N ranks reports the
+wall time the real run would have taken, and a time limit applies in that simulated time.
+Strategies can thus be compared on real search spaces in seconds, with the parallelism they
+would really get.
 
 Every rank replays the same recorded device, which real ranks never are: each GPU of a model
 is a little faster or slower than the next, and each timing is one draw of its noise. So a
@@ -21,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, Draft, timed_launches
+from mpitune.backends.base import Backend, Compiled, Compiler, Draft, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
@@ -60,50 +63,114 @@ class ReplayBackend(Backend):
         self.rank, self.seed = rank, problem.replay_seed
         self.factor = bias_factor(problem, rank)
         self.retimes = 0  # the orders of launches retimed so far: each draws anew
+        # A run that raced recorded only the launches each configuration got: replayed as it raced.
+        self.as_recorded = problem.replay_run is not None and problem.replay_run.raced
+        # What the replayed rank spent between phases per configuration, charged in three parts
+        # (before verifying, before and after timing), each as short as the gaps it stands for.
+        self.gap_s = problem.replay_run.rank_gap_s(rank) / 3 if problem.replay_run is not None else 0.0
+        self.retime_compile_s = problem.replay_run.retime_compile_s if problem.replay_run is not None else None
+        # A first launch that lost cost its benchmark phase this long (racing's own overhead): a
+        # deferred configuration's first pass, not recorded, is charged as much.
+        lost = [m.benchmark_s for m in data.measurements if m.raced and m.launches <= 1 and not m.twice]
+        self.first_pass_s = float(np.median(lost)) if lost else 0.0
+        self.retimed = {(purpose, config): t for (r, purpose, config), t in data.retimed.items() if r == rank}
+        self._retimes_taken: dict[tuple[str, tuple], int] = {}  # of ``retimed``, how many launches so far
+
+    def compiler(self) -> Compiler:
+        """The recorded compile: its time (``Compiled.compile_s``) and whether it failed, for
+        the compile workers a replay simulates (process/simulated_compile.py)."""
+        return self._recorded_compile
+
+    def _recorded_compile(self, work: Work) -> Compiled:
+        m = self._measurement(work)
+        if m is None:
+            return Compiled(work.config_id, status=Status.INVALID, error="not in the measured data")
+        failed = m.status == Status.COMPILE_ERROR
+        return Compiled(
+            work.config_id, status=m.status if failed else None, error=m.error if failed else "", finished=m.compile_s
+        )
+
+    def _measurement(self, work: Work) -> Measurement | None:
+        return self.lookup.get(tuple(work.config[n] for n in self.names))
 
     def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
-        """The recorded outcome; with a ``race``, the recorded launches are raced in the order they
-        were timed and only the benchmark time of the launches made is spent."""
+        """The recorded outcome. A configuration compiled ahead (``compiled``, by the simulated
+        compile workers) costs no compile here: the rank waited for it already, if at all.
+        Replaying a run that raced, each configuration gets the launches it got then; else,
+        with a ``race``, the recorded launches are raced in the order they were timed and only
+        the benchmark time of the launches made is spent."""
         config_id = work.config_id
-        m = self.lookup.get(tuple(work.config[n] for n in self.names))
+        m = self._measurement(work)
         if m is None:
             return Result(config_id, Status.INVALID, error="not in the measured data")
         draft = Draft(config_id, m.status, error=m.error, compile_s=m.compile_s)
-        with timeline.phase("compile", config_id):
-            timeline.clock.advance(m.compile_s)
+        if compiled is None:
+            with timeline.phase("compile", config_id):
+                timeline.clock.advance(m.compile_s)
         if m.status == Status.COMPILE_ERROR:
             return draft.result()
         # A biased device takes its factor times as long to benchmark too; the compiler and
         # the verification run on the host, and the observed values (energy, counters) are
         # kept as recorded: they are no times to scale.
-        benchmark_s, factor = m.benchmark_s * self.factor, self.factor
+        benchmark_s = m.benchmark_s * self.factor
         if m.status == Status.OK:
-            # The data keeps no verification launch (Kernel Tuner's first launch is an untimed
-            # warm-up): the first recorded launch stands in for it, and the recorded launches
-            # are then raced in order, all of them, as the timed ones.
-            draft.first_ms = m.times_ms[0] * factor if m.times_ms else m.time_ms * factor
-            recorded = iter(m.times_ms)
-            draft.set_times(*timed_launches(lambda: next(recorded) * factor, len(m.times_ms), race, draft.first_ms))
-            if not draft.raced:
-                draft.time_ms = m.time_ms * factor  # the recorded median, as the run that measured it said
-            # A raced configuration gets no observation window either (as on a GPU).
-            draft.observed = {} if draft.raced else dict(m.observed)
-            if race is not None and race.lost_first(draft.first_ms):
-                benchmark_s = 0.0  # stopped on its first launch: no timed launch made
-            elif m.times_ms:
-                benchmark_s *= len(draft.times_ms) / len(m.times_ms)
+            if self.as_recorded:
+                benchmark_s = self._recorded_launches(draft, m, race)
+            else:
+                benchmark_s = self._race(draft, m, race, benchmark_s)
+        timeline.clock.advance(self.gap_s)
         with timeline.phase("verify", config_id):
             timeline.clock.advance(m.verify_s)
+        timeline.clock.advance(self.gap_s)
         with timeline.phase("benchmark", config_id):
             timeline.clock.advance(benchmark_s)
+        timeline.clock.advance(self.gap_s)
         draft.verify_s, draft.benchmark_s = m.verify_s, benchmark_s
         return draft.result()
+
+    def _race(self, draft: Draft, m: Measurement, race: Race | None, benchmark_s: float) -> float:
+        """Race the recorded launches: the benchmark seconds of those made."""
+        factor = self.factor
+        # The data keeps no verification launch (Kernel Tuner's first launch is an untimed
+        # warm-up): the first recorded launch stands in for it, and the recorded launches
+        # are then raced in order, all of them, as the timed ones.
+        draft.first_ms = m.times_ms[0] * factor if m.times_ms else m.time_ms * factor
+        recorded = iter(m.times_ms)
+        draft.set_times(*timed_launches(lambda: next(recorded) * factor, len(m.times_ms), race, draft.first_ms))
+        if not draft.raced:
+            draft.time_ms = m.time_ms * factor  # the recorded median, as the run that measured it said
+        # A raced configuration gets no observation window either (as on a GPU).
+        draft.observed = {} if draft.raced else dict(m.observed)
+        if race is not None and race.lost_first(draft.first_ms):
+            return 0.0  # stopped on its first launch: no timed launch made
+        if m.times_ms:
+            return benchmark_s * len(draft.times_ms) / len(m.times_ms)
+        return benchmark_s
+
+    def _recorded_launches(self, draft: Draft, m: Measurement, race: Race | None) -> float:
+        """As the replayed run raced: the launches the configuration got then, and their
+        benchmark seconds. Its first launch is not recorded (but where it lost on it), so the
+        run's race cannot be run again; what it decided is replayed instead. A chunk's first
+        pass (``Race.defers_all``) defers, at a first launch no bound stops, exactly those the
+        run measured twice, and keeps the rest as they were recorded."""
+        factor = self.factor
+        if race is not None and race.defers_all and m.twice:
+            draft.first_ms = 0.0
+            draft.set_times([0.0], True)
+            return self.first_pass_s * factor
+        draft.set_times([t * factor for t in m.times_ms], m.raced)
+        draft.time_ms = m.time_ms * factor
+        draft.observed = {} if m.raced else dict(m.observed)
+        return m.benchmark_s * factor
 
     def retime(
         self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
     ) -> list[Launch]:
-        """Each candidate launched once per round, interleaved, each launch drawn from its
-        recorded ones (its recorded time where none were kept) and scaled by this rank's factor:
+        """Each candidate launched once per round, interleaved. Where the replayed run timed it
+        again on this rank for the same purpose, its launches are those it made then, in order
+        (a calibration or confirmation replayed as it went, on the device's own noise of that
+        moment); else each launch is drawn from its search's recorded ones (its recorded time
+        where none were kept). Either way they are scaled by this rank's factor:
         noise as a real device's, around the truth the data records. A round draws one place
         in the recorded runs of launches and every candidate takes its launch from there: the
         recorded launches are in the order they were timed, so the same place stands for the
@@ -113,20 +180,24 @@ class ReplayBackend(Backend):
         seed, this rank, how many orders it has retimed before and the candidates, so that a
         replay repeats itself exactly, and an order retimed again (the same reference, calibrated
         batch after batch) is timed anew, as a device would, not a copy of its first launches
-        that would look like independent evidence to the statistics. Simulated
-        time: the launches plus the compiles of the candidates not in ``compiled``, all in one
-        phase of the order's name (``Retime.phase``)."""
+        that would look like independent evidence to the statistics. Simulated time: the
+        compiles of the candidates not in ``compiled`` (phase compile: each as long as the
+        replayed run's such compiles took per candidate, else as its recorded compile), then the
+        launches and each candidate's loading and warm-up launch (as long as its recorded
+        verification), in one phase of the order's name (``Retime.phase``)."""
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, self.retimes, *retime.ids])
         self.retimes += 1
         places = rng.random(retime.rounds)
         drawn: dict[int, Sequence[float]] = {}
-        compile_s = 0.0
+        compile_s = prepared_s = 0.0
         for w in retime.work:
             m = self.lookup.get(tuple(w.config[n] for n in self.names))
             if m is not None and w.config_id not in compiled:
-                compile_s += m.compile_s
-            drawn[w.config_id] = self._draws(m, places)
+                compile_s += m.compile_s if self.retime_compile_s is None else self.retime_compile_s
+            if m is not None:
+                prepared_s += m.verify_s  # its loading and warm-up launch, as long as its verification
+            drawn[w.config_id] = self._recorded_retime(retime, w) or self._draws(m, places)
         n = len(retime.work)
         launches = [
             Launch(w.config_id, r, drawn[w.config_id][r])
@@ -134,9 +205,23 @@ class ReplayBackend(Backend):
             for w in (retime.work[(i + r) % n] for i in range(n))
         ]
         launched_s = sum(x.time_ms for x in launches if not math.isnan(x.time_ms)) / 1000.0
+        if compile_s:
+            with timeline.phase("compile"):
+                timeline.clock.advance(compile_s)
         with timeline.phase(retime.phase):
-            timeline.clock.advance(compile_s + launched_s)
+            timeline.clock.advance(prepared_s + launched_s)
         return launches
+
+    def _recorded_retime(self, retime: Retime, work: Work) -> list[float]:
+        """The next ``retime.rounds`` launches this rank made of ``work`` for the same purpose in
+        the replayed run, scaled by its factor; [] when it made no more."""
+        key = (retime.phase, tuple(work.config[n] for n in self.names))
+        taken = self._retimes_taken.get(key, 0)
+        recorded = self.retimed.get(key, [])[taken : taken + retime.rounds]
+        if len(recorded) < retime.rounds:
+            return []
+        self._retimes_taken[key] = taken + retime.rounds
+        return [t * self.factor for t in recorded]
 
     def _draws(self, m: Measurement | None, places: np.ndarray) -> Sequence[float]:
         """One launch of the configuration ``m`` records per round, at each round's place in its

@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
                 args.append,
             ),
         )
+    if argv and argv[0] == "plan":
+        from mpitune.cli.planning import plan
+
+        return plan(argv[1:])
     if argv and argv[0] in commands.available():
         return _offline(argv[0], argv[1:])
     args = tune_parser().parse_args(argv[1:] if argv and argv[0] == "tune" else argv)

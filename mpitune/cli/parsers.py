@@ -14,6 +14,7 @@ LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass 
 
 TUNE_HELP = "tune the kernel a spec file describes on every MPI rank (the default: python -m mpitune SPEC)"
 REPLAY_HELP = "replay a search on measured data (Kernel Tuner JSON cache or mpitune .h5) with simulated time"
+PLAN_HELP = "predict wall time, efficiency, jobs and the sbatch line on each number of ranks from a measured run"
 
 
 def refuse(message: str) -> int:
@@ -36,7 +37,7 @@ class Parser(argparse.ArgumentParser):
 
 def _subcommands() -> str:
     """Every subcommand with its one line, for the top-level ``--help``."""
-    lines = {"tune": TUNE_HELP, "replay": REPLAY_HELP}
+    lines = {"tune": TUNE_HELP, "replay": REPLAY_HELP, "plan": PLAN_HELP}
     lines.update({verb: commands.load(verb).HELP for verb in sorted(commands.available())})
     width = max(map(len, lines))
     return (

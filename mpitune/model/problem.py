@@ -15,6 +15,7 @@ from mpitune.model.launches import DEFAULT_CANDIDATES
 from mpitune.model.objective import TIME, Metric
 from mpitune.model.racing import RaceRule
 from mpitune.model.restrictions import Restriction
+from mpitune.model.timeline import RecordedRun
 
 
 @dataclass
@@ -66,6 +67,8 @@ class Problem:
     device_bias: tuple[float, ...] = ()
     device_bias_sd: float = 0.0
     replay_seed: int = 0
+    # Replays only: what the simulated clock charges besides each configuration's durations.
+    replay_run: RecordedRun | None = None
 
     def for_workers(self) -> Problem:
         """A copy without what workers never need: restrictions and metrics (callables need

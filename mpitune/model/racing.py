@@ -93,6 +93,11 @@ class Race:
         launch before any timed one. Only the first-launch rule decides on first launches."""
         return self.rule is RaceRule.FIRST
 
+    @property
+    def defers_all(self) -> bool:
+        """Whether this is a chunk's first pass (``first_pass``): no best median is 0 ms."""
+        return self.rule is RaceRule.FIRST and self.best_ms == 0.0
+
     def first_pass(self) -> Race:
         """A race every timed first launch loses: the chunk's first pass, which launches each
         configuration once and defers what it deserves until the chunk's fastest first launches

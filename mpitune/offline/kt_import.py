@@ -137,7 +137,10 @@ def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, sp
     ):
         status = Status(e[STATUS_KEY]) if m.status != Status.OK and e.get(STATUS_KEY) in set(Status) else m.status
         cid = ids[tuple(p[v] for p, v in zip(position, config))]
-        result = Result(config_id=cid, rank=0, **{**asdict(m), "status": status, "times_ms": tuple(m.times_ms)})
+        recorded = {
+            k: v for k, v in asdict(m).items() if k not in ("launches", "twice")
+        }  # the replay's, not a result's
+        result = Result(config_id=cid, rank=0, **{**recorded, "status": status, "times_ms": tuple(m.times_ms)})
         entries.append(Entry(result, dict(zip(names, config)), end, duration, before))
     return entries
 

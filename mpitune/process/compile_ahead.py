@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
+from typing import Protocol
 
 from mpitune.backends.base import Compiled, Compiler
 from mpitune.model.result import Status
@@ -57,6 +58,20 @@ def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None
         if cores >= (os.cpu_count() or cores) and ranks_on_node > 1:
             cores //= ranks_on_node
     return max(1, cores - 1)
+
+
+class CompilePool(Protocol):
+    """What a rank asks of its compile workers: ``CompileAhead``'s processes, or a replay's
+    workers on its simulated clock (simulated_compile.py)."""
+
+    workers: int
+    compiler: Compiler | None
+
+    def submit(self, items: Iterable[Work]) -> None: ...
+    def keep_only(self, config_ids: Iterable[int]) -> None: ...
+    def take(self, work: Work, deadline_s: float | None) -> Compiled: ...
+    def row(self, compiled: Compiled, batch: int) -> PhaseRow | None: ...
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpitune.model.searchspace import SearchSpace
+from mpitune.model.timeline import RecordedRun
 from mpitune.strategies.base import Strategy
 
 # Configurations per rank in a batch by default: a strategy that knows its order in advance
@@ -24,6 +26,24 @@ def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
     chunks = [ids[r::ranks] for r in range(ranks)]
     shift = batch % ranks
     return chunks[shift:] + chunks[:shift]
+
+
+def deal_as_recorded(
+    ids: list[int], ranks: int, space: SearchSpace, recorded: RecordedRun | None
+) -> list[list[int]] | None:
+    """One chunk per rank as the replayed run dealt it: a replay of a run on as many ranks
+    measures each configuration on the rank that did, so that each rank's time is the one the
+    run recorded, which dealing by predicted cost again (on the replay's own clock) need not
+    give. None when this is no such replay, or a configuration was never dealt in it."""
+    if recorded is None or recorded.ranks != ranks or not recorded.dealt:
+        return None
+    chunks: list[list[int]] = [[] for _ in range(ranks)]
+    for i in ids:
+        rank = recorded.dealt.get(tuple(space.config(i).values()))
+        if rank is None:
+            return None
+        chunks[rank].append(i)
+    return chunks
 
 
 def deal_by_cost(

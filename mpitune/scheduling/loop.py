@@ -12,22 +12,25 @@ passes, and faults/ (its ``__init__`` says how) ends the job, keeping what the f
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import shutil
 import socket
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mpitune import backends
 from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem, RunSettings
-from mpitune.model.timeline import Clock, PhaseRow, Timeline
-from mpitune.process.compile_ahead import CompileAhead, default_workers
+from mpitune.model.timeline import Clock, PhaseRow, RecordedRun, Timeline
+from mpitune.process.compile_ahead import CompileAhead, CompilePool, default_workers
 from mpitune.process.isolation import IsolatedBackend
+from mpitune.process.simulated_compile import SimulatedCompileAhead
 from mpitune.scheduling import early
 from mpitune.scheduling.comm import MPI, MpiTransport
 from mpitune.scheduling.faults.ending import abandon
@@ -39,9 +42,9 @@ from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import Deadline, cpu_oversubscribed, finish, open_run, prepare, refuse
-from mpitune.scheduling.transport import SilentRanks, Transport, first_error, leave_together
+from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together
 
-__all__ = ["MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
+__all__ = ["MPI", "simulate", "tune"]  # the command line reads the rank from MPI and aborts through it
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +119,11 @@ def _tune(
     caps = backends.capabilities(problem.lang)
     if caps.simulated_clock:
         # A replay's time is the measured time of the real run it stands for; the start-up
-        # of the replay itself is no part of that.
-        timeline = Timeline(Clock(simulated=True))
+        # of the replay itself is no part of that, the recorded one is (model/timeline.py, ``RecordedRun``).
+        recorded = problem.replay_run or RecordedRun()
+        timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
+        recorded.charge_start(timeline, rank)
+        workers = recorded.compile_workers if workers is None else workers
     with timeline.phase("startup"):
         bench = _equip(problem, caps, transport, workers, timeline)
     manager: Manager | None = None
@@ -177,7 +183,7 @@ class _Bench:
     (None when it could not be made; ``error`` says why)."""
 
     workdir: str
-    ahead: CompileAhead | None
+    ahead: CompilePool | None
     backend: Backend | None = None
     error: str | None = None
 
@@ -197,7 +203,7 @@ def _equip(
     clock = timeline.clock
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
-        _compile_ahead(caps, transport.node_size, workers, clock),
+        _compile_ahead(caps, transport.node_size, workers, clock, problem.replay_run),
     )
     isolate = problem.isolate and caps.isolate
     spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
@@ -280,10 +286,16 @@ def _search(
     return stop, silent
 
 
-def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock) -> CompileAhead | None:
+def _compile_ahead(
+    caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock, recorded: RecordedRun | None = None
+) -> CompilePool | None:
     """This rank's compile workers, started before its device is ready: as many as asked,
     else as its cores allow; none by default where kernels run on the CPU, whose timings
-    compiling beside them would disturb, and none for a replay, which compiles nothing."""
+    compiling beside them would disturb. A replay's compile nothing: they are numbers on its
+    simulated clock, as many as asked, else as the replayed run had."""
+    if caps.simulated_clock:
+        recompile_s = recorded.recompile_s if recorded else None
+        return SimulatedCompileAhead(workers, clock, recompile_s=recompile_s) if workers else None
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
     if caps.device is DeviceKind.NONE:
@@ -292,3 +304,42 @@ def _compile_ahead(caps: Capabilities, ranks_on_node: int, workers: int | None, 
     if started is not None or workers <= 0:
         return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """One simulated run: its ranks, simulated wall time and configurations measured."""
+
+    ranks: int
+    wall_s: float
+    measured: int
+
+
+def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) -> Simulated:
+    """The replay of ``problem`` (a replay problem) on ``ranks`` ranks, all in this process, into
+    a file in ``workdir``, for ``python -m mpitune plan``: the real rounds over ``InProcessRanks``,
+    each simulated rank with its own replay backend, clock, recorded start-up and simulated
+    compile workers, as a replay under mpiexec has them. Its progress lines are not printed."""
+    recorded = problem.replay_run or RecordedRun()
+    workers = recorded.compile_workers if settings.compile_workers is None else settings.compile_workers
+    settings = replace(settings, cache_path=os.path.join(workdir, f"plan-{ranks}.h5"))
+    setup = prepare(problem, settings)
+    timelines: list[Timeline] = []
+    aheads: list[CompilePool | None] = []
+    benches = []
+    for rank in range(ranks):
+        timelines.append(Timeline(Clock(simulated=True, charges_s=recorded.charges_s)))
+        recorded.charge_start(timelines[-1], rank)
+        benches.append(backends.create(problem.for_workers(), workdir, 0, rank))
+        compiler = benches[-1].compiler()
+        aheads.append(
+            SimulatedCompileAhead(workers, timelines[-1].clock, compiler, recorded.recompile_s) if workers else None
+        )
+    world = InProcessRanks(benches, timelines, aheads)
+    placements = [Placement("simulated", b.device_name, "", 0, workers) for b in benches]
+    with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
+        manager, error = open_run(setup, placements, timelines[0].clock, 0.0, "plan")
+        assert manager is not None, error
+        rounds(world, manager, benches[0], timelines[0], aheads[0], Watch(), lambda: None)
+        finish(manager, timelines[0])
+    return Simulated(ranks, timelines[0].clock.now(), manager.measured)

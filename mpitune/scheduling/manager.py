@@ -24,7 +24,7 @@ from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
 from mpitune.model.work import Work
-from mpitune.scheduling.batching import Batching, busy_s, deal, deal_by_cost, pipeline_depth
+from mpitune.scheduling.batching import Batching, busy_s, deal, deal_as_recorded, deal_by_cost, pipeline_depth
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.devices.calibrating import Calibrating
 from mpitune.scheduling.devices.confirming import Confirming
@@ -105,7 +105,8 @@ class Manager:
         self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
         self._upcoming: dict[int, Work] = {}  # the configurations of the upcoming batch, made once
         self.race = self._start_race(known)
-        self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache)
+        recorded = setup.problem.replay_run.confirmed if setup.problem.replay_run else frozenset()
+        self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache, recorded)
         self.leaders = Leaders()  # as measured; calibration may reorder them, confirmation picks from them
         self.leaders.add(known)
         self.calibrating = Calibrating(
@@ -272,9 +273,12 @@ class Manager:
         rank still has to do before it, else (nothing measured yet) interleaved. An upcoming
         batch dealt blind is dealt again by cost: its compiling ahead is lost once, but it
         would be the largest batch of the run dealt knowing nothing (46 % of the gemm cache's
-        configurations on 256 ranks)."""
+        configurations on 256 ranks). A replay of a run on as many ranks deals as the run did."""
         if self._planned is not None and self._planned[0] == ids:
             return self._planned[1]
+        recorded = deal_as_recorded(ids, self.ranks, self.space, self.setup.problem.replay_run)
+        if recorded is not None:
+            return recorded
         cost_s = None if self.costs is None or not ids else self.costs.predict_s(ids)
         if cost_s is None:
             return deal(ids, self.ranks, batch)

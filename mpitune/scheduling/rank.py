@@ -12,7 +12,7 @@ from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
-from mpitune.process.compile_ahead import CompileAhead
+from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.messages import Order, Report
 
 
@@ -21,7 +21,7 @@ def serve(
     backend: Backend,
     rank: int,
     timeline: Timeline,
-    ahead: CompileAhead | None = None,
+    ahead: CompilePool | None = None,
     stopping: Callable[[], bool] | None = None,
 ) -> Report:
     """Carry out one order (not a stop): measure each configuration of its chunk in turn, and
@@ -62,13 +62,13 @@ def serve(
     return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, (), calibration)
 
 
-def _reference(calibrate: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None) -> list[Launch]:
+def _reference(calibrate: Retime, backend: Backend, timeline: Timeline, ahead: CompilePool | None) -> list[Launch]:
     """The reference's launches (calibration), before the chunk: the compile workers compile it
     first, and what they queue of the chunk waits behind it."""
     return backend.retime(calibrate, timeline, _compiled_ahead(calibrate, backend, timeline, ahead))
 
 
-def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None) -> Report:
+def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: CompilePool | None) -> Report:
     """Time the candidates again (confirmation), all compiled before the first launch, so that
     compiling does not load the device's host between the interleaved launches; what the
     workers still had queued of the search is dropped."""
@@ -79,7 +79,7 @@ def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: Compile
 
 
 def _compiled_ahead(
-    retime: Retime, backend: Backend, timeline: Timeline, ahead: CompileAhead | None
+    retime: Retime, backend: Backend, timeline: Timeline, ahead: CompilePool | None
 ) -> dict[int, Compiled]:
     """The order's configurations compiled by the compile workers (none without them), with
     their background compiles on the timeline."""
@@ -104,7 +104,7 @@ class Chunk:
         backend: Backend,
         rank: int,
         timeline: Timeline,
-        ahead: CompileAhead | None,
+        ahead: CompilePool | None,
         stopping: Callable[[], bool] | None,
     ):
         self.order, self.backend, self.rank, self.timeline = order, backend, rank, timeline

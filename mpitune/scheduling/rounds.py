@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from mpitune.backends.base import Backend
 from mpitune.model.timeline import Timeline
-from mpitune.process.compile_ahead import CompileAhead
+from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.silent_round import keep_last_rows, keep_round
@@ -30,7 +30,7 @@ def rounds(
     manager: Manager | None,
     backend: Backend,
     timeline: Timeline,
-    ahead: CompileAhead | None,
+    ahead: CompilePool | None,
     watch: Watch,
     stop_beating: Callable[[], None],
 ) -> StopReason:

@@ -117,6 +117,8 @@ def open_run(
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
         f"batches of {manager.batch_size}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
+    if problem.replay_run is not None:
+        say(problem.replay_run.describe())
     if cache.interrupted:
         how = "ended when a rank stopped answering" if cache.last_status == "silent_rank" else "was killed"
         say(f"the previous run {how} while {cache.interrupted}; they are not recorded and may be measured again")

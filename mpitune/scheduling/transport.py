@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 from mpitune.backends.base import Backend
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock, Timeline
+from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.liveness import Silence
 from mpitune.scheduling.messages import Order, interrupted
 from mpitune.scheduling.rank import serve
@@ -179,17 +180,24 @@ class LocalTransport:
 
 class InProcessRanks(LocalTransport):
     """Rank 0 of a world of ``len(backends)`` ranks in this process. Rank r > 0 measures with
-    ``backends[r]`` on ``timelines[r]``; rank 0's own backend and timeline are the caller's.
+    ``backends[r]`` on ``timelines[r]``, with compile workers ``aheads[r]`` (none if not given);
+    rank 0's own backend, timeline and compile workers are the caller's.
     What rank 0 scatters waits in each rank's inbox, in order, as MPI keeps it; each gather
     is the moment the other ranks carry out their oldest order (rank.serve, their clocks
     caught up with rank 0's when it was sent) and answer: a report, or after an order to stop
     their last timeline rows, as a worker's side of rounds.py does. No deadline can pass."""
 
-    def __init__(self, backends: Sequence[Backend], timelines: Sequence[Timeline]):
+    def __init__(
+        self,
+        backends: Sequence[Backend],
+        timelines: Sequence[Timeline],
+        aheads: Sequence[CompilePool | None] | None = None,
+    ):
         super().__init__()
         self.size = self.node_size = len(backends)
         self.hosts = self.hosts * self.size
         self.backends, self.timelines = list(backends), list(timelines)
+        self.aheads = list(aheads) if aheads is not None else [None] * self.size  # each rank's compile workers
         self.inboxes: list[deque[Any]] = [deque() for _ in range(self.size)]
 
     def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
@@ -208,7 +216,7 @@ class InProcessRanks(LocalTransport):
         timeline.clock.sync(order.now_s)
         if order.stop is not None:
             return timeline.take()
-        return serve(order, self.backends[rank], rank, timeline, stopping=lambda: interrupted(inbox))
+        return serve(order, self.backends[rank], rank, timeline, self.aheads[rank], lambda: interrupted(inbox))
 
     def allgather(self, value: T) -> list[T]:
         return [value] * self.size

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mpitune.model.problem import Problem, RunSettings
+from mpitune.model.timeline import RecordedRun
 from mpitune.spec import fields, metrics
 from mpitune.spec.checker import Checker
 from mpitune.spec.settings import Overrides, SearchFields, run_settings
@@ -42,6 +43,8 @@ class MeasuredSpace(Protocol):
     def measurements(self) -> Sequence[_Timed]: ...
     @property
     def observed_names(self) -> list[str]: ...
+    @property
+    def recorded(self) -> RecordedRun: ...
 
 
 ReadMeasured = Callable[[str], MeasuredSpace]
@@ -52,12 +55,14 @@ def replay_problem(
     overrides: Overrides,
     strategy: str | None = None,
     strategy_options: Any = None,
-    racing: Any = True,
+    racing: Any = None,
     device_bias: Sequence[float] = (),
     device_bias_sd: float | None = None,
 ) -> tuple[Problem, RunSettings]:
     """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5.
-    ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``)."""
+    ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``).
+    ``racing`` None: as the data's run raced (an mpitune file that raced races as recorded, one
+    that did not is not raced; a Kernel Tuner cache is raced by the default rule)."""
     check = Checker(data.source)
     factors, spread = _bias(check, device_bias, device_bias_sd)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
@@ -78,17 +83,23 @@ def replay_problem(
         configs=data.configs,
         device_bias=factors,
         device_bias_sd=spread,
+        replay_run=data.recorded,
     )
     name = Path(data.source).name.split(".")[0]
     search = SearchFields(
         strategy=strategy,
         strategy_options=strategy_options,
         cache=overrides.cache_path or f"{name}.replay.h5",
-        racing=racing,
+        racing=_as_recorded(data.recorded) if racing is None else racing,
     )
     settings = run_settings(check, search, overrides)
     problem.replay_seed = settings.seed  # the workers draw with it: they never see the settings
     return problem, settings
+
+
+def _as_recorded(recorded: RecordedRun) -> bool:
+    """Whether to race when not told: as the recorded run did, by default where nothing was recorded."""
+    return recorded.raced if recorded.complete else True
 
 
 def _bias(check: Checker, factors: Sequence[float], sd: float | None) -> tuple[tuple[float, ...], float]:

@@ -27,6 +27,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.result import Status
 from mpitune.model.schema import RESERVED, outside_int64
+from mpitune.model.timeline import RecordedRun, recorded_run, twice_measured
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.
 KT_BOOKKEEPING = (
@@ -60,6 +61,12 @@ class Measurement:
     benchmark_s: float = 0.0
     error: str = ""
     observed: dict[str, float] = field(default_factory=dict)
+    # As the run raced it: the timed launches it got (``times_ms`` holds them), whether racing
+    # stopped it, and whether its first launch survived a chunk's first pass, so that it was
+    # measured twice (scheduling/rank.py); a Kernel Tuner cache's entries got every launch.
+    launches: int = 0
+    raced: bool = False
+    twice: bool = False
 
 
 @dataclass
@@ -72,6 +79,10 @@ class MeasuredData:
     configs: list[tuple[Any, ...]]  # parameter values, in tune_params order
     measurements: list[Measurement]
     observed_names: list[str] = field(default_factory=list)
+    recorded: RecordedRun = field(default_factory=RecordedRun)  # what the replay's clock charges besides
+    # The launches the run made of configurations timed again, by (rank, purpose, config), in
+    # the order they were made: calibration's references, confirmation's candidates.
+    retimed: dict[tuple[int, str, tuple[Any, ...]], list[float]] = field(default_factory=dict)
 
     def lookup(self) -> dict[tuple[Any, ...], Measurement]:
         return dict(zip(self.configs, self.measurements))
@@ -137,6 +148,7 @@ def _kt_measurement(entry: dict[str, Any]) -> Measurement:
     else:
         m.time_ms = float(value)
         m.times_ms = [float(t) for t in entry.get("times", [])]
+        m.launches = len(m.times_ms)
     return m
 
 
@@ -263,14 +275,15 @@ def _from_mpitune(path: str) -> MeasuredData:
     from mpitune.store.reader import read  # h5py, which a replay of a Kernel Tuner cache does without
 
     data = read(path)
+    twice = twice_measured(data.timeline)
     names = data.param_names
     problem = data.problem
     configs, measurements = [], []
     seen = set()
     observed_names = data.observed_names + data.metric_names
     values = np.hstack([data.observed, data.metrics])
-    for row, row_values in zip(data.results, values):
-        config = tuple(row[n].item() if hasattr(row[n], "item") else row[n] for n in names)
+    row_configs = [tuple(row[n].item() if hasattr(row[n], "item") else row[n] for n in names) for row in data.results]
+    for row, row_values, config in zip(data.results, values, row_configs):
         if config in seen:
             continue
         seen.add(config)
@@ -286,10 +299,14 @@ def _from_mpitune(path: str) -> MeasuredData:
                 benchmark_s=float(row["benchmark_s"]),
                 error=str(row["error"]),
                 observed=dict(zip(observed_names, map(float, row_values))),
+                launches=int(row["launches"]),
+                raced=bool(row["raced"]),
+                twice=int(row["config_id"]) in twice,
             )
         )
     if not configs:
         raise UserError(f"{path}: the file holds no configurations")
+    config_of = dict(zip(data.results["config_id"].tolist(), row_configs))
     devices = problem.devices or ("",)
     return MeasuredData(
         source=path,
@@ -300,4 +317,24 @@ def _from_mpitune(path: str) -> MeasuredData:
         configs=configs,
         measurements=measurements,
         observed_names=observed_names,
+        recorded=recorded_run(
+            data.timeline,
+            data.retimed,
+            bool(len(data.results) and data.results["raced"].any()),
+            dict(zip(reversed(row_configs), reversed(data.results["rank"].tolist()))),  # the first row's
+            frozenset(config_of[i] for i in data.confirmed["config_id"].tolist() if i in config_of),
+        ),
+        retimed=_retimed(data.retimed, config_of),
     )
+
+
+def _retimed(
+    rows: np.ndarray, config_of: dict[int, tuple[Any, ...]]
+) -> dict[tuple[int, str, tuple[Any, ...]], list[float]]:
+    """The retimed launches by (rank, purpose, configuration), in the order the run made them."""
+    out: dict[tuple[int, str, tuple[Any, ...]], list[float]] = {}
+    for row in np.sort(rows, order=["run", "batch", "rank", "round"]):
+        config = config_of.get(int(row["config_id"]))
+        if config is not None:
+            out.setdefault((int(row["rank"]), str(row["purpose"]), config), []).append(float(row["time_ms"]))
+    return out

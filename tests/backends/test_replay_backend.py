@@ -76,9 +76,12 @@ def test_retime_draws_each_launch_from_the_recorded_ones(tmp_path):
     assert all(math.isnan(t) for t in by_id[2] + by_id[3])  # not in the data; a compile error
     again = replay.create(problem, str(tmp_path), rank=1).retime(order, Timeline(Clock(simulated=True)))
     assert [x.time_ms for x in again] == [x.time_ms for x in launches]
-    # The compiles of the candidates in the data (the one that failed too), then the launches.
-    assert timeline.clock.now() == pytest.approx(0.1 + 0.2 + 0.05 + (sum(by_id[0]) + sum(by_id[1])) / 1000)
-    assert [(row.phase, row.config_id) for row in timeline.rows] == [("confirm", -1)]
+    # The compiles of the candidates in the data (the one that failed too), each one's loading and
+    # warm-up (as long as its verification), then the launches.
+    expected_s = 0.1 + 0.2 + 0.05 + 0.005 + 0.005 + (sum(by_id[0]) + sum(by_id[1])) / 1000
+    assert timeline.clock.now() == pytest.approx(expected_s)
+    assert [(row.phase, row.config_id) for row in timeline.rows] == [("compile", -1), ("confirm", -1)]
+    assert timeline.rows[0].end_s == pytest.approx(0.1 + 0.2 + 0.05)  # the compiles first, as a backend does
 
 
 def test_an_order_retimed_again_is_timed_anew_and_a_replay_repeats_itself(tmp_path):
@@ -99,7 +102,7 @@ def test_retime_compiles_only_what_was_not_compiled_ahead(tmp_path):
     timeline = Timeline(Clock(simulated=True))
     launches = replay.create(problem, str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
     assert [x.time_ms for x in launches] == [1.0, 1.0]
-    assert timeline.clock.now() == pytest.approx(0.002)
+    assert timeline.clock.now() == pytest.approx(0.005 + 0.002)  # its loading and warm-up, its launches
 
 
 def test_a_rounds_launches_come_from_one_place_in_every_candidates_recorded_run(tmp_path):

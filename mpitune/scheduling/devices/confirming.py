@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from mpitune.model.confirmation import Verdict, candidates, judge_launches
 from mpitune.model.launches import MOST_CANDIDATES, Retime
@@ -53,8 +54,11 @@ class Confirming:
     the kernel time, as racing does: only then is the candidate with the smallest median of its
     launches the best."""
 
-    def __init__(self, k: int, ranks: int, kernel_time: bool, cache: Cache):
+    def __init__(
+        self, k: int, ranks: int, kernel_time: bool, cache: Cache, recorded: frozenset[tuple[Any, ...]] = frozenset()
+    ):
         self.k, self.ranks, self.cache = k, ranks, cache
+        self.recorded = recorded  # a replay's: the candidates its run confirmed, by parameter values
         self.wanted = k > 0 and kernel_time
         self.retime: Retime | None = None
         self.started_s = math.nan
@@ -78,7 +82,7 @@ class Confirming:
         if not self.wanted or self._asked or stop not in CONFIRMABLE:
             return None
         self._asked = True
-        ids = candidates(leaders, self.k, MOST_CANDIDATES, factor_sd)
+        ids = self._recorded(leaders) or candidates(leaders, self.k, MOST_CANDIDATES, factor_sd)
         if len(ids) < 2:
             return None  # nothing to choose between
         if frozenset(ids) == self.cache.confirmed_candidates():
@@ -90,6 +94,15 @@ class Confirming:
         self.retime = Retime(tuple(made[i] for i in ids), rounds_for(self.ranks, round_s, now_s))
         self.started_s, self.batch = now_s, batch
         return [Order(now_s, batch, retime=self.retime)] * self.ranks
+
+    def _recorded(self, leaders: Sequence[Scored]) -> list[int]:
+        """A replay's candidates: those its run confirmed, best first, when all are among the
+        ``leaders`` (their choice rests on the run's first launches, which a file does not
+        keep, so a replay could not choose them again); else none."""
+        chosen = [r for r in leaders if tuple(r.config.values()) in self.recorded]
+        if not self.recorded or len({r.config_id for r in chosen}) != len(self.recorded):
+            return []
+        return list(dict.fromkeys(r.config_id for r in sorted(chosen, key=lambda r: (r.time_ms, r.config_id))))
 
     def record(self, reports: Sequence[Report], now_s: float, whole: bool, seed: int, margin: float) -> None:
         """The launches into the file; judged when ``whole`` (every rank's report came, and

@@ -1,0 +1,70 @@
+"""A rank's compile workers on a replay's simulated clock: what compile_ahead.py does with
+processes, done with numbers, so that a replay charges a rank the compiles it would have waited
+for and no others.
+
+``workers`` workers take what the rank queues, in order, each as soon as one is free, and each
+compile takes its recorded time (the backend's ``compiler`` says it: backends/replay.py), and
+compiling a configuration again takes what the replayed run's repeated compiles did. The
+rank waits for a configuration only when its compile ends after the rank wants it; that wait is
+the rank's ``compile`` phase, and the compile itself is phase ``compile_ahead``, as in a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Iterable
+
+from mpitune.backends.base import Compiled, Compiler
+from mpitune.model.timeline import Clock, PhaseRow
+from mpitune.model.work import Work
+
+
+class SimulatedCompileAhead:
+    """``CompileAhead``'s interface on a simulated clock; nothing runs, nothing is started."""
+
+    def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None, recompile_s: float | None = None):
+        self.workers, self.clock, self.compiler = workers, clock, compiler
+        self.recompile_s = recompile_s  # a compile repeated on this rank (None: as long as the first)
+        self._free_s = [0.0] * workers  # when each worker is next free, as a heap
+        self._queued: dict[int, Compiled] = {}  # scheduled and not yet taken, with its start and end
+        self._compiled: set[int] = set()  # compiled on this rank before
+
+    def submit(self, items: Iterable[Work]) -> None:
+        """Queue configurations in order: each goes to the worker free first, from now on."""
+        assert self.compiler is not None, "the compiler is set before anything is submitted"
+        for work in items:
+            if work.config_id in self._queued:
+                continue
+            compiled = self.compiler(work)
+            took_s = compiled.compile_s
+            if work.config_id in self._compiled and self.recompile_s is not None:
+                took_s = min(took_s, self.recompile_s)
+            self._compiled.add(work.config_id)
+            started_s = max(heapq.heappop(self._free_s), self.clock.now())
+            finished_s = started_s + took_s
+            heapq.heappush(self._free_s, finished_s)
+            self._queued[work.config_id] = dataclasses.replace(compiled, started=started_s, finished=finished_s)
+
+    def keep_only(self, config_ids: Iterable[int]) -> None:
+        """Forget what will not be measured; as with processes, the workers' time on it is spent."""
+        keep = set(config_ids)
+        for config_id in [c for c in self._queued if c not in keep]:
+            del self._queued[config_id]
+
+    def take(self, work: Work, deadline_s: float | None) -> Compiled:
+        """The configuration compiled, the clock advanced to the end of its compile if that is
+        later (the rank waited for it); a recorded timeout or failure is its status."""
+        self.submit([work])
+        compiled = self._queued.pop(work.config_id)
+        self.clock.advance(max(compiled.finished - self.clock.now(), 0.0))
+        return compiled
+
+    def row(self, compiled: Compiled, batch: int) -> PhaseRow | None:
+        """The background compile on the simulated clock; None for one that took no time."""
+        if compiled.finished <= compiled.started:
+            return None
+        return PhaseRow(batch, compiled.config_id, "compile_ahead", compiled.started, compiled.finished)
+
+    def close(self) -> None:
+        self._queued.clear()
