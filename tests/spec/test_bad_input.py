@@ -142,7 +142,7 @@ def test_missing_spec_file(tmp_path: Path):
     "flags,phrase",
     [
         (["--max-fevals", "abc"], "--max-fevals: invalid int value: 'abc'"),
-        (["--time-limit", "soon"], "--time-limit: invalid float value: 'soon'"),
+        (["--time-limit", "soon"], "--time-limit: not a number: 'soon'"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         ([], "required: spec"),
     ],

@@ -1,5 +1,5 @@
 # Broken: the spec is fine but the --time-limit flag is negative.
-# expect: time_limit
+# names: argument --time-limit: must be greater than 0, got '-10'
 # args: --time-limit -10
 import numpy as np
 
