@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         running = len(runs) and runs[-1]["status"] == "running"
         if not running:
             return ExitCode.OK
-        if seen and not writer_alive(args.cache):
+        # A run that ended between the read and the look at its lock has its row ended: read again.
+        if seen and not writer_alive(args.cache) and read(args.cache).runs[-1]["status"] == "running":
             print(
                 "mpitune: no process is writing this file any more: the run was killed; rerun it to resume", flush=True
             )

@@ -105,8 +105,8 @@ class Manager:
         self._planned: tuple[list[int], list[list[int]]] | None = None  # the upcoming ids, as dealt by cost
         self._upcoming: dict[int, Work] = {}  # the configurations of the upcoming batch, made once
         self.race = self._start_race(known)
-        recorded = setup.problem.replay_run.confirmed if setup.problem.replay_run else frozenset()
-        self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache, recorded)
+        confirmed = setup.problem.replay_run.confirmed if setup.problem.replay_run else frozenset()  # as replayed
+        self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache, confirmed)
         self.leaders = Leaders()  # as measured; calibration may reorder them, confirmation picks from them
         self.leaders.add(known)
         self.calibrating = Calibrating(
@@ -276,8 +276,7 @@ class Manager:
         configurations on 256 ranks). A replay of a run on as many ranks deals as the run did."""
         if self._planned is not None and self._planned[0] == ids:
             return self._planned[1]
-        recorded = deal_as_recorded(ids, self.ranks, self.space, self.setup.problem.replay_run)
-        if recorded is not None:
+        if (recorded := deal_as_recorded(ids, self.ranks, self.space, self.setup.problem.replay_run)) is not None:
             return recorded
         cost_s = None if self.costs is None or not ids else self.costs.predict_s(ids)
         if cost_s is None:
