@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from mpitune.model.prior import Prior
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import options
 from mpitune.strategies.base import Strategy
@@ -105,12 +106,15 @@ def translate(name: str, given: Mapping[str, Any]) -> Translated:
     return Translated(values, renamed)
 
 
-def create(name: str, space: SearchSpace, seed: int, given: Mapping[str, Any]) -> Strategy:
+def create(name: str, space: SearchSpace, seed: int, given: Mapping[str, Any], prior: Prior | None = None) -> Strategy:
     """Raise ValueError naming the option when the strategy refuses its options."""
     if name not in REGISTERED:
         raise ValueError(f"unknown strategy {name!r}; available: {', '.join(available())}")
     make: Callable[..., Strategy] = _module(name).create
-    return make(space, seed, **options.values(name, options_of(name), given, NO_EQUIVALENT))
+    strategy = make(space, seed, **options.values(name, options_of(name), given, NO_EQUIVALENT))
+    if prior is not None:
+        strategy.start_from(prior)
+    return strategy
 
 
 def _module(name: str) -> ModuleType:

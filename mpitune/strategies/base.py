@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from mpitune.model.prior import Prior
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import geometry
@@ -53,6 +54,13 @@ class Strategy(ABC):
         self._spare: np.ndarray | None = None  # seeded permutation behind random_unseen
         self._spare_pos = 0
         self._design_rng: np.random.Generator | None = None  # behind space_filling
+        self.prior: Prior | None = None  # times measured elsewhere, set by start_from before the first ask
+
+    def start_from(self, prior: Prior) -> None:
+        """Times measured elsewhere (model/prior.py), given before the first ask. A strategy that
+        has no use for them keeps them unused; one that does must stay a function of its seed,
+        options, prior and what it was told, so that a resumed run given the same prior rebuilds it."""
+        self.prior = prior
 
     @abstractmethod
     def ask(self, n: int) -> list[int]:

@@ -1,0 +1,91 @@
+"""Times measured elsewhere (another GPU, another problem size, an earlier version of the kernel),
+put on this run's configuration ids so that a strategy can start from them.
+
+A prior and the space it informs rarely have the same parameters or values: a parameter may be
+new, dropped, or given other values. Configurations are therefore matched on the parameters both
+share, and only on the values both have: every configuration of this space gets the best valid
+time among the prior's configurations that agree with it on every shared parameter, or NaN when
+there is none. The best, not the mean, because a parameter the prior had and this space lacks was
+tuned there too: what a shared setting promises is the best the prior reached with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mpitune.model.searchspace import SearchSpace
+
+
+@dataclass(frozen=True)
+class PriorSource:
+    """Where one prior came from, as ``report`` and the run's records show it."""
+
+    path: str
+    kernel_name: str
+    device_name: str
+    problem_size: str
+    shared: tuple[str, ...]  # the tunable parameters it shares with this space
+    matched: int  # configurations of this space it gives a time
+
+
+@dataclass(frozen=True)
+class Prior:
+    """One or more priors on a space's ids: ``time_ms[k][i]`` is source k's time (ms, lower is
+    better) for configuration id i of the current space, NaN where it has none. Sources are kept
+    apart: their devices differ, so their times are on different scales."""
+
+    sources: tuple[PriorSource, ...]
+    time_ms: tuple[np.ndarray, ...]
+
+
+class NothingShared(ValueError):
+    """A prior that shares no tunable parameter, or no configuration, with the space."""
+
+
+def align(
+    space: SearchSpace,
+    prior_params: dict[str, list[Any]],
+    prior_configs: Sequence[tuple[Any, ...]],
+    prior_time_ms: Sequence[float],
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """The parameters ``space`` shares with a prior, and the prior's time for each of the
+    space's configuration ids (NaN where it has none).
+
+    ``prior_configs`` are value tuples in ``prior_params`` order and ``prior_time_ms`` their
+    times, NaN (or inf) for a configuration that failed there. Raise ``NothingShared`` when no
+    parameter, or no configuration, is shared.
+    """
+    shared = tuple(name for name in space.names if name in prior_params)
+    if not shared:
+        raise NothingShared(
+            f"it shares no tunable parameter with this space (it has {', '.join(prior_params) or 'none'}; "
+            f"this space has {', '.join(space.names)})"
+        )
+    prior_columns = [list(prior_params).index(name) for name in shared]
+    best: dict[tuple[Any, ...], float] = {}
+    for config, time_ms in zip(prior_configs, prior_time_ms):
+        if not math.isfinite(time_ms):
+            continue
+        key = tuple(config[c] for c in prior_columns)
+        if time_ms < best.get(key, math.inf):
+            best[key] = float(time_ms)
+    # Per shared parameter, the index of each of this space's values among the keys' values.
+    columns = [space.names.index(name) for name in shared]
+    values = [space.tune_params[name] for name in shared]
+    aligned = np.full(len(space), math.nan)
+    if not best:
+        raise NothingShared("it has no valid time")
+    table = {tuple(values[p].index(v) if v in values[p] else -1 for p, v in enumerate(k)): t for k, t in best.items()}
+    rows = space.indices[:, columns].astype(np.int64)
+    # Few distinct shared rows (one per key at most): look each up once.
+    distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+    found = np.array([table.get(tuple(r), math.nan) for r in distinct.tolist()], dtype=np.float64)
+    aligned[:] = found[inverse.reshape(-1)]
+    if not np.isfinite(aligned).any():
+        raise NothingShared(f"none of its configurations agrees with one of this space's on {', '.join(shared)}")
+    return shared, aligned
