@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from mpitune.model.result import Result
 
-RATIO_FLOOR = 1.3  # configurations within this of the best always get every launch
+RATIO_FLOOR = 1.1  # configurations within this of the best always get every launch
 
 
 class RaceRule(enum.Enum):

@@ -1,8 +1,7 @@
 """The CuPy backend of one rank: its GPU, the data on it, loading and measuring each
 configuration, and the NVML observer and clock control of that GPU.
 
-CuPy is imported only when a backend is created, so that this module loads on machines
-without a GPU.
+CuPy is imported only when a backend is created: this module loads on machines without a GPU.
 """
 
 from __future__ import annotations
@@ -53,8 +52,8 @@ class CupyBackend(Backend):
     answers on the GPU, and then timed ``iterations`` times with events on the backend's own
     stream; 1 + ``iterations`` launches in all. With a race (model/racing.py) each timed launch
     is waited for and checked, and a configuration clearly slower than the best stops early; by
-    the default rule on its verified launch already, which events time on its own.
-    An NVML observer then adds its window of launches, except to a raced configuration.
+    the default rule on its verified launch already (no throttle watch then: nothing timed is
+    left to watch). An NVML observer then adds its window of launches, except to a raced one.
     """
 
     def __init__(self, problem: Any, workdir: str, local_rank: int):
@@ -298,6 +297,8 @@ class CupyBackend(Backend):
         if failure is None and draft.error:
             draft.status = Status.VERIFY_FAILED
             return
+        if failure is None and race is not None and race.lost_first(draft.first_ms):
+            return draft.set_times([draft.first_ms], True)  # no timed launch: nothing for the throttle watch
         if failure is None:
             phase = "benchmark"
             with timeline.phase("benchmark", draft.config_id) as t:
@@ -361,8 +362,7 @@ class CupyBackend(Backend):
 
     def _race(self, kernel: Any, grid: Dims, block: Dims, race: Race, first_ms: float) -> tuple[list[float], bool]:
         """As ``_benchmark``, but each launch is waited for (one host round trip, some microseconds)
-        so that the race can stop the configuration before its next launch, or before the first
-        when the verified one (``first_ms``) already lost."""
+        so that the race can stop the configuration before its next launch."""
         start, end = self._starts[0], self._ends[0]
 
         def launch_ms() -> float:
