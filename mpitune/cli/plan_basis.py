@@ -26,7 +26,8 @@ class Basis:
     """The measured (or filled-in) data to replay and its settings. ``rests_on``: the table's
     line of what the prediction rests on; ``error``: the cost model's cross-validated error
     (None: no model, or too few passed to tell); ``predicted``: whether any configuration's costs
-    are predicted; ``target``: what the sbatch line tunes."""
+    are predicted; ``target``: what the sbatch line tunes; ``racing``: the spec's, where the data
+    does not record how its run raced (a Kernel Tuner cache)."""
 
     data: MeasuredSpace
     given: Overrides
@@ -36,6 +37,7 @@ class Basis:
     error: float | None
     predicted: bool
     target: str
+    racing: Any = None  # as replay_problem's: None races as the data's run raced
 
 
 def basis(args: argparse.Namespace, workdir: str) -> Basis:
@@ -78,7 +80,7 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         time_limit_s=settings.time_limit_s,
         seed=settings.seed,
         batch_size=settings.batch_size,
-        compile_workers=args.compile_workers,
+        compile_workers=settings.compile_workers if args.compile_workers is None else args.compile_workers,
         confirm=settings.confirm,
         calibrate=settings.calibrate,
     )
@@ -95,6 +97,7 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         filled.error,
         filled.measured < len(space),
         args.file,
+        None if data.recorded.complete else settings.racing,
     )
 
 

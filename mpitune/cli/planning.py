@@ -136,7 +136,9 @@ def plan(argv: list[str]) -> int:
         with tempfile.TemporaryDirectory(prefix="mpitune-plan-") as workdir:
             rests = basis(args, workdir)
             for ranks in sorted({1, *args.ranks}):
-                problem, settings = replay_problem(rests.data, rests.given, rests.strategy, rests.strategy_options)
+                problem, settings = replay_problem(
+                    rests.data, rests.given, rests.strategy, rests.strategy_options, rests.racing
+                )
                 simulated = simulate(problem, settings, ranks, workdir)
                 walls[ranks], measured[ranks] = simulated.wall_s, simulated.measured
     except UserError as exc:
