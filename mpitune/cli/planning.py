@@ -41,7 +41,7 @@ class Row:
 def parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m mpitune plan",
-        description=PLAN_HELP[0].upper() + PLAN_HELP[1:] + " (its replay on the simulated clock).",
+        description=PLAN_HELP[0].upper() + PLAN_HELP[1:] + ": each a replay on the simulated clock.",
     )
     p.add_argument(
         "file",
