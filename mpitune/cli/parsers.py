@@ -14,7 +14,10 @@ LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass 
 
 TUNE_HELP = "tune the kernel a spec file describes on every MPI rank (the default: python -m mpitune SPEC)"
 REPLAY_HELP = "replay a search on measured data (Kernel Tuner JSON cache or mpitune .h5) with simulated time"
-PLAN_HELP = "predict wall time, efficiency, jobs and the sbatch line on each number of ranks from a measured run"
+PLAN_HELP = (
+    "predict wall time, efficiency, jobs and the sbatch line on each number of ranks, "
+    "from a measured run or from a spec (a pilot on this machine)"
+)
 
 
 def refuse(message: str) -> int:

@@ -1,7 +1,10 @@
-"""``python -m mpitune plan FILE --ranks 1,8,64``: how many GPUs and how long to ask Slurm for, from
-a measured run. Each rank count is a replay of the file on the replay's simulated clock
-(scheduling/loop.py, ``simulate``), whose fidelity docs/performance.md measures; the table says what the
-prediction rests on. Planning from a spec without results (a pilot) is not done yet."""
+"""``python -m mpitune plan FILE|SPEC.py --ranks 1,8,64``: how many GPUs and how long to ask Slurm for.
+Each rank count is a replay on the replay's simulated clock (scheduling/loop.py, ``simulate``), whose
+fidelity docs/performance.md measures: of a measured run's file, or of a spec's whole space and budget
+at the costs a short pilot on this machine, or a measured run of the same kernel elsewhere
+(``--prior``), gives its configurations (cli/plan_basis.py). The table says what the prediction
+rests on and how far to trust it, and its ``--time`` leaves a margin for that.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +16,8 @@ import sys
 import tempfile
 from dataclasses import asdict, dataclass
 
-from mpitune.cli.loading import read_measured
 from mpitune.cli.parsers import PLAN_HELP, Parser, common
+from mpitune.cli.plan_basis import PILOT_CONFIGS, basis
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 
@@ -22,6 +25,7 @@ from mpitune.exits import ExitCode
 DRAIN_S = 90.0
 SAFETY = 1.25  # --time asks this much more than the prediction (and 5 minutes more), for its error
 SAFETY_S = 300.0
+UNKNOWN_ERROR = 1.0  # the predicted costs' error where too few were measured to tell: --time doubles
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,13 @@ class Row:
 def parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="python -m mpitune plan",
-        description=PLAN_HELP[0].upper() + PLAN_HELP[1:] + " (its replay on the simulated clock).",
+        description=PLAN_HELP[0].upper() + PLAN_HELP[1:] + ": each a replay on the simulated clock.",
     )
-    p.add_argument("file", help="an mpitune results file of a real run (or a Kernel Tuner cache)")
+    p.add_argument(
+        "file",
+        metavar="FILE|SPEC.py",
+        help="an mpitune results file of a real run (or a Kernel Tuner cache), or a spec (.py) to plan from a pilot",
+    )
     p.add_argument("--ranks", type=_ranks, default=(1, 8, 64), metavar="N,N,...", help="rank counts (default 1,8,64)")
     p.add_argument("--strategy", help="the search strategy (default: as replay's)")
     p.add_argument("--max-fevals", type=int, help="at most this many configurations")
@@ -51,6 +59,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="G",
         help="GPUs (ranks) per node (default 1, as most of DAS-6's)",
     )
+    p.add_argument(
+        "--pilot",
+        type=int,
+        metavar="N",
+        help=f"a spec's pilot: tune N configurations on this machine first (default {PILOT_CONFIGS})",
+    )
+    p.add_argument("--pilot-out", metavar="FILE", help="keep the pilot's results in FILE (default: a temporary)")
+    p.add_argument("--prior", metavar="FILE", help="a spec's costs from this run of the same kernel, not a pilot")
     p.add_argument("--time-per-job", type=_duration, metavar="T", help="Slurm's limit per job: 15m, 1:30:00 or seconds")
     p.add_argument("--json", action="store_true", help='{"ranks": [{"ranks": N, "wall_s": ..., ...}]}')
     common(p)
@@ -81,63 +97,91 @@ def _duration(text: str) -> float:
     return seconds
 
 
-def sbatch(ranks: int, wall_s: float, jobs: int, per_job_s: float | None, gpus_per_node: int) -> str:
+def margin(error: float | None, predicted: bool) -> float:
+    """How many times the prediction ``--time`` asks for (and 5 minutes more): ``SAFETY``, and the
+    cost model's cross-validated error on top where costs are predicted (double where it could not
+    be told)."""
+    if not predicted:
+        return SAFETY
+    return SAFETY * (1 + (UNKNOWN_ERROR if error is None else error))
+
+
+def sbatch(
+    ranks: int,
+    wall_s: float,
+    jobs: int,
+    per_job_s: float | None,
+    gpus_per_node: int,
+    times: float = SAFETY,
+    target: str = "SPEC",
+) -> str:
     """The sbatch line of one job: nodes, tasks and GPUs per node, and its time with the margin
-    (the job's limit when the run needs several)."""
+    (``times`` the prediction; the job's limit when the run needs several)."""
     per_node = min(ranks, gpus_per_node)
-    ask_s = per_job_s if jobs > 1 and per_job_s else wall_s * SAFETY + SAFETY_S
+    ask_s = per_job_s if jobs > 1 and per_job_s else wall_s * times + SAFETY_S
     minutes = math.ceil(ask_s / 60)
     return (
         f"sbatch -N {math.ceil(ranks / per_node)} --ntasks-per-node={per_node} --gres=gpu:{per_node} "
-        f"--time={minutes // 60}:{minutes % 60:02d}:00 jobscripts/das6.sh SPEC"
+        f"--time={minutes // 60}:{minutes % 60:02d}:00 jobscripts/das6.sh {target}"
     )
 
 
 def plan(argv: list[str]) -> int:
     from mpitune.scheduling.loop import simulate
     from mpitune.spec.replay import replay_problem
-    from mpitune.spec.settings import Overrides
 
     args = parser().parse_args(argv)
     try:
-        data = read_measured(args.file)
-        given = Overrides(max_fevals=args.max_fevals, compile_workers=args.compile_workers)
-        recorded = data.recorded
-        walls = {}
+        walls, measured = {}, {}
         with tempfile.TemporaryDirectory(prefix="mpitune-plan-") as workdir:
+            rests = basis(args, workdir)
             for ranks in sorted({1, *args.ranks}):
-                problem, settings = replay_problem(data, given, args.strategy)
-                walls[ranks] = simulate(problem, settings, ranks, workdir).wall_s
+                problem, settings = replay_problem(
+                    rests.data, rests.given, rests.strategy, rests.strategy_options, rests.racing
+                )
+                simulated = simulate(problem, settings, ranks, workdir)
+                walls[ranks], measured[ranks] = simulated.wall_s, simulated.measured
     except UserError as exc:
         print(f"mpitune: error: {exc}", file=sys.stderr)
         return ExitCode.USER_ERROR
+    times = margin(rests.error, rests.predicted)
     usable_s = None if args.time_per_job is None else args.time_per_job - DRAIN_S
     rows = []
     for ranks in args.ranks:
         wall_s = walls[ranks]
         jobs = 1 if usable_s is None else max(1, math.ceil(wall_s / usable_s))
-        rows.append(
-            Row(
-                ranks,
-                wall_s,
-                walls[1] / (ranks * wall_s),
-                ranks * wall_s / 3600,
-                jobs,
-                sbatch(ranks, wall_s, jobs, args.time_per_job, args.gpus_per_node),
-            )
-        )
+        line = sbatch(ranks, wall_s, jobs, args.time_per_job, args.gpus_per_node, times, rests.target)
+        rows.append(Row(ranks, wall_s, walls[1] / (ranks * wall_s), ranks * wall_s / 3600, jobs, line))
+    uncertainty = _uncertainty(rests.error, rests.predicted, times)
     if args.json:
-        print(json.dumps({"ranks": [asdict(r) for r in rows]}, indent=2))
+        rows_json = [asdict(r) for r in rows]
+        document = {"ranks": rows_json, "configurations": measured[1], "rests_on": rests.rests_on}
+        print(json.dumps({**document, "uncertainty": uncertainty}, indent=2))
         return 0
-    print(f"plan for {args.file}, strategy {settings.strategy}: {recorded.describe()}")
+    print(f"plan for {args.file}, strategy {settings.strategy}, {measured[1]} configurations: {rests.rests_on}")
     print(f"{'ranks':>6} {'wall':>10} {'efficiency':>11} {'GPU-hours':>10} {'jobs':>5}  sbatch")
     for r in rows:
         print(
             f"{r.ranks:>6} {r.wall_s:>9.1f}s {100 * r.efficiency:>10.1f}% {r.gpu_hours:>10.3f} {r.jobs:>5}  {r.sbatch}"
         )
-    print(
-        "uncertainty: replays of real runs with their own settings came within 3 % of them (docs/performance.md); "
-        "other rank counts rest on the run's start-up and per-configuration records, and --time asks "
-        f"{SAFETY:g} x the prediction + {SAFETY_S / 60:g} min"
-    )
+    print(f"uncertainty: {uncertainty}")
     return 0
+
+
+def _uncertainty(error: float | None, predicted: bool, times: float) -> str:
+    from mpitune.cli.predicted import FOLDS
+
+    asks = f"--time asks {times:.2f} x the prediction + {SAFETY_S / 60:g} min"
+    if not predicted:
+        return (
+            "replays of real runs with their own settings came within 3 % of them (docs/performance.md); "
+            f"other rank counts rest on the run's start-up and per-configuration records, and {asks}"
+        )
+    if error is None:
+        told = "too few measured configurations passed to tell how far the predicted costs hold"
+    else:
+        told = (
+            f"the cost model predicted the summed cost of held-out measured configurations within "
+            f"{100 * error:.0f} % ({FOLDS}-fold cross-validation)"
+        )
+    return f"{told}; the clock itself came within 3 % of real runs (docs/performance.md); {asks}"

@@ -90,16 +90,22 @@ class CostModel:
     def learn(self, results: Iterable[Result]) -> None:
         """Add measured results (a failed one too: it tells what failing costs)."""
         results = list(results)
-        if not results:
+        self.learn_values([r.config_id for r in results], [result_cost_s(r) for r in results])
+
+    def learn_values(self, ids: Sequence[int], values: Sequence[float], floor: float = FLOOR_S) -> None:
+        """Add the values of the given ids, each at least ``floor``: seconds of what a
+        configuration costs, or of one phase of it, or its kernel time (``plan`` predicts each
+        for the configurations a pilot did not measure, with a model of each)."""
+        if not len(ids):
             return
-        active = self._active([r.config_id for r in results])
-        y = np.log(np.maximum([result_cost_s(r) for r in results], FLOOR_S))
+        active = self._active(ids)
+        y = np.log(np.maximum(values, floor))
         width = self.features + 1  # with the unset column
         self._upper += _pair_counts(active, width)[:-1, :-1]
         moment = np.bincount(active.ravel(), weights=np.repeat(y, active.shape[1]), minlength=width)
         self._moment += moment[:-1]
         self._weights = None
-        self.learned += len(results)
+        self.learned += len(ids)
 
     def predict_s(self, ids: Sequence[int]) -> np.ndarray | None:
         """Predicted seconds of each id; None before any result was learned (nothing to go by)."""

@@ -6,7 +6,7 @@ import re
 from functools import partial
 
 import pytest
-from conftest import kt_cache, report_json
+from conftest import kt_cache, report_json, write_scale_spec
 
 from mpitune.cli import main
 from mpitune.scheduling.loop import tune
@@ -48,3 +48,69 @@ def test_the_table_says_what_it_rests_on_and_a_bad_duration_is_one_line(tmp_path
     assert refused.value.code == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "leaves nothing after the 90 s a job drains" in error
+
+
+def test_plan_from_a_spec_runs_a_pilot_and_predicts_its_whole_space(tmp_path, capsys):
+    """A pilot of the spec's own strategy on its real (C) backend, kept; its 8 measured
+    configurations keep their costs, the other 10 of the space get predicted ones."""
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0], "U": [1, 2, 3]}')
+    spec.write_text(spec.read_text() + 'strategy = "random_sample"\n')
+    pilot = tmp_path / "pilot.h5"
+    argv = ["plan", str(spec), "--ranks", "1,2", "--pilot", "8", "--pilot-out", str(pilot), "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    planned = json.loads(captured.out)
+    assert "mpitune: batch 1: " in captured.err  # the pilot's progress, beside the JSON
+    assert planned["configurations"] == 18
+    assert "costs of 8 from a pilot of 8 configurations in " in planned["rests_on"]
+    assert "strategy random_sample" in planned["rests_on"] and "the other 10 predicted" in planned["rests_on"]
+    assert "-fold cross-validation" in planned["uncertainty"]
+    run = measured.load(str(pilot))
+    assert len(run.configs) == 8 and run.recorded.complete
+    rows = planned["ranks"]
+    # The whole space: more than the 8 measured cost.
+    assert rows[0]["wall_s"] > sum(m.compile_s + m.verify_s + m.benchmark_s for m in run.measurements)
+    assert rows[1]["wall_s"] < rows[0]["wall_s"]
+    assert rows[1]["sbatch"].startswith("sbatch -N 2 --ntasks-per-node=1 --gres=gpu:1 --time=")
+    assert rows[1]["sbatch"].endswith(f"jobscripts/das6.sh {spec}")
+    # The kept pilot is not measured again.
+    assert main(argv) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def _prior(path, steps):
+    """A Kernel Tuner cache of the scale spec's STEP values ``steps``: every configuration
+    compiles in 100 ms, verifies in 10 and benchmarks in 50."""
+    cache = {
+        f"{s},0": {"STEP": s, "MODE": 0, "time": 1.0, "times": [1.0, 1.0, 1.0], "compile_time": 100.0}
+        | {"verification_time": 10.0, "benchmark_time": 50.0}
+        for s in steps
+    }
+    head = {"device_name": "Test GPU", "kernel_name": "scale", "tune_params": {"STEP": steps, "MODE": [0]}}
+    path.write_text(json.dumps({**head, "cache": cache}))
+    return str(path)
+
+
+def test_plan_from_a_spec_with_a_prior_predicts_what_it_did_not_measure(tmp_path, capsys):
+    """The prior measured 3 of the spec's 4 configurations at 0.16 s each: the fourth is predicted
+    as much, so that the search takes 4 x 0.16 s on one rank (a Kernel Tuner cache records no
+    start-up), half on two."""
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8], "MODE": [0]}', extra="confirm = False\n")
+    prior = _prior(tmp_path / "prior.json", [1, 2, 4])
+    argv = ["plan", str(spec), "--prior", prior, "--ranks", "1,2", "--strategy", "brute_force", "--json"]
+    assert main(argv) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["configurations"] == 4
+    assert f"costs of 3 from {prior}, measured on Test GPU, the other 1 predicted" in planned["rests_on"]
+    walls = [r["wall_s"] for r in planned["ranks"]]
+    assert walls == pytest.approx([0.64, 0.32], rel=0.02)
+    assert "too few measured configurations passed to tell" in planned["uncertainty"]
+    # --time: twice the margin, where the error could not be told: 1.25 x 2 x 0.64 s + 5 min.
+    assert "--time=0:06:00 " in planned["ranks"][0]["sbatch"]
+    assert main(["plan", prior, "--prior", prior]) == 2  # a results file is planned from itself
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--pilot, --pilot-out and --prior plan from a spec" in error
+    lacking = tmp_path / "lacking.json"
+    lacking.write_text(json.dumps({"tune_params": {"STEP": [1]}, "cache": {"1": {"STEP": 1, "time": 1.0}}}))
+    assert main(["plan", str(spec), "--prior", str(lacking)]) == 2
+    assert "has no parameter MODE of the spec's: not the same kernel" in capsys.readouterr().err

@@ -15,8 +15,10 @@ Needs root, Slurm (slurmctld, slurmd, slurm-client, munge) and `ip netns`; skipp
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -521,3 +523,46 @@ def test_d_a_stopped_rank_is_named_and_the_run_ends_resumable(cluster, work):
     assert "mpitune: stopped early" in log or "exit code 75" in log, log
     assert recorded >= done
     resume_to_the_end(cluster, work, ONE_PER_NODE, STOPPED_CONFIGS)
+
+
+def _seconds(slurm_time: str) -> int:
+    """Seconds of Slurm's [D-]HH:MM:SS (or MM:SS)."""
+    days, _, clock = slurm_time.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    return int(days or 0) * 86400 + sum(p * 60**i for i, p in enumerate(reversed(parts)))
+
+
+def test_plans_sbatch_line_runs_the_spec_to_its_end_within_the_time_it_asks(cluster, work):
+    """`python -m mpitune plan SPEC.py` from a pilot on this machine: its sbatch line, submitted as
+    it stands (beside it only the log and the cores each rank takes here), runs the whole space
+    on the nodes it names and ends well within its --time."""
+    write_spec(work, 12)
+    planning = [sys.executable, "-m", "mpitune", "plan", "spec.py", "--ranks", "3", "--pilot", "4", "--json"]
+    proc = subprocess.run(planning, cwd=work, env=mpi_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    planned = json.loads(proc.stdout)["ranks"][0]
+    line = shlex.split(planned["sbatch"])
+    assert line[:4] == ["sbatch", "-N", "3", "--ntasks-per-node=1"] and line[-2:] == ["jobscripts/das6.sh", "spec.py"]
+    asked_s = _seconds(next(a for a in line if a.startswith("--time=")).removeprefix("--time="))
+    log = work / "job.out"
+    out = subprocess.run(
+        ["sbatch", "--parsable", "--output", str(log), "--cpus-per-task=2", *line[1:-2], str(DAS6), "spec.py"],
+        cwd=work,
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    job = Job(out.stdout.strip().split(";")[0], log, time.monotonic())
+    state, code, _ = wait_end(cluster, job, asked_s)
+    assert (state, code) == ("COMPLETED", 0), read(log)
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", job.id], env=cluster.env, capture_output=True, text=True, timeout=30
+    ).stdout
+    limit = re.search(r"TimeLimit=(\S+)", shown).group(1)
+    elapsed_s = _seconds(re.search(r"RunTime=(\S+)", shown).group(1))
+    assert _seconds(limit) == asked_s and elapsed_s < asked_s
+    assert "3 rank(s) on node[1-3]" in read(log)
+    assert recorded_ids(work / "spec.h5") == list(range(12))
+    measured("plan's sbatch line", predicted_s=planned["wall_s"], elapsed_s=float(elapsed_s), asked_s=float(asked_s))
