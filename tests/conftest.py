@@ -337,3 +337,29 @@ def kt_cache(path, dangling=False, gz=False):
     with opener(path, "wt") as fh:
         fh.write(text)
     return path
+
+
+def scale_prior(path: Path, kernel_name: str = "scale", device: str = "Other CPU", params: str = "STEP") -> Path:
+    """A Kernel Tuner cache of ``scale`` measured elsewhere, to start a search from: ``params``
+    (``STEP`` shared with the scale spec, anything else not) with values 1, 2, 4 and 16 (8 and
+    16 each in one space only), beside a parameter ``U`` the spec lacks; STEP 2 with U 1 failed."""
+    entries = {}
+    for step in (1, 2, 4, 16):
+        for u in (0, 1):
+            time: float | str = "CompilationFailedConfig" if (step, u) == (2, 1) else 10.0 / step + u
+            entries[f"{step},{u}"] = {
+                params: step,
+                "U": u,
+                "time": time,
+                "times": [] if isinstance(time, str) else [time],
+            }
+    document = {
+        "kernel_name": kernel_name,
+        "device_name": device,
+        "problem_size": [4096],
+        "tune_params_keys": [params, "U"],
+        "tune_params": {params: [1, 2, 4, 16], "U": [0, 1]},
+        "cache": entries,
+    }
+    path.write_text(json.dumps(document))
+    return path

@@ -30,6 +30,22 @@ def test_replay_verb_records_every_measured_configuration(tmp_path):
         assert f["ranks"][0]["device"].decode() == "Test GPU (replayed)"
 
 
+def test_a_replay_starts_from_a_prior_of_an_mpitune_file(tmp_path):
+    source = kt_cache(str(tmp_path / "c.json"))
+    first = mpitune(1, ["replay", source, "--out", "first.h5"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = mpitune(1, ["replay", source, "--prior", "first.h5", "--out", "again.h5"], tmp_path)
+    assert again.returncode == 0, again.stderr
+    [prior] = report_json(tmp_path / "again.h5")["prior"]
+    # Kernel Tuner's cache measured 6 configurations, 2 of them ok: the replay's file holds the same.
+    assert (prior["path"], prior["kernel_name"], prior["device"]) == (
+        str(tmp_path / "first.h5"),
+        "k",
+        "Test GPU (replayed)",
+    )
+    assert (prior["problem_size"], prior["shared"], prior["matched"]) == ([64, 64], ["x", "y"], 2)
+
+
 def test_simulated_wall_time_shrinks_with_ranks(tmp_path):
     source = kt_cache(str(tmp_path / "c.json"))
     walls = {}

@@ -49,8 +49,10 @@ def tune_kernel(
 
     ``kernel_source`` as a path is relative to the current directory. ``cache`` is an HDF5 file
     that a later call with the same problem resumes from (without it, a temporary file that is
-    removed). ``ranks`` > 1 starts an MPI job of that many ranks, one per device, and streams its
-    progress here; its problem cannot hold functions (use expression strings).
+    removed). ``prior``: files measured elsewhere that the search starts from (docs/strategies.md,
+    "Priors"), relative to the current directory. ``ranks`` > 1 starts an MPI job of that many
+    ranks, one per device, and streams its progress here; its problem cannot hold functions (use
+    expression strings).
     """
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise SpecError(ORIGIN, "ranks", f"must be a whole number of ranks, at least 1, got {ranks!r}")
@@ -67,6 +69,8 @@ def tune_kernel(
             )
         # A replay's data is found from the job's spec, elsewhere: the path must not be relative.
         keywords["cache"] = os.path.abspath(cache)
+    if "prior" in keywords:
+        keywords["prior"] = _absolute(keywords["prior"])
     names = spec_names(kernel_name, kernel_source, problem_size, arguments, tune_params, keywords)
     with tempfile.TemporaryDirectory(prefix="mpitune-") as scratch:
         kept = cache is not None and not simulation
@@ -84,6 +88,16 @@ def tune_kernel(
         data = reader.read(settings.cache_path)
     results = kt_results(data, problem)
     return results, kt_env(data, problem, results, settings.cache_path if kept else "")
+
+
+def _absolute(prior: Any) -> Any:
+    """``prior``'s paths (relative to the current directory) made absolute, so that a job's
+    generated spec, elsewhere, finds the same files; anything else is left for the spec's check."""
+    if isinstance(prior, (str, os.PathLike)):
+        prior = [prior]
+    if isinstance(prior, (list, tuple)):
+        return [os.path.abspath(p) if isinstance(p, (str, os.PathLike)) and os.fspath(p) else p for p in prior]
+    return prior
 
 
 def _read_measured(path: str) -> MeasuredSpace:

@@ -103,6 +103,8 @@ def overrides(args: argparse.Namespace) -> Overrides:
         rank_deadline_floor_s=args.rank_deadline_floor,
         confirm=args.confirm,
         calibrate=False if args.no_calibrate else None,
+        prior=tuple(args.prior),
+        prior_any_kernel=args.prior_any_kernel,
     )
 
 

@@ -113,6 +113,20 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         "(see docs/analysis.md, 'Calibration')",
     )
     p.add_argument(
+        "--prior",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="start the search from measurements made elsewhere (another GPU, problem size or version): an "
+        "mpitune file or a Kernel Tuner cache of the same kernel, matched on the parameters it shares; "
+        "repeatable, added to the spec's prior (see docs/strategies.md, 'Priors')",
+    )
+    p.add_argument(
+        "--prior-any-kernel",
+        action="store_true",
+        help="take a prior whose kernel name differs from this run's (default: refuse it)",
+    )
+    p.add_argument(
         "--stop-file",
         metavar="PATH",
         help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)",

@@ -31,6 +31,8 @@ class PriorSource:
     problem_size: str
     shared: tuple[str, ...]  # the tunable parameters it shares with this space
     matched: int  # configurations of this space it gives a time
+    # SHA-256 of the file's bytes: a resumed run continues its search only from the same priors.
+    sha256: str = ""
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class Prior:
 
     sources: tuple[PriorSource, ...]
     time_ms: tuple[np.ndarray, ...]
+
+    def digests(self) -> list[str]:
+        """What a resumed run's search must have started from to be continued (its key)."""
+        return [source.sha256 for source in self.sources]
 
 
 class NothingShared(ValueError):

@@ -130,6 +130,10 @@ class RunSettings:
     # The least rank 0 waits for a batch's reports before it calls a rank silent and ends the
     # run (scheduling/faults/deadlines.py); None: MPITUNE_RANK_DEADLINE_FLOOR_S, else 45 s.
     rank_deadline_floor_s: float | None = None
+    # Measurements made elsewhere that the search starts from (model/prior.py): absolute paths of
+    # mpitune files or Kernel Tuner caches, and whether one of another kernel name is taken.
+    prior: tuple[str, ...] = ()
+    prior_any_kernel: bool = False
 
 
 def _describe(arg: Any) -> str:

@@ -14,8 +14,9 @@ import numpy as np
 
 # The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
 # 2: results gained launches and raced, the file its asks (asked, searches); 3: the ranks' devices
-# compared (retimed, confirmed, device_factors). Older versions read.
-SCHEMA_VERSION = 3
+# compared (retimed, confirmed, device_factors); 4: the priors each run started from (priors).
+# Older versions read.
+SCHEMA_VERSION = 4
 SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
 ITERATIONS = "iterations"
@@ -99,6 +100,18 @@ SEARCH_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run; a killed run has no row"),
     Column("key", "S64", "SHA-256 of the strategy, seed, options and objective"),
     Column("continuable", "i1", "1 if the next run may continue this search, 0 if ids came back unmeasured"),
+)
+# The priors a run started from (model/prior.py): measurements made elsewhere, read when the run
+# started. A resumed run continues the recorded search only when its priors have the same digests.
+PRIOR_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("path", LONG_TEXT, "the prior's file (an mpitune file or a Kernel Tuner cache), absolute"),
+    Column("kernel_name", NAME_TEXT, "the kernel it measured"),
+    Column("device", NAME_TEXT, "the device it was measured on, as it records it"),
+    Column("problem_size", NAME_TEXT, "its problem size, as JSON"),
+    Column("shared", LONG_TEXT, "the tunable parameters it shares with this space, comma-separated"),
+    Column("matched", "i8", "configurations of this space it gives a time"),
+    Column("sha256", "S64", "SHA-256 of the file's bytes when the run read it"),
 )
 # The Pareto front of a run with several objectives, as its latest run ended (model/pareto.py
 # computes it from the results, metrics and observed values; a reader computes the same from them
@@ -186,6 +199,7 @@ IN_FLIGHT_DTYPE = dtype(IN_FLIGHT_COLUMNS)
 RANKS_DTYPE = dtype(RANK_COLUMNS)
 ASKED_DTYPE = dtype(ASKED_COLUMNS)
 SEARCH_DTYPE = dtype(SEARCH_COLUMNS)
+PRIOR_DTYPE = dtype(PRIOR_COLUMNS)
 FRONT_DTYPE = dtype(FRONT_COLUMNS)
 RETIMED_DTYPE = dtype(RETIMED_COLUMNS)
 CONFIRMED_DTYPE = dtype(CONFIRMED_COLUMNS)

@@ -8,6 +8,7 @@ its wall time.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -102,6 +103,21 @@ class RunSummary:
 
 
 @dataclass(frozen=True)
+class PriorUse:
+    """A prior a run started from: measurements made elsewhere (``problem_size`` as its file gave
+    it), the parameters it shares with this space and how many of its configurations it matched."""
+
+    run: int
+    path: str
+    kernel_name: str
+    device: str
+    problem_size: Any
+    shared: list[str]
+    matched: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Summary:
     """The whole report. ``failed`` counts each status but ok; ``efficiency`` is the share of the
     ranks' wall time spent measuring (None without wall time); ``pareto`` is None with one objective."""
@@ -133,6 +149,7 @@ class Summary:
     confirmation_cost: ConfirmationCost | None
     calibration: list[DeviceCalibration]
     throttled: list[Throttled]  # configurations timed again because their GPU was throttled
+    prior: list[PriorUse]  # what each run's search started from, run by run
 
 
 def summarize(data: CacheData, top: int = 5) -> Summary:
@@ -178,6 +195,24 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
         confirmation_cost=confirmation_cost,
         calibration=calibration,
         throttled=confirmed.throttled(data),
+        prior=[_prior(row) for row in data.priors],
+    )
+
+
+def _prior(row: np.void) -> PriorUse:
+    try:
+        size = json.loads(str(row["problem_size"]))
+    except ValueError:  # cut to the field's width
+        size = str(row["problem_size"])
+    return PriorUse(
+        run=int(row["run"]),
+        path=str(row["path"]),
+        kernel_name=str(row["kernel_name"]),
+        device=str(row["device"]),
+        problem_size=size,
+        shared=[n for n in str(row["shared"]).split(",") if n],
+        matched=int(row["matched"]),
+        sha256=str(row["sha256"]),
     )
 
 

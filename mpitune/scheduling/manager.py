@@ -6,7 +6,6 @@ the orders it makes, so that it can be driven in one process (tests, benchmarks)
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -18,6 +17,7 @@ import numpy as np
 
 from mpitune import strategies
 from mpitune.model.launches import Retime
+from mpitune.model.prior import Prior
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.racing import Race
 from mpitune.model.result import Scored
@@ -30,7 +30,7 @@ from mpitune.scheduling.devices.calibrating import Calibrating
 from mpitune.scheduling.devices.confirming import Confirming
 from mpitune.scheduling.devices.leaders import Leaders
 from mpitune.scheduling.messages import Order, Report, StopReason
-from mpitune.scheduling.resume import rebuild
+from mpitune.scheduling.resume import priors_changed, rebuild, strategy_key
 from mpitune.store.cache import Cache
 from mpitune.strategies.base import Strategy
 
@@ -63,6 +63,7 @@ class Setup:
     settings: RunSettings
     space: SearchSpace
     strategy: Strategy
+    prior: Prior | None = None  # what the strategy started from (model/prior.py)
 
 
 class Manager:
@@ -124,28 +125,22 @@ class Manager:
         return self.batching.size
 
     def _strategy_key(self) -> str:
-        return json.dumps(
-            [
-                self.settings.strategy,
-                self.settings.seed,
-                self.settings.strategy_options,
-                *self.objective.key(),
-            ],
-            sort_keys=True,
-            default=str,
-        )
+        return strategy_key(self.settings, self.objective.key(), self.setup.prior)
 
     def _resume_strategy(self, known: list[Scored]) -> None:
         """Continue the search of the runs before (population, RNG, ...), if they ran the same
-        strategy with the same seed and options, by replaying their recorded asks and tells
-        into a fresh strategy (resume.py); else start afresh knowing the cache."""
-        settings = self.settings
+        strategy with the same seed, options and priors, by replaying their recorded asks and
+        tells into a fresh strategy (resume.py); else start afresh knowing the cache."""
+        settings, prior, history = self.settings, self.setup.prior, self.cache.history()
 
         def fresh() -> Strategy:
-            return strategies.create(settings.strategy, self.space, settings.seed, settings.strategy_options)
+            return strategies.create(settings.strategy, self.space, settings.seed, settings.strategy_options, prior)
 
-        self.strategy, held = rebuild(fresh, self.cache.history(), known, self._strategy_key(), settings.strategy)
+        self.strategy, held = rebuild(fresh, history, known, self._strategy_key(), settings.strategy)
         self._held.extend(held)
+        changed = priors_changed(history, prior) if known else None
+        if changed:
+            log.warning("%s", changed)
 
     def save_strategy(self) -> None:
         """Record that this run's search ended cleanly, for a resumed run to continue it, unless

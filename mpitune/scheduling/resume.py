@@ -18,16 +18,46 @@ continuable runs with this run's key; the first of them started fresh.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from mpitune.model.prior import Prior
+from mpitune.model.problem import RunSettings
 from mpitune.model.result import Scored
 from mpitune.scheduling.batching import pipeline_depth
 from mpitune.store.history import History, search_digest
 from mpitune.strategies.base import Strategy
 
 log = logging.getLogger(__name__)
+
+
+def strategy_key(settings: RunSettings, objective_key: Sequence[Any], prior: Prior | None) -> str:
+    """What a recorded search is continued only with the same of: the strategy, its seed and
+    options, the objective, and the digests of the priors it started from (which the strategy's
+    state depends on). Without priors the key is as it was before they existed, so that a file
+    written then still resumes its search."""
+    key: list[Any] = [settings.strategy, settings.seed, settings.strategy_options, *objective_key]
+    if prior is not None:
+        key.append(prior.digests())
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def priors_changed(history: History, prior: Prior | None) -> str | None:
+    """Why the last run's search is not continued when this run's priors differ from those it
+    started from (a file changed, added or dropped), or None when they are the same."""
+    if not history.ranks:
+        return None
+    last = max(history.ranks)
+    now = tuple(prior.digests()) if prior is not None else ()
+    if history.priors.get(last, ()) == now:
+        return None
+    return (
+        f"the priors differ from those run {last} started from (a prior changed, was added or dropped): "
+        "its search is not continued; the strategy starts afresh from this run's priors and the file's results"
+    )
 
 
 def runs_to_replay(history: History, key: str) -> list[int]:

@@ -4,6 +4,7 @@ No MPI here: the loop gathers what these need."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections import deque
@@ -11,11 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mpitune import __version__, strategies
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import SpecError, UserError
 from mpitune.exits import ExitCode
 from mpitune.model.objective import Objective
+from mpitune.model.prior import NothingShared, Prior, PriorSource, align
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.restrictions import RestrictionError
 from mpitune.model.searchspace import SearchSpace, SpaceTooLarge
@@ -62,11 +66,47 @@ def prepare(problem: Problem, settings: RunSettings) -> Setup:
         raise SpecError(problem.spec_path, "tune_params", str(exc)) from None
     if len(space) == 0:
         raise SpecError(problem.spec_path, "restrictions", "no configuration satisfies the restrictions")
+    prior = read_prior(problem, settings, space)
     try:
-        strategy = strategies.create(settings.strategy, space, settings.seed, settings.strategy_options)
+        strategy = strategies.create(settings.strategy, space, settings.seed, settings.strategy_options, prior)
     except ValueError as exc:
         raise SpecError(problem.spec_path, "strategy_options", str(exc)) from None
-    return Setup(problem, settings, space, strategy)
+    return Setup(problem, settings, space, strategy, prior)
+
+
+def read_prior(problem: Problem, settings: RunSettings, space: SearchSpace) -> Prior | None:
+    """The priors the settings name, on this space's ids (None: none); a prior that cannot be
+    one is refused in one line naming its file: damaged, this run's own file, of another kernel
+    (unless ``prior_any_kernel``), or sharing no parameter or configuration with the space.
+    Reading one runs no code: it is data, read as a replay reads it."""
+    if not settings.prior:
+        return None
+    from mpitune.store.measured import file_sha256, load  # reads JSON or HDF5: only when a prior is given
+
+    sources, times = [], []
+    for path in settings.prior:
+        if path == settings.cache_path:
+            raise SpecError(problem.spec_path, "prior", f"{path} is this run's own results file, not a prior")
+        try:
+            data, digest = load(path), file_sha256(path)
+        except UserError as exc:
+            raise SpecError(problem.spec_path, "prior", str(exc)) from None
+        if data.kernel_name != problem.kernel_name and not settings.prior_any_kernel:
+            raise SpecError(
+                problem.spec_path,
+                "prior",
+                f"{path} measured kernel {data.kernel_name!r}, not {problem.kernel_name!r} "
+                "(prior_any_kernel = True, or --prior-any-kernel, takes it all the same)",
+            )
+        try:
+            shared, time_ms = align(space, data.tune_params, data.configs, data.prior_time_ms())
+        except NothingShared as exc:
+            raise SpecError(problem.spec_path, "prior", f"{path}: {exc}") from None
+        matched = int(np.isfinite(time_ms).sum())
+        size = json.dumps(data.problem_size, default=str)
+        sources.append(PriorSource(path, data.kernel_name, data.device_name, size, shared, matched, digest))
+        times.append(time_ms)
+    return Prior(tuple(sources), tuple(times))
 
 
 def open_run(
@@ -106,6 +146,7 @@ def open_run(
             len(setup.space),
             command,
             __version__,
+            setup.prior.sources if setup.prior is not None else (),
         ),
         hosts,
         devices,
@@ -117,6 +158,12 @@ def open_run(
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
         f"batches of {manager.batch_size}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
+    for source in setup.prior.sources if setup.prior is not None else ():
+        say(
+            f"prior {source.path}: {source.device_name or 'an unnamed device'}, problem size {source.problem_size}, "
+            f"times for {source.matched} of the {len(setup.space)} configurations, "
+            f"matched on {', '.join(source.shared)}"
+        )
     if problem.replay_run is not None:
         say(problem.replay_run.describe())
     if cache.interrupted:

@@ -50,6 +50,9 @@ DEFAULTS: dict[str, Any] = {
     # mpitune's own: compare the ranks' devices during the search, and when to flag one (docs/spec.md).
     "calibrate": True,
     "device_margin": 0.02,
+    # mpitune's own: measurements made elsewhere that the search starts from (docs/strategies.md).
+    "prior": None,
+    "prior_any_kernel": False,
 }
 # Every name a spec may set; others close to one of these are taken for misspellings.
 KNOWN = tuple(DEFAULTS) + UNSUPPORTED + IGNORED

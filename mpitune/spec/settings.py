@@ -44,6 +44,8 @@ class Overrides:
     confirm: bool | int | None = None  # True, False or a number of candidates
     calibrate: bool | None = None
     rank_deadline_floor_s: float | None = None
+    prior: tuple[str, ...] = ()  # added to the spec's, relative to the working directory
+    prior_any_kernel: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,29 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")
     settings.cache_path = cache_path(check, cache or Path(check.path).stem + ".h5")
+    settings.prior = tuple(os.path.abspath(p) for p in overrides.prior)
+    settings.prior_any_kernel = overrides.prior_any_kernel
     return settings
+
+
+def add_prior(check: Checker, given: Any, any_kernel: Any, base_dir: str, settings: RunSettings) -> None:
+    """The spec's ``prior`` (a path or a list of them, relative to ``base_dir``) before the command
+    line's, each file once; ``prior_any_kernel`` as the spec says, unless the command line set it.
+    Whether each is a prior of this space is found once the space is built (scheduling/session.py)."""
+    if given is None:
+        given = []
+    if isinstance(given, (str, Path)):
+        given = [given]
+    if not isinstance(given, (list, tuple)) or not all(isinstance(p, (str, Path)) and str(p) for p in given):
+        check.fail("prior", f"must be a path or a list of paths (mpitune files or Kernel Tuner caches), got {given!r}")
+    paths = [os.path.abspath(os.path.join(base_dir, str(p))) for p in given]
+    for path, written in zip(paths, given):
+        if not os.path.isfile(path):
+            check.fail("prior", f"file {str(written)!r} not found (looked in {base_dir})")
+    settings.prior = tuple(dict.fromkeys([*paths, *settings.prior]))
+    if not isinstance(any_kernel, bool):
+        check.fail("prior_any_kernel", f"must be True or False, got {any_kernel!r}")
+    settings.prior_any_kernel = settings.prior_any_kernel or any_kernel
 
 
 def confirm_setting(check: Checker, confirm: Any) -> int:

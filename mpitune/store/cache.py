@@ -29,6 +29,7 @@ from mpitune.model.identity import ProblemIdentity
 from mpitune.model.launches import Launch
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
+from mpitune.model.prior import PriorSource
 from mpitune.model.result import Result, Scored, Status
 from mpitune.model.schema import (
     ASKED_DTYPE,
@@ -46,7 +47,7 @@ from mpitune.model.timeline import PhaseRow
 from mpitune.store import devices
 from mpitune.store.custody import Custody, CustodyLost, Kept, Loss, let_go
 from mpitune.store.files import claim_temporary, create_hdf5, discard
-from mpitune.store.history import History, read_history, search_digest
+from mpitune.store.history import History, prior_rows, read_history, search_digest
 from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
 from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
@@ -67,6 +68,7 @@ class RunInfo:
     space_size: int
     command: str
     version: str
+    priors: tuple[PriorSource, ...] = ()  # what the search started from (model/prior.py)
 
 
 class Cache:
@@ -253,6 +255,7 @@ class Cache:
         with self._writing():
             self._kept.append("runs", row)
             self._kept.append("ranks", ranks)
+            self._kept.append("priors", prior_rows(self.run, info.priors))
         self._placed = (tuple(hosts), tuple(devices))
         return self.run
 

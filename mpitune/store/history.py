@@ -9,10 +9,15 @@ a strategy's pickled state once was, and a crafted file could run any code on re
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import h5py
 import numpy as np
+
+from mpitune.model.prior import PriorSource
+from mpitune.model.schema import LONG_TEXT, NAME_TEXT, PRIOR_DTYPE
+from mpitune.store.layout import text
 
 
 def search_digest(key: str) -> str:
@@ -51,6 +56,24 @@ class History:
     row_runs: np.ndarray
     row_batches: np.ndarray
     ranks: dict[int, int]
+    priors: dict[int, tuple[str, ...]] = field(default_factory=dict)  # each run's priors' digests, in order
+
+
+def prior_rows(run: int, sources: Sequence[PriorSource]) -> np.ndarray:
+    """The ``priors`` rows of run ``run``: where each prior came from and its digest."""
+    rows = np.zeros(len(sources), PRIOR_DTYPE)
+    for i, s in enumerate(sources):
+        rows[i] = (
+            run,
+            text(s.path, LONG_TEXT),
+            text(s.kernel_name, NAME_TEXT),
+            text(s.device_name, NAME_TEXT),
+            text(s.problem_size, NAME_TEXT),
+            text(",".join(s.shared), LONG_TEXT),
+            s.matched,
+            s.sha256.encode(),
+        )
+    return rows
 
 
 def read_history(f: h5py.File) -> History:
@@ -77,4 +100,7 @@ def read_history(f: h5py.File) -> History:
     results = f["results"]
     runs = f["runs"][...]
     ranks = {int(r): int(n) for r, n in zip(runs["run"], runs["ranks"])}
-    return History(asks, ends, results.fields("run")[...], results.fields("batch")[...], ranks)
+    priors: dict[int, tuple[str, ...]] = {}
+    for row in f["priors"][...] if "priors" in f else []:
+        priors[int(row["run"])] = (*priors.get(int(row["run"]), ()), row["sha256"].decode(errors="replace"))
+    return History(asks, ends, results.fields("run")[...], results.fields("batch")[...], ranks, priors)

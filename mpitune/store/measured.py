@@ -1,5 +1,6 @@
 """Measured results from earlier tuning, as one table: Kernel Tuner JSON caches (plain or
-gzipped) and mpitune HDF5 files. Used to replay a search without a device and to import.
+gzipped) and mpitune HDF5 files. Used to replay a search without a device, to import, and as a
+prior that a search starts from (model/prior.py).
 
 Kernel Tuner writes its cache incrementally and never closes it when a run dies, so a file
 may end in a dangling ``},``; that is repaired. Kernel Tuner's error markers become mpitune
@@ -16,6 +17,7 @@ mpitune file's observed values and metrics: a replay can optimise them.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -86,6 +88,22 @@ class MeasuredData:
 
     def lookup(self) -> dict[tuple[Any, ...], Measurement]:
         return dict(zip(self.configs, self.measurements))
+
+    def prior_time_ms(self) -> list[float]:
+        """Each configuration's time as a prior takes it: NaN where it did not pass."""
+        return [m.time_ms if m.status == Status.OK else math.nan for m in self.measurements]
+
+
+def file_sha256(path: str) -> str:
+    """The digest of a file's bytes, by which a resumed run knows its prior unchanged."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
 
 
 def load(path: str) -> MeasuredData:

@@ -97,6 +97,8 @@ class CacheData:
     retimed: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.RETIMED_DTYPE)))
     confirmed: np.ndarray = field(default_factory=lambda: np.zeros(0, schema.CONFIRMED_DTYPE))
     device_factors: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.DEVICE_FACTOR_DTYPE)))
+    # The priors each run started from (schema.PRIOR_COLUMNS); empty in files without.
+    priors: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.PRIOR_DTYPE)))
 
     def objective_values(self) -> np.ndarray:
         """(rows, objectives): the value of each recorded objective per results row, NaN where a
@@ -144,7 +146,7 @@ def read(path: str) -> CacheData:
         raise UserError(f"cannot read cache {path}: {exc}") from None
 
 
-_CONFIRMATION = ("retimed", "confirmed", "device_factors")
+_CONFIRMATION = ("retimed", "confirmed", "device_factors", "priors")  # tables files before them lack
 
 
 def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:

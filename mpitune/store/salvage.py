@@ -20,7 +20,7 @@ from mpitune.store.integrity import repair
 from mpitune.store.lock import hold_writer_lock
 from mpitune.store.soundness import image
 
-_TABLES = ("results", "timeline", "runs", "ranks", "in_flight", "asked", "searches")
+_TABLES = ("results", "timeline", "runs", "ranks", "in_flight", "asked", "searches", "priors")
 _BESIDE = ("metrics", "observed")  # one row per results row
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SCALE_C, heavy_imports, mpi_env
+from conftest import SCALE_C, heavy_imports, mpi_env, report_json, scale_prior
 
 import mpitune
 from mpitune.errors import SpecError
@@ -100,6 +100,32 @@ def test_a_cache_resumes_and_measures_nothing_again(tmp_path):
     assert env1["measured"] == 10 and env2["measured"] == 0
     assert env1["cache"] == env2["cache"] == str(tmp_path / "out.h5")
     assert first == second  # the same rows, times included, read back from the file
+
+
+def test_a_prior_starts_the_search_and_the_file_records_it(tmp_path):
+    scale_prior(tmp_path / "prior.json")
+    scale_prior(tmp_path / "other.json", kernel_name="other")
+    ((measured, refused),) = run_script(
+        tmp_path,
+        """
+        _, env = tune_kernel(*args, **common, prior=["prior.json"], cache="out.h5", strategy_options={"max_fevals": 3})
+        try:
+            tune_kernel(*args, **common, prior="other.json", strategy_options={"max_fevals": 3})
+        except Exception as exc:
+            out(env["measured"], f"{type(exc).__name__}: {exc}")
+    """,
+    )
+    assert measured == 3
+    why = "measured kernel 'other', not 'scale' (prior_any_kernel = True, or --prior-any-kernel, takes it all the same)"
+    assert refused == f"UserError: tune_kernel: prior: {tmp_path / 'other.json'} {why}"
+    [prior] = report_json(tmp_path / "out.h5")["prior"]
+    # STEP 1, 2 and 4 with each MODE: 9 of the 10 configurations (8 is this space's alone).
+    assert (prior["path"], prior["device"], prior["shared"], prior["matched"]) == (
+        str(tmp_path / "prior.json"),
+        "Other CPU",
+        ["STEP"],
+        9,
+    )
 
 
 def test_errors_of_the_run_are_raised(tmp_path):

@@ -72,7 +72,9 @@ def test_json_keys_stand_in_the_order_earlier_versions_wrote(cache):
         "kernel", "lang", "space_size", "configs", "ok", "failed", "best", "objective", "top", "median_ms",
         "worst_ms", "runs", "ranks", "wall_s", "per_rank", "efficiency", "gather", "startup", "problem",
         "devices", "run_list", "pareto", "confirmation", "confirmation_cost", "calibration", "throttled",
+        "prior",
     ]  # fmt: skip
+    assert s["prior"] == []  # the runs started from no prior
     ranked = ["config", "config_id", "time_ms", "objective", "metrics", "observed"]
     assert list(s["best"]) == ranked and list(s["top"][0]) == ranked + ["min_ms", "max_ms", "std_ms", "iterations"]
     assert list(s["objective"]) == ["name", "higher_is_better", "metrics", "observed", "median", "worst"]

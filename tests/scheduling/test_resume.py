@@ -9,12 +9,16 @@ import pickle
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 from conftest import mpitune
 from test_manager import Ranks, write_measured
 
+from mpitune.model.prior import Prior, PriorSource
+from mpitune.model.problem import RunSettings
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import StopReason
+from mpitune.scheduling.resume import strategy_key
 from mpitune.store.history import search_digest
 
 # Not simulated_annealing: it depends on the order results are told, which depends on how a batch is
@@ -117,3 +121,18 @@ def test_replay_output_onto_a_crafted_file_runs_no_code(tmp_path):
     proc = mpitune(1, ["replay", source, "--output", str(out), "--strategy", "brute_force", "--seed", "1"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not marker.exists()
+
+
+def test_the_search_key_holds_the_priors_digests_and_is_unchanged_without_a_prior():
+    settings = RunSettings(strategy="portfolio", seed=3, strategy_options={"model_share": 1.0})
+    objective = ["time", False]
+    # As files written before priors existed record it: their searches still resume.
+    before = json.dumps(["portfolio", 3, {"model_share": 1.0}, "time", False], sort_keys=True)
+    assert strategy_key(settings, objective, None) == before
+
+    def prior(digest: str) -> Prior:
+        source = PriorSource("p.json", "k", "GPU", "[1]", ("x",), 1, digest)
+        return Prior((source,), (np.zeros(1),))
+
+    keys = {strategy_key(settings, objective, prior(d)) for d in ("a" * 64, "b" * 64)}
+    assert len(keys) == 2 and before not in keys

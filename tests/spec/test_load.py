@@ -154,6 +154,10 @@ BROKEN = [
     ("problem_size = (1, 2, 3, 4)\n", "problem_size", "1 to 3"),
     ("texmem_args = {}\n", "texmem_args", "does not support"),
     ("grid_div_x = ['nope']\n", "grid_div_x", "not a tunable parameter"),
+    ("prior = 3\n", "prior", "must be a path or a list of paths"),
+    ("prior = ['']\n", "prior", "must be a path or a list of paths"),
+    ("prior = 'elsewhere.json'\n", "prior", "file 'elsewhere.json' not found"),
+    ("prior_any_kernel = 'yes'\n", "prior_any_kernel", "True or False"),
 ]
 
 
@@ -285,3 +289,16 @@ def test_racing_is_on_the_first_launch_by_default_and_takes_a_rule(tmp_path, wri
     assert (settings.racing, settings.race_rule) == (on, rule)
     _, given = load_spec(str(write(tmp_path, GOOD + written)), Overrides(racing="majority"))
     assert (given.racing, given.race_rule) == (True, RaceRule.MAJORITY)  # the command line wins
+
+
+def test_priors_are_the_spec_s_relative_to_its_folder_then_the_command_line_s_each_once(tmp_path, monkeypatch):
+    (tmp_path / "here").mkdir()
+    for name in ("a.json", "here/b.json"):
+        (tmp_path / name).write_text("{}")  # whether each is a prior is found once the space is built
+    monkeypatch.chdir(tmp_path / "here")
+    spec = write(tmp_path, GOOD + "prior = ['a.json', 'here/b.json']\n")
+    _, settings = load_spec(str(spec), Overrides(prior=("b.json", "../a.json"), prior_any_kernel=True))
+    assert settings.prior == (str(tmp_path / "a.json"), str(tmp_path / "here" / "b.json"))
+    assert settings.prior_any_kernel
+    _, plain = load_spec(str(write(tmp_path, GOOD)))
+    assert plain.prior == () and not plain.prior_any_kernel

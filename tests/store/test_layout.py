@@ -130,7 +130,21 @@ CONFIRMATION_V3 = {
 }
 
 
-def test_the_store_writes_the_dtypes_of_schema_version_3(tmp_path):
+PRIORS_V4 = np.dtype(
+    [
+        ("run", "<i4"),
+        ("path", "S1024"),
+        ("kernel_name", "S96"),
+        ("device", "S96"),
+        ("problem_size", "S96"),
+        ("shared", "S1024"),
+        ("matched", "<i8"),
+        ("sha256", "S64"),
+    ]
+)
+
+
+def test_the_store_writes_the_dtypes_of_schema_version_4(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), replace(IDENTITY, observed_names=("power_w",)), PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
@@ -143,8 +157,8 @@ def test_the_store_writes_the_dtypes_of_schema_version_3(tmp_path):
     )
     cache.close()
     with h5py.File(path, "r") as f:
-        assert f.attrs["schema_version"] == 3
-        for name, dtype in {**V1, "results": RESULTS_V3, **CONFIRMATION_V3}.items():
+        assert f.attrs["schema_version"] == 4
+        for name, dtype in {**V1, "results": RESULTS_V3, **CONFIRMATION_V3, "priors": PRIORS_V4}.items():
             assert f[name].dtype == dtype, name
             assert f[name].dtype.itemsize == dtype.itemsize
         assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)

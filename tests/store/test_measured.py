@@ -24,6 +24,13 @@ def test_kernel_tuner_cache_with_every_kind_of_entry(tmp_path, dangling, gz):
     assert table[(3, 2)].status == "runtime_error" and "illegal" in table[(3, 2)].error
 
 
+def test_a_prior_takes_the_times_of_the_configurations_that_passed_and_none_of_the_others(tmp_path):
+    data = measured.load(kt_cache(str(tmp_path / "c.json")))
+    times = dict(zip(data.configs, data.prior_time_ms()))
+    assert (times[(1, 1)], times[(1, 2)]) == (2.0, 1.0)
+    assert all(math.isnan(times[c]) for c in ((2, 1), (2, 2), (3, 1), (3, 2)))
+
+
 def test_garbage_is_refused_with_the_file_name(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{ not json")
