@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 
 log = logging.getLogger(__name__)
 

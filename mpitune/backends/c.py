@@ -27,11 +27,10 @@ import numpy as np
 from mpitune.backends.base import Backend, Compiled, Draft, interleaved, shorten, timed, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.compare import mismatch
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 
 log = logging.getLogger(__name__)
 

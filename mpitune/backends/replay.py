@@ -26,11 +26,10 @@ import numpy as np
 
 from mpitune.backends.base import Backend, Compiled, Compiler, Draft, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 from mpitune.store import measured
 from mpitune.store.measured import Measurement
 

@@ -3,7 +3,7 @@
 The search times each configuration once, on one device, so a median there carries that
 device's bias and one draw of noise; the best of thousands is then partly the luckiest. Rank 0
 therefore times a few candidates again, round-robin over several rounds, on every device
-(model/launches.py), and this module turns those launches into a verdict. Numbers only: no I/O,
+(model/work.py), and this module turns those launches into a verdict. Numbers only: no I/O,
 no MPI, so that every step can be checked on numbers drawn from a seeded generator.
 
 Which candidates (``candidates``). The k best by their search median, and also any whose
@@ -70,9 +70,9 @@ from statistics import NormalDist
 
 import numpy as np
 
-from mpitune.model.launches import DEFAULT_CANDIDATES, MOST_CANDIDATES, Launch
 from mpitune.model.racing import Race
 from mpitune.model.result import Scored
+from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES, Launch
 
 # Most elements of one chunk of resamples (resamples x devices x candidates x rounds): the
 # bootstrap's arrays stay within a few tens of MB however many rounds and devices a run has.

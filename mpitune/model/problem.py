@@ -11,11 +11,11 @@ import numpy as np
 
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.kernel_extras import KernelExtras
-from mpitune.model.launches import DEFAULT_CANDIDATES
 from mpitune.model.objective import TIME, Metric
 from mpitune.model.racing import RaceRule
 from mpitune.model.restrictions import Restriction
 from mpitune.model.timeline import RecordedRun
+from mpitune.model.work import DEFAULT_CANDIDATES
 
 
 @dataclass

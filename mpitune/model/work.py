@@ -1,9 +1,15 @@
-"""One configuration on its way to a device: its id, its values, and what rank 0 resolved for it.
+"""What rank 0 hands a device: one configuration on its way (``Work``), or launches to time again
+after the search (``Retime``), and what each rank answers of those (``Launch``).
 
 Rank 0 turns each id the strategy proposes into a ``Work`` once, when it hands the batch out;
 the order carries it to the rank, the rank to its compile workers and its measuring worker, and
 rank 0 keeps it beside the batch in flight to score the result that comes back. No room turns
 the id into a configuration again.
+
+The search times each configuration once, on whichever rank it was dealt to, so its median
+carries that device's bias and one draw of noise. Confirmation (model/confirmation.py) times
+the few candidates again in turn, round after round, on the same devices, so that slow drift
+and a device's bias hit every candidate alike and can be taken out.
 """
 
 from __future__ import annotations
@@ -20,3 +26,32 @@ class Work:
     config_id: int
     config: Mapping[str, Any]  # parameter name -> value
     derived: Derived | None = None  # what the spec's per-configuration callables gave (kernel_extras.py)
+
+
+DEFAULT_CANDIDATES = 5  # the best candidates confirmed, besides those tied with the best in the search
+MOST_CANDIDATES = 16  # at most this many: each costs a compile and its launches on every rank
+
+
+@dataclass(frozen=True)
+class Retime:
+    """Time each of ``work`` once per round, for ``rounds`` rounds, interleaved: round r
+    launches every candidate once, in an order rotated by r, so that no candidate always
+    follows the same one."""
+
+    work: tuple[Work, ...]
+    rounds: int
+    phase: str = "confirm"  # the timeline's name for it: confirm, or calibrate for a reference
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(w.config_id for w in self.work)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One timed launch of a candidate: its round and its time, NaN when the candidate could
+    not be launched (it failed to compile or load here, or its launch failed)."""
+
+    config_id: int
+    round: int
+    time_ms: float

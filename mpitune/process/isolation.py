@@ -31,12 +31,11 @@ from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
 from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler, unlaunched
 from mpitune.errors import UserError
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.problem import Problem
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 from mpitune.process.deadline import config_limit_s
 from mpitune.process.prewarm import Spawned, spawn_worker
 from mpitune.process.shared_arrays import Shared, attach, share

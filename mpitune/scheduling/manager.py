@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpitune import strategies
-from mpitune.model.launches import Retime
 from mpitune.model.prior import Prior
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.racing import Race
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
-from mpitune.model.work import Work
+from mpitune.model.work import Retime, Work
 from mpitune.scheduling.batching import Batching, busy_s, deal, deal_as_recorded, deal_by_cost, pipeline_depth
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.devices.calibrating import Calibrating

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpitune.exits import ExitCode
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 
 
 class StopReason(enum.Enum):

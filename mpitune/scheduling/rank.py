@@ -7,11 +7,10 @@ import math
 from collections.abc import Callable, Sequence
 
 from mpitune.backends.base import Backend, Compiled
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.messages import Order, Report
 

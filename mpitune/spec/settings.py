@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from mpitune import strategies
-from mpitune.model.launches import DEFAULT_CANDIDATES, MOST_CANDIDATES
 from mpitune.model.problem import RunSettings
 from mpitune.model.racing import RaceRule
+from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import BUDGET_OPTIONS
 from mpitune.strategies.options import UnknownOption

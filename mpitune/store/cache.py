@@ -26,7 +26,6 @@ import numpy as np
 from mpitune.errors import CacheMismatchError, UserError
 from mpitune.model.confirmation import DeviceFactor, Verdict
 from mpitune.model.identity import ProblemIdentity
-from mpitune.model.launches import Launch
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
 from mpitune.model.prior import PriorSource
@@ -44,6 +43,7 @@ from mpitune.model.schema import (
     TIMELINE_DTYPE,
 )
 from mpitune.model.timeline import PhaseRow
+from mpitune.model.work import Launch
 from mpitune.store import devices
 from mpitune.store.custody import Custody, CustodyLost, Kept, Loss, let_go
 from mpitune.store.files import claim_temporary, create_hdf5, discard

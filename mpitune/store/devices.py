@@ -16,8 +16,8 @@ import h5py
 import numpy as np
 
 from mpitune.model.confirmation import DeviceFactor, Verdict
-from mpitune.model.launches import Launch
 from mpitune.model.schema import CONFIRMED_DTYPE, DEVICE_FACTOR_DTYPE, RETIMED_DTYPE, SHORT_TEXT
+from mpitune.model.work import Launch
 from mpitune.store.layout import text
 
 CALIBRATE, CONFIRM = "calibrate", "confirm"  # the purposes of retimed launches

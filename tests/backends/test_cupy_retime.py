@@ -13,9 +13,8 @@ import pytest
 from test_cupy import in_a_child, problem, vadd
 
 from mpitune.backends.cupy import create
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 
 pytestmark = pytest.mark.gpu
 
@@ -128,7 +127,7 @@ LOST_CONTEXT = textwrap.dedent(r"""
     import math
     import numpy as np
     from mpitune.backends.cupy import create
-    from mpitune.model.launches import Retime
+    from mpitune.model.work import Retime
     from mpitune.model.problem import Problem
     from mpitune.model.timeline import Timeline
     from mpitune.model.work import Work

@@ -7,9 +7,8 @@ from conftest import kt_cache
 
 from mpitune.backends import replay
 from mpitune.backends.base import Compiled
-from mpitune.model.launches import Retime
 from mpitune.model.timeline import Clock, Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Retime, Work
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
 from mpitune.store import measured

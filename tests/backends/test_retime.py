@@ -10,9 +10,8 @@ from conftest import write_scale_spec
 
 from mpitune.backends import c as cbackend
 from mpitune.backends.base import DROP_AFTER_ROUNDS, DROP_MARGIN, clearly_slower, interleaved, unlaunched
-from mpitune.model.launches import Retime
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Retime, Work
 from mpitune.spec.load import load_spec
 
 # Appends its ID to the file $MPITUNE_RETIME_LOG at each call: the order of the launches, seen

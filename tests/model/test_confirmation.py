@@ -198,26 +198,26 @@ def test_candidates_are_the_k_best_and_those_the_search_cannot_tell_from_the_bes
 def test_candidates_ignore_failures_and_take_raced_ones_far_from_the_bound_only_through_their_interval():
     results = [
         scored(0, (1.0, 1.01, 0.99, 1.0, 1.02)),
-        scored(1, (1.2, 1.21, 1.19, 1.2, 1.22)),
+        scored(1, (1.1, 1.11, 1.09, 1.1, 1.12)),  # within the near bound (1.05 x 1.1 x the best)
         scored(2, (), status=Status.COMPILE_ERROR),
         scored(3, (0.5, 0.5, 0.5), status=Status.VERIFY_FAILED),
         scored(4, (math.inf,)),
         scored(5, (1.5, 1.6), raced=True),  # few launches, none near the best: out
         scored(6, (1.3, 1.005), raced=True),  # its wide interval reaches the best: in
     ]
-    assert candidates(results, k=2) == [0, 6, 1]  # best first: 6's median (1.15) is below 1's
-    assert candidates(results, k=4) == [0, 6, 1]  # k counts full results only: 5 never joins
+    assert candidates(results, k=2) == [0, 1, 6]  # best first: 1's median (1.1) is below 6's (1.15)
+    assert candidates(results, k=4) == [0, 1, 6]  # k counts full results only: 5 never joins
     assert candidates(results, k=1) == [0, 6]
     assert candidates(results[2:5]) == []
 
 
 def test_raced_candidates_that_stopped_near_the_bound_join_the_nearest_k_of_them():
-    """R x the best is 1.3 here (the spreads are small, no first launch is known): a raced result
-    within NEAR_BOUND of that joins, the k nearest of them, and farther ones do not."""
-    full = [scored(0, (1.0, 1.01, 0.99)), scored(1, (1.1, 1.11, 1.09))]
-    assert NEAR_BOUND * 1.3 < 1.5
-    stopped = [scored(10 + i, (1.3 + 0.01 * i,), raced=True) for i in range(4)]  # on their first launch
-    far = scored(20, (1.5,), raced=True)
+    """R x the best is racing's floor, 1.1, here (the spreads are small, no first launch is known):
+    a raced result within NEAR_BOUND of that joins, the k nearest of them, and farther ones do not."""
+    full = [scored(0, (1.0, 1.01, 0.99)), scored(1, (1.05, 1.06, 1.04))]
+    assert NEAR_BOUND * 1.1 < 1.3
+    stopped = [scored(10 + i, (1.1 + 0.01 * i,), raced=True) for i in range(4)]  # on their first launch
+    far = scored(20, (1.3,), raced=True)
     assert candidates([*full, *stopped, far], k=2) == [0, 1, 10, 11]
     assert candidates([*full, *stopped, far], k=5) == [0, 1, 10, 11, 12, 13]
     assert candidates([*full, *stopped, far], k=5, most=3) == [0, 1, 10]  # still capped, best first

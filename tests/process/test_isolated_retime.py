@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import write_scale_spec
 
-from mpitune.model.launches import Retime
 from mpitune.model.timeline import Clock, Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Retime, Work
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.spec.load import load_spec
 

@@ -14,9 +14,8 @@ import pytest
 from test_confirming import biased
 from test_manager import Ranks
 
-from mpitune.model.launches import Launch
 from mpitune.model.result import Scored, Status
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Work
 from mpitune.scheduling.devices.calibrating import EVERY_BATCHES, ROUNDS, Calibrating
 from mpitune.scheduling.messages import Report
 

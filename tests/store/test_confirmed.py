@@ -7,8 +7,8 @@ from conftest import IDENTITY, PARAMS, info
 from records import append
 
 from mpitune.model.confirmation import judge
-from mpitune.model.launches import Launch
 from mpitune.model.result import Result
+from mpitune.model.work import Launch
 from mpitune.offline.confirmation import latest
 from mpitune.store.cache import Cache
 from mpitune.store.reader import read

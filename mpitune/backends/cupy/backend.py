@@ -32,11 +32,10 @@ from mpitune.backends.cupy.device_start import device_uuid, import_cupy, select_
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.errors import UserError
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 
 log = logging.getLogger(__name__)
 

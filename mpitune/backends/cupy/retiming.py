@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpitune.backends.base import Compiled, interleaved, unlaunched
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 
 if TYPE_CHECKING:
     from mpitune.backends.cupy.backend import CupyBackend

@@ -31,10 +31,9 @@ from typing import TypeVar
 import numpy as np
 
 from mpitune.model.confirmation import DeviceFactor, judge_launches
-from mpitune.model.launches import Launch, Retime
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Scored
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 from mpitune.scheduling.messages import Report
 
 log = logging.getLogger(__name__)

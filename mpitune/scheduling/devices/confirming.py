@@ -20,9 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mpitune.model.confirmation import Verdict, candidates, judge_launches
-from mpitune.model.launches import MOST_CANDIDATES, Retime
 from mpitune.model.result import Scored
-from mpitune.model.work import Work
+from mpitune.model.work import MOST_CANDIDATES, Retime, Work
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.store.cache import Cache
 
