@@ -40,6 +40,7 @@ import numpy as np
 
 from mpitune import strategies
 from mpitune.model.objective import Objective
+from mpitune.model.prior import Prior
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.scheduling.batching import busy_s, deal, deal_by_cost
@@ -139,14 +140,23 @@ def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: 
     return gathered[-1] if gathered else 0.0
 
 
-def replay(cache: Replay, strategy_name: str, seed: int, budgets: list[int], ranks: int, depth: int = 2) -> Search:
+def replay(
+    cache: Replay,
+    strategy_name: str,
+    seed: int,
+    budgets: list[int],
+    ranks: int,
+    depth: int = 2,
+    prior: Prior | None = None,
+) -> Search:
     """One search per seed serves every budget: a run with a smaller budget asks the same batches
     until its last one, which asks for fewer ids (the budget left); that last ask is made on a
     copy of the strategy, so each budget's score is exactly that of a run of its own. Batch b
     is asked once batch b - ``depth`` is told, as the scheduler interleaves them (depth 2: the
     previous batch is still out when the next is asked); a budget's score is over every id
-    handed out, told or not, since all of them are measured by the end."""
-    strategy = strategies.create(strategy_name, cache.space, seed, {})
+    handed out, told or not, since all of them are measured by the end. ``prior``: times
+    measured elsewhere, given to the strategy before its first ask as a run's ``--prior`` does."""
+    strategy = strategies.create(strategy_name, cache.space, seed, {}, prior=prior)
     batches: list[list[int]] = []
     told, handed, best, asking = 0, 0, np.inf, 0.0
     scores: dict[int, float] = {}

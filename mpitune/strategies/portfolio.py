@@ -21,14 +21,16 @@ evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from mpitune.model.prior import Prior
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies import genetic_algorithm, geometry, surrogate
+from mpitune.strategies import genetic_algorithm, geometry, prior_use, surrogate
 from mpitune.strategies.base import MIN_DESIGN, Strategy
 from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
 from mpitune.strategies.options import Option
@@ -89,10 +91,16 @@ class Portfolio(Strategy):
         self.rng = np.random.default_rng(seed)
         self.breeder = GeneticAlgorithm(space, seed, population, **BREEDING)
         self.scales = surrogate.LengthScales(per_parameter=True)
+        self.use: prior_use.PriorUse | None = None  # the prior, and the trust in it
+        self.prior_picks = 0  # of the first batch, from the prior's diverse best
+
+    def start_from(self, prior: Prior) -> None:
+        super().start_from(prior)
+        self.use = prior_use.PriorUse(self.space, prior)
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < MIN_DESIGN:
-            batch = self.space_filling(n)
+            batch = self._design(n)
         else:
             if len(self.values) >= self.breed_after and not self.joined:
                 self.joined = True
@@ -121,12 +129,23 @@ class Portfolio(Strategy):
         self.breeder.tell([r for r in results if r.config_id not in self.modelled])
         self._withheld += [r for r in results if r.config_id in self.modelled]
 
+    def _design(self, n: int) -> list[int]:
+        """The shared design; with a prior, its diverse best first (``prior_use.FIRST`` picks)."""
+        if self.use is None or self.prior_picks >= prior_use.FIRST:
+            return self.space_filling(n)
+        batch = self.mark_seen(self.use.diverse_best(self.seen, min(n, prior_use.FIRST - self.prior_picks)))
+        self.prior_picks += len(batch)
+        return batch + (self.space_filling(n - len(batch)) if len(batch) < n else [])
+
     def _model_batch(self, n: int) -> list[int]:
         observed = surrogate.observations(self.best(len(self.values)), self.max_observations, self.rng)
         values = np.array([self.values[i] for i in observed])
         ok = np.isfinite(values)
         around = self.best(surrogate.SEEDS_FOR_NEIGHBOURS)
         cand = geometry.candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
+        if self.use is not None and self.use.trusted:  # the prior's best join the candidates
+            extra = self.use.best_unseen(~self.seen_mask(), prior_use.CANDIDATES)
+            cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
         if ok.sum() < 2 or not len(cand):
             return self.space_filling(n)
         unit = self.space.unit_coordinates
@@ -138,6 +157,9 @@ class Portfolio(Strategy):
         # What is in flight (the previous batch, with the scheduler's two batches out) enters as
         # lies too, so that this batch looks elsewhere rather than next to it.
         fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
+        offset = None
+        if self.use is not None:
+            fit, offset = self._prior_fit(observed[ok], x, y, scales, cand)
         cand_x = unit(cand)
         feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, scales)
         # The first picks among the unseen one-parameter neighbours of the best result (all
@@ -145,9 +167,26 @@ class Portfolio(Strategy):
         # differ from a good one in a single parameter that the smooth model undervalues.
         near = np.isin(cand, self.space.neighbours(self.best(1)[0]))
         local = round(n * self.local_share)
-        picks = surrogate.choose_batch(fit, cand_x, n, self.exploration, feasible, near, local)
+        picks = surrogate.choose_batch(fit, cand_x, n, self.exploration, feasible, near, local, offset)
         batch = self.mark_seen([int(cand[j]) for j in picks])
         return batch + self.random_unseen(n - len(batch))
+
+
+    def _prior_fit(
+        self, ids: np.ndarray, x: np.ndarray, y: np.ndarray, scales: np.ndarray, cand: np.ndarray
+    ) -> tuple[surrogate.Fit, np.ndarray | None]:
+        """The process conditioned on what the prior's mean leaves of ``y`` (lies at the ids in
+        flight included), and that mean at the candidates; the fit without a prior where the
+        measurements no longer trust it."""
+        assert self.use is not None
+        pending = np.array(self.in_flight(), dtype=np.int64)
+        mean = self.use.refit(x, y, self.use.features(ids), scales)
+        xs, ys = surrogate.with_lies(x, y, self.space.unit_coordinates(pending))
+        if not self.use.trusted:
+            return surrogate.condition(xs, ys, scales), None
+        left = ys - np.concatenate([mean, self.use.mean(self.use.features(pending))])
+        fit = dataclasses.replace(surrogate.condition(xs, left, scales), y=ys)
+        return fit, self.use.mean(self.use.features(cand))
 
 
 def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:

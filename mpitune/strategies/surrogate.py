@@ -198,15 +198,20 @@ def choose_batch(
     feasible: np.ndarray,
     local: np.ndarray | None = None,
     n_local: int = 0,
+    offset: np.ndarray | None = None,
 ) -> list[int]:
     """Indices into ``cand`` of ``n`` points by expected improvement times the chance to be
     valid, one at a time with a constant liar: each chosen point is added as a fake observation
     at the mean (an exact rank-one update of the candidates' posterior), which shrinks the
     uncertainty around it, so the next pick goes elsewhere. The first ``n_local`` picks are
-    taken among the candidates where the mask ``local`` is True, while there are any."""
+    taken among the candidates where the mask ``local`` is True, while there are any. ``offset``:
+    a mean function's value at the candidates, where ``fit`` models what is left of ``fit.y``
+    around it (``alpha`` from the residuals; ``fit.y``, its best and its mean as measured)."""
     k_xc = matern(fit.x, cand, fit.scales)
     whitened = np.linalg.solve(fit.chol, k_xc)
     mean = k_xc.T @ fit.alpha
+    if offset is not None:
+        mean = mean + offset
     var = np.maximum(1.0 - np.einsum("ij,ij->j", whitened, whitened), 1e-12)
     y_best, lie = float(fit.y.min()), float(fit.y.mean())
     updates: list[np.ndarray] = []
