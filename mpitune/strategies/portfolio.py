@@ -17,6 +17,10 @@ undervalues when it ranks the whole space, but not among the few dozen neighbour
 the development caches (docs/strategies.md) the model alone beat every split with a genetic
 algorithm that evolves apart, up to 400 evaluations; the trust region lifted 50 to 200
 evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
+
+Given a prior (times measured elsewhere, ``start_from``), the first batch is the prior's diverse
+best, the model's mean follows the prior as far as the measurements trust it, and the prior's best
+unseen configurations join the candidates (``prior_use``). Without one, nothing here changes.
 """
 
 from __future__ import annotations
@@ -153,15 +157,16 @@ class Portfolio(Strategy):
         logs = np.log(np.maximum(values[ok], 1e-12))
         y = (logs - logs.mean()) / (logs.std() or 1.0)
         x = x_all[ok]
-        scales = self.scales.fitted(x, y, len(self.values))
-        # What is in flight (the previous batch, with the scheduler's two batches out) enters as
-        # lies too, so that this batch looks elsewhere rather than next to it.
-        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
-        offset = None
-        if self.use is not None:
-            fit, offset = self._prior_fit(observed[ok], x, y, scales, cand)
+        if self.use is None:
+            scales = self.scales.fitted(x, y, len(self.values))
+            # What is in flight (the previous batch, with the scheduler's two batches out) enters
+            # as lies too, so that this batch looks elsewhere rather than next to it.
+            fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
+            offset = None
+        else:
+            fit, offset = self._prior_fit(observed[ok], x, y, cand)
         cand_x = unit(cand)
-        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, scales)
+        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, fit.scales)
         # The first picks among the unseen one-parameter neighbours of the best result (all
         # are candidates): a trust region, where the best configurations of a kernel often
         # differ from a good one in a single parameter that the smooth model undervalues.
@@ -171,16 +176,18 @@ class Portfolio(Strategy):
         batch = self.mark_seen([int(cand[j]) for j in picks])
         return batch + self.random_unseen(n - len(batch))
 
-
     def _prior_fit(
-        self, ids: np.ndarray, x: np.ndarray, y: np.ndarray, scales: np.ndarray, cand: np.ndarray
+        self, ids: np.ndarray, x: np.ndarray, y: np.ndarray, cand: np.ndarray
     ) -> tuple[surrogate.Fit, np.ndarray | None]:
-        """The process conditioned on what the prior's mean leaves of ``y`` (lies at the ids in
-        flight included), and that mean at the candidates; the fit without a prior where the
-        measurements no longer trust it."""
+        """With a prior: the process conditioned on what the prior's mean leaves of ``y`` (lies at
+        the ids in flight included), and that mean at the candidates. Its length scales are fitted
+        to what the mean of the last batch left (the device's departures from the prior); where
+        the measurements no longer trust the prior, this is the fit without one."""
         assert self.use is not None
+        p = self.use.features(ids)
+        scales = self.scales.fitted(x, y - self.use.mean(p), len(self.values))
+        mean = self.use.refit(x, y, p, scales)
         pending = np.array(self.in_flight(), dtype=np.int64)
-        mean = self.use.refit(x, y, self.use.features(ids), scales)
         xs, ys = surrogate.with_lies(x, y, self.space.unit_coordinates(pending))
         if not self.use.trusted:
             return surrogate.condition(xs, ys, scales), None

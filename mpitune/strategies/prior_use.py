@@ -50,7 +50,8 @@ class PriorUse:
             if known.sum() >= 2:
                 z[known] = (logs[known] - logs[known].mean()) / (logs[known].std() or 1.0)
             columns.append(z)
-        self.z = np.array(columns).T  # (configurations, sources), NaN where a source has no time
+        # (configurations, sources), NaN where a source has no time
+        self.z = np.array(columns, dtype=np.float64).reshape(len(columns), len(space)).T
         known = np.isfinite(self.z)
         # One order over the sources: the mean of the standardised times a configuration has.
         mean = np.where(known, self.z, 0.0).sum(1) / np.maximum(known.sum(1), 1)
@@ -64,7 +65,8 @@ class PriorUse:
 
     def features(self, ids: np.ndarray) -> np.ndarray:
         """The standardised prior times of ``ids``, 0 (the space's average) where unknown."""
-        return np.nan_to_num(self.z[np.asarray(ids, dtype=np.int64)], nan=0.0)
+        known: np.ndarray = np.nan_to_num(self.z[np.asarray(ids, dtype=np.int64)], nan=0.0)
+        return known
 
     def diverse_best(self, seen: set[int], n: int) -> list[int]:
         """Up to ``n`` unseen ids down the prior's order, each differing from every one taken in
@@ -83,7 +85,8 @@ class PriorUse:
 
     def best_unseen(self, unseen: np.ndarray, k: int) -> np.ndarray:
         """The ``k`` unseen ids the prior ranks best."""
-        return self.order[unseen[self.order]][:k]
+        best: np.ndarray = self.order[unseen[self.order]][:k]
+        return best
 
     def refit(self, x: np.ndarray, y: np.ndarray, p: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The prior's mean at the observations ``x`` (standardised log times ``y``, prior
@@ -96,9 +99,7 @@ class PriorUse:
         chol = np.linalg.cholesky(surrogate.matern(x, x, scales) + surrogate.NOISE * np.eye(len(x)))
         white_design = np.linalg.solve(chol, design)
         white_y = np.linalg.solve(chol, y)
-        coef = np.linalg.solve(
-            white_design.T @ white_design + precision, white_design.T @ white_y + precision @ centre
-        )
+        coef = np.linalg.solve(white_design.T @ white_design + precision, white_design.T @ white_y + precision @ centre)
         self.intercept, self.beta = float(coef[0]), np.maximum(coef[1:], 0.0)
         return self.mean(p)
 
