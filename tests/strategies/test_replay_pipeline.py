@@ -95,7 +95,7 @@ def test_the_replay_asks_batch_b_once_batch_b_minus_depth_is_told(bench, monkeyp
     replay = bench.Replay("tiny", TINY, ["ok"] * size, np.arange(1.0, size + 1), np.ones(size), 5.0, 1.0)
     made: list[Recorder] = []
 
-    def create(name, space, seed, options):
+    def create(name, space, seed, options, prior=None):
         made.append(Recorder(space, seed))
         return made[-1]
 
