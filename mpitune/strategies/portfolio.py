@@ -20,7 +20,7 @@ evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
 
 Given a prior (times measured elsewhere, ``start_from``), the first batch is the prior's diverse
 best, the model's mean follows the prior as far as the measurements trust it, and the prior's best
-unseen configurations join the candidates (``prior_use``). Without one, nothing here changes.
+unseen configurations join the candidates (``surrogate.PriorUse``). Without one, nothing here changes.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 from mpitune.model.prior import Prior
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies import genetic_algorithm, geometry, prior_use, surrogate
+from mpitune.strategies import genetic_algorithm, geometry, surrogate
 from mpitune.strategies.base import MIN_DESIGN, Strategy
 from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
 from mpitune.strategies.options import Option
@@ -95,12 +95,12 @@ class Portfolio(Strategy):
         self.rng = np.random.default_rng(seed)
         self.breeder = GeneticAlgorithm(space, seed, population, **BREEDING)
         self.scales = surrogate.LengthScales(per_parameter=True)
-        self.use: prior_use.PriorUse | None = None  # the prior, and the trust in it
+        self.use: surrogate.PriorUse | None = None  # the prior, and the trust in it
         self.prior_picks = 0  # of the first batch, from the prior's diverse best
 
     def start_from(self, prior: Prior) -> None:
         super().start_from(prior)
-        self.use = prior_use.PriorUse(self.space, prior)
+        self.use = surrogate.PriorUse(self.space, prior)
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < MIN_DESIGN:
@@ -134,10 +134,10 @@ class Portfolio(Strategy):
         self._withheld += [r for r in results if r.config_id in self.modelled]
 
     def _design(self, n: int) -> list[int]:
-        """The shared design; with a prior, its diverse best first (``prior_use.FIRST`` picks)."""
-        if self.use is None or self.prior_picks >= prior_use.FIRST:
+        """The shared design; with a prior, its diverse best first (``surrogate.PRIOR_FIRST`` picks)."""
+        if self.use is None or self.prior_picks >= surrogate.PRIOR_FIRST:
             return self.space_filling(n)
-        batch = self.mark_seen(self.use.diverse_best(self.seen, min(n, prior_use.FIRST - self.prior_picks)))
+        batch = self.mark_seen(self.use.diverse_best(self.seen, min(n, surrogate.PRIOR_FIRST - self.prior_picks)))
         self.prior_picks += len(batch)
         return batch + (self.space_filling(n - len(batch)) if len(batch) < n else [])
 
@@ -148,7 +148,7 @@ class Portfolio(Strategy):
         around = self.best(surrogate.SEEDS_FOR_NEIGHBOURS)
         cand = geometry.candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
         if self.use is not None and self.use.trusted:  # the prior's best join the candidates
-            extra = self.use.best_unseen(~self.seen_mask(), prior_use.CANDIDATES)
+            extra = self.use.best_unseen(~self.seen_mask(), surrogate.PRIOR_CANDIDATES)
             cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
         if ok.sum() < 2 or not len(cand):
             return self.space_filling(n)
