@@ -2,6 +2,7 @@
 
     python benchmarks/strategies.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budgets 20 50 100 200 400]
         [--repeats 10] [--depth 2] [--strategies NAME ...]
+    python benchmarks/strategies.py SHARED_DATA --prior [--budgets 20 50 100 200] [--repeats 10]
 
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
 each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
@@ -21,6 +22,12 @@ Markdown table per cache and a summary over each directory's caches, with the ra
 simulated wall time on ``ranks`` ranks to one rank (over all caches, and in the worst one),
 and that ratio for the default strategy with a budget (``spec.settings.default_strategy``).
 
+With ``--prior`` it replays instead the pairs of caches of ``priors.PAIRS`` under SHARED_DATA
+(the folder holding ``caches`` and ``validation``), each target once with the other cache of its
+pair as its prior (``priors.load_prior``: ``measured.load`` and ``model.prior.align``, as a run
+given ``--prior`` builds it) and once without, and prints both tables and the difference (the
+default strategy unless ``--strategies`` names others).
+
 Run it from the repository root with ``PYTHONPATH=.``: the script's own directory comes first
 on ``sys.path``, so without it ``import mpitune`` finds whatever copy is installed.
 """
@@ -37,6 +44,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from priors import cache_path, directed, load_prior  # benchmarks/priors.py: the shared pairs
 
 from mpitune import strategies
 from mpitune.model.objective import Objective
@@ -247,6 +255,41 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
     print()
 
 
+def prior_tables(data_dir: str, args: argparse.Namespace) -> None:
+    """Per strategy, the mean score of each pair's target with the other cache as its prior, the
+    same without, and the difference; the mean over the pairs, and the worst difference."""
+    for name in args.strategies:
+        targets: dict[str, Replay] = {}
+        rows: list[tuple[str, list[float], list[float]]] = []
+        for source, target in directed():
+            if target not in targets:
+                targets[target] = Replay.load(cache_path(data_dir, target))
+            cache = targets[target]
+            prior = load_prior(cache_path(data_dir, source), cache.space)
+            scores = []
+            for given in (prior, None):
+                runs = [
+                    replay(cache, name, seed, args.budgets, args.ranks, args.depth, given)
+                    for seed in range(args.repeats)
+                ]
+                scores.append([float(np.mean([r.scores[b] for r in runs])) for b in args.budgets])
+            rows.append((f"{os.path.basename(source)} -> {os.path.basename(target)}", *scores))
+        header = "| prior -> target | " + " | ".join(f"{b}" for b in args.budgets) + " |"
+        rule = "|---" * (len(args.budgets) + 1) + "|"
+        for title, column in (("with the prior", 1), ("without a prior", 2), ("with minus without", 0)):
+            print(f"### {name}, {title}\n\n{header}\n{rule}")
+            for row in rows:
+                values = [w - o for w, o in zip(row[1], row[2])] if column == 0 else row[column]
+                print(f"| {row[0]} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
+            if column:
+                means = np.mean([row[column] for row in rows], axis=0)
+                print("| **mean** | " + " | ".join(f"**{m:.3f}**" for m in means) + " |")
+            else:
+                worst = np.min([[w - o for w, o in zip(row[1], row[2])] for row in rows], axis=0)
+                print("| **worst** | " + " | ".join(f"**{m:+.3f}**" for m in worst) + " |")
+            print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cache_dirs", nargs="+", help="one set of tables per directory")
@@ -259,13 +302,23 @@ def main() -> None:
         default=2,
         help="batches in flight: 2 as the scheduler keeps on more than one rank, 1 for rounds that wait",
     )
-    parser.add_argument("--strategies", nargs="+", default=strategies.available())
+    parser.add_argument("--strategies", nargs="+")
+    parser.add_argument(
+        "--prior",
+        action="store_true",
+        help="replay the shared pairs under the one folder given, with the other cache of a pair as prior and without",
+    )
     args = parser.parse_args()
+    if args.prior and len(args.cache_dirs) != 1:
+        parser.error("--prior takes one folder: the shared data, holding caches/ and validation/")
+    args.strategies = args.strategies or ([default_strategy(has_budget=True)] if args.prior else strategies.available())
     args.budgets = sorted(args.budgets)
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
     print(f"ranks: {args.ranks}, depth: {args.depth}, repeats: {args.repeats} (seeds 0..{args.repeats - 1})\n")
     started = time.perf_counter()
-    for cache_dir in args.cache_dirs:
+    if args.prior:
+        prior_tables(args.cache_dirs[0], args)
+    for cache_dir in [] if args.prior else args.cache_dirs:
         table(cache_dir, args)
     print(f"({time.perf_counter() - started:.0f} s)")
 
