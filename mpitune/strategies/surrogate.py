@@ -16,12 +16,13 @@ acquisition instead, so the search stops spending evaluations where configuratio
 ``PriorUse`` is how ``portfolio`` uses times measured elsewhere (a prior, ``model/prior.py``),
 and how it stops trusting them. Three uses, each dropped as the new device disagrees:
 
-- **The first batch** is the prior's best under a diversity rule: down the prior's order, a
-  configuration is taken only if it differs from every one taken in at least
-  ``PRIOR_DIVERSITY`` parameters. Its top few are usually near twins, and across vendors the
-  order changes a lot, so the batch spreads over several good regions instead of betting on one.
-  The second batch, asked before the first is told, is the shared design: it measures the prior
-  where it does not point, which is what tells the model whether to trust it.
+- **The first picks** (``PRIOR_FIRST``, half the first batch of 8 ranks) are the prior's best
+  under a diversity rule: down the prior's order, a configuration is taken only if it differs
+  from every one taken in at least ``PRIOR_DIVERSITY`` parameters. Its top few are usually near
+  twins, and across vendors the order changes a lot, so they spread over several good regions
+  instead of betting on one. The rest of the first batch and the second (asked before the first
+  is told) are the shared design: they measure where the prior does not point, which is what
+  tells the model whether to trust it, and a prior that misleads wastes only those few picks.
 - **The surrogate's mean** is ``c0 + beta * p(x)``, with ``p`` the prior's standardised log
   time (0, the space's average, where the prior has none, so unmatched configurations stay
   reachable on the model's own terms), and the Gaussian process models what is left, with length
@@ -283,7 +284,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 PRIOR_DIVERSITY = 2  # parameters in which each pick of the first batch differs from every other
-PRIOR_FIRST = 8  # picks of the prior's diverse best before the shared design: one batch of 8 ranks
+PRIOR_FIRST = 4  # picks of the prior's diverse best before the shared design: half a batch of 8 ranks
 PRIOR_BETA = 0.5  # the trust in a prior before any measurement, in standardised log time per unit of p
 PRIOR_BETA_SD = 0.5  # how far measurements may move it before they are many
 PRIOR_INTERCEPT_SD = 10.0  # the mean's constant: left to the measurements
