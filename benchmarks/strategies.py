@@ -2,7 +2,7 @@
 
     python benchmarks/strategies.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budgets 20 50 100 200 400]
         [--repeats 10] [--depth 2] [--strategies NAME ...]
-    python benchmarks/strategies.py SHARED_DATA --prior [--budgets 20 50 100 200] [--repeats 10]
+    python benchmarks/strategies.py SHARED_DATA --prior [--reversed] [--budgets 20 50 100 200] [--repeats 10]
 
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
 each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
@@ -26,7 +26,8 @@ With ``--prior`` it replays instead the pairs of caches of ``priors.PAIRS`` unde
 (the folder holding ``caches`` and ``validation``), each target once with the other cache of its
 pair as its prior (``priors.load_prior``: ``measured.load`` and ``model.prior.align``, as a run
 given ``--prior`` builds it) and once without, and prints both tables and the difference (the
-default strategy unless ``--strategies`` names others).
+default strategy unless ``--strategies`` names others). ``--reversed`` reverses each prior's order
+first: a prior that misleads, pointing at the worst configurations.
 
 Run it from the repository root with ``PYTHONPATH=.``: the script's own directory comes first
 on ``sys.path``, so without it ``import mpitune`` finds whatever copy is installed.
@@ -44,7 +45,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from priors import cache_path, directed, load_prior  # benchmarks/priors.py: the shared pairs
+from priors import cache_path, directed, load_prior, reversed_prior  # benchmarks/priors.py: the shared pairs
 
 from mpitune import strategies
 from mpitune.model.objective import Objective
@@ -266,6 +267,8 @@ def prior_tables(data_dir: str, args: argparse.Namespace) -> None:
                 targets[target] = Replay.load(cache_path(data_dir, target))
             cache = targets[target]
             prior = load_prior(cache_path(data_dir, source), cache.space)
+            if args.reversed:
+                prior = reversed_prior(prior.time_ms[0])
             scores = []
             for given in (prior, None):
                 runs = [
@@ -307,6 +310,9 @@ def main() -> None:
         "--prior",
         action="store_true",
         help="replay the shared pairs under the one folder given, with the other cache of a pair as prior and without",
+    )
+    parser.add_argument(
+        "--reversed", action="store_true", help="with --prior: each prior's order reversed, a prior that misleads"
     )
     args = parser.parse_args()
     if args.prior and len(args.cache_dirs) != 1:
