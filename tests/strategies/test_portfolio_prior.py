@@ -134,3 +134,18 @@ def test_without_a_prior_the_default_asks_what_it_asked_before_priors(bench, sha
         [255, 242, 3127, 3108, 4023, 81, 3134, 996],
         [254, 3320, 29, 3969, 791, 51, 1016, 974],
     ]
+
+
+def test_the_same_prior_seed_and_results_give_the_same_search():
+    """What a resumed run relies on: it rebuilds the strategy from its seed, options, prior and
+    the results recorded, and checks that it asks what the file says it asked."""
+    true_ms = np.array([landscape_ms(i) for i in range(len(LANDSCAPE))])
+    searches = [
+        run_pipelined(
+            strategies.create("portfolio", LANDSCAPE, 3, {}, prior=landscape_prior(true_ms)), 8, 48, landscape_ms
+        )
+        for _ in range(2)
+    ]
+    assert searches[0] == searches[1]
+    without = run_pipelined(strategies.create("portfolio", LANDSCAPE, 3, {}), 8, 48, landscape_ms)
+    assert searches[0][:4] != without[:4]  # the prior did change the search
