@@ -18,9 +18,10 @@ the development caches (docs/strategies.md) the model alone beat every split wit
 algorithm that evolves apart, up to 400 evaluations; the trust region lifted 50 to 200
 evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
 
-Given a prior (times measured elsewhere, ``start_from``), the first batch is the prior's diverse
-best, the model's mean follows the prior as far as the measurements trust it, and the prior's best
-unseen configurations join the candidates (``surrogate.PriorUse``). Without one, nothing here changes.
+Given a prior (times measured elsewhere, ``start_from``), half the first batch is the prior's
+diverse best, the model's mean follows the prior as far as the measurements trust it, and the
+prior's best unseen configurations join the candidates while it is trusted
+(``surrogate.PriorUse``). Without one, nothing here changes: the same ids are asked.
 """
 
 from __future__ import annotations

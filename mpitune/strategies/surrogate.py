@@ -301,7 +301,7 @@ class PriorUse:
             logs = np.log(np.where(np.isfinite(time_ms) & (time_ms > 0), time_ms, np.nan))
             known = np.isfinite(logs)
             z = np.full(len(space), np.nan)
-            if known.sum() >= 2:
+            if known.sum() >= 2:  # fewer times than two give no order: the source stays unused
                 z[known] = (logs[known] - logs[known].mean()) / (logs[known].std() or 1.0)
             columns.append(z)
         # (configurations, sources), NaN where a source has no time
