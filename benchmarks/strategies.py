@@ -2,6 +2,7 @@
 
     python benchmarks/strategies.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budgets 20 50 100 200 400]
         [--repeats 10] [--depth 2] [--strategies NAME ...]
+    python benchmarks/strategies.py SHARED_DATA --prior [--reversed] [--budgets 20 50 100 200] [--repeats 10]
 
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
 each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
@@ -21,6 +22,13 @@ Markdown table per cache and a summary over each directory's caches, with the ra
 simulated wall time on ``ranks`` ranks to one rank (over all caches, and in the worst one),
 and that ratio for the default strategy with a budget (``spec.settings.default_strategy``).
 
+With ``--prior`` it replays instead the pairs of caches of ``priors.PAIRS`` under SHARED_DATA
+(the folder holding ``caches`` and ``validation``), each target once with the other cache of its
+pair as its prior (``priors.load_prior``: ``measured.load`` and ``model.prior.align``, as a run
+given ``--prior`` builds it) and once without, and prints both tables and the difference (the
+default strategy unless ``--strategies`` names others). ``--reversed`` reverses each prior's order
+first: a prior that misleads, pointing at the worst configurations.
+
 Run it from the repository root with ``PYTHONPATH=.``: the script's own directory comes first
 on ``sys.path``, so without it ``import mpitune`` finds whatever copy is installed.
 """
@@ -37,9 +45,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from priors import cache_path, directed, load_prior, reversed_prior  # benchmarks/priors.py: the shared pairs
 
 from mpitune import strategies
 from mpitune.model.objective import Objective
+from mpitune.model.prior import Prior
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
 from mpitune.scheduling.batching import busy_s, deal, deal_by_cost
@@ -139,14 +149,23 @@ def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: 
     return gathered[-1] if gathered else 0.0
 
 
-def replay(cache: Replay, strategy_name: str, seed: int, budgets: list[int], ranks: int, depth: int = 2) -> Search:
+def replay(
+    cache: Replay,
+    strategy_name: str,
+    seed: int,
+    budgets: list[int],
+    ranks: int,
+    depth: int = 2,
+    prior: Prior | None = None,
+) -> Search:
     """One search per seed serves every budget: a run with a smaller budget asks the same batches
     until its last one, which asks for fewer ids (the budget left); that last ask is made on a
     copy of the strategy, so each budget's score is exactly that of a run of its own. Batch b
     is asked once batch b - ``depth`` is told, as the scheduler interleaves them (depth 2: the
     previous batch is still out when the next is asked); a budget's score is over every id
-    handed out, told or not, since all of them are measured by the end."""
-    strategy = strategies.create(strategy_name, cache.space, seed, {})
+    handed out, told or not, since all of them are measured by the end. ``prior``: times
+    measured elsewhere, given to the strategy before its first ask as a run's ``--prior`` does."""
+    strategy = strategies.create(strategy_name, cache.space, seed, {}, prior=prior)
     batches: list[list[int]] = []
     told, handed, best, asking = 0, 0, np.inf, 0.0
     scores: dict[int, float] = {}
@@ -237,6 +256,43 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
     print()
 
 
+def prior_tables(data_dir: str, args: argparse.Namespace) -> None:
+    """Per strategy, the mean score of each pair's target with the other cache as its prior, the
+    same without, and the difference; the mean over the pairs, and the worst difference."""
+    for name in args.strategies:
+        targets: dict[str, Replay] = {}
+        rows: list[tuple[str, list[float], list[float]]] = []
+        for source, target in directed():
+            if target not in targets:
+                targets[target] = Replay.load(cache_path(data_dir, target))
+            cache = targets[target]
+            prior = load_prior(cache_path(data_dir, source), cache.space)
+            if args.reversed:
+                prior = reversed_prior(prior.time_ms[0])
+            scores = []
+            for given in (prior, None):
+                runs = [
+                    replay(cache, name, seed, args.budgets, args.ranks, args.depth, given)
+                    for seed in range(args.repeats)
+                ]
+                scores.append([float(np.mean([r.scores[b] for r in runs])) for b in args.budgets])
+            rows.append((f"{os.path.basename(source)} -> {os.path.basename(target)}", *scores))
+        header = "| prior -> target | " + " | ".join(f"{b}" for b in args.budgets) + " |"
+        rule = "|---" * (len(args.budgets) + 1) + "|"
+        for title, column in (("with the prior", 1), ("without a prior", 2), ("with minus without", 0)):
+            print(f"### {name}, {title}\n\n{header}\n{rule}")
+            for row in rows:
+                values = [w - o for w, o in zip(row[1], row[2])] if column == 0 else row[column]
+                print(f"| {row[0]} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
+            if column:
+                means = np.mean([row[column] for row in rows], axis=0)
+                print("| **mean** | " + " | ".join(f"**{m:.3f}**" for m in means) + " |")
+            else:
+                worst = np.min([[w - o for w, o in zip(row[1], row[2])] for row in rows], axis=0)
+                print("| **worst** | " + " | ".join(f"**{m:+.3f}**" for m in worst) + " |")
+            print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cache_dirs", nargs="+", help="one set of tables per directory")
@@ -249,13 +305,26 @@ def main() -> None:
         default=2,
         help="batches in flight: 2 as the scheduler keeps on more than one rank, 1 for rounds that wait",
     )
-    parser.add_argument("--strategies", nargs="+", default=strategies.available())
+    parser.add_argument("--strategies", nargs="+")
+    parser.add_argument(
+        "--prior",
+        action="store_true",
+        help="replay the shared pairs under the one folder given, with the other cache of a pair as prior and without",
+    )
+    parser.add_argument(
+        "--reversed", action="store_true", help="with --prior: each prior's order reversed, a prior that misleads"
+    )
     args = parser.parse_args()
+    if args.prior and len(args.cache_dirs) != 1:
+        parser.error("--prior takes one folder: the shared data, holding caches/ and validation/")
+    args.strategies = args.strategies or ([default_strategy(has_budget=True)] if args.prior else strategies.available())
     args.budgets = sorted(args.budgets)
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
     print(f"ranks: {args.ranks}, depth: {args.depth}, repeats: {args.repeats} (seeds 0..{args.repeats - 1})\n")
     started = time.perf_counter()
-    for cache_dir in args.cache_dirs:
+    if args.prior:
+        prior_tables(args.cache_dirs[0], args)
+    for cache_dir in [] if args.prior else args.cache_dirs:
         table(cache_dir, args)
     print(f"({time.perf_counter() - started:.0f} s)")
 

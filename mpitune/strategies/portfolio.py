@@ -17,15 +17,22 @@ undervalues when it ranks the whole space, but not among the few dozen neighbour
 the development caches (docs/strategies.md) the model alone beat every split with a genetic
 algorithm that evolves apart, up to 400 evaluations; the trust region lifted 50 to 200
 evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
+
+Given a prior (times measured elsewhere, ``start_from``), half the first batch is the prior's
+diverse best, the model's mean follows the prior as far as the measurements trust it, and the
+prior's best unseen configurations join the candidates while it is trusted
+(``surrogate.PriorUse``). Without one, nothing here changes: the same ids are asked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from mpitune.model.prior import Prior
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import genetic_algorithm, geometry, surrogate
@@ -89,10 +96,16 @@ class Portfolio(Strategy):
         self.rng = np.random.default_rng(seed)
         self.breeder = GeneticAlgorithm(space, seed, population, **BREEDING)
         self.scales = surrogate.LengthScales(per_parameter=True)
+        self.use: surrogate.PriorUse | None = None  # the prior, and the trust in it
+        self.prior_picks = 0  # of the first batch, from the prior's diverse best
+
+    def start_from(self, prior: Prior) -> None:
+        super().start_from(prior)
+        self.use = surrogate.PriorUse(self.space, prior)
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < MIN_DESIGN:
-            batch = self.space_filling(n)
+            batch = self._design(n)
         else:
             if len(self.values) >= self.breed_after and not self.joined:
                 self.joined = True
@@ -121,12 +134,23 @@ class Portfolio(Strategy):
         self.breeder.tell([r for r in results if r.config_id not in self.modelled])
         self._withheld += [r for r in results if r.config_id in self.modelled]
 
+    def _design(self, n: int) -> list[int]:
+        """The shared design; with a prior, its diverse best first (``surrogate.PRIOR_FIRST`` picks)."""
+        if self.use is None or self.prior_picks >= surrogate.PRIOR_FIRST:
+            return self.space_filling(n)
+        batch = self.mark_seen(self.use.diverse_best(self.seen, min(n, surrogate.PRIOR_FIRST - self.prior_picks)))
+        self.prior_picks += len(batch)
+        return batch + (self.space_filling(n - len(batch)) if len(batch) < n else [])
+
     def _model_batch(self, n: int) -> list[int]:
         observed = surrogate.observations(self.best(len(self.values)), self.max_observations, self.rng)
         values = np.array([self.values[i] for i in observed])
         ok = np.isfinite(values)
         around = self.best(surrogate.SEEDS_FOR_NEIGHBOURS)
         cand = geometry.candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
+        if self.use is not None and self.use.trusted:  # the prior's best join the candidates
+            extra = self.use.best_unseen(~self.seen_mask(), surrogate.PRIOR_CANDIDATES)
+            cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
         if ok.sum() < 2 or not len(cand):
             return self.space_filling(n)
         unit = self.space.unit_coordinates
@@ -134,20 +158,43 @@ class Portfolio(Strategy):
         logs = np.log(np.maximum(values[ok], 1e-12))
         y = (logs - logs.mean()) / (logs.std() or 1.0)
         x = x_all[ok]
-        scales = self.scales.fitted(x, y, len(self.values))
-        # What is in flight (the previous batch, with the scheduler's two batches out) enters as
-        # lies too, so that this batch looks elsewhere rather than next to it.
-        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
+        if self.use is None:
+            scales = self.scales.fitted(x, y, len(self.values))
+            # What is in flight (the previous batch, with the scheduler's two batches out) enters
+            # as lies too, so that this batch looks elsewhere rather than next to it.
+            fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
+            offset = None
+        else:
+            fit, offset = self._prior_fit(observed[ok], x, y, cand)
         cand_x = unit(cand)
-        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, scales)
+        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, fit.scales)
         # The first picks among the unseen one-parameter neighbours of the best result (all
         # are candidates): a trust region, where the best configurations of a kernel often
         # differ from a good one in a single parameter that the smooth model undervalues.
         near = np.isin(cand, self.space.neighbours(self.best(1)[0]))
         local = round(n * self.local_share)
-        picks = surrogate.choose_batch(fit, cand_x, n, self.exploration, feasible, near, local)
+        picks = surrogate.choose_batch(fit, cand_x, n, self.exploration, feasible, near, local, offset)
         batch = self.mark_seen([int(cand[j]) for j in picks])
         return batch + self.random_unseen(n - len(batch))
+
+    def _prior_fit(
+        self, ids: np.ndarray, x: np.ndarray, y: np.ndarray, cand: np.ndarray
+    ) -> tuple[surrogate.Fit, np.ndarray | None]:
+        """With a prior: the process conditioned on what the prior's mean leaves of ``y`` (lies at
+        the ids in flight included), and that mean at the candidates. Its length scales are fitted
+        to what the mean of the last batch left (the device's departures from the prior); where
+        the measurements no longer trust the prior, this is the fit without one."""
+        assert self.use is not None
+        p = self.use.features(ids)
+        scales = self.scales.fitted(x, y - self.use.mean(p), len(self.values))
+        mean = self.use.refit(x, y, p, scales)
+        pending = np.array(self.in_flight(), dtype=np.int64)
+        xs, ys = surrogate.with_lies(x, y, self.space.unit_coordinates(pending))
+        if not self.use.trusted:
+            return surrogate.condition(xs, ys, scales), None
+        left = ys - np.concatenate([mean, self.use.mean(self.use.features(pending))])
+        fit = dataclasses.replace(surrogate.condition(xs, left, scales), y=ys)
+        return fit, self.use.mean(self.use.features(cand))
 
 
 def create(space: SearchSpace, seed: int, **options: Any) -> Strategy:

@@ -17,12 +17,14 @@ BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "strategies.py"
 
 @pytest.fixture(scope="module")
 def bench():
+    sys.path.insert(0, str(BENCHMARK.parent))  # it imports its sibling priors.py, as run from there
     spec = importlib.util.spec_from_file_location("benchmark_strategies", BENCHMARK)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     yield module
     del sys.modules[spec.name]
+    sys.path.remove(str(BENCHMARK.parent))
 
 
 def wall_s(bench, batches: list[list[float]], ranks: int, depth: int) -> float:
@@ -95,7 +97,7 @@ def test_the_replay_asks_batch_b_once_batch_b_minus_depth_is_told(bench, monkeyp
     replay = bench.Replay("tiny", TINY, ["ok"] * size, np.arange(1.0, size + 1), np.ones(size), 5.0, 1.0)
     made: list[Recorder] = []
 
-    def create(name, space, seed, options):
+    def create(name, space, seed, options, prior=None):
         made.append(Recorder(space, seed))
         return made[-1]
 
