@@ -157,16 +157,16 @@ def candidates(
     factor_sd: Mapping[int, float] | None = None,
 ) -> list[int]:
     """Config ids to confirm: the k best ok results by the median of their launches (time_ms
-    where none is finite), which is what confirmation compares, but for the best none beyond the
-    near bound below (timed in full there, slower than the race allows), plus every ok result whose
-    search_interval_ms, widened by its rank's factor's error (``factor_sd``: the standard error
-    of each rank's factor, by rank; none: results in raw time), overlaps the best's, plus the k
-    fastest raced ones (r.raced) whose time is within ``NEAR_BOUND`` of the race's bound, at
-    most `most`, best first; results whose time is not finite are ignored; k counts full results
-    only (a raced one's times are few). The bound is recomputed from the results (``Race.seen``:
-    the best full median, the largest spread and the largest first launch / median of the full
-    ones), the bound as the search ended: each raced result lost against the bound of its
-    moment, of a best no better and ratios no wider. Uses r.time_ms / r.times_ms / r.first_ms."""
+    where none is finite), which is what confirmation compares, among the full results and the
+    raced ones that stopped near the race's bound (a raced one beyond it is known slower); plus
+    every ok result whose search_interval_ms, widened by its rank's factor's error (``factor_sd``:
+    the standard error of each rank's factor, by rank; none: results in raw time), overlaps the
+    best's; plus the k fastest raced ones (r.raced) whose time is within ``NEAR_BOUND`` of the
+    race's bound not taken yet; at most `most`, best first; results whose time is not finite are
+    ignored. The bound is recomputed from the results (``Race.seen``: the best full median, the
+    largest spread and the largest first launch / median of the full ones), the bound as the
+    search ended: each raced result lost against the bound of its moment, of a best no better
+    and ratios no wider. Uses r.time_ms / r.times_ms / r.first_ms."""
 
     def median(r: Scored) -> float:  # time_ms is it, but not in data recorded elsewhere (a Kernel Tuner mean)
         finite = [t for t in r.times_ms if math.isfinite(t)]
@@ -190,7 +190,8 @@ def candidates(
 
     best_lo, best_hi = interval(full[0])
     near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=min(r.time_ms for r in full)).first_bound_ms
-    chosen = {r.config_id for r in full[:k] if r is full[0] or r.time_ms <= near_ms}
+    near_set = {r.config_id for r in ok if r.raced and r.time_ms <= near_ms}
+    chosen = {r.config_id for r in ([r for r in ok if not r.raced or r.config_id in near_set] or full)[:k]}
     for r in ok:
         lo, hi = interval(r)
         if lo <= best_hi and hi >= best_lo:

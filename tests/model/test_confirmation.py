@@ -182,11 +182,12 @@ def scored(config_id, times, status=Status.OK, raced=False, first_ms=math.nan, r
 
 def test_candidates_are_the_k_best_and_those_the_search_cannot_tell_from_the_best():
     rng = np.random.default_rng(12)
-    spread = [tuple(m * np.exp(0.001 * rng.standard_normal(7))) for m in (1.0, 1.02, 1.04, 1.3, 1.4, 1.5, 1.6)]
+    spread = [tuple(m * np.exp(0.001 * rng.standard_normal(7))) for m in (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6)]
     results = [scored(i, spread[i]) for i in (6, 3, 0, 5, 1, 4, 2)]
     assert candidates(results, k=3) == [0, 1, 2]
-    # Timed in full beyond the race's near bound (1.05 x the floor's 1.1 x the best): never among the k best.
-    assert candidates(results, k=5) == [0, 1, 2]
+    # Raced beyond the race's near bound (1.05 x its floor, 1.1 x the best): known slower, never among the k best.
+    far = [scored(10, (1.25,), raced=True), scored(11, (1.26,), raced=True)]
+    assert candidates([*(r for r in results if r.config_id < 3), *far], k=5) == [0, 1, 2]
     wide = scored(9, (0.99, 1.0, 2.0, 2.1, 2.2, 2.3, 2.4))  # median 2.1, but its interval reaches the best
     assert candidates([*results, wide], k=3) == [0, 1, 2, 9]
     # One fast launch of seven is no reason: the 84 % interval of seven launches leaves out the extremes.

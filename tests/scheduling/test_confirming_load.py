@@ -65,7 +65,17 @@ restrictions = ["TWIN == 0 or N == 3"]
 iterations = 3
 """
 SPACE_SIZE = 5
-HOGS = 5  # processes, a session each, on rank 1's core
+HOGS = 5  # processes, a session each, on rank 1's core, besides one per task the machine already runs
+
+
+def hogs_for_load() -> int:
+    """``HOGS`` more than the machine's busy tasks (its load average over the last minute, at most
+    11 of them counted): the kernel spreads unpinned load over both cores until they hold as many
+    busy sessions, so rank 1's core must hold more hogs than there is other load for rank 1 to
+    stay the slower one (under a load of 7 on two cores, five hogs left rank 1 the faster)."""
+    return HOGS + min(11, round(os.getloadavg()[0]))
+
+
 MIN_RATIO = 1.2  # rank 1's factor over rank 0's: up to 6 (a sixth of a core), less as other load joins rank 0
 
 # Each rank runs mpitune under taskset, on the core its world rank (MPICH's PMI_RANK, Open MPI's
@@ -134,7 +144,7 @@ def test_a_hogged_rank_is_flagged_and_the_confirmed_best_is_the_unloaded_ones(tm
     (tmp_path / "spec.py").write_text(textwrap.dedent(LOOP_SPEC))
 
     unloaded = pinned_run(tmp_path, cores, "unloaded")
-    with hogging(cores[1]):
+    with hogging(cores[1], hogs_for_load()):
         loaded = pinned_run(tmp_path, cores, "loaded")
 
     factors = {d["rank"]: d for d in loaded["calibration"]}

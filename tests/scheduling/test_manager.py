@@ -196,8 +196,9 @@ def test_max_fevals_stops_after_that_many_configurations(tmp_path):
 
 def test_time_limit_hands_out_no_batch_that_would_end_after_it(tmp_path, capsys):
     # Two ranks, one configuration each per batch: every batch takes 0.5 simulated seconds.
-    # The search's time alone: no reference timed between batches (devices/calibrating.py).
-    ranks = Ranks(tmp_path, 2, strategy="brute_force", batch_size=2, time_limit_s=5.2, calibrate=False)
+    # The search's time alone: no reference timed between batches (devices/calibrating.py), and
+    # every configuration timed in full (racing would stop the slower ones sooner).
+    ranks = Ranks(tmp_path, 2, strategy="brute_force", batch_size=2, time_limit_s=5.2, calibrate=False, racing=False)
     manager = ranks.open()
     stop = ranks.run(manager)
     assert stop is StopReason.TIME_LIMIT and stop.exit_code == ExitCode.RESUMABLE
