@@ -7,7 +7,7 @@ import pytest
 from test_cupy import SPIN, measure, problem
 
 from mpitune.backends.cupy import create
-from mpitune.model.racing import Race, RaceRule
+from mpitune.model.racing import RATIO_FLOOR, Race, RaceRule
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
 
@@ -63,7 +63,7 @@ def test_the_default_race_stops_a_slow_configuration_on_its_verified_launch(cp, 
         assert fast.status == "ok" and not fast.raced and len(fast.times_ms) == 5, fast.error
         assert int(backend._args[0].get()[0]) == 1 + 5 and fast.first_ms >= 0.1  # it spins 0.1 ms at least
         race = Race().seen([fast])
-        assert race.rule is RaceRule.FIRST and race.first_ratio >= 1.3
+        assert race.rule is RaceRule.FIRST and race.first_ratio >= RATIO_FLOOR
         slow = backend.run(Work(1, {"SPIN_NS": spins[1], "block_size_x": 32}), Timeline(), race=race)
         assert slow.status == "ok" and slow.raced, slow.error
         assert int(backend._args[0].get()[0]) == 1  # reset, then the verified launch only
