@@ -80,18 +80,16 @@ def align(
         key = tuple(config[c] for c in prior_columns)
         if time_ms < best.get(key, math.inf):
             best[key] = float(time_ms)
-    # Per shared parameter, the index of each of this space's values among the keys' values.
-    columns = [space.names.index(name) for name in shared]
-    values = [space.tune_params[name] for name in shared]
-    aligned = np.full(len(space), math.nan)
     if not best:
         raise NothingShared("it has no valid time")
+    # The keys as this space's value indices per shared parameter (-1: a value it does not have).
+    columns = [space.names.index(name) for name in shared]
+    values = [space.tune_params[name] for name in shared]
     table = {tuple(values[p].index(v) if v in values[p] else -1 for p, v in enumerate(k)): t for k, t in best.items()}
-    rows = space.indices[:, columns].astype(np.int64)
     # Few distinct shared rows (one per key at most): look each up once.
-    distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+    distinct, inverse = np.unique(space.indices[:, columns].astype(np.int64), axis=0, return_inverse=True)
     found = np.array([table.get(tuple(r), math.nan) for r in distinct.tolist()], dtype=np.float64)
-    aligned[:] = found[inverse.reshape(-1)]
+    aligned: np.ndarray = found[inverse.reshape(-1)]
     if not np.isfinite(aligned).any():
         raise NothingShared(f"none of its configurations agrees with one of this space's on {', '.join(shared)}")
     return shared, aligned

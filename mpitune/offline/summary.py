@@ -103,7 +103,7 @@ class RunSummary:
 
 
 @dataclass(frozen=True)
-class PriorUse:
+class RunPrior:
     """A prior a run started from: measurements made elsewhere (``problem_size`` as its file gave
     it), the parameters it shares with this space and how many of its configurations it matched."""
 
@@ -149,7 +149,7 @@ class Summary:
     confirmation_cost: ConfirmationCost | None
     calibration: list[DeviceCalibration]
     throttled: list[Throttled]  # configurations timed again because their GPU was throttled
-    prior: list[PriorUse]  # what each run's search started from, run by run
+    prior: list[RunPrior]  # what each run's search started from, run by run
 
 
 def summarize(data: CacheData, top: int = 5) -> Summary:
@@ -199,12 +199,12 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
     )
 
 
-def _prior(row: np.void) -> PriorUse:
+def _prior(row: np.void) -> RunPrior:
     try:
         size = json.loads(str(row["problem_size"]))
     except ValueError:  # cut to the field's width
         size = str(row["problem_size"])
-    return PriorUse(
+    return RunPrior(
         run=int(row["run"]),
         path=str(row["path"]),
         kernel_name=str(row["kernel_name"]),
