@@ -53,7 +53,10 @@ def test_replays_of_real_c_runs_keep_their_wall_time_and_phases(c_runs, capsys, 
     assert [w[3] for w in walls] == ["as recorded" if r else "off" for r in raced] and not raced[1]
     for w in walls:
         real_s, simulated_s, ratio = float(w[4]), float(w[5]), float(w[6].rstrip(" |"))
-        assert ratio == pytest.approx(simulated_s / real_s, abs=0.01) and 0.9 <= ratio <= 1.1  # walls to 0.01 s
+        # Walls are printed to 0.01 s and the ratio to 0.001: a ratio of the printed walls may be off
+        # by their rounding, which weighs more the shorter the run.
+        rounding = 0.005 * (1 + ratio) / real_s + 0.0005
+        assert abs(ratio - simulated_s / real_s) <= rounding and 0.9 <= ratio <= 1.1
     ranks = [line for line in lines if line.startswith("| c") and line.count("|") > 8]
     assert len(ranks) == 1 + 2 + 4  # one row per rank of each run
 
