@@ -19,6 +19,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model.schema import ITERATIONS, RESULT_COLUMNS, RUN_COLUMNS, TIMELINE_COLUMNS
 from mpitune.offline import confirmation as confirmed
+from mpitune.offline.summary import priors
 from mpitune.store.reader import CacheData, read
 
 # The results columns before the per-iteration times (status, time_ms) come first in the table, then
@@ -96,6 +97,7 @@ def frames(data: CacheData) -> Tables:
         # The latest confirmation as ``report --json`` has it (None: none), and its device factors.
         "confirmation": asdict(confirmation) if confirmation is not None else None,
         "calibration": [asdict(d) for d in calibration],
+        "priors": [asdict(p) for p in priors(data)],  # what each run's search started from
     }
     results.attrs.update(info)
     timeline.attrs.update(info)
@@ -129,8 +131,9 @@ def load(path: str) -> Tables:
 
     Both carry ``.attrs["problem"]``, ``.attrs["param_names"]``, ``.attrs["objective"]``
     (``{"objective": name, "higher_is_better": bool, "metrics": {name: definition}}``),
-    ``.attrs["metric_names"]``, ``.attrs["observed_names"]`` and ``.attrs["runs"]`` (one dict per
-    run; ``pandas.DataFrame(results.attrs["runs"])`` or ``run_table(results)`` makes it a table).
+    ``.attrs["metric_names"]``, ``.attrs["observed_names"]``, ``.attrs["runs"]`` (one dict per
+    run; ``pandas.DataFrame(results.attrs["runs"])`` or ``run_table(results)`` makes it a table)
+    and ``.attrs["priors"]`` (one dict per prior a run started from, as ``report --json`` has them).
     """
     pandas()  # fail before reading a large file
     return frames(read(path))

@@ -195,8 +195,13 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
         confirmation_cost=confirmation_cost,
         calibration=calibration,
         throttled=confirmed.throttled(data),
-        prior=[_prior(row) for row in data.priors],
+        prior=priors(data),
     )
+
+
+def priors(data: CacheData) -> list[RunPrior]:
+    """The priors each run started from, in the order the file records them (run by run)."""
+    return [_prior(row) for row in data.priors]
 
 
 def _prior(row: np.void) -> RunPrior:

@@ -1,6 +1,6 @@
 """The HTML report in a real headless Chromium: of a real tuning run (C backend, 3 ranks, a
-higher-is-better objective), of an imported Kernel Tuner cache and of a replay. The page must
-load from its file alone, draw what the file holds and agree with ``report``."""
+higher-is-better objective, started from a prior), of an imported Kernel Tuner cache and of a
+replay. The page must load from its file alone, draw what the file holds and agree with ``report``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import mpi_env, mpitune, report_json, write_scale_spec
+from conftest import mpi_env, mpitune, report_json, scale_prior, write_scale_spec
 from headless import browser_or_skip, open_page, points, screenshot
 
 pytest.importorskip("pandas")
@@ -20,7 +20,10 @@ BANDWIDTH = """
 metrics = {"GB/s": lambda p: 8 * n / 1e6 / p["time"]}
 objective = "GB/s"
 objective_higher_is_better = True
+prior = ["prior.json"]
 """
+# STEP 1, 2, 4 and 16 are in the prior (conftest's scale_prior) and in the space: with each MODE, 12.
+MATCHED = 12
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +58,7 @@ def opened(browser, page_file: Path):
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("html")
+    scale_prior(tmp / "prior.json")
     spec = write_scale_spec(tmp, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 1, 2]}', extra=BANDWIDTH)
     proc = mpitune(3, [str(spec), "--cache", str(tmp / "out.h5")], tmp)
     assert proc.returncode == 0, proc.stderr
@@ -68,6 +72,12 @@ def test_report_of_a_real_run_shows_every_configuration_and_rank(browser, tuned)
     assert points(page) == summary["ok"] == 6  # MODE 1 does not compile, MODE 2 gives wrong answers
     assert float(page.get_attribute("#best", "data-value")) == pytest.approx(summary["best"]["objective"])
     assert "GB/s (higher is better)" in page.inner_text("#summary")
+    [prior] = summary["prior"]  # shown as report says it, beside the runs
+    shown = page.locator("#summary dd.prior")
+    assert int(shown.get_attribute("data-matched")) == prior["matched"] == MATCHED
+    assert shown.inner_text() == (
+        f"{prior['path']}: kernel scale on Other CPU, problem size [4096]; {MATCHED} configurations matched on STEP"
+    )
     # The best so far only rises, and ends at the best (_fullData: the traces as drawn, arrays decoded).
     best = page.evaluate("""() => document.getElementById('convergence')._fullData
                               .filter(t => (t.name || '').startsWith('best so far') && t.xaxis === 'x2')
@@ -97,6 +107,15 @@ def test_report_of_a_real_run_shows_every_configuration_and_rank(browser, tuned)
     assert "STEP=" in text and "MODE=0" in text and "status ok, 3 iterations" in text and "rank " in text
     screenshot(page, "html-report.png")
     page.close()
+
+
+def test_the_payload_holds_each_prior_as_report_json_does(tuned):
+    """Without a browser: the page's data, field by field, is what ``report --json`` says."""
+    from mpitune.offline.html.payload import build_from_file
+
+    priors = build_from_file(str(tuned))["summary"]["priors"]
+    assert priors == report_json(tuned)["prior"]
+    assert [(p["run"], p["path"], p["matched"]) for p in priors] == [(0, str(tuned.parent / "prior.json"), MATCHED)]
 
 
 def test_report_of_an_imported_cache_and_of_a_replay(browser, tmp_path, pnpoly):

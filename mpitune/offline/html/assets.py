@@ -48,6 +48,14 @@ SCRIPT = r"""
     return String(x);
   }
 
+  // As json.dumps writes it, so that the page says a problem size as ``report`` does.
+  function json(x) { return Array.isArray(x) ? "[" + x.map(json).join(", ") + "]" : JSON.stringify(x); }
+  // A prior a run started from (offline/summary.py's RunPrior), in the words of ``report``.
+  function prior(p) {
+    return p.path + ": kernel " + (p.kernel_name || "-") + " on " + (p.device || "-") + ", problem size " +
+           json(p.problem_size) + "; " + p.matched + " configurations matched on " + p.shared.join(", ");
+  }
+
   function header(s) {
     document.title = "mpitune: " + s.kernel;
     const h = document.getElementById("summary");
@@ -60,14 +68,15 @@ SCRIPT = r"""
       ["configurations", [count, " measured" + (s.space_size ? " of " + s.space_size : "") + ": " + s.ok +
                           " ok, failed: " + failed]],
       ["runs", s.runs + " on up to " + s.ranks + " rank(s); the newest is " + s.state],
-      ["best", s.best === null ? "none yet" : fmt(s.best) + " (" + s.best_config + ")"],
+      ...s.priors.map((p) => ["prior (run " + p.run + ")", prior(p), {class: "prior", "data-matched": p.matched}]),
+      ["best", s.best === null ? "none yet" : fmt(s.best) + " (" + s.best_config + ")",
+       {id: "best", "data-value": s.best}],
     ];
-    if (s.confirmed) rows.push(["confirmed", s.confirmed]);
+    if (s.confirmed) rows.push(["confirmed", s.confirmed, {id: "confirmed"}]);
     const dl = el("dl");
-    for (const [k, v] of rows) {
+    for (const [k, v, attrs] of rows) {
       dl.append(el("dt", {}, k));
-      const ids = {best: {id: "best", "data-value": s.best}, confirmed: {id: "confirmed"}};
-      const dd = el("dd", ids[k] || {});
+      const dd = el("dd", attrs || {});
       dd.append(...(Array.isArray(v) ? v : [v]));
       dl.append(dd);
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from mpitune.offline.analysis import Tables, load
 from mpitune.offline.html import charts, front
 from mpitune.offline.html.timeline import timeline
 from mpitune.offline.html.view import TIME, Limits, View, view
+from mpitune.offline.summary import RunPrior
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class Summary:
     best: float | None = None
     best_config: str = ""
     confirmed: str = ""  # the confirmation's verdict, as ``report`` says it; empty without one
+    priors: list[RunPrior] = field(default_factory=list)  # what each run's search started from, run by run
 
 
 @dataclass
@@ -85,6 +87,7 @@ def summary(v: View) -> Summary:
         runs=len(runs),
         ranks=int(runs["ranks"].max()) if len(runs) else 0,
         state=str(runs["status"].iloc[-1]) if len(runs) else "no run yet",
+        priors=v.priors,
     )
     if len(ranked):
         i = int(ranked[0])

@@ -19,6 +19,7 @@ from mpitune.model.result import Status
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
 from mpitune.offline.rank_time import run_walls
+from mpitune.offline.summary import RunPrior
 
 TIME = "time"  # the objective's name for the median kernel time (time_ms)
 
@@ -81,6 +82,7 @@ class View:
     limits: Limits = field(default_factory=Limits)
     record: dict[str, Any] = field(default_factory=dict)  # the file's objective attribute, all objectives in it
     confirmation: dict[str, Any] | None = None  # the latest confirmation, as report --json has it
+    priors: list[RunPrior] = field(default_factory=list)  # what each run's search started from
 
     @property
     def wall_s(self) -> np.ndarray:
@@ -132,6 +134,7 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
         limits=limits or Limits(),
         record=dict(attrs["objective"]),
         confirmation=attrs.get("confirmation"),
+        priors=[RunPrior(**p) for p in attrs["priors"]],
     )
 
 
