@@ -7,9 +7,15 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from conftest import mpi_env, mpitune, write_scale_spec
+from conftest import IDENTITY, PARAMS, info, mpi_env, mpitune, write_scale_spec
+from records import append
 
 from mpitune.cli import main
+from mpitune.model.prior import PriorSource
+from mpitune.model.result import Result
+from mpitune.model.timeline import PhaseRow
+from mpitune.store.cache import Cache
+from mpitune.store.reader import read
 
 HALF_WRITTEN = textwrap.dedent("""
     import os, signal, sys
@@ -100,3 +106,42 @@ def test_a_missing_file_is_no_such_file_not_damaged(tmp_path, monkeypatch, capsy
         assert capsys.readouterr() == ("", "mpitune: error: missing.h5: no such file\n")
     assert main(["check", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"mpitune: error: {tmp_path}: is a directory, not a results file\n"
+
+
+def test_salvage_keeps_the_priors_each_run_started_from(tmp_path, capsys):
+    """A flipped byte in the timeline's chunk costs its rows; the priors table, read apart, is
+    copied whole into the salvaged file, so that a resume still knows what its search started from."""
+    path = tmp_path / "c.h5"
+    first = PriorSource("/a/kt.json", "k", "Other GPU", "[4096]", ("bs", "kind"), 6, "a" * 64)
+    second = PriorSource("/b/more.h5", "k_v1", "Third GPU", '["n", 2]', ("f",), 4, "b" * 64)
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    for run, priors in enumerate(((first, second), (second,))):
+        cache.start_run(info(priors=priors), ["h"], ["d"], [1])
+        phases = [(0, PhaseRow(0, run, "benchmark", 0.0, 1.0))]
+        append(
+            cache,
+            [Result(run, "ok", time_ms=1.0, times_ms=[1.0] * 3, rank=0)],
+            [{"bs": 32, "kind": "a", "f": 0.5}],
+            phases,
+        )
+        cache.finish_run(1.0, "finished", 1)
+    cache.close()
+    before = read(str(path)).priors
+    assert [(int(r["run"]), str(r["path"])) for r in before] == [
+        (0, "/a/kt.json"),
+        (0, "/b/more.h5"),
+        (1, "/b/more.h5"),
+    ]
+    with h5py.File(path, "r") as f:
+        chunk = f["timeline"].id.get_chunk_info(0)
+    data = bytearray(path.read_bytes())
+    for at in range(chunk.byte_offset, chunk.byte_offset + chunk.size, max(1, chunk.size // 8)):
+        data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+    assert main(["check", str(path), "--salvage"]) == 0
+    assert "salvaged: 2 configuration(s) kept" in capsys.readouterr().out
+    after = read(str(path))
+    assert len(after.timeline) == 0 and len(after.results) == 2  # the damage was real, and only there
+    assert after.priors.tolist() == before.tolist()
+    assert main(["check", str(path)]) == 0  # sound
