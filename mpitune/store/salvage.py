@@ -20,8 +20,7 @@ from mpitune.store.integrity import repair
 from mpitune.store.lock import hold_writer_lock
 from mpitune.store.soundness import image
 
-_TABLES = ("results", "timeline", "runs", "ranks", "in_flight", "asked", "searches", "priors")
-_BESIDE = ("metrics", "observed")  # one row per results row
+_BESIDE = ("metrics", "observed")  # one row per results row; every other dataset is a table of its own
 
 
 @dataclass(frozen=True)
@@ -96,15 +95,16 @@ def salvage(path: str) -> Salvaged:
 
 
 def _copy_readable(src: h5py.File, dst: h5py.File) -> tuple[int, int]:
-    """Copy what reads back of every table; the results rows kept and the rows lost."""
+    """Copy what reads back of every table; the results rows kept and the rows lost. Every table
+    the file holds, not a list of them: a table added to the layout (the priors, the devices
+    compared, the front) is kept without salvage having to know of it."""
     lost, kept = 0, 0
     result_rows, read = None, {}
-    for name in _TABLES:
-        if name in src:
-            read[name], at = _readable(src[name])
-            lost += len(src[name]) - len(read[name])
-            if name == "results":
-                result_rows, kept = at, len(read[name])
+    for name in (n for n in src if n not in _BESIDE):
+        read[name], at = _readable(src[name])
+        lost += len(src[name]) - len(read[name])
+        if name == "results":
+            result_rows, kept = at, len(read[name])
     if "runs" in read and "results" in read:
         read["runs"] = _every_run(read["runs"], read["results"])
     for name, rows in read.items():

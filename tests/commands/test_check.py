@@ -11,9 +11,11 @@ from conftest import IDENTITY, PARAMS, info, mpi_env, mpitune, write_scale_spec
 from records import append
 
 from mpitune.cli import main
+from mpitune.model.confirmation import DeviceFactor
 from mpitune.model.prior import PriorSource
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
+from mpitune.model.work import Launch
 from mpitune.store.cache import Cache
 from mpitune.store.reader import read
 
@@ -108,9 +110,10 @@ def test_a_missing_file_is_no_such_file_not_damaged(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().err == f"mpitune: error: {tmp_path}: is a directory, not a results file\n"
 
 
-def test_salvage_keeps_the_priors_each_run_started_from(tmp_path, capsys):
-    """A flipped byte in the timeline's chunk costs its rows; the priors table, read apart, is
-    copied whole into the salvaged file, so that a resume still knows what its search started from."""
+def test_salvage_keeps_the_priors_and_the_devices_compared(tmp_path, capsys):
+    """A flipped byte in the timeline's chunk costs its rows; every other table is copied whole
+    into the salvaged file: the priors, so that a resume still knows what its search started from,
+    and the devices compared (the calibration's launches and factors)."""
     path = tmp_path / "c.h5"
     first = PriorSource("/a/kt.json", "k", "Other GPU", "[4096]", ("bs", "kind"), 6, "a" * 64)
     second = PriorSource("/b/more.h5", "k_v1", "Third GPU", '["n", 2]', ("f",), 4, "b" * 64)
@@ -124,16 +127,19 @@ def test_salvage_keeps_the_priors_each_run_started_from(tmp_path, capsys):
             [{"bs": 32, "kind": "a", "f": 0.5}],
             phases,
         )
+        cache.append_calibration(run, [(0, Launch(0, 0, 1.0 + run))], [DeviceFactor(0, 1.0, 0.01, False)])
         cache.finish_run(1.0, "finished", 1)
     cache.close()
+    with h5py.File(path, "r") as f:
+        tables = {name: f[name][...] for name in ("retimed", "device_factors")}
+        assert [len(t) for t in tables.values()] == [2, 2]
+        chunk = f["timeline"].id.get_chunk_info(0)
     before = read(str(path)).priors
     assert [(int(r["run"]), str(r["path"])) for r in before] == [
         (0, "/a/kt.json"),
         (0, "/b/more.h5"),
         (1, "/b/more.h5"),
     ]
-    with h5py.File(path, "r") as f:
-        chunk = f["timeline"].id.get_chunk_info(0)
     data = bytearray(path.read_bytes())
     for at in range(chunk.byte_offset, chunk.byte_offset + chunk.size, max(1, chunk.size // 8)):
         data[at] ^= 0xFF
@@ -144,4 +150,8 @@ def test_salvage_keeps_the_priors_each_run_started_from(tmp_path, capsys):
     after = read(str(path))
     assert len(after.timeline) == 0 and len(after.results) == 2  # the damage was real, and only there
     assert after.priors.tolist() == before.tolist()
+    with h5py.File(path, "r") as f:
+        assert {name: f[name][...].tolist() for name in tables if name in f} == {
+            name: rows.tolist() for name, rows in tables.items()
+        }
     assert main(["check", str(path)]) == 0  # sound
