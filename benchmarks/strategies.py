@@ -109,7 +109,9 @@ class Search:
     ask_s: float  # seconds spent asking, per configuration asked
 
 
-def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: int) -> float:
+def pipeline_wall_s(
+    cache: Replay, batches: list[list[int]], ranks: int, depth: int, rank0_after: bool = True
+) -> float:
     """Simulated wall time of a run that keeps ``depth`` batches in flight, as the scheduler does
     on more than one rank (depth 2): batch b is handed out when batch b - depth is gathered, so a
     rank that finishes its chunk early starts its next one at once instead of waiting for the
@@ -119,7 +121,8 @@ def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: 
     (``batching.deal``) until a cost is known, then by the costs predicted from the batches
     recorded so far (``CostModel``) and by when each rank will be free of the oldest batch in
     flight (``batching.busy_s``).
-    A configuration costs its compile + verify + benchmark seconds."""
+    A configuration costs its compile + verify + benchmark seconds. ``rank0_after=False``: rank 0
+    measures beside its gathers, as a worker does (benchmarks/pipelining.py)."""
     model = CostModel(cache.space)
     finish = np.zeros(ranks)  # when each rank is done with what it was handed so far
     gathered: list[float] = []
@@ -141,7 +144,7 @@ def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: 
         chunks.append(dealt)
         chunk_s = np.array([cache.cost_s[chunk].sum() for chunk in dealt])
         start_s = np.maximum(finish, handed_s)
-        if b:
+        if b and rank0_after:
             start_s[0] = max(start_s[0], gathered[b - 1])
         finish = start_s + chunk_s
         reported.append(finish.copy())
@@ -157,6 +160,8 @@ def replay(
     ranks: int,
     depth: int = 2,
     prior: Prior | None = None,
+    per_batch: int | None = None,
+    rank0_after: bool = True,
 ) -> Search:
     """One search per seed serves every budget: a run with a smaller budget asks the same batches
     until its last one, which asks for fewer ids (the budget left); that last ask is made on a
@@ -164,7 +169,10 @@ def replay(
     is asked once batch b - ``depth`` is told, as the scheduler interleaves them (depth 2: the
     previous batch is still out when the next is asked); a budget's score is over every id
     handed out, told or not, since all of them are measured by the end. ``prior``: times
-    measured elsewhere, given to the strategy before its first ask as a run's ``--prior`` does."""
+    measured elsewhere, given to the strategy before its first ask as a run's ``--prior`` does.
+    ``per_batch`` (default: ``ranks``, one per rank) and ``rank0_after`` are other rules for the
+    scheduler, for benchmarks/pipelining.py."""
+    per_batch = per_batch or ranks
     strategy = strategies.create(strategy_name, cache.space, seed, {}, prior=prior)
     batches: list[list[int]] = []
     told, handed, best, asking = 0, 0, np.inf, 0.0
@@ -179,10 +187,10 @@ def replay(
             strategy.tell([cache.result(i) for i in batches[told]])
             told += 1
         for budget in budgets:  # a smaller budget whose last, partial batch is this one
-            if handed < budget < handed + ranks and budget < largest:
+            if handed < budget < handed + per_batch and budget < largest:
                 scores[budget] = cache.score(best_of(copy.deepcopy(strategy).ask(budget - handed)))
         t0 = time.perf_counter()
-        ids = strategy.ask(min(ranks, largest - handed))
+        ids = strategy.ask(min(per_batch, largest - handed))
         asking += time.perf_counter() - t0
         if not ids:
             break
@@ -193,7 +201,7 @@ def replay(
             scores[handed] = cache.score(best)
     for budget in budgets:  # an exhausted space: every larger budget ends with the best found
         scores.setdefault(budget, cache.score(best))
-    wall = pipeline_wall_s(cache, batches, ranks, depth)
+    wall = pipeline_wall_s(cache, batches, ranks, depth, rank0_after)
     return Search(scores, wall, float(sum(cache.cost_s[ids].sum() for ids in batches)), asking / max(handed, 1))
 
 
