@@ -20,6 +20,13 @@ evaluations on one rank, over all caches of a directory and in the worst one:
   deals them by predicted cost, the costliest to the rank predicted to be free first. Rank 0
   measures beside, as a worker.
 
+Then brute force on the largest cache of the first directory at ``--brute-force-ranks``:
+the efficiency the scheduler reaches (benchmarks/replay_rounds.py's ``simulated_efficiency``,
+racing on as by default); the same batches (two of one configuration per rank, dealt blind,
+then 32 per rank), two in flight, dealt by the exact costs that run measured (what perfect
+predictions would give), with rank 0 recording each batch after its own chunk and beside it;
+and ranks pulling the next configuration as soon as they are free, with no batches.
+
 A score at a budget is that of the first ``budget`` configurations handed out. For ``refill`` an
 ask that crosses a budget is not repeated smaller as benchmarks/strategies.py does, so its score
 there is of a slightly different search than a run of that budget would make.
@@ -33,16 +40,21 @@ import heapq
 import os
 import shlex
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from itertools import pairwise
 
 import numpy as np
+from replay_rounds import durations, list_schedule_s, simulated_efficiency
 from strategies import Replay, Search, replay
 
 from mpitune import strategies
 from mpitune.model.result import Result
+from mpitune.scheduling.batching import PER_RANK_PREDICTABLE, deal, deal_by_cost
 from mpitune.scheduling.costs import CostModel
 from mpitune.spec.settings import default_strategy
+from mpitune.store.reader import read
 
 
 def refill(cache: Replay, name: str, seed: int, budgets: list[int], ranks: int) -> Search:
@@ -130,12 +142,52 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
     print()
 
 
+def brute_force(path: str, ranks: list[int]) -> None:
+    """Batches against pulling, by brute force on one cache (module docstring)."""
+    print(f"## brute force, {os.path.basename(path)}: racing on, as run\n")
+    print(
+        "| ranks | the scheduler (simulated) | its batches, exact costs, two in flight, rank 0 after"
+        " | the same, rank 0 beside | pulled, no batches |"
+    )
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as workdir:
+        for n in ranks:
+            run = simulated_efficiency(path, workdir, n, None, True)
+            results = read(os.path.join(workdir, f"sim-{n}-None-True.h5")).results
+            cost = np.zeros(int(results["config_id"].max()) + 1)  # as raced in that run
+            cost[results["config_id"]] = results["compile_s"] + results["verify_s"] + results["benchmark_s"]
+            cells = [100 * run["efficiency"]]
+            for rank0_after in (True, False):
+                cells.append(100 * cost.sum() / (n * batches_s(cost, n, rank0_after)))
+            cells.append(100 * cost.sum() / (n * list_schedule_s(cost, n)))
+            print(f"| {n} | " + " | ".join(f"{c:.1f} %" for c in cells) + " |")
+    print()
+
+
+def batches_s(cost: np.ndarray, ranks: int, rank0_after: bool) -> float:
+    """The wall of brute force in the scheduler's batches (two of one per rank, dealt blind, then
+    ``PER_RANK_PREDICTABLE`` per rank dealt by the exact costs), two in flight."""
+    size = PER_RANK_PREDICTABLE * ranks
+    bounds = [0, ranks, 2 * ranks, *range(2 * ranks + size, len(cost), size), len(cost)]
+    free_s, gathered_s = np.zeros(ranks), [0.0, 0.0]
+    for k, (first, last) in enumerate(pairwise(bounds)):
+        ids = list(range(first, last))
+        chunks = deal(ids, ranks, k) if k < 2 else deal_by_cost(ids, cost[ids], ranks)
+        start_s = np.maximum(free_s, gathered_s[-2])
+        if rank0_after and k:  # rank 0 starts its chunk once it has recorded the batch before
+            start_s[0] = max(start_s[0], gathered_s[-1])
+        free_s = start_s + np.array([cost[chunk].sum() for chunk in chunks])
+        gathered_s.append(float(free_s.max()))
+    return gathered_s[-1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cache_dirs", nargs="+", help="one table per directory")
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--budgets", type=int, nargs="+", default=[50, 100, 200, 400])
+    parser.add_argument("--brute-force-ranks", type=int, nargs="*", default=[64, 256])
     args = parser.parse_args()
     args.budgets = sorted(args.budgets)
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
@@ -143,6 +195,13 @@ def main() -> None:
     started = time.perf_counter()
     for cache_dir in args.cache_dirs:
         table(cache_dir, args)
+    if args.brute_force_ranks:
+        first = [
+            p
+            for pattern in ("*.json", "*.json.gz", "*.h5")
+            for p in glob.glob(os.path.join(args.cache_dirs[0], pattern))
+        ]
+        brute_force(max(first, key=lambda p: len(durations(p))), args.brute_force_ranks)
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

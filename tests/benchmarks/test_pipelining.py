@@ -35,13 +35,12 @@ def test_refill_tells_as_results_come_and_keeps_each_rank_busy(pnpoly):
 
 def test_the_table_names_its_command_and_every_rule(pnpoly, tmp_path, capsys, monkeypatch):
     (tmp_path / pnpoly.name).symlink_to(pnpoly)
-    monkeypatch.setattr(
-        sys, "argv", ["pipelining.py", str(tmp_path), "--seeds", "1", "--ranks", "4", "--budgets", "16"]
-    )
+    args = [str(tmp_path), "--seeds", "1", "--ranks", "4", "--budgets", "16", "--brute-force-ranks", "4"]
+    monkeypatch.setattr(sys, "argv", ["pipelining.py", *args])
     pipelining.main()
     out = capsys.readouterr().out
     assert out.startswith("command: python pipelining.py ")
-    rows = [
-        line.split(" | ")[0].lstrip("| ") for line in out.splitlines() if line.startswith("| ") and "---" not in line
-    ]
-    assert rows == ["rule", *pipelining.RULES]
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row[0].lstrip("| ") for row in rows] == ["rule", *pipelining.RULES, "ranks", "4"]
+    efficiencies = [float(cell.strip(" |%")) for cell in rows[-1][1:]]  # the scheduler, exact costs (2), pulled
+    assert len(efficiencies) == 4 and all(0 < e <= 100 for e in efficiencies)
