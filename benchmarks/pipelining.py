@@ -12,8 +12,8 @@ evaluations on one rank, over all caches of a directory and in the worst one:
   flight (batch b goes out once batch b - 2 is recorded), dealt by predicted cost; rank 0
   records each batch after its own chunk of it, so it waits for the slowest rank every batch.
 - ``rank 0 beside``: the same, with rank 0 measuring its chunks beside its gathers, as a worker.
-- ``two per rank``: batches of two configurations per rank, rank 0 beside: chunks of two even
-  out better, and the strategy learns half as often.
+- ``two per rank``: what ``--batch-size`` of twice the ranks does today: batches of two
+  configurations per rank, which even out better, and the strategy learns half as often.
 - ``refill``: no batches. Each rank holds the configuration it measures and at most one more;
   whenever half the ranks hold no next one, rank 0 asks the strategy for one per such rank,
   knowing every result reported so far (told one by one as they come, not batch by batch), and
@@ -113,7 +113,7 @@ Rule = Callable[[Replay, str, int, list[int], int], Search]
 RULES: dict[str, Rule] = {
     "now": lambda c, n, s, b, r: replay(c, n, s, b, r),
     "rank 0 beside": lambda c, n, s, b, r: replay(c, n, s, b, r, rank0_after=False),
-    "two per rank": lambda c, n, s, b, r: replay(c, n, s, b, r, per_batch=2 * r, rank0_after=False),
+    "two per rank": lambda c, n, s, b, r: replay(c, n, s, b, r, per_batch=2 * r),
     "refill": refill,
 }
 

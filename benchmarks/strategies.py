@@ -109,9 +109,7 @@ class Search:
     ask_s: float  # seconds spent asking, per configuration asked
 
 
-def pipeline_wall_s(
-    cache: Replay, batches: list[list[int]], ranks: int, depth: int, rank0_after: bool = True
-) -> float:
+def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: int, rank0_after: bool = True) -> float:
     """Simulated wall time of a run that keeps ``depth`` batches in flight, as the scheduler does
     on more than one rank (depth 2): batch b is handed out when batch b - depth is gathered, so a
     rank that finishes its chunk early starts its next one at once instead of waiting for the
