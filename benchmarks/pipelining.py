@@ -35,7 +35,6 @@ there is of a slightly different search than a run of that budget would make.
 from __future__ import annotations
 
 import argparse
-import glob
 import heapq
 import os
 import shlex
@@ -46,8 +45,8 @@ from collections.abc import Callable
 from itertools import pairwise
 
 import numpy as np
-from replay_rounds import durations, list_schedule_s, simulated_efficiency
-from strategies import Replay, Search, replay
+from replay_rounds import list_schedule_s, simulated_efficiency
+from strategies import Replay, Search, cache_paths, replay
 
 from mpitune import strategies
 from mpitune.model.result import Result
@@ -118,16 +117,15 @@ RULES: dict[str, Rule] = {
 }
 
 
-def table(cache_dir: str, args: argparse.Namespace) -> None:
-    paths = sorted(
-        p for pattern in ("*.json", "*.json.gz", "*.h5") for p in glob.glob(os.path.join(cache_dir, pattern))
-    )
-    if not paths:
-        sys.exit(f"no caches in {cache_dir}")
+def table(cache_dir: str, args: argparse.Namespace) -> str:
+    """The table of one directory of caches; its largest cache (the most configurations)."""
+    paths = cache_paths(cache_dir)
     name = default_strategy(has_budget=True)
     runs: dict[str, list[list[Search]]] = {rule: [] for rule in RULES}
+    sizes = {}
     for path in paths:
         cache = Replay.load(path)
+        sizes[path] = len(cache.space)
         for rule, run in RULES.items():
             runs[rule].append([run(cache, name, seed, args.budgets, args.ranks) for seed in range(args.seeds)])
     print(f"## {cache_dir}: {name}, {len(paths)} caches\n")
@@ -140,6 +138,7 @@ def table(cache_dir: str, args: argparse.Namespace) -> None:
         worst = max(w / s for w, s in walls)
         print(f"| {rule} | " + " | ".join(f"{v:.3f}" for v in scores) + f" | {overall:.4f} | {worst:.4f} |")
     print()
+    return max(sizes, key=sizes.__getitem__)
 
 
 def brute_force(path: str, ranks: list[int]) -> None:
@@ -153,7 +152,7 @@ def brute_force(path: str, ranks: list[int]) -> None:
     with tempfile.TemporaryDirectory() as workdir:
         for n in ranks:
             run = simulated_efficiency(path, workdir, n, None, True)
-            results = read(os.path.join(workdir, f"sim-{n}-None-True.h5")).results
+            results = read(run["path"]).results
             cost = np.zeros(int(results["config_id"].max()) + 1)  # as raced in that run
             cost[results["config_id"]] = results["compile_s"] + results["verify_s"] + results["benchmark_s"]
             cells = [100 * run["efficiency"]]
@@ -193,15 +192,9 @@ def main() -> None:
     print("command: python " + " ".join(shlex.quote(a) for a in sys.argv))
     print(f"ranks: {args.ranks}, seeds 0..{args.seeds - 1}\n")
     started = time.perf_counter()
-    for cache_dir in args.cache_dirs:
-        table(cache_dir, args)
+    largest = [table(cache_dir, args) for cache_dir in args.cache_dirs]
     if args.brute_force_ranks:
-        first = [
-            p
-            for pattern in ("*.json", "*.json.gz", "*.h5")
-            for p in glob.glob(os.path.join(args.cache_dirs[0], pattern))
-        ]
-        brute_force(max(first, key=lambda p: len(durations(p))), args.brute_force_ranks)
+        brute_force(largest[0], args.brute_force_ranks)
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

@@ -67,7 +67,8 @@ def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int 
     serves its orders in turn with the replay backend on its own simulated clock, which catches
     up with rank 0's when the order went out, and rank 0's with the slowest rank's when it
     records a batch (rank 0 measures its own chunk of a batch, then waits for the batch).
-    Efficiency: sum of compile + verify + benchmark seconds / (ranks x simulated wall)."""
+    Efficiency: sum of compile + verify + benchmark seconds / (ranks x simulated wall); ``path``:
+    the replay's file."""
     out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}.h5")
     manager, cache, space = replay_manager(source, out, ranks, batch_size, "brute_force", None)
     if not by_cost:
@@ -80,7 +81,7 @@ def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int 
     busy_s = sum(result_cost_s(r) for r in cache.recorded())
     cache.close()
     wall_s = manager.clock.now()
-    return {"efficiency": busy_s / (ranks * wall_s), "wall_s": wall_s, "batches": manager.batch + 1}
+    return {"efficiency": busy_s / (ranks * wall_s), "wall_s": wall_s, "batches": manager.batch + 1, "path": out}
 
 
 def durations(source: str) -> np.ndarray:

@@ -203,13 +203,20 @@ def replay(
     return Search(scores, wall, float(sum(cache.cost_s[ids].sum() for ids in batches)), asking / max(handed, 1))
 
 
-def table(cache_dir: str, args: argparse.Namespace) -> None:
-    """The tables of one directory of caches: one per cache and the mean over them."""
+def cache_paths(cache_dir: str) -> list[str]:
+    """The measured caches of a directory (Kernel Tuner caches and mpitune files), sorted; exits
+    with a line naming the directory where there are none."""
     paths = sorted(
         p for pattern in ("*.json", "*.json.gz", "*.h5") for p in glob.glob(os.path.join(cache_dir, pattern))
     )
     if not paths:
         sys.exit(f"no caches in {cache_dir}")
+    return paths
+
+
+def table(cache_dir: str, args: argparse.Namespace) -> None:
+    """The tables of one directory of caches: one per cache and the mean over them."""
+    paths = cache_paths(cache_dir)
     print(f"## {cache_dir}\n")
     scores: dict[tuple[str, str, int], float] = {}
     ratios: dict[str, list[float]] = {name: [] for name in args.strategies}

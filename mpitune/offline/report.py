@@ -60,10 +60,7 @@ def _run_lines(s: Summary) -> list[str]:
         if r.command:
             lines.append(f"        {r.command}")
         for p in (p for p in s.prior if p.run == r.run):
-            lines.append(
-                f"        prior {p.path}: kernel {p.kernel_name or '-'} on {p.device or '-'}, problem size "
-                f"{json.dumps(p.problem_size)}; {p.matched} configurations matched on {', '.join(p.shared)}"
-            )
+            lines.append(f"        prior {p.describe()}")
     return lines
 
 

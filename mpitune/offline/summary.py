@@ -116,6 +116,13 @@ class RunPrior:
     matched: int
     sha256: str
 
+    def describe(self) -> str:
+        """The one wording of a prior, in ``report`` and on the HTML page."""
+        return (
+            f"{self.path}: kernel {self.kernel_name or '-'} on {self.device or '-'}, problem size "
+            f"{json.dumps(self.problem_size)}; {self.matched} configurations matched on {', '.join(self.shared)}"
+        )
+
 
 @dataclass(frozen=True)
 class Summary:

@@ -140,13 +140,13 @@ def read(path: str) -> CacheData:
                 observed=_rows(f, "observed", len(results), len(observed_names)),
                 observed_names=observed_names,
                 recorded_front=f["front"]["config_id"][...] if "front" in f and f["front"].shape[0] else None,
-                **{name: _decoded(f[name][...]) for name in _CONFIRMATION if name in f},
+                **{name: _decoded(f[name][...]) for name in _LATER_TABLES if name in f},
             )
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot read cache {path}: {exc}") from None
 
 
-_CONFIRMATION = ("retimed", "confirmed", "device_factors", "priors")  # tables files before them lack
+_LATER_TABLES = ("retimed", "confirmed", "device_factors", "priors")  # tables files before them lack
 
 
 def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:

@@ -48,14 +48,6 @@ SCRIPT = r"""
     return String(x);
   }
 
-  // As json.dumps writes it, so that the page says a problem size as ``report`` does.
-  function json(x) { return Array.isArray(x) ? "[" + x.map(json).join(", ") + "]" : JSON.stringify(x); }
-  // A prior a run started from (offline/summary.py's RunPrior), in the words of ``report``.
-  function prior(p) {
-    return p.path + ": kernel " + (p.kernel_name || "-") + " on " + (p.device || "-") + ", problem size " +
-           json(p.problem_size) + "; " + p.matched + " configurations matched on " + p.shared.join(", ");
-  }
-
   function header(s) {
     document.title = "mpitune: " + s.kernel;
     const h = document.getElementById("summary");
@@ -68,7 +60,8 @@ SCRIPT = r"""
       ["configurations", [count, " measured" + (s.space_size ? " of " + s.space_size : "") + ": " + s.ok +
                           " ok, failed: " + failed]],
       ["runs", s.runs + " on up to " + s.ranks + " rank(s); the newest is " + s.state],
-      ...s.priors.map((p) => ["prior (run " + p.run + ")", prior(p), {class: "prior", "data-matched": p.matched}]),
+      ...s.priors.map((p, i) => ["prior (run " + p.run + ")", s.prior_lines[i],
+                                 {class: "prior", "data-matched": p.matched}]),
       ["best", s.best === null ? "none yet" : fmt(s.best) + " (" + s.best_config + ")",
        {id: "best", "data-value": s.best}],
     ];

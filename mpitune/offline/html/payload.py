@@ -49,6 +49,7 @@ class Summary:
     best_config: str = ""
     confirmed: str = ""  # the confirmation's verdict, as ``report`` says it; empty without one
     priors: list[RunPrior] = field(default_factory=list)  # what each run's search started from, run by run
+    prior_lines: list[str] = field(default_factory=list)  # each as ``report`` says it (RunPrior.describe)
 
 
 @dataclass
@@ -88,6 +89,7 @@ def summary(v: View) -> Summary:
         ranks=int(runs["ranks"].max()) if len(runs) else 0,
         state=str(runs["status"].iloc[-1]) if len(runs) else "no run yet",
         priors=v.priors,
+        prior_lines=[p.describe() for p in v.priors],
     )
     if len(ranked):
         i = int(ranked[0])
