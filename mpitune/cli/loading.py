@@ -96,6 +96,7 @@ def overrides(args: argparse.Namespace) -> Overrides:
         seed=args.seed,
         cache_path=args.out,
         batch_size=args.batch_size,
+        schedule=args.schedule,
         compile_workers=args.compile_workers,
         stop_file=args.stop_file or "",
         allow_mixed_devices=args.allow_mixed_devices,

@@ -81,7 +81,10 @@ def tune_parser() -> argparse.ArgumentParser:
 
 
 def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
-    """The flags that override a search's strategy, budget and batching."""
+    """The flags that override a search's strategy, budget and batching. The run's records are
+    imported here, not above, as ``_strategies``: the offline verbs never need numpy."""
+    from mpitune.model.problem import Schedule
+
     p.add_argument(
         "--strategy", help="search strategy, one of those below (default: as the spec says, see docs/spec.md)"
     )
@@ -90,6 +93,13 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument(
         "--batch-size", type=int, help="configurations per round (default: see docs/performance.md, 'Batches')"
+    )
+    p.add_argument(
+        "--schedule",
+        choices=[s.value for s in Schedule],
+        help="how rank 0 hands out work on several ranks: batches (whole batches, the same search for a seed), "
+        "refill (each rank refilled as it runs short: busier ranks, but the search depends on timing) or auto "
+        "(the scheduler picks; default: the spec's schedule, else auto; see docs/performance.md, 'Refill')",
     )
     p.add_argument(
         "--compile-workers",
@@ -126,6 +136,13 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         action="store_true",
         help="take a prior whose kernel name differs from this run's (default: refuse it)",
     )
+    _guard_flags(p)
+    common(p)
+
+
+def _guard_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of what stops a run or guards it against a lost rank, a crash or mixed devices
+    (docs/reliability.md)."""
     p.add_argument(
         "--stop-file",
         metavar="PATH",
@@ -155,7 +172,6 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         action="store_true",
         help="run even when the ranks have different device models (their timings differ)",
     )
-    common(p)
 
 
 def replay_parser() -> argparse.ArgumentParser:

@@ -83,6 +83,7 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         compile_workers=settings.compile_workers if args.compile_workers is None else args.compile_workers,
         confirm=settings.confirm,
         calibrate=settings.calibrate,
+        schedule=settings.schedule.value,
     )
     rests_on = (
         f"{args.file}: {len(space)} configurations, costs of {filled.measured} from {where}, "

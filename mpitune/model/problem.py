@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -101,6 +102,16 @@ class Problem:
         )
 
 
+class Schedule(enum.Enum):
+    """How rank 0 hands out work on several ranks (docs/performance.md, "Refill"): whole batches
+    make the same search for a seed; refilling each rank as it runs short keeps the ranks busier,
+    but what the strategy knew at each ask then depends on timing."""
+
+    AUTO = "auto"  # the scheduler decides: refill on several ranks with a strategy that learns from every result
+    BATCHES = "batches"  # one chunk per rank per batch, the strategy told batch by batch: reproducible for a seed
+    REFILL = "refill"  # each rank holds its configuration and at most one more, refilled as results arrive
+
+
 @dataclass
 class RunSettings:
     """How to search: strategy, budget, cache and batching. Overridable from the command line."""
@@ -112,6 +123,7 @@ class RunSettings:
     seed: int = 0
     cache_path: str = ""
     batch_size: int | None = None
+    schedule: Schedule = Schedule.AUTO  # batches or refill on several ranks
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
     # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.

@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     # mpitune's own: compare the ranks' devices during the search, and when to flag one (docs/spec.md).
     "calibrate": True,
     "device_margin": 0.02,
+    # mpitune's own: how rank 0 hands out work on several ranks, a Schedule's value (docs/spec.md).
+    "schedule": "auto",
     # mpitune's own: measurements made elsewhere that the search starts from (docs/strategies.md).
     "prior": None,
     "prior_any_kernel": False,

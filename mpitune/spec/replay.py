@@ -14,11 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from mpitune.model.problem import Problem, RunSettings
+from mpitune.model.problem import Problem, RunSettings, Schedule
 from mpitune.model.timeline import RecordedRun
 from mpitune.spec import fields, metrics
 from mpitune.spec.checker import Checker
-from mpitune.spec.settings import Overrides, SearchFields, run_settings
+from mpitune.spec.settings import Overrides, SearchFields, run_settings, schedule_setting
 
 
 class _Timed(Protocol):
@@ -58,11 +58,13 @@ def replay_problem(
     racing: Any = None,
     device_bias: Sequence[float] = (),
     device_bias_sd: float | None = None,
+    schedule: Any = Schedule.AUTO.value,
 ) -> tuple[Problem, RunSettings]:
     """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5.
     ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``).
     ``racing`` None: as the data's run raced (an mpitune file that raced races as recorded, one
-    that did not is not raced; a Kernel Tuner cache is raced by the default rule)."""
+    that did not is not raced; a Kernel Tuner cache is raced by the default rule). ``schedule``:
+    a spec's (``--schedule`` in ``overrides`` wins)."""
     check = Checker(data.source)
     factors, spread = _bias(check, device_bias, device_bias_sd)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
@@ -91,6 +93,7 @@ def replay_problem(
         strategy_options=strategy_options,
         cache=overrides.cache_path or f"{name}.replay.h5",
         racing=_as_recorded(data.recorded) if racing is None else racing,
+        schedule=schedule,
     )
     settings = run_settings(check, search, overrides)
     problem.replay_seed = settings.seed  # the workers draw with it: they never see the settings
@@ -143,6 +146,7 @@ def simulation(
         spec["strategy"],
         spec["strategy_options"],
         spec["racing"],
+        schedule=schedule_setting(check, spec["schedule"]).value,  # a bad one named in the spec, not the data
     )
     problem.spec_path = check.path
     problem.restrictions = fields.restrictions(check, spec["restrictions"], list(problem.tune_params))

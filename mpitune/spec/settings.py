@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mpitune import strategies
-from mpitune.model.problem import RunSettings
+from mpitune.model.problem import RunSettings, Schedule
 from mpitune.model.racing import RaceRule
 from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES
 from mpitune.spec.checker import Checker
@@ -43,6 +43,7 @@ class Overrides:
     racing: bool | str | None = None  # True, False or a RaceRule's value
     confirm: bool | int | None = None  # True, False or a number of candidates
     calibrate: bool | None = None
+    schedule: str | None = None  # a Schedule's value
     rank_deadline_floor_s: float | None = None
     prior: tuple[str, ...] = ()  # added to the spec's, relative to the working directory
     prior_any_kernel: bool = False
@@ -61,6 +62,7 @@ class SearchFields:
     confirm: Any = True
     calibrate: Any = True
     device_margin: Any = 0.02
+    schedule: Any = Schedule.AUTO.value
 
     @classmethod
     def of(cls, spec: dict[str, Any]) -> SearchFields:
@@ -74,6 +76,7 @@ class SearchFields:
             confirm=spec["confirm"],
             calibrate=spec["calibrate"],
             device_margin=spec["device_margin"],
+            schedule=spec["schedule"],
         )
 
 
@@ -139,6 +142,7 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
         settings.time_limit_s = check.number("time_limit", budget["time_limit"])
     if budget.get("seed") is not None:
         settings.seed = check.int_("seed", budget["seed"], 0)
+    settings.schedule = schedule_setting(check, fields.schedule if overrides.schedule is None else overrides.schedule)
     settings.stop_file = overrides.stop_file
     settings.allow_mixed_devices = overrides.allow_mixed_devices
     if overrides.batch_size is not None:
@@ -204,6 +208,14 @@ def confirm_setting(check: Checker, confirm: Any) -> int:
     if isinstance(confirm, int) and 0 <= confirm <= MOST_CANDIDATES:
         return confirm
     check.fail("confirm", f"must be True, False or a number of candidates from 0 to {MOST_CANDIDATES}, got {confirm!r}")
+
+
+def schedule_setting(check: Checker, schedule: Any) -> Schedule:
+    """How rank 0 hands out work, by a Schedule's value; the line for a bad one names them all."""
+    values = {s.value: s for s in Schedule}
+    if not isinstance(schedule, str) or schedule not in values:
+        check.fail("schedule", f"must be one of {', '.join(map(repr, values))}, got {schedule!r}")
+    return values[schedule]
 
 
 def cache_path(check: Checker, cache: str | Path) -> str:

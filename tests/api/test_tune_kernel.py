@@ -15,7 +15,13 @@ import pytest
 from conftest import SCALE_C, heavy_imports, mpi_env, report_json, scale_prior
 
 import mpitune
+from mpitune.api import job
+from mpitune.api.names import spec_names
+from mpitune.api.tune import ORIGIN
 from mpitune.errors import SpecError
+from mpitune.model.problem import Schedule
+from mpitune.spec.load import load_names, load_spec
+from mpitune.spec.settings import Overrides
 
 # y = 2 * x; MODE 1 does not compile and MODE 2 computes 3 * x (a wrong answer).
 PROBLEM = """
@@ -162,6 +168,7 @@ def args(**keywords):
         ({"atol": "small"}, "tune_kernel: atol: must be a number, got str 'small'"),
         ({"ranks": 0}, "tune_kernel: ranks: must be a whole number of ranks, at least 1, got 0"),
         ({"cache": "kt.json"}, "tune_kernel: cache: 'kt.json' is a Kernel Tuner JSON cache"),
+        ({"schedule": "eager"}, "tune_kernel: schedule: must be one of 'auto', 'batches', 'refill', got 'eager'"),
         (
             {"ranks": 2, "metrics": {"GB/s": lambda p: 1.0}},
             "tune_kernel: metrics: metrics['GB/s'] is a function, which cannot be sent to the ranks of an MPI job",
@@ -175,6 +182,19 @@ def test_a_bad_argument_is_one_error_naming_it(keywords, message):
         mpitune.tune_kernel(*positional, **keywords)
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("schedule", list(Schedule))
+def test_the_schedule_reaches_the_run_settings_here_and_in_a_job_s_spec(tmp_path, schedule):
+    """As ``tune_kernel`` loads its keywords for one rank, and as the job of several loads the
+    spec it writes of them."""
+    positional, keywords = args(schedule=schedule.value)
+    names = spec_names(*positional, keywords)
+    here = Overrides(cache_path=str(tmp_path / "out.h5"))
+    problem, settings = load_names(names, ORIGIN, str(tmp_path), here, strict=True)
+    assert settings.schedule is schedule
+    spec = job.write_spec(str(tmp_path), names, problem, ORIGIN)
+    assert load_spec(spec)[1].schedule is schedule
 
 
 def test_the_api_imports_neither_mpi_nor_cupy():

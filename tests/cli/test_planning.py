@@ -9,6 +9,9 @@ import pytest
 from conftest import kt_cache, report_json, write_scale_spec
 
 from mpitune.cli import main
+from mpitune.cli.plan_basis import basis
+from mpitune.cli.planning import parser
+from mpitune.model.problem import Schedule
 from mpitune.scheduling.loop import tune
 from mpitune.scheduling.transport import LocalTransport
 from mpitune.spec.replay import replay_problem
@@ -114,3 +117,13 @@ def test_plan_from_a_spec_with_a_prior_predicts_what_it_did_not_measure(tmp_path
     lacking.write_text(json.dumps({"tune_params": {"STEP": [1]}, "cache": {"1": {"STEP": 1, "time": 1.0}}}))
     assert main(["plan", str(spec), "--prior", str(lacking)]) == 2
     assert "has no parameter MODE of the spec's: not the same kernel" in capsys.readouterr().err
+
+
+def test_plan_from_a_spec_replays_with_its_settings(tmp_path):
+    """Its schedule, confirmation and calibration reach each replay as the spec sets them."""
+    extra = "confirm = False\ncalibrate = False\nschedule = 'batches'\n"
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8], "MODE": [0]}', extra=extra)
+    prior = _prior(tmp_path / "prior.json", [1, 2, 4])
+    rests = basis(parser().parse_args([str(spec), "--prior", prior]), str(tmp_path))
+    _, settings = replay_problem(rests.data, rests.given, rests.strategy, rests.strategy_options, rests.racing)
+    assert (settings.schedule, settings.confirm, settings.calibrate) == (Schedule.BATCHES, 0, False)

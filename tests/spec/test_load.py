@@ -9,6 +9,7 @@ import pytest
 from conftest import heavy_imports, mpirun, write_scale_spec
 
 from mpitune.errors import SpecError
+from mpitune.model.problem import Schedule
 from mpitune.model.racing import RaceRule
 from mpitune.spec.load import load_spec
 from mpitune.spec.settings import Overrides
@@ -148,6 +149,8 @@ BROKEN = [
     ("objective_higher_is_better = 'yes'\n", "objective_higher_is_better", "True or False"),
     ("racing = 'fast'\n", "racing", "'first', 'majority', 'spread'"),
     ("confirm = 17\n", "confirm", "from 0 to 16, got 17"),
+    ("schedule = 'eager'\n", "schedule", "must be one of 'auto', 'batches', 'refill', got 'eager'"),
+    ("schedule = True\n", "schedule", "must be one of 'auto', 'batches', 'refill', got True"),
     ("confirm = -1\n", "confirm", "number of candidates"),
     ("confirm = 'yes'\n", "confirm", "True, False or a number"),
     ("compiler_options = '-O2'\n", "compiler_options", "list of strings"),
@@ -289,6 +292,22 @@ def test_racing_is_on_the_first_launch_by_default_and_takes_a_rule(tmp_path, wri
     assert (settings.racing, settings.race_rule) == (on, rule)
     _, given = load_spec(str(write(tmp_path, GOOD + written)), Overrides(racing="majority"))
     assert (given.racing, given.race_rule) == (True, RaceRule.MAJORITY)  # the command line wins
+
+
+@pytest.mark.parametrize(
+    "written,schedule",
+    [
+        ("", Schedule.AUTO),
+        ("schedule = 'auto'\n", Schedule.AUTO),
+        ("schedule = 'batches'\n", Schedule.BATCHES),
+        ("schedule = 'refill'\n", Schedule.REFILL),
+    ],
+)
+def test_the_schedule_is_the_scheduler_s_choice_by_default_and_the_command_line_wins(tmp_path, written, schedule):
+    _, settings = load_spec(str(write(tmp_path, GOOD + written)))
+    assert settings.schedule is schedule
+    _, given = load_spec(str(write(tmp_path, GOOD + written)), Overrides(schedule="batches"))
+    assert given.schedule is Schedule.BATCHES
 
 
 def test_priors_are_the_spec_s_relative_to_its_folder_then_the_command_line_s_each_once(tmp_path, monkeypatch):

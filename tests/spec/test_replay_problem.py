@@ -9,6 +9,7 @@ import pytest
 from conftest import kt_cache
 
 from mpitune.errors import SpecError
+from mpitune.model.problem import Schedule
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
@@ -47,6 +48,20 @@ def test_a_simulation_mode_spec_replays_its_cache(tmp_path, monkeypatch):
     assert settings.cache_path == str(tmp_path / "sim.replay.h5")
     _, settings = load_spec(str(spec), Overrides(cache_path="out.h5", strategy="brute_force"), measured.load)
     assert settings.cache_path == str(tmp_path / "out.h5") and settings.strategy == "brute_force"
+
+
+def test_a_simulation_mode_spec_s_schedule_holds_unless_the_command_line_says_otherwise(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    kt_cache(str(tmp_path / "measured.json"))
+    spec = tmp_path / "sim.py"
+    spec.write_text(SIMULATION + "schedule = 'refill'\n")
+    assert load_spec(str(spec), Overrides(), measured.load)[1].schedule is Schedule.REFILL
+    assert load_spec(str(spec), Overrides(schedule="batches"), measured.load)[1].schedule is Schedule.BATCHES
+    assert replay_problem(measured.load("measured.json"), Overrides())[1].schedule is Schedule.AUTO
+    spec.write_text(SIMULATION + "schedule = 'eager'\n")  # named in the spec, not in the data it replays
+    bad = "must be one of 'auto', 'batches', 'refill', got 'eager'"
+    with pytest.raises(SpecError, match=f"^{spec}: schedule: {bad}$"):
+        load_spec(str(spec), Overrides(), measured.load)
 
 
 def test_a_simulation_mode_spec_names_its_missing_cache(tmp_path):
