@@ -81,8 +81,9 @@ def tune_parser() -> argparse.ArgumentParser:
 
 
 def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
-    """The flags that override a search's strategy, budget and batching. The run's records are
-    imported here, not above, as ``_strategies``: the offline verbs never need numpy."""
+    """The flags that override a search's strategy, budget and batching. ``Schedule`` is imported
+    here, not above, as the strategies are in ``_strategies``: it loads numpy, which the offline
+    verbs never need."""
     from mpitune.model.problem import Schedule
 
     p.add_argument(
