@@ -14,9 +14,9 @@ import numpy as np
 
 # The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
 # 2: results gained launches and raced, the file its asks (asked, searches); 3: the ranks' devices
-# compared (retimed, confirmed, device_factors); 4: the priors each run started from (priors).
-# Older versions read.
-SCHEMA_VERSION = 4
+# compared (retimed, confirmed, device_factors); 4: the priors each run started from (priors); 5: what
+# was told before each ask (told). Older versions read.
+SCHEMA_VERSION = 5
 SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
 ITERATIONS = "iterations"
@@ -95,6 +95,14 @@ ASKED_COLUMNS: tuple[Column, ...] = (
     Column("batch", "i8", "which batch: the ask that made it"),
     Column("requested", "i8", "how many ids the strategy was asked for"),
     Column("config_id", "i8", "an id it answered, in its order"),
+)
+# Where an ask did not follow the batch rule (batch b asked once batch b - depth was told, from the
+# run's rank count) but came whenever ranks wanted work, one row per ask: how many of the run's
+# results rows (told in row order, one report at a time) the strategy knew when it was asked.
+TOLD_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("batch", "i8", "which batch: the ask that made it"),
+    Column("rows", "i8", "results rows of this run told to the strategy before the ask"),
 )
 SEARCH_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run; a killed run has no row"),
@@ -198,6 +206,7 @@ RUNS_DTYPE = dtype(RUN_COLUMNS)
 IN_FLIGHT_DTYPE = dtype(IN_FLIGHT_COLUMNS)
 RANKS_DTYPE = dtype(RANK_COLUMNS)
 ASKED_DTYPE = dtype(ASKED_COLUMNS)
+TOLD_DTYPE = dtype(TOLD_COLUMNS)
 SEARCH_DTYPE = dtype(SEARCH_COLUMNS)
 PRIOR_DTYPE = dtype(PRIOR_COLUMNS)
 FRONT_DTYPE = dtype(FRONT_COLUMNS)

@@ -4,7 +4,9 @@ The file keeps every ask (its size and the ids answered, in order) and the resul
 order they were told, so a fresh strategy with the same seed and options, asked and told the
 same again, is in the state the stopped run left: strategies are deterministic for a seed and
 a sequence of asks and tells. A run on several ranks asked for batch b once batch b - depth
-was told (``batching.pipeline_depth`` of its ranks), and is replayed in that order. Nothing
+was told (``batching.pipeline_depth`` of its ranks), and is replayed in that order; a run that
+asked whenever ranks wanted work records with each ask how many of its results rows had been
+told (``Ask.told``), and is replayed by those counts, one tell per report. Nothing
 executable is stored, so no file can make a resume run code. A rebuilt strategy that asks
 otherwise than the file says (another version of mpitune, a changed metric) is not trusted:
 the run starts afresh, knowing everything the file holds.
@@ -28,7 +30,7 @@ from mpitune.model.prior import Prior
 from mpitune.model.problem import RunSettings
 from mpitune.model.result import Scored
 from mpitune.scheduling.batching import pipeline_depth
-from mpitune.store.history import History, search_digest
+from mpitune.store.history import Ask, History, search_digest
 from mpitune.strategies.base import Strategy
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ def rebuild(
     run's first batches go out (``Manager.fill``). A stopped run on several ranks told the
     batch in flight at its stop before any further ask, where an uninterrupted run would have
     asked for one more batch first: held back, they keep the resumed search the one an
-    uninterrupted run makes."""
+    uninterrupted run makes (a run that recorded what was told before each ask holds none)."""
     chain = runs_to_replay(history, key)
     strategy = fresh()
     held: list[list[Scored]] = []
@@ -101,33 +103,92 @@ def _replay(
     """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks and the
     batches of the last run to hold back (see ``rebuild``), or None (with a warning) as soon
     as it answers an ask otherwise than recorded."""
-    rows: dict[tuple[int, int], list[Scored]] = defaultdict(list)
-    for result, run, batch in zip(known, history.row_runs, history.row_batches):
-        rows[int(run), int(batch)].append(result)
     replayed = 0
     held: list[list[Scored]] = []
     for run in chain:
         strategy.tell(
             [r for r, row_run in zip(known, history.row_runs) if row_run < run and r.config_id not in strategy.seen]
         )
-        depth = pipeline_depth(history.ranks.get(run, 1))
         asks = [a for a in history.asks if a.run == run]
-        untold = deque(a.batch for a in asks)  # asked, not yet told
-        for ask in asks:
-            while untold and untold[0] <= ask.batch - depth:
-                strategy.tell(rows[run, untold.popleft()])
-            answer = strategy.ask(ask.requested)
-            if tuple(answer) != ask.ids:
-                log.warning(
-                    "the recorded search does not replay (batch %d of run %d asked otherwise); "
-                    "starting the strategy afresh from the cache",
-                    ask.batch,
-                    run,
-                )
-                return None
-            replayed += 1
-        keep = depth - 1 if run == chain[-1] else 0
-        while len(untold) > keep:
-            strategy.tell(rows[run, untold.popleft()])
-        held = [rows[run, batch] for batch in untold]
+        mine = [  # this run's rows: (batch, rank, result)
+            (int(batch), int(rank), result)
+            for result, row_run, batch, rank in zip(known, history.row_runs, history.row_batches, history.row_ranks)
+            if row_run == run
+        ]
+        if any(a.told is not None for a in asks):
+            count, held = _replay_told(strategy, run, asks, mine), []
+        else:
+            count, held = _replay_batches(strategy, asks, mine, history.ranks.get(run, 1), run == chain[-1])
+        if count is None:
+            return None
+        replayed += count
     return replayed, held
+
+
+def _replay_batches(
+    strategy: Strategy, asks: list[Ask], mine: list[tuple[int, int, Scored]], ranks: int, last: bool
+) -> tuple[int | None, list[list[Scored]]]:
+    """A run's asks by the batch rule: batch b asked once batch b - depth was told (whole);
+    what is left told after them, but for the last run of the chain the batches in flight at its
+    stop, held back (``rebuild``)."""
+    rows: dict[int, list[Scored]] = defaultdict(list)
+    for batch, _, result in mine:
+        rows[batch].append(result)
+    depth = pipeline_depth(ranks)
+    untold = deque(a.batch for a in asks)  # asked, not yet told
+    for ask in asks:
+        while untold and untold[0] <= ask.batch - depth:
+            strategy.tell(rows[untold.popleft()])
+        if not _asks_as_recorded(strategy, ask):
+            return None, []
+    keep = depth - 1 if last else 0
+    while len(untold) > keep:
+        strategy.tell(rows[untold.popleft()])
+    return len(asks), [rows[batch] for batch in untold]
+
+
+def _replay_told(strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]]) -> int | None:
+    """The asks of run ``run`` as their ``told`` counts say: before each, the run's rows up to that count,
+    one tell per report; after the last, the rest (a run that handed out work as ranks wanted it
+    has no batches to hold back)."""
+    if any(a.told is None for a in asks):
+        log.warning(
+            "the recorded search does not replay (run %d records what was told before some of its asks only); "
+            "starting the strategy afresh from the cache",
+            run,
+        )
+        return None
+    at = 0
+    for ask in asks:
+        at = _tell_reports(strategy, mine, at, ask.told or 0)
+        if not _asks_as_recorded(strategy, ask):
+            return None
+    _tell_reports(strategy, mine, at, len(mine))
+    return len(asks)
+
+
+def _tell_reports(strategy: Strategy, mine: list[tuple[int, int, Scored]], start: int, end: int) -> int:
+    """Tell rows ``start`` to ``end`` of ``mine``, one call per report (consecutive rows of one
+    batch and rank), as rank 0 told them; where it has got to."""
+    end = min(end, len(mine))
+    while start < end:
+        stop = start + 1
+        while stop < end and mine[stop][:2] == mine[start][:2]:
+            stop += 1
+        strategy.tell([result for _, _, result in mine[start:stop]])
+        start = stop
+    return start
+
+
+def _asks_as_recorded(strategy: Strategy, ask: Ask) -> bool:
+    """Whether ``strategy`` answers ``ask`` as recorded; if not, a warning says the search is
+    started afresh."""
+    if tuple(strategy.ask(ask.requested)) == ask.ids:
+        return True
+    log.warning(
+        "the recorded search does not replay (batch %d of run %d asked otherwise); "
+        "starting the strategy afresh from the cache",
+        ask.batch,
+        ask.run,
+    )
+    return False

@@ -31,7 +31,6 @@ from mpitune.model.pareto import front_rows
 from mpitune.model.prior import PriorSource
 from mpitune.model.result import Result, Scored, Status
 from mpitune.model.schema import (
-    ASKED_DTYPE,
     FRONT_DTYPE,
     IN_FLIGHT_DTYPE,
     LONG_TEXT,
@@ -47,7 +46,7 @@ from mpitune.model.work import Launch
 from mpitune.store import devices
 from mpitune.store.custody import Custody, CustodyLost, Kept, Loss, let_go
 from mpitune.store.files import claim_temporary, create_hdf5, discard
-from mpitune.store.history import History, prior_rows, read_history, search_digest
+from mpitune.store.history import History, ask_rows, prior_rows, read_history, search_digest
 from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
 from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
@@ -277,15 +276,18 @@ class Cache:
             self._kept.replace("in_flight", held[held["batch"] != done_batch] if done_batch is not None else held[:0])
             self._kept.append("timeline", self._phase_rows(phases))
 
-    def hand_out(self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int]) -> None:
+    def hand_out(
+        self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int], told: int | None = None
+    ) -> None:
         """Record which rank holds which configurations until their results are appended, so
         that after a crash the file says what was lost and where (beside the batch still in
         flight before it, if any); and the ask that made the batch (``asked``, in the
-        strategy's order, for ``requested`` ids), which a resumed run replays to rebuild its
-        strategy."""
+        strategy's order, for ``requested`` ids, once ``told`` of this run's results rows were
+        told; None: as the batch rule says), which a resumed run replays to rebuild its strategy."""
         with self._writing():
             self._hold(batch, list(enumerate(chunks)))
-            self._kept.append("asked", np.array([(self.run, batch, requested, i) for i in asked], dtype=ASKED_DTYPE))
+            for name, rows in ask_rows(self.run, batch, requested, asked, told).items():
+                self._kept.append(name, rows)
 
     def still_in_flight(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
         """Record again, after ``append`` of the batch cleared its record, the chunks (rank, ids)

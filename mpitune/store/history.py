@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from mpitune.model.prior import PriorSource
-from mpitune.model.schema import LONG_TEXT, NAME_TEXT, PRIOR_DTYPE
+from mpitune.model.schema import ASKED_DTYPE, LONG_TEXT, NAME_TEXT, PRIOR_DTYPE, TOLD_DTYPE
 from mpitune.store.layout import text
 
 
@@ -27,12 +27,15 @@ def search_digest(key: str) -> str:
 
 @dataclass(frozen=True)
 class Ask:
-    """One ``strategy.ask(requested)`` that made batch ``batch`` of run ``run``, and what it answered."""
+    """One ``strategy.ask(requested)`` that made batch ``batch`` of run ``run``, and what it
+    answered; ``told``: how many of the run's results rows the strategy had been told when it was
+    asked, or None where the batch rule says it (``History.ranks``)."""
 
     run: int
     batch: int
     requested: int
     ids: tuple[int, ...]
+    told: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,14 +50,16 @@ class SearchEnd:
 
 @dataclass(frozen=True)
 class History:
-    """``row_runs`` and ``row_batches``: the run and batch of every results row, in row order;
-    ``ranks``: how many ranks each run had, which says how its asks and tells interleaved
-    (scheduling/batching.py, ``pipeline_depth``)."""
+    """``row_runs``, ``row_batches`` and ``row_ranks``: the run, batch and rank of every results
+    row, in row order (consecutive rows of one batch and rank are one report, told at once);
+    ``ranks``: how many ranks each run had, which says how its asks and tells interleaved where
+    the asks do not record it (scheduling/batching.py, ``pipeline_depth``)."""
 
     asks: list[Ask]
     ends: list[SearchEnd]
     row_runs: np.ndarray
     row_batches: np.ndarray
+    row_ranks: np.ndarray
     ranks: dict[int, int]
     priors: dict[int, tuple[str, ...]] = field(default_factory=dict)  # each run's priors' digests, in order
 
@@ -76,9 +81,20 @@ def prior_rows(run: int, sources: Sequence[PriorSource]) -> np.ndarray:
     return rows
 
 
+def ask_rows(run: int, batch: int, requested: int, ids: Sequence[int], told: int | None) -> dict[str, np.ndarray]:
+    """The rows one ask adds, by dataset: ``asked``, one per id answered, and ``told`` unless
+    ``told`` is None (the batch rule says what was told, and nothing is written)."""
+    rows = {"asked": np.array([(run, batch, requested, i) for i in ids], dtype=ASKED_DTYPE)}
+    if told is not None:
+        rows["told"] = np.array([(run, batch, told)], dtype=TOLD_DTYPE)
+    return rows
+
+
 def read_history(f: h5py.File) -> History:
-    """Everything recorded; empty lists for a file written before the history existed."""
+    """Everything recorded; empty lists for a file written before the history existed, and asks
+    without ``told`` where the file has no row of it (written before it existed, or by the batch rule)."""
     asks: list[Ask] = []
+    told = {(int(r["run"]), int(r["batch"])): int(r["rows"]) for r in (f["told"][...] if "told" in f else [])}
     if "asked" in f and len(f["asked"]):
         rows = f["asked"][...]
         keys = rows[["run", "batch"]]
@@ -91,6 +107,7 @@ def read_history(f: h5py.File) -> History:
                     int(head["batch"]),
                     int(head["requested"]),
                     tuple(int(i) for i in rows["config_id"][start:end]),
+                    told.get((int(head["run"]), int(head["batch"]))),
                 )
             )
     ends = [
@@ -103,4 +120,5 @@ def read_history(f: h5py.File) -> History:
     priors: dict[int, tuple[str, ...]] = {}
     for row in f["priors"][...] if "priors" in f else []:
         priors[int(row["run"])] = (*priors.get(int(row["run"]), ()), row["sha256"].decode(errors="replace"))
-    return History(asks, ends, results.fields("run")[...], results.fields("batch")[...], ranks, priors)
+    row_runs, row_batches, row_ranks = (results.fields(name)[...] for name in ("run", "batch", "rank"))
+    return History(asks, ends, row_runs, row_batches, row_ranks, ranks, priors)

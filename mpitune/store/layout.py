@@ -25,11 +25,12 @@ _CHUNK_ROWS = 256
 _CHUNK_BYTES = 64 << 10
 # The tables beside results, one row per phase, run or rank.
 _TABLES = {"timeline": schema.TIMELINE_DTYPE, "runs": schema.RUNS_DTYPE, "ranks": schema.RANKS_DTYPE}
-# The search's history (see schema.ASKED_COLUMNS), the priors it started from (schema.PRIOR_COLUMNS)
+# The search's history (see schema.ASKED_COLUMNS and TOLD_COLUMNS), the priors it started from (schema.PRIOR_COLUMNS)
 # and its devices compared (schema.RETIMED_COLUMNS); files written before them lack them until a
 # run adds them.
 HISTORY = {
     "asked": schema.ASKED_DTYPE,
+    "told": schema.TOLD_DTYPE,
     "searches": schema.SEARCH_DTYPE,
     "priors": schema.PRIOR_DTYPE,
     "retimed": schema.RETIMED_DTYPE,

@@ -110,16 +110,18 @@ def test_a_missing_file_is_no_such_file_not_damaged(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().err == f"mpitune: error: {tmp_path}: is a directory, not a results file\n"
 
 
-def test_salvage_keeps_the_priors_and_the_devices_compared(tmp_path, capsys):
+def test_salvage_keeps_the_priors_the_history_and_the_devices_compared(tmp_path, capsys):
     """A flipped byte in the timeline's chunk costs its rows; every other table is copied whole
     into the salvaged file: the priors, so that a resume still knows what its search started from,
-    and the devices compared (the calibration's launches and factors)."""
+    the search's history (the asks and what was told before each), and the devices compared (the
+    calibration's launches and factors)."""
     path = tmp_path / "c.h5"
     first = PriorSource("/a/kt.json", "k", "Other GPU", "[4096]", ("bs", "kind"), 6, "a" * 64)
     second = PriorSource("/b/more.h5", "k_v1", "Third GPU", '["n", 2]', ("f",), 4, "b" * 64)
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     for run, priors in enumerate(((first, second), (second,))):
         cache.start_run(info(priors=priors), ["h"], ["d"], [1])
+        cache.hand_out(0, [[run]], requested=1, asked=[run], told=0)
         phases = [(0, PhaseRow(0, run, "benchmark", 0.0, 1.0))]
         append(
             cache,
@@ -131,8 +133,8 @@ def test_salvage_keeps_the_priors_and_the_devices_compared(tmp_path, capsys):
         cache.finish_run(1.0, "finished", 1)
     cache.close()
     with h5py.File(path, "r") as f:
-        tables = {name: f[name][...] for name in ("retimed", "device_factors")}
-        assert [len(t) for t in tables.values()] == [2, 2]
+        tables = {name: f[name][...] for name in ("retimed", "device_factors", "asked", "told")}
+        assert [len(t) for t in tables.values()] == [2, 2, 2, 2]
         chunk = f["timeline"].id.get_chunk_info(0)
     before = read(str(path)).priors
     assert [(int(r["run"]), str(r["path"])) for r in before] == [

@@ -143,12 +143,15 @@ PRIORS_V4 = np.dtype(
     ]
 )
 
+# Version 5: one row per ask made whenever ranks wanted work, how many of its run's rows were told before it.
+TOLD_V5 = np.dtype([("run", "<i4"), ("batch", "<i8"), ("rows", "<i8")])
 
-def test_the_store_writes_the_dtypes_of_schema_version_4(tmp_path):
+
+def test_the_store_writes_the_dtypes_of_schema_version_5(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), replace(IDENTITY, observed_names=("power_w",)), PARAMS, iterations=3)
     cache.start_run(info(), ["h"], ["d"], [1])
-    cache.hand_out(0, [[0]], requested=1, asked=[0])
+    cache.hand_out(0, [[0]], requested=1, asked=[0], told=0)
     append(
         cache,
         [Result(0, "ok", time_ms=1.0, times_ms=[1.0], observed={"power_w": 5.0}, rank=0)],
@@ -157,14 +160,15 @@ def test_the_store_writes_the_dtypes_of_schema_version_4(tmp_path):
     )
     cache.close()
     with h5py.File(path, "r") as f:
-        assert f.attrs["schema_version"] == 4
-        for name, dtype in {**V1, "results": RESULTS_V3, **CONFIRMATION_V3, "priors": PRIORS_V4}.items():
+        assert f.attrs["schema_version"] == 5
+        tables = {**V1, "results": RESULTS_V3, **CONFIRMATION_V3, "priors": PRIORS_V4, "told": TOLD_V5}
+        for name, dtype in tables.items():
             assert f[name].dtype == dtype, name
             assert f[name].dtype.itemsize == dtype.itemsize
         assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)
         assert "strategy_state" not in f and "strategy_key" not in f  # nothing executable is stored
-        assert f["asked"][...].tolist() == [(0, 0, 1, 0)]
-        assert all(f[name].fletcher32 for name in (*V1, "observed", "asked", "searches"))
+        assert f["asked"][...].tolist() == [(0, 0, 1, 0)] and f["told"][...].tolist() == [(0, 0, 0)]
+        assert all(f[name].fletcher32 for name in (*V1, "observed", "asked", "told", "searches"))
         assert "metrics" not in f  # no metrics: no dataset, as before
 
 
@@ -205,7 +209,7 @@ def test_a_file_laid_out_by_hand_as_version_1_reads_and_resumes(tmp_path):
     cache.close()
     with h5py.File(path, "r") as f:  # resuming keeps the file's layout; the history was added
         assert f["results"].dtype == RESULTS_V1
-        assert "asked" in f and "searches" in f and not f["results"].fletcher32
+        assert "asked" in f and "told" in f and "searches" in f and not f["results"].fletcher32
     data = read(str(path))
     assert data.results["config_id"].tolist() == [7, 3]
     assert data.results["launches"].tolist() == [3, 2] and data.results["raced"].tolist() == [0, 0]
