@@ -21,7 +21,7 @@ import os
 import socket
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -248,6 +248,52 @@ class MpiTransport:
         # Every worker answered, so it took its order: those sends are complete.
         self._sending = [r for r in self._sending if not r.Test()]
         return [received[r] for r in range(self.size)]
+
+    def send(self, rank: int, value: Any) -> None:
+        self._sending = [r for r in self._sending if not r.Test()]
+        try:
+            self._sending.append(self.comm.isend(value, dest=rank, tag=_ORDER_TAG))
+        except MPI.Exception as exc:  # a peer MPI knows is gone: the next receive names it
+            self._unreachable[rank] = _error_text(exc)
+
+    def receive(self, due: Mapping[int, float], wait: bool = True) -> tuple[int, Any] | None:
+        for rank, early in self._early.items():
+            if early and rank in due:
+                return rank, early.popleft()
+        self.watch.polling = True
+        try:
+            return self._receive_any(due, wait)
+        finally:
+            self.watch.polling = False
+
+    def _receive_any(self, due: Mapping[int, float], wait: bool) -> tuple[int, Any] | None:
+        """Rank 0's side of ``receive``."""
+        started_s = time.monotonic()
+        status = MPI.Status()
+        for pause_s in _pauses():
+            error = ""
+            try:
+                while (message := self.comm.improbe(MPI.ANY_SOURCE, _REPORT_TAG, status)) is not None:
+                    source = status.Get_source()
+                    if source in due:
+                        return source, message.recv()
+                    self._early[source].append(message.recv())  # a stopped worker's last rows: the gather's
+            except MPI.Exception as exc:  # a peer MPI found dead
+                error = _error_text(exc)
+            if not wait and not error:
+                return None
+            silence = self.watch.silence
+            if silence is not None and not error:
+                self.watch.ending = True
+                hosts = [self.hosts[r] for r in silence.ranks]
+                raise SilentRanks(silence.ranks, hosts, silence.longest_s, {}, heartbeat=silence)
+            now_s = time.monotonic()
+            late = sorted(r for r, due_s in due.items() if now_s > due_s or r in self._unreachable or error)
+            if late:
+                error = error or "; ".join(self._unreachable[r] for r in late if r in self._unreachable)
+                raise SilentRanks(late, [self.hosts[r] for r in late], now_s - started_s, {}, error=error)
+            time.sleep(pause_s)
+        raise AssertionError("not reached")
 
     def waiting(self) -> list[Any]:
         if self.rank == 0:

@@ -37,7 +37,8 @@ from mpitune.scheduling.faults.ending import abandon
 from mpitune.scheduling.faults.guard import Guard, arm, guard
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.signals import stop_requests
-from mpitune.scheduling.manager import Manager, Setup
+from mpitune.scheduling.flight import Setup
+from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rounds import rounds

@@ -10,24 +10,21 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from mpitune import strategies
-from mpitune.model.prior import Prior
-from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.racing import Race
-from mpitune.model.result import Scored
-from mpitune.model.searchspace import SearchSpace
+from mpitune.model.result import Result, Scored
 from mpitune.model.timeline import Clock
-from mpitune.model.work import Retime, Work
+from mpitune.model.work import Work
 from mpitune.scheduling.batching import Batching, busy_s, deal, deal_as_recorded, deal_by_cost, pipeline_depth
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.devices.calibrating import Calibrating
 from mpitune.scheduling.devices.confirming import Confirming
 from mpitune.scheduling.devices.leaders import Leaders
+from mpitune.scheduling.flight import Flight, Setup
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import priors_changed, rebuild, strategy_key
 from mpitune.store.cache import Cache
@@ -36,33 +33,6 @@ from mpitune.strategies.base import Strategy
 log = logging.getLogger(__name__)
 
 TYPICAL_BATCHES = 5  # the last batches whose median predicts the next one's duration
-
-
-@dataclass
-class Flight:
-    """One batch handed out and not yet recorded: its configurations by id (what scores the
-    results that come back), when it was handed out, and its chunks and orders, rank by rank."""
-
-    work: dict[int, Work]
-    handed_s: float
-    chunks: list[list[int]] = field(default_factory=list)
-    orders: list[Order] = field(default_factory=list)
-    retime: Retime | None = None  # the confirmation instead of a batch of the search
-
-    @property
-    def ids(self) -> set[int]:
-        return set(self.work)
-
-
-@dataclass
-class Setup:
-    """What rank 0 alone holds: the validated spec, the space and the strategy."""
-
-    problem: Problem
-    settings: RunSettings
-    space: SearchSpace
-    strategy: Strategy
-    prior: Prior | None = None  # what the strategy started from (model/prior.py)
 
 
 class Manager:
@@ -95,7 +65,7 @@ class Manager:
         cache.rewrite_metrics(known)  # metrics are derived: this run's definitions hold for every row
         self.known = len(known)
         self.best: Scored | None = None
-        self._update_best(known)
+        self.update_best(known)
         # Dealing by cost evens out chunks of several configurations, and on several ranks it
         # gives the costliest configurations to the ranks that will be free first (batching.busy_s);
         # one rank with one configuration per batch has nothing to deal.
@@ -158,7 +128,7 @@ class Manager:
             if len(self.in_flight) + len(self._held) >= self.depth:
                 if not self._held:
                     break
-                self.strategy.tell(self._held.popleft())  # in flight when the last run stopped
+                self.tell_held(1)
                 continue
             orders = self.next_orders()
             if orders is None:
@@ -170,26 +140,44 @@ class Manager:
                 self.in_flight[self.batch].orders = orders
         return batches
 
+    def tell_held(self, batches: int | None = None) -> None:
+        """Tell the strategy the first ``batches`` (None: all) of what the last run had in flight
+        when it stopped, which an uninterrupted run would have told by now (resume.rebuild)."""
+        while self._held and (batches is None or batches > 0):
+            self.strategy.tell(self._held.popleft())
+            batches = None if batches is None else batches - 1
+
     def next_orders(self) -> list[Order] | None:
         """What every rank does after the batches in flight: a chunk of config ids each, the
         confirmation once the search has ended and its batches are recorded (None until then),
         or stop."""
         now_s = self.clock.now()
-        if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
-            self.stop_requested = StopReason.SIGNAL
-            log.warning("found %s: finishing, then stopping", self.settings.stop_file)
-        self._notice_loss()
-        if self.stop_requested is not None:
-            self.stop_reason = self.stop_requested
-        elif self.stop_reason is None:
+        if self.poll_stop() is None:
             orders = self._search_orders(now_s)
             if orders is not None:
                 return orders
-        if self.stop_reason is not None and self.stop_requested is None and self.confirming.wanted:
+        return self.end_orders(now_s)
+
+    def poll_stop(self) -> StopReason | None:
+        """Why the search has stopped, if it has: a stop asked for from outside (a signal, the
+        stop file, a lost device or file) becomes the reason, else the reason the search gave."""
+        if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
+            self.stop_requested = StopReason.SIGNAL
+            log.warning("found %s: finishing, then stopping", self.settings.stop_file)
+        self.notice_loss()
+        if self.stop_requested is not None:
+            self.stop_reason = self.stop_requested
+        return self.stop_reason
+
+    def end_orders(self, now_s: float) -> list[Order] | None:
+        """Once the search has stopped: the confirmation for every rank once the search's
+        batches are recorded (None until then), or stop."""
+        assert self.stop_reason is not None
+        if self.stop_requested is None and self.confirming.wanted:
             if self.in_flight:
                 return None
             leaders = [self.calibrating.raced(r) for r in self.leaders.results]
-            work, sds = (lambda i: self._work(i, {})), self.calibrating.factor_sd()
+            work, sds = (lambda i: self.work(i, {})), self.calibrating.factor_sd()
             orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, leaders, work, sds)
             if orders is not None:
                 self.batch += 1
@@ -221,22 +209,22 @@ class Manager:
         self.batch += 1
         chunks = self._deal(ids, self.batch)
         self.cache.hand_out(self.batch, chunks, requested, ids)
-        self._notice_loss()
+        self.notice_loss()
         try:
-            work = self._work(ids, self._upcoming)
+            work = self.work(ids, self._upcoming)
             self.in_flight[self.batch] = Flight(work, now_s, chunks)
             # The batch after this one: asked at once while fewer than ``depth`` are in flight,
             # else once this one's results (and costs) are in.
             upcoming_ids = self.strategy.upcoming(self._next_size(None if len(self.in_flight) < self.depth else True))
             upcoming = self._deal(upcoming_ids, self.batch + 1)
             self._planned = (upcoming_ids, upcoming) if self.costs is not None and self.costs.learned else None
-            self._upcoming = self._work(upcoming_ids, work)
+            self._upcoming = self.work(upcoming_ids, work)
         except ValueError as exc:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
             self.in_flight.pop(self.batch, None)
             self.unmeasured |= set(ids)  # never sent
             return None
-        calibrate = self.calibrating.reference(self.batch, now_s, self.best, lambda i: self._work([i], work)[i])
+        calibrate = self.calibrating.reference(self.batch, now_s, self.best, lambda i: self.work([i], work)[i])
         return [
             Order(
                 now_s,
@@ -249,7 +237,7 @@ class Manager:
             for rank, (chunk, next_chunk) in enumerate(zip(chunks, upcoming))
         ]
 
-    def _work(self, ids: list[int], made: dict[int, Work]) -> dict[int, Work]:
+    def work(self, ids: list[int], made: dict[int, Work]) -> dict[int, Work]:
         """Each id as a configuration with what the spec's per-configuration callables give for
         it (ValueError if one fails); one already ``made`` (as the upcoming batch) is reused."""
         work = {}
@@ -330,13 +318,7 @@ class Manager:
         self.batch_s.append(now_s - started_s)
         self._recorded_s = now_s
         self._reported_s = [report.now_s for report in reports] if len(reports) == self.ranks else None
-        lost = [(rank, report.fatal_error) for rank, report in enumerate(reports) if report.fatal_error]
-        if lost:
-            rank, fatal = lost[0]
-            log.error("rank %d (%s): %s", rank, self.hosts[rank], fatal)
-            self.stop_requested = StopReason.DEVICE_ERROR
-            if self.stop_reason is not None:
-                self.stop_reason = StopReason.DEVICE_ERROR
+        lost = self.lost_devices(enumerate(reports))
         phases = [(rank, p) for rank, report in enumerate(reports) for p in report.phases]
         if flight.retime is not None:
             whole = len(reports) == self.ranks and not lost and self.stop_requested is None
@@ -344,22 +326,44 @@ class Manager:
             self.confirmed_last = True
             self.cache.append_phases(phases)
             return []
+        self.calibrated(batch, reports)
+        scored = self.score(flight, [r for report in reports for r in report.results])
+        self.cache.append(scored, phases, done_batch=batch)
+        return self.counted(scored, flight.ids)
+
+    def calibrated(self, batch: int, reports: Sequence[Report]) -> None:
+        """Learn from, and record, the reference's launches in ``reports`` (one per rank)."""
         calibration = [(rank, x) for rank, report in enumerate(reports) for x in report.calibration]
         estimate = self.calibrating.record(reports)
         self.cache.append_calibration(batch, calibration, estimate)
         if estimate:  # the factors changed: the best so far is judged again by them
             self.best = None
-            self._update_best([self.calibrating.scored(r) for r in self.leaders.results])
-        scored = [
-            self.objective.evaluate(r, flight.work[r.config_id].config) for report in reports for r in report.results
-        ]
-        self.cache.append(scored, phases, done_batch=batch)
-        self._notice_loss()
+            self.update_best([self.calibrating.scored(r) for r in self.leaders.results])
+
+    def lost_devices(self, reports: Iterable[tuple[int, Report]]) -> bool:
+        """Whether a rank reported its device lost: the run then stops after what is in flight
+        (``device_error``), also when the order to stop had gone out for another reason."""
+        lost = [(rank, report.fatal_error) for rank, report in reports if report.fatal_error]
+        if lost:
+            rank, fatal = lost[0]
+            log.error("rank %d (%s): %s", rank, self.hosts[rank], fatal)
+            self.stop_requested = StopReason.DEVICE_ERROR
+            if self.stop_reason is not None:
+                self.stop_reason = StopReason.DEVICE_ERROR
+        return bool(lost)
+
+    def score(self, flight: Flight, results: Iterable[Result]) -> list[Scored]:
+        return [self.objective.evaluate(r, flight.work[r.config_id].config) for r in results]
+
+    def counted(self, scored: list[Scored], handed: set[int]) -> list[Scored]:
+        """``scored``, just written, counted as measured (of the ``handed`` ids, those missing
+        as unmeasured) and in calibrated time, for ``tell``."""
+        self.notice_loss()
         self.measured += len(scored)
-        self.unmeasured |= flight.ids - {r.config_id for r in scored}
+        self.unmeasured |= handed - {r.config_id for r in scored}
         return [self.calibrating.scored(s) for s in scored]
 
-    def _notice_loss(self) -> None:
+    def notice_loss(self) -> None:
         """The file was lost to other hands by the last write: it goes on beside the path
         (store/custody.py), and the run stops as for a signal, finishing what the ranks hold."""
         if self.stop_requested is None and self.cache.lost is not None:
@@ -372,7 +376,7 @@ class Manager:
         self.strategy.tell(results)
         if self.costs is not None:
             self.costs.learn(results)
-        self._update_best(results)
+        self.update_best(results)
         if self.race is not None:
             self.race = self.race.seen([self.calibrating.raced(r) for r in results])
 
@@ -388,7 +392,7 @@ class Manager:
             return None
         return Race(rule=self.settings.race_rule).seen(known)
 
-    def _update_best(self, results: list[Scored]) -> None:
+    def update_best(self, results: list[Scored]) -> None:
         for r in results:
             if math.isfinite(r.score) and (self.best is None or r.score < self.best.score):
                 self.best = r

@@ -26,7 +26,8 @@ from mpitune.model.searchspace import SearchSpace, SpaceTooLarge
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.faults.deadlines import Deadlines
 from mpitune.scheduling.faults.liveness import Watch
-from mpitune.scheduling.manager import Manager, Setup
+from mpitune.scheduling.flight import Setup
+from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Placement, Report, StopReason
 from mpitune.store.cache import Cache, RunInfo
 from mpitune.store.integrity import refuse_unusable

@@ -18,7 +18,7 @@ import contextlib
 import socket
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from mpitune.backends.base import Backend
@@ -86,6 +86,18 @@ class Transport(Protocol):
         """Every rank's ``value`` on rank 0, in rank order; None elsewhere. Rank 0 raises
         ``SilentRanks`` when some have not arrived ``deadline_s`` seconds after the call; a
         worker, when rank 0 has not taken its value by then (None: no limit)."""
+        ...
+
+    def send(self, rank: int, value: Any) -> None:
+        """Rank 0's ``value`` to worker ``rank`` alone, which takes it as its next ``scatter``
+        does (refill.py hands out work rank by rank). Never waits for the worker."""
+        ...
+
+    def receive(self, due: Mapping[int, float], wait: bool = True) -> tuple[int, Any] | None:
+        """On rank 0, the next worker's ``gather`` value from any worker, with its rank; None when
+        none has arrived and ``wait`` is False. ``due`` maps each worker rank 0 waits for to when
+        (``time.monotonic()``) its report is due: one that has not come by then, or one MPI finds
+        gone, raises ``SilentRanks`` naming the late ranks."""
         ...
 
     def waiting(self) -> list[Any]:
@@ -160,6 +172,12 @@ class LocalTransport:
     def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
         return [value]
 
+    def send(self, rank: int, value: Any) -> None:
+        raise AssertionError("a world of one rank has no worker to send to")
+
+    def receive(self, due: Mapping[int, float], wait: bool = True) -> tuple[int, Any] | None:
+        raise AssertionError("a world of one rank has no worker to hear from")
+
     def waiting(self) -> list[Any]:
         return []
 
@@ -185,7 +203,14 @@ class InProcessRanks(LocalTransport):
     What rank 0 scatters waits in each rank's inbox, in order, as MPI keeps it; each gather
     is the moment the other ranks carry out their oldest order (rank.serve, their clocks
     caught up with rank 0's when it was sent) and answer: a report, or after an order to stop
-    their last timeline rows, as a worker's side of rounds.py does. No deadline can pass."""
+    their last timeline rows, as a worker's side of rounds.py does. No deadline can pass.
+
+    An order ``send`` hands one rank (refill.py) is carried out at once, on that rank's clock,
+    which starts it no earlier than rank 0 sent it and no earlier than the rank finished the
+    one before: its answer waits in the rank's outbox for the ``receive`` that takes it, the
+    earliest report on the clocks of the ranks rank 0 waits for first, and only once rank 0's clock has reached it
+    when rank 0 does not wait. An order to stop from outside the search that comes after it
+    cannot end such a chunk early, as it ends a chunk on a real rank."""
 
     def __init__(
         self,
@@ -199,6 +224,7 @@ class InProcessRanks(LocalTransport):
         self.backends, self.timelines = list(backends), list(timelines)
         self.aheads = list(aheads) if aheads is not None else [None] * self.size  # each rank's compile workers
         self.inboxes: list[deque[Any]] = [deque() for _ in range(self.size)]
+        self.outboxes: list[deque[Any]] = [deque() for _ in range(self.size)]  # answers of orders sent alone
 
     def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
         assert values is not None, "rank 0 scatters"
@@ -207,7 +233,22 @@ class InProcessRanks(LocalTransport):
         return values[0]
 
     def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
-        return [value] + [self._answer(rank) for rank in range(1, self.size)]
+        answers = [self.outboxes[r].popleft() if self.outboxes[r] else self._answer(r) for r in range(1, self.size)]
+        return [value, *answers]
+
+    def send(self, rank: int, value: Any) -> None:
+        self.inboxes[rank].append(value)
+        self.outboxes[rank].append(self._answer(rank))
+
+    def receive(self, due: Mapping[int, float], wait: bool = True) -> tuple[int, Any] | None:
+        heads = [(self.outboxes[rank][0].now_s, rank) for rank in due if self.outboxes[rank]]
+        assert heads or not wait, "rank 0 waits for a report that no order will bring"
+        if not heads:
+            return None
+        now_s, rank = min(heads)
+        if not wait and now_s > self.timelines[0].clock.now():
+            return None
+        return rank, self.outboxes[rank].popleft()
 
     def _answer(self, rank: int) -> Any:
         inbox, timeline = self.inboxes[rank], self.timelines[rank]

@@ -259,10 +259,14 @@ class Cache:
         return self.run
 
     def append(
-        self, scored: Sequence[Scored], phases: Iterable[tuple[int, PhaseRow]], done_batch: int | None = None
+        self,
+        scored: Sequence[Scored],
+        phases: Iterable[tuple[int, PhaseRow]],
+        done_batch: int | None = None,
+        done_rank: int | None = None,
     ) -> None:
         """Write one batch (its scored results and the ranks' timeline rows) and flush; the batch
-        ``done_batch`` is no longer in flight (None: no batch is), while a later one may be."""
+        ``done_batch`` (None: every one) is no longer in flight, or its chunk of ``done_rank``."""
         rows = result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run)
         with self._writing():
             self._kept.append("results", rows)
@@ -273,17 +277,17 @@ class Cache:
                 if names and scored:  # the dataset exists where it has columns (layout.values_dataset)
                     self._kept.append(name, values_table(names, values))
             held = self._kept.rows("in_flight")
-            self._kept.replace("in_flight", held[held["batch"] != done_batch] if done_batch is not None else held[:0])
+            done = (held["batch"] == done_batch) & ((held["rank"] == done_rank) | (done_rank is None))
+            self._kept.replace("in_flight", held[~done] if done_batch is not None else held[:0])
             self._kept.append("timeline", self._phase_rows(phases))
 
     def hand_out(
         self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int], told: int | None = None
     ) -> None:
         """Record which rank holds which configurations until their results are appended, so
-        that after a crash the file says what was lost and where (beside the batch still in
-        flight before it, if any); and the ask that made the batch (``asked``, in the
-        strategy's order, for ``requested`` ids, once ``told`` of this run's results rows were
-        told; None: as the batch rule says), which a resumed run replays to rebuild its strategy."""
+        that after a crash the file says what was lost and where; and the ask that made the batch
+        (``asked``, in the strategy's order, for ``requested`` ids, once ``told`` of this run's
+        results rows were told; None: by the batch rule), which a resumed run replays."""
         with self._writing():
             self._hold(batch, list(enumerate(chunks)))
             for name, rows in ask_rows(self.run, batch, requested, asked, told).items():
@@ -372,8 +376,7 @@ class Cache:
     def append_calibration(
         self, batch: int, launches: Sequence[tuple[int, Launch]], factors: Sequence[DeviceFactor]
     ) -> None:
-        """Record the reference's launches that came with ``batch`` and the factors estimated
-        since (none: no new estimate)."""
+        """Record the reference's launches that came with ``batch`` and any new factors."""
         with self._writing():
             self._kept.append("retimed", devices.launch_rows(self.run, batch, launches, devices.CALIBRATE))
             self._kept.append("device_factors", devices.factor_rows(self.run, batch, factors, devices.CALIBRATE))

@@ -109,12 +109,12 @@ class Deadlines:
             for o in orders
         ]
 
-    def observe(self, orders: Sequence[Order], reports: Sequence[Report]) -> None:
+    def observe(self, orders: Sequence[Order], reports: Sequence[Report], first_rank: int = 0) -> None:
         """Learn from one batch: each rank's chunk time per configuration handed to it, from
         when it could start the chunk (rank 0 dealt it, and the rank had reported its chunk of
         the batch before: two batches are in flight) to its report."""
         rates = []
-        for rank, (order, report) in enumerate(zip(orders, reports)):
+        for rank, (order, report) in enumerate(zip(orders, reports), first_rank):
             started_s = max(order.now_s, self._reported_s.get(rank, order.now_s))
             self._reported_s[rank] = report.now_s
             if order.ids:
@@ -122,6 +122,11 @@ class Deadlines:
         if rates:
             self.rates.append(max(0.0, max(rates)))
         self.config_s += [r.finished_s - r.started_s for report in reports for r in report.results]
+
+    def observe_one(self, rank: int, order: Order, report: Report) -> None:
+        """Learn from one rank's report of a refilled run (scheduling/refill.py), where no round
+        waits for every rank: its time per configuration counts as a round's slowest would."""
+        self.observe([order], [report], rank)
 
     def turned(self, seconds: float) -> None:
         """Rank 0 took ``seconds`` from the last report of a round to the next orders."""

@@ -1,0 +1,97 @@
+"""What refilling the ranks gains a learning search over batches, measured with the scheduler itself.
+
+    PYTHONPATH=. python benchmarks/refill.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budget 400]
+        [--seeds 3] [--strategy portfolio]
+
+Each measured cache (``*.json``, ``*.json.gz``, ``*.h5``) of each directory is replayed by the
+real rounds of the scheduler, every rank in this process on its own simulated clock
+(``scheduling.loop.simulate``, what ``python -m mpitune plan`` runs): on one rank, then on
+``--ranks`` ranks with ``--schedule batches`` and with ``--schedule refill``, ``--budget``
+evaluations each, once per seed. Printed per cache and over each directory: the simulated wall
+on the ranks as a share of the same search's wall on one rank (mean over seeds), and the score
+of the search: the best time found over the cache's best (1.0: found it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import tempfile
+import time
+
+import numpy as np
+from strategies import cache_paths
+
+from mpitune.model.problem import Schedule
+from mpitune.scheduling.loop import simulate
+from mpitune.spec.replay import replay_problem
+from mpitune.spec.settings import Overrides
+from mpitune.store.measured import load
+from mpitune.store.reader import read
+
+SCHEDULES = (Schedule.BATCHES, Schedule.REFILL)
+
+
+def score(path: str, data_best_ms: float) -> float:
+    """The best time a replay found, over the cache's best."""
+    results = read(path).results
+    ok = results[np.char.strip(results["status"].astype(str)) == "ok"]
+    return data_best_ms / float(np.min(ok["time_ms"])) if len(ok) else 0.0
+
+
+def one(path: str, ranks: int, budget: int, seed: int, schedule: Schedule, strategy: str, workdir: str) -> tuple:
+    """The simulated wall and score of one replay."""
+    data = load(path)
+    given = Overrides(max_fevals=budget, seed=seed, schedule=schedule.value)
+    problem, settings = replay_problem(data, given, strategy)
+    times = [m.time_ms for m in data.measurements if np.isfinite(m.time_ms)]
+    with tempfile.TemporaryDirectory(prefix="mpitune-refill-", dir=workdir) as own:
+        simulated = simulate(problem, settings, ranks, own)
+        return simulated.wall_s, score(os.path.join(own, f"plan-{ranks}.h5"), float(min(times)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="+")
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--budget", type=int, default=400)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--strategy", default="portfolio")
+    args = parser.parse_args()
+    print("command: PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in sys.argv))
+    started = time.perf_counter()
+    for cache_dir in args.dirs:
+        shares: dict[Schedule, list[float]] = {s: [] for s in SCHEDULES}
+        scores: dict[Schedule, list[float]] = {s: [] for s in SCHEDULES}
+        print(
+            f"\n{cache_dir}: {args.budget} evaluations of {args.strategy}, "
+            f"{args.ranks} ranks / 1 rank, {args.seeds} seeds"
+        )
+        print(f"{'cache':32} {'batches':>8} {'refill':>8} {'score b':>8} {'score r':>8}")
+        for path in cache_paths(cache_dir):
+            row: dict[Schedule, tuple[list[float], list[float]]] = {s: ([], []) for s in SCHEDULES}
+            for seed in range(args.seeds):
+                with tempfile.TemporaryDirectory(prefix="mpitune-refill-") as workdir:
+                    one_s, _ = one(path, 1, args.budget, seed, Schedule.BATCHES, args.strategy, workdir)
+                    for schedule in SCHEDULES:
+                        wall_s, found = one(path, args.ranks, args.budget, seed, schedule, args.strategy, workdir)
+                        row[schedule][0].append(wall_s / one_s)
+                        row[schedule][1].append(found)
+            for schedule in SCHEDULES:
+                shares[schedule].append(float(np.mean(row[schedule][0])))
+                scores[schedule].append(float(np.mean(row[schedule][1])))
+            name = os.path.basename(path).split(".")[0]
+            b, r = (float(np.mean(row[s][0])) for s in SCHEDULES)
+            sb, sr = (float(np.mean(row[s][1])) for s in SCHEDULES)
+            print(f"{name:32} {b:8.4f} {r:8.4f} {sb:8.3f} {sr:8.3f}", flush=True)
+        b, r = (float(np.mean(shares[s])) for s in SCHEDULES)
+        sb, sr = (float(np.mean(scores[s])) for s in SCHEDULES)
+        print(f"{'mean':32} {b:8.4f} {r:8.4f} {sb:8.3f} {sr:8.3f}")
+        print(f"{'worst':32} {max(shares[SCHEDULES[0]]):8.4f} {max(shares[SCHEDULES[1]]):8.4f}")
+    print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
