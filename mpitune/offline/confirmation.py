@@ -58,12 +58,15 @@ def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | Non
     run = int(confirmed["run"][-1])
     mine = confirmed[confirmed["run"] == run]
     winner = mine[mine["winner"] == 1][0]
-    tied = mine[mine["tied"] == 1]
+    tied = [_config(data, int(i)) for i in mine[mine["tied"] == 1]["config_id"]]
+    winner_config = _config(data, int(winner["config_id"]))
+    if winner_config is None:  # its results row was lost to damage (check --salvage): no verdict to show
+        return None, None, calibration
     confirmation = Confirmation(
-        winner=_config(data, int(winner["config_id"])),
+        winner=winner_config,
         winner_ms=float(winner["median_ms"]),
         ci_ms=(float(winner["ci_lo_ms"]), float(winner["ci_hi_ms"])),
-        tied=[_config(data, int(i)) for i in tied["config_id"]],
+        tied=[t for t in tied if t is not None],
     )
     walls = data.runs["wall_s"][data.runs["run"] == run]
     seconds = float(winner["finished_s"] - winner["started_s"])
@@ -106,9 +109,10 @@ def throttled_text(entries: list[Throttled]) -> list[str]:
     return lines + [f"    rank {t.rank}: {t.why}: {_params(t.config)}" for t in entries]
 
 
-def _config(data: CacheData, config_id: int) -> dict[str, Any]:
-    row = data.results[data.results["config_id"] == config_id][0]
-    return {n: plain(row[n]) for n in data.param_names}
+def _config(data: CacheData, config_id: int) -> dict[str, Any] | None:
+    """The parameters of ``config_id`` as its results row holds them; None without one."""
+    rows = data.results[data.results["config_id"] == config_id]
+    return {n: plain(rows[0][n]) for n in data.param_names} if len(rows) else None
 
 
 def _calibration(data: CacheData, run: int) -> list[DeviceCalibration]:

@@ -34,23 +34,17 @@ from mpitune.scheduling.batching import deal_by_cost
 from mpitune.scheduling.flight import Flight
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason
-from mpitune.strategies.base import Strategy
 
 DEPTH = 2  # orders a rank holds: the one it measures and the next, so it never waits for rank 0
 
 
 def refilled(manager: Manager) -> bool:
-    """Whether this run's ranks are refilled rather than dealt batches: as the settings say, and
-    by default (``auto``) where several ranks run a strategy that learns from every result,
-    in batches of the default size. A strategy that names its order in advance (brute force)
-    keeps its batches: long chunks dealt by cost, compiled ahead, and nothing to learn sooner."""
-    schedule = manager.settings.schedule
-    if manager.ranks < 2 or schedule is Schedule.BATCHES:
-        return False
-    if schedule is Schedule.REFILL:
-        return True
-    predictable = type(manager.strategy).upcoming is not Strategy.upcoming
-    return manager.settings.batch_size is None and not predictable
+    """Whether this run's ranks are refilled rather than dealt batches: only when the settings
+    say ``refill`` and there are several ranks. ``auto`` keeps batches until rank 0 can measure
+    its own orders beside its hand-outs: while it measures one in its main thread it refills no
+    one, and on some spaces (few configurations, a few costly ones) that loses what refilling
+    gains (docs/performance.md, "Refill")."""
+    return manager.ranks > 1 and manager.settings.schedule is Schedule.REFILL
 
 
 @dataclass

@@ -128,6 +128,8 @@ def _refill(
                 except SilentRanks as silent:
                     _silent(silent, rank0, sent)
                     raise
+                if got is not None:
+                    timeline.clock.sync(got[1].now_s)
         if got is None:
             assert measuring, "rank 0 has nothing to wait for"
             order, _ = own.popleft()
@@ -137,7 +139,6 @@ def _refill(
         rank, report = got
         order, _ = sent[rank].popleft()
         reported_s[rank] = time.monotonic()
-        timeline.clock.sync(report.now_s)
         _record_one(rank0, refill, timeline, rank, order, report)
 
 

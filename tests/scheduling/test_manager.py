@@ -78,6 +78,7 @@ class Ranks:
     def __init__(self, tmp_path: Path, ranks: int, measured_cost: Cost | None = None, **overrides):
         source = write_measured(tmp_path / "measured.json", measured_cost)
         self.cache_path = str(tmp_path / "out.h5")
+        overrides.setdefault("schedule", "batches")  # what these tests watch: refill's are test_refill.py's
         given = Overrides(cache_path=self.cache_path, **overrides)
         problem, settings = replay_problem(measured.load(str(source)), given, overrides.get("strategy"))
         self.setup = prepare(problem, settings)

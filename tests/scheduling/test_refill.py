@@ -1,0 +1,92 @@
+"""Refilled runs (scheduling/refill.py) driven by the real rounds over ranks in this process, each
+rank with its own replay backend and simulated clock (test_manager.py's ``Ranks``)."""
+
+from __future__ import annotations
+
+import logging
+
+import h5py
+import numpy as np
+from test_manager import Ranks, recorded
+
+from mpitune.model.timeline import BACKGROUND_PHASES
+from mpitune.scheduling.messages import StopReason
+
+
+def growing(x: int, y: int) -> float:
+    """Benchmark seconds: from 0.03 to 1.2, growing with x and y."""
+    return 0.3 * x * y / 10
+
+
+def test_a_refilled_run_records_every_configuration_once_and_what_each_ask_knew(tmp_path, capsys):
+    ranks = Ranks(tmp_path, 3, strategy="genetic_algorithm", schedule="refill", seed=2)
+    manager = ranks.open()
+    assert ranks.run(manager) is StopReason.FINISHED
+    ids, runs = recorded(ranks.cache_path)
+    assert sorted(ids) == list(range(40)) and runs == [("finished", 40)]
+    with h5py.File(ranks.cache_path, "r") as f:
+        told = f["told"][...]
+        asked_batches = np.unique(f["asked"]["batch"])
+        ranks_measured = set(f["results"]["rank"].tolist())
+        assert len(f["in_flight"]) == 0
+    # One told count per ask, never falling, from nothing known at the first ask.
+    assert told["batch"].tolist() == asked_batches.tolist()
+    assert told["rows"][0] == 0 and np.all(np.diff(told["rows"]) >= 0) and told["rows"][-1] < 40
+    assert ranks_measured == {0, 1, 2}
+    out = capsys.readouterr().out
+    assert "mpitune: best: 2.5 ms (x=8, y=5)" in out
+
+
+def test_refilled_ranks_wait_less_than_batches(tmp_path):
+    walls = {}
+    for schedule in ("batches", "refill"):
+        (tmp_path / schedule).mkdir()
+        ranks = Ranks(
+            tmp_path / schedule,
+            3,
+            growing,
+            strategy="random_sample",
+            schedule=schedule,
+            batch_size=3,
+            max_fevals=32,
+            seed=1,
+            confirm=0,
+            calibrate=False,
+        )
+        manager = ranks.open()
+        assert ranks.run(manager) is StopReason.MAX_FEVALS
+        walls[schedule] = ranks.clock.now()
+        ids, _ = recorded(ranks.cache_path)
+        assert len(ids) == len(set(ids)) == 32
+    # The same 32 configurations (random sampling asks the same whatever it was told), one per
+    # rank at a time, on simulated clocks: a batch waits for its slowest rank, a refilled rank
+    # does not.
+    assert walls["refill"] < 0.97 * walls["batches"]
+
+
+def test_a_refilled_run_cut_short_resumes_its_search(tmp_path, caplog):
+    first = Ranks(tmp_path, 3, strategy="genetic_algorithm", schedule="refill", max_fevals=11, seed=5)
+    assert first.run(first.open()) is StopReason.MAX_FEVALS
+    before, _ = recorded(first.cache_path)
+    second = Ranks(tmp_path, 2, strategy="genetic_algorithm", schedule="refill", seed=5)
+    with caplog.at_level(logging.INFO):
+        manager = second.open()
+    assert "resuming the saved state of strategy genetic_algorithm" in caplog.text
+    assert "does not replay" not in caplog.text
+    assert second.run(manager) is StopReason.FINISHED
+    ids, runs = recorded(first.cache_path)
+    assert sorted(ids) == list(range(40)) and runs == [("max_fevals", 11), ("finished", 29)]
+    assert not set(before) & set(ids[len(before) :])
+
+
+def test_every_ranks_phases_add_up_to_its_wall_in_a_refilled_run(tmp_path):
+    ranks = Ranks(tmp_path, 3, growing, strategy="genetic_algorithm", schedule="refill", max_fevals=20, seed=4)
+    assert ranks.run(ranks.open()) is StopReason.MAX_FEVALS
+    with h5py.File(ranks.cache_path, "r") as f:
+        rows = f["timeline"][...]
+        wall_s = float(f["runs"]["wall_s"][0])
+    for rank in range(3):
+        mine = rows[(rows["rank"] == rank) & (~np.isin(np.char.strip(rows["phase"].astype(str)), BACKGROUND_PHASES))]
+        mine = np.sort(mine, order=["start_s", "end_s"])
+        assert np.all(mine["start_s"][1:] >= mine["end_s"][:-1] - 1e-9), f"rank {rank}'s phases overlap"
+        assert float(np.sum(mine["end_s"] - mine["start_s"])) <= wall_s + 1e-6
