@@ -51,6 +51,7 @@ sys.path.insert(0, str(REPO))
 from replay_rounds import double_buffered_s, durations, list_schedule_s, replay_manager, simulated_efficiency  # noqa: E402
 
 from mpitune import backends, strategies  # noqa: E402
+from mpitune.api.launch import mpiexec  # noqa: E402
 from mpitune.model.objective import Objective  # noqa: E402
 from mpitune.model.restrictions import Restriction  # noqa: E402
 from mpitune.model.result import Result  # noqa: E402
@@ -58,7 +59,6 @@ from mpitune.model.searchspace import SearchSpace  # noqa: E402
 from mpitune.model.timeline import Timeline  # noqa: E402
 from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.scheduling.batching import deal  # noqa: E402
-from mpitune.scheduling.launch import mpiexec  # noqa: E402
 from mpitune.scheduling.rank import serve  # noqa: E402
 from mpitune.scheduling.session import progress_line  # noqa: E402
 from mpitune.store import measured  # noqa: E402

@@ -3,7 +3,7 @@
     python benchmarks/startup.py [--spec SPEC] [--ranks 1 2] [--max-fevals N] [--repeat K]
 
 Runs ``MPIEXEC -n N python -m mpitune SPEC --max-fevals N --strategy brute_force`` (the
-launcher of ``mpitune.scheduling.launch``: the venv's ``mpiexec``, else the one on PATH;
+launcher of ``mpitune.api.launch``: the venv's ``mpiexec``, else the one on PATH;
 ``MPITUNE_MPIEXEC="mpirun --bind-to none ..."`` overrides it, as on a GPU machine with Open MPI)
 and splits each rank's time from the launch to its first configuration:
 
@@ -46,7 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mpitune.scheduling.launch import job_environment, mpiexec  # noqa: E402
+from mpitune.api.launch import job_environment, mpiexec  # noqa: E402
 from mpitune.spec.peek import named_lang  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 

@@ -17,11 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import mpitune
-from mpitune.api import channel
+from mpitune.api import channel, launch
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.model.problem import Problem, RunSettings
-from mpitune.scheduling import launch
 
 SPEC_NAME = "tune_kernel.py"
 # The generated spec: its names, read back as data. Its own helper starts with "_", which the

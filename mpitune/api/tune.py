@@ -18,12 +18,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from mpitune.api import job
+from mpitune.api.launch import ERROR_PREFIX
 from mpitune.api.names import refuse_callables, spec_names
 from mpitune.api.results import kt_env, kt_results
 from mpitune.errors import SpecError, UserError
 from mpitune.exits import ExitCode
 from mpitune.model.problem import Problem, RunSettings
-from mpitune.scheduling.launch import ERROR_PREFIX
 from mpitune.spec.load import load_names
 from mpitune.spec.replay import MeasuredSpace
 from mpitune.spec.settings import Overrides

@@ -107,7 +107,7 @@ class Schedule(enum.Enum):
     make the same search for a seed; refilling each rank as it runs short keeps the ranks busier,
     but what the strategy knew at each ask then depends on timing."""
 
-    AUTO = "auto"  # the scheduler decides (scheduling/refill.py, ``refilled``)
+    AUTO = "auto"  # the scheduler decides (scheduling/refill/handouts.py, ``refilled``)
     BATCHES = "batches"  # one chunk per rank per batch, the strategy told batch by batch: reproducible for a seed
     REFILL = "refill"  # each rank holds its configuration and at most one more, refilled as results arrive
 

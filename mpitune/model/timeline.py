@@ -45,8 +45,10 @@ IDLE_PHASES = ("wait",)
 # (compile_ahead.py), and its measuring worker's own start, from its spawn (before MPI, so
 # before the clock's zero, when started early) to its backend imported and its device context
 # made (isolation.py). It overlaps them, so it is reported on its own and is no part of the
-# rank's wall time.
-BACKGROUND_PHASES = ("compile_ahead", "worker_start")
+# rank's wall time. So are rank 0's strategy and writes while its own chunk was measured beside
+# them (scheduling/rank.py): its measuring is its phase then, and these are ``BESIDE`` it.
+BESIDE = {"strategy": "strategy_beside", "write": "write_beside"}
+BACKGROUND_PHASES = ("compile_ahead", "worker_start", *BESIDE.values())
 # Every phase a file's timeline may hold.
 RECORDED_PHASES = PHASES + BACKGROUND_PHASES
 
@@ -148,6 +150,11 @@ class Timeline:
                 self._fill_gap(row.start_s)
                 self._last_end_s = max(self._last_end_s, row.end_s)
             self.rows.append(row)
+
+    def idle_until(self, now_s: float) -> None:
+        """No gap row covers the time before ``now_s``: this timeline did no work then (rank 0's
+        measuring lane between its chunks, scheduling/rank.py), and another timeline covers it."""
+        self._last_end_s = max(self._last_end_s, now_s)
 
     def _fill_gap(self, start_s: float) -> None:
         if self.fill_gaps and start_s - self._last_end_s > GAP_S:
@@ -278,9 +285,8 @@ def recorded_run(
     startup = [_total_s(timeline[timeline["rank"] == rank], "startup") / runs for rank in ranks]
     charges_s = {}
     for phase in RANK0_PHASES:
-        rows = rank0[rank0["phase"] == phase]
-        if len(rows):
-            charges_s[phase] = float((rows["end_s"] - rows["start_s"]).mean())
+        if entries := _entries(rank0, phase):
+            charges_s[phase] = _total_s(rank0, phase, BESIDE[phase]) / entries
     return RecordedRun(
         source="an mpitune run",
         spec_s=_total_s(rank0, "spec") / runs,
@@ -361,6 +367,15 @@ def recompile_s(timeline: np.ndarray) -> float | None:
     return float(np.median(ahead["end_s"][again] - ahead["start_s"][again]))
 
 
-def _total_s(rows: np.ndarray, phase: str) -> float:
-    mine = rows[rows["phase"] == phase]
+def _total_s(rows: np.ndarray, *phases: str) -> float:
+    mine = rows[np.isin(rows["phase"], phases)]
     return float((mine["end_s"] - mine["start_s"]).sum())
+
+
+def _entries(rank0: np.ndarray, phase: str) -> int:
+    """How many times rank 0 entered ``phase``: a piece of it, or of its ``BESIDE`` phase, that
+    begins where another ended is the same entry, cut where rank 0's own chunk began or ended."""
+    mine = rank0[np.isin(rank0["phase"], (phase, BESIDE[phase]))]
+    mine = mine[np.lexsort((mine["start_s"], mine["run"]))]
+    same = (mine["run"][1:] == mine["run"][:-1]) & (mine["start_s"][1:] == mine["end_s"][:-1])
+    return int(len(mine) - same.sum())

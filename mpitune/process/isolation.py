@@ -43,6 +43,7 @@ from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
 
 log = logging.getLogger(__name__)
 
+STOP_WAIT_S = 1.0  # how long a worker told to stop may take before it is killed
 STARTUP_TIMEOUT_S = 300.0  # importing CuPy and uploading large arguments can take a while
 # The timeline's background phase of a worker's own start: from its spawn to its backend
 # imported and its device context made, before and beside the rank's start-up phases.
@@ -356,9 +357,12 @@ class IsolatedBackend(Backend):
         self.conn.close()
 
     def close(self) -> None:
+        """Stop the worker, and kill it if it does not stop within ``STOP_WAIT_S``: one still
+        measuring (rank 0's lane, scheduling/rank.py, when the job ends for a silent rank) would
+        hold the rank past the point where its peers judge it lost."""
         try:
             self.conn.send(Stop())
-            self.worker.join()
+            self.worker.join(STOP_WAIT_S)
         except (BrokenPipeError, OSError):
             pass
         self._kill()

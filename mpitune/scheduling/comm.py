@@ -280,8 +280,6 @@ class MpiTransport:
                     self._early[source].append(message.recv())  # a stopped worker's last rows: the gather's
             except MPI.Exception as exc:  # a peer MPI found dead
                 error = _error_text(exc)
-            if not wait and not error:
-                return None
             silence = self.watch.silence
             if silence is not None and not error:
                 self.watch.ending = True
@@ -292,6 +290,8 @@ class MpiTransport:
             if late:
                 error = error or "; ".join(self._unreachable[r] for r in late if r in self._unreachable)
                 raise SilentRanks(late, [self.hosts[r] for r in late], now_s - started_s, {}, error=error)
+            if not wait:
+                return None
             time.sleep(pause_s)
         raise AssertionError("not reached")
 

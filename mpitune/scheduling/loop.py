@@ -41,6 +41,8 @@ from mpitune.scheduling.flight import Setup
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.preloaded import Preloaded
+from mpitune.scheduling.rank import measuring_timeline
+from mpitune.scheduling.refill.handouts import refills
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import Deadline, cpu_oversubscribed, finish, open_run, prepare, refuse
 from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together
@@ -125,8 +127,11 @@ def _tune(
         timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
         recorded.charge_start(timeline, rank)
         workers = recorded.compile_workers if workers is None else workers
+    # In a refilled run rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
+    lane = rank == 0 and setup is not None and refills(setup.settings, transport.size)
+    measuring = measuring_timeline(timeline) if lane else timeline
     with timeline.phase("startup"):
-        bench = _equip(problem, caps, transport, workers, timeline)
+        bench = _equip(problem, caps, transport, workers, measuring)
     manager: Manager | None = None
     silent: SilentRanks | None = None
     try:
@@ -136,7 +141,7 @@ def _tune(
         caveat = cpu_oversubscribed(caps, transport.node_size, os.cpu_count() or 1)
         if manager and caveat:
             log.warning("%s", caveat)
-        stop, silent = _search(transport, manager, bench, timeline, watch, stop_beating)
+        stop, silent = _search(transport, manager, bench, (timeline, measuring), watch, stop_beating)
         return stop.exit_code
     finally:
         bench.close()
@@ -264,17 +269,19 @@ def _search(
     transport: Transport,
     manager: Manager | None,
     bench: _Bench,
-    timeline: Timeline,
+    timelines: tuple[Timeline, Timeline],
     watch: Watch,
     stop_beating: Callable[[], None],
 ) -> tuple[StopReason, SilentRanks | None]:
     """The rounds, under the stop requests (faults/signals.py), and the file's last write; then
-    the ranks leave together, unless ranks fell silent (returned: the job is to be ended)."""
+    the ranks leave together, unless ranks fell silent (returned: the job is to be ended).
+    ``timelines``: the rank's, and the one it measures on (rank 0's own in a refilled run)."""
     assert bench.backend is not None  # every rank has one once no rank has an error
     silent = None
+    timeline, measuring = timelines
     with stop_requests(manager):
         try:
-            stop = rounds(transport, manager, bench.backend, timeline, bench.ahead, watch, stop_beating)
+            stop = rounds(transport, manager, bench.backend, timeline, bench.ahead, watch, stop_beating, measuring)
         except SilentRanks as exc:
             silent, stop = exc, StopReason.SILENT_RANK
     if manager:
@@ -328,19 +335,21 @@ def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) 
     timelines: list[Timeline] = []
     aheads: list[CompilePool | None] = []
     benches = []
+    measuring: Timeline | None = None  # rank 0's own, in a refilled run (rank.py)
     for rank in range(ranks):
         timelines.append(Timeline(Clock(simulated=True, charges_s=recorded.charges_s)))
         recorded.charge_start(timelines[-1], rank)
         benches.append(backends.create(problem.for_workers(), workdir, 0, rank))
         compiler = benches[-1].compiler()
-        aheads.append(
-            SimulatedCompileAhead(workers, timelines[-1].clock, compiler, recorded.recompile_s) if workers else None
-        )
+        if rank == 0 and refills(settings, ranks):
+            measuring = measuring_timeline(timelines[0])
+        clock = measuring.clock if rank == 0 and measuring is not None else timelines[-1].clock
+        aheads.append(SimulatedCompileAhead(workers, clock, compiler, recorded.recompile_s) if workers else None)
     world = InProcessRanks(benches, timelines, aheads)
     placements = [Placement("simulated", b.device_name, "", 0, workers) for b in benches]
     with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
         manager, error = open_run(setup, placements, timelines[0].clock, 0.0, "plan")
         assert manager is not None, error
-        rounds(world, manager, benches[0], timelines[0], aheads[0], Watch(), lambda: None)
+        rounds(world, manager, benches[0], timelines[0], aheads[0], Watch(), lambda: None, measuring)
         finish(manager, timelines[0])
     return Simulated(ranks, timelines[0].clock.now(), manager.measured)

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 
 from mpitune.backends.base import Backend
-from mpitune.model.timeline import Timeline
+from mpitune.model.timeline import PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
@@ -19,8 +18,9 @@ from mpitune.scheduling.faults.silent_round import keep_last_rows, keep_round
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason, interrupted
 from mpitune.scheduling.rank import serve
-from mpitune.scheduling.refill import Refill, refilled
-from mpitune.scheduling.session import Rank0, progress_line, say
+from mpitune.scheduling.refill.handouts import refilled
+from mpitune.scheduling.refill.rank0 import RefillRounds
+from mpitune.scheduling.session import Rank0
 from mpitune.scheduling.transport import SilentRanks, Transport
 
 # Rank 0 still looks once for reports this long when its own chunk used up a batch's deadline.
@@ -35,8 +35,10 @@ def rounds(
     ahead: CompilePool | None,
     watch: Watch,
     stop_beating: Callable[[], None],
+    measuring: Timeline | None = None,
 ) -> StopReason:
-    """Rounds until rank 0 says stop; returns why it did.
+    """Rounds until rank 0 says stop; returns why it did. A refilled run's rank 0 runs its own
+    (refill/rank0.py), measuring on ``measuring`` (None: ``timeline``) beside them.
 
     Rank 0 keeps ``manager.depth`` batches in flight (two on several ranks): it sends batch b
     once it has recorded batch b - 2, so a worker finds its next order waiting when it reports
@@ -54,10 +56,11 @@ def rounds(
         rank0 = Rank0(manager, deadlines, watch)
     stopping = _stopping(transport, manager)
     patience_s: float | None = None  # how long a worker waits for its next order
-    if rank0 and transport.size > 1 and refilled(rank0.manager):
-        order, sent_s = _refill(transport, rank0, backend, timeline, ahead, stopping)
+    if rank0 and refilled(rank0.manager):
+        refilling = RefillRounds(transport, rank0, backend, (timeline, measuring or timeline), ahead, stopping)
+        order, sent_s = refilling.run()
         stop_beating()
-        _last_rows(transport, rank0, timeline, order, sent_s, patience_s)
+        _last_rows(transport, rank0, timeline, order, sent_s, patience_s, refilling.last_rows())
         assert order.stop is not None
         return order.stop
     while True:
@@ -79,113 +82,6 @@ def rounds(
                 transport.gather(report, patience_s)
     _last_rows(transport, rank0, timeline, order, sent_s, patience_s)
     return order.stop
-
-
-def _refill(
-    transport: Transport,
-    rank0: Rank0,
-    backend: Backend,
-    timeline: Timeline,
-    ahead: CompilePool | None,
-    stopping: Callable[[], bool],
-) -> tuple[Order, float]:
-    """Rank 0's rounds of a refilled run (refill.py): hand out what the ranks want, record each
-    report as it comes, and measure its own orders when no report is waiting; until its order
-    to stop is next and every rank has reported. Returns that order and when it went out.
-
-    A worker's order is due (``Deadlines``) from when the worker could start it: it went out,
-    and the worker had reported the order before. Rank 0 measures its own orders in its main
-    thread: meanwhile the workers go on with the next order each holds."""
-    refill = Refill(rank0.manager)
-    own: deque[tuple[Order, float]] = deque()
-    sent: list[deque[tuple[Order, float]]] = [deque() for _ in range(transport.size)]
-    reported_s = [time.monotonic()] * transport.size  # when each rank could start its next order
-    stash: dict[int, deque[Report]] = {r: deque() for r in range(1, transport.size)}
-    while True:
-        with timeline.phase("strategy"), rank0.watch.writing:
-            hand_outs = [dict(zip(h, rank0.deadlines.stamp(list(h.values())))) for h in refill.hand_outs()]
-        with timeline.phase("wait"):
-            for orders in hand_outs:
-                for rank, order in orders.items():
-                    if rank == 0:
-                        own.append((order, time.monotonic()))
-                    else:
-                        transport.send(rank, order)
-                        sent[rank].append((order, time.monotonic()))
-        if own and own[0][0].stop is not None and not refill.busy:
-            return own.popleft()
-        due = {
-            r: max(sent[r][0][1], reported_s[r]) + (sent[r][0][0].deadline_s or math.inf)
-            for r in range(1, transport.size)
-            if sent[r] and sent[r][0][0].stop is None
-        }
-        measuring = bool(own) and own[0][0].stop is None
-        got = None
-        if due:
-            with timeline.phase("wait"):
-                try:
-                    got = _next_report(transport, due, not measuring, stash, timeline)
-                except SilentRanks as silent:
-                    _silent(silent, rank0, sent)
-                    raise
-                if got is not None:
-                    timeline.clock.sync(got[1].now_s)
-        if got is None:
-            assert measuring, "rank 0 has nothing to wait for"
-            order, _ = own.popleft()
-            report = serve(order, backend, 0, timeline, ahead, stopping)
-            _record_one(rank0, refill, timeline, 0, order, report)
-            continue
-        rank, report = got
-        order, _ = sent[rank].popleft()
-        reported_s[rank] = time.monotonic()
-        _record_one(rank0, refill, timeline, rank, order, report)
-
-
-def _next_report(
-    transport: Transport, due: dict[int, float], wait: bool, stash: dict[int, deque[Report]], timeline: Timeline
-) -> tuple[int, Report] | None:
-    """The next report from the ranks in ``due``, or None when none is there and rank 0 does
-    not ``wait``. On a real clock, the first to arrive. On a simulated clock (a replay) a report
-    arrives as fast as the worker replays it, not when its clock says: rank 0 then takes each
-    waited-for rank's next report and hands on the earliest by its clock, and without waiting
-    only one its own clock has reached, as a real rank 0 would have found them."""
-    if not timeline.clock.simulated:
-        got = transport.receive(due, wait)
-        return None if got is None else (got[0], got[1])
-    while missing := [r for r in due if not stash[r]]:
-        got = transport.receive({r: due[r] for r in missing}, True)
-        assert got is not None
-        stash[got[0]].append(got[1])
-    rank = min(due, key=lambda r: (stash[r][0].now_s, r))
-    if not wait and stash[rank][0].now_s > timeline.clock.now():
-        return None
-    return rank, stash[rank].popleft()
-
-
-def _silent(silent: SilentRanks, rank0: Rank0, sent: list[deque[tuple[Order, float]]]) -> None:
-    """Workers of a refilled run fell silent: every report that came is recorded already, and
-    what they held stays in flight in the file (each report cleared its own chunk only)."""
-    rank0.watch.ending = True
-    late = [sent[r][0] for r in silent.ranks if sent[r]]
-    if silent.heartbeat is None and late:
-        order, sent_s = late[0]
-        silent.waited_s, silent.expected_s = time.monotonic() - sent_s, order.expected_s
-    manager = rank0.manager
-    manager.stop_reason = manager.stop_requested = StopReason.SILENT_RANK
-
-
-def _record_one(rank0: Rank0, refill: Refill, timeline: Timeline, rank: int, order: Order, report: Report) -> None:
-    """One report into the file and the strategy; the progress line once its hand-out is complete."""
-    rank0.deadlines.observe_one(rank, order, report)
-    with rank0.watch.writing:
-        with timeline.phase("write"):
-            recorded = refill.record(rank, report)
-        with timeline.phase("strategy"):
-            if recorded.told:
-                rank0.manager.tell(recorded.told)
-            if recorded.completed:
-                say(progress_line(rank0.manager))
 
 
 def _send(transport: Transport, rank0: Rank0, timeline: Timeline) -> tuple[Order, float]:
@@ -224,11 +120,19 @@ def _gather(transport: Transport, rank0: Rank0, timeline: Timeline, order: Order
 
 
 def _last_rows(
-    transport: Transport, rank0: Rank0 | None, timeline: Timeline, order: Order, sent_s: float, patience_s: float | None
+    transport: Transport,
+    rank0: Rank0 | None,
+    timeline: Timeline,
+    order: Order,
+    sent_s: float,
+    patience_s: float | None,
+    rows: list[PhaseRow] | None = None,
 ) -> None:
-    """The last rows of every rank (their final waits) reach rank 0 with one more gather."""
+    """The last rows of every rank (their final waits; ``rows``, else the timeline's) reach rank
+    0 with one more gather."""
+    rows = timeline.take() if rows is None else rows
     try:
-        leftovers = transport.gather(timeline.take(), _remaining_s(order.deadline_s, sent_s) if rank0 else patience_s)
+        leftovers = transport.gather(rows, _remaining_s(order.deadline_s, sent_s) if rank0 else patience_s)
     except SilentRanks as silent:
         if rank0:
             keep_last_rows(silent, rank0, sent_s)

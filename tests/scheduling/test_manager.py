@@ -28,6 +28,8 @@ from mpitune.scheduling import manager as manager_module
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Placement, Report, StopReason
+from mpitune.scheduling.rank import measuring_timeline
+from mpitune.scheduling.refill.handouts import refilled
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import finish, open_run, prepare
 from mpitune.scheduling.transport import InProcessRanks, LocalTransport
@@ -104,7 +106,9 @@ class Ranks:
 
     def run(self, manager: Manager) -> StopReason:
         transport = _Watched(self, manager)
-        stop = rounds(transport, manager, self.backends[0], self.timelines[0], None, Watch(), lambda: None)
+        # A refilled run's rank 0 measures beside its hand-outs, on a timeline of its own.
+        measuring = measuring_timeline(self.timelines[0]) if refilled(manager) else None
+        stop = rounds(transport, manager, self.backends[0], self.timelines[0], None, Watch(), lambda: None, measuring)
         finish(manager, self.timelines[0])
         return stop
 

@@ -1,4 +1,4 @@
-"""Refilled runs (scheduling/refill.py) driven by the real rounds over ranks in this process, each
+"""Refilled runs (scheduling/refill/) driven by the real rounds over ranks in this process, each
 rank with its own replay backend and simulated clock (test_manager.py's ``Ranks``)."""
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class Deadlines:
         self.config_s += [r.finished_s - r.started_s for report in reports for r in report.results]
 
     def observe_one(self, rank: int, order: Order, report: Report) -> None:
-        """Learn from one rank's report of a refilled run (scheduling/refill.py), where no round
+        """Learn from one rank's report of a refilled run (scheduling/refill/), where no round
         waits for every rank: its time per configuration counts as a round's slowest would."""
         self.observe([order], [report], rank)
 

@@ -16,7 +16,7 @@ how many results rows had been told before it, so that a resumed run rebuilds th
 (resume.py). A hand-out keeps the file's unit, the batch (its ids asked at once, its chunks
 recorded as in flight), but goes to the ranks that want work only. The confirmation, which
 interleaves the candidates on every rank, still goes to every rank at once, once the search's
-hand-outs are recorded. No MPI here: rounds.py moves the orders and the reports.
+hand-outs are recorded. No MPI here: rank0.py moves the orders and the reports.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpitune.model.problem import Schedule
+from mpitune.model.problem import RunSettings, Schedule
 from mpitune.model.result import Scored
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.scheduling.batching import deal_by_cost
@@ -44,7 +44,12 @@ def refilled(manager: Manager) -> bool:
     its own orders beside its hand-outs: while it measures one in its main thread it refills no
     one, and on some spaces (few configurations, a few costly ones) that loses what refilling
     gains (docs/performance.md, "Refill")."""
-    return manager.ranks > 1 and manager.settings.schedule is Schedule.REFILL
+    return refills(manager.settings, manager.ranks)
+
+
+def refills(settings: RunSettings, ranks: int) -> bool:
+    """``refilled`` from what is known before the run's Manager is: its settings and ranks."""
+    return ranks > 1 and settings.schedule is Schedule.REFILL
 
 
 @dataclass
