@@ -87,6 +87,7 @@ class Ranks:
         self.backends = [backends.create(problem, str(tmp_path), rank) for rank in range(ranks)]
         self.timelines = [Timeline(Clock(simulated=True)) for _ in range(ranks)]
         self.orders: list[list[Order]] = []  # every batch handed out, rank by rank
+        self.sent: list[tuple[int, Order]] = []  # every order sent to one rank (a refilled run), in turn
         self.before_gather: dict[int, Callable[[Manager], None]] = {}
 
     @property
@@ -124,6 +125,10 @@ class _Watched(InProcessRanks):
         if values and isinstance(values[0], Order) and values[0].stop is None and values[0].retime is None:
             self.ranks.orders.append(list(values))
         return super().scatter(values, deadline_s)
+
+    def send(self, rank, value):
+        self.ranks.sent.append((rank, value))
+        return super().send(rank, value)
 
     def gather(self, value, deadline_s=None):
         if isinstance(value, Report):

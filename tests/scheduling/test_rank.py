@@ -1,16 +1,19 @@
 """A rank's chunk under the first-launch race: every first launch before any timed one, then
 timed launches fastest first (scheduling/rank.py, ``Chunk.two_passes``), on the real C backend
-with real compile workers."""
+with real compile workers; and rank 0's rows as one timeline while it measures beside its
+gathers (``Merge``)."""
+
+import itertools
 
 import numpy as np
 
 from mpitune.backends import c as cbackend
 from mpitune.model.racing import Race, RaceRule
-from mpitune.model.timeline import Clock, Timeline
+from mpitune.model.timeline import BACKGROUND_PHASES, Clock, PhaseRow, Timeline
 from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead
 from mpitune.scheduling.messages import Order
-from mpitune.scheduling.rank import serve
+from mpitune.scheduling.rank import Merge, serve
 from mpitune.spec.load import load_names
 
 # Counts its launches per configuration in the test's own memory (the address travels as a
@@ -79,3 +82,34 @@ def test_other_rules_and_a_chunk_of_one_are_measured_in_one_pass(tmp_path):
     counts[:] = 0
     (one,) = measure(tmp_path, counts, SLOTS[:1], RaceRule.FIRST)
     assert not one.raced and counts[0] == 1 + ITERATIONS
+
+
+def test_rank_0s_main_and_measuring_rows_merge_into_one_timeline_that_adds_up_to_its_wall():
+    """Rank 0's main thread waited, wrote and asked the strategy while its lane measured: the
+    lane's rows stand, the main thread's waiting under them goes, its writing and asking under
+    them stand beside as background phases, and every second is in one phase."""
+    main = [
+        PhaseRow(0, -1, "wait", 0.0, 2.0),
+        PhaseRow(0, -1, "write", 2.0, 2.5),
+        PhaseRow(0, -1, "strategy", 2.5, 3.0),
+        PhaseRow(1, -1, "wait", 3.0, 5.0),
+    ]
+    chunk = [PhaseRow(1, 7, "compile", 1.0, 1.5), PhaseRow(1, 7, "verify", 1.5, 1.6)]
+    chunk.append(PhaseRow(1, 7, "benchmark", 1.6, 2.75))
+    later = [PhaseRow(2, 9, "verify", 4.0, 4.5)]
+    merge = Merge()
+    rows = merge.rows(main, chunk, 2.75) + merge.rows([], later, 4.5) + merge.rows([], [], None)
+    own = sorted((r.start_s, r.end_s, r.phase) for r in rows if r.phase not in BACKGROUND_PHASES)
+    assert own == [
+        (0.0, 1.0, "wait"),
+        (1.0, 1.5, "compile"),
+        (1.5, 1.6, "verify"),
+        (1.6, 2.75, "benchmark"),
+        (2.75, 3.0, "strategy"),
+        (3.0, 4.0, "wait"),
+        (4.0, 4.5, "verify"),
+        (4.5, 5.0, "wait"),
+    ]
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(own))  # no gap, no overlap: they add up to 5 s
+    beside = sorted((r.start_s, r.end_s, r.phase) for r in rows if r.phase in BACKGROUND_PHASES)
+    assert beside == [(2.0, 2.5, "write_beside"), (2.5, 2.75, "strategy_beside")]

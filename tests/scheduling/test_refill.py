@@ -90,3 +90,18 @@ def test_every_ranks_phases_add_up_to_its_wall_in_a_refilled_run(tmp_path):
         mine = np.sort(mine, order=["start_s", "end_s"])
         assert np.all(mine["start_s"][1:] >= mine["end_s"][:-1] - 1e-9), f"rank {rank}'s phases overlap"
         assert float(np.sum(mine["end_s"] - mine["start_s"])) <= wall_s + 1e-6
+
+
+def test_rank_0_measures_beside_its_hand_outs(tmp_path):
+    ranks = Ranks(tmp_path, 3, growing, strategy="genetic_algorithm", schedule="refill", max_fevals=24, seed=4)
+    assert ranks.run(ranks.open()) is StopReason.MAX_FEVALS
+    with h5py.File(ranks.cache_path, "r") as f:
+        mine = f["results"][f["results"]["rank"] == 0]
+    # Orders went out to the workers while rank 0 measured one of its own: its lane measured it
+    # while its main thread took reports and handed out (in its main thread it could not).
+    during = [
+        order.now_s
+        for _, order in ranks.sent
+        if order.stop is None and any(r["started_s"] < order.now_s < r["finished_s"] for r in mine)
+    ]
+    assert len(mine) >= 3 and during
