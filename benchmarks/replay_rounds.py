@@ -14,12 +14,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from mpitune import backends
+from mpitune.model.problem import Schedule
 from mpitune.model.result import Status
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.costs import CostModel, result_cost_s
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import prepare
 from mpitune.scheduling.transport import InProcessRanks
@@ -60,24 +62,30 @@ class Interleaved(CostModel):
         return None
 
 
-def simulated_efficiency(source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool) -> dict:
+def simulated_efficiency(
+    source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool, schedule: Schedule = Schedule.BATCHES
+) -> dict:
     """A brute-force replay on ``ranks`` ranks in one process, batch by batch as the loop runs
     it: the real rounds (scheduling/rounds.py) over ``InProcessRanks``, whose Manager deals (by
     cost, or interleaved) and keeps its batches in flight (two on several ranks); every rank
     serves its orders in turn with the replay backend on its own simulated clock, which catches
     up with rank 0's when the order went out, and rank 0's with the slowest rank's when it
-    records a batch (rank 0 measures its own chunk of a batch, then waits for the batch).
-    Efficiency: sum of compile + verify + benchmark seconds / (ranks x simulated wall); ``path``:
-    the replay's file."""
-    out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}.h5")
+    records a batch (rank 0 measures its own chunk of a batch, then waits for the batch); or,
+    with ``schedule`` refill, each rank refilled as it runs short (scheduling/refill/), rank 0
+    measuring beside on a clock of its own. Efficiency: sum of compile + verify + benchmark
+    seconds / (ranks x simulated wall); ``path``: the replay's file."""
+    out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}-{schedule.value}.h5")
     manager, cache, space = replay_manager(source, out, ranks, batch_size, "brute_force", None)
+    manager.settings.schedule = schedule
     if not by_cost:
         manager.costs = Interleaved(space)
     backend = backends.create(manager.setup.problem, workdir, 0)
+    own = backends.create(manager.setup.problem, workdir, 0)  # rank 0's: its lane measures in a thread
     timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
-    world = InProcessRanks([backend] * ranks, timelines)
+    world = InProcessRanks([own] + [backend] * (ranks - 1), timelines)
+    measuring = measuring_timeline(timelines[0]) if schedule is Schedule.REFILL else None
     with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
-        rounds(world, manager, backend, timelines[0], None, Watch(), lambda: None)
+        rounds(world, manager, own, timelines[0], None, Watch(), lambda: None, measuring)
     busy_s = sum(result_cost_s(r) for r in cache.recorded())
     cache.close()
     wall_s = manager.clock.now()
