@@ -15,6 +15,7 @@ of the search: the best time found over the cache's best (1.0: found it).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import sys
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--strategy", default="portfolio")
     args = parser.parse_args()
+    logging.getLogger("mpitune").setLevel(logging.ERROR)  # the replays' own warnings (device factors)
     print("command: PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in sys.argv))
     started = time.perf_counter()
     for cache_dir in args.dirs:
