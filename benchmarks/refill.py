@@ -61,7 +61,6 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--strategy", default="portfolio")
     args = parser.parse_args()
-    logging.getLogger("mpitune").setLevel(logging.ERROR)  # the replays' own warnings (device factors)
     print("command: PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in sys.argv))
     started = time.perf_counter()
     for cache_dir in args.dirs:
@@ -96,4 +95,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    logging.getLogger("mpitune").setLevel(logging.ERROR)  # the replays' own warnings (device factors)
     main()

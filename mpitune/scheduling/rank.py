@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -37,14 +38,16 @@ def serve(
     timeline: Timeline,
     ahead: CompilePool | None = None,
     stopping: Callable[[], bool] | None = None,
+    held: Callable[[], Sequence[Work]] | None = None,
 ) -> Report:
     """Carry out one order (not a stop): measure each configuration of its chunk in turn, and
     report them with the phases recorded since the last report and this rank's clock. Failures
     are statuses, never exceptions.
 
     With compile workers (``ahead``), the whole chunk, then the ``upcoming`` chunk this rank
-    will likely get next, is queued for compiling first, so that the device measures one
-    configuration while the next ones compile.
+    will likely get next, then what the orders this rank already ``held`` beyond this one hold
+    (a refilled rank's next order, which comes while it measures), is queued for compiling
+    first, so that the device measures one configuration while the next ones compile.
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what
     it measured so far is reported, and nothing after it is trusted, nor anything of a chunk
@@ -66,9 +69,10 @@ def serve(
     if order.calibrate is not None:
         calibration = tuple(_reference(order.calibrate, backend, timeline, ahead))
     if ahead is not None:
-        ahead.keep_only(order.ids + order.upcoming_ids)
-        ahead.submit(order.work + order.upcoming)
-    chunk = Chunk(order, backend, rank, timeline, ahead, stopping)
+        later = tuple(held()) if held is not None else ()
+        ahead.keep_only(order.ids + order.upcoming_ids + tuple(w.config_id for w in later))
+        ahead.submit(order.work + order.upcoming + later)
+    chunk = Chunk(order, backend, rank, timeline, ahead, stopping, held)
     if order.race is not None and order.race.looks_ahead and ahead is not None and len(order.work) > 1:
         results = chunk.two_passes(order.race)
     else:
@@ -120,9 +124,10 @@ class Chunk:
         timeline: Timeline,
         ahead: CompilePool | None,
         stopping: Callable[[], bool] | None,
+        held: Callable[[], Sequence[Work]] | None = None,
     ):
         self.order, self.backend, self.rank, self.timeline = order, backend, rank, timeline
-        self.ahead, self.stopping = ahead, stopping
+        self.ahead, self.stopping, self.held = ahead, stopping, held
 
     def in_order(self, work: Sequence[Work], race: Race | None) -> list[Result]:
         """Each configuration in turn, racing against the best known and the ones measured since;
@@ -132,6 +137,8 @@ class Chunk:
             if results and self.stopping is not None and self.stopping():
                 break
             results.append(self.measure(item, race))
+            if self.held is not None and self.ahead is not None:
+                self.ahead.submit(self.held())  # orders that came meanwhile: compiled behind this one
             if race is not None:
                 race = race.seen(results[-1:])
             if self.backend.fatal_error:
@@ -218,16 +225,23 @@ class Lane:
         self.backend, self.timeline, self.ahead, self.stopping = backend, timeline, ahead, stopping
         self._closing = False  # the rounds are over: a chunk still measured ends at once
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="mpitune-rank0-measure")
+        self._pending: deque[Order] = deque()  # submitted, not begun: compiled ahead of their turn
 
     def submit(self, order: Order) -> Future[Report]:
         """Rank 0's report of ``order``, to come once the orders before it are done."""
+        self._pending.append(order)
         return self._pool.submit(self._serve, order)
 
     def _serve(self, order: Order) -> Report:
+        self._pending.popleft()
         timeline = self.timeline
         timeline.clock.sync(order.now_s)  # as a worker starts an order: not before it went out
         timeline.idle_until(timeline.clock.now())  # the time between orders is no work of this lane's
-        return serve(order, self.backend, 0, timeline, self.ahead, lambda: self._closing or self.stopping())
+        stopping = lambda: self._closing or self.stopping()
+        return serve(order, self.backend, 0, timeline, self.ahead, stopping, self._held)
+
+    def _held(self) -> list[Work]:
+        return [w for order in list(self._pending) for w in order.work]
 
     def close(self) -> None:
         """No more orders: those not started are dropped, and one still measured (the rounds

@@ -55,6 +55,7 @@ def rounds(
         deadlines = Deadlines(floor_s(manager.settings.rank_deadline_floor_s), manager.setup.problem.timeout_s)
         rank0 = Rank0(manager, deadlines, watch)
     stopping = _stopping(transport, manager)
+    held = None if manager else (lambda: [w for o in transport.waiting() if isinstance(o, Order) for w in o.work])
     patience_s: float | None = None  # how long a worker waits for its next order
     if rank0 and refilled(rank0.manager):
         refilling = RefillRounds(transport, rank0, backend, (timeline, measuring or timeline), ahead, stopping)
@@ -74,7 +75,7 @@ def rounds(
         if order.stop is not None:
             stop_beating()
             break
-        report = serve(order, backend, transport.rank, timeline, ahead, stopping)
+        report = serve(order, backend, transport.rank, timeline, ahead, stopping, held)
         if rank0:
             _gather(transport, rank0, timeline, order, sent_s, report)
         else:
