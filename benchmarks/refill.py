@@ -10,6 +10,11 @@ real rounds of the scheduler, every rank in this process on its own simulated cl
 evaluations each, once per seed. Printed per cache and over each directory: the simulated wall
 on the ranks as a share of the same search's wall on one rank (mean over seeds), and the score
 of the search: the best time found over the cache's best (1.0: found it).
+
+With ``--brute-force-ranks N [N ...]``, then brute force over the largest cache of the first
+directory on each N ranks, with batches and refilled (benchmarks/replay_rounds.py's
+``simulated_efficiency``, racing on): compile + verify + benchmark seconds over ranks x
+simulated wall, and the wall.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import tempfile
 import time
 
 import numpy as np
+from replay_rounds import simulated_efficiency
 from strategies import cache_paths
 
 from mpitune.model.problem import Schedule
@@ -60,6 +66,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=400)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--strategy", default="portfolio")
+    parser.add_argument("--brute-force-ranks", type=int, nargs="*", default=[])
     args = parser.parse_args()
     print("command: PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in sys.argv))
     started = time.perf_counter()
@@ -91,7 +98,22 @@ def main() -> None:
         sb, sr = (float(np.mean(scores[s])) for s in SCHEDULES)
         print(f"{'mean':32} {b:8.4f} {r:8.4f} {sb:8.3f} {sr:8.3f}")
         print(f"{'worst':32} {max(shares[SCHEDULES[0]]):8.4f} {max(shares[SCHEDULES[1]]):8.4f}")
+    if args.brute_force_ranks:
+        brute_force(max(cache_paths(args.dirs[0]), key=os.path.getsize), args.brute_force_ranks)
     print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+def brute_force(path: str, ranks: list[int]) -> None:
+    """The table of brute force on ``path``: efficiency and simulated wall per schedule."""
+    print(f"\nbrute force on {os.path.basename(path)}: efficiency (simulated wall)")
+    print(f"{'ranks':>6} {'batches':>18} {'refill':>18}")
+    for n in ranks:
+        cells = []
+        for schedule in SCHEDULES:
+            with tempfile.TemporaryDirectory(prefix="mpitune-refill-") as workdir:
+                run = simulated_efficiency(path, workdir, n, None, True, schedule)
+            cells.append(f"{100 * run['efficiency']:.1f} % ({run['wall_s']:.1f} s)")
+        print(f"{n:>6} {cells[0]:>18} {cells[1]:>18}", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ batches and refilled, and the table says what each took of one rank's time and w
 
 import sys
 
-from conftest import REPO
+from conftest import REPO, kt_cache
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -24,3 +24,12 @@ def test_the_table_compares_the_schedules_on_the_scheduler_itself(pnpoly, tmp_pa
     # time and less than all of it; a score is the best found over the cache's best.
     assert 0.25 < batches < 1.0 and 0.25 < refilled < 1.0
     assert 0.0 < score_batches <= 1.0 and 0.0 < score_refilled <= 1.0
+
+
+def test_brute_force_is_compared_on_both_schedules(tmp_path, capsys):
+    refill.brute_force(str(kt_cache(tmp_path / "small.json")), [2])
+    out = capsys.readouterr().out
+    assert "brute force on small.json" in out
+    # Every configuration of the small cache on 2 ranks: each schedule's efficiency is a share.
+    (row,) = [line.split() for line in out.splitlines() if line.strip().startswith("2 ")]
+    assert 0 < float(row[1]) <= 100 and 0 < float(row[5]) <= 100
