@@ -181,13 +181,11 @@ def test_resumed_random_search_continues_its_saved_state(tmp_path):
         assert "strategy_state" not in a and len(a["asked"]) == 16
 
 
-def test_report_figures_add_up_to_measured_wall_time(tmp_path):
-    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 2]}')
-    cache = tmp_path / "out.h5"
-    proc = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
-    assert proc.returncode == 0, proc.stderr
+def figures_add_up(cache, ranks: int) -> dict:
+    """``report``'s figures of a run: each rank's busy and idle time make its wall time, no
+    rank's phases overlap, and the ranks worked side by side. The report, for more checks."""
     s = report_json(cache)
-    assert len(s["per_rank"]) == 3
+    assert len(s["per_rank"]) == ranks
     for r in s["per_rank"]:
         assert r["busy_s"] + r["idle_s"] == pytest.approx(r["wall_s"], rel=0.03)
         assert r["compile_s"] > 0 and r["wall_s"] <= s["wall_s"] * 1.01
@@ -198,10 +196,74 @@ def test_report_figures_add_up_to_measured_wall_time(tmp_path):
     with h5py.File(cache, "r") as f:
         timeline = f["timeline"][...]
     own = timeline[~np.isin(timeline["phase"], [p.encode() for p in BACKGROUND_PHASES])]  # beside them: may overlap
-    for rank in range(3):
+    for rank in range(ranks):
         mine = np.sort(own[own["rank"] == rank], order="start_s")
         gaps = mine["start_s"][1:] - mine["end_s"][:-1]
         assert gaps.min() > -1e-6  # phases of one rank never overlap
+    return s
+
+
+def test_report_figures_add_up_to_measured_wall_time(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 2]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    figures_add_up(cache, 3)
+
+
+def test_a_refilled_run_records_each_configuration_once_and_what_each_ask_knew(tmp_path):
+    """``--schedule refill``: one configuration per rank per ask (``--batch-size 3``), so
+    that there are many asks; the failing configurations are statuses like any other."""
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 1, 2]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(3, [str(spec), "--cache", str(cache), "--schedule", "refill", "--batch-size", "3"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "best: " in proc.stdout and "18 configurations measured" in proc.stdout
+    with h5py.File(cache, "r") as f:
+        ids = list(f["results"]["config_id"])
+        ranks_used = set(f["results"]["rank"])
+        asked = np.unique(f["asked"]["batch"])
+        told = f["told"][...]
+        assert len(f["in_flight"]) == 0
+    assert sorted(ids) == list(range(18)) and ranks_used == {0, 1, 2}
+    # One told count per ask, never falling, from nothing known at the first ask.
+    assert len(asked) > 3 and told["batch"].tolist() == asked.tolist()
+    assert told["rows"][0] == 0 and np.all(np.diff(told["rows"]) >= 0) and told["rows"][-1] < 18
+    s = figures_add_up(cache, 3)
+    assert s["configs"] == 18 and s["ok"] == 6
+    assert s["failed"] == {"compile_error": 6, "verify_failed": 6}
+    assert s["best"]["config"]["MODE"] == 0
+
+
+def test_a_refilled_run_stopped_by_its_budget_or_the_stop_file_resumes_its_search(tmp_path):
+    """Chunks of one configuration, so that the stop cuts none short: each run ends its search
+    continuable (resume.py), and the next replays it rather than starting afresh."""
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 41)), "MODE": [0]}')
+    cache, stop = tmp_path / "out.h5", tmp_path / "stop"
+    args = [str(spec), "--cache", str(cache), "--schedule", "refill", "--strategy", "genetic_algorithm"]
+    args += ["--seed", "3", "--batch-size", "3", "--stop-file", str(stop), "-v"]
+    first = mpitune(3, [*args, "--max-fevals", "8"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    second = start_mpitune(3, args, tmp_path)
+    wait_for_batch(second, 3)
+    stop.touch()
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 75, err
+    assert "(signal)" in out and "run the same command again to resume" in out
+    stop.unlink()
+    third = mpitune(3, args, tmp_path)
+    assert third.returncode == 0, third.stderr
+    for log in (err, third.stderr):
+        assert "resuming the saved state of strategy genetic_algorithm" in log, log
+        assert "does not replay" not in log, log
+    with h5py.File(cache, "r") as f:
+        ids = list(f["results"]["config_id"])
+        runs = f["runs"][...]
+        assert list(f["searches"]["continuable"]) == [1, 1, 1]
+        assert sorted(set(f["told"]["run"])) == [0, 1, 2]
+    assert sorted(ids) == list(range(40))  # each exactly once
+    assert [s.decode() for s in runs["status"]] == ["max_fevals", "signal", "finished"]
+    assert runs["measured"][0] == 8 and 0 < runs["measured"][1] < 32
 
 
 def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
