@@ -235,33 +235,39 @@ def test_a_refilled_run_records_each_configuration_once_and_what_each_ask_knew(t
     assert s["best"]["config"]["MODE"] == 0
 
 
-def test_a_refilled_run_stopped_by_its_budget_or_the_stop_file_resumes_its_search(tmp_path):
-    """Chunks of one configuration, so that the stop cuts none short: each run ends its search
-    continuable (resume.py), and the next replays it rather than starting afresh."""
+def test_a_refilled_search_resumes_after_its_budget_and_afresh_after_a_stop_that_cut_chunks(tmp_path):
+    """A budget ends the search cleanly: the next run replays it (resume.py). The stop file cuts
+    the chunks the ranks hold (three configurations each: ``--batch-size 9`` on 3 ranks) after
+    their next configuration, and ids handed out but not measured leave the search not
+    continuable: the run after starts the strategy afresh from the file, knowing everything
+    measured (docs/reliability.md, "Stopping early on purpose"), and measures what was cut."""
     spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 41)), "MODE": [0]}')
     cache, stop = tmp_path / "out.h5", tmp_path / "stop"
     args = [str(spec), "--cache", str(cache), "--schedule", "refill", "--strategy", "genetic_algorithm"]
-    args += ["--seed", "3", "--batch-size", "3", "--stop-file", str(stop), "-v"]
-    first = mpitune(3, [*args, "--max-fevals", "8"], tmp_path)
-    assert first.returncode == 0, first.stderr
-    second = start_mpitune(3, args, tmp_path)
-    wait_for_batch(second, 3)
+    args += ["--seed", "3", "--stop-file", str(stop), "-v"]
+    budget = mpitune(3, [*args, "--batch-size", "3", "--max-fevals", "8"], tmp_path)
+    assert budget.returncode == 0, budget.stderr
+    args += ["--batch-size", "9"]
+    stopped = start_mpitune(3, args, tmp_path)
+    wait_for_batch(stopped, 3)
     stop.touch()
-    out, err = second.communicate(timeout=60)
-    assert second.returncode == 75, err
+    out, err = stopped.communicate(timeout=60)
+    assert stopped.returncode == 75, err
     assert "(signal)" in out and "run the same command again to resume" in out
+    assert "resuming the saved state of strategy genetic_algorithm" in err and "does not replay" not in err
+    with h5py.File(cache, "r") as f:
+        asked, rows = f["asked"][...], f["results"][...]
+        assert list(f["searches"]["continuable"]) == [1, 0]
+    assert set(asked["config_id"][asked["run"] == 1]) > set(rows["config_id"][rows["run"] == 1])  # cut short
     stop.unlink()
-    third = mpitune(3, args, tmp_path)
-    assert third.returncode == 0, third.stderr
-    for log in (err, third.stderr):
-        assert "resuming the saved state of strategy genetic_algorithm" in log, log
-        assert "does not replay" not in log, log
+    last = mpitune(3, args, tmp_path)
+    assert last.returncode == 0, last.stderr
+    assert "resuming" not in last.stderr and "does not replay" not in last.stderr
     with h5py.File(cache, "r") as f:
         ids = list(f["results"]["config_id"])
         runs = f["runs"][...]
-        assert list(f["searches"]["continuable"]) == [1, 1, 1]
         assert sorted(set(f["told"]["run"])) == [0, 1, 2]
-    assert sorted(ids) == list(range(40))  # each exactly once
+    assert sorted(ids) == list(range(40))  # each exactly once, what was cut too
     assert [s.decode() for s in runs["status"]] == ["max_fevals", "signal", "finished"]
     assert runs["measured"][0] == 8 and 0 < runs["measured"][1] < 32
 
