@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -181,7 +182,7 @@ def test_resumed_random_search_continues_its_saved_state(tmp_path):
         assert "strategy_state" not in a and len(a["asked"]) == 16
 
 
-def figures_add_up(cache, ranks: int) -> dict:
+def figures_add_up(cache: Path, ranks: int) -> dict:
     """``report``'s figures of a run: each rank's busy and idle time make its wall time, no
     rank's phases overlap, and the ranks worked side by side. The report, for more checks."""
     s = report_json(cache)
