@@ -35,6 +35,7 @@ from conftest import (
 TIMEOUT_S = float(os.environ.get("MPITUNE_TEST_LIVENESS_TIMEOUT_S", "3"))
 SLOW_S = max(2.0, TIMEOUT_S / 2)
 CONFIGS = 9
+REFILLED = 18  # a refilled run hands out a quick run's configurations faster: more to outlast the stop
 SLOW_C = r"""
 #include <stdlib.h>
 #include <string.h>
@@ -58,10 +59,10 @@ MPI_UP = (
 )
 
 
-def _spec(tmp_path: Path, load_s: float = 0.0) -> list[str]:
+def _spec(tmp_path: Path, load_s: float = 0.0, configs: int = CONFIGS) -> list[str]:
     """``load_s``: the spec sleeps that long, after touching 'loading' once MPI is up (a rank
     stopped before its MPI_Init holds every rank in theirs: docs/reliability.md)."""
-    params = f'{{"STEP": list(range(1, {CONFIGS + 1})), "MODE": [0]}}'
+    params = f'{{"STEP": list(range(1, {configs + 1})), "MODE": [0]}}'
     extra = "racing = False\n"  # a slow configuration must not lose a race and stop early
     if load_s:
         extra += "import pathlib, time\n" + MPI_UP
@@ -134,10 +135,10 @@ def _stop_in_a_long_batch(tmp_path: Path, monkeypatch, rank: int, slow: str):
     return ended, took, done
 
 
-def _resumes_once(tmp_path: Path) -> None:
-    again = mpitune(3, _spec(tmp_path), tmp_path, timeout=120)
+def _resumes_once(tmp_path: Path, args: list[str] | None = None, configs: int = CONFIGS) -> None:
+    again = mpitune(3, args or _spec(tmp_path), tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert sorted(recorded_ids(tmp_path / "out.h5")) == list(range(CONFIGS))
+    assert sorted(recorded_ids(tmp_path / "out.h5")) == list(range(configs))
 
 
 @pytest.mark.parametrize("slow", ["all", "workers"])
@@ -198,3 +199,47 @@ def test_a_worker_stopped_during_start_up_ends_the_job(tmp_path):
     assert f"rank 1 on {socket.gethostname()} sent no heartbeat for" in ours[0], ours[0]
     assert "during start-up" in ours[0]
     assert not (tmp_path / "out.h5").exists()
+
+
+@pytest.mark.parametrize("slow", ["all", "workers"])
+def test_a_worker_stopped_in_a_refilled_run_ends_it_within_the_liveness_timeout(tmp_path, monkeypatch, slow):
+    """``--schedule refill``: rank 0 takes each report as it comes (comm.py's ``receive``) and
+    measures its own orders in its main thread between them. slow 'all': it is likely measuring
+    a long one of its own when rank 2 stops, and its heartbeat thread closes the file;
+    'workers': it has measured what was left of the quick ones and waits for reports, and its
+    main thread ends the run. Every report that came is in the file already."""
+    flag = tmp_path / "slow"
+    monkeypatch.setenv("MPITUNE_TEST_SLOW", str(flag))
+    monkeypatch.setenv("MPITUNE_TEST_SLOW_RANKS", slow)
+    monkeypatch.setenv("MPITUNE_TEST_SLOW_US", str(int(SLOW_S * 1e6)))
+    args = [*_spec(tmp_path, configs=REFILLED), "--schedule", "refill"]
+    job = start_mpitune(3, args, tmp_path)
+    try:
+        done = wait_for_batch(job, 1)
+        flag.touch()  # from now on each configuration a slow rank starts outlasts the timeout
+        pid = file_pid(tmp_path / "out.h5", 2)
+    except BaseException:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        raise
+    ended, took = _stop(job, pid)
+    flag.unlink()
+    assert ended.returncode == 75, ended.stderr
+    assert took < TIMEOUT_S + 6, took
+    ours = [line for line in ended.stderr.splitlines() if line.startswith("mpitune:")]
+    assert len(ours) == 1, ended.stderr
+    assert f"rank 2 on {socket.gethostname()} sent no heartbeat for" in ours[0], ours[0]
+    assert "rerun the same command to resume (exit code 75)" in ours[0]
+    assert "Traceback" not in ended.stderr and "BAD TERMINATION" not in ended.stderr + ended.stdout
+    cache = tmp_path / "out.h5"
+    with h5py.File(cache, "r") as f:
+        assert f["runs"][0]["status"] == b"silent_rank"
+    rows = recorded_ids(cache)
+    # Each report went into the file as it came: every configuration a progress line counted.
+    progress = [line.split()[3] for line in ended.stdout.splitlines() if line.startswith("mpitune: batch ")]
+    assert len(rows) >= max([done, *(int(p.split("/")[0]) for p in progress)]) and len(set(rows)) == len(rows)
+    checked = check_file(cache)
+    assert "was in flight" in checked and "rank 2 held" in checked, checked
+    assert "repaired" not in checked, checked
+    if slow == "all":
+        _resumes_once(tmp_path, args, REFILLED)

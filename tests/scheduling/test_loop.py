@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -181,13 +182,11 @@ def test_resumed_random_search_continues_its_saved_state(tmp_path):
         assert "strategy_state" not in a and len(a["asked"]) == 16
 
 
-def test_report_figures_add_up_to_measured_wall_time(tmp_path):
-    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 2]}')
-    cache = tmp_path / "out.h5"
-    proc = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
-    assert proc.returncode == 0, proc.stderr
+def figures_add_up(cache: Path, ranks: int) -> dict:
+    """``report``'s figures of a run: each rank's busy and idle time make its wall time, no
+    rank's phases overlap, and the ranks worked side by side. The report, for more checks."""
     s = report_json(cache)
-    assert len(s["per_rank"]) == 3
+    assert len(s["per_rank"]) == ranks
     for r in s["per_rank"]:
         assert r["busy_s"] + r["idle_s"] == pytest.approx(r["wall_s"], rel=0.03)
         assert r["compile_s"] > 0 and r["wall_s"] <= s["wall_s"] * 1.01
@@ -198,10 +197,80 @@ def test_report_figures_add_up_to_measured_wall_time(tmp_path):
     with h5py.File(cache, "r") as f:
         timeline = f["timeline"][...]
     own = timeline[~np.isin(timeline["phase"], [p.encode() for p in BACKGROUND_PHASES])]  # beside them: may overlap
-    for rank in range(3):
+    for rank in range(ranks):
         mine = np.sort(own[own["rank"] == rank], order="start_s")
         gaps = mine["start_s"][1:] - mine["end_s"][:-1]
         assert gaps.min() > -1e-6  # phases of one rank never overlap
+    return s
+
+
+def test_report_figures_add_up_to_measured_wall_time(tmp_path):
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 2]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(3, [str(spec), "--cache", str(cache)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    figures_add_up(cache, 3)
+
+
+def test_a_refilled_run_records_each_configuration_once_and_what_each_ask_knew(tmp_path):
+    """``--schedule refill``: one configuration per rank per ask (``--batch-size 3``), so
+    that there are many asks; the failing configurations are statuses like any other."""
+    spec = write_scale_spec(tmp_path, '{"STEP": [1, 2, 4, 8, 16, 32], "MODE": [0, 1, 2]}')
+    cache = tmp_path / "out.h5"
+    proc = mpitune(3, [str(spec), "--cache", str(cache), "--schedule", "refill", "--batch-size", "3"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "best: " in proc.stdout and "18 configurations measured" in proc.stdout
+    with h5py.File(cache, "r") as f:
+        ids = list(f["results"]["config_id"])
+        ranks_used = set(f["results"]["rank"])
+        asked = np.unique(f["asked"]["batch"])
+        told = f["told"][...]
+        assert len(f["in_flight"]) == 0
+    assert sorted(ids) == list(range(18)) and ranks_used == {0, 1, 2}
+    # One told count per ask, never falling, from nothing known at the first ask.
+    assert len(asked) > 3 and told["batch"].tolist() == asked.tolist()
+    assert told["rows"][0] == 0 and np.all(np.diff(told["rows"]) >= 0) and told["rows"][-1] < 18
+    s = figures_add_up(cache, 3)
+    assert s["configs"] == 18 and s["ok"] == 6
+    assert s["failed"] == {"compile_error": 6, "verify_failed": 6}
+    assert s["best"]["config"]["MODE"] == 0
+
+
+def test_a_refilled_search_resumes_after_its_budget_and_afresh_after_a_stop_that_cut_chunks(tmp_path):
+    """A budget ends the search cleanly: the next run replays it (resume.py). The stop file cuts
+    the chunks the ranks hold (three configurations each: ``--batch-size 9`` on 3 ranks) after
+    their next configuration, and ids handed out but not measured leave the search not
+    continuable: the run after starts the strategy afresh from the file, knowing everything
+    measured (docs/reliability.md, "Stopping early on purpose"), and measures what was cut."""
+    spec = write_scale_spec(tmp_path, '{"STEP": list(range(1, 41)), "MODE": [0]}')
+    cache, stop = tmp_path / "out.h5", tmp_path / "stop"
+    args = [str(spec), "--cache", str(cache), "--schedule", "refill", "--strategy", "genetic_algorithm"]
+    args += ["--seed", "3", "--stop-file", str(stop), "-v"]
+    budget = mpitune(3, [*args, "--batch-size", "3", "--max-fevals", "8"], tmp_path)
+    assert budget.returncode == 0, budget.stderr
+    args += ["--batch-size", "9"]
+    stopped = start_mpitune(3, args, tmp_path)
+    wait_for_batch(stopped, 3)
+    stop.touch()
+    out, err = stopped.communicate(timeout=60)
+    assert stopped.returncode == 75, err
+    assert "(signal)" in out and "run the same command again to resume" in out
+    assert "resuming the saved state of strategy genetic_algorithm" in err and "does not replay" not in err
+    with h5py.File(cache, "r") as f:
+        asked, rows = f["asked"][...], f["results"][...]
+        assert list(f["searches"]["continuable"]) == [1, 0]
+    assert set(asked["config_id"][asked["run"] == 1]) > set(rows["config_id"][rows["run"] == 1])  # cut short
+    stop.unlink()
+    last = mpitune(3, args, tmp_path)
+    assert last.returncode == 0, last.stderr
+    assert "resuming" not in last.stderr and "does not replay" not in last.stderr
+    with h5py.File(cache, "r") as f:
+        ids = list(f["results"]["config_id"])
+        runs = f["runs"][...]
+        assert sorted(set(f["told"]["run"])) == [0, 1, 2]
+    assert sorted(ids) == list(range(40))  # each exactly once, what was cut too
+    assert [s.decode() for s in runs["status"]] == ["max_fevals", "signal", "finished"]
+    assert runs["measured"][0] == 8 and 0 < runs["measured"][1] < 32
 
 
 def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
