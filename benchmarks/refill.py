@@ -70,7 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     print("command: PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in sys.argv))
     started = time.perf_counter()
-    for cache_dir in args.dirs:
+    for cache_dir in args.dirs if args.seeds else []:  # --seeds 0: brute force only
         shares: dict[Schedule, list[float]] = {s: [] for s in SCHEDULES}
         scores: dict[Schedule, list[float]] = {s: [] for s in SCHEDULES}
         print(

@@ -40,11 +40,11 @@ void scale(float *y, const float *x, int n)
 """
 
 
-def _spec(tmp_path: Path) -> list[str]:
+def _spec(tmp_path: Path, schedule: str = "auto") -> list[str]:
     params = f'{{"STEP": list(range(1, {CONFIGS + 1})), "MODE": [0]}}'
     spec = write_scale_spec(tmp_path, params, extra="timeout_s = 2\n")
     (tmp_path / "scale.c").write_text(SLOW_C)
-    return [str(spec), "--out", str(tmp_path / "out.h5"), "--rank-deadline-floor", "2"]
+    return [str(spec), "--out", str(tmp_path / "out.h5"), "--rank-deadline-floor", "2", "--schedule", schedule]
 
 
 def _resumes_once(tmp_path: Path, args: list[str]) -> str:
@@ -81,10 +81,12 @@ def _outlived(pid: int) -> bool:
     return True
 
 
-def _stop_mid_run(tmp_path: Path, rank: int) -> tuple[subprocess.CompletedProcess, float, int, bool]:
+def _stop_mid_run(
+    tmp_path: Path, rank: int, schedule: str = "auto"
+) -> tuple[subprocess.CompletedProcess, float, int, bool]:
     """SIGSTOP one rank after the second batch; the job's result, how long it took to end
     after the stop, the configurations done before it, and whether the stopped rank outlived it."""
-    args = _spec(tmp_path)
+    args = _spec(tmp_path, schedule)
     job = start_mpitune(3, args, tmp_path)
     pid = -1
     try:
@@ -104,8 +106,11 @@ def _stop_mid_run(tmp_path: Path, rank: int) -> tuple[subprocess.CompletedProces
     return subprocess.CompletedProcess(job.args, job.returncode, out, err), took, done, left
 
 
-def test_a_stopped_worker_ends_the_run_with_one_line_and_it_resumes(tmp_path):
-    ended, took, done, left = _stop_mid_run(tmp_path, 2)
+@pytest.mark.parametrize("schedule", ["auto", "refill"])
+def test_a_stopped_worker_ends_the_run_with_one_line_and_it_resumes(tmp_path, schedule):
+    """'refill': the other worker, which has reported all it held, waits for rank 0 while rank
+    0 waits for rank 2's orders, due by their own deadlines; it must not take rank 0 for lost."""
+    ended, took, done, left = _stop_mid_run(tmp_path, 2, schedule)
     assert ended.returncode == 75, ended.stderr
     # The batch may take about 3 s (4 x 0.2 s measured + the 2 s timeout), with a floor of 2 s.
     assert took < 12, took
@@ -122,7 +127,7 @@ def test_a_stopped_worker_ends_the_run_with_one_line_and_it_resumes(tmp_path):
     assert len(rows) >= done and len(set(rows)) == len(rows)
     with h5py.File(cache, "r") as f:
         assert f["runs"][0]["status"] == b"silent_rank"
-    resumed = _resumes_once(tmp_path, _spec(tmp_path))
+    resumed = _resumes_once(tmp_path, _spec(tmp_path, schedule))
     # Not "killed": the run before ended itself when a rank stopped answering.
     assert "the previous run ended when a rank stopped answering while batch" in resumed, resumed
 

@@ -84,6 +84,7 @@ class Deadlines:
         self.config_s: list[float] = []  # every configuration measured in this run
         self.turnaround_s = 0.0  # the longest rank 0 took from the last report to the next orders
         self._reported_s: dict[int, float] = {}  # by rank: its clock at its last report
+        self.longest_s = 0.0  # the longest deadline stamped on a refilled run's hand-out
 
     def stamp(self, orders: list[Order]) -> list[Order]:
         """The orders, each carrying its batch's allowance (a stop's: the floor, for the last rows)."""
@@ -108,6 +109,20 @@ class Deadlines:
             )
             for o in orders
         ]
+
+    def stamp_refilled(self, orders: list[Order], depth: int) -> list[Order]:
+        """``stamp``, for a refilled run's hand-out (scheduling/refill/). A worker that has
+        reported all it holds waits for rank 0, which may first wait for other ranks' orders,
+        each due by the deadline it was stamped with (those stamped earlier can be longer), and
+        once the search is over, for all ``depth`` orders one rank holds: so a worker waits for
+        that many of the longest deadline stamped in this run, lest it take rank 0 for lost
+        while rank 0 waits, within their deadlines, for a rank that is slow or silent."""
+        stamped = self.stamp(orders)
+        if orders[0].stop is not None:
+            return stamped
+        self.longest_s = max(self.longest_s, stamped[0].deadline_s or 0.0)
+        within_s = depth * self.longest_s + max(self.floor_s, TURNAROUND_FACTOR * self.turnaround_s)
+        return [replace(o, next_order_within_s=max(o.next_order_within_s or 0.0, within_s)) for o in stamped]
 
     def observe(self, orders: Sequence[Order], reports: Sequence[Report], first_rank: int = 0) -> None:
         """Learn from one batch: each rank's chunk time per configuration handed to it, from

@@ -86,6 +86,7 @@ class Refill:
         self.waiting: dict[int, set[int]] = {}  # by hand-out: the ranks whose report has not come
         self.started_s = np.zeros(self.ranks)  # when each rank started the order it measures (rank 0's clock)
         self.told_rows = 0  # results rows recorded (and told) in this run
+        self.completed = 0  # hand-outs whose every rank has reported
         self.config_s: deque[float] = deque(maxlen=4 * self.ranks)  # recent seconds per configuration
         self._confirming: dict[int, Report] = {}
         self._calibration: _Calibration | None = None
@@ -271,8 +272,11 @@ class Refill:
         return Recorded(manager.counted(scored, set(flight.chunks[rank])), not waiting)
 
     def _done(self, batch: int) -> None:
+        """A hand-out complete: the progress line counts the hand-outs complete so far, which
+        (unlike batches) complete in no particular order."""
         del self.manager.in_flight[batch], self.waiting[batch]
-        self.manager.recorded_batch = batch
+        self.completed += 1
+        self.manager.recorded_batch = self.completed - 1
 
     def _learn_calibration(self, rank: int, report: Report) -> None:
         """Keep a rank's launches of the reference; once every rank's are in, learn from them."""

@@ -25,7 +25,7 @@ from mpitune.model.timeline import PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.rank import Lane, Merge, measures_beside, serve
-from mpitune.scheduling.refill.handouts import Refill
+from mpitune.scheduling.refill.handouts import DEPTH, Refill
 from mpitune.scheduling.session import Rank0, progress_line, say
 from mpitune.scheduling.transport import SilentRanks, Transport
 
@@ -102,7 +102,8 @@ class RefillRounds:
     def _hand_out(self) -> None:
         rank0, timeline = self.rank0, self.timeline
         with timeline.phase("strategy"), rank0.watch.writing:
-            hand_outs = [dict(zip(h, rank0.deadlines.stamp(list(h.values())))) for h in self.refill.hand_outs()]
+            stamp = rank0.deadlines.stamp_refilled
+            hand_outs = [dict(zip(h, stamp(list(h.values()), DEPTH))) for h in self.refill.hand_outs()]
         with timeline.phase("wait"):
             for orders in hand_outs:
                 for rank, order in orders.items():
