@@ -137,8 +137,6 @@ class Chunk:
             if results and self.stopping is not None and self.stopping():
                 break
             results.append(self.measure(item, race))
-            if self.held is not None and self.ahead is not None:
-                self.ahead.submit(self.held())  # orders that came meanwhile: compiled behind this one
             if race is not None:
                 race = race.seen(results[-1:])
             if self.backend.fatal_error:
@@ -194,6 +192,8 @@ class Chunk:
             row = self.ahead.row(compiled, self.order.batch)
             if row is not None:
                 timeline.extend([row])
+            if self.held is not None:  # an order that came while this compiled: it compiles while this runs
+                self.ahead.submit(self.held())
         result = self.backend.run(work, timeline, compiled, race)
         return dataclasses.replace(
             result, rank=self.rank, batch=self.order.batch, started_s=started_s, finished_s=timeline.clock.now()
