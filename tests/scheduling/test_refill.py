@@ -105,3 +105,15 @@ def test_rank_0_measures_beside_its_hand_outs(tmp_path):
         if order.stop is None and any(r["started_s"] < order.now_s < r["finished_s"] for r in mine)
     ]
     assert len(mine) >= 3 and during
+
+
+def test_a_refilled_run_hands_out_nothing_that_would_end_after_the_time_limit(tmp_path, capsys):
+    # Every configuration takes 0.5 simulated seconds; no calibration or racing to change that.
+    ranks = Ranks(tmp_path, 3, strategy="random_sample", schedule="refill", batch_size=3, time_limit_s=3.2)
+    ranks.setup.settings.calibrate = ranks.setup.settings.racing = False
+    manager = ranks.open()
+    assert ranks.run(manager) is StopReason.TIME_LIMIT
+    with h5py.File(ranks.cache_path, "r") as f:
+        finished_s = f["results"]["finished_s"]
+        assert len(finished_s) >= 12 and float(np.max(finished_s)) <= 3.2
+    assert "stopped early (time_limit)" in capsys.readouterr().out
