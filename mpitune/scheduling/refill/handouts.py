@@ -135,19 +135,19 @@ class Refill:
         manager = self.manager
         now_s = manager.clock.now()
         left = self._left()
-        chunk = self._chunk(left)
+        size = self._chunk(left)
         if manager.settings.max_fevals is not None and left <= 0:
             manager.stop_reason = StopReason.MAX_FEVALS
             return None
         limit_s = manager.settings.time_limit_s
         if limit_s is not None:  # only ranks whose chunk, after the orders they hold, ends within it
-            chunk_s = chunk * self._typical_config_s()
+            chunk_s = size * self._typical_config_s()
             wanting = [r for r in wanting if now_s + (len(self.held[r]) + 1) * chunk_s <= limit_s]
             if not wanting:
                 if not self.busy:
                     manager.stop_reason = StopReason.TIME_LIMIT
                 return None
-        n = min(left, len(wanting) * chunk)
+        n = min(left, len(wanting) * size)
         ids = manager.strategy.ask(n)
         if not ids:
             manager.stop_reason = StopReason.FINISHED
