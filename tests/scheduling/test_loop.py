@@ -226,7 +226,12 @@ def test_a_refilled_run_records_each_configuration_once_and_what_each_ask_knew(t
         asked = np.unique(f["asked"]["batch"])
         told = f["told"][...]
         assert len(f["in_flight"]) == 0
+        timeline = f["timeline"][...]
     assert sorted(ids) == list(range(18)) and ranks_used == {0, 1, 2}
+    # Rank 0 measured beside its hand-outs: it wrote or asked while its lane measured (the
+    # lane measures most of the run, and the workers' twelve reports come meanwhile).
+    phases = set(np.char.strip(timeline["phase"][timeline["rank"] == 0].astype(str)))
+    assert phases & {"write_beside", "strategy_beside"}, phases
     # One told count per ask, never falling, from nothing known at the first ask.
     assert len(asked) > 3 and told["batch"].tolist() == asked.tolist()
     assert told["rows"][0] == 0 and np.all(np.diff(told["rows"]) >= 0) and told["rows"][-1] < 18
