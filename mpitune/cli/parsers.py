@@ -100,7 +100,7 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
         choices=[s.value for s in Schedule],
         help="how rank 0 hands out work on several ranks: batches (whole batches, the same search for a seed), "
         "refill (each rank refilled as it runs short: busier ranks, but the search depends on timing) or auto "
-        "(the scheduler picks; default: the spec's schedule, else auto; see docs/performance.md, 'Refill')",
+        "(batches for now; default: the spec's schedule, else auto; see docs/performance.md, 'Refill')",
     )
     p.add_argument(
         "--compile-workers",
