@@ -81,6 +81,7 @@ class Deadlines:
     def __init__(self, floor_s: float, timeout_s: float | None):
         self.floor_s, self.timeout_s = floor_s, timeout_s
         self.rates: list[float] = []  # per round: the slowest rank's seconds per configuration
+        self.window = HISTORY_ROUNDS  # the last rates a deadline rests on (refilled: one per report)
         self.config_s: list[float] = []  # every configuration measured in this run
         self.turnaround_s = 0.0  # the longest rank 0 took from the last report to the next orders
         self._reported_s: dict[int, float] = {}  # by rank: its clock at its last report
@@ -88,7 +89,7 @@ class Deadlines:
 
     def stamp(self, orders: list[Order]) -> list[Order]:
         """The orders, each carrying its batch's allowance (a stop's: the floor, for the last rows)."""
-        rates = self.rates[-HISTORY_ROUNDS:]
+        rates = self.rates[-self.window :]
         longest = max(o.size for o in orders)
         if orders[0].stop is not None:
             limit = allowance(0, 0.0, 0.0, self.floor_s, self.turnaround_s)
@@ -140,7 +141,9 @@ class Deadlines:
 
     def observe_one(self, rank: int, order: Order, report: Report) -> None:
         """Learn from one rank's report of a refilled run (scheduling/refill/), where no round
-        waits for every rank: its time per configuration counts as a round's slowest would."""
+        waits for every rank: its time per configuration counts as a round's slowest would, and
+        the deadline rests on as many reports as ``HISTORY_ROUNDS`` rounds of every rank hold
+        (``window``, which the refilled rounds set)."""
         self.observe([order], [report], rank)
 
     def turned(self, seconds: float) -> None:

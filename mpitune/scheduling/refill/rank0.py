@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from mpitune.backends.base import Backend
 from mpitune.model.timeline import PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompilePool
+from mpitune.scheduling.faults.deadlines import HISTORY_ROUNDS
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.rank import Lane, Merge, measures_beside, serve
 from mpitune.scheduling.refill.handouts import DEPTH, Refill
@@ -60,6 +61,7 @@ class RefillRounds:
         self.lane = Lane(backend, measuring, ahead, stopping) if beside else None
         self.merge = Merge()
         self.refill = Refill(rank0.manager)
+        rank0.deadlines.window = HISTORY_ROUNDS * transport.size  # a report is a rank's round
         self.own: deque[_Own] = deque()
         self.sent: list[deque[tuple[Order, float]]] = [deque() for _ in range(transport.size)]
         self.reported_s = [time.monotonic()] * transport.size  # when each rank could start its next order

@@ -87,6 +87,25 @@ def test_rank_0_learns_the_slowest_ranks_time_per_configuration():
     assert stop[0].deadline_s == 1.0 and stop[0].stop is StopReason.FINISHED  # the last rows: the floor
 
 
+def test_a_refilled_runs_deadline_rests_on_a_round_of_every_ranks_reports():
+    """One report per rank and order: the slowest of the last ``window`` reports counts, and a
+    worker that reported all it held waits for rank 0 as long as two of the longest deadlines."""
+    deadlines = Deadlines(floor_s=1.0, timeout_s=2.0)
+    deadlines.window = 5 * 4  # HISTORY_ROUNDS rounds of 4 ranks, as the refilled rounds set it
+    slow = Order(0.0, 0, work(0))
+    deadlines.observe_one(3, slow, Report((_result(0, 0.0, 10.0),), (), 10.0))  # 10 s for one
+    for i in range(1, 19):  # then 18 quick ones, 0.1 s each, on the other ranks
+        t = 10.0 + 0.2 * i
+        deadlines.observe_one(i % 3, Order(t, i, work(i)), Report((_result(i, t, t + 0.1),), (), t + 0.1))
+    (order,) = deadlines.stamp_refilled([Order(14.0, 19, work(19))], 2)
+    assert order.expected_s == pytest.approx(10.0)  # the slow report is still in the window
+    assert order.deadline_s == pytest.approx(SAFETY_FACTOR * 10.0 + 2.0)
+    assert order.next_order_within_s == pytest.approx(2 * order.deadline_s + 1.0)
+    deadlines.window = 5  # as batches count rounds: the slow report would be forgotten
+    (batchlike,) = deadlines.stamp([Order(14.0, 19, work(19))])
+    assert batchlike.expected_s == pytest.approx(0.1)
+
+
 def test_a_world_of_one_rank_has_no_one_to_wait_for():
     local = LocalTransport()
     assert local.hosts == (socket.gethostname(),)
