@@ -203,11 +203,11 @@ def test_a_worker_stopped_during_start_up_ends_the_job(tmp_path):
 
 @pytest.mark.parametrize("slow", ["all", "workers"])
 def test_a_worker_stopped_in_a_refilled_run_ends_it_within_the_liveness_timeout(tmp_path, monkeypatch, slow):
-    """``--schedule refill``: rank 0 takes each report as it comes (comm.py's ``receive``) and
-    measures its own orders in its main thread between them. slow 'all': it is likely measuring
-    a long one of its own when rank 2 stops, and its heartbeat thread closes the file;
-    'workers': it has measured what was left of the quick ones and waits for reports, and its
-    main thread ends the run. Every report that came is in the file already."""
+    """``--schedule refill``: rank 0 takes each report as it comes (comm.py's ``receive``) while
+    its lane measures its own orders. slow 'all': its lane is likely measuring a long one when
+    rank 2 stops; 'workers': it has measured what was left of the quick ones. Either way the
+    job ends within the liveness timeout with the one line, and every report that came is in
+    the file already."""
     flag = tmp_path / "slow"
     monkeypatch.setenv("MPITUNE_TEST_SLOW", str(flag))
     monkeypatch.setenv("MPITUNE_TEST_SLOW_RANKS", slow)
