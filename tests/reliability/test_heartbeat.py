@@ -135,6 +135,22 @@ def _stop_in_a_long_batch(tmp_path: Path, monkeypatch, rank: int, slow: str):
     return ended, took, done
 
 
+def _ended_for_rank_2(ended: subprocess.CompletedProcess, took: float, tmp_path: Path) -> Path:
+    """The job ended resumable within the liveness timeout, with the one line naming rank 2, and
+    its file closed by mpitune as ``silent_rank`` (not repaired after); the file's path."""
+    assert ended.returncode == 75, ended.stderr
+    assert took < TIMEOUT_S + 6, took
+    ours = [line for line in ended.stderr.splitlines() if line.startswith("mpitune:")]
+    assert len(ours) == 1, ended.stderr
+    assert f"rank 2 on {socket.gethostname()} sent no heartbeat for" in ours[0], ours[0]
+    assert "rerun the same command to resume (exit code 75)" in ours[0]
+    assert "Traceback" not in ended.stderr and "BAD TERMINATION" not in ended.stderr + ended.stdout
+    cache = tmp_path / "out.h5"
+    with h5py.File(cache, "r") as f:
+        assert f["runs"][0]["status"] == b"silent_rank"
+    return cache
+
+
 def _resumes_once(tmp_path: Path, args: list[str] | None = None, configs: int = CONFIGS) -> None:
     again = mpitune(3, args or _spec(tmp_path), tmp_path, timeout=120)
     assert again.returncode == 0, again.stderr
@@ -146,16 +162,7 @@ def test_a_worker_stopped_in_a_long_batch_ends_the_run_within_the_liveness_timeo
     """slow 'all': rank 0 is measuring its own long chunk, so its heartbeat thread closes the
     file; 'workers': rank 0 waits in the gather, and its main thread ends the run."""
     ended, took, done = _stop_in_a_long_batch(tmp_path, monkeypatch, 2, slow)
-    assert ended.returncode == 75, ended.stderr
-    assert took < TIMEOUT_S + 6, took
-    ours = [line for line in ended.stderr.splitlines() if line.startswith("mpitune:")]
-    assert len(ours) == 1, ended.stderr
-    assert f"rank 2 on {socket.gethostname()} sent no heartbeat for" in ours[0], ours[0]
-    assert "rerun the same command to resume (exit code 75)" in ours[0]
-    assert "Traceback" not in ended.stderr and "BAD TERMINATION" not in ended.stderr + ended.stdout
-    cache = tmp_path / "out.h5"
-    with h5py.File(cache, "r") as f:
-        assert f["runs"][0]["status"] == b"silent_rank"  # closed by mpitune, not repaired after
+    cache = _ended_for_rank_2(ended, took, tmp_path)
     rows = recorded_ids(cache)
     assert len(rows) >= done and len(set(rows)) == len(rows)
     checked = check_file(cache)
@@ -224,16 +231,7 @@ def test_a_worker_stopped_in_a_refilled_run_ends_it_within_the_liveness_timeout(
         raise
     ended, took = _stop(job, pid)
     flag.unlink()
-    assert ended.returncode == 75, ended.stderr
-    assert took < TIMEOUT_S + 6, took
-    ours = [line for line in ended.stderr.splitlines() if line.startswith("mpitune:")]
-    assert len(ours) == 1, ended.stderr
-    assert f"rank 2 on {socket.gethostname()} sent no heartbeat for" in ours[0], ours[0]
-    assert "rerun the same command to resume (exit code 75)" in ours[0]
-    assert "Traceback" not in ended.stderr and "BAD TERMINATION" not in ended.stderr + ended.stdout
-    cache = tmp_path / "out.h5"
-    with h5py.File(cache, "r") as f:
-        assert f["runs"][0]["status"] == b"silent_rank"
+    cache = _ended_for_rank_2(ended, took, tmp_path)
     rows = recorded_ids(cache)
     # Each report went into the file as it came: every configuration a progress line counted.
     progress = [line.split()[3] for line in ended.stdout.splitlines() if line.startswith("mpitune: batch ")]

@@ -160,17 +160,24 @@ def rebuilt(path: str, name: str, space: SearchSpace, key: str) -> tuple[Strateg
     return rebuild(lambda: strategies.create(name, space, 5, {}, None), history, known, key, name)
 
 
-def test_a_search_that_told_reports_as_they_came_resumes_asking_what_it_would_have_asked(tmp_path, caplog):
-    """portfolio's model learns from every report as it is told, so its asks depend on what it
-    knew when asked: replayed by the batch rule, the same file does not replay."""
+def told_search(tmp_path: Path, name: str, steps: int) -> tuple[SearchSpace, str, str, Refill]:
+    """A search of ``name`` that told reports as they came, ``steps`` long, recorded and ended
+    cleanly in a file: its space, search key, file and run."""
     space = SearchSpace.build(TOLD_PARAMS)
-    key = strategy_key(RunSettings(strategy="portfolio", seed=5), ["time", False], None)
+    key = strategy_key(RunSettings(strategy=name, seed=5), ["time", False], None)
     path = str(tmp_path / "c.h5")
-    run = Refill(path, strategies.create("portfolio", space, 5, {}, None), space, seed=3)
-    for _ in range(24):
+    run = Refill(path, strategies.create(name, space, 5, {}, None), space, seed=3)
+    for _ in range(steps):
         run.step()
     run.end(key)
     run.cache.close()
+    return space, key, path, run
+
+
+def test_a_search_that_told_reports_as_they_came_resumes_asking_what_it_would_have_asked(tmp_path, caplog):
+    """portfolio's model learns from every report as it is told, so its asks depend on what it
+    knew when asked: replayed by the batch rule, the same file does not replay."""
+    space, key, path, run = told_search(tmp_path, "portfolio", 24)
     with h5py.File(path, "r") as f:
         told = f["told"]["rows"].tolist()
     assert len(told) >= 5 and len(set(np.diff(told))) > 1  # asks between reports, as they came
@@ -194,14 +201,7 @@ def test_a_search_that_told_reports_as_they_came_resumes_asking_what_it_would_ha
 
 @pytest.mark.parametrize("damage", ["an answer", "a told count"])
 def test_a_search_that_told_reports_as_they_came_and_does_not_replay_starts_afresh(tmp_path, damage, caplog):
-    space = SearchSpace.build(TOLD_PARAMS)
-    key = strategy_key(RunSettings(strategy="genetic_algorithm", seed=5), ["time", False], None)
-    path = str(tmp_path / "c.h5")
-    run = Refill(path, strategies.create("genetic_algorithm", space, 5, {}, None), space, seed=3)
-    for _ in range(10):
-        run.step()
-    run.end(key)
-    run.cache.close()
+    space, key, path, run = told_search(tmp_path, "genetic_algorithm", 10)
     with h5py.File(path, "a") as f:
         if damage == "an answer":  # the file says batch 0 asked otherwise
             row = f["asked"][0]

@@ -240,9 +240,7 @@ class Refill:
         manager = self.manager
         if self._calibration is not None:
             return
-        retime = manager.calibrating.reference(
-            batch, now_s, manager.best, lambda i: work[i] if i in work else manager.work([i], {})[i]
-        )
+        retime = manager.calibrating.reference(batch, now_s, manager.best, lambda i: manager.work([i], work)[i])
         if retime is not None:
             self._calibration = _Calibration(batch, retime, set(range(self.ranks)))
 
