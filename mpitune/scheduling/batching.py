@@ -1,4 +1,4 @@
-"""How big each batch is and which rank gets which of its configurations."""
+"""How big a hand-out is and which rank gets which of its configurations."""
 
 from __future__ import annotations
 
@@ -54,9 +54,9 @@ def deal_by_cost(
 ) -> list[list[int]]:
     """One chunk per rank, so that the ranks finish their predicted seconds (``cost_s``,
     aligned with ``ids``) as evenly as can be: the batch waits for its slowest rank.
-    ``busy_s`` is what each rank still has to do before it can start this batch (``busy_s``
-    below; None: nothing), so that with batches in flight the costliest configurations go to
-    the ranks that will be free first.
+    ``busy_s`` is what each rank still has to do before it can start this batch (None:
+    nothing; handouts.py predicts it), so that the costliest configurations go to the ranks
+    that will be free first.
 
     Each block of ``ranks`` consecutive ids (in the strategy's order) is dealt one id per rank,
     as ``deal`` does, so that what a prediction misses about neighbouring configurations (a
@@ -78,38 +78,13 @@ def deal_by_cost(
     return chunks
 
 
-def busy_s(
-    ranks: int, now_s: float, reported_s: Sequence[float] | None, handed_s: float, ahead_s: np.ndarray | None
-) -> np.ndarray:
-    """Predicted seconds from ``now_s`` until each rank can start a batch handed out now: the
-    oldest batch in flight, handed out at ``handed_s``, holds ``ahead_s`` predicted seconds of
-    each rank's work (None: nothing is in flight).
-
-    A worker started that chunk when it had reported its previous one (``reported_s``, on rank
-    0's clock, per rank; None: no batch recorded yet) or when the chunk went out, whichever came
-    later. Rank 0 starts its own chunks only when it has recorded the batch before, so it is
-    free only once the slowest rank is: the rank that is free last. Replaying the default
-    strategy's searches on 8 simulated ranks with two batches in flight, dealing by this
-    (instead of interleaved, blind to what a rank still has to do) cut the simulated time of 400
-    evaluations from 0.173 to 0.157 of one rank's. Only the oldest batch counts: a brute-force
-    batch dealt ahead, to compile ahead, has two in flight before it, and counting both, each
-    with its predictions' errors, lowered the replayed efficiency (docs/performance.md)."""
-    if ahead_s is None:
-        return np.zeros(ranks)
-    started_s = np.full(ranks, handed_s) if reported_s is None else np.maximum(np.asarray(reported_s), handed_s)
-    free_s = np.minimum(started_s, now_s) + ahead_s  # min: a worker's clock a little ahead of rank 0's
-    free_s[0] = max(now_s + ahead_s[0], float(free_s.max()))
-    busy: np.ndarray = np.maximum(free_s - now_s, 0.0)
-    return busy
-
-
 def pipeline_depth(ranks: int) -> int:
-    """How many batches rank 0 keeps in flight: on several ranks two, so that each rank holds its
-    next chunk when it finishes one and waits only when it is a whole batch ahead of the
-    slowest (batch b is handed out once batch b - 2 is recorded); on one rank one, since a rank
-    measures its chunks in turn anyway and a strategy learns soonest that way. A resumed run
-    replays a recorded search in the same order (resume.py), so this rule is part of the
-    file's meaning: change it only with that replay."""
+    """How many batches are in flight under the ``batches`` policy (handouts.py): on several
+    ranks two, so that each rank holds its next chunk when it finishes one and waits only when
+    it is a whole batch ahead of the slowest (batch b is handed out once batch b - 2 is
+    recorded); on one rank one, since a rank measures its chunks in turn anyway and a strategy
+    learns soonest that way. Files written before each ask recorded what was told before it
+    are resumed by this rule (resume.py): change it only with that replay."""
     return 2 if ranks > 1 else 1
 
 

@@ -42,7 +42,6 @@ from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rank import measuring_timeline
-from mpitune.scheduling.refill.handouts import refills
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import Deadline, cpu_oversubscribed, finish, open_run, prepare, refuse
 from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together
@@ -127,8 +126,8 @@ def _tune(
         timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
         recorded.charge_start(timeline, rank)
         workers = recorded.compile_workers if workers is None else workers
-    # In a refilled run rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
-    lane = rank == 0 and setup is not None and refills(setup.settings, transport.size)
+    # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
+    lane = rank == 0 and transport.size > 1
     measuring = measuring_timeline(timeline) if lane else timeline
     with timeline.phase("startup"):
         bench = _equip(problem, caps, transport, workers, measuring)
@@ -275,7 +274,7 @@ def _search(
 ) -> tuple[StopReason, SilentRanks | None]:
     """The rounds, under the stop requests (faults/signals.py), and the file's last write; then
     the ranks leave together, unless ranks fell silent (returned: the job is to be ended).
-    ``timelines``: the rank's, and the one it measures on (rank 0's own in a refilled run)."""
+    ``timelines``: the rank's, and the one it measures on (rank 0's own on several ranks)."""
     assert bench.backend is not None  # every rank has one once no rank has an error
     silent = None
     timeline, measuring = timelines
@@ -335,13 +334,13 @@ def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) 
     timelines: list[Timeline] = []
     aheads: list[CompilePool | None] = []
     benches = []
-    measuring: Timeline | None = None  # rank 0's own, in a refilled run (rank.py)
+    measuring: Timeline | None = None  # rank 0's own, on several ranks (rank.py)
     for rank in range(ranks):
         timelines.append(Timeline(Clock(simulated=True, charges_s=recorded.charges_s)))
         recorded.charge_start(timelines[-1], rank)
         benches.append(backends.create(problem.for_workers(), workdir, 0, rank))
         compiler = benches[-1].compiler()
-        if rank == 0 and refills(settings, ranks):
+        if rank == 0 and ranks > 1:
             measuring = measuring_timeline(timelines[0])
         clock = measuring.clock if rank == 0 and measuring is not None else timelines[-1].clock
         aheads.append(SimulatedCompileAhead(workers, clock, compiler, recorded.recompile_s) if workers else None)

@@ -60,7 +60,6 @@ class Order:
     batch: int = -1
     work: tuple[Work, ...] = ()  # may be empty: more ranks than configurations in the batch
     stop: StopReason | None = None
-    upcoming: tuple[Work, ...] = ()  # this rank's likely next chunk, to compile ahead
     # The best median known and the run's noise ratio, to race against (model/racing.py);
     # None when racing is off: turned off in the spec, or an objective other than time.
     race: Race | None = None
@@ -78,10 +77,6 @@ class Order:
     @property
     def ids(self) -> tuple[int, ...]:
         return tuple(w.config_id for w in self.work)
-
-    @property
-    def upcoming_ids(self) -> tuple[int, ...]:
-        return tuple(w.config_id for w in self.upcoming)
 
     @property
     def size(self) -> int:

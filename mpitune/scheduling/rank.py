@@ -1,7 +1,7 @@
 """What every rank does with its chunk of a batch, and rank 0's lane. No MPI here: the loop
 moves the messages.
 
-In a refilled run (refill/) rank 0 measures its own orders in a lane of their own (``Lane``),
+On several ranks rank 0 measures its own orders in a lane of their own (``Lane``),
 a thread that drives its measuring worker while the main thread hands out and records: while
 rank 0 measured an order in its main thread, it refilled no one, and a worker that ran out of
 orders waited for it. Its measuring worker is a process of its own (process/isolation.py), so
@@ -44,10 +44,10 @@ def serve(
     report them with the phases recorded since the last report and this rank's clock. Failures
     are statuses, never exceptions.
 
-    With compile workers (``ahead``), the whole chunk, then the ``upcoming`` chunk this rank
-    will likely get next, then what the orders this rank already ``held`` beyond this one hold
-    (a refilled rank's next order, which comes while it measures), is queued for compiling
-    first, so that the device measures one configuration while the next ones compile.
+    With compile workers (``ahead``), the whole chunk, then what the orders this rank already
+    ``held`` beyond this one hold (its next order, which comes while it measures), is queued
+    for compiling first, so that the device measures one configuration while the next ones
+    compile.
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what
     it measured so far is reported, and nothing after it is trusted, nor anything of a chunk
@@ -70,8 +70,8 @@ def serve(
         calibration = tuple(_reference(order.calibrate, backend, timeline, ahead))
     if ahead is not None:
         later = tuple(held()) if held is not None else ()
-        ahead.keep_only(order.ids + order.upcoming_ids + tuple(w.config_id for w in later))
-        ahead.submit(order.work + order.upcoming + later)
+        ahead.keep_only(order.ids + tuple(w.config_id for w in later))
+        ahead.submit(order.work + later)
     chunk = Chunk(order, backend, rank, timeline, ahead, stopping, held)
     if order.race is not None and order.race.looks_ahead and ahead is not None and len(order.work) > 1:
         results = chunk.two_passes(order.race)

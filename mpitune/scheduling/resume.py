@@ -3,10 +3,11 @@
 The file keeps every ask (its size and the ids answered, in order) and the results in the
 order they were told, so a fresh strategy with the same seed and options, asked and told the
 same again, is in the state the stopped run left: strategies are deterministic for a seed and
-a sequence of asks and tells. A run on several ranks asked for batch b once batch b - depth
-was told (``batching.pipeline_depth`` of its ranks), and is replayed in that order; a run that
-asked whenever ranks wanted work records with each ask how many of its results rows had been
-told (``Ask.told``), and is replayed by those counts, one tell per report. Nothing
+a sequence of asks and tells. Every run records with each ask how many of its results rows had
+been told (``Ask.told``), whichever policy handed out its work (handouts.py): rows are written
+in the order they are told, one report at a time, so a run is replayed by those counts, one
+tell per report. A file written before that record existed is replayed by its batches' rule
+(batch b asked once batch b - depth was told, ``batching.pipeline_depth``). Nothing
 executable is stored, so no file can make a resume run code. A rebuilt strategy that asks
 otherwise than the file says (another version of mpitune, a changed metric) is not trusted:
 the run starts afresh, knowing everything the file holds.
@@ -73,38 +74,25 @@ def runs_to_replay(history: History, key: str) -> list[int]:
     return chain
 
 
-def rebuild(
-    fresh: Callable[[], Strategy], history: History, known: Sequence[Scored], key: str, name: str
-) -> tuple[Strategy, list[list[Scored]]]:
+def rebuild(fresh: Callable[[], Strategy], history: History, known: Sequence[Scored], key: str, name: str) -> Strategy:
     """The strategy of this run, told everything in ``known`` (the results rows, in row order):
-    the recorded search replayed, or else a fresh one; and the batches it is told only as this
-    run's first batches go out (``Manager.fill``). A stopped run on several ranks told the
-    batch in flight at its stop before any further ask, where an uninterrupted run would have
-    asked for one more batch first: held back, they keep the resumed search the one an
-    uninterrupted run makes (a run that recorded what was told before each ask holds none)."""
+    the recorded search replayed, or else a fresh one."""
     chain = runs_to_replay(history, key)
     strategy = fresh()
-    held: list[list[Scored]] = []
     if chain:
         replayed = _replay(strategy, chain, history, known)
         if replayed is None:
             strategy = fresh()
         else:
-            held = replayed[1]
-            log.info("resuming the saved state of strategy %s (%d recorded asks replayed)", name, replayed[0])
-    held_ids = {r.config_id for batch in held for r in batch}
-    strategy.tell([r for r in known if r.config_id not in strategy.seen and r.config_id not in held_ids])
-    return strategy, held
+            log.info("resuming the saved state of strategy %s (%d recorded asks replayed)", name, replayed)
+    strategy.tell([r for r in known if r.config_id not in strategy.seen])
+    return strategy
 
 
-def _replay(
-    strategy: Strategy, chain: list[int], history: History, known: Sequence[Scored]
-) -> tuple[int, list[list[Scored]]] | None:
-    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks and the
-    batches of the last run to hold back (see ``rebuild``), or None (with a warning) as soon
-    as it answers an ask otherwise than recorded."""
+def _replay(strategy: Strategy, chain: list[int], history: History, known: Sequence[Scored]) -> int | None:
+    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks, or None
+    (with a warning) as soon as it answers an ask otherwise than recorded."""
     replayed = 0
-    held: list[list[Scored]] = []
     for run in chain:
         strategy.tell(
             [r for r, row_run in zip(known, history.row_runs) if row_run < run and r.config_id not in strategy.seen]
@@ -116,21 +104,19 @@ def _replay(
             if row_run == run
         ]
         if any(a.told is not None for a in asks):
-            count, held = _replay_told(strategy, run, asks, mine), []
+            count = _replay_told(strategy, run, asks, mine)
         else:
-            count, held = _replay_batches(strategy, asks, mine, history.ranks.get(run, 1), run == chain[-1])
+            count = _replay_batches(strategy, asks, mine, history.ranks.get(run, 1))
         if count is None:
             return None
         replayed += count
-    return replayed, held
+    return replayed
 
 
-def _replay_batches(
-    strategy: Strategy, asks: list[Ask], mine: list[tuple[int, int, Scored]], ranks: int, last: bool
-) -> tuple[int | None, list[list[Scored]]]:
-    """A run's asks by the batch rule: batch b asked once batch b - depth was told (whole);
-    what is left told after them, but for the last run of the chain the batches in flight at its
-    stop, held back (``rebuild``)."""
+def _replay_batches(strategy: Strategy, asks: list[Ask], mine: list[tuple[int, int, Scored]], ranks: int) -> int | None:
+    """The asks of a run written before files recorded what was told before each (schema 4 and
+    older), by the rule of its batches: batch b asked once batch b - depth was told (whole);
+    what is left told after them."""
     rows: dict[int, list[Scored]] = defaultdict(list)
     for batch, _, result in mine:
         rows[batch].append(result)
@@ -140,11 +126,10 @@ def _replay_batches(
         while untold and untold[0] <= ask.batch - depth:
             strategy.tell(rows[untold.popleft()])
         if not _asks_as_recorded(strategy, ask):
-            return None, []
-    keep = depth - 1 if last else 0
-    while len(untold) > keep:
+            return None
+    while untold:
         strategy.tell(rows[untold.popleft()])
-    return len(asks), [rows[batch] for batch in untold]
+    return len(asks)
 
 
 def _replay_told(strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]]) -> int | None:

@@ -1,30 +1,41 @@
-"""The rounds of a run, on every rank: rank 0 fills and sends batches, each rank measures its
-chunk and reports, rank 0 records the reports, tells the strategy and prints the progress line,
-until an order to stop. A round some ranks do not answer leaves through faults/silent_round.py.
+"""The rounds of a run, on every rank, until rank 0 says stop.
+
+A worker takes an order at a time, measures it and reports it (``rounds``). Rank 0 hands out
+what the ranks want (handouts.py), takes each report as it comes, records it and tells the
+strategy as the policy says, until its own order to stop is next and every rank has reported
+(``Rank0Rounds``). Rank 0's own orders go to its lane (rank.py), which measures them beside the
+hand-outs; where it cannot (a backend in rank 0's own process, or one rank), rank 0 measures an
+order of its own in its main thread whenever no report is waiting, and the workers go on with
+the next order each holds. A worker's order is due (faults/deadlines.py) from when the worker
+could start it: it went out, and the worker had reported the order before; a late one ends the
+run as a silent rank, through faults/silent_round.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
 
 from mpitune.backends.base import Backend
 from mpitune.model.timeline import PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
-from mpitune.scheduling.faults.silent_round import keep_last_rows, keep_round
+from mpitune.scheduling.faults.silent_round import keep_last_rows, keep_reports
+from mpitune.scheduling.handouts import Handouts
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason, interrupted
-from mpitune.scheduling.rank import serve
-from mpitune.scheduling.refill.handouts import refilled
-from mpitune.scheduling.refill.rank0 import RefillRounds
-from mpitune.scheduling.session import Rank0
+from mpitune.scheduling.rank import Lane, Merge, measures_beside, serve
+from mpitune.scheduling.session import Rank0, progress_line, say
 from mpitune.scheduling.transport import SilentRanks, Transport
 
-# Rank 0 still looks once for reports this long when its own chunk used up a batch's deadline.
-_LAST_LOOK_S = 1.0
+_FIRST_PAUSE_S, _MAX_PAUSE_S = 20e-6, 1e-3  # between looks at the workers and the lane (as comm.py's)
+_LAST_LOOK_S = 1.0  # rank 0 still looks once for the last rows this long, whatever the deadline left
 
 
 def rounds(
@@ -37,128 +48,223 @@ def rounds(
     stop_beating: Callable[[], None],
     measuring: Timeline | None = None,
 ) -> StopReason:
-    """Rounds until rank 0 says stop; returns why it did. A refilled run's rank 0 runs its own
-    (refill/rank0.py), measuring on ``measuring`` (None: ``timeline``) beside them.
-
-    Rank 0 keeps ``manager.depth`` batches in flight (two on several ranks): it sends batch b
-    once it has recorded batch b - 2, so a worker finds its next order waiting when it reports
-    a chunk (the transport keeps each rank's messages in order), and rank 0 measures its own
-    chunks in turn, recording each batch after its own chunk of it.
+    """Rounds until rank 0 says stop; returns why it did. Rank 0 (the rank with the
+    ``manager``) measures its own orders on ``measuring`` (None: ``timeline``).
 
     Every exchange has a deadline (faults/deadlines.py) except a worker's wait for its first
     order, which the heartbeats cover, as they cover the start-up collectives. ``SilentRanks``
     leaves here on every rank: on rank 0 once faults/silent_round.py has recorded what did
     arrive, so that the file keeps every completed configuration and names the lost ones.
     The heartbeats stop with the order to stop: from there on the ranks leave one by one."""
-    rank0 = None
-    if manager:
-        deadlines = Deadlines(floor_s(manager.settings.rank_deadline_floor_s), manager.setup.problem.timeout_s)
+    if manager is not None:
+        floor = floor_s(manager.settings.rank_deadline_floor_s)
+        deadlines = Deadlines(floor, manager.setup.problem.timeout_s, transport.size)
         rank0 = Rank0(manager, deadlines, watch)
-    stopping = _stopping(transport, manager)
-    held = None if manager else (lambda: [w for o in transport.waiting() if isinstance(o, Order) for w in o.work])
-    patience_s: float | None = None  # how long a worker waits for its next order
-    if rank0 and refilled(rank0.manager):
-        refilling = RefillRounds(transport, rank0, backend, (timeline, measuring or timeline), ahead, stopping)
-        order, sent_s = refilling.run()
+        stopping = lambda: manager.stop_requested is not None
+        own = Rank0Rounds(transport, rank0, backend, (timeline, measuring or timeline), ahead, stopping)
+        order, sent_s = own.run()
         stop_beating()
-        _last_rows(transport, rank0, timeline, order, sent_s, patience_s, refilling.last_rows())
+        _last_rows(transport, rank0, order, sent_s, own.last_rows())
         assert order.stop is not None
         return order.stop
+    held = lambda: [w for o in transport.waiting() if isinstance(o, Order) for w in o.work]
+    stopping = lambda: interrupted(transport.waiting())
+    patience_s: float | None = None  # how long a worker waits for its next order
     while True:
-        if rank0:
-            order, sent_s = _send(transport, rank0, timeline)
-        else:
-            with timeline.phase("wait"):
-                order, sent_s = transport.scatter(None, patience_s), time.monotonic()
-                timeline.clock.sync(order.now_s)
+        with timeline.phase("wait"):
+            order = transport.scatter(None, patience_s)
+            timeline.clock.sync(order.now_s)
         patience_s = order.next_order_within_s
         if order.stop is not None:
             stop_beating()
             break
         report = serve(order, backend, transport.rank, timeline, ahead, stopping, held)
-        if rank0:
-            _gather(transport, rank0, timeline, order, sent_s, report)
-        else:
-            with timeline.phase("wait"):
-                transport.gather(report, patience_s)
-    _last_rows(transport, rank0, timeline, order, sent_s, patience_s)
+        with timeline.phase("wait"):
+            transport.gather(report, patience_s)
+    transport.gather(timeline.take(), patience_s)  # the last rows (the final wait) to rank 0
     return order.stop
 
 
-def _send(transport: Transport, rank0: Rank0, timeline: Timeline) -> tuple[Order, float]:
-    """Rank 0 fills the batches in flight and sends the new ones; its own order of the oldest,
-    and when that batch's ranks could start it."""
-    with timeline.phase("strategy"), rank0.watch.writing:
-        batches = [rank0.deadlines.stamp(orders) for orders in rank0.manager.fill()]
-    with timeline.phase("wait"):
-        for orders in batches:
-            rank0.own.append((transport.scatter(orders), time.monotonic()))
-        if batches and not math.isnan(rank0.reported_s):
-            rank0.deadlines.turned(time.monotonic() - rank0.reported_s)
-        order, sent_s = rank0.own.popleft()
-        # This batch's deadline counts from when its ranks could start it: it went out, and the
-        # batch before it was recorded (each rank had finished its chunk of that).
-        if not math.isnan(rank0.reported_s):
-            sent_s = max(sent_s, rank0.reported_s)
-        timeline.clock.sync(order.now_s)
-    return order, sent_s
-
-
-def _gather(transport: Transport, rank0: Rank0, timeline: Timeline, order: Order, sent_s: float, own: Report) -> None:
-    """Rank 0 gathers the oldest batch's reports within its deadline and records them."""
-    with timeline.phase("wait"):
-        try:
-            reports = transport.gather(own, _remaining_s(order.deadline_s, sent_s))
-        except SilentRanks as silent:
-            keep_round(silent, rank0, transport, timeline, order, sent_s, own)
-            raise
-        rank0.reported_s = time.monotonic()
-        assert reports is not None
-        timeline.clock.sync(max(r.now_s for r in reports))
-    rank0.deadlines.observe(next(iter(rank0.manager.in_flight.values())).orders, reports)
-    with rank0.watch.writing:
-        rank0.record(timeline, reports)
-
-
-def _last_rows(
-    transport: Transport,
-    rank0: Rank0 | None,
-    timeline: Timeline,
-    order: Order,
-    sent_s: float,
-    patience_s: float | None,
-    rows: list[PhaseRow] | None = None,
-) -> None:
-    """The last rows of every rank (their final waits; ``rows``, else the timeline's) reach rank
-    0 with one more gather."""
-    rows = timeline.take() if rows is None else rows
+def _last_rows(transport: Transport, rank0: Rank0, order: Order, sent_s: float, rows: list[PhaseRow]) -> None:
+    """The last rows of every rank (their final waits) reach rank 0 with one more gather."""
+    deadline_s = order.deadline_s
+    if deadline_s is not None:  # what is left of it; a report already there must still be looked for
+        deadline_s = max(deadline_s - (time.monotonic() - sent_s), _LAST_LOOK_S)
     try:
-        leftovers = transport.gather(rows, _remaining_s(order.deadline_s, sent_s) if rank0 else patience_s)
+        leftovers = transport.gather(rows, deadline_s)
     except SilentRanks as silent:
-        if rank0:
-            keep_last_rows(silent, rank0, sent_s)
+        keep_last_rows(silent, rank0, sent_s)
         raise
-    if rank0:
-        assert leftovers is not None
+    assert leftovers is not None
+    with rank0.watch.writing:
+        rank0.manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
+
+
+@dataclass
+class _Own:
+    """One of rank 0's orders not yet reported: when it went out, and its lane's report to come
+    (None: an order to stop, or measured in the main thread)."""
+
+    order: Order
+    sent_s: float
+    report: Future[Report] | None = None
+
+
+class Rank0Rounds:
+    """Rank 0's side of the rounds; ``run`` returns its order to stop and when it went out."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        rank0: Rank0,
+        backend: Backend,
+        timelines: tuple[Timeline, Timeline],
+        ahead: CompilePool | None,
+        stopping: Callable[[], bool],
+    ):
+        self.transport, self.rank0, self.backend, self.ahead, self.stopping = transport, rank0, backend, ahead, stopping
+        self.timeline, measuring = timelines
+        beside = measuring is not self.timeline and measures_beside(backend, measuring.clock)
+        self.lane = Lane(backend, measuring, ahead, stopping) if beside else None
+        self.merge = Merge()
+        self.handouts = Handouts(rank0.manager)
+        self.own: deque[_Own] = deque()
+        self.sent: list[deque[tuple[Order, float]]] = [deque() for _ in range(transport.size)]
+        self.reported_s = [time.monotonic()] * transport.size  # when each rank could start its next order
+        self.stash: dict[int, deque[Report]] = {r: deque() for r in range(1, transport.size)}
+
+    def run(self) -> tuple[Order, float]:
+        try:
+            while True:
+                self._hand_out()
+                if self.own and self.own[0].order.stop is not None and not self.handouts.busy:
+                    last = self.own.popleft()
+                    return last.order, last.sent_s
+                got = self._next_report()
+                if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
+                    mine = self.own.popleft()
+                    self._record(
+                        0, mine.order, serve(mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping)
+                    )
+                    continue
+                rank, report = got
+                if rank == 0:
+                    order = self.own.popleft().order
+                    report = dataclasses.replace(report, phases=tuple(self._merged(report)))
+                else:
+                    order = self.sent[rank].popleft()[0]
+                    self.reported_s[rank] = time.monotonic()
+                self._record(rank, order, report)
+        finally:
+            if self.lane is not None:
+                self.lane.close()
+
+    def last_rows(self) -> list[PhaseRow]:
+        """Rank 0's rows not yet written: its main thread's, merged with its lane's, which is done."""
+        return self.merge.rows(self.timeline.take(), [], None) if self.lane else self.timeline.take()
+
+    def _merged(self, report: Report) -> list[PhaseRow]:
+        """The lane's rows of ``report`` with rank 0's main rows until then (rank.Merge)."""
+        return self.merge.rows(self.timeline.take(), report.phases, report.now_s)
+
+    def _hand_out(self) -> None:
+        rank0, timeline = self.rank0, self.timeline
+        started_s = time.monotonic()
+        with timeline.phase("strategy"), rank0.watch.writing:
+            depth = self.handouts.policy.depth
+            hand_outs = [
+                dict(zip(h, rank0.deadlines.stamp(list(h.values()), depth))) for h in self.handouts.hand_outs()
+            ]
+        if hand_outs:
+            rank0.deadlines.turned(time.monotonic() - started_s)
+        with timeline.phase("wait"):
+            for orders in hand_outs:
+                for rank, order in orders.items():
+                    if rank == 0:
+                        lane = self.lane if order.stop is None else None
+                        self.own.append(_Own(order, time.monotonic(), lane.submit(order) if lane else None))
+                    else:
+                        self.transport.send(rank, order)
+                        self.sent[rank].append((order, time.monotonic()))
+
+    def _due(self) -> dict[int, float]:
+        """Each worker rank 0 waits for, and when its report is due."""
+        return {
+            r: max(sent[0][1], self.reported_s[r]) + (sent[0][0].deadline_s or math.inf)
+            for r, sent in enumerate(self.sent)
+            if sent and sent[0][0].stop is None
+        }
+
+    def _lane_head(self) -> Future[Report] | None:
+        return self.own[0].report if self.own else None
+
+    def _next_report(self) -> tuple[int, Report] | None:
+        """The next report, rank 0's own (from its lane) as rank 0's; None when rank 0 is to
+        measure an order of its own in its main thread."""
+        due = self._due()
+        in_main = bool(self.own) and self.own[0].order.stop is None and self.own[0].report is None
+        if not due and self._lane_head() is None:
+            assert in_main, "rank 0 has nothing to wait for"
+            return None
+        with self.timeline.phase("wait"):
+            try:
+                if self.timeline.clock.simulated:
+                    got = self._earliest(due, not in_main)
+                else:
+                    got = self._first(due, not in_main)
+            except SilentRanks as silent:
+                keep_reports(silent, self.rank0, self.handouts, [self.sent[r][0] for r in silent.ranks if self.sent[r]])
+                raise
+            if got is not None:
+                self.timeline.clock.sync(got[1].now_s)
+        return got
+
+    def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | None:
+        """On a real clock, the first report to arrive: the lane's or a worker's."""
+        lane = self._lane_head()
+        if lane is None:
+            got = self.transport.receive(due, wait)
+            return None if got is None else (got[0], got[1])
+        pause_s = _FIRST_PAUSE_S
+        while True:
+            if lane.done():
+                return 0, lane.result()
+            got = self.transport.receive(due, False) if due else None
+            if got is not None:
+                return got[0], got[1]
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, _MAX_PAUSE_S)
+
+    def _earliest(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | None:
+        """On a simulated clock (a replay) a report arrives as fast as its rank replays it, not
+        when its clock says: rank 0 takes each waited-for rank's next report, and its lane's, and
+        hands on the earliest by its clock; without waiting, only one its own clock has reached,
+        as a real rank 0 would have found them."""
+        stash = self.stash
+        while missing := [r for r in due if not stash[r]]:
+            got = self.transport.receive({r: due[r] for r in missing}, True)
+            assert got is not None
+            stash[got[0]].append(got[1])
+        heads = [(stash[r][0].now_s, r) for r in due]
+        lane = self._lane_head()
+        if lane is not None:
+            heads.append((lane.result().now_s, 0))
+        now_s, rank = min(heads)
+        if not wait and now_s > self.timeline.clock.now():
+            return None
+        return (0, lane.result()) if rank == 0 and lane is not None else (rank, stash[rank].popleft())
+
+    def _record(self, rank: int, order: Order, report: Report) -> None:
+        """One report into the file and the strategy, as the policy says; the progress line once
+        its hand-out is complete."""
+        rank0, timeline = self.rank0, self.timeline
+        rank0.deadlines.observe(rank, order, report)
         with rank0.watch.writing:
-            rank0.manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
-
-
-def _stopping(transport: Transport, manager: Manager | None) -> Callable[[], bool]:
-    """Whether the run is being stopped from outside the search (``StopReason.interrupts``),
-    asked before each configuration: on rank 0 once the stop is requested, on a worker once
-    the order to stop waits behind its chunk. The chunk then ends before its next
-    configuration (after its first), so that such a stop comes within a configuration or two
-    of the batch rank 0 records when it decides to stop, rather than after the batch already
-    on its way too; what was not measured a rerun measures."""
-    if manager is not None:
-        return lambda: manager.stop_requested is not None
-    return lambda: interrupted(transport.waiting())
-
-
-def _remaining_s(deadline_s: float | None, sent_s: float) -> float | None:
-    """What is left of a deadline counted from ``sent_s``; rank 0 measured a chunk of its own
-    meanwhile, and a report that is already there must still be looked for."""
-    if deadline_s is None:
-        return None
-    return max(deadline_s - (time.monotonic() - sent_s), _LAST_LOOK_S)
+            with timeline.phase("write"):
+                recorded = self.handouts.record(rank, report)
+            with timeline.phase("strategy"):
+                for told in recorded.told:
+                    if told:
+                        rank0.manager.tell(told)
+                if recorded.completed:
+                    say(progress_line(rank0.manager))

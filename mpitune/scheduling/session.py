@@ -5,11 +5,9 @@ No MPI here: the loop gathers what these need."""
 from __future__ import annotations
 
 import json
-import math
 import sys
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +26,7 @@ from mpitune.scheduling.faults.deadlines import Deadlines
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.flight import Setup
 from mpitune.scheduling.manager import Manager
-from mpitune.scheduling.messages import Order, Placement, Report, StopReason
+from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.store.cache import Cache, RunInfo
 from mpitune.store.integrity import refuse_unusable
 
@@ -173,26 +171,15 @@ def open_run(
     return manager, None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Rank0:
-    """What rank 0 carries through the rounds: the search, each batch's deadline, the watch its
-    main thread shares with its heartbeat thread (``watch.writing`` is held while the file is
-    written), and its own orders in flight, each with when it went out."""
+    """What rank 0 carries through the rounds: the search, the deadlines of its orders, and the
+    watch its main thread shares with its heartbeat thread (``watch.writing`` is held while the
+    file is written)."""
 
     manager: Manager
     deadlines: Deadlines
     watch: Watch
-    own: deque[tuple[Order, float]] = field(default_factory=deque)
-    reported_s: float = math.nan  # when the last batch's reports were in
-
-    def record(self, timeline: Timeline, reports: list[Report]) -> None:
-        """The oldest batch's reports into the file and the strategy, and the progress line;
-        with ``watch.writing`` held."""
-        with timeline.phase("write"):
-            results = self.manager.record(reports)
-        with timeline.phase("strategy"):
-            self.manager.tell(results)
-            say(progress_line(self.manager))
 
 
 def _workers_text(workers: tuple[int, ...]) -> str:
@@ -253,7 +240,7 @@ def describe_best(manager: Manager) -> str:
 
 
 def progress_line(manager: Manager) -> str:
-    """What a person reads after each batch: how far, the best so far and the rate; after the
+    """What a person reads after each hand-out: how far, the best so far and the rate; after the
     confirmation, its verdict."""
     if manager.confirmed_last:
         return manager.confirming.describe(lambda i: format_config(manager.space.config(i)))
@@ -263,7 +250,7 @@ def progress_line(manager: Manager) -> str:
     done = manager.known + manager.measured
     elapsed_s = manager.clock.now()
     return (
-        f"batch {manager.recorded_batch + 1}: {done}/{total} configs, best {describe_best(manager)}, "
+        f"batch {manager.completed}: {done}/{total} configs, best {describe_best(manager)}, "
         f"{manager.measured / elapsed_s:.3g} configs/s, {elapsed_s:.1f} s"
     )
 

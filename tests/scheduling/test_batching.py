@@ -1,11 +1,9 @@
 """Dealing batches to ranks and sizing them, as pure functions of the strategy, the budget and
 the predicted costs."""
 
-import numpy as np
-import pytest
 
 from mpitune.model.searchspace import SearchSpace
-from mpitune.scheduling.batching import PER_RANK_PREDICTABLE, Batching, busy_s, deal, deal_by_cost
+from mpitune.scheduling.batching import PER_RANK_PREDICTABLE, Batching, deal, deal_by_cost
 from mpitune.strategies import create
 
 
@@ -33,21 +31,6 @@ def test_dealing_by_cost_evens_out_the_predicted_work_one_id_per_rank_from_each_
     assert [sorted(i // 2 for i in chunk) for chunk in chunks] == [[10, 11, 12, 13]] * 2
     assert deal_by_cost([3, 1, 2], [1.0, 9.0, 1.0], 4) == [[1], [3], [2], []]
     assert deal_by_cost(ids, cost_s, 2) == chunks  # deterministic
-
-
-def test_a_rank_is_busy_with_the_chunks_ahead_of_it_from_its_last_report_and_rank_0_until_the_last_rank_is_free():
-    # At 10 s: ranks 0, 1, 2 reported the last recorded batch at 9, 8 and 10.5 s (a clock a
-    # little ahead); the batch in flight went out at 9.5 s and holds 1, 2 and 3 s of their work.
-    busy = busy_s(3, 10.0, [9.0, 8.0, 10.5], 9.5, np.array([1.0, 2.0, 3.0]))
-    # Rank 1 started at 9.5 (when the chunk went out), rank 2 now; rank 0 starts now but must
-    # record the batch in flight first, so it waits for rank 2, free at 13 s.
-    assert busy == pytest.approx([3.0, 1.5, 3.0])
-    # Nothing recorded yet: a worker started when the batch went out, rank 0 starts now.
-    assert busy_s(2, 4.0, None, 3.0, np.array([2.0, 2.0])) == pytest.approx([2.0, 1.0])
-    assert busy_s(2, 4.0, None, 4.0, None) == pytest.approx([0.0, 0.0])  # nothing in flight
-    # The costliest configuration goes to the rank free first, the cheapest to rank 0.
-    assert deal_by_cost([1, 2, 3], [5.0, 1.0, 3.0], 3, busy) == [[3], [1], [2]]
-    assert deal_by_cost([1, 2, 3], [5.0, 1.0, 3.0], 3, [4.0, 0.0, 1.0]) == [[2], [1], [3]]
 
 
 def test_a_predictable_strategy_gets_long_guided_batches_and_a_learning_one_one_per_rank():

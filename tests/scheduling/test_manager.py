@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from unittest import mock
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,12 +25,12 @@ from mpitune.errors import SpecError
 from mpitune.exits import ExitCode
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling import batching
-from mpitune.scheduling import manager as manager_module
+from mpitune.scheduling import handouts as handouts_module
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Placement, Report, StopReason
 from mpitune.scheduling.rank import measuring_timeline
-from mpitune.scheduling.refill.handouts import refilled
+from mpitune.scheduling.handouts import Handouts, Recorded
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import finish, open_run, prepare
 from mpitune.scheduling.transport import InProcessRanks, LocalTransport
@@ -74,8 +75,9 @@ def write_measured(path: Path, benchmark_s: Cost | None = None) -> Path:
 class Ranks:
     """A run on ``ranks`` ranks in this process, each with its own replay backend and simulated
     clock, driven by the real rounds (scheduling/rounds.py) over ``InProcessRanks``. It keeps
-    every batch's orders as rank 0 sent them, and calls ``before_gather[n]`` (if any) with the
-    Manager as the n-th batch is gathered, after the batches before it were recorded."""
+    every hand-out of the search as rank 0 made it (one order per rank, an empty one for a rank
+    it left out), and calls ``before_record[n]`` (if any) with the Manager before the n-th
+    report is recorded."""
 
     def __init__(self, tmp_path: Path, ranks: int, measured_cost: Cost | None = None, **overrides):
         source = write_measured(tmp_path / "measured.json", measured_cost)
@@ -86,13 +88,13 @@ class Ranks:
         self.setup = prepare(problem, settings)
         self.backends = [backends.create(problem, str(tmp_path), rank) for rank in range(ranks)]
         self.timelines = [Timeline(Clock(simulated=True)) for _ in range(ranks)]
-        self.orders: list[list[Order]] = []  # every batch handed out, rank by rank
-        self.sent: list[tuple[int, Order]] = []  # every order sent to one rank (a refilled run), in turn
-        self.before_gather: dict[int, Callable[[Manager], None]] = {}
+        self.orders: list[list[Order]] = []  # every hand-out of the search, rank by rank
+        self.before_record: dict[int, Callable[[Manager], None]] = {}
+        self.reports = 0
 
     @property
     def batches(self) -> list[list[int]]:
-        """The ids of every batch handed out, in order."""
+        """The ids of every hand-out, in order."""
         return [[i for order in orders for i in order.ids] for orders in self.orders]
 
     @property
@@ -106,36 +108,32 @@ class Ranks:
         return manager
 
     def run(self, manager: Manager) -> StopReason:
-        transport = _Watched(self, manager)
-        # A refilled run's rank 0 measures beside its hand-outs, on a timeline of its own.
-        measuring = measuring_timeline(self.timelines[0]) if refilled(manager) else None
-        stop = rounds(transport, manager, self.backends[0], self.timelines[0], None, Watch(), lambda: None, measuring)
+        hand_outs, record = Handouts.hand_outs, Handouts.record
+
+        def watched_hand_outs(handouts: Handouts) -> list[dict[int, Order]]:
+            made = hand_outs(handouts)
+            for orders in made:
+                first = next(iter(orders.values()))
+                if first.stop is None and first.retime is None:
+                    empty = Order(first.now_s, first.batch)
+                    self.orders.append([orders.get(r, empty) for r in range(len(self.backends))])
+            return made
+
+        def watched_record(handouts: Handouts, rank: int, report: Report) -> Recorded:
+            self.reports += 1
+            if self.reports in self.before_record:
+                self.before_record[self.reports](manager)
+            return record(handouts, rank, report)
+
+        world = InProcessRanks(self.backends, self.timelines)
+        measuring = measuring_timeline(self.timelines[0]) if len(self.backends) > 1 else None
+        with (
+            mock.patch.object(Handouts, "hand_outs", watched_hand_outs),
+            mock.patch.object(Handouts, "record", watched_record),
+        ):
+            stop = rounds(world, manager, self.backends[0], self.timelines[0], None, Watch(), lambda: None, measuring)
         finish(manager, self.timelines[0])
         return stop
-
-
-class _Watched(InProcessRanks):
-    """The world of ``Ranks``, which sees what rank 0 sends and when it gathers."""
-
-    def __init__(self, ranks: Ranks, manager: Manager):
-        super().__init__(ranks.backends, ranks.timelines)
-        self.ranks, self.manager, self.gathered = ranks, manager, 0
-
-    def scatter(self, values, deadline_s=None):
-        if values and isinstance(values[0], Order) and values[0].stop is None and values[0].retime is None:
-            self.ranks.orders.append(list(values))
-        return super().scatter(values, deadline_s)
-
-    def send(self, rank, value):
-        self.ranks.sent.append((rank, value))
-        return super().send(rank, value)
-
-    def gather(self, value, deadline_s=None):
-        if isinstance(value, Report):
-            self.gathered += 1
-            if self.gathered in self.ranks.before_gather:
-                self.ranks.before_gather[self.gathered](self.manager)
-        return super().gather(value, deadline_s)
 
 
 def recorded(path: str) -> tuple[list[int], list[tuple[str, int]]]:
@@ -242,17 +240,15 @@ def test_guided_batches_start_with_one_per_rank_then_take_the_batch_size(tmp_pat
     ranks.run(manager)
     # Two batches in flight: the second goes out before any cost is known.
     assert [len(b) for b in ranks.batches] == [2, 2, 36]
-    # Each order names the ids its batch's successor holds, to compile ahead.
-    for orders, following in zip(ranks.orders, ranks.batches[1:]):
-        assert sorted(i for o in orders for i in o.upcoming_ids) == sorted(following)
     assert manager.costs is not None and manager.costs.learned == 40
 
 
 def test_a_strategy_that_learns_from_every_result_gets_one_per_rank_the_costliest_to_the_ranks_free_first(tmp_path):
     # Configurations of 0.4 s to 2.4 s (compile + benchmark). With two batches in flight, a batch
-    # is dealt while the one before it still runs, and rank 0 starts its chunk only once it has
-    # recorded that one: dealt by predicted cost and by when each rank will be free, the search
-    # ends sooner than dealt blind (interleaved), with the same configurations asked.
+    # is dealt while the one before it still runs: dealt by predicted cost and by when each rank
+    # will be free, the search ends no later than dealt blind (interleaved), with the same
+    # configurations asked. (Before rank 0 measured beside its hand-outs, it was always free
+    # last, and by cost saved 5 %; now 1 %.)
     walls, asked = {}, {}
     for blind in (False, True):
         (tmp_path / str(blind)).mkdir()
@@ -265,32 +261,25 @@ def test_a_strategy_that_learns_from_every_result_gets_one_per_rank_the_costlies
         assert [len(b) for b in ranks.batches] == [4] * 8
         walls[blind], asked[blind] = ranks.clock.now(), [sorted(b) for b in ranks.batches]
     assert asked[False] == asked[True]
-    assert walls[False] < 0.95 * walls[True]
+    assert walls[False] < walls[True]
 
 
-def test_dealing_by_cost_records_every_configuration_once_and_names_each_rank_its_next_chunk(tmp_path, monkeypatch):
+def test_dealing_by_cost_records_every_configuration_once(tmp_path, monkeypatch):
     dealt = []
 
     def spy(ids, cost_s, ranks, busy_s):
         dealt.append(list(ids))
         return batching.deal_by_cost(ids, cost_s, ranks, busy_s)
 
-    monkeypatch.setattr(manager_module, "deal_by_cost", spy)
+    monkeypatch.setattr(handouts_module, "deal_by_cost", spy)
     ranks = Ranks(tmp_path, 3, strategy="brute_force", batch_size=6, measured_cost=lambda x, y: 0.1 * x * y)
     manager = ranks.open()
     ranks.run(manager)
     ids, _ = recorded(ranks.cache_path)
     assert sorted(ids) == list(range(40))
-    # Batches 0 and 1 go out before any cost is known and are dealt blind, and so is the
-    # upcoming one of batch 1, which is dealt again by cost when it is handed out; from then on
-    # each batch is dealt by cost once, as the upcoming one.
+    # Batches 0 and 1 go out before any cost is known and are dealt blind; from then on each
+    # batch is dealt by cost.
     assert [sorted(d) for d in dealt] == [sorted(b) for b in ranks.batches[2:]]
-    # From batch 2 on, each rank gets the very chunk it was told to compile ahead.
-    for orders, following in zip(ranks.orders[2:], ranks.orders[3:]):
-        assert [o.upcoming_ids for o in orders] == [o.ids for o in following]
-        # Each id became a configuration once: the one the order to compile ahead carried.
-        assert all(a is b for o, f in zip(orders, following) for a, b in zip(o.upcoming, f.work))
-    assert all(o.upcoming == () for o in ranks.orders[-1])
     # What was measured last is dealt evenly: the predicted costs differ up to 40 times.
     last = ranks.orders[-2]
     work_s = [sum(0.1 * manager.space.config(i)["x"] * manager.space.config(i)["y"] for i in o.ids) for o in last]
@@ -301,17 +290,17 @@ def test_a_stop_file_stops_after_the_batches_in_flight(tmp_path, caplog, capsys)
     stop_file = tmp_path / "stop"
     ranks = Ranks(tmp_path, 2, batch_size=4, stop_file=str(stop_file))
     manager = ranks.open()
-    # Made while batch 1 is gathered: batch 2 is out, and the next fill finds the file.
-    ranks.before_gather[2] = lambda _: stop_file.touch()
+    # Made as batch 1's first report is recorded: batch 2 went out once batch 0 was complete,
+    # and the next hand-out finds the file.
+    ranks.before_record[3] = lambda _: stop_file.touch()
     with caplog.at_level(logging.WARNING):
         stop = ranks.run(manager)
     assert stop is StopReason.SIGNAL and stop.exit_code == ExitCode.RESUMABLE
     assert f"found {stop_file}: finishing, then stopping" in caplog.text
+    # Nothing more is handed out; what the ranks held is measured and recorded.
     ids, runs = recorded(ranks.cache_path)
-    # Batches 0 and 1 measured and batch 2 handed out: of it each rank measures one configuration
-    # of its two before it stops (a signal stops the ranks before their next configuration).
-    firsts = {orders.ids[0] for orders in ranks.orders[2]}
-    assert sorted(ids) == sorted(set(range(8)) | firsts) and len(firsts) == 2 and runs == [("signal", 10)]
+    assert len(ranks.orders) == 3
+    assert sorted(ids) == sorted(i for b in ranks.batches for i in b) and runs == [("signal", 12)]
     assert "(signal); results in" in capsys.readouterr().out
 
 
@@ -347,19 +336,16 @@ def test_a_lost_device_stops_the_run_and_a_rerun_measures_what_it_lost(tmp_path,
         return result
 
     backend.run = run_and_lose
-    seen: dict[str, set[int]] = {}
-    ranks.before_gather[3] = lambda m: seen.update(unmeasured=set(m.unmeasured))  # batch 1 recorded
     with caplog.at_level(logging.ERROR):
         assert ranks.run(manager) is StopReason.DEVICE_ERROR
     assert "rank 1 (host): the CUDA context is lost" in caplog.text
-    lost = set(ranks.orders[1][1].ids[1:])
-    assert seen["unmeasured"] == lost and len(lost) == 3
-    # Batch 2 was on its way: rank 0 measures of its chunk the first configuration (the stop is
-    # asked for, and cuts its chunk), rank 1 nothing more.
-    lost |= set(ranks.orders[2][0].ids[1:]) | set(ranks.orders[2][1].ids)
-    assert manager.unmeasured == lost and len(lost) == 3 + 3 + 4
+    # Rank 1 measured nothing after the lost configuration, of batch 1 or of what it held next.
+    lost = set(ranks.orders[1][1].ids[1:]) | {i for orders in ranks.orders[2:] for i in orders[1].ids}
+    assert len(lost) >= 3 and lost <= manager.unmeasured
     ids, runs = recorded(ranks.cache_path)
-    assert len(ids) == 8 + 5 + 1 and not lost & set(ids) and runs == [("device_error", 14)]
+    handed_out = {i for b in ranks.batches for i in b}
+    assert not manager.unmeasured & set(ids) and set(ids) | manager.unmeasured == handed_out
+    assert runs == [("device_error", len(ids))] and len(ids) == len(handed_out) - len(manager.unmeasured)
     with h5py.File(ranks.cache_path, "r") as f:
         assert not f["searches"]["continuable"].any()  # the strategy counts the lost ones as seen: not kept
 
@@ -431,27 +417,27 @@ def test_orders_carry_the_race_with_the_best_median_and_none_when_racing_is_off(
     assert all(o.race is not None and o.race.best_ms == best for o in ranks.orders[2])
     (tmp_path / "off").mkdir()
     off = Ranks(tmp_path / "off", 2, racing=False)
-    assert all(o.race is None for o in off.open().next_orders())
+    off.run(off.open())
+    assert all(o.race is None for orders in off.orders for o in orders)
 
 
 @pytest.mark.parametrize("count, depth", [(1, 1), (3, 2)])
-def test_several_ranks_keep_two_batches_in_flight_one_rank_one(tmp_path, count, depth):
+def test_in_batches_several_ranks_keep_two_batches_in_flight_one_rank_one(tmp_path, count, depth):
     ranks = Ranks(tmp_path, count, strategy="genetic_algorithm", max_fevals=12)
     manager = ranks.open()
-    assert manager.depth == depth
-    seen: list[tuple[list[int], list[int], list[int]]] = []
+    seen: list[tuple[list[int], list[int], int]] = []
 
     def in_flight(m: Manager) -> None:
-        """What the Manager and the file hold in flight, and what filling would add (nothing)."""
-        assert m.fill() == []  # nothing more until the oldest is recorded
+        """What the Manager and the file hold in flight, and how many hand-outs are complete."""
         with h5py.File(ranks.cache_path, "r") as f:
-            seen.append((sorted(m.in_flight), sorted({int(b) for b in f["in_flight"]["batch"]}), [m.recorded_batch]))
+            seen.append((sorted(m.in_flight), sorted({int(b) for b in f["in_flight"]["batch"]}), m.completed))
 
-    ranks.before_gather.update({1: in_flight, 2: in_flight})
+    # Before the first report of the first batch, and of the second.
+    ranks.before_record.update({1: in_flight, count + 1: in_flight})
     assert ranks.run(manager) is StopReason.MAX_FEVALS
-    # At each gather ``depth`` batches are in flight, the next one out once the oldest was recorded.
+    # ``depth`` batches are in flight, the next one out once the oldest was recorded.
     assert seen == [
-        (list(range(depth)), list(range(depth)), [-1]),
-        (list(range(1, 1 + depth)), list(range(1, 1 + depth)), [0]),
+        (list(range(depth)), list(range(depth)), 0),
+        (list(range(1, 1 + depth)), list(range(1, 1 + depth)), 1),
     ]
     assert not manager.in_flight and sum(len(b) for b in ranks.batches) == 12

@@ -26,7 +26,6 @@ Pure arithmetic on what rank 0 observed; no MPI, no clock of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mpitune.process.deadline import config_limit_s
@@ -78,73 +77,53 @@ def allowance(
 class Deadlines:
     """Rank 0's record of what the rounds took, from which each batch's allowance comes."""
 
-    def __init__(self, floor_s: float, timeout_s: float | None):
+    def __init__(self, floor_s: float, timeout_s: float | None, ranks: int = 1):
         self.floor_s, self.timeout_s = floor_s, timeout_s
-        self.rates: list[float] = []  # per round: the slowest rank's seconds per configuration
-        self.window = HISTORY_ROUNDS  # the last rates a deadline rests on (refilled: one per report)
+        self.rates: list[float] = []  # per report: its rank's seconds per configuration
+        self.window = HISTORY_ROUNDS * ranks  # the last rates a deadline rests on: five rounds of every rank
         self.config_s: list[float] = []  # every configuration measured in this run
         self.turnaround_s = 0.0  # the longest rank 0 took from the last report to the next orders
         self._reported_s: dict[int, float] = {}  # by rank: its clock at its last report
-        self.longest_s = 0.0  # the longest deadline stamped on a refilled run's hand-out
+        self.longest_s = 0.0  # the longest deadline stamped on a hand-out
 
-    def stamp(self, orders: list[Order]) -> list[Order]:
-        """The orders, each carrying its batch's allowance (a stop's: the floor, for the last rows)."""
+    def stamp(self, orders: list[Order], depth: int) -> list[Order]:
+        """The orders of one hand-out, each carrying its allowance (a stop's: the floor, for the
+        last rows). A worker that has reported all it holds waits for rank 0, which may first
+        wait for other ranks' orders, each due by the deadline it was stamped with (those
+        stamped earlier can be longer), and once the search is over, for all ``depth`` orders
+        one rank holds: so a worker waits for that many of the longest deadline stamped in this
+        run, lest it take rank 0 for lost while rank 0 waits, within their deadlines, for a rank
+        that is slow or silent."""
         rates = self.rates[-self.window :]
-        longest = max(o.size for o in orders)
         if orders[0].stop is not None:
             limit = allowance(0, 0.0, 0.0, self.floor_s, self.turnaround_s)
+            within_s = limit.next_order_within_s
         else:
             limit = allowance(
-                longest,
+                max(o.size for o in orders),
                 max(rates) if rates else None,
                 config_limit_s(self.timeout_s, self.config_s),
                 self.floor_s,
                 self.turnaround_s,
             )
+            self.longest_s = max(self.longest_s, limit.deadline_s)
+            within_s = depth * self.longest_s + max(self.floor_s, TURNAROUND_FACTOR * self.turnaround_s)
+            within_s = max(limit.next_order_within_s, within_s)
         return [
-            replace(
-                o,
-                expected_s=limit.expected_s,
-                deadline_s=limit.deadline_s,
-                next_order_within_s=limit.next_order_within_s,
-            )
+            replace(o, expected_s=limit.expected_s, deadline_s=limit.deadline_s, next_order_within_s=within_s)
             for o in orders
         ]
 
-    def stamp_refilled(self, orders: list[Order], depth: int) -> list[Order]:
-        """``stamp``, for a refilled run's hand-out (scheduling/refill/). A worker that has
-        reported all it holds waits for rank 0, which may first wait for other ranks' orders,
-        each due by the deadline it was stamped with (those stamped earlier can be longer), and
-        once the search is over, for all ``depth`` orders one rank holds: so a worker waits for
-        that many of the longest deadline stamped in this run, lest it take rank 0 for lost
-        while rank 0 waits, within their deadlines, for a rank that is slow or silent."""
-        stamped = self.stamp(orders)
-        if orders[0].stop is not None:
-            return stamped
-        self.longest_s = max(self.longest_s, stamped[0].deadline_s or 0.0)
-        within_s = depth * self.longest_s + max(self.floor_s, TURNAROUND_FACTOR * self.turnaround_s)
-        return [replace(o, next_order_within_s=max(o.next_order_within_s or 0.0, within_s)) for o in stamped]
-
-    def observe(self, orders: Sequence[Order], reports: Sequence[Report], first_rank: int = 0) -> None:
-        """Learn from one batch: each rank's chunk time per configuration handed to it, from
-        when it could start the chunk (rank 0 dealt it, and the rank had reported its chunk of
-        the batch before: two batches are in flight) to its report."""
-        rates = []
-        for rank, (order, report) in enumerate(zip(orders, reports), first_rank):
-            started_s = max(order.now_s, self._reported_s.get(rank, order.now_s))
-            self._reported_s[rank] = report.now_s
-            if order.ids:
-                rates.append((report.now_s - started_s) / len(order.ids))
-        if rates:
-            self.rates.append(max(0.0, max(rates)))
-        self.config_s += [r.finished_s - r.started_s for report in reports for r in report.results]
-
-    def observe_one(self, rank: int, order: Order, report: Report) -> None:
-        """Learn from one rank's report of a refilled run (scheduling/refill/), where no round
-        waits for every rank: its time per configuration counts as a round's slowest would, and
-        the deadline rests on as many reports as ``HISTORY_ROUNDS`` rounds of every rank hold
-        (``window``, which the refilled rounds set)."""
-        self.observe([order], [report], rank)
+    def observe(self, rank: int, order: Order, report: Report) -> None:
+        """Learn from one rank's report: its time per configuration, from when it could start
+        the order (rank 0 sent it, and the rank had reported its order before) to its report,
+        counts as a round's slowest would; a deadline rests on as many reports as
+        ``HISTORY_ROUNDS`` rounds of every rank hold (``window``)."""
+        started_s = max(order.now_s, self._reported_s.get(rank, order.now_s))
+        self._reported_s[rank] = report.now_s
+        if order.ids:
+            self.rates.append(max(0.0, (report.now_s - started_s) / len(order.ids)))
+        self.config_s += [r.finished_s - r.started_s for r in report.results]
 
     def turned(self, seconds: float) -> None:
         """Rank 0 took ``seconds`` from the last report of a round to the next orders."""

@@ -39,11 +39,11 @@ def arm(watch: Watch, manager: Manager, timeline: Timeline) -> None:
     """Give rank 0's heartbeat thread the file, once it is open (with ``watch.writing`` held).
     The thread closes it, with ``watch.writing`` held, to end a run the main thread cannot end
     (it is measuring): the run is marked ``silent_rank`` and the file closed, its lock released.
-    The batch in flight stays recorded as in flight; no search end is recorded, so the next run
+    What is in flight stays recorded as in flight; no search end is recorded, so the next run
     starts its strategy as after a killed run."""
 
     def close() -> None:
-        manager.stop_reason = StopReason.SILENT_RANK
+        manager.silenced()
         manager.cache.finish_run(timeline.clock.now(), StopReason.SILENT_RANK.value, manager.measured)
         manager.cache.close()
         if manager.cache.lost is not None:  # the rows are beside the path: the line says where

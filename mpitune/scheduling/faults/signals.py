@@ -29,7 +29,7 @@ def stop_requests(manager: Manager | None) -> Iterator[None]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if manager:
-            manager.stop_requested = StopReason.SIGNAL
+            manager.request_stop(StopReason.SIGNAL)
             log.warning(
                 "received %s: finishing the batch in flight, then stopping%s",
                 signal.Signals(signum).name,

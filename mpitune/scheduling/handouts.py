@@ -1,0 +1,342 @@
+"""Rank 0's hand-outs: which ranks get work when, how much, and when their reports are told.
+
+Every run hands out work on this one path. Each rank holds the order it is measuring and at
+most ``depth - 1`` more; whenever enough ranks (``quorum``) hold fewer, rank 0 asks the strategy
+for their chunks, knowing every report recorded so far, and deals them by predicted cost, the
+costliest to the rank predicted to be free first. A ``Policy`` says how many, how big and when
+results are told:
+
+- ``refill`` (the default on several ranks): a quorum of half the ranks (an eighth for a
+  strategy that names its order in advance), chunks of one configuration per rank until costs
+  are known, then up to ``per_rank``, shrinking towards the end (what is left shared over every
+  rank's two orders), and at the very end a rank gets work only when it holds none; each report
+  is written and told as it arrives. Replaying brute force over the 17,956-configuration GEMM
+  space on 256 ranks it kept them 95.0 % busy where batches reached 85.8 %
+  (docs/performance.md, "How work is handed out"). Which results the strategy knew at each ask
+  depends on when reports came, so a rerun need not make the same search.
+- ``batches``: every rank must want work (so batch b goes out once batch b - 2 is complete), a
+  batch holds the run's batch size, and a batch's reports are written and told together once
+  all have come, in rank order: the same search for a seed.
+
+Either way the file records, for each ask, how many results rows had been told before it,
+and a resumed run replays that (resume.py). The confirmation, which interleaves the candidates
+on every rank, goes to every rank at once, once the search's hand-outs are recorded. No MPI
+here: rounds.py moves the orders and the reports.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mpitune.model.problem import RunSettings, Schedule
+from mpitune.model.result import Scored
+from mpitune.model.work import Launch, Retime, Work
+from mpitune.scheduling.batching import deal, deal_as_recorded, deal_by_cost, pipeline_depth
+from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.messages import Order, Report, StopReason
+
+DEPTH = 2  # orders a rank holds on several ranks: the one it measures and the next, so it never waits for rank 0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How rank 0 hands out work; ``of`` resolves the settings' ``schedule`` for a run."""
+
+    schedule: Schedule  # BATCHES or REFILL
+    depth: int  # orders a rank holds at most
+    quorum: int  # ranks that must want work before rank 0 asks, while any rank holds some
+    per_rank: int  # configurations per rank in a refilled chunk once costs are known
+
+    @classmethod
+    def of(cls, settings: RunSettings, ranks: int, batch_size: int) -> Policy:
+        """``refill`` on several ranks unless the settings say ``batches``; batches on one rank,
+        where both are the same but batches tell one report per ask."""
+        per_rank = max(1, batch_size // ranks)
+        if ranks > 1 and settings.schedule is not Schedule.BATCHES:
+            # Half the ranks for a strategy that learns from every result, which it asks for that
+            # many at once; an eighth for one that names its order in advance, which learns
+            # nothing but whose chunks are dealt by cost among them (brute force on 256 replayed
+            # ranks: 91.7 % busy with half, 93.9 % with an eighth).
+            return cls(Schedule.REFILL, DEPTH, max(1, ranks // (2 if per_rank == 1 else 8)), per_rank)
+        return cls(Schedule.BATCHES, pipeline_depth(ranks), ranks, per_rank)
+
+    @property
+    def whole(self) -> bool:
+        """Whether a hand-out is written and told once all its reports are in (batches)."""
+        return self.schedule is Schedule.BATCHES
+
+    def demand(self, left: int, ranks: int) -> tuple[int, int]:
+        """Orders a rank may hold and the quorum, with ``left`` configurations still to hand out.
+        At a refilled run's end, a rank's second order, queued behind a long one, is what the
+        others would wait for: a rank gets work only once it holds none, as soon as it does."""
+        if not self.whole and left < self.depth * ranks:
+            return 1, 1
+        return self.depth, self.quorum
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What one report gave: the reports' results to tell the strategy, one list per report, and
+    whether it completed its hand-out."""
+
+    told: list[list[Scored]]
+    completed: bool
+
+
+@dataclass
+class _Calibration:
+    """A reference every rank times once, each with its next order: its launches by rank."""
+
+    batch: int
+    retime: Retime
+    to_send: set[int]
+    launches: dict[int, tuple[Launch, ...]] = field(default_factory=dict)
+
+
+class Handouts:
+    """Rank 0's hand-outs and the reports they come back as. Main thread only."""
+
+    def __init__(self, manager: Manager):
+        self.manager = manager
+        self.ranks = manager.ranks
+        self.policy = Policy.of(manager.settings, self.ranks, manager.batch_size)
+        self.held: list[deque[int]] = [deque() for _ in range(self.ranks)]  # each rank's hand-outs, oldest first
+        self.waiting: dict[int, set[int]] = {}  # by hand-out: the ranks whose report has not come
+        self.started_s = np.zeros(self.ranks)  # when each rank started the order it measures (rank 0's clock)
+        self.told_rows = 0  # results rows recorded (and told) in this run
+        self.config_s: deque[float] = deque(maxlen=4 * self.ranks)  # recent seconds per configuration
+        self._reports: dict[int, dict[int, Report]] = {}  # by hand-out, a whole one's reports so far
+        self._calibration: _Calibration | None = None
+
+    @property
+    def busy(self) -> bool:
+        return any(self.held)
+
+    def hand_outs(self) -> list[dict[int, Order]]:
+        """The orders to send now, by rank, one dict per hand-out: chunks for the ranks that want
+        work (once enough do), the confirmation for every rank once the search's hand-outs are
+        recorded, or the order to stop for every rank, which goes out once."""
+        manager = self.manager
+        out: list[dict[int, Order]] = []
+        while not manager.stop_sent:
+            if manager.poll_stop() is None:
+                depth, quorum = self.policy.demand(self._left(), self.ranks)
+                wanting = [r for r in range(self.ranks) if len(self.held[r]) < depth]
+                if not wanting or (self.busy and len(wanting) < quorum):
+                    break
+                orders = self._search(wanting)
+                if orders:
+                    out.append(orders)
+                    continue
+                if manager.stop_reason is None:
+                    break
+            now_s = manager.clock.now()
+            last = manager.end_orders(now_s)
+            if last is None:
+                break  # the confirmation waits for the search's last reports
+            if last[0].stop is None:
+                self._hold(manager.batch, range(self.ranks), now_s)
+            out.append(dict(enumerate(last)))
+        return out
+
+    def _search(self, wanting: list[int]) -> dict[int, Order] | None:
+        """A chunk for each rank in ``wanting``; None once the search stops (the manager's
+        ``stop_reason`` says why), a spec's callable fails, or no rank can end a chunk within
+        the time limit while some are busy."""
+        manager = self.manager
+        now_s = manager.clock.now()
+        left = self._left()
+        if manager.settings.max_fevals is not None and left <= 0:
+            manager.end_search(StopReason.MAX_FEVALS)
+            return None
+        n, size = self._size(left, len(wanting))
+        if manager.settings.time_limit_s is not None:
+            wanting, n = self._within(manager.settings.time_limit_s - now_s, wanting, n, size, now_s)
+            if not wanting:
+                if not self.busy:
+                    manager.end_search(StopReason.TIME_LIMIT)
+                return None
+        ids = manager.ask(n)
+        if not ids:
+            return None
+        chunks = self._deal(ids, wanting, manager.batch + 1, now_s)
+        work = manager.hand_out(ids, n, chunks, now_s, self.told_rows)
+        if work is None:
+            return None
+        batch = manager.batch
+        self._calibrate(batch, now_s, work)
+        handed = [r for r, chunk in enumerate(chunks) if chunk]
+        orders = {
+            rank: Order(
+                now_s,
+                batch,
+                tuple(work[i] for i in chunks[rank]),
+                race=manager.calibrating.race_of(manager.race, rank),
+                calibrate=self._reference_for(rank),
+            )
+            for rank in handed
+        }
+        self._hold(batch, handed, now_s)
+        return orders
+
+    def _left(self) -> int:
+        """Configurations the search may still hand out: the space's unmeasured, within the budget."""
+        manager = self.manager
+        left = len(manager.space) - manager.known - manager.handed_out
+        if manager.settings.max_fevals is not None:
+            left = min(left, manager.settings.max_fevals - manager.handed_out)
+        return left
+
+    def _size(self, left: int, wanting: int) -> tuple[int, int]:
+        """Configurations in the next hand-out to ``wanting`` ranks, and per rank. One per rank
+        while no cost is known, so that long chunks are dealt by predicted cost, not blind. Then
+        a batch holds the run's batch size; a refilled chunk ``per_rank``, fewer towards the end,
+        so that the last chunks, which nothing can hide behind, end together (guided
+        self-scheduling: what is left shared over every rank's two orders)."""
+        costs = self.manager.costs
+        costs_known = costs is None or costs.learned > 0
+        if self.policy.whole:
+            n = min(left, self.manager.batching.next_size(None, costs_known))
+            return n, math.ceil(n / self.ranks)
+        if not costs_known:
+            return min(left, wanting), 1
+        size = max(1, min(self.policy.per_rank, math.ceil(left / (DEPTH * self.ranks))))
+        return min(left, wanting * size), size
+
+    def _within(self, left_s: float, wanting: list[int], n: int, size: int, now_s: float) -> tuple[list[int], int]:
+        """The time limit's rule: of ``wanting``, the ranks that can end a configuration within
+        ``left_s`` after the orders they hold, and how many of the ``n`` configurations (at most
+        ``size`` a rank) they can end in it, at what a configuration took lately; so that a
+        hand-out shrinks to fit the time left, and none goes out that would end after it."""
+        typical_s = self._typical_config_s()
+        if typical_s <= 0:
+            return wanting, n
+        costs = self.manager.costs
+        fits = {}
+        for rank in wanting:
+            ahead_s = self._busy_s(rank, now_s) if costs is not None and costs.learned else 0.0
+            ahead_s = max(ahead_s, len(self.held[rank]) * typical_s)
+            fit = min(size, math.floor((left_s - ahead_s) / typical_s + 1e-9))
+            if fit >= 1:
+                fits[rank] = fit
+        return list(fits), min(n, sum(fits.values()))
+
+    def _hold(self, batch: int, ranks: range | list[int], now_s: float) -> None:
+        for rank in ranks:
+            if not self.held[rank]:
+                self.started_s[rank] = now_s
+            self.held[rank].append(batch)
+        self.waiting[batch] = set(ranks)
+
+    def _deal(self, ids: list[int], wanting: list[int], batch: int, now_s: float) -> list[list[int]]:
+        """One chunk per rank (empty for the ranks not wanting work): as the replayed run dealt
+        it where this replays a run on as many ranks (so that each rank's time is the one
+        recorded); else by predicted cost, the costliest to the wanting rank predicted to be free
+        first; else, while nothing predicts costs, interleaved (batching.deal)."""
+        manager = self.manager
+        if len(wanting) == self.ranks:
+            recorded = deal_as_recorded(ids, self.ranks, manager.space, manager.setup.problem.replay_run)
+            if recorded is not None:
+                return recorded
+        chunks: list[list[int]] = [[] for _ in range(self.ranks)]
+        cost_s = manager.costs.predict_s(ids) if manager.costs is not None and manager.costs.learned else None
+        if cost_s is None:
+            dealt = deal(ids, len(wanting), batch)
+        else:
+            dealt = deal_by_cost(ids, cost_s, len(wanting), [self._busy_s(rank, now_s) for rank in wanting])
+        for place, chunk in enumerate(dealt):
+            chunks[wanting[place]] = chunk
+        return chunks
+
+    def _busy_s(self, rank: int, now_s: float) -> float:
+        """Predicted seconds until ``rank`` is done with what it holds."""
+        manager = self.manager
+        assert manager.costs is not None
+        left_s = 0.0
+        for k, batch in enumerate(self.held[rank]):
+            chunks = manager.in_flight[batch].chunks
+            cost = manager.costs.predict_s(chunks[rank]) if chunks and chunks[rank] else None
+            chunk_s = float(np.sum(cost)) if cost is not None else 0.0
+            left_s += max(0.0, self.started_s[rank] + chunk_s - now_s) if k == 0 else chunk_s
+        return left_s
+
+    def _typical_config_s(self) -> float:
+        """Seconds a configuration took lately on a rank: what one more order will take."""
+        return float(np.median(self.config_s)) if self.config_s else 0.0
+
+    def _calibrate(self, batch: int, now_s: float, work: dict[int, Work]) -> None:
+        """Start a calibration when one is due and none is under way: the reference goes to each
+        rank with its next order."""
+        manager = self.manager
+        if self._calibration is not None:
+            return
+        retime = manager.calibrating.reference(batch, now_s, manager.best, lambda i: manager.work([i], work)[i])
+        if retime is not None:
+            self._calibration = _Calibration(batch, retime, set(range(self.ranks)))
+
+    def _reference_for(self, rank: int) -> Retime | None:
+        """The reference under way, for a rank that has not been sent it yet."""
+        if self._calibration is None or rank not in self._calibration.to_send:
+            return None
+        self._calibration.to_send.discard(rank)
+        return self._calibration.retime
+
+    def record(self, rank: int, report: Report) -> Recorded:
+        """``rank``'s report of the oldest order it holds: written to the file at once, or, in a
+        whole hand-out (batches, the confirmation), with the rest of it once all have come."""
+        manager = self.manager
+        batch = self.held[rank].popleft()
+        self.started_s[rank] = report.now_s
+        waiting = self.waiting[batch]
+        waiting.discard(rank)
+        confirming = manager.in_flight[batch].retime is not None
+        if not (confirming or self.policy.whole):
+            told = [self._write(batch, rank, report)]
+        else:
+            self._reports.setdefault(batch, {})[rank] = report
+            if waiting:
+                return Recorded([], False)
+            reports = self._reports.pop(batch)
+            if confirming:
+                del self.waiting[batch]
+                manager.record_confirmation([reports[r] for r in range(self.ranks)])
+                return Recorded([], True)
+            told = [self._write(batch, r, reports[r]) for r in sorted(reports)]
+        if not waiting:
+            del self.waiting[batch]
+            manager.complete(batch)
+        return Recorded(told, not waiting)
+
+    def flush(self) -> None:
+        """Write the reports of whole hand-outs that will not complete (ranks fell silent): they
+        are measured work; what did not come stays in flight in the file."""
+        for batch, reports in sorted(self._reports.items()):
+            if self.manager.in_flight[batch].retime is None:
+                for rank in sorted(reports):
+                    self._write(batch, rank, reports[rank])
+        self._reports.clear()
+
+    def _write(self, batch: int, rank: int, report: Report) -> list[Scored]:
+        """One search report into the file; its results scored in calibrated time, to tell."""
+        manager = self.manager
+        manager.lost_devices([(rank, report)])
+        self._learn_calibration(rank, report)
+        told = manager.write(batch, rank, report)
+        self.told_rows += len(report.results)
+        self.config_s.extend(r.finished_s - r.started_s for r in report.results)
+        return told
+
+    def _learn_calibration(self, rank: int, report: Report) -> None:
+        """Keep a rank's launches of the reference; once every rank's are in, learn from them."""
+        calibration = self._calibration
+        if calibration is None or not report.calibration:
+            return
+        calibration.launches[rank] = report.calibration
+        if len(calibration.launches) == self.ranks:
+            reports = [Report((), (), math.nan, calibration=calibration.launches[r]) for r in range(self.ranks)]
+            self.manager.calibrated(calibration.batch, reports)
+            self._calibration = None
