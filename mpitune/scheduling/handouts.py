@@ -123,6 +123,7 @@ class Handouts:
         manager = self.manager
         out: list[dict[int, Order]] = []
         while not manager.stop_sent:
+            manager.tell_held(self.policy.depth if self.policy.whole else None)
             if manager.poll_stop() is None:
                 depth, quorum = self.policy.demand(self._left(), self.ranks)
                 wanting = [r for r in range(self.ranks) if len(self.held[r]) < depth]

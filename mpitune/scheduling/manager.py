@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 from mpitune import strategies
@@ -80,6 +81,7 @@ class Manager:
             self.settings.seed,
         )
         self.confirmed_last = False  # the last hand-out recorded was the confirmation
+        self._held: deque[list[list[Scored]]] = deque()  # recorded, told as hand-outs go out (resume.rebuild)
         self._resume_strategy(known)
 
     @property
@@ -98,7 +100,8 @@ class Manager:
         def fresh() -> Strategy:
             return strategies.create(settings.strategy, self.space, settings.seed, settings.strategy_options, prior)
 
-        self.strategy = rebuild(fresh, history, known, self._strategy_key(), settings.strategy)
+        self.strategy, held = rebuild(fresh, history, known, self._strategy_key(), settings.strategy)
+        self._held.extend(held)
         changed = priors_changed(history, prior) if known else None
         if changed:
             log.warning("%s", changed)
@@ -110,6 +113,15 @@ class Manager:
         it afresh from the cache. A hand-out still in flight at the end (a rank stopped
         answering) came back unmeasured too. Main thread."""
         self.cache.end_search(self._strategy_key(), continuable=not self.unmeasured and not self.in_flight)
+
+    def tell_held(self, depth: int | None) -> None:
+        """Tell the strategy what the last run told after its last ask, as an uninterrupted run
+        would have told it by now: with ``depth`` hand-outs kept in flight (batches), one
+        hand-out as each goes out, until fewer than ``depth`` are in flight or held; all at once
+        where ``depth`` is None (refill). Main thread."""
+        while self._held and (depth is None or len(self.in_flight) + len(self._held) >= depth):
+            for report in self._held.popleft():
+                self.strategy.tell(report)
 
     def request_stop(self, reason: StopReason) -> None:
         """Ask the run to stop handing out work for ``reason`` (a signal, the stop file, a lost

@@ -74,25 +74,40 @@ def runs_to_replay(history: History, key: str) -> list[int]:
     return chain
 
 
-def rebuild(fresh: Callable[[], Strategy], history: History, known: Sequence[Scored], key: str, name: str) -> Strategy:
-    """The strategy of this run, told everything in ``known`` (the results rows, in row order):
-    the recorded search replayed, or else a fresh one."""
+# What a stopped run told after its last ask, which a resumed run tells as its own hand-outs go
+# out (``Manager.tell_held``): by hand-out, each as its reports, one tell each.
+Held = list[list[list[Scored]]]
+
+
+def rebuild(
+    fresh: Callable[[], Strategy], history: History, known: Sequence[Scored], key: str, name: str
+) -> tuple[Strategy, Held]:
+    """The strategy of this run, told everything in ``known`` (the results rows, in row order)
+    but what is held: the recorded search replayed, or else a fresh one; and the hand-outs it is
+    told only as this run's first hand-outs go out. A stopped run told its hand-outs in flight at
+    its stop before any further ask, where an uninterrupted run in batches would have asked for
+    one more first: held back, they keep the resumed search the one an uninterrupted run makes."""
     chain = runs_to_replay(history, key)
     strategy = fresh()
+    held: Held = []
     if chain:
         replayed = _replay(strategy, chain, history, known)
         if replayed is None:
             strategy = fresh()
         else:
-            log.info("resuming the saved state of strategy %s (%d recorded asks replayed)", name, replayed)
-    strategy.tell([r for r in known if r.config_id not in strategy.seen])
-    return strategy
+            count, held = replayed
+            log.info("resuming the saved state of strategy %s (%d recorded asks replayed)", name, count)
+    held_ids = {r.config_id for hand_out in held for report in hand_out for r in report}
+    strategy.tell([r for r in known if r.config_id not in strategy.seen and r.config_id not in held_ids])
+    return strategy, held
 
 
-def _replay(strategy: Strategy, chain: list[int], history: History, known: Sequence[Scored]) -> int | None:
-    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks, or None
-    (with a warning) as soon as it answers an ask otherwise than recorded."""
+def _replay(strategy: Strategy, chain: list[int], history: History, known: Sequence[Scored]) -> tuple[int, Held] | None:
+    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks and what the
+    last run told after its last ask, held back (``rebuild``), or None (with a warning) as soon
+    as it answers an ask otherwise than recorded."""
     replayed = 0
+    held: Held = []
     for run in chain:
         strategy.tell(
             [r for r, row_run in zip(known, history.row_runs) if row_run < run and r.config_id not in strategy.seen]
@@ -109,14 +124,25 @@ def _replay(strategy: Strategy, chain: list[int], history: History, known: Seque
             count = _replay_batches(strategy, asks, mine, history.ranks.get(run, 1))
         if count is None:
             return None
-        replayed += count
-    return replayed
+        replayed += count[0]
+        held = count[1] if run == chain[-1] else _told(strategy, count[1])
+    return replayed, held
 
 
-def _replay_batches(strategy: Strategy, asks: list[Ask], mine: list[tuple[int, int, Scored]], ranks: int) -> int | None:
+def _told(strategy: Strategy, held: Held) -> Held:
+    """Tell ``held`` now: a run before the last of the chain told it before the next run began."""
+    for hand_out in held:
+        for report in hand_out:
+            strategy.tell(report)
+    return []
+
+
+def _replay_batches(
+    strategy: Strategy, asks: list[Ask], mine: list[tuple[int, int, Scored]], ranks: int
+) -> tuple[int, Held] | None:
     """The asks of a run written before files recorded what was told before each (schema 4 and
     older), by the rule of its batches: batch b asked once batch b - depth was told (whole);
-    what is left told after them."""
+    what is left held, a batch told in one call as those runs told it."""
     rows: dict[int, list[Scored]] = defaultdict(list)
     for batch, _, result in mine:
         rows[batch].append(result)
@@ -127,15 +153,14 @@ def _replay_batches(strategy: Strategy, asks: list[Ask], mine: list[tuple[int, i
             strategy.tell(rows[untold.popleft()])
         if not _asks_as_recorded(strategy, ask):
             return None
-    while untold:
-        strategy.tell(rows[untold.popleft()])
-    return len(asks)
+    return len(asks), [[rows[batch]] for batch in untold]
 
 
-def _replay_told(strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]]) -> int | None:
-    """The asks of run ``run`` as their ``told`` counts say: before each, the run's rows up to that count,
-    one tell per report; after the last, the rest (a run that handed out work as ranks wanted it
-    has no batches to hold back)."""
+def _replay_told(
+    strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]]
+) -> tuple[int, Held] | None:
+    """The asks of run ``run`` as their ``told`` counts say: before each, the run's rows up to
+    that count, one tell per report; what it told after the last, held (``rebuild``)."""
     if any(a.told is None for a in asks):
         log.warning(
             "the recorded search does not replay (run %d records what was told before some of its asks only); "
@@ -143,26 +168,31 @@ def _replay_told(strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple
             run,
         )
         return None
-    at = 0
+    reports = _reports(mine)
+    at, told = 0, 0  # reports told, and their rows
     for ask in asks:
-        at = _tell_reports(strategy, mine, at, ask.told or 0)
+        while at < len(reports) and told + len(reports[at][2]) <= (ask.told or 0):
+            strategy.tell(reports[at][2])
+            told += len(reports[at][2])
+            at += 1
         if not _asks_as_recorded(strategy, ask):
             return None
-    _tell_reports(strategy, mine, at, len(mine))
-    return len(asks)
+    held: Held = []
+    for k, (batch, _, report) in enumerate(reports[at:], at):
+        if k == at or reports[k - 1][0] != batch:
+            held.append([])
+        held[-1].append(report)
+    return len(asks), held
 
 
-def _tell_reports(strategy: Strategy, mine: list[tuple[int, int, Scored]], start: int, end: int) -> int:
-    """Tell rows ``start`` to ``end`` of ``mine``, one call per report (consecutive rows of one
-    batch and rank), as rank 0 told them; where it has got to."""
-    end = min(end, len(mine))
-    while start < end:
-        stop = start + 1
-        while stop < end and mine[stop][:2] == mine[start][:2]:
-            stop += 1
-        strategy.tell([result for _, _, result in mine[start:stop]])
-        start = stop
-    return start
+def _reports(mine: list[tuple[int, int, Scored]]) -> list[tuple[int, int, list[Scored]]]:
+    """``mine`` cut into reports (consecutive rows of one batch and rank), as rank 0 told them."""
+    reports: list[tuple[int, int, list[Scored]]] = []
+    for batch, rank, result in mine:
+        if not reports or reports[-1][:2] != (batch, rank):
+            reports.append((batch, rank, []))
+        reports[-1][2].append(result)
+    return reports
 
 
 def _asks_as_recorded(strategy: Strategy, ask: Ask) -> bool:

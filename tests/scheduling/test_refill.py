@@ -1,4 +1,4 @@
-"""Refilled runs (scheduling/refill/) driven by the real rounds over ranks in this process, each
+"""Refilled runs (scheduling/handouts.py) driven by the real rounds over ranks in this process, each
 rank with its own replay backend and simulated clock (test_manager.py's ``Ranks``)."""
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def test_refilled_ranks_wait_less_than_batches(tmp_path):
         assert len(ids) == len(set(ids)) == 32
     # The same 32 configurations (random sampling asks the same whatever it was told), one per
     # rank at a time, on simulated clocks: a batch waits for its slowest rank, a refilled rank
-    # does not.
-    assert walls["refill"] < 0.97 * walls["batches"]
+    # does not. (Rank 0 measures beside its hand-outs under both policies; before it did, under
+    # batches only between them, and refill's lead was over 3 %.)
+    assert walls["refill"] < 0.99 * walls["batches"]
 
 
 def test_a_refilled_run_cut_short_resumes_its_search(tmp_path, caplog):
@@ -101,8 +102,9 @@ def test_rank_0_measures_beside_its_hand_outs(tmp_path):
     # while its main thread took reports and handed out (in its main thread it could not).
     during = [
         order.now_s
-        for _, order in ranks.sent
-        if order.stop is None and any(r["started_s"] < order.now_s < r["finished_s"] for r in mine)
+        for orders in ranks.orders
+        for rank, order in enumerate(orders)
+        if rank > 0 and order.ids and any(r["started_s"] < order.now_s < r["finished_s"] for r in mine)
     ]
     assert len(mine) >= 3 and during
 

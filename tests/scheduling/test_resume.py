@@ -25,7 +25,7 @@ from mpitune.model.result import Result, Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import StopReason
-from mpitune.scheduling.resume import rebuild, strategy_key
+from mpitune.scheduling.resume import Held, rebuild, strategy_key
 from mpitune.store.cache import Cache
 from mpitune.store.history import search_digest
 from mpitune.strategies.base import Strategy
@@ -43,11 +43,11 @@ def stopped_after(ranks: Ranks, rounds: int) -> StopReason:
     manager = ranks.open()
 
     def signal(m: Manager) -> None:
-        m.stop_requested = StopReason.SIGNAL
+        m.request_stop(StopReason.SIGNAL)
 
-    # Gathering batch ``rounds`` - 1, the batch after it is already out (two are in flight), and
-    # the one after that is the fill that finds the stop.
-    ranks.before_gather[rounds] = signal
+    # Recording batch ``rounds`` - 1 (its first report), the batch after it is already out (two
+    # are in flight), and the next hand-out finds the stop.
+    ranks.before_record[2 * (rounds - 1) + 1] = signal
     return ranks.run(manager)
 
 
@@ -86,8 +86,7 @@ def test_a_file_written_before_the_told_table_resumes_by_the_batch_rule_as_befor
     first = Ranks(tmp_path / "split", 2, **options)
     assert stopped_after(first, 3) is StopReason.SIGNAL
     with h5py.File(first.cache_path, "a") as f:  # as an mpitune of schema version 4 left it
-        assert not len(f["told"])  # batches asked by the batch rule record nothing there
-        del f["told"]
+        del f["told"]  # what was told before each ask: the batch rule says it
         f.attrs["schema_version"] = 4
     second = Ranks(tmp_path / "split", 2, **options)
     assert second.run(second.open()) is StopReason.FINISHED
@@ -151,7 +150,7 @@ class Refill:
         self.cache.finish_run(1.0, "finished", self.told)
 
 
-def rebuilt(path: str, name: str, space: SearchSpace, key: str) -> tuple[Strategy, list[list[Scored]]]:
+def rebuilt(path: str, name: str, space: SearchSpace, key: str) -> tuple[Strategy, Held]:
     """The strategy a resumed run on ``path`` starts with, rebuilt as the Manager rebuilds it."""
     cache = Cache(path, TOLD_IDENTITY, TOLD_PARAMS, iterations=3)
     known = [cache.objective.evaluate(r, space.config(r.config_id)) for r in cache.recorded()]
@@ -190,8 +189,11 @@ def test_a_search_that_told_reports_as_they_came_resumes_asking_what_it_would_ha
     caplog.clear()
     caplog.set_level(logging.INFO)
     strategy, held = rebuilt(path, "portfolio", space, key)
-    assert held == [] and "does not replay" not in caplog.text
+    assert "does not replay" not in caplog.text
     assert f"({len(told)} recorded asks replayed)" in caplog.text
+    for hand_out in held:  # what the run told after its last ask: a refilled run tells it at once
+        for report in hand_out:
+            strategy.tell(report)
     for _ in range(2):  # the uninterrupted search and the rebuilt one go on alike
         ids = run.strategy.ask(4)
         assert strategy.ask(4) == ids

@@ -44,10 +44,10 @@ def test_the_floor_holds_for_quick_batches():
 def test_a_batch_without_history_allows_each_configuration_the_supervisors_limit():
     orders = [Order(0.0, 0, work(1, 2)), Order(0.0, 0, work(3))]
     deadlines = Deadlines(floor_s=1.0, timeout_s=None)
-    assert [o.deadline_s for o in deadlines.stamp(orders)] == [2 * TIMEOUT_FLOOR_S] * 2
+    assert [o.deadline_s for o in deadlines.stamp(orders, 1)] == [2 * TIMEOUT_FLOOR_S] * 2
     deadlines.config_s = [10.0, 20.0, 30.0]
-    assert deadlines.stamp(orders)[0].deadline_s == 2 * TIMEOUT_FACTOR * 20.0
-    assert Deadlines(floor_s=1.0, timeout_s=7.0).stamp(orders)[0].deadline_s == 2 * 7.0  # the spec's timeout_s
+    assert deadlines.stamp(orders, 1)[0].deadline_s == 2 * TIMEOUT_FACTOR * 20.0
+    assert Deadlines(floor_s=1.0, timeout_s=7.0).stamp(orders, 1)[0].deadline_s == 2 * 7.0  # the spec's timeout_s
 
 
 def test_the_floor_comes_from_the_command_line_then_the_environment():
@@ -68,42 +68,42 @@ def _result(config_id: int, started_s: float, finished_s: float) -> Result:
 
 
 def test_rank_0_learns_the_slowest_ranks_time_per_configuration():
-    deadlines = Deadlines(floor_s=1.0, timeout_s=2.0)
-    orders = deadlines.stamp([Order(10.0, 0, work(0, 1)), Order(10.0, 0, work(2, 3))])
+    deadlines = Deadlines(floor_s=1.0, timeout_s=2.0, ranks=2)
+    orders = deadlines.stamp([Order(10.0, 0, work(0, 1)), Order(10.0, 0, work(2, 3))], 1)
     assert orders[0].expected_s is None and orders[0].deadline_s == 2 * 2.0  # no history: 2 x timeout_s
     # rank 0 took 1 s for its two, rank 1 took 3 s: 1.5 s per configuration
-    reports = [
-        Report((_result(0, 10.0, 10.5), _result(1, 10.5, 11.0)), (), 11.0),
-        Report((_result(2, 10.0, 11.5), _result(3, 11.5, 13.0)), (), 13.0),
-    ]
-    deadlines.observe(orders, reports)
+    deadlines.observe(0, orders[0], Report((_result(0, 10.0, 10.5), _result(1, 10.5, 11.0)), (), 11.0))
+    deadlines.observe(1, orders[1], Report((_result(2, 10.0, 11.5), _result(3, 11.5, 13.0)), (), 13.0))
     deadlines.turned(0.2)
-    nxt = deadlines.stamp([Order(13.0, 1, work(4, 5, 6)), Order(13.0, 1, work(7))])
+    nxt = deadlines.stamp([Order(13.0, 1, work(4, 5, 6)), Order(13.0, 1, work(7))], 1)
     assert nxt[0].expected_s == pytest.approx(4.5)  # the longest chunk, three configurations
     assert nxt[0].deadline_s == pytest.approx(SAFETY_FACTOR * 4.5 + 2.0)
     assert nxt[0].next_order_within_s == pytest.approx(nxt[0].deadline_s + 2.0)
-    assert nxt[1].deadline_s == nxt[0].deadline_s  # every rank's order says the batch's allowance
-    stop = deadlines.stamp([Order(14.0, stop=StopReason.FINISHED)] * 2)
+    assert nxt[1].deadline_s == nxt[0].deadline_s  # every rank's order says the hand-out's allowance
+    stop = deadlines.stamp([Order(14.0, stop=StopReason.FINISHED)] * 2, 1)
     assert stop[0].deadline_s == 1.0 and stop[0].stop is StopReason.FINISHED  # the last rows: the floor
 
 
-def test_a_refilled_runs_deadline_rests_on_a_round_of_every_ranks_reports():
+def test_a_deadline_rests_on_five_rounds_of_every_ranks_reports():
     """One report per rank and order: the slowest of the last ``window`` reports counts, and a
     worker that reported all it held waits for rank 0 as long as two of the longest deadlines."""
-    deadlines = Deadlines(floor_s=1.0, timeout_s=2.0)
-    deadlines.window = 5 * 4  # HISTORY_ROUNDS rounds of 4 ranks, as the refilled rounds set it
+    deadlines = Deadlines(floor_s=1.0, timeout_s=2.0, ranks=4)
+    assert deadlines.window == 5 * 4  # HISTORY_ROUNDS rounds of 4 ranks
     slow = Order(0.0, 0, work(0))
-    deadlines.observe_one(3, slow, Report((_result(0, 0.0, 10.0),), (), 10.0))  # 10 s for one
+    deadlines.observe(3, slow, Report((_result(0, 0.0, 10.0),), (), 10.0))  # 10 s for one
     for i in range(1, 19):  # then 18 quick ones, 0.1 s each, on the other ranks
         t = 10.0 + 0.2 * i
-        deadlines.observe_one(i % 3, Order(t, i, work(i)), Report((_result(i, t, t + 0.1),), (), t + 0.1))
-    (order,) = deadlines.stamp_refilled([Order(14.0, 19, work(19))], 2)
+        deadlines.observe(i % 3, Order(t, i, work(i)), Report((_result(i, t, t + 0.1),), (), t + 0.1))
+    (order,) = deadlines.stamp([Order(14.0, 19, work(19))], 2)
     assert order.expected_s == pytest.approx(10.0)  # the slow report is still in the window
     assert order.deadline_s == pytest.approx(SAFETY_FACTOR * 10.0 + 2.0)
     assert order.next_order_within_s == pytest.approx(2 * order.deadline_s + 1.0)
-    deadlines.window = 5  # as batches count rounds: the slow report would be forgotten
-    (batchlike,) = deadlines.stamp([Order(14.0, 19, work(19))])
-    assert batchlike.expected_s == pytest.approx(0.1)
+    one_rank = Deadlines(floor_s=1.0, timeout_s=2.0)  # five reports: the slow one would be forgotten
+    for i in range(19):
+        t, took_s = 20.0 * i, 10.0 if i == 0 else 0.1
+        one_rank.observe(0, Order(t, i, work(i)), Report((_result(i, t, t + took_s),), (), t + took_s))
+    (quick,) = one_rank.stamp([Order(14.0, 19, work(19))], 1)
+    assert quick.expected_s == pytest.approx(0.1)
 
 
 def test_a_world_of_one_rank_has_no_one_to_wait_for():
