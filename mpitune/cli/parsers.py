@@ -98,9 +98,9 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     p.add_argument(
         "--schedule",
         choices=[s.value for s in Schedule],
-        help="how rank 0 hands out work on several ranks: batches (whole batches, the same search for a seed), "
-        "refill (each rank refilled as it runs short: busier ranks, but the search depends on timing) or auto "
-        "(batches for now; default: the spec's schedule, else auto; see docs/performance.md, 'Refill')",
+        help="how rank 0 hands out work on several ranks: refill (each rank refilled as it runs short: busier "
+        "ranks, but the search depends on timing), batches (whole batches, the same search for a seed) or auto "
+        "(refill; default: the spec's schedule, else auto; see docs/performance.md, 'How work is handed out')",
     )
     p.add_argument(
         "--compile-workers",

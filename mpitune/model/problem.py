@@ -103,11 +103,11 @@ class Problem:
 
 
 class Schedule(enum.Enum):
-    """How rank 0 hands out work on several ranks (docs/performance.md, "Refill"): whole batches
-    make the same search for a seed; refilling each rank as it runs short keeps the ranks busier,
-    but what the strategy knew at each ask then depends on timing."""
+    """How rank 0 hands out work on several ranks (docs/performance.md, "How work is handed
+    out"): refilling each rank as it runs short keeps the ranks busier, but what the strategy
+    knew at each ask then depends on timing; whole batches make the same search for a seed."""
 
-    AUTO = "auto"  # the scheduler decides (scheduling/refill/handouts.py, ``refilled``)
+    AUTO = "auto"  # the scheduler decides: refill on several ranks (scheduling/handouts.py, ``Policy.of``)
     BATCHES = "batches"  # one chunk per rank per batch, the strategy told batch by batch: reproducible for a seed
     REFILL = "refill"  # each rank holds its configuration and at most one more, refilled as results arrive
 
@@ -123,7 +123,7 @@ class RunSettings:
     seed: int = 0
     cache_path: str = ""
     batch_size: int | None = None
-    schedule: Schedule = Schedule.AUTO  # batches or refill on several ranks
+    schedule: Schedule = Schedule.AUTO  # refill or batches on several ranks
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
     # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.

@@ -64,6 +64,12 @@ class Policy:
             return cls(Schedule.REFILL, DEPTH, max(1, ranks // (2 if per_rank == 1 else 8)), per_rank)
         return cls(Schedule.BATCHES, pipeline_depth(ranks), ranks, per_rank)
 
+    def describe(self, batch_size: int) -> str:
+        """The policy as the run's first line says it."""
+        if self.whole:
+            return f"batches of {batch_size}"
+        return f"refilled, up to {self.per_rank} per rank"
+
     @property
     def whole(self) -> bool:
         """Whether a hand-out is written and told once all its reports are in (batches)."""

@@ -25,6 +25,7 @@ from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.faults.deadlines import Deadlines
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.flight import Setup
+from mpitune.scheduling.handouts import Policy
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.store.cache import Cache, RunInfo
@@ -155,7 +156,7 @@ def open_run(
     say(
         f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
-        f"batches of {manager.batch_size}, {_workers_text(tuple(p.compile_workers for p in placements))}"
+        f"{Policy.of(settings, len(hosts), manager.batch_size).describe(manager.batch_size)}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
     for source in setup.prior.sources if setup.prior is not None else ():
         say(
