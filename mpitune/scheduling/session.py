@@ -153,10 +153,11 @@ def open_run(
         [p.pid for p in placements],
         [p.device_detail for p in placements],
     )
+    policy = Policy.of(settings, len(hosts), manager.batch_size)
     say(
         f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
-        f"{Policy.of(settings, len(hosts), manager.batch_size).describe(manager.batch_size)}, {_workers_text(tuple(p.compile_workers for p in placements))}"
+        f"{policy.describe(manager.batch_size)}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
     for source in setup.prior.sources if setup.prior is not None else ():
         say(
