@@ -15,11 +15,12 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from mpitune import strategies
 from mpitune.model.racing import Race
 from mpitune.model.result import Scored
+from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
 from mpitune.model.work import Work
 from mpitune.scheduling.batching import Batching
@@ -39,7 +40,17 @@ log = logging.getLogger(__name__)
 class Manager:
     """Hands out configurations until the strategy is done or the budget is spent, and records what comes back."""
 
-    def __init__(self, setup: Setup, cache: Cache, hosts: tuple[str, ...], devices: tuple[str, ...], clock: Clock):
+    def __init__(
+        self,
+        setup: Setup,
+        cache: Cache,
+        hosts: tuple[str, ...],
+        devices: tuple[str, ...],
+        clock: Clock,
+        cost_model: Callable[[SearchSpace], CostModel | None] = CostModel,
+    ):
+        """``cost_model`` makes what predicts a configuration's seconds (benchmarks compare
+        dealing by cost with dealing blind: a model that never predicts, or None)."""
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
@@ -66,7 +77,7 @@ class Manager:
         # Dealing by cost evens out chunks of several configurations, and on several ranks it
         # gives the costliest configurations to the ranks that will be free first (handouts.py);
         # one rank with one configuration per hand-out has nothing to deal.
-        self.costs = CostModel(self.space) if self.batching.size > 1 else None
+        self.costs = cost_model(self.space) if self.batching.size > 1 else None
         if self.costs is not None:
             self.costs.learn(known)
         self.race = self._start_race(known)
