@@ -73,7 +73,7 @@ def test_ctrl_c_in_a_terminal_drains_the_batch_in_flight(tmp_path):
     took = time.monotonic() - started
     assert job.returncode == 75, err
     _no_traceback(err)
-    assert "received SIGINT: finishing the batch in flight" in err
+    assert "received SIGINT: finishing what the ranks measure" in err
     assert "(signal)" in out
     assert took < 5, took  # one batch of 2 configurations, 0.4 s each
     rows = _rows(cache)

@@ -1,5 +1,5 @@
-"""Stops a person or Slurm asks for: a first signal drains the batch in flight, a second
-Ctrl-C on rank 0 ends the job at once."""
+"""Stops a person or Slurm asks for: a first signal stops the hand-outs and keeps what the ranks
+measure, a second Ctrl-C on rank 0 ends the job at once."""
 
 from __future__ import annotations
 
@@ -23,15 +23,16 @@ log = logging.getLogger(__name__)
 @contextmanager
 def stop_requests(manager: Manager | None) -> Iterator[None]:
     """SIGINT (Ctrl-C), SIGTERM and SIGUSR1 (what Slurm sends before a job's end, with ``--signal``)
-    ask rank 0 to stop handing out batches; the batch in flight finishes and is recorded. Other
-    ranks ignore them so that they can finish their chunk and hear the stop from rank 0. A second
+    ask rank 0 to stop handing out work (``Manager.request_stop``; the handler asks, it assigns
+    nothing); each rank finishes the configuration it measures, and what comes back is recorded.
+    Other ranks ignore them so that they can finish it and hear the stop from rank 0. A second
     Ctrl-C on rank 0 stops at once (see ``_SecondInterrupt``)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if manager:
             manager.request_stop(StopReason.SIGNAL)
             log.warning(
-                "received %s: finishing the batch in flight, then stopping%s",
+                "received %s: finishing what the ranks measure, then stopping%s",
                 signal.Signals(signum).name,
                 " (Ctrl-C again to stop at once)" if signum == signal.SIGINT else "",
             )
@@ -50,8 +51,8 @@ def stop_requests(manager: Manager | None) -> Iterator[None]:
 class _SecondInterrupt:
     """Rank 0 spends most of a batch inside MPI calls, where Python's signal handlers do not run
     until the call returns; so a thread watches the signal wakeup socket and, on a second SIGINT,
-    ends the job at once with ``ExitCode.INTERRUPTED``. Every batch recorded so far is on disk (the
-    file is flushed per batch); the batch in flight is lost and the next run (or ``check``) marks
+    ends the job at once with ``ExitCode.INTERRUPTED``. Every report recorded so far is on disk (the
+    file is flushed per write); what is in flight is lost and the next run (or ``check``) marks
     the run killed. SIGINTs within ``SAME_PRESS_S`` of the first count as one: a Ctrl-C in a
     terminal reaches rank 0 from the terminal and again from the launcher forwarding it."""
 
@@ -81,7 +82,7 @@ class _SecondInterrupt:
             elif now - first > self.SAME_PRESS_S:
                 abort_job(
                     ExitCode.INTERRUPTED,
-                    "mpitune: error: interrupted twice: stopping now; every batch before the one in flight is "
+                    "mpitune: error: interrupted twice: stopping now; every result that came back is "
                     f"recorded, run the same command again to resume (exit code {ExitCode.INTERRUPTED.value})",
                 )
 
