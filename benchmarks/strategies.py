@@ -6,11 +6,13 @@
 
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
 each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
-caches) without MPI, as the scheduler runs a search: each batch asks the strategy for
-``min(ranks, budget left)`` ids, deals them to the simulated ranks as rank 0 does, answers them
-from the measurements and tells the results; with ``--depth 2`` (the default, what the
-scheduler does on more than one rank) batch b is asked once batch b - 2 is told, so the
-previous batch is still in flight, and with ``--depth 1`` once batch b - 1 is. The simulated
+caches) without MPI, as the scheduler's ``batches`` policy runs a search (``--schedule batches``;
+on several ranks the default is now ``refill``, which benchmarks/refill.py measures with the
+scheduler itself): each batch asks the strategy for ``min(ranks, budget left)`` ids, deals them
+to the simulated ranks, answers them from the measurements and tells the results; with
+``--depth 2`` (the default, what that policy does on more than one rank) batch b is asked once
+batch b - 2 is told, so the previous batch is still in flight, and with ``--depth 1`` once
+batch b - 1 is. The simulated
 wall time follows the same pipeline (``pipeline_wall_s``) with each configuration's compile +
 verify + benchmark seconds, so it is what the run would have taken on that many GPUs; "1 rank"
 is the sum over all configurations.
@@ -42,6 +44,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +55,7 @@ from mpitune.model.objective import Objective
 from mpitune.model.prior import Prior
 from mpitune.model.result import Result
 from mpitune.model.searchspace import SearchSpace
-from mpitune.scheduling.batching import busy_s, deal, deal_by_cost
+from mpitune.scheduling.batching import deal, deal_by_cost
 from mpitune.scheduling.costs import CostModel
 from mpitune.spec.settings import default_strategy
 from mpitune.store import measured
@@ -109,18 +112,40 @@ class Search:
     ask_s: float  # seconds spent asking, per configuration asked
 
 
+def busy_s(
+    ranks: int, now_s: float, reported_s: Sequence[float] | None, handed_s: float, ahead_s: np.ndarray | None
+) -> np.ndarray:
+    """Predicted seconds from ``now_s`` until each rank can start a batch handed out now: the
+    oldest batch in flight, handed out at ``handed_s``, holds ``ahead_s`` predicted seconds of
+    each rank's work (None: nothing is in flight). A worker started that chunk when it had
+    reported its previous one (``reported_s``, per rank; None: no batch recorded yet) or when the
+    chunk went out, whichever came later; rank 0, which records each batch before its own next
+    chunk, is free only once the slowest rank is. Only the oldest batch counts. (The rule the
+    scheduler's batches were dealt by before rank 0 measured in a lane; the scheduler now asks
+    what each rank still holds, scheduling/handouts.py's ``Handouts._busy_s``.)"""
+    if ahead_s is None:
+        return np.zeros(ranks)
+    started_s = np.full(ranks, handed_s) if reported_s is None else np.maximum(np.asarray(reported_s), handed_s)
+    free_s = np.minimum(started_s, now_s) + ahead_s
+    free_s[0] = max(now_s + ahead_s[0], float(free_s.max()))
+    busy: np.ndarray = np.maximum(free_s - now_s, 0.0)
+    return busy
+
+
 def pipeline_wall_s(cache: Replay, batches: list[list[int]], ranks: int, depth: int, rank0_after: bool = True) -> float:
-    """Simulated wall time of a run that keeps ``depth`` batches in flight, as the scheduler does
-    on more than one rank (depth 2): batch b is handed out when batch b - depth is gathered, so a
-    rank that finishes its chunk early starts its next one at once instead of waiting for the
-    slowest rank (depth 1: rounds that each wait for it); rank 0 alone records each batch, after
-    its own chunk of it and before its chunk of the next, so it waits for the slowest every batch.
-    Each batch (the ids asked, in order) is dealt as rank 0 deals it (``Manager._deal``): blind
-    (``batching.deal``) until a cost is known, then by the costs predicted from the batches
-    recorded so far (``CostModel``) and by when each rank will be free of the oldest batch in
-    flight (``batching.busy_s``).
-    A configuration costs its compile + verify + benchmark seconds. ``rank0_after=False``: rank 0
-    measures beside its gathers, as a worker does (benchmarks/pipelining.py)."""
+    """Simulated wall time of a run that keeps ``depth`` batches in flight, as the scheduler's
+    ``batches`` policy does on more than one rank (depth 2): batch b is handed out when batch
+    b - depth is gathered, so a rank that finishes its chunk early starts its next one at once
+    instead of waiting for the slowest rank (depth 1: rounds that each wait for it). With
+    ``rank0_after`` (the default, this benchmark's model since its first figures) rank 0 records
+    each batch after its own chunk of it and before its chunk of the next, so it waits for the
+    slowest every batch, as the scheduler did before rank 0 measured in a lane; False: rank 0
+    measures beside its hand-outs, as a worker does, which is what the scheduler does now on
+    several ranks (scheduling/rounds.py; benchmarks/pipelining.py compares the two).
+    Each batch (the ids asked, in order) is dealt blind (``batching.deal``) until a cost is
+    known, then by the costs predicted from the batches recorded so far (``CostModel``) and by
+    when each rank will be free of the oldest batch in flight (``busy_s``).
+    A configuration costs its compile + verify + benchmark seconds."""
     model = CostModel(cache.space)
     finish = np.zeros(ranks)  # when each rank is done with what it was handed so far
     gathered: list[float] = []
@@ -164,10 +189,11 @@ def replay(
     """One search per seed serves every budget: a run with a smaller budget asks the same batches
     until its last one, which asks for fewer ids (the budget left); that last ask is made on a
     copy of the strategy, so each budget's score is exactly that of a run of its own. Batch b
-    is asked once batch b - ``depth`` is told, as the scheduler interleaves them (depth 2: the
-    previous batch is still out when the next is asked); a budget's score is over every id
-    handed out, told or not, since all of them are measured by the end. ``prior``: times
-    measured elsewhere, given to the strategy before its first ask as a run's ``--prior`` does.
+    is asked once batch b - ``depth`` is told, as the scheduler's batches policy interleaves
+    them (depth 2: the previous batch is still out when the next is asked); a budget's score is
+    over every id handed out, told or not, since all of them are measured by the end.
+    ``prior``: times measured elsewhere, given to the strategy before its first ask as a run's
+    ``--prior`` does.
     ``per_batch`` (default: ``ranks``, one per rank) and ``rank0_after`` are other rules for the
     scheduler, for benchmarks/pipelining.py."""
     per_batch = per_batch or ranks
@@ -316,7 +342,7 @@ def main() -> None:
         "--depth",
         type=int,
         default=2,
-        help="batches in flight: 2 as the scheduler keeps on more than one rank, 1 for rounds that wait",
+        help="batches in flight: 2 as the scheduler's batches policy keeps on several ranks, 1 for rounds that wait",
     )
     parser.add_argument("--strategies", nargs="+")
     parser.add_argument(
