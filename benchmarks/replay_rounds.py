@@ -1,6 +1,7 @@
 """Rounds of a brute-force replay, for benchmarks/scheduler.py: rank 0's Manager as the loop
-opens it, a whole run simulated round by round in one process, and what other ways of
-sharing out the recorded durations would reach.
+opens it, a whole run simulated in one process on the scheduler's one dispatch path
+(scheduling/handouts.py, by either policy), and what other ways of sharing out the recorded
+durations would reach.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import contextlib
 import heapq
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -32,19 +33,35 @@ from mpitune.store.cache import Cache, RunInfo
 
 
 def replay_manager(
-    source: str, out: str, ranks: int, batch_size: int | None, strategy: str, budget: int | None
+    source: str,
+    out: str,
+    ranks: int,
+    batch_size: int | None,
+    strategy: str,
+    budget: int | None,
+    schedule: Schedule = Schedule.AUTO,
+    cost_model: Callable[[SearchSpace], CostModel | None] = CostModel,
 ) -> tuple[Manager, Cache, SearchSpace]:
     """Rank 0's Manager of a replay of ``source`` on ``ranks`` ranks, as the loop opens it,
-    writing into the HDF5 file ``out`` (``batch_size`` None: the default, guided batches).
+    writing into the HDF5 file ``out`` (``batch_size`` None: the default), handing out work by
+    ``schedule`` (the settings' ``--schedule``; auto: refill on several ranks) and predicting
+    costs with ``cost_model`` (the Manager's keyword: ``Interleaved`` or None to deal blind).
     Without confirmation: these figures are the search's scheduling (benchmarks/confirmation.py
     measures what confirming costs)."""
-    problem, settings = replay_problem(
-        measured.load(source),
-        Overrides(cache_path=out, strategy=strategy, batch_size=batch_size, max_fevals=budget, seed=1, confirm=0),
+    given = Overrides(
+        cache_path=out,
+        strategy=strategy,
+        batch_size=batch_size,
+        max_fevals=budget,
+        seed=1,
+        confirm=0,
+        schedule=schedule.value,
     )
+    problem, settings = replay_problem(measured.load(source), given)
     setup = prepare(problem, settings)
     cache = Cache(settings.cache_path, problem.identity(["replayed"]), problem.tune_params, problem.iterations)
-    manager = Manager(setup, cache, ("host",) * ranks, ("replayed",) * ranks, Clock(simulated=True))
+    hosts, devices = ("host",) * ranks, ("replayed",) * ranks
+    manager = Manager(setup, cache, hosts, devices, Clock(simulated=True), cost_model=cost_model)
     cache.start_run(
         RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
         ("host",) * ranks,
@@ -56,34 +73,35 @@ def replay_manager(
 
 class Interleaved(CostModel):
     """A cost model that never predicts, so that the Manager deals interleaved
-    (``batching.deal``), as before dealing by cost: the baseline of the simulation."""
+    (``batching.deal``), as before dealing by cost: the baseline of the simulation (the
+    Manager's ``cost_model``; it still learns, so chunks grow as once costs are known)."""
 
     def predict_s(self, ids: Sequence[int]) -> None:
         return None
 
 
 def simulated_efficiency(
-    source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool, schedule: Schedule = Schedule.BATCHES
+    source: str, workdir: str, ranks: int, batch_size: int | None, by_cost: bool, schedule: Schedule = Schedule.AUTO
 ) -> dict:
-    """A brute-force replay on ``ranks`` ranks in one process, batch by batch as the loop runs
-    it: the real rounds (scheduling/rounds.py) over ``InProcessRanks``, whose Manager deals (by
-    cost, or interleaved) and keeps its batches in flight (two on several ranks); every rank
-    serves its orders in turn with the replay backend on its own simulated clock, which catches
-    up with rank 0's when the order went out, and rank 0's with the slowest rank's when it
-    records a batch (rank 0 measures its own chunk of a batch, then waits for the batch); or,
-    with ``schedule`` refill, each rank refilled as it runs short (scheduling/refill/), rank 0
-    measuring beside on a clock of its own. Efficiency: sum of compile + verify + benchmark
-    seconds / (ranks x simulated wall); ``path``: the replay's file."""
+    """A brute-force replay on ``ranks`` ranks in one process, as the loop runs it: the real
+    rounds (scheduling/rounds.py) over ``InProcessRanks``, whose hand-outs (scheduling/
+    handouts.py) follow ``schedule`` (auto, the default: refill on several ranks, each rank
+    refilled as it runs short and each report told as it comes; batches: two batches in flight,
+    each told once all its reports are in) and deal by predicted cost, or interleaved (the
+    Manager's ``cost_model`` an ``Interleaved`` that never predicts). Every rank serves its
+    orders in turn with the replay backend on its own simulated clock, which catches up with
+    rank 0's when the order went out; rank 0 measures its own orders in its lane on a clock of
+    its own (``measuring_timeline``), beside its hand-outs, as on several ranks it does by
+    either policy. Efficiency: sum of compile + verify + benchmark seconds / (ranks x simulated
+    wall); ``batches``: hand-outs made; ``path``: the replay's file."""
     out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}-{schedule.value}.h5")
-    manager, cache, space = replay_manager(source, out, ranks, batch_size, "brute_force", None)
-    manager.settings.schedule = schedule
-    if not by_cost:
-        manager.costs = Interleaved(space)
+    cost_model = CostModel if by_cost else Interleaved
+    manager, cache, _ = replay_manager(source, out, ranks, batch_size, "brute_force", None, schedule, cost_model)
     backend = backends.create(manager.setup.problem, workdir, 0)
     own = backends.create(manager.setup.problem, workdir, 0)  # rank 0's: its lane measures in a thread
     timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
     world = InProcessRanks([own] + [backend] * (ranks - 1), timelines)
-    measuring = measuring_timeline(timelines[0]) if schedule is Schedule.REFILL else None
+    measuring = measuring_timeline(timelines[0]) if ranks > 1 else None
     with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
         rounds(world, manager, own, timelines[0], None, Watch(), lambda: None, measuring)
     busy_s = sum(result_cost_s(r) for r in cache.recorded())
