@@ -8,24 +8,28 @@ replayed without MPI as benchmarks/strategies.py replays them, under four rules;
 mean score at each budget and the simulated wall time on ``--ranks`` ranks over the same
 evaluations on one rank, over all caches of a directory and in the worst one:
 
-- ``now``: what the scheduler does. One configuration per rank per batch, two batches in
-  flight (batch b goes out once batch b - 2 is recorded), dealt by predicted cost; rank 0
-  records each batch after its own chunk of it, so it waits for the slowest rank every batch.
-- ``rank 0 beside``: the same, with rank 0 measuring its chunks beside its gathers, as a worker.
-- ``two per rank``: what ``--batch-size`` of twice the ranks does today: batches of two
+- ``now``: what the scheduler's batches did when this benchmark was first run (``--schedule
+  batches`` before rank 0 measured in a lane). One configuration per rank per batch, two
+  batches in flight (batch b goes out once batch b - 2 is recorded), dealt by predicted cost;
+  rank 0 records each batch after its own chunk of it, so it waits for the slowest rank every
+  batch.
+- ``rank 0 beside``: the same, with rank 0 measuring its chunks beside its gathers, as a worker:
+  what ``--schedule batches`` does now on several ranks (rank 0 measures in its lane).
+- ``two per rank``: what ``--batch-size`` of twice the ranks does with batches: two
   configurations per rank, which even out better, and the strategy learns half as often.
-- ``refill``: no batches. Each rank holds the configuration it measures and at most one more;
+- ``refill``: no batches, the rule that became the scheduler's default on several ranks
+  (scheduling/handouts.py). Each rank holds the configuration it measures and at most one more;
   whenever half the ranks hold no next one, rank 0 asks the strategy for one per such rank,
   knowing every result reported so far (told one by one as they come, not batch by batch), and
   deals them by predicted cost, the costliest to the rank predicted to be free first. Rank 0
   measures beside, as a worker.
 
 Then brute force on the largest cache of the first directory at ``--brute-force-ranks``:
-the efficiency the scheduler reaches (benchmarks/replay_rounds.py's ``simulated_efficiency``,
-racing on as by default); the same batches (two of one configuration per rank, dealt blind,
-then 32 per rank), two in flight, dealt by the exact costs that run measured (what perfect
-predictions would give), with rank 0 recording each batch after its own chunk and beside it;
-and ranks pulling the next configuration as soon as they are free, with no batches.
+the efficiency the scheduler reaches by default (refill; benchmarks/replay_rounds.py's
+``simulated_efficiency``, racing on as by default); batches (two of one configuration per rank,
+dealt blind, then 32 per rank), two in flight, dealt by the exact costs that run measured (what
+perfect predictions would give), with rank 0 recording each batch after its own chunk and
+beside it; and ranks pulling the next configuration as soon as they are free, with no batches.
 
 A score at a budget is that of the first ``budget`` configurations handed out. For ``refill`` an
 ask that crosses a budget is not repeated smaller as benchmarks/strategies.py does, so its score
@@ -49,6 +53,7 @@ from replay_rounds import list_schedule_s, simulated_efficiency
 from strategies import Replay, Search, cache_paths, replay
 
 from mpitune import strategies
+from mpitune.model.problem import Schedule
 from mpitune.model.result import Result
 from mpitune.scheduling.batching import PER_RANK_PREDICTABLE, deal, deal_by_cost
 from mpitune.scheduling.costs import CostModel
@@ -145,13 +150,13 @@ def brute_force(path: str, ranks: list[int]) -> None:
     """Batches against pulling, by brute force on one cache (module docstring)."""
     print(f"## brute force, {os.path.basename(path)}: racing on, as run\n")
     print(
-        "| ranks | the scheduler (simulated) | its batches, exact costs, two in flight, rank 0 after"
+        "| ranks | the scheduler (simulated, refill) | batches, exact costs, two in flight, rank 0 after"
         " | the same, rank 0 beside | pulled, no batches |"
     )
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as workdir:
         for n in ranks:
-            run = simulated_efficiency(path, workdir, n, None, True)
+            run = simulated_efficiency(path, workdir, n, None, True, Schedule.AUTO)
             results = read(run["path"]).results
             cost = np.zeros(int(results["config_id"].max()) + 1)  # as raced in that run
             cost[results["config_id"]] = results["compile_s"] + results["verify_s"] + results["benchmark_s"]

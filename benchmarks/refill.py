@@ -1,20 +1,22 @@
-"""What refilling the ranks gains a learning search over batches, measured with the scheduler itself.
+"""How work is handed out: refilling the ranks (the default on several ranks) against batches,
+for a learning search, measured with the scheduler itself.
 
     PYTHONPATH=. python benchmarks/refill.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budget 400]
-        [--seeds 3] [--strategy portfolio]
+        [--seeds 3] [--strategy portfolio] [--brute-force-ranks N [N ...]]
 
 Each measured cache (``*.json``, ``*.json.gz``, ``*.h5``) of each directory is replayed by the
 real rounds of the scheduler, every rank in this process on its own simulated clock
 (``scheduling.loop.simulate``, what ``python -m mpitune plan`` runs): on one rank, then on
-``--ranks`` ranks with ``--schedule batches`` and with ``--schedule refill``, ``--budget``
-evaluations each, once per seed. Printed per cache and over each directory: the simulated wall
-on the ranks as a share of the same search's wall on one rank (mean over seeds), and the score
-of the search: the best time found over the cache's best (1.0: found it).
+``--ranks`` ranks with ``--schedule batches`` and with ``--schedule refill`` (what ``auto``, the
+default, is on several ranks: scheduling/handouts.py's ``Policy``), ``--budget`` evaluations
+each, once per seed. Printed per cache and over each directory: the simulated wall on the ranks
+as a share of the same search's wall on one rank (mean over seeds), and the score of the
+search: the best time found over the cache's best (1.0: found it).
 
 With ``--brute-force-ranks N [N ...]``, then brute force over the largest cache of the first
 directory on each N ranks, with batches and refilled (benchmarks/replay_rounds.py's
-``simulated_efficiency``, racing on): compile + verify + benchmark seconds over ranks x
-simulated wall, and the wall.
+``simulated_efficiency``, racing on, rank 0 measuring in its lane by either policy): compile +
+verify + benchmark seconds over ranks x simulated wall, and the wall.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from mpitune.spec.settings import Overrides
 from mpitune.store.measured import load
 from mpitune.store.reader import read
 
-SCHEDULES = (Schedule.BATCHES, Schedule.REFILL)
+SCHEDULES = (Schedule.BATCHES, Schedule.REFILL)  # the comparison; refill is what auto (the default) runs
 
 
 def score(path: str, data_best_ms: float) -> float:
@@ -77,7 +79,7 @@ def main() -> None:
             f"\n{cache_dir}: {args.budget} evaluations of {args.strategy}, "
             f"{args.ranks} ranks / 1 rank, {args.seeds} seeds"
         )
-        print(f"{'cache':32} {'batches':>8} {'refill':>8} {'score b':>8} {'score r':>8}")
+        print(f"{'cache':32} {'batches':>8} {'refill':>8} {'score b':>8} {'score r':>8}  (refill: the default)")
         for path in cache_paths(cache_dir):
             row: dict[Schedule, tuple[list[float], list[float]]] = {s: ([], []) for s in SCHEDULES}
             for seed in range(args.seeds):
@@ -105,7 +107,7 @@ def main() -> None:
 
 def brute_force(path: str, ranks: list[int]) -> None:
     """The table of brute force on ``path``: efficiency and simulated wall per schedule."""
-    print(f"\nbrute force on {os.path.basename(path)}: efficiency (simulated wall)")
+    print(f"\nbrute force on {os.path.basename(path)}: efficiency (simulated wall); refill is the default")
     print(f"{'ranks':>6} {'batches':>18} {'refill':>18}")
     for n in ranks:
         cells = []
