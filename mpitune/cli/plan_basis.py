@@ -45,7 +45,8 @@ def basis(args: argparse.Namespace, workdir: str) -> Basis:
         if args.prior or args.pilot is not None or args.pilot_out:
             raise UserError("--pilot, --pilot-out and --prior plan from a spec (SPEC.py), not from a results file")
         data = read_measured(args.file)
-        given = Overrides(max_fevals=args.max_fevals, compile_workers=args.compile_workers)
+        schedule = args.schedule or "auto"  # a plan predicts with the default, not as the run handed out
+        given = Overrides(max_fevals=args.max_fevals, compile_workers=args.compile_workers, schedule=schedule)
         rests_on = f"{args.file}: {data.recorded.describe()}"
         return Basis(data, given, args.strategy, None, rests_on, None, False, "SPEC")
     return _from_spec(args, workdir)
@@ -83,7 +84,7 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         compile_workers=settings.compile_workers if args.compile_workers is None else args.compile_workers,
         confirm=settings.confirm,
         calibrate=settings.calibrate,
-        schedule=settings.schedule.value,
+        schedule=args.schedule or settings.schedule.value,
     )
     rests_on = (
         f"{args.file}: {len(space)} configurations, costs of {filled.measured} from {where}, "

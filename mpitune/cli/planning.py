@@ -20,6 +20,7 @@ from mpitune.cli.parsers import PLAN_HELP, Parser, common
 from mpitune.cli.plan_basis import PILOT_CONFIGS, basis
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
+from mpitune.model.problem import Schedule
 
 # Seconds a job stops before its limit: the job scripts' warning (--signal=B:USR1@90, docs/slurm.md).
 DRAIN_S = 90.0
@@ -52,6 +53,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", help="the search strategy (default: as replay's)")
     p.add_argument("--max-fevals", type=int, help="at most this many configurations")
     p.add_argument("--compile-workers", type=int, metavar="N", help="per rank (default: as the run had)")
+    p.add_argument(
+        "--schedule",
+        choices=[s.value for s in Schedule],
+        help="how rank 0 hands out work (default: a spec's schedule, else auto: refill on several ranks)",
+    )
     p.add_argument(
         "--gpus-per-node",
         type=int,

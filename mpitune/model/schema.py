@@ -15,8 +15,8 @@ import numpy as np
 # The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
 # 2: results gained launches and raced, the file its asks (asked, searches); 3: the ranks' devices
 # compared (retimed, confirmed, device_factors); 4: the priors each run started from (priors); 5: what
-# was told before each ask (told). Older versions read.
-SCHEMA_VERSION = 5
+# was told before each ask (told); 6: how each run handed out its work (schedules). Older versions read.
+SCHEMA_VERSION = 6
 SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
 ITERATIONS = "iterations"
@@ -103,6 +103,13 @@ TOLD_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
     Column("batch", "i8", "which batch: the ask that made it"),
     Column("rows", "i8", "results rows of this run told to the strategy before the ask"),
+)
+# How each run handed out its work (scheduling/handouts.py, ``Policy``): a replay of the run hands it
+# out the same way. A file without the table: batches, but where a run recorded told counts (only
+# refilled runs did before every run recorded them).
+SCHEDULE_COLUMNS: tuple[Column, ...] = (
+    Column("run", "i4", "which run"),
+    Column("schedule", SHORT_TEXT, "refill or batches"),
 )
 SEARCH_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run; a killed run has no row"),
@@ -207,6 +214,7 @@ IN_FLIGHT_DTYPE = dtype(IN_FLIGHT_COLUMNS)
 RANKS_DTYPE = dtype(RANK_COLUMNS)
 ASKED_DTYPE = dtype(ASKED_COLUMNS)
 TOLD_DTYPE = dtype(TOLD_COLUMNS)
+SCHEDULE_DTYPE = dtype(SCHEDULE_COLUMNS)
 SEARCH_DTYPE = dtype(SEARCH_COLUMNS)
 PRIOR_DTYPE = dtype(PRIOR_COLUMNS)
 FRONT_DTYPE = dtype(FRONT_COLUMNS)

@@ -201,8 +201,9 @@ class RecordedRun:
     parameter values), so that a replay on as many ranks deals each batch as the run did.
     ``confirmed``: the candidates its confirmation timed again, which a replay confirms again
     where it has them all (their choice rests on first launches the file does not keep).
-    ``source``: what recorded it, for the line the replay prints; ``assumptions``: what fills
-    what the source does not record."""
+    ``schedule``: how the run handed out its work (refill or batches; '' where not recorded),
+    which a replay of it does too. ``source``: what recorded it, for the line the replay prints;
+    ``assumptions``: what fills what the source does not record."""
 
     source: str = "a Kernel Tuner cache"
     spec_s: float = 0.0
@@ -216,6 +217,7 @@ class RecordedRun:
     ranks: int = 0
     dealt: Mapping[tuple[Any, ...], int] = field(default_factory=dict)
     confirmed: frozenset[tuple[Any, ...]] = frozenset()
+    schedule: str = ""
     assumptions: tuple[str, ...] = (
         "no spec loading or start-up is recorded: none is charged, so the wall time starts at the first batch",
         "rank 0's strategy and file writes are not recorded: none is charged",
@@ -274,11 +276,12 @@ def recorded_run(
     raced: bool,
     dealt: Mapping[tuple[Any, ...], int],
     confirmed: frozenset[tuple[Any, ...]],
+    schedule: str = "",
 ) -> RecordedRun:
     """A file's runs as one recorded run, from its timeline and retimed launches (the store's
     rows, text as text): phases per run (a resumed file's runs averaged). ``raced``: whether
     any result was raced; ``dealt``: which rank measured each configuration; ``confirmed``:
-    the candidates confirmed."""
+    the candidates confirmed; ``schedule``: how its last run handed out its work."""
     runs = max(len(np.unique(timeline["run"])), 1)
     rank0 = timeline[timeline["rank"] == 0]
     ranks = range(int(timeline["rank"].max()) + 1 if len(timeline) else 0)
@@ -300,6 +303,7 @@ def recorded_run(
         ranks=len(ranks),
         dealt=dict(dealt),
         confirmed=confirmed,
+        schedule=schedule,
         assumptions=(),
     )
 

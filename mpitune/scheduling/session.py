@@ -134,6 +134,7 @@ def open_run(
     except UserError as exc:
         return None, f"{problem.spec_path}: cache: {exc}"
     manager = Manager(setup, cache, hosts, devices, clock)
+    policy = Policy.of(settings, len(hosts), manager.batch_size)
     cache.start_run(
         RunInfo(
             started_unix,
@@ -147,13 +148,13 @@ def open_run(
             command,
             __version__,
             setup.prior.sources if setup.prior is not None else (),
+            policy.schedule.value,
         ),
         hosts,
         devices,
         [p.pid for p in placements],
         [p.device_detail for p in placements],
     )
-    policy = Policy.of(settings, len(hosts), manager.batch_size)
     say(
         f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "

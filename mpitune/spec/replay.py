@@ -58,13 +58,14 @@ def replay_problem(
     racing: Any = None,
     device_bias: Sequence[float] = (),
     device_bias_sd: float | None = None,
-    schedule: Any = Schedule.AUTO.value,
+    schedule: Any = None,
 ) -> tuple[Problem, RunSettings]:
     """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5.
     ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``).
     ``racing`` None: as the data's run raced (an mpitune file that raced races as recorded, one
     that did not is not raced; a Kernel Tuner cache is raced by the default rule). ``schedule``:
-    a spec's (``--schedule`` in ``overrides`` wins)."""
+    a spec's (``--schedule`` in ``overrides`` wins); None: as the data's run handed out its work,
+    else the default."""
     check = Checker(data.source)
     factors, spread = _bias(check, device_bias, device_bias_sd)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
@@ -93,7 +94,7 @@ def replay_problem(
         strategy_options=strategy_options,
         cache=overrides.cache_path or f"{name}.replay.h5",
         racing=_as_recorded(data.recorded) if racing is None else racing,
-        schedule=schedule,
+        schedule=schedule if schedule is not None else (data.recorded.schedule or Schedule.AUTO.value),
     )
     settings = run_settings(check, search, overrides)
     problem.replay_seed = settings.seed  # the workers draw with it: they never see the settings

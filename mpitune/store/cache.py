@@ -37,6 +37,7 @@ from mpitune.model.schema import (
     NAME_TEXT,
     RANKS_DTYPE,
     RUNS_DTYPE,
+    SCHEDULE_DTYPE,
     SEARCH_DTYPE,
     SHORT_TEXT,
     TIMELINE_DTYPE,
@@ -68,6 +69,7 @@ class RunInfo:
     command: str
     version: str
     priors: tuple[PriorSource, ...] = ()  # what the search started from (model/prior.py)
+    schedule: str = ""  # how the run hands out its work: refill or batches (scheduling/handouts.py)
 
 
 class Cache:
@@ -255,6 +257,8 @@ class Cache:
             self._kept.append("runs", row)
             self._kept.append("ranks", ranks)
             self._kept.append("priors", prior_rows(self.run, info.priors))
+            if info.schedule:
+                self._kept.append("schedules", np.array([(self.run, text(info.schedule, SHORT_TEXT))], SCHEDULE_DTYPE))
         self._placed = (tuple(hosts), tuple(devices))
         return self.run
 

@@ -31,6 +31,7 @@ _TABLES = {"timeline": schema.TIMELINE_DTYPE, "runs": schema.RUNS_DTYPE, "ranks"
 HISTORY = {
     "asked": schema.ASKED_DTYPE,
     "told": schema.TOLD_DTYPE,
+    "schedules": schema.SCHEDULE_DTYPE,
     "searches": schema.SEARCH_DTYPE,
     "priors": schema.PRIOR_DTYPE,
     "retimed": schema.RETIMED_DTYPE,

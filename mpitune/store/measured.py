@@ -341,6 +341,7 @@ def _from_mpitune(path: str) -> MeasuredData:
             bool(len(data.results) and data.results["raced"].any()),
             dict(zip(reversed(row_configs), reversed(data.results["rank"].tolist()))),  # the first row's
             frozenset(config_of[i] for i in data.confirmed["config_id"].tolist() if i in config_of),
+            data.schedule_of(int(data.runs["run"].max())) if len(data.runs) else "",
         ),
         retimed=_retimed(data.retimed, config_of),
     )

@@ -99,6 +99,19 @@ class CacheData:
     device_factors: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.DEVICE_FACTOR_DTYPE)))
     # The priors each run started from (schema.PRIOR_COLUMNS); empty in files without.
     priors: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.PRIOR_DTYPE)))
+    # How each run handed out its work (schema.SCHEDULE_COLUMNS), and what each ask knew
+    # (schema.TOLD_COLUMNS); empty in files without.
+    schedules: np.ndarray = field(default_factory=lambda: _decoded(np.zeros(0, schema.SCHEDULE_DTYPE)))
+    told: np.ndarray = field(default_factory=lambda: np.zeros(0, schema.TOLD_DTYPE))
+
+    def schedule_of(self, run: int) -> str:
+        """How run ``run`` handed out its work: as recorded; in a file written before that was,
+        ``refill`` where the run recorded what each ask knew (only refilled runs did), else
+        ``batches``."""
+        recorded = self.schedules["schedule"][self.schedules["run"] == run]
+        if len(recorded):
+            return str(recorded[0])
+        return "refill" if bool((self.told["run"] == run).any()) else "batches"
 
     def objective_values(self) -> np.ndarray:
         """(rows, objectives): the value of each recorded objective per results row, NaN where a
@@ -146,7 +159,15 @@ def read(path: str) -> CacheData:
         raise UserError(f"cannot read cache {path}: {exc}") from None
 
 
-_LATER_TABLES = ("retimed", "confirmed", "device_factors", "priors")  # tables files before them lack
+# Tables files written before them lack.
+_LATER_TABLES = (
+    "retimed",
+    "confirmed",
+    "device_factors",
+    "priors",
+    "schedules",
+    "told",
+)  # tables files before them lack
 
 
 def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:
