@@ -6,8 +6,9 @@
 Each Kernel Tuner cache (``*.json``, ``*.json.gz``) in CACHE_DIR (default: the shared caches
 beside the repository, ../shared/data/caches) is searched by brute force on ``--ranks``
 simulated ranks in this process, as benchmarks/replay_rounds.py's ``simulated_efficiency``
-runs it: the real rounds over ``InProcessRanks`` and rank 0's Manager, which hands out the
-confirmation once the search has ended. Every rank has its own replay backend, and so its own
+runs it: the real rounds over ``InProcessRanks`` by the default schedule (refill on several
+ranks), rank 0 measuring in its lane, and rank 0's Manager, which hands out the confirmation
+once the search's hand-outs are recorded. Every rank has its own replay backend, and so its own
 device: for bias b (in %) and each seed, each rank's factor is drawn uniformly from
 [1 - b, 1 + b] (the seed's own stream), so a configuration's search time is its recorded time
 times the factor of the rank that measured it. The seed is also the run's seed: the launches the
@@ -59,6 +60,7 @@ from mpitune.model.timeline import Clock, Timeline
 from mpitune.offline.confirmation import latest
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import prepare
 from mpitune.scheduling.transport import InProcessRanks
@@ -152,7 +154,8 @@ def confirmed_run(
     timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
     world = InProcessRanks(backends, timelines)
     with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
-        stop = rounds(world, manager, backends[0], timelines[0], None, Watch(), lambda: None)
+        measuring = measuring_timeline(timelines[0]) if ranks > 1 else None  # rank 0's lane, as a run's
+        stop = rounds(world, manager, backends[0], timelines[0], None, Watch(), lambda: None, measuring)
     cache.finish_run(manager.clock.now(), stop.value, manager.measured)
     cache.close()
     return manager
