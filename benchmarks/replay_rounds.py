@@ -94,7 +94,7 @@ def simulated_efficiency(
     its own (``measuring_timeline``), beside its hand-outs, as on several ranks it does by
     either policy. Efficiency: sum of compile + verify + benchmark seconds / (ranks x simulated
     wall); ``batches``: hand-outs made; ``path``: the replay's file."""
-    out = os.path.join(workdir, f"sim-{ranks}-{batch_size}-{by_cost}-{schedule.value}.h5")
+    out = os.path.join(workdir, f"sim-{os.path.basename(source)}-{ranks}-{batch_size}-{by_cost}-{schedule.value}.h5")
     cost_model = CostModel if by_cost else Interleaved
     manager, cache, _ = replay_manager(source, out, ranks, batch_size, "brute_force", None, schedule, cost_model)
     backend = backends.create(manager.setup.problem, workdir, 0)
