@@ -5,19 +5,22 @@ and rank 0's memory for a space of 10 million configurations.
 
 1. Rank 0's cost per configuration, on a synthetic measured space (a Kernel Tuner cache of
    200,000 configurations the script writes into a temporary directory) and on the largest
-   cache in DIR. First in one process with the real pieces of rank 0's loop (``Manager`` with
-   its strategy, a real HDF5 cache and the replay backend standing in for the ranks), timing
-   each piece with ``perf_counter``; then as the real wall time of ``mpiexec -n 2 python -m
-   mpitune replay``: the difference between a long and a short run, per extra configuration,
-   is everything the loop costs per configuration (scatter and gather included), while the
-   replayed measuring itself costs microseconds.
+   cache in DIR. First in one process with the real pieces of rank 0's work (its ``Handouts``
+   and ``Manager`` with its strategy, a real HDF5 cache and the replay backend standing in for
+   the ranks), by the default schedule (refill on several ranks) and with batches, timing each
+   piece with ``perf_counter``; then as the real wall time of ``mpiexec -n 2 python -m mpitune
+   replay``: the difference between a long and a short run, per extra configuration, is
+   everything the loop costs per configuration (the messages included), while the replayed
+   measuring itself costs microseconds.
 2. Parallel efficiency of a brute-force replay of the largest cache in DIR: sum over ranks of
    compile + verify + benchmark time / (ranks x simulated wall). First simulated in one process
-   on 8, 64 and 256 ranks with the real Manager (dealing by predicted cost, and interleaved) and
-   the replay backend's recorded durations; then replayed under ``mpiexec`` on 64 ranks (on a
+   on 8, 64 and 256 ranks with the real rounds and Manager by the default schedule (refill)
+   and by batches, each dealing by predicted cost and interleaved, with the replay backend's
+   recorded durations;
+   then replayed under ``mpiexec`` on 64 ranks by the default schedule (on a
    2-core machine: the clock is simulated, so oversubscription changes the real time only),
    read from the run's HDF5 file as ``mpitune report`` does; and for every batch size from the
-   recorded durations directly (the same rounds, dealt by ``batching.deal``), next to what ranks
+   recorded durations directly (rounds of batches, dealt by ``batching.deal``), next to what ranks
    that pull configurations one at a time within a batch would reach, and what rounds whose next
    chunk is already on its rank when it finishes (double buffering) would reach.
 3. Peak memory (``ru_maxrss``) of a process that builds a 10-million-configuration space and
@@ -39,7 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -53,12 +57,16 @@ from replay_rounds import double_buffered_s, durations, list_schedule_s, replay_
 from mpitune import backends, strategies  # noqa: E402
 from mpitune.api.launch import mpiexec  # noqa: E402
 from mpitune.model.objective import Objective  # noqa: E402
+from mpitune.model.problem import Schedule  # noqa: E402
 from mpitune.model.restrictions import Restriction  # noqa: E402
 from mpitune.model.result import Result  # noqa: E402
 from mpitune.model.searchspace import SearchSpace  # noqa: E402
 from mpitune.model.timeline import Timeline  # noqa: E402
 from mpitune.offline.report import summarize  # noqa: E402
 from mpitune.scheduling.batching import deal  # noqa: E402
+from mpitune.scheduling.costs import CostModel  # noqa: E402
+from mpitune.scheduling.handouts import Handouts  # noqa: E402
+from mpitune.scheduling.messages import Order  # noqa: E402
 from mpitune.scheduling.rank import serve  # noqa: E402
 from mpitune.scheduling.session import progress_line  # noqa: E402
 from mpitune.store import measured  # noqa: E402
@@ -151,31 +159,50 @@ def timed(totals: dict, key: str) -> Iterator[None]:
 
 
 def rank0_loop_us(
-    source: str, workdir: str, ranks: int, batch_size: int, strategy: str, budget: int, by_cost: bool = True
+    source: str,
+    workdir: str,
+    ranks: int,
+    batch_size: int,
+    strategy: str,
+    budget: int,
+    by_cost: bool = True,
+    schedule: Schedule = Schedule.AUTO,
 ) -> tuple[dict, int]:
-    """Microseconds per configuration of each piece of rank 0's round, in one process: ask and
-    deal (``next_orders``, which also records the batch in flight), writing the results
-    (``record``), telling the strategy and the progress line. The ranks' measuring is done by
-    the replay backend in this process and not counted. Without ``by_cost`` the Manager has
-    no cost model and deals interleaved, to show what the model costs."""
-    out = os.path.join(workdir, f"loop-{Path(source).name}-{strategy}-{batch_size}-{by_cost}.h5")
-    manager, cache, _ = replay_manager(source, out, ranks, batch_size, strategy, budget)
-    if not by_cost:
-        manager.costs = None
+    """Microseconds per configuration of each piece of rank 0's work, in one process, driving
+    its ``Handouts`` (scheduling/handouts.py) by hand as ``rounds.Rank0Rounds`` does: ask and
+    deal (``Handouts.hand_outs``, which also records each hand-out in flight), writing each
+    report (``Handouts.record``), and telling the strategy and the progress line
+    (``Manager.tell``, ``progress_line``), by ``schedule`` (auto: refill on several ranks). The
+    ranks' measuring is done by the replay backend in this process, one order at a time in the
+    order they went out after each report, and not counted; nor are the messages. Without
+    ``by_cost`` the Manager has no cost model (its ``cost_model`` keyword gives None) and deals
+    interleaved, to show what the model costs."""
+    name = f"loop-{Path(source).name}-{strategy}-{batch_size}-{by_cost}-{schedule.value}.h5"
+    cost_model: Callable[[SearchSpace], CostModel | None] = CostModel if by_cost else (lambda space: None)
+    out = os.path.join(workdir, name)
+    manager, cache, _ = replay_manager(source, out, ranks, batch_size, strategy, budget, schedule, cost_model)
+    handouts = Handouts(manager)
     backend = backends.create(manager.setup.problem, workdir, 0)
     timeline = Timeline(manager.clock)
     totals: dict[str, float] = {}
+    sent: deque[tuple[int, Order]] = deque()  # orders out, not yet reported, in the order they went
     while True:
         with timed(totals, "ask + deal"):
-            orders = manager.next_orders()
-        if orders[0].stop is not None:
-            break
-        reports = [serve(order, backend, rank, timeline) for rank, order in enumerate(orders)]
+            for orders in handouts.hand_outs():
+                sent.extend((rank, order) for rank, order in orders.items() if order.stop is None)
+        if not sent:
+            break  # the order to stop went out, and every report is in
+        rank, order = sent.popleft()
+        report = serve(order, backend, rank, timeline)
         with timed(totals, "write"):
-            results = manager.record(reports)
+            recorded = handouts.record(rank, report)
         with timed(totals, "tell + progress"):
-            manager.tell(results)
-            progress_line(manager)
+            for told in recorded.told:
+                if told:
+                    manager.tell(told)
+            if recorded.completed:
+                progress_line(manager)
+    assert manager.stop_sent and not handouts.busy
     cache.close()
     n = manager.measured
     return {k: 1e6 * v / n for k, v in totals.items()}, n
@@ -218,25 +245,31 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
     space_size = len(measured.load(source).configs)
     print(f"\n## Rank 0's cost per configuration: {name} ({space_size:,} configurations)")
     print("in one process, microseconds per configuration (the ranks' replayed measuring excluded):")
-    print("| strategy | configs per batch | ask + deal | write | tell + progress | total |")
+    print("refilled (the default) unless the row says batches; --batch-size is what a refilled chunk is")
+    print("bounded by: batch size / ranks per rank (ranks: the batch size, at most 64):")
+    print("| strategy | batch size | ask + deal | write | tell + progress | total |")
     print("|---|---|---|---|---|---|")
+    budget = min(scale.loop_configs, space_size)
     for strategy in ("brute_force", "genetic_algorithm"):
         for batch_size in scale.batch_sizes:
-            budget = min(scale.loop_configs, space_size)
-            per, _ = rank0_loop_us(source, workdir, min(batch_size, 64), batch_size, strategy, budget)
-            print(
-                f"| {strategy} | {batch_size} | {per['ask + deal']:.1f} | {per['write']:.1f} | "
-                f"{per['tell + progress']:.1f} | {sum(per.values()):.1f} |"
-            )
+            ranks = min(batch_size, 64)
+            rows = [(strategy, rank0_loop_us(source, workdir, ranks, batch_size, strategy, budget)[0])]
+            batches = rank0_loop_us(source, workdir, ranks, batch_size, strategy, budget, schedule=Schedule.BATCHES)
+            rows.append((f"{strategy}, batches", batches[0]))
             if strategy == "brute_force" and batch_size > 64:  # chunks of several: dealt by cost
-                per, _ = rank0_loop_us(source, workdir, 64, batch_size, strategy, budget, by_cost=False)
+                blind = rank0_loop_us(source, workdir, ranks, batch_size, strategy, budget, by_cost=False)
+                rows.append((f"{strategy}, interleaved (no cost model)", blind[0]))
+            for label, per in rows:
                 print(
-                    f"| {strategy}, interleaved (no cost model) | {batch_size} | {per['ask + deal']:.1f} | "
-                    f"{per['write']:.1f} | {per['tell + progress']:.1f} | {sum(per.values()):.1f} |"
+                    f"| {label} | {batch_size} | {per['ask + deal']:.1f} | {per['write']:.1f} | "
+                    f"{per['tell + progress']:.1f} | {sum(per.values()):.1f} |"
                 )
     short, long = scale.mpi_configs
     long = min(long, space_size)
-    print(f"real replay on 2 ranks, brute force: (wall({long}) - wall({short})) / {long - short} configurations")
+    print(
+        f"real replay on 2 ranks, brute force, the default schedule: (wall({long}) - wall({short})) / "
+        f"{long - short} configurations"
+    )
     for batch_size in scale.batch_sizes:
         wall_short, _ = replay_wall_s(source, workdir, 2, batch_size, short)
         wall_long, cmd = replay_wall_s(source, workdir, 2, batch_size, long)
@@ -251,15 +284,24 @@ def rank0_cost(name: str, source: str, workdir: str, scale: Scale) -> None:
 def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
     cost = durations(source)
     print(f"\n## Parallel efficiency, brute force: {name} ({len(cost):,} configurations)")
-    print("simulated in one process with the real Manager and replay backend (racing on), default batches:")
-    print("| ranks | dealt by cost | dealt interleaved | batches | simulated wall s (by cost) |")
-    print("|---|---|---|---|---|")
+    print(
+        "simulated in one process with the real rounds, Manager and replay backend (racing on), "
+        "the default schedule (refill), default batch size:"
+    )
+    print("(a refilled chunk that goes to one rank alone is the same dealt either way; batches for comparison)")
+    print(
+        "| ranks | dealt by cost | dealt interleaved | hand-outs | simulated wall s (by cost) "
+        "| batches, by cost | batches, interleaved |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for ranks in scale.simulated_ranks:
         by_cost = simulated_efficiency(source, workdir, ranks, None, True)
         interleaved = simulated_efficiency(source, workdir, ranks, None, False)
+        batches = [simulated_efficiency(source, workdir, ranks, None, c, Schedule.BATCHES) for c in (True, False)]
         print(
             f"| {ranks} | {100 * by_cost['efficiency']:.1f} % | {100 * interleaved['efficiency']:.1f} % | "
-            f"{by_cost['batches']} | {by_cost['wall_s']:.1f} |"
+            f"{by_cost['batches']} | {by_cost['wall_s']:.1f} | {100 * batches[0]['efficiency']:.1f} % | "
+            f"{100 * batches[1]['efficiency']:.1f} % |"
         )
     print(f"  command: {shlex.join(['python', *sys.argv])}")
     ranks = scale.ranks
@@ -268,9 +310,10 @@ def efficiency(name: str, source: str, workdir: str, scale: Scale) -> None:
         flags = () if per is None else ("--batch-size", str(per * ranks))
         real_s, command = mpi_replay(source, out, ranks, *flags)
         s = asdict(summarize(read(out)))
-        batches = "default batches" if per is None else f"{per} per rank per batch"
+        batches = "default batch size" if per is None else f"{per} per rank per batch"
         print(
-            f"replayed under mpiexec on {ranks} ranks, {batches}: efficiency {100 * s['efficiency']:.1f} %, "
+            f"the default schedule (refill) replayed under mpiexec on {ranks} ranks, {batches}: "
+            f"efficiency {100 * s['efficiency']:.1f} %, "
             f"simulated wall {s['wall_s']:.1f} s ({real_s:.0f} s real)"
         )
         print(f"  command: {command}")
