@@ -18,14 +18,20 @@ _PRUNE_AT = 4096
 
 
 class Leaders:
+    """Pruned once the list has doubled since the last pruning (at least ``_PRUNE_AT``), so that
+    adding a report costs the same early and late in a run: pruning at every report once many
+    were within ``KEEP_WITHIN`` of the best rebuilt the whole list each time."""
+
     def __init__(self) -> None:
         self.results: list[Scored] = []
         self._best_ms = math.inf
+        self._prune_at = _PRUNE_AT
 
     def add(self, results: Iterable[Scored]) -> None:
         for r in results:
             if r.ok and math.isfinite(r.time_ms):
                 self.results.append(r)
                 self._best_ms = min(self._best_ms, r.time_ms)
-        if len(self.results) > _PRUNE_AT:
+        if len(self.results) > self._prune_at:
             self.results = [r for r in self.results if r.time_ms <= KEEP_WITHIN * self._best_ms]
+            self._prune_at = max(_PRUNE_AT, 2 * len(self.results))
