@@ -241,14 +241,14 @@ class Handouts:
 
     def _deal(self, ids: list[int], wanting: list[int], batch: int, now_s: float) -> list[list[int]]:
         """One chunk per rank (empty for the ranks not wanting work): as the replayed run dealt
-        it where this replays a run on as many ranks (so that each rank's time is the one
-        recorded); else by predicted cost, the costliest to the wanting rank predicted to be free
+        it where this replays a run on as many ranks and the ranks that measured these
+        configurations then want work now (so that each rank's time is the one recorded); else
+        by predicted cost, the costliest to the wanting rank predicted to be free
         first; else, while nothing predicts costs, interleaved (batching.deal)."""
         manager = self.manager
-        if len(wanting) == self.ranks:
-            recorded = deal_as_recorded(ids, self.ranks, manager.space, manager.setup.problem.replay_run)
-            if recorded is not None:
-                return recorded
+        recorded = deal_as_recorded(ids, self.ranks, manager.space, manager.setup.problem.replay_run)
+        if recorded is not None and all(not chunk or rank in wanting for rank, chunk in enumerate(recorded)):
+            return recorded
         chunks: list[list[int]] = [[] for _ in range(self.ranks)]
         cost_s = manager.costs.predict_s(ids) if manager.costs is not None and manager.costs.learned else None
         if cost_s is None:

@@ -90,7 +90,7 @@ class Transport(Protocol):
 
     def send(self, rank: int, value: Any) -> None:
         """Rank 0's ``value`` to worker ``rank`` alone, which takes it as its next ``scatter``
-        does (refill/ hands out work rank by rank). Never waits for the worker."""
+        does (handouts.py hands out work rank by rank). Never waits for the worker."""
         ...
 
     def receive(self, due: Mapping[int, float], wait: bool = True) -> tuple[int, Any] | None:
@@ -205,7 +205,7 @@ class InProcessRanks(LocalTransport):
     caught up with rank 0's when it was sent) and answer: a report, or after an order to stop
     their last timeline rows, as a worker's side of rounds.py does. No deadline can pass.
 
-    An order ``send`` hands one rank (refill/) is carried out at once, on that rank's clock,
+    An order ``send`` hands one rank is carried out at once, on that rank's clock,
     which starts it no earlier than rank 0 sent it and no earlier than the rank finished the
     one before: its answer waits in the rank's outbox for the ``receive`` that takes it, the
     earliest report on the clocks of the ranks rank 0 waits for first, and only once rank 0's clock has reached it

@@ -1,7 +1,6 @@
 """Dealing batches to ranks and sizing them, as pure functions of the strategy, the budget and
 the predicted costs."""
 
-
 from mpitune.model.searchspace import SearchSpace
 from mpitune.scheduling.batching import PER_RANK_PREDICTABLE, Batching, deal, deal_by_cost
 from mpitune.strategies import create

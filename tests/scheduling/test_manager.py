@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from unittest import mock
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import h5py
 import pytest
@@ -27,10 +27,10 @@ from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling import batching
 from mpitune.scheduling import handouts as handouts_module
 from mpitune.scheduling.faults.liveness import Watch
+from mpitune.scheduling.handouts import Handouts, Recorded
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Placement, Report, StopReason
 from mpitune.scheduling.rank import measuring_timeline
-from mpitune.scheduling.handouts import Handouts, Recorded
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import finish, open_run, prepare
 from mpitune.scheduling.transport import InProcessRanks, LocalTransport
