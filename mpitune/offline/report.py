@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 from mpitune.offline import confirmation, front
 from mpitune.offline.rank_time import PHASE_COLUMNS
-from mpitune.offline.summary import Summary, summarize
+from mpitune.offline.summary import RunSummary, Summary, summarize
 from mpitune.store.reader import read
 
 
@@ -45,6 +45,13 @@ def _problem_lines(path: str, s: Summary) -> list[str]:
     return lines
 
 
+def _handed_out(r: RunSummary) -> str:
+    """How a run handed out its work, as its first line said it."""
+    if r.schedule == "refill" and r.ranks > 1:
+        return f"refilled (up to {max(1, r.batch_size // r.ranks)} per rank)"
+    return f"in batches of {r.batch_size}"
+
+
 def _run_lines(s: Summary) -> list[str]:
     lines = [f"\n  {s.runs} run(s), {_seconds(s.wall_s)} wall time in all:"]
     for r in s.run_list:
@@ -54,7 +61,7 @@ def _run_lines(s: Summary) -> list[str]:
         started = r.started.replace("T", " ").replace("+00:00", " UTC")
         lines.append(
             f"  {r.run:>4}. {started}, {wall}, {r.status}: {r.measured} configurations "
-            f"measured on {r.ranks} rank(s) in batches of {r.batch_size}, "
+            f"measured on {r.ranks} rank(s) {_handed_out(r)}, "
             f"strategy {r.strategy} (seed {r.seed}" + "".join(f", {b}" for b in budget) + ")"
         )
         if r.command:

@@ -96,6 +96,7 @@ class RunSummary:
     max_fevals: int | None  # None: no budget of evaluations
     time_limit_s: float | None  # None: no time limit
     batch_size: int
+    schedule: str  # how it handed out its work: refill or batches
     space_size: int  # configurations in the restricted space
     measured: int
     command: str
@@ -196,7 +197,7 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
         startup=startup(ranks),
         problem=_problem(data),
         devices=_devices(data.ranks),
-        run_list=_runs(runs, walls),
+        run_list=_runs(data, runs, walls),
         pareto=front.summary(data),
         confirmation=confirmation,
         confirmation_cost=confirmation_cost,
@@ -296,7 +297,7 @@ def _iso(unix: float) -> str:
     return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="seconds")
 
 
-def _runs(runs: np.ndarray, walls: list[float]) -> list[RunSummary]:
+def _runs(data: CacheData, runs: np.ndarray, walls: list[float]) -> list[RunSummary]:
     return [
         RunSummary(
             run=int(run["run"]),
@@ -310,6 +311,7 @@ def _runs(runs: np.ndarray, walls: list[float]) -> list[RunSummary]:
             max_fevals=None if run["max_fevals"] < 0 else int(run["max_fevals"]),
             time_limit_s=None if math.isnan(run["time_limit_s"]) else float(run["time_limit_s"]),
             batch_size=int(run["batch_size"]),
+            schedule=data.schedule_of(int(run["run"])),
             space_size=int(run["space_size"]),
             measured=int(run["measured"]),
             command=str(run["command"]),
