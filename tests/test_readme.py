@@ -20,7 +20,7 @@ CONFIG = r"\(\w+=[^,()]+(?:, \w+=[^,()]+)*\)"
 KINDS = {
     "header": re.compile(
         r"mpitune: tuning \w+ \(\w+\) on \d+ rank\(s\): \d+ configurations, \d+ already in \S+, "
-        r"strategy \w+, batches of \d+, "
+        r"strategy \w+, (?:batches of \d+|refilled, up to \d+ per rank), "
         r"(?:compiling in turn|\d+ compile worker\(s\) per rank|\d+-\d+ compile workers per rank)"
     ),
     "batch": re.compile(

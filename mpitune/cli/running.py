@@ -93,8 +93,8 @@ def _start_mpi(
     (a ``Guard``, faults/guard.py), and what the loop calls to load the spec: on the rank the
     launcher names 0, the spec loaded meanwhile, under the heartbeat once MPI is up."""
     from mpitune.scheduling import early
+    from mpitune.scheduling.early import load_while
     from mpitune.scheduling.faults.start_watch import StartWatch
-    from mpitune.scheduling.preloaded import load_while
 
     def start() -> tuple[ModuleType, Guard]:
         early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker

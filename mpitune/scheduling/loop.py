@@ -33,6 +33,7 @@ from mpitune.process.isolation import IsolatedBackend
 from mpitune.process.simulated_compile import SimulatedCompileAhead
 from mpitune.scheduling import early
 from mpitune.scheduling.comm import MPI, MpiTransport
+from mpitune.scheduling.early import Preloaded
 from mpitune.scheduling.faults.ending import abandon
 from mpitune.scheduling.faults.guard import Guard, arm, guard
 from mpitune.scheduling.faults.liveness import Watch
@@ -40,7 +41,6 @@ from mpitune.scheduling.faults.signals import stop_requests
 from mpitune.scheduling.flight import Setup
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Placement, StopReason
-from mpitune.scheduling.preloaded import Preloaded
 from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import Deadline, cpu_oversubscribed, finish, open_run, prepare, refuse
@@ -150,7 +150,7 @@ def _tune(
 
 def _begin(transport: Transport, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Timeline, float]:
     """The run's timeline and its start in Unix time. With the spec loaded while MPI started
-    (preloaded.py), the run began when that did: rank 0's first rows are the spec's loading,
+    (early.py, ``load_while``), the run began when that did: rank 0's first rows are the spec's loading,
     then the start-up until MPI was up."""
     preloaded = load if isinstance(load, Preloaded) else None
     clock, started_unix = transport.start_clock(since=preloaded.started if preloaded else None)

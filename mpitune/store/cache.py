@@ -1,12 +1,11 @@
 """Writing the HDF5 file: results, timeline and runs of one tuning problem.
 
-It is the resume cache and the data for analysis at once. Only rank 0 writes it, and it
-is flushed after every batch, so a killed run loses at most the batch in flight. It is
-written in HDF5's single-writer/multiple-reader mode (SWMR), so reports, plots and
-``watch`` can read it while the run goes on; SWMR readers cannot follow variable-length
-data, which is why every string is a fixed-length UTF-8 field. The layout comes from
-mpitune/model/schema.py and is documented in docs/cache-format.md; it is plain compound
-datasets, readable with nothing but h5py (reader.py reads it for mpitune's own verbs).
+It is the resume cache and the data for analysis at once. Only rank 0 writes it, flushed after
+every write, so a killed run loses only what was in flight. It is written in HDF5's
+single-writer/multiple-reader mode (SWMR), so reports, plots and ``watch`` read it while the run
+goes on; SWMR readers cannot follow variable-length data, hence fixed-length UTF-8 strings. The
+layout comes from mpitune/model/schema.py (docs/cache-format.md): plain compound datasets,
+readable with nothing but h5py (reader.py reads it for mpitune's own verbs).
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from mpitune.model.schema import (
     NAME_TEXT,
     RANKS_DTYPE,
     RUNS_DTYPE,
-    SCHEDULE_DTYPE,
     SEARCH_DTYPE,
     SHORT_TEXT,
     TIMELINE_DTYPE,
@@ -47,7 +45,7 @@ from mpitune.model.work import Launch
 from mpitune.store import devices
 from mpitune.store.custody import Custody, CustodyLost, Kept, Loss, let_go
 from mpitune.store.files import claim_temporary, create_hdf5, discard
-from mpitune.store.history import History, ask_rows, prior_rows, read_history, search_digest
+from mpitune.store.history import History, ask_rows, prior_rows, read_history, schedule_rows, search_digest
 from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
 from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
@@ -69,7 +67,7 @@ class RunInfo:
     command: str
     version: str
     priors: tuple[PriorSource, ...] = ()  # what the search started from (model/prior.py)
-    schedule: str = ""  # how the run hands out its work: refill or batches (scheduling/handouts.py)
+    schedule: str = ""  # how it hands out its work: refill or batches (scheduling/handouts.py)
 
 
 class Cache:
@@ -257,8 +255,7 @@ class Cache:
             self._kept.append("runs", row)
             self._kept.append("ranks", ranks)
             self._kept.append("priors", prior_rows(self.run, info.priors))
-            if info.schedule:
-                self._kept.append("schedules", np.array([(self.run, text(info.schedule, SHORT_TEXT))], SCHEDULE_DTYPE))
+            self._kept.append("schedules", schedule_rows(self.run, info.schedule))
         self._placed = (tuple(hosts), tuple(devices))
         return self.run
 
@@ -288,10 +285,9 @@ class Cache:
     def hand_out(
         self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int], told: int | None = None
     ) -> None:
-        """Record which rank holds which configurations until their results are appended, so
-        that after a crash the file says what was lost and where; and the ask that made the batch
-        (``asked``, in the strategy's order, for ``requested`` ids, once ``told`` of this run's
-        results rows were told; None: by the batch rule), which a resumed run replays."""
+        """Record which rank holds which configurations until their results are appended (after a
+        crash the file says what was lost and where), and the ask that made the hand-out (``asked``,
+        in the strategy's order, for ``requested`` ids, once ``told`` of this run's rows were told)."""
         with self._writing():
             self._hold(batch, list(enumerate(chunks)))
             for name, rows in ask_rows(self.run, batch, requested, asked, told).items():

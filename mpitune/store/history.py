@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from mpitune.model.prior import PriorSource
-from mpitune.model.schema import ASKED_DTYPE, LONG_TEXT, NAME_TEXT, PRIOR_DTYPE, TOLD_DTYPE
+from mpitune.model.schema import ASKED_DTYPE, LONG_TEXT, NAME_TEXT, PRIOR_DTYPE, SCHEDULE_DTYPE, SHORT_TEXT, TOLD_DTYPE
 from mpitune.store.layout import text
 
 
@@ -79,6 +79,11 @@ def prior_rows(run: int, sources: Sequence[PriorSource]) -> np.ndarray:
             s.sha256.encode(),
         )
     return rows
+
+
+def schedule_rows(run: int, schedule: str) -> np.ndarray:
+    """The ``schedules`` row of run ``run`` (none where ``schedule`` is not said)."""
+    return np.array([(run, text(schedule, SHORT_TEXT))] if schedule else [], SCHEDULE_DTYPE)
 
 
 def ask_rows(run: int, batch: int, requested: int, ids: Sequence[int], told: int | None) -> dict[str, np.ndarray]:

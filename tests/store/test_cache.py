@@ -31,7 +31,7 @@ def test_round_trip_with_plain_h5py(tmp_path):
     path = tmp_path / "c.h5"
     write_run(path, [0, 1]).close()
     with h5py.File(path, "r") as f:
-        assert f.attrs["schema_version"] == 5
+        assert f.attrs["schema_version"] == 6
         res = f["results"][...]
         assert list(res["config_id"]) == [0, 1]
         assert res["kind"][0] == b"b" and res["f"][0] == 0.5 and res["bs"][0] == 32

@@ -145,12 +145,14 @@ PRIORS_V4 = np.dtype(
 
 # Version 5: one row per ask made whenever ranks wanted work, how many of its run's rows were told before it.
 TOLD_V5 = np.dtype([("run", "<i4"), ("batch", "<i8"), ("rows", "<i8")])
+# Version 6: how each run handed out its work.
+SCHEDULES_V6 = np.dtype([("run", "<i4"), ("schedule", "S16")])
 
 
-def test_the_store_writes_the_dtypes_of_schema_version_5(tmp_path):
+def test_the_store_writes_the_dtypes_of_schema_version_6(tmp_path):
     path = tmp_path / "c.h5"
     cache = Cache(str(path), replace(IDENTITY, observed_names=("power_w",)), PARAMS, iterations=3)
-    cache.start_run(info(), ["h"], ["d"], [1])
+    cache.start_run(replace(info(), schedule="refill"), ["h"], ["d"], [1])
     cache.hand_out(0, [[0]], requested=1, asked=[0], told=0)
     append(
         cache,
@@ -160,14 +162,22 @@ def test_the_store_writes_the_dtypes_of_schema_version_5(tmp_path):
     )
     cache.close()
     with h5py.File(path, "r") as f:
-        assert f.attrs["schema_version"] == 5
-        tables = {**V1, "results": RESULTS_V3, **CONFIRMATION_V3, "priors": PRIORS_V4, "told": TOLD_V5}
+        assert f.attrs["schema_version"] == 6
+        tables = {
+            **V1,
+            "results": RESULTS_V3,
+            **CONFIRMATION_V3,
+            "priors": PRIORS_V4,
+            "told": TOLD_V5,
+            "schedules": SCHEDULES_V6,
+        }
         for name, dtype in tables.items():
             assert f[name].dtype == dtype, name
             assert f[name].dtype.itemsize == dtype.itemsize
         assert f["observed"].dtype == np.float64 and f["observed"].shape == (1, 1)
         assert "strategy_state" not in f and "strategy_key" not in f  # nothing executable is stored
         assert f["asked"][...].tolist() == [(0, 0, 1, 0)] and f["told"][...].tolist() == [(0, 0, 0)]
+        assert f["schedules"][...].tolist() == [(0, b"refill")]
         assert all(f[name].fletcher32 for name in (*V1, "observed", "asked", "told", "searches"))
         assert "metrics" not in f  # no metrics: no dataset, as before
 
