@@ -31,7 +31,7 @@ from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.store import measured
-from mpitune.store.measured import Measurement
+from mpitune.store.measured import MeasuredData, Measurement
 
 # Which random stream a draw takes from the run's seed: a rank's factor, or a retime's launches.
 _BIAS_STREAM, _RETIME_STREAM = 0, 1
@@ -52,11 +52,33 @@ def bias_factor(problem, rank: int) -> float:
     return factor
 
 
+class _Loaded:
+    """Measured data as every rank's backend reads it (shared: ``measured.load_shared``), with
+    its lookup by configuration, made once for them all."""
+
+    def __init__(self, data: MeasuredData):
+        self.data, self.lookup = data, data.lookup()
+        lost = [m.benchmark_s for m in data.measurements if m.raced and m.launches <= 1 and not m.twice]
+        self.first_pass_s = float(np.median(lost)) if lost else 0.0
+
+
+_LOADED: list[_Loaded] = []  # the last data loaded, with its lookup
+
+
+def _loaded(path: str) -> _Loaded:
+    """The data of ``path`` with its lookup, made once per process while the file is unchanged."""
+    data = measured.load_shared(path)
+    if not _LOADED or _LOADED[0].data is not data:
+        _LOADED[:] = [_Loaded(data)]
+    return _LOADED[0]
+
+
 class ReplayBackend(Backend):
     def __init__(self, problem, rank: int = 0):
-        data = measured.load(problem.replay_source)
+        loaded = _loaded(problem.replay_source)
+        data = loaded.data
         self.names = list(problem.tune_params)
-        self.lookup = data.lookup()
+        self.lookup = loaded.lookup
         # The same name on every rank, bias or not: the ranks replay one device model.
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
         self.rank, self.seed = rank, problem.replay_seed
@@ -70,8 +92,7 @@ class ReplayBackend(Backend):
         self.retime_compile_s = problem.replay_run.retime_compile_s if problem.replay_run is not None else None
         # A first launch that lost cost its benchmark phase this long (racing's own overhead): a
         # deferred configuration's first pass, not recorded, is charged as much.
-        lost = [m.benchmark_s for m in data.measurements if m.raced and m.launches <= 1 and not m.twice]
-        self.first_pass_s = float(np.median(lost)) if lost else 0.0
+        self.first_pass_s = loaded.first_pass_s
         self.retimed = {(purpose, config): t for (r, purpose, config), t in data.retimed.items() if r == rank}
         self._retimes_taken: dict[tuple[str, tuple], int] = {}  # of ``retimed``, how many launches so far
 

@@ -147,4 +147,4 @@ def unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem,
 def read_measured(path: str) -> MeasuredSpace:
     from mpitune.store import measured  # reads HDF5 files: imported only when a replay needs it
 
-    return measured.load(path)
+    return measured.load_shared(path)  # the replay backend reads the same data: parsed once

@@ -51,6 +51,7 @@ KT_ERRORS = {
     "CompilationFailedConfig": Status.COMPILE_ERROR,
     "RuntimeFailedConfig": Status.RUNTIME_ERROR,
 }
+_JSON_NUMBERS = frozenset({int, float, bool})  # what json.loads makes of a number
 
 
 @dataclass
@@ -112,6 +113,22 @@ def load(path: str) -> MeasuredData:
     if path.endswith((".h5", ".hdf5")):
         return _from_mpitune(path)
     return _from_kernel_tuner(path)
+
+
+_SHARED: dict[tuple[str, int, int, int], MeasuredData] = {}  # the file last loaded, by its name and stat
+
+
+def load_shared(path: str) -> MeasuredData:
+    """``load(path)`` once per process while the file is unchanged, one object that no caller may
+    change: a replay's rank 0 reads it twice, ``plan`` once per simulated rank (256: minutes)."""
+    if not os.path.isfile(path):
+        return load(path)  # which says why
+    stat = os.stat(path)
+    key = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _SHARED:
+        _SHARED.clear()
+        _SHARED[key] = load(path)
+    return _SHARED[key]
 
 
 def read_kt_json(path: str) -> dict[str, Any]:
@@ -184,8 +201,9 @@ def from_kt_document(path: str, doc: dict[str, Any]) -> MeasuredData:
         raise UserError(f"{path}: cache: must be an object of entries, not {type(doc['cache']).__name__}")
     configs, measurements, observed = [], [], {}
     seen: dict[tuple[Any, ...], str] = {}
+    kinds = [_kind(values[0]) for values in tune_params.values()]
     for key, entry in doc["cache"].items():
-        config = _checked_entry(path, key, entry, tune_params)
+        config = _checked_entry(path, key, entry, tune_params, kinds)
         if config in seen:
             raise UserError(f"{path}: entry {key!r}: the same configuration as entry {seen[config]!r}")
         seen[config] = key
@@ -245,28 +263,51 @@ def _checked_params(path: str, doc: dict[str, Any]) -> dict[str, list[Any]]:
     return result
 
 
-def _checked_entry(path: str, key: str, entry: Any, tune_params: dict[str, list[Any]]) -> tuple[Any, ...]:
-    """One cache entry's configuration, once its values and numbers are of the kinds they must be."""
-    where = f"{path}: entry {str(key)[:60]!r}"
+def _checked_entry(
+    path: str, key: str, entry: Any, tune_params: dict[str, list[Any]], kinds: list[type | None]
+) -> tuple[Any, ...]:
+    """One cache entry's configuration, once its values and numbers are of the kinds they must be
+    (``kinds``: each parameter's ``_kind``); JSON's own numbers are told at C speed (``_finite``)."""
     if not isinstance(entry, dict):
-        raise UserError(f"{where}: must be an object, not {type(entry).__name__}")
-    config = []
+        raise UserError(f"{path}: entry {str(key)[:60]!r}: must be an object, not {type(entry).__name__}")
+    config = tuple([entry.get(name) for name in tune_params])  # None: of no kind
+    if not _of_kinds(config, kinds):
+        _refuse_entry(path, key, entry, tune_params)
+    for name in ("time", *KT_DURATIONS):
+        value = entry.get(name)
+        # A time may be Kernel Tuner's error marker (text); NaN and inf are failed times.
+        if not (value is None or (name == "time" and isinstance(value, str)) or _number(value)):
+            raise UserError(f"{path}: entry {str(key)[:60]!r}: {name} is {value!r}, not a number")
+    times = entry.get("times", [])
+    if not isinstance(times, list) or not _finite(times):
+        raise UserError(f"{path}: entry {str(key)[:60]!r}: times must be a list of finite numbers")
+    return config
+
+
+def _refuse_entry(path: str, key: str, entry: dict[str, Any], tune_params: dict[str, list[Any]]) -> None:
+    """Raise the error of the first parameter ``entry`` lacks or holds a value of the wrong kind of."""
+    where = f"{path}: entry {str(key)[:60]!r}"
     for name, values in tune_params.items():
         if name not in entry:
             raise UserError(f"{where}: has no value for parameter {name!r}")
         value = entry[name]
         if _kind(value) is None or _kind(value) != _kind(values[0]):
             raise UserError(f"{where}: parameter {name!r} is {value!r}, not a value of the kind {values[:3]!r} are")
-        config.append(value)
-    for name in ("time", *KT_DURATIONS):
-        value = entry.get(name)
-        # A time may be Kernel Tuner's error marker (text); NaN and inf are failed times.
-        if not (value is None or (name == "time" and isinstance(value, str)) or _number(value)):
-            raise UserError(f"{where}: {name} is {value!r}, not a number")
-    times = entry.get("times", [])
-    if not isinstance(times, list) or any(_kind(t) is not float for t in times):
-        raise UserError(f"{where}: times must be a list of finite numbers")
-    return tuple(config)
+    raise AssertionError("an entry refused for no parameter")
+
+
+def _of_kinds(config: tuple[Any, ...], kinds: list[type | None]) -> bool:
+    """Whether each value is of its kind (float or str; None: of none), as ``_kind`` tells."""
+    numbers = [value for value, kind in zip(config, kinds) if kind is float]
+    texts = [value for value, kind in zip(config, kinds) if kind is str]
+    return len(numbers) + len(texts) == len(config) and _finite(numbers) and all(isinstance(v, str) for v in texts)
+
+
+def _finite(values: list[Any]) -> bool:
+    """Whether every value is a finite number (``_kind`` float), at C speed for JSON's numbers."""
+    if set(map(type, values)) <= _JSON_NUMBERS:
+        return all(map(math.isfinite, values))
+    return all(_kind(v) is float for v in values)
 
 
 def _number(value: Any) -> bool:
