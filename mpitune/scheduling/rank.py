@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from mpitune.backends.base import Backend, Compiled
 from mpitune.model.racing import Race
-from mpitune.model.result import Result
+from mpitune.model.result import Result, remade
 from mpitune.model.timeline import BACKGROUND_PHASES, BESIDE, Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.process.compile_ahead import CompilePool
@@ -195,7 +195,7 @@ class Chunk:
             if self.held is not None:  # an order that came while this compiled: it compiles while this runs
                 self.ahead.submit(self.held())
         result = self.backend.run(work, timeline, compiled, race)
-        return dataclasses.replace(
+        return remade(
             result, rank=self.rank, batch=self.order.batch, started_s=started_s, finished_s=timeline.clock.now()
         )
 

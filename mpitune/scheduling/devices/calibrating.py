@@ -32,7 +32,7 @@ import numpy as np
 
 from mpitune.model.confirmation import DeviceFactor, judge_launches
 from mpitune.model.racing import Race
-from mpitune.model.result import Result, Scored
+from mpitune.model.result import Result, Scored, remade
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.scheduling.messages import Report
 
@@ -148,7 +148,7 @@ class Calibrating:
         if not self.wanted or not result.ok:
             return result
         time_ms = result.time_ms / self._of(result)  # from the raw time: scoring twice changes nothing
-        return dataclasses.replace(result, objective=time_ms, scores=(time_ms, *result.scores[1:]))
+        return remade(result, objective=time_ms, scores=(time_ms, *result.scores[1:]))
 
     def raced(self, result: R) -> R:
         """``result`` in calibrated time, for what the ranks race against and what confirmation
@@ -156,7 +156,7 @@ class Calibrating:
         f = self._of(result)
         if f == 1.0:
             return result
-        return dataclasses.replace(result, time_ms=result.time_ms / f, times_ms=tuple(t / f for t in result.times_ms))
+        return remade(result, time_ms=result.time_ms / f, times_ms=tuple(t / f for t in result.times_ms))
 
     def race_of(self, race: Race | None, rank: int) -> Race | None:
         """The race in calibrated time as ``rank`` sees it: the best in its device's time."""
