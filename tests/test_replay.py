@@ -46,21 +46,28 @@ def test_a_replay_starts_from_a_prior_of_an_mpitune_file(tmp_path):
     assert (prior["problem_size"], prior["shared"], prior["matched"]) == ([64, 64], ["x", "y"], 2)
 
 
-def test_simulated_wall_time_shrinks_with_ranks(tmp_path):
+@pytest.mark.parametrize("schedule", ["batches", "refill"])
+def test_simulated_wall_time_shrinks_with_ranks(tmp_path, schedule):
     source = kt_cache(str(tmp_path / "c.json"))
     walls = {}
     for ranks in (1, 3):
         out = tmp_path / f"r{ranks}.h5"
         # The search's time alone: neither calibration nor confirmation (tested where they are built).
-        args = ["replay", source, "--output", str(out), "--confirm", "0", "--no-calibrate"]
+        args = ["replay", source, "--output", str(out), "--confirm", "0", "--no-calibrate", "--schedule", schedule]
         assert mpitune(ranks, args, tmp_path).returncode == 0
         walls[ranks] = report_json(out)["wall_s"]
     # One rank does all the recorded work, one after the other.
     assert walls[1] == pytest.approx(0.1 + 0.005 + 0.02 + 0.2 + 0.005 + 0.01 + 0.05 + 0.08 + 0.001 + 0.01, rel=1e-6)
-    # Three ranks, two batches of one configuration each, both handed out at once: a worker
-    # runs its two back to back, rank 0 its second once the first batch is recorded. Rank 1
-    # has (1, 2) then (3, 2), rank 2 (2, 1) then (2, 2), rank 0 (1, 1), then the invalid (3, 1).
-    assert walls[3] == pytest.approx(max(0.215 + 0.01, 0.05 + 0.081, max(0.125, 0.215) + 0.0), rel=1e-6)
+    if schedule == "batches":
+        # Three ranks, two batches of one configuration each, both handed out at once: a worker
+        # runs its two back to back, rank 0 its second once it holds fewer than two. Rank 1
+        # has (1, 2) then (3, 2), rank 2 (2, 1) then (2, 2), rank 0 (1, 1), then the invalid (3, 1).
+        assert walls[3] == pytest.approx(max(0.215 + 0.01, 0.05 + 0.081, max(0.125, 0.215) + 0.0), rel=1e-6)
+    else:
+        # One configuration a rank first; then, fewer left than two a rank, a rank gets one more
+        # only once it holds none: rank 2 takes (2, 2) after (2, 1), rank 0 the invalid (3, 1) and
+        # (3, 2) after (1, 1), all within rank 1's (1, 2), the longest: it alone is the wall.
+        assert walls[3] == pytest.approx(0.215, rel=1e-6)
 
 
 def test_simulation_mode_in_a_spec_and_simulated_time_limit(tmp_path):

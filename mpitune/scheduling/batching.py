@@ -111,9 +111,10 @@ class Batching:
 
     @classmethod
     def of(cls, ranks: int, strategy: Strategy, requested: int | None) -> Batching:
-        """``requested`` is the user's batch size (None: the default, guided)."""
+        """``requested`` is the user's batch size (None: the default, guided on several ranks;
+        one rank has nothing to deal by cost)."""
         size = requested or default_batch_size(ranks, strategy)
-        return cls(ranks, size, requested is None and size > ranks)
+        return cls(ranks, size, requested is None and size > ranks > 1)
 
     def next_size(self, budget_left: int | None, costs_known: bool) -> int:
         """Configurations in the next batch with ``budget_left`` more allowed (None: no budget),

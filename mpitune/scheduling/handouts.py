@@ -54,7 +54,10 @@ class Policy:
     @classmethod
     def of(cls, settings: RunSettings, ranks: int, batch_size: int) -> Policy:
         """``refill`` on several ranks unless the settings say ``batches``; batches on one rank,
-        where both are the same but batches tell one report per ask."""
+        where both are the same but batches tell one report per ask. On one rank a strategy that
+        names its order in advance has its next hand-out out too, so that it compiles while the
+        rank measures the one before; one that learns from every result is asked only once it
+        was told everything."""
         per_rank = max(1, batch_size // ranks)
         if ranks > 1 and settings.schedule is not Schedule.BATCHES:
             # Half the ranks for a strategy that learns from every result, which it asks for that
@@ -62,7 +65,7 @@ class Policy:
             # nothing but whose chunks are dealt by cost among them (brute force on 256 replayed
             # ranks: 91.7 % busy with half, 93.9 % with an eighth).
             return cls(Schedule.REFILL, DEPTH, max(1, ranks // (2 if per_rank == 1 else 8)), per_rank)
-        return cls(Schedule.BATCHES, pipeline_depth(ranks), ranks, per_rank)
+        return cls(Schedule.BATCHES, DEPTH if per_rank > 1 else pipeline_depth(ranks), ranks, per_rank)
 
     def describe(self, batch_size: int) -> str:
         """The policy as the run's first line says it."""
@@ -219,7 +222,7 @@ class Handouts:
         ``left_s`` after the orders they hold, and how many of the ``n`` configurations (at most
         ``size`` a rank) they can end in it, at what a configuration took lately; so that a
         hand-out shrinks to fit the time left, and none goes out that would end after it."""
-        typical_s = self._typical_config_s()
+        typical_s = self._typical_config_s(n)
         if typical_s <= 0:
             return wanting, n
         costs = self.manager.costs
@@ -271,9 +274,17 @@ class Handouts:
             left_s += max(0.0, self.started_s[rank] + chunk_s - now_s) if k == 0 else chunk_s
         return left_s
 
-    def _typical_config_s(self) -> float:
-        """Seconds a configuration took lately on a rank: what one more order will take."""
-        return float(np.median(self.config_s)) if self.config_s else 0.0
+    def _typical_config_s(self, n: int) -> float:
+        """Seconds a configuration took lately on a rank: what one more order will take; before
+        this run's first report, what the next ``n`` are predicted to take where the strategy
+        names them in advance and the file's results taught the cost model (a resumed run);
+        else 0: nothing is known."""
+        if self.config_s:
+            return float(np.median(self.config_s))
+        costs = self.manager.costs
+        upcoming = self.manager.strategy.upcoming(n) if costs is not None and costs.learned else []
+        predicted = costs.predict_s(upcoming) if costs is not None and upcoming else None
+        return float(np.median(predicted)) if predicted is not None else 0.0
 
     def _calibrate(self, batch: int, now_s: float, work: dict[int, Work]) -> None:
         """Start a calibration when one is due and none is under way: the reference goes to each

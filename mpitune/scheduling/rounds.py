@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from mpitune.backends.base import Backend
 from mpitune.model.timeline import PhaseRow, Timeline
+from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
@@ -143,9 +144,8 @@ class Rank0Rounds:
                 got = self._next_report()
                 if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
                     mine = self.own.popleft()
-                    self._record(
-                        0, mine.order, serve(mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping)
-                    )
+                    report = serve(mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping, self._held)
+                    self._record(0, mine.order, report)
                     continue
                 rank, report = got
                 if rank == 0:
@@ -158,6 +158,10 @@ class Rank0Rounds:
         finally:
             if self.lane is not None:
                 self.lane.close()
+
+    def _held(self) -> list[Work]:
+        """What rank 0's own orders not yet started hold, to compile ahead."""
+        return [w for own in self.own for w in own.order.work]
 
     def last_rows(self) -> list[PhaseRow]:
         """Rank 0's rows not yet written: its main thread's, merged with its lane's, which is done."""
