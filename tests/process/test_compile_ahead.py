@@ -96,12 +96,15 @@ def test_runs_with_compile_workers_record_what_compiled_in_the_background(tmp_pa
     compiles = collections.Counter(background["config_id"].tolist())
     assert set(compiles) == set(got)
     assert all(n == 1 or (n == 2 and c in passed) for c, n in compiles.items()), compiles
-    # Brute force knows its order, so each rank compiled batch k+1 before batch k+1 began there.
+    # Brute force knows its order, so a rank compiled the next hand-out it held before it began
+    # there.
     early = 0
     for rank in (0, 1):
         mine = timeline[timeline["rank"] == rank]
-        for batch in range(1, 3):
+        for batch in sorted(set(mine["batch"][mine["batch"] >= 0].tolist()))[1:]:
             own = mine[(mine["batch"] == batch) & (mine["phase"] != b"compile_ahead")]
+            if not len(own):
+                continue
             ahead_rows = mine[(mine["batch"] == batch) & (mine["phase"] == b"compile_ahead")]
             early += int((ahead_rows["start_s"] < own["start_s"].min()).sum())
     assert early > 0
