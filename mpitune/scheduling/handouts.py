@@ -253,6 +253,9 @@ class Handouts:
         if recorded is not None and all(not chunk or rank in wanting for rank, chunk in enumerate(recorded)):
             return recorded
         chunks: list[list[int]] = [[] for _ in range(self.ranks)]
+        if len(wanting) == 1:  # nothing to even out
+            chunks[wanting[0]] = list(ids)
+            return chunks
         cost_s = manager.costs.predict_s(ids) if manager.costs is not None and manager.costs.learned else None
         if cost_s is None:
             dealt = deal(ids, len(wanting), batch)

@@ -247,7 +247,7 @@ class Manager:
         self.cache.append_calibration(batch, calibration, estimate)
         if estimate:  # the factors changed: the best so far is judged again by them
             self.best = None
-            self.update_best([self.calibrating.scored(r) for r in self.leaders.results])
+            self.update_best([self.calibrating.scored(r) for r in self.leaders.fastest.values()])
 
     def lost_devices(self, reports: Iterable[tuple[int, Report]]) -> bool:
         """Whether a rank reported its device lost: the run then stops after what is in flight

@@ -119,7 +119,10 @@ def test_second_sigint_stops_at_once_and_keeps_what_was_recorded(tmp_path):
         timeout=60,
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert sorted(_rows(cache)) == sorted(recorded)  # every batch recorded before is intact
+    # Every row recorded before is intact; reports that came between the two signals were
+    # written as they came (refilled), and nothing else.
+    rows = _rows(cache)
+    assert set(recorded) <= set(rows) and len(rows) == len(set(rows))
     assert not _ranks(cache)  # nothing left behind
 
 
