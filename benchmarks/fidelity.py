@@ -10,7 +10,11 @@ or a rank's wall time is, or one of its phase sums is (but its wait, what is lef
 time once it has worked, held with it: the messages' latency on a busy machine, which the clock
 does not model, shows there): a phase is held to the tolerance of its real sum, or, when it is
 shorter than a fifth of the rank's wall time, to the tolerance of that fifth (a phase of a few
-milliseconds, or a wait that a busy machine's noise lengthens, is not the clock's error).
+milliseconds, or a wait that a busy machine's noise lengthens, is not the clock's error). In a
+refilled run (the default on several ranks) which rank measured which configuration depends on
+when each rank ran short, which a replay's ranks need not repeat: there each phase is held as its
+sum over the ranks (against a fifth of the ranks' summed wall time where that is more), each
+rank's wall time as in batches.
 Calibration and confirmation are replayed only where the run made them (``--no-calibrate``,
 ``--confirm 0`` otherwise). A file of several runs (resumed) is skipped: its runs had
 different settings.
@@ -54,6 +58,7 @@ class Fidelity:
     simulated_s: float
     real: list[RankTime]
     simulated: list[RankTime]
+    refilled: bool = False  # the run's ranks were refilled: phases are held summed over them
 
     @property
     def ratio(self) -> float:
@@ -69,10 +74,19 @@ class Fidelity:
                 found.append(
                     f"{self.name}: rank {real.rank} wall {sim.wall_s:.3f} s simulated, {real.wall_s:.3f} s real"
                 )
+        groups = (
+            [(self.real, self.simulated)]
+            if self.refilled
+            else list(zip(([r] for r in self.real), ([s] for s in self.simulated)))
+        )
+        for reals, sims in groups:
+            who = "all ranks" if self.refilled else f"rank {reals[0].rank}"
+            wall_s = sum(r.wall_s for r in reals)
             for phase in PHASES[:-1]:  # not the wait: what is left of the rank's wall, held with it
-                r_s, s_s = real.phases.get(phase, 0.0), sim.phases.get(phase, 0.0)
-                if abs(s_s - r_s) > tolerance * max(r_s, real.wall_s / SMALL):
-                    found.append(f"{self.name}: rank {real.rank} {phase} {s_s:.3f} s simulated, {r_s:.3f} s real")
+                r_s = sum(r.phases.get(phase, 0.0) for r in reals)
+                s_s = sum(s.phases.get(phase, 0.0) for s in sims)
+                if abs(s_s - r_s) > tolerance * max(r_s, wall_s / SMALL):
+                    found.append(f"{self.name}: {who} {phase} {s_s:.3f} s simulated, {r_s:.3f} s real")
         return found
 
 
@@ -126,6 +140,7 @@ def fidelity(path: str, out: str) -> Fidelity | str:
         float(replayed.runs["wall_s"][0]),
         per_rank(data),
         per_rank(replayed),
+        ranks > 1 and data.schedule_of(int(data.runs[0]["run"])) == "refill",
     )
 
 

@@ -96,11 +96,11 @@ class RunSummary:
     max_fevals: int | None  # None: no budget of evaluations
     time_limit_s: float | None  # None: no time limit
     batch_size: int
-    schedule: str  # how it handed out its work: refill or batches
     space_size: int  # configurations in the restricted space
     measured: int
     command: str
     version: str
+    schedule: str  # how it handed out its work: refill or batches (last: the JSON keeps earlier keys' order)
 
 
 @dataclass(frozen=True)

@@ -89,8 +89,8 @@ def test_json_keys_stand_in_the_order_earlier_versions_wrote(cache):
     assert list(s["devices"][0]) == ["host", "device", "ranks"]
     assert list(s["run_list"][0]) == [
         "run", "started", "wall_s", "finished", "status", "ranks", "strategy", "seed", "max_fevals",
-        "time_limit_s", "batch_size", "space_size", "measured", "command", "version",
-    ]  # fmt: skip
+        "time_limit_s", "batch_size", "space_size", "measured", "command", "version", "schedule",
+    ]  # fmt: skip (keys added since come last)
     assert s["pareto"] is None and s["problem"]["imported_from"] is None
     assert list(s["confirmation"]) == ["winner", "winner_ms", "ci_ms", "tied"]
     assert list(s["confirmation_cost"]) == ["run", "candidates", "launches", "seconds", "share_of_run"]
