@@ -87,24 +87,11 @@ def test_json_keys_stand_in_the_order_earlier_versions_wrote(cache):
     assert list(s["startup"]) == ["spec_s", "mpitune_min_s", "mpitune_max_s"]
     assert list(s["problem"]) == ["kernel", "lang", "problem_size", "iterations", "params", "imported_from"]
     assert list(s["devices"][0]) == ["host", "device", "ranks"]
+    # Keys added since come last.
     assert list(s["run_list"][0]) == [
-        "run",
-        "started",
-        "wall_s",
-        "finished",
-        "status",
-        "ranks",
-        "strategy",
-        "seed",
-        "max_fevals",
-        "time_limit_s",
-        "batch_size",
-        "space_size",
-        "measured",
-        "command",
-        "version",
-        "schedule",
-    ]  # fmt: skip (keys added since come last)
+        "run", "started", "wall_s", "finished", "status", "ranks", "strategy", "seed", "max_fevals",
+        "time_limit_s", "batch_size", "space_size", "measured", "command", "version", "schedule",
+    ]  # fmt: skip
     assert s["pareto"] is None and s["problem"]["imported_from"] is None
     assert list(s["confirmation"]) == ["winner", "winner_ms", "ci_ms", "tied"]
     assert list(s["confirmation_cost"]) == ["run", "candidates", "launches", "seconds", "share_of_run"]
