@@ -93,7 +93,9 @@ def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
     p.add_argument("--time-limit", type=number_flag(), metavar="S", help=f"stop handing out batches after S {seconds}")
     p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
     p.add_argument(
-        "--batch-size", type=int, help="configurations per round (default: see docs/performance.md, 'Batches')"
+        "--batch-size",
+        type=int,
+        help="configurations per hand-out over all ranks (default: docs/performance.md, 'Chunks and batches')",
     )
     p.add_argument(
         "--schedule",
