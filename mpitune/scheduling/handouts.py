@@ -324,7 +324,7 @@ class Handouts:
             reports = self._reports.pop(batch)
             if confirming:
                 del self.waiting[batch]
-                manager.record_confirmation([reports[r] for r in range(self.ranks)])
+                manager.record_confirmation(batch, [reports[r] for r in range(self.ranks)])
                 return Recorded([], True)
             told = [self._write(batch, r, reports[r]) for r in sorted(reports)]
         if not waiting:

@@ -223,16 +223,15 @@ class Manager:
         flight = self.in_flight[batch]
         scored = [self.objective.evaluate(r, flight.work[r.config_id].config) for r in report.results]
         self.cache.append(scored, [(rank, p) for p in report.phases], done_batch=batch, done_rank=rank)
-        return self.counted(scored, set(flight.chunks[rank]))
+        return self._counted(scored, set(flight.chunks[rank]))
 
     def complete(self, batch: int) -> None:
         """Every rank has reported hand-out ``batch``. Main thread."""
         del self.in_flight[batch]
         self.completed += 1
 
-    def record_confirmation(self, reports: Sequence[Report]) -> None:
+    def record_confirmation(self, batch: int, reports: Sequence[Report]) -> None:
         """The confirmation's reports (one per rank, in rank order) into the file, and its verdict. Main thread."""
-        batch = next(b for b, f in self.in_flight.items() if f.retime is not None)
         self.complete(batch)
         lost = self.lost_devices(enumerate(reports))
         whole = len(reports) == self.ranks and not lost and self.stop_requested is None
@@ -261,7 +260,7 @@ class Manager:
                 self.stop_reason = StopReason.DEVICE_ERROR
         return bool(lost)
 
-    def counted(self, scored: list[Scored], handed: set[int]) -> list[Scored]:
+    def _counted(self, scored: list[Scored], handed: set[int]) -> list[Scored]:
         """``scored``, just written, counted as measured (of the ``handed`` ids, those missing
         as unmeasured) and in calibrated time, for ``tell``."""
         self.notice_loss()
