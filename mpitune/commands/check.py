@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_repair and not repair:
         print(f"{args.cache}: read-only here: checking without repairing")
     found = inspect(args.cache, fix=repair)
+    found.version.refuse_newer(args.cache, "not checked, nothing changed; check it with the mpitune that wrote it")
     if found.problems and args.salvage:
         saved = salvage(args.cache)
         print(

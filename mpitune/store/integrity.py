@@ -23,8 +23,10 @@ import numpy as np
 
 from mpitune.errors import UserError
 from mpitune.model.result import Status
+from mpitune.model.schema import SCHEMA_VERSION
 from mpitune.model.timeline import RECORDED_PHASES
 from mpitune.store.files import refuse_inputs
+from mpitune.store.layout import Layout, LayoutVersion, layout_version
 from mpitune.store.lock import h5_file, writer_alive
 from mpitune.store.soundness import image, read_back
 from mpitune.store.superblock import clear_write_flags, is_hdf5
@@ -138,6 +140,8 @@ class Inspection:
     fixed: bool = False  # whether ``repaired`` was done to the file, or only found
     lost: str = ""
     problems: list[str] = field(default_factory=list)  # damage: nothing was changed
+    # The file's layout; one newer than this mpitune's is neither judged nor repaired.
+    version: LayoutVersion = field(default_factory=lambda: LayoutVersion(Layout.CURRENT, SCHEMA_VERSION))
 
 
 def examine(path: str) -> Inspection:
@@ -153,10 +157,14 @@ def examine(path: str) -> Inspection:
         found.problems = read_back(f)
         if found.problems:
             return found
+        found.version = layout_version(f)
+        if found.version.layout is Layout.NEWER:
+            return found  # its rules are a later version's: this one can say nothing of them
         try:
             found.lost = in_flight(f)
             found.repaired = repair(f)
-            found.problems = findings(f)
+            found.problems = [found.version.damage] if found.version.damage else []
+            found.problems += findings(f)
             found.rows = len(f["results"]) if "results" in f else 0
         except Exception as exc:
             found.problems.append(f"inconsistent data ({type(exc).__name__}: {exc})")
@@ -174,6 +182,7 @@ def verify(path: str) -> None:
     if state in _SOUND:
         return
     found = examine(path)
+    found.version.refuse_newer(path)
     if found.problems:
         more = f" and {len(found.problems) - 1} more" if len(found.problems) > 1 else ""
         raise DamagedFileError(
@@ -198,7 +207,7 @@ def inspect(path: str, fix: bool = True) -> Inspection:
     if writer_alive(path):
         raise UserError(f"{path}: a run is writing it now; check it when the run has ended")
     found = examine(path)
-    if found.problems or not fix:
+    if found.problems or not fix or found.version.layout is Layout.NEWER:
         return found  # ``repaired`` says what a repair would do; nothing was changed
     found.repaired, found.fixed = [], True
     if clear_write_flags(path):

@@ -9,16 +9,21 @@ its own metadata already). docs/cache-format.md describes what each holds.
 
 from __future__ import annotations
 
+import enum
 import json
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import h5py
 import numpy as np
 
+from mpitune.errors import UserError
 from mpitune.model import schema
 from mpitune.model.identity import ProblemIdentity
 
+log = logging.getLogger(__name__)
 _CHUNK_ROWS = 256
 # Every flush compresses the last, partly filled chunk again: chunks of about 64 KiB keep that
 # cost small for wide rows (a results row carries a 1 KiB error field).
@@ -57,6 +62,84 @@ def lay_out(f: h5py.File, identity: ProblemIdentity, tune_params: dict[str, list
     _table(f, "in_flight", schema.IN_FLIGHT_DTYPE, compress=False)
     add_history(f)
     values_dataset(f, "observed", list(identity.observed_names), 0)
+
+
+_NOT_WRITTEN = "it was not changed; use the mpitune that wrote it, or tune into another file (--out NEW.h5)"
+
+
+class Layout(enum.Enum):
+    """What a file's ``schema_version`` says of its layout, to this mpitune."""
+
+    CURRENT = "current"  # this version's: read and written
+    OLDER = "older"  # an earlier version's: read, and resumed (a run adds the tables it lacks)
+    NEWER = "newer"  # a later mpitune's: read where it can be, with a warning; never written
+    LOST = "lost"  # missing or not a version number: the file is damaged
+
+
+@dataclass(frozen=True)
+class LayoutVersion:
+    """A file's layout version, classified once here for every verb: the one rule of which files
+    this mpitune reads and which it writes."""
+
+    layout: Layout
+    number: int  # 0 when lost
+    damage: str = ""  # why it is lost: a finding, as ``check`` prints it
+
+    def refuse_newer(self, path: str, outcome: str = _NOT_WRITTEN) -> None:
+        """A file of a newer layout is never written, nor called sound: its writer holds it to
+        rules this version does not know, and a resume would mix two layouts in one file."""
+        if self.layout is Layout.NEWER:
+            raise UserError(
+                f"{path} has layout version {self.number}, newer than this mpitune's {schema.SCHEMA_VERSION}: {outcome}"
+            )
+
+    def readable(self, path: str) -> int:
+        """The version, for a reader: a lost one refused in one line, a newer one read with a
+        warning (once per path), since its tables may mean what this mpitune cannot know."""
+        if self.layout is Layout.LOST:
+            raise UserError(f"{path} is damaged: {self.damage} (python -m mpitune check {path} says more)")
+        if self.layout is Layout.NEWER and path not in _WARNED:
+            _WARNED.add(path)
+            log.warning(
+                "%s has layout version %d, newer than this mpitune's %d: read as far as this "
+                "version understands it; a newer mpitune reads all of it",
+                path,
+                self.number,
+                schema.SCHEMA_VERSION,
+            )
+        return self.number
+
+
+# Paths whose newer layout this process has warned of: ``watch`` reads its file again and again.
+_WARNED: set[str] = set()
+
+
+def layout_version(f: h5py.File) -> LayoutVersion:
+    """Classify the file's ``schema_version``: an integer from 1 (docs/cache-format.md lists each
+    version) up; anything else, or none, is damage rather than a guess."""
+    if "schema_version" not in f.attrs:
+        return LayoutVersion(Layout.LOST, 0, "attribute schema_version is missing")
+    value = f.attrs["schema_version"]
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and value >= 1:
+        number = int(value)
+        if number == schema.SCHEMA_VERSION:
+            return LayoutVersion(Layout.CURRENT, number)
+        return LayoutVersion(Layout.OLDER if number < schema.SCHEMA_VERSION else Layout.NEWER, number)
+    shown = repr(value.tolist() if isinstance(value, np.generic | np.ndarray) else value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return LayoutVersion(Layout.LOST, 0, f"attribute schema_version is {shown}, not a layout version")
+
+
+# What each version added that a file shows (docs/cache-format.md): a results column or a table.
+_ADDED = ((2, "launches"), (3, "throttled"), (4, "priors"), (5, "told"), (6, "schedules"))
+
+
+def shown_version(f: h5py.File) -> int:
+    """The version a file's own datasets show, for ``check --salvage`` of a file whose version was
+    lost: the latest whose additions it holds. The readers go by what a file holds, so a version
+    that is a floor reads it whole."""
+    names = f["results"].dtype.names or () if "results" in f else ()
+    return max([1, *(version for version, added in _ADDED if added in names or added in f)])
 
 
 def _table(f: h5py.File, name: str, dtype: np.dtype, compress: bool = True) -> None:

@@ -21,7 +21,7 @@ from mpitune.model.identity import ProblemIdentity
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
 from mpitune.model.result import Status
-from mpitune.store.layout import value_names
+from mpitune.store.layout import layout_version, value_names
 from mpitune.store.rows import objective_values
 from mpitune.store.soundness import open_for_reading
 
@@ -140,7 +140,7 @@ def read(path: str) -> CacheData:
             objective = json.loads(f.attrs["objective"]) if "objective" in f.attrs else Objective().record()
             metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
             return CacheData(
-                schema_version=int(f.attrs["schema_version"]),
+                schema_version=layout_version(f).readable(path),
                 problem=ProblemIdentity.from_json(f.attrs["problem"]),
                 param_names=json.loads(f.attrs["param_names"]),
                 objective=RecordedObjective.from_record(objective),

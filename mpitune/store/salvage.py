@@ -17,6 +17,7 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.store.files import claim_temporary, create_hdf5, discard
 from mpitune.store.integrity import repair
+from mpitune.store.layout import layout_version, shown_version
 from mpitune.store.lock import hold_writer_lock
 from mpitune.store.soundness import image
 
@@ -82,6 +83,8 @@ def salvage(path: str) -> Salvaged:
             with src, dst:
                 dst.attrs.update(attrs)
                 kept, lost = _copy_readable(src, dst)
+                if layout_version(dst).damage:  # lost: the version its tables show, else it stays damaged
+                    dst.attrs["schema_version"] = shown_version(dst)
                 repair(dst)
         except BaseException:
             discard(partial)
