@@ -178,13 +178,16 @@ def timed_launches(
     """Up to ``iterations`` timings of ``launch_ms`` (one launch, its time in ms) and whether the
     race stopped them early; a configuration that lost on its last launch got them all. One
     whose verified launch (``first_ms``) already lost (``Race.lost_first``) gets none: its one
-    time is that launch's, so that what the file and the strategies see is above the bound."""
+    time is that launch's, so that what the file and the strategies see is above the bound. The
+    race's verdict after each launch costs the same however many came before (``Standing``)."""
     if race is not None and race.lost_first(first_ms):
         return [first_ms], True
+    standing = None if race is None else race.standing(iterations)
     times: list[float] = []
     while len(times) < iterations:
-        times.append(launch_ms())
-        if race is not None and len(times) < iterations and race.lost(times, iterations):
+        time_ms = launch_ms()
+        times.append(time_ms)
+        if standing is not None and standing.add(time_ms) and len(times) < iterations:
             return times, True
     return times, False
 

@@ -79,13 +79,18 @@ class Race:
         return self.rule is RaceRule.FIRST and first_ms > self.first_bound_ms
 
     def lost(self, times_ms: Sequence[float], iterations: int) -> bool:
-        """Whether timing should stop: under ``MAJORITY``, a majority of all ``iterations``
-        launches is already beyond what noise explains, so the median of all of them would be
-        too; under ``SPREAD`` and ``FIRST``, even the fastest launch so far is."""
-        bound = self.ratio * self.best_ms
-        if self.rule is RaceRule.MAJORITY:
-            return sum(t > bound for t in times_ms) > iterations // 2
-        return bool(times_ms) and min(times_ms) > bound
+        """Whether timing should stop after ``times_ms``: under ``MAJORITY``, a majority of all
+        ``iterations`` launches is already beyond what noise explains, so the median of all of
+        them would be too; under ``SPREAD`` and ``FIRST``, even the fastest launch so far is.
+        A backend asks after every launch, so it keeps a ``Standing`` instead of a list."""
+        standing = self.standing(iterations)
+        for t in times_ms:
+            standing.add(t)
+        return standing.lost
+
+    def standing(self, iterations: int) -> Standing:
+        """A configuration's standing in this race before its first timed launch."""
+        return Standing(self.ratio * self.best_ms, iterations // 2 if self.rule is RaceRule.MAJORITY else None)
 
     @property
     def looks_ahead(self) -> bool:
@@ -120,3 +125,31 @@ class Race:
             if math.isfinite(r.first_ms):
                 first_ratio = max(first_ratio, r.first_ms / r.time_ms)
         return Race(best_ms, ratio, self.rule, first_ratio)
+
+
+@dataclass(slots=True)
+class Standing:
+    """A configuration's timed launches so far, as much as the race needs of them: how many
+    there were and how many were beyond the bound. Kept launch by launch, so that the verdict
+    after each launch costs the same however many came before; asked of the whole list after
+    every launch, it cost a pass over the list each time, and 10^5 launches of a microsecond
+    kernel took longer than their configuration's deadline."""
+
+    bound_ms: float  # ``ratio`` x the best median: what noise explains
+    majority: int | None  # MAJORITY: lost once more launches than this are beyond the bound
+    launches: int = 0
+    beyond: int = 0
+
+    def add(self, time_ms: float) -> bool:
+        """Count one more launch (a NaN one is never beyond the bound); whether it lost now."""
+        self.launches += 1
+        self.beyond += time_ms > self.bound_ms
+        return self.lost
+
+    @property
+    def lost(self) -> bool:
+        """Under ``MAJORITY``, more than half of all the launches asked are beyond the bound;
+        else every launch so far (at least one) is, the fastest too."""
+        if self.majority is not None:
+            return self.beyond > self.majority
+        return self.launches > 0 and self.beyond == self.launches
