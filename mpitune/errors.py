@@ -1,11 +1,14 @@
 """Errors a user can act on (the exit codes are in exits.py). Everything else is a bug and keeps
-its traceback. Also the one check of a number a user sets, which every room refuses alike."""
+its traceback. Also the one check of a number a user sets, and of a file a user names for mpitune to
+read, which every room refuses alike."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
+import stat
 from collections.abc import Callable, Mapping
 from typing import SupportsFloat
 
@@ -69,3 +72,33 @@ def environment_number(
         return checked_number(text, zero_ok)
     except ValueError as exc:
         raise UserError(f"environment variable {variable}: {exc}") from None
+
+
+# What a path that is not a regular file is, by the type bits of its ``st_mode``.
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_a_file(path: str) -> str | None:
+    """Why a file a user names for mpitune to read (a spec, its kernel source, a prior, measured
+    data) is not one, as the end of a line ("is a directory, not a regular file"); None for a
+    regular file, and for nothing at all, which each caller words as "not found" in its own way.
+    The one check every room refuses alike. From ``os.stat`` alone: opening a named pipe waits
+    for a writer, forever, and reading a device never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link that loops"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"is a symbolic link to nothing ({os.readlink(path)})" if os.path.islink(path) else None
+        return f"cannot be reached: {exc.strerror}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for is_kind, name in _NOT_REGULAR if is_kind(mode)), None)
+    return f"is {kind}, not a regular file" if kind else "is not a regular file"

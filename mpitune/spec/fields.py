@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mpitune.errors import not_a_file
 from mpitune.model import searchspace
 from mpitune.model.kernel_extras import KernelExtras
 from mpitune.model.kernel_extras import parse as parse_extras
@@ -41,7 +42,7 @@ def kernel_source(check: Checker, source: Any, spec_dir: str) -> str:
         return source
     file = os.path.join(spec_dir, source)
     if not os.path.isfile(file):
-        check.fail("kernel_source", f"file {source!r} not found (looked in {spec_dir})")
+        check.fail("kernel_source", f"file {source!r} {not_a_file(file) or 'not found'} (looked in {spec_dir})")
     with open(file, encoding="utf-8") as fh:
         return fh.read()
 

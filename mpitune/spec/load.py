@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from mpitune.errors import SpecError
+from mpitune.errors import SpecError, not_a_file
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec import fields, fit, metrics
 from mpitune.spec.checker import Checker
@@ -37,7 +37,7 @@ def read_spec_module(path: str) -> dict[str, Any]:
     hold the launch open until its child exits), and the working directory is put back, so
     that a ``os.chdir`` in the spec cannot move the cache."""
     if not os.path.isfile(path):
-        raise SpecError(path, "spec", "no such file")
+        raise SpecError(path, "spec", not_a_file(path) or "no such file")
 
     def where(exc: BaseException) -> str:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]

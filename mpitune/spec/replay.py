@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from mpitune.errors import not_a_file
 from mpitune.model.problem import Problem, RunSettings, Schedule
 from mpitune.model.timeline import RecordedRun
 from mpitune.spec import fields, metrics
@@ -139,7 +140,7 @@ def simulation(
         )
     source = os.path.join(os.path.dirname(check.path), str(source))
     if not os.path.isfile(source):
-        check.fail("cache", f"file {spec['cache']!r} not found")
+        check.fail("cache", f"file {spec['cache']!r} {not_a_file(source) or 'not found'}")
     output = overrides.cache_path or Path(check.path).stem + ".replay.h5"
     problem, settings = replay_problem(
         read_measured(source),

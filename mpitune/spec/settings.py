@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mpitune import strategies
+from mpitune.errors import not_a_file
 from mpitune.model.problem import RunSettings, Schedule
 from mpitune.model.racing import RaceRule
 from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES
@@ -178,6 +179,30 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     return settings
 
 
+def _each_file_once(check: Checker, paths: list[str], cache_path: str) -> tuple[str, ...]:
+    """The priors, each file once under the first name it was given: a file is the same by its
+    device and inode, whatever the path, symbolic or hard link that names it. The run's own
+    results file is refused under any name (its results are this search's, not a prior's)."""
+    own = _identity(cache_path)
+    kept: dict[tuple[int, int] | str, str] = {}
+    for path in paths:
+        if not os.path.isfile(path):  # the command line's, unchecked so far
+            check.fail("prior", f"{path} {not_a_file(path) or 'not found'}")
+        identity = _identity(path)
+        if identity is not None and identity == own:
+            check.fail("prior", f"{path} is this run's own results file {cache_path}, not a prior")
+        kept.setdefault(identity or path, path)
+    return tuple(kept.values())
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # nothing there: the same as no other file
+    return st.st_dev, st.st_ino
+
+
 def add_prior(check: Checker, given: Any, any_kernel: Any, base_dir: str, settings: RunSettings) -> None:
     """The spec's ``prior`` (a path or a list of them, relative to ``base_dir``) before the command
     line's, each file once; ``prior_any_kernel`` as the spec says, unless the command line set it.
@@ -191,8 +216,8 @@ def add_prior(check: Checker, given: Any, any_kernel: Any, base_dir: str, settin
     paths = [os.path.abspath(os.path.join(base_dir, str(p))) for p in given]
     for path, written in zip(paths, given):
         if not os.path.isfile(path):
-            check.fail("prior", f"file {str(written)!r} not found (looked in {base_dir})")
-    settings.prior = tuple(dict.fromkeys([*paths, *settings.prior]))
+            check.fail("prior", f"file {str(written)!r} {not_a_file(path) or 'not found'} (looked in {base_dir})")
+    settings.prior = _each_file_once(check, [*paths, *settings.prior], settings.cache_path)
     if not isinstance(any_kernel, bool):
         check.fail("prior_any_kernel", f"must be True or False, got {any_kernel!r}")
     settings.prior_any_kernel = settings.prior_any_kernel or any_kernel

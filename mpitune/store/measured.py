@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.errors import UserError
+from mpitune.errors import UserError, not_a_file
 from mpitune.model.result import Status
 from mpitune.model.schema import RESERVED, outside_int64
 from mpitune.model.timeline import RecordedRun, recorded_run, twice_measured
@@ -109,7 +109,7 @@ def file_sha256(path: str) -> str:
 
 def load(path: str) -> MeasuredData:
     if not os.path.isfile(path):
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {not_a_file(path) or 'no such file'}")
     if path.endswith((".h5", ".hdf5")):
         return _from_mpitune(path)
     return _from_kernel_tuner(path)
