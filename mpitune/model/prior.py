@@ -53,6 +53,20 @@ class NothingShared(ValueError):
     """A prior that shares no tunable parameter, or no configuration, with the space."""
 
 
+def usable(time_ms: float) -> bool:
+    """A time a prior gives: finite and above 0."""
+    return math.isfinite(time_ms) and time_ms > 0
+
+
+def _no_usable_time(prior_time_ms: Sequence[float]) -> str:
+    """Why a prior gives nothing: a search told "times for 24 of 24" would otherwise start from
+    none of them without a word."""
+    at_most_zero = sum(1 for t in prior_time_ms if math.isfinite(t) and t <= 0)
+    if at_most_zero:
+        return f"it has no usable time: {at_most_zero} of its {len(prior_time_ms)} times are 0 or below"
+    return f"it has no usable time: none of its {len(prior_time_ms)} configurations passed"
+
+
 def align(
     space: SearchSpace,
     prior_params: dict[str, list[Any]],
@@ -63,8 +77,9 @@ def align(
     space's configuration ids (NaN where it has none).
 
     ``prior_configs`` are value tuples in ``prior_params`` order and ``prior_time_ms`` their
-    times, NaN (or inf) for a configuration that failed there. Raise ``NothingShared`` when no
-    parameter, or no configuration, is shared.
+    times, NaN (or inf) for a configuration that failed there. A time of 0 or below is no
+    measurement (a kernel takes time), so it is left out as a failure is. Raise ``NothingShared``
+    when no parameter, or no configuration, is shared, or when no time is usable.
     """
     shared = tuple(name for name in space.names if name in prior_params)
     if not shared:
@@ -75,13 +90,13 @@ def align(
     prior_columns = [list(prior_params).index(name) for name in shared]
     best: dict[tuple[Any, ...], float] = {}
     for config, time_ms in zip(prior_configs, prior_time_ms):
-        if not math.isfinite(time_ms):
+        if not usable(time_ms):
             continue
         key = tuple(config[c] for c in prior_columns)
         if time_ms < best.get(key, math.inf):
             best[key] = float(time_ms)
     if not best:
-        raise NothingShared("it has no valid time")
+        raise NothingShared(_no_usable_time(prior_time_ms))
     # The keys as this space's value indices per shared parameter (-1: a value it does not have).
     columns = [space.names.index(name) for name in shared]
     values = [space.tune_params[name] for name in shared]
