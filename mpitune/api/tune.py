@@ -103,7 +103,7 @@ def _absolute(prior: Any) -> Any:
 def _read_measured(path: str) -> MeasuredSpace:
     from mpitune.store import measured
 
-    return measured.load(path)
+    return measured.load_shared(path)  # the replay backend in this process reads the same: parsed once
 
 
 def _tune_here(problem: Problem, settings: RunSettings) -> None:

@@ -15,16 +15,27 @@ import numpy as np
 # and never less than the floor (the first configurations also warm up compilers and caches).
 TIMEOUT_FACTOR = 20
 TIMEOUT_FLOOR_S = 30.0
+# ... and never less than this per timed launch asked: the floor alone suits the few launches of
+# Kernel Tuner's default (7), but a healthy configuration of 10^5 launches of a 0.3 ms kernel
+# takes 30 s, and the first ones have no median to go by (nor do they ever, if all time out).
+LAUNCH_ALLOWANCE_S = 1e-3
 
 
-def config_limit_s(timeout_s: float | None, config_s: Sequence[float]) -> float:
+def config_limit_s(timeout_s: float | None, config_s: Sequence[float], iterations: int = 1) -> float:
     """The spec's ``timeout_s``, else ``TIMEOUT_FACTOR`` times the median of ``config_s`` (how
-    long the configurations measured so far took), at least ``TIMEOUT_FLOOR_S``."""
+    long the configurations measured so far took), at least ``config_floor_s(iterations)``."""
     if timeout_s is not None:
         return timeout_s
     if not config_s:
-        return TIMEOUT_FLOOR_S
-    return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * _median(config_s))
+        return config_floor_s(iterations)
+    return max(config_floor_s(iterations), TIMEOUT_FACTOR * _median(config_s))
+
+
+def config_floor_s(iterations: int) -> float:
+    """The least a configuration of ``iterations`` timed launches is given:
+    ``TIMEOUT_FLOOR_S``, or ``LAUNCH_ALLOWANCE_S`` per launch where that is more (beyond 30,000
+    launches: 100 s at 10^5, 1,000 s at the most a spec may ask, 10^6)."""
+    return max(TIMEOUT_FLOOR_S, iterations * LAUNCH_ALLOWANCE_S)
 
 
 def _median(values: Sequence[float]) -> float:

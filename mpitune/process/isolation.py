@@ -280,7 +280,7 @@ class IsolatedBackend(Backend):
         return self._compiler
 
     def deadline_s(self) -> float:
-        return config_limit_s(self.timeout_s, self.config_s)
+        return config_limit_s(self.timeout_s, self.config_s, self.problem.iterations)
 
     def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
         config_id = work.config_id

@@ -27,6 +27,9 @@ from mpitune.spec.settings import Overrides, SearchFields, add_prior, run_settin
 
 log = logging.getLogger(__name__)
 
+MAX_TIMES_BYTES = 8_000_000  # one results row's launch times (see _iterations)
+MAX_ITERATIONS = MAX_TIMES_BYTES // 8  # one float64 each: 1,000,000
+
 
 def read_spec_module(path: str) -> dict[str, Any]:
     """Execute the spec file; any failure inside it is the spec's, reported with its line.
@@ -180,7 +183,7 @@ def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_d
         restrictions=restrictions,
         grid_div=grid_div,
         block_size_names=block_size_names,
-        iterations=check.int_("iterations", spec["iterations"], 1),
+        iterations=_iterations(check, spec["iterations"]),
         compiler_options=compiler_options,
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
         isolate=isolate,
@@ -190,6 +193,22 @@ def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_d
     _observers(fit.observers(spec["observers"], tune_params, caps, check.fail), problem)
     metrics.attach(check, spec, names, problem)
     return problem
+
+
+def _iterations(check: Checker, value: Any) -> int:
+    """Every timed launch's time is kept: 8 bytes of its configuration's row in the results file
+    (model/schema.py), and a Python float, four times that, on its rank and on rank 0 until the
+    row is written, for a whole chunk of configurations. ``MAX_TIMES_BYTES`` a row (10^6
+    launches: a row takes seconds to write, a chunk of 32 a GB to hold) is the most that fits."""
+    iterations = check.int_("iterations", value, 1)
+    if iterations > MAX_ITERATIONS:
+        check.fail(
+            "iterations",
+            f"must be at most {MAX_ITERATIONS:,}, got {iterations:,}: every timed launch's time is kept "
+            f"(8 bytes of its configuration's row in the results file, 32 in memory), and a row may hold "
+            f"{MAX_TIMES_BYTES // 10**6} MB",
+        )
+    return iterations
 
 
 def _observers(observers: list[Any], problem: Problem) -> None:

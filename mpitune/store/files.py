@@ -18,13 +18,18 @@ tells that from a bug: h5py reports it as an ``OSError`` or a ``RuntimeError`` w
 already recorded is intact (the cache is flushed per batch, outputs are renamed into place), so
 the user needs one line saying what the system said, with ``ExitCode.CANNOT_WRITE``, not a
 traceback.
+
+And the one bounded read of a file a user hands mpitune (``read_within``): a small gzip can expand a
+thousandfold, so it is expanded a block at a time and refused once past a cap, before it is held.
 """
 
 from __future__ import annotations
 
 import errno
+import gzip
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING, TypeVar
@@ -65,6 +70,23 @@ def refuse_inputs(out: str, *inputs: str) -> None:
             continue  # "" (no such input) or gone
         if (source.st_dev, source.st_ino) == (target.st_dev, target.st_ino):
             raise UserError(f"{out} is the input {given}; write the output to another file")
+
+
+def read_within(path: str, cap_mb: float, setting: str) -> bytes:
+    """The bytes of ``path`` (gunzipped where its name ends in .gz), refused in one line naming the
+    cap, and the ``setting`` that sets it, when there are more than ``cap_mb`` MiB of them."""
+    cap = int(cap_mb * (1 << 20))
+    gz = path.endswith(".gz")
+    try:
+        with (gzip.open if gz else open)(path, "rb") as fh:
+            data = fh.read(cap + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # EOFError, zlib.error: a cut or damaged gzip
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    if len(data) > cap:
+        raise UserError(
+            f"{path}: more than {cap_mb:g} MiB{' once decompressed' if gz else ''} ({setting} sets the most); not read"
+        )
+    return data
 
 
 def folder_of(path: str) -> str:

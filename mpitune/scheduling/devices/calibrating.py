@@ -15,7 +15,11 @@ first half of the calibrations to the second, is flagged once in the log.
 
 A calibration costs each rank a compile and ``ROUNDS`` launches of the reference: the first
 comes once a configuration has passed, the next ones at most every ``EVERY_BATCHES`` batches and
-only while calibrations cost at most ``SHARE_OF_RUN`` of the run. One rank has nothing to
+only while calibrations cost at most ``SHARE_OF_RUN`` of the run. Rank 0 estimates the factors
+from all calibrations so far, which costs in proportion to their number; so it estimates them
+again once the calibrations have grown by ``REESTIMATE_GROWTH`` since the last estimate (each of
+the first few at once), and a run of 10^5 configurations and thousands of calibrations spends
+on estimates a constant time per calibration, not one that grows with the run. One rank has nothing to
 compare; results read back from the file (a resumed run) stay as measured, since their ranks'
 devices are not this run's.
 """
@@ -44,6 +48,7 @@ EVERY_BATCHES = 4
 SHARE_OF_RUN = 0.02
 RESAMPLES = 200  # the bootstrap of the factors' errors; calibrations are many and small
 _DRIFT_AFTER = 4  # calibrations before a drift can be told
+REESTIMATE_GROWTH = 0.125  # the share by which calibrations grow before the factors are estimated again
 
 
 class Calibrating:
@@ -58,6 +63,7 @@ class Calibrating:
         self._first: Scored | None = None  # the first result that passed: the first reference
         self._events: list[tuple[int, list[tuple[int, Launch]]]] = []  # (reference, launches)
         self._sent_batch = -EVERY_BATCHES
+        self._estimate_at = 1  # calibrations recorded at which the factors are next estimated
         self._spent_s = 0.0  # what the calibrations cost each rank, by the reference's own cost
         self._flagged: set[int] = set()
 
@@ -80,11 +86,14 @@ class Calibrating:
     def record(self, reports: Sequence[Report]) -> tuple[DeviceFactor, ...]:
         """Learn from the reference's launches that came with one batch's reports; the new
         estimate of the factors, or none when these launches leave it as it was (no
-        calibration, or not every rank's launches)."""
+        calibration, not every rank's launches, or too few calibrations since the last estimate)."""
         launches = [(rank, x) for rank, report in enumerate(reports) for x in report.calibration]
         if not launches or {rank for rank, x in launches if math.isfinite(x.time_ms)} != set(range(self.ranks)):
             return ()
         self._events.append((launches[0][1].config_id, launches))
+        if len(self._events) < self._estimate_at:
+            return ()
+        self._estimate_at = max(len(self._events) + 1, math.ceil(len(self._events) * (1 + REESTIMATE_GROWTH)))
         self.estimate = self._estimated(self._events)
         if not self.estimate:
             return ()

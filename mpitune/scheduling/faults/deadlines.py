@@ -77,8 +77,8 @@ def allowance(
 class Deadlines:
     """Rank 0's record of what the rounds took, from which each batch's allowance comes."""
 
-    def __init__(self, floor_s: float, timeout_s: float | None, ranks: int = 1):
-        self.floor_s, self.timeout_s = floor_s, timeout_s
+    def __init__(self, floor_s: float, timeout_s: float | None, ranks: int = 1, iterations: int = 1):
+        self.floor_s, self.timeout_s, self.iterations = floor_s, timeout_s, iterations
         self.rates: list[float] = []  # per report: its rank's seconds per configuration
         self.window = HISTORY_ROUNDS * ranks  # the last rates a deadline rests on: five rounds of every rank
         self.config_s: list[float] = []  # every configuration measured in this run
@@ -102,7 +102,7 @@ class Deadlines:
             limit = allowance(
                 max(o.size for o in orders),
                 max(rates) if rates else None,
-                config_limit_s(self.timeout_s, self.config_s),
+                config_limit_s(self.timeout_s, self.config_s, self.iterations),
                 self.floor_s,
                 self.turnaround_s,
             )

@@ -9,7 +9,7 @@ import pytest
 from mpitune.errors import UserError
 from mpitune.model.result import Result, Status
 from mpitune.model.work import Work
-from mpitune.process.deadline import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S
+from mpitune.process.deadline import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S, config_limit_s
 from mpitune.scheduling.faults.deadlines import (
     DEFAULT_FLOOR_S,
     FLOOR_VARIABLE,
@@ -48,6 +48,9 @@ def test_a_batch_without_history_allows_each_configuration_the_supervisors_limit
     deadlines.config_s = [10.0, 20.0, 30.0]
     assert deadlines.stamp(orders, 1)[0].deadline_s == 2 * TIMEOUT_FACTOR * 20.0
     assert Deadlines(floor_s=1.0, timeout_s=7.0).stamp(orders, 1)[0].deadline_s == 2 * 7.0  # the spec's timeout_s
+    # As the supervisor's limit, rank 0's grows with the launches a configuration is asked for.
+    many = Deadlines(floor_s=1.0, timeout_s=None, iterations=100_000).stamp(orders, 1)
+    assert many[0].deadline_s == 2 * config_limit_s(None, [], 100_000) > 2 * TIMEOUT_FLOOR_S
 
 
 def test_the_floor_comes_from_the_command_line_then_the_environment():
