@@ -143,11 +143,17 @@ class Backend(ABC):
 
     @abstractmethod
     def retime(
-        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+        self,
+        retime: Retime,
+        timeline: Timeline,
+        compiled: Mapping[int, Compiled] | None = None,
+        stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
         """Time each candidate of ``retime`` once per round, interleaved (``interleaved``):
-        exactly ``rounds`` x ``len(work)`` launches. ``compiled``: candidates compiled ahead
-        elsewhere, by config_id (missing ones are compiled here).
+        exactly ``rounds`` x ``len(work)`` launches, fewer once ``stopping()`` says the run is
+        ending (asked before each launch: the launches made are kept, the rest is left to a
+        resumed run). ``compiled``: candidates compiled ahead elsewhere, by config_id (missing
+        ones are compiled here).
 
         Why: the search timed each candidate once, back to back, so its median carries one
         moment's drift and one device's bias. Confirmation times the best few again in turn,
@@ -198,13 +204,17 @@ DROP_AFTER_ROUNDS = 3
 DROP_MARGIN = 1.05
 
 
-def interleaved(ids: Sequence[int], rounds: int, launch_ms: Callable[[int], float]) -> list[Launch]:
+def interleaved(
+    ids: Sequence[int], rounds: int, launch_ms: Callable[[int], float], stopping: Callable[[], bool] | None = None
+) -> list[Launch]:
     """``rounds`` rounds of one launch per candidate, round r in the order of ``ids`` rotated by
     r (so that no candidate always follows the same one, nor always comes first after a pause);
     ``launch_ms(i)`` launches the candidate ``ids[i]`` once and gives its time. A candidate whose
     launch raises gets NaN for it and is not launched again (NaN for the rest): one bad
     candidate must not cost the others their confirmation. One that is clearly slower than the
-    fastest (``clearly_slower``) gets NaN for the rounds left, unlaunched."""
+    fastest (``clearly_slower``) gets NaN for the rounds left, unlaunched. Ends early, with the
+    launches made so far, once ``stopping()`` says so (asked before each launch): a stop near a
+    job's time limit must not wait for every round."""
     failed: set[int] = set()
     done: dict[int, list[float]] = {i: [] for i in range(len(ids))}
     launches: list[Launch] = []
@@ -213,6 +223,8 @@ def interleaved(ids: Sequence[int], rounds: int, launch_ms: Callable[[int], floa
         if round_ >= DROP_AFTER_ROUNDS:
             failed |= clearly_slower(done)
         for k in range(count):
+            if stopping is not None and stopping():
+                return launches
             i = (k + round_) % count
             time_ms = math.nan
             if i not in failed:

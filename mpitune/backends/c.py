@@ -17,7 +17,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -197,7 +197,11 @@ class CBackend(Backend):
         return [a.copy() for a in self.problem.arguments]
 
     def retime(
-        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+        self,
+        retime: Retime,
+        timeline: Timeline,
+        compiled: Mapping[int, Compiled] | None = None,
+        stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
         """All candidates loaded at once (one library each), each warmed up once, then timed in
         turn, all on one fresh copy of the arguments (see ``Backend.retime``). The candidates
@@ -218,7 +222,7 @@ class CBackend(Backend):
                     if fn is None:
                         log.warning("configuration %d cannot be re-timed: %s", work.config_id, why)
                     fns.append(fn)
-                return self._confirm(retime, fns)
+                return self._confirm(retime, fns, stopping)
         finally:
             for lib in libs:
                 _unload(lib)
@@ -226,7 +230,7 @@ class CBackend(Backend):
                 if work.config_id in ready:
                     _remove(ready[work.config_id])
 
-    def _confirm(self, retime: Retime, fns: list) -> list[Launch]:
+    def _confirm(self, retime: Retime, fns: list, stopping: Callable[[], bool] | None) -> list[Launch]:
         """The warm-ups, then the interleaved rounds; a candidate that cannot be loaded or whose
         warm-up raises (ctypes turns some faults into exceptions) is launched no more. They share
         one copy of the arguments, as the search's timed launches of one configuration reuse
@@ -251,7 +255,7 @@ class CBackend(Backend):
             fn(*args)
             return (time.perf_counter_ns() - start) / 1e6
 
-        return interleaved(retime.ids, retime.rounds, launch_ms)
+        return interleaved(retime.ids, retime.rounds, launch_ms, stopping)
 
     def _verify_and_time(self, fn, draft: Draft, timeline: Timeline, race: Race | None) -> None:
         # Fresh copies of the arguments: a configuration that writes nothing cannot pass

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -184,7 +184,11 @@ class ReplayBackend(Backend):
         return m.benchmark_s * factor
 
     def retime(
-        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+        self,
+        retime: Retime,
+        timeline: Timeline,
+        compiled: Mapping[int, Compiled] | None = None,
+        stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
         """Each candidate launched once per round, interleaved. Where the replayed run timed it
         again on this rank for the same purpose, its launches are those it made then, in order
@@ -204,7 +208,8 @@ class ReplayBackend(Backend):
         compiles of the candidates not in ``compiled`` (phase compile: each as long as the
         replayed run's such compiles took per candidate, else as its recorded compile), then the
         launches and each candidate's loading and warm-up launch (as long as its recorded
-        verification), in one phase of the order's name (``Retime.phase``)."""
+        verification), in one phase of the order's name (``Retime.phase``). ``stopping`` is not
+        asked: the launches are numbers, made at once, whatever simulated time they stand for."""
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, self.retimes, *retime.ids])
         self.retimes += 1

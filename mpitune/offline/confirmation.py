@@ -1,15 +1,20 @@
 """What ``report`` says of the file's latest confirmation (scheduling/devices/confirming.py): the winner
 with its interval and the candidates tied with it, what confirming cost, and each rank's device
-factor. ``report --json`` writes these records field by field."""
+factor; or, of one a stop cut short, what it made and what it still owes. ``report --json``
+writes these records field by field. Every figure comes from the rows of that one confirmation
+(store/devices.py reads them, rows a write cut short left as zeros aside), so that a file a full
+disk or a kill left in between says what it holds rather than mixing its tables."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mpitune.model.problem import plain
+from mpitune.store import devices
 from mpitune.store.reader import CacheData
 
 
@@ -27,13 +32,15 @@ class Confirmation:
 
 @dataclass(frozen=True)
 class ConfirmationCost:
-    """What the confirmation timed and how long it took, against its run's wall time."""
+    """What the confirmation timed and how long it took, against its run's wall time; for one a
+    stop cut short, what it made so far and what it still ``owed``."""
 
     run: int
     candidates: int
-    launches: int
-    seconds: float
-    share_of_run: float | None  # None: the run has no wall time (killed, or still going)
+    launches: int  # finite launches: of every run that worked on it
+    seconds: float  # its latest run's part
+    share_of_run: float | None  # None: the run has no wall time (still going)
+    owed: int = 0  # launches a stop left unmade, which the next run makes before the verdict
 
 
 @dataclass(frozen=True)
@@ -49,15 +56,18 @@ class DeviceCalibration:
 
 def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | None, list[DeviceCalibration]]:
     """The file's latest confirmation with a verdict and its cost, and the latest run's device
-    factors (from its confirmation, else from its last calibration during the search)."""
-    confirmed = data.confirmed
-    factors = data.device_factors
+    factors (from its confirmation, else from its last calibration during the search); or, when
+    the latest confirmation was cut short by a stop, no verdict and what it has (``owed``)."""
+    factors = data.device_factors[np.char.str_len(data.device_factors["source"].astype(str)) > 0]
     calibration = _calibration(data, int(factors["run"][-1])) if len(factors) else []
-    if not len(confirmed):
+    pending = devices.pending(data.retimed, data.results["run"])
+    if pending is not None:
+        return None, _pending_cost(data, pending), calibration
+    mine = devices.verdict_rows(data.confirmed)
+    if not len(mine):
         return None, None, calibration
-    run = int(confirmed["run"][-1])
-    mine = confirmed[confirmed["run"] == run]
-    winner = mine[mine["winner"] == 1][0]
+    run = int(mine["run"][0])
+    winner = mine[0]
     tied = [_config(data, int(i)) for i in mine[mine["tied"] == 1]["config_id"]]
     winner_config = _config(data, int(winner["config_id"]))
     if winner_config is None:  # its results row was lost to damage (check --salvage): no verdict to show
@@ -68,23 +78,36 @@ def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | Non
         ci_ms=(float(winner["ci_lo_ms"]), float(winner["ci_hi_ms"])),
         tied=[t for t in tied if t is not None],
     )
-    walls = data.runs["wall_s"][data.runs["run"] == run]
     seconds = float(winner["finished_s"] - winner["started_s"])
-    wall_s = float(walls[0]) if len(walls) else float("nan")
+    # A killed run's wall time is its last recorded timeline row, which may come before the
+    # confirmation's record (its rows are written after it): the run lasted at least that long.
+    walls = data.runs["wall_s"][data.runs["run"] == run]
+    wall_s = max(float(walls[0]), float(winner["finished_s"])) if len(walls) else math.nan
     cost = ConfirmationCost(
         run=run,
         candidates=len(mine),
-        launches=int(
-            np.count_nonzero(
-                (data.retimed["run"] == run)
-                & (data.retimed["purpose"] == "confirm")
-                & np.isfinite(data.retimed["time_ms"])  # made: not failed, nor dropped as clearly slower
-            )
-        ),
+        launches=int(mine["launches"].sum()),  # made: not failed, nor dropped as clearly slower
         seconds=seconds,
         share_of_run=seconds / wall_s if wall_s > 0 else None,
     )
     return confirmation, cost, calibration
+
+
+def _pending_cost(data: CacheData, pending: devices.Pending) -> ConfirmationCost:
+    """What a confirmation a stop cut short has: its launches made, what its latest part took
+    (its rows on the timeline), and what it still owes."""
+    rows = data.timeline[(data.timeline["run"] == pending.run) & (data.timeline["batch"] == pending.batch)]
+    seconds = float(rows["end_s"].max() - rows["start_s"].min()) if len(rows) else 0.0
+    walls = data.runs["wall_s"][data.runs["run"] == pending.run]
+    wall_s = max(float(walls[0]), float(rows["end_s"].max()) if len(rows) else 0.0) if len(walls) else math.nan
+    return ConfirmationCost(
+        run=pending.run,
+        candidates=len(pending.candidates),
+        launches=sum(1 for _, x in pending.launches if math.isfinite(x.time_ms)),
+        seconds=seconds,
+        share_of_run=seconds / wall_s if wall_s > 0 else None,
+        owed=sum(pending.owed.values()),
+    )
 
 
 @dataclass(frozen=True)
@@ -136,6 +159,12 @@ def text(
     confirmation: Confirmation | None, cost: ConfirmationCost | None, calibration: list[DeviceCalibration]
 ) -> list[str]:
     """The report's lines on the confirmation and the device factors; none without either."""
+    if confirmation is None and cost is not None:
+        return [
+            f"\n  confirmation cut short by a stop (run {cost.run}: {cost.candidates} candidates, "
+            f"{cost.launches} launches made and kept, {cost.owed} still owed): no verdict yet; "
+            "the same command makes the rest and names the winner"
+        ] + _factor_lines(calibration)
     if confirmation is None or cost is None:
         return _factor_lines(calibration)
     lo_ms, hi_ms = confirmation.ci_ms

@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
@@ -36,7 +36,7 @@ from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work
-from mpitune.process.deadline import config_limit_s
+from mpitune.process.deadline import Durations, config_limit_s
 from mpitune.process.prewarm import Spawned, spawn_worker
 from mpitune.process.shared_arrays import Shared, attach, share
 from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
@@ -44,6 +44,7 @@ from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
 log = logging.getLogger(__name__)
 
 STOP_WAIT_S = 1.0  # how long a worker told to stop may take before it is killed
+CUT_LOOK_S = 0.05  # how often a rank whose worker re-times asks whether the run is ending
 STARTUP_TIMEOUT_S = 300.0  # importing CuPy and uploading large arguments can take a while
 # The timeline's background phase of a worker's own start: from its spawn to its backend
 # imported and its device context made, before and beside the rank's start-up phases.
@@ -110,6 +111,11 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """The run is ending: a worker that re-times answers with the launches made so far."""
+
+
+@dataclass(frozen=True)
 class Measured:
     """One configuration's result and the timeline rows it produced in the worker;
     ``fatal_error`` set when the worker's device can no longer be trusted."""
@@ -168,8 +174,10 @@ def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
             return
         if isinstance(message, Stop):
             break
-        if isinstance(message, Confirm):
-            launches = backend.retime(message.retime, timeline, message.compiled)
+        if isinstance(message, Cut):  # came after the re-timing it would have cut had ended
+            continue
+        if isinstance(message, Confirm):  # whatever comes meanwhile (a Cut, a Stop) ends it
+            launches = backend.retime(message.retime, timeline, message.compiled, conn.poll)
             conn.send(Confirmed(launches, timeline.take(), backend.fatal_error))
         else:
             result = backend.run(message.work, timeline, message.compiled, message.race)
@@ -225,7 +233,7 @@ class IsolatedBackend(Backend):
         here. The worker's own start goes to ``timeline`` as a background phase."""
         self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s
-        self.config_s: list[float] = []  # how long measured configurations took, for the deadline
+        self.config_s = Durations()  # how long measured configurations took, for the deadline
         self.restarts = 0
         self._start(spawned, timeline)
 
@@ -312,17 +320,23 @@ class IsolatedBackend(Backend):
         return measured.result
 
     def retime(
-        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+        self,
+        retime: Retime,
+        timeline: Timeline,
+        compiled: Mapping[int, Compiled] | None = None,
+        stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
         """Forwarded to the worker, whose deadline is the per-configuration limit once per
         candidate (each is compiled, loaded and launched a few times, as one configuration
         is). A worker that overruns it or dies costs every launch (NaN) and is restarted, as a
-        configuration's would be: which candidate hung cannot be told from here."""
+        configuration's would be: which candidate hung cannot be told from here. Once
+        ``stopping()`` says the run is ending (asked every ``CUT_LOOK_S``), the worker is told
+        to ``Cut``, and answers with the launches it made."""
         deadline_s = self.deadline_s() * max(1, len(retime.work))
         start_s = self.clock.now()
         try:
             self.conn.send(Confirm(retime, None if compiled is None else dict(compiled)))
-            confirmed: Confirmed = self.worker.receive(self.conn, Patience(deadline_s))
+            confirmed: Confirmed = self._confirmed(Patience(deadline_s), stopping)
         except OSError as exc:  # the worker went away before it took the order
             why = f"the worker process was gone ({exc})"
         except Hang:
@@ -338,6 +352,24 @@ class IsolatedBackend(Backend):
         log.warning("re-timing %d candidates: %s; restarting the worker", len(retime.work), why)
         self._restart(timeline, -1)
         return unlaunched(retime)
+
+    def _confirmed(self, patience: Patience, stopping: Callable[[], bool] | None) -> Confirmed:
+        """The worker's answer to a ``Confirm``, within ``patience``; it is told to ``Cut`` once
+        ``stopping()`` says so."""
+        if stopping is None:
+            return self.worker.receive(self.conn, patience)
+        cut = False
+        while True:
+            look = Patience(min(CUT_LOOK_S, patience.limit_s or CUT_LOOK_S))
+            try:
+                return self.worker.receive(self.conn, look)
+            except Hang:
+                patience.waited_s += look.waited_s
+                if patience.limit_s is not None and patience.waited_s >= patience.limit_s:
+                    raise Hang(patience.limit_s) from None
+            if not cut and stopping():
+                self.conn.send(Cut())
+                cut = True
 
     def _lost(self, config_id: int, timeline: Timeline, start_s: float, status: Status, why: str) -> Result:
         """Record the configuration the worker never answered for, then start a fresh worker."""

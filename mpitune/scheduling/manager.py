@@ -157,6 +157,12 @@ class Manager:
             self.stop_reason = self.stop_requested
         return self.stop_reason
 
+    def stop_unsent(self) -> bool:
+        """Whether a stop was asked for (a signal, the stop file, a lost file) and its orders
+        have not gone out: rank 0 then stops waiting for reports and sends them, so that every
+        rank hears it while it measures. Main thread."""
+        return not self.stop_sent and self.poll_stop() is not None and self.stop_requested is not None
+
     def end_search(self, reason: StopReason) -> None:
         """The search ended on its own (the budget, the time limit, the strategy). Main thread."""
         self.stop_reason = reason
@@ -233,9 +239,8 @@ class Manager:
     def record_confirmation(self, batch: int, reports: Sequence[Report]) -> None:
         """The confirmation's reports (one per rank, in rank order) into the file, and its verdict. Main thread."""
         self.complete(batch)
-        lost = self.lost_devices(enumerate(reports))
-        whole = len(reports) == self.ranks and not lost and self.stop_requested is None
-        self.confirming.record(reports, self.clock.now(), whole, self.settings.seed, self.settings.device_margin)
+        trusted = len(reports) == self.ranks and not self.lost_devices(enumerate(reports))
+        self.confirming.record(reports, self.clock.now(), trusted, self.settings.seed, self.settings.device_margin)
         self.confirmed_last = True
         self.cache.append_phases([(rank, p) for rank, report in enumerate(reports) for p in report.phases])
 

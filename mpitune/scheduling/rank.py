@@ -64,7 +64,7 @@ def serve(
     if backend.fatal_error:  # lost with the chunk before: nothing measured here could be trusted
         return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
     if order.retime is not None:
-        return _retime(order.retime, backend, timeline, ahead)
+        return _retime(order.retime, backend, timeline, ahead, stopping)
     calibration: tuple[Launch, ...] = ()
     if order.calibrate is not None:
         calibration = tuple(_reference(order.calibrate, backend, timeline, ahead))
@@ -86,25 +86,39 @@ def _reference(calibrate: Retime, backend: Backend, timeline: Timeline, ahead: C
     return backend.retime(calibrate, timeline, _compiled_ahead(calibrate, backend, timeline, ahead))
 
 
-def _retime(retime: Retime, backend: Backend, timeline: Timeline, ahead: CompilePool | None) -> Report:
+def _retime(
+    retime: Retime,
+    backend: Backend,
+    timeline: Timeline,
+    ahead: CompilePool | None,
+    stopping: Callable[[], bool] | None = None,
+) -> Report:
     """Time the candidates again (confirmation), all compiled before the first launch, so that
     compiling does not load the device's host between the interleaved launches; what the
-    workers still had queued of the search is dropped."""
+    workers still had queued of the search is dropped. Once ``stopping()`` says the run is
+    ending, it stops between two compiles or two launches and reports the launches made."""
     if ahead is not None:
         ahead.keep_only(retime.ids)
-    launches = backend.retime(retime, timeline, _compiled_ahead(retime, backend, timeline, ahead))
+    compiled = _compiled_ahead(retime, backend, timeline, ahead, stopping)
+    launches = [] if stopping is not None and stopping() else backend.retime(retime, timeline, compiled, stopping)
     return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, tuple(launches))
 
 
 def _compiled_ahead(
-    retime: Retime, backend: Backend, timeline: Timeline, ahead: CompilePool | None
+    retime: Retime,
+    backend: Backend,
+    timeline: Timeline,
+    ahead: CompilePool | None,
+    stopping: Callable[[], bool] | None = None,
 ) -> dict[int, Compiled]:
     """The order's configurations compiled by the compile workers (none without them), with
-    their background compiles on the timeline."""
+    their background compiles on the timeline; fewer once ``stopping()`` says so."""
     compiled: dict[int, Compiled] = {}
     if ahead is not None:
         ahead.submit(retime.work)
         for work in retime.work:
+            if stopping is not None and stopping():
+                break
             with timeline.phase("compile", work.config_id):
                 compiled[work.config_id] = ahead.take(work, backend.deadline_s())
             row = ahead.row(compiled[work.config_id], timeline.batch)

@@ -37,6 +37,7 @@ from mpitune.scheduling.transport import SilentRanks, Transport
 
 _FIRST_PAUSE_S, _MAX_PAUSE_S = 20e-6, 1e-3  # between looks at the workers and the lane (as comm.py's)
 _LAST_LOOK_S = 1.0  # rank 0 still looks once for the last rows this long, whatever the deadline left
+_STOP_LOOK_S = 0.05  # how often rank 0, waiting for reports, asks whether a stop must go out
 
 
 def rounds(
@@ -102,6 +103,14 @@ def _last_rows(transport: Transport, rank0: Rank0, order: Order, sent_s: float, 
         rank0.manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
 
 
+@dataclass(frozen=True)
+class _StopDue:
+    """What rank 0's wait gives when a stop must go out before any report comes."""
+
+
+_STOP_DUE = _StopDue()
+
+
 @dataclass
 class _Own:
     """One of rank 0's orders not yet reported: when it went out, and its lane's report to come
@@ -143,6 +152,8 @@ class Rank0Rounds:
                     last = self.own.popleft()
                     return last.order, last.sent_s
                 got = self._next_report()
+                if isinstance(got, _StopDue):  # the order to stop goes out now, to cut the ranks' work short
+                    continue
                 if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
                     mine = self.own.popleft()
                     report = serve(mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping, self._held)
@@ -203,7 +214,7 @@ class Rank0Rounds:
     def _lane_head(self) -> Future[Report] | None:
         return self.own[0].report if self.own else None
 
-    def _next_report(self) -> tuple[int, Report] | None:
+    def _next_report(self) -> tuple[int, Report] | _StopDue | None:
         """The next report, rank 0's own (from its lane) as rank 0's; None when rank 0 is to
         measure an order of its own in its main thread."""
         due = self._due()
@@ -211,6 +222,7 @@ class Rank0Rounds:
         if not due and self._lane_head() is None:
             assert in_main, "rank 0 has nothing to wait for"
             return None
+        got: tuple[int, Report] | _StopDue | None
         with self.timeline.phase("wait"):
             try:
                 if self.timeline.clock.simulated:
@@ -220,24 +232,32 @@ class Rank0Rounds:
             except SilentRanks as silent:
                 keep_reports(silent, self.rank0, self.handouts, [self.sent[r][0] for r in silent.ranks if self.sent[r]])
                 raise
-            if got is not None:
+            if isinstance(got, tuple):
                 self.timeline.clock.sync(got[1].now_s)
         return got
 
-    def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | None:
-        """On a real clock, the first report to arrive: the lane's or a worker's."""
-        lane = self._lane_head()
-        if lane is None:
-            got = self.transport.receive(due, wait)
-            return None if got is None else (got[0], got[1])
-        pause_s = _FIRST_PAUSE_S
+    def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | _StopDue | None:
+        """On a real clock, the first report to arrive: the lane's or a worker's; ``_STOP_DUE``
+        once a stop was asked for (a signal, the stop file) and its orders have not gone out:
+        the ranks hear it while they measure, so that a long order (the confirmation's rounds,
+        a chunk of slow configurations) ends within one configuration or launch, not whole."""
+        lane, watch = self._lane_head(), self.rank0.watch
+        pause_s, look_s = _FIRST_PAUSE_S, time.monotonic() + _STOP_LOOK_S
         while True:
-            if lane.done():
+            if lane is not None and lane.done():
                 return 0, lane.result()
             got = self.transport.receive(due, False) if due else None
             if got is not None:
                 return got[0], got[1]
+            if lane is None and not wait:
+                return None
+            if time.monotonic() >= look_s:
+                if self.rank0.manager.stop_unsent():
+                    return _STOP_DUE
+                look_s = time.monotonic() + _STOP_LOOK_S
+            watch.polling = bool(due)  # waiting in a gather, as far as the heartbeat thread knows
             time.sleep(pause_s)
+            watch.polling = False
             pause_s = min(2 * pause_s, _MAX_PAUSE_S)
 
     def _earliest(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | None:

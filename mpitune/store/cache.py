@@ -362,12 +362,12 @@ class Cache:
         verdict: Verdict | None,
         started_s: float,
         finished_s: float,
+        unmade: Sequence[tuple[int, Launch]] = (),
     ) -> None:
-        """Record a confirmation of this run, handed out as ``batch`` (store/devices.py), whole: its
-        launches, and without a verdict (no candidate could be launched, or a rank's launches are
-        missing) nothing else."""
+        """This run's part of a confirmation (``batch``): its launches, the ``unmade``, any verdict."""
         with self._writing():
             self._kept.append("retimed", devices.launch_rows(self.run, batch, launches, devices.CONFIRM))
+            self._kept.append("retimed", devices.launch_rows(self.run, batch, unmade, devices.UNMADE))
             if verdict is not None:
                 self._kept.append("confirmed", devices.confirmed_rows(self.run, verdict, started_s, finished_s))
                 factors = devices.factor_rows(self.run, batch, verdict.factors, devices.CONFIRM)
@@ -381,9 +381,9 @@ class Cache:
             self._kept.append("retimed", devices.launch_rows(self.run, batch, launches, devices.CALIBRATE))
             self._kept.append("device_factors", devices.factor_rows(self.run, batch, factors, devices.CALIBRATE))
 
-    def confirmed_candidates(self) -> frozenset[int]:
-        """The candidates the file's latest confirmation judged (empty: none)."""
-        return devices.latest_candidates(self.file)
+    def confirmations(self) -> devices.Confirmations:
+        """The file's latest verdict, and the confirmation a stop cut short (store/devices.py)."""
+        return devices.confirmations(self._kept.rows)
 
     def history(self) -> History:
         """The recorded asks and search ends, and the run and batch of every results row."""

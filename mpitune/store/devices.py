@@ -4,23 +4,58 @@ candidate (``confirmed``) and each rank's device factor (``device_factors``), as
 own beside the search's rows, which they leave untouched: the search's medians stay what the
 search measured.
 
-Rank 0 writes a confirmation whole, after the last report of it came in, and flushes; a run
-killed before that leaves no part of it, and the next run confirms again.
+Rank 0 writes a confirmation after the last report of it came in, and flushes; a run killed
+before that leaves no part of it, and the next run confirms again. A confirmation a stop cut
+short is kept as far as it went: its launches, and a row of purpose ``unmade`` for each launch
+still owed, which a resumed run makes (``Pending``) before the verdict. A write cut short (a full
+disk) can leave rows of zeros at the end of these tables; a confirmed row without a positive
+median or a run without exactly one winner is no verdict, and is read as none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-import h5py
 import numpy as np
 
-from mpitune.model.confirmation import DeviceFactor, Verdict
+from mpitune.model.confirmation import Candidate, DeviceFactor, Verdict
 from mpitune.model.schema import CONFIRMED_DTYPE, DEVICE_FACTOR_DTYPE, RETIMED_DTYPE, SHORT_TEXT
 from mpitune.model.work import Launch
 from mpitune.store.layout import text
 
-CALIBRATE, CONFIRM = "calibrate", "confirm"  # the purposes of retimed launches
+# The purposes of retimed rows; an ``unmade`` row is a launch a confirmation still owes (NaN).
+CALIBRATE, CONFIRM, UNMADE = "calibrate", "confirm", "unmade"
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A confirmation a stop cut short, as the file keeps it: every launch made, by every run
+    that worked on it (``launches``, (rank, launch)), and how many each candidate still owes
+    over all ranks (``owed``). A resumed run makes those, in rounds numbered from
+    ``next_round`` on so that every (rank, candidate, round) stays one launch, and judges them
+    all together."""
+
+    run: int  # the run of its latest part
+    batch: int  # the batch that part went out as
+    candidates: tuple[int, ...]  # in the order they were first handed out
+    launches: tuple[tuple[int, Launch], ...]
+    owed: dict[int, int]
+    next_round: int
+    searched_since: bool  # a later run recorded results: its candidates may no longer be the best
+
+    @property
+    def made(self) -> int:
+        return len(self.launches)
+
+
+@dataclass(frozen=True)
+class Confirmations:
+    """What the file says of its confirmations: the latest verdict, and one a stop cut short."""
+
+    verdict: Verdict | None
+    pending: Pending | None
 
 
 def launch_rows(run: int, batch: int, launches: Sequence[tuple[int, Launch]], purpose: str) -> np.ndarray:
@@ -61,11 +96,83 @@ def confirmed_rows(run: int, verdict: Verdict, started_s: float, finished_s: flo
     return confirmed
 
 
-def latest_candidates(f: h5py.File) -> frozenset[int]:
-    """The candidates of the file's latest confirmation with a verdict; empty when it has none.
-    A run whose search adds nothing and whose candidates are these has nothing to confirm."""
-    confirmed = f["confirmed"][...] if "confirmed" in f else np.zeros(0, CONFIRMED_DTYPE)
-    if not len(confirmed):
-        return frozenset()
-    last = confirmed[confirmed["run"] == confirmed["run"][-1]]
-    return frozenset(int(i) for i in last["config_id"])
+def confirmations(rows: Callable[[str], np.ndarray]) -> Confirmations:
+    """The file's confirmations, from ``rows(name)``, what its tables hold."""
+    confirmed, factors = rows("confirmed"), rows("device_factors")
+    verdict = latest_verdict(confirmed, factors)
+    return Confirmations(verdict, pending(rows("retimed"), rows("results")["run"]))
+
+
+def verdict_rows(confirmed: np.ndarray) -> np.ndarray:
+    """The ``confirmed`` rows of the latest run with a verdict: real rows (a positive median),
+    exactly one of them the winner, winner first; empty when there is none."""
+    real: np.ndarray = confirmed[np.isfinite(confirmed["median_ms"]) & (confirmed["median_ms"] > 0)]
+    for run in dict.fromkeys(int(r) for r in real["run"][::-1]):
+        mine: np.ndarray = real[real["run"] == run]
+        if np.count_nonzero(mine["winner"] == 1) == 1:
+            first: np.ndarray = mine[np.argsort(mine["winner"] != 1, kind="stable")]
+            return first
+    return real[:0]
+
+
+def latest_verdict(confirmed: np.ndarray, factors: np.ndarray) -> Verdict | None:
+    """The file's latest verdict as confirmation made it (``verdict_rows``), with its run's
+    device factors from it; None without one. A run that does not confirm again says it."""
+    mine = verdict_rows(confirmed)
+    if not len(mine):
+        return None
+    run = int(mine["run"][0])
+    own = factors[(factors["run"] == run) & (np.char.decode(factors["source"].astype("S")) == CONFIRM)]
+    return Verdict(
+        winner=int(mine["config_id"][0]),
+        candidates=tuple(
+            Candidate(
+                int(r["config_id"]),
+                float(r["median_ms"]),
+                (float(r["ci_lo_ms"]), float(r["ci_hi_ms"])),
+                int(r["launches"]),
+            )
+            for r in mine
+        ),
+        tied=tuple(int(i) for i in mine["config_id"][mine["tied"] == 1]),
+        factors=tuple(
+            DeviceFactor(int(f["rank"]), float(f["factor"]), float(f["sd"]), bool(f["flagged"])) for f in own
+        ),
+    )
+
+
+def pending(retimed: np.ndarray, result_runs: np.ndarray) -> Pending | None:
+    """The confirmation a stop cut short, if the file's latest confirmation is one: its parts
+    (one per run that worked on it, each a (run, batch) of ``confirm`` and ``unmade`` rows) back
+    to the one that started it, whose rounds start at 0 (a resumed part's come after every
+    round before); the latest part's ``unmade`` rows are what is still owed. None when the
+    latest part owes nothing (it was judged, or lost a device: the next run confirms afresh)."""
+    purpose = np.char.decode(retimed["purpose"].astype("S"))
+    rows = retimed[(purpose == CONFIRM) | (purpose == UNMADE)]
+    unmade = purpose[(purpose == CONFIRM) | (purpose == UNMADE)] == UNMADE
+    keys = list(dict.fromkeys(zip(rows["run"].tolist(), rows["batch"].tolist())))
+    chain: list[np.ndarray] = []
+    for run, batch in reversed(keys):
+        part = (rows["run"] == run) & (rows["batch"] == batch)
+        if not (part & unmade).any():
+            return None  # judged, or given up: no confirmation is owed
+        chain.append(part)
+        if int(rows["round"][part].min()) == 0:
+            break
+    else:
+        return None
+    every = np.logical_or.reduce(chain)
+    made, last = rows[every & ~unmade], rows[chain[0] & unmade]
+    owed = Counter(int(i) for i in last["config_id"])
+    run, batch = int(rows["run"][chain[0]][0]), int(rows["batch"][chain[0]][0])
+    return Pending(
+        run=run,
+        batch=batch,
+        candidates=tuple(dict.fromkeys(int(i) for i in rows["config_id"][every])),
+        launches=tuple(
+            (int(r["rank"]), Launch(int(r["config_id"]), int(r["round"]), float(r["time_ms"]))) for r in made
+        ),
+        owed=dict(owed),
+        next_round=int(rows["round"][every].max()) + 1,
+        searched_since=bool(len(result_runs) and int(np.max(result_runs)) > run),
+    )

@@ -33,7 +33,9 @@ from mpitune.store.superblock import clear_write_flags, is_hdf5
 
 log = logging.getLogger(__name__)
 
-_FILLED = {"results": "status", "timeline": "phase"}
+# Tables whose rows a cut-short write (a full disk) may leave as zeros at the end, and the text
+# column every written row fills.
+_FILLED = {"results": "status", "timeline": "phase", "retimed": "purpose", "device_factors": "source"}
 
 
 def repair(f: h5py.File) -> list[str]:
@@ -42,8 +44,8 @@ def repair(f: h5py.File) -> list[str]:
         return []  # not an mpitune cache: findings says so
     done = []
     for name, column in _FILLED.items():
-        ds = f[name]
-        if not len(ds):
+        ds = f.get(name)
+        if ds is None or not len(ds):  # a file before the table existed
             continue
         filled = np.flatnonzero(ds.fields(column)[...] != b"")
         keep = int(filled[-1]) + 1 if len(filled) else 0

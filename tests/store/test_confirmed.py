@@ -39,12 +39,12 @@ def test_a_confirmation_is_kept_beside_the_search_and_read_back(tmp_path):
     append(cache, results, [CONFIG] * 3)
     with h5py.File(path, "r", swmr=True) as f:
         before = f["results"][...]
-    assert cache.confirmed_candidates() == frozenset()
+    assert cache.confirmations().verdict is None
     rows = launches(2, 6, {0: 1.0, 1: 1.0005, 2: 1.5}, [1.0, 1.06])
     verdict = verdict_of(rows)
     assert verdict is not None and verdict.winner in (0, 1)
     cache.append_confirmation(4, rows, verdict, 10.0, 12.5)
-    assert cache.confirmed_candidates() == frozenset({0, 1, 2})
+    assert {c.config_id for c in cache.confirmations().verdict.candidates} == {0, 1, 2}
     cache.finish_run(25.0, "finished", 3)
     cache.close()
 
@@ -73,7 +73,7 @@ def test_launches_without_a_verdict_are_kept_and_judge_nothing(tmp_path):
     cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
     cache.start_run(info(), ["h0"], ["d0"], [10])
     cache.append_confirmation(0, launches(1, 2, {0: 1.0}, [1.0]), None, 1.0, 2.0)
-    assert cache.confirmed_candidates() == frozenset()
+    assert cache.confirmations().verdict is None
     cache.close()
     data = read(str(path))
     assert len(data.retimed) == 2 and not len(data.confirmed)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -236,10 +236,14 @@ class CupyBackend(Backend):
         return draft.result()
 
     def retime(
-        self, retime: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+        self,
+        retime: Retime,
+        timeline: Timeline,
+        compiled: Mapping[int, Compiled] | None = None,
+        stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
         """See ``Backend.retime``; the steps are in retiming.py. After a lost context: all NaN."""
-        return retiming.retime(self, retime, timeline, compiled)
+        return retiming.retime(self, retime, timeline, compiled, stopping)
 
     def _observe(self, kernel: Any, grid: Dims, block: Dims, time_ms: float) -> dict[str, float]:
         """Power, energy, clocks and temperature over back-to-back launches filling the

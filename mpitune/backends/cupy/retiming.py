@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,11 @@ class Loaded:
 
 
 def retime(
-    backend: CupyBackend, order: Retime, timeline: Timeline, compiled: Mapping[int, Compiled] | None = None
+    backend: CupyBackend,
+    order: Retime,
+    timeline: Timeline,
+    compiled: Mapping[int, Compiled] | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> list[Launch]:
     """Compile what was not compiled ahead, load every candidate, warm each up once on freshly
     reset arguments, then time them interleaved. A lost context ends it: NaN for the rest."""
@@ -72,7 +76,7 @@ def retime(
                 return math.nan
 
         try:
-            return interleaved(order.ids, order.rounds, launch_ms)
+            return interleaved(order.ids, order.rounds, launch_ms, stopping)
         finally:
             loaded.clear()  # the last references to the modules, which unloads them
 

@@ -9,21 +9,28 @@ medians can be compared; the winner is then named with the candidates it cannot 
 
 Only a search that ended on its own (``FINISHED``, ``MAX_FEVALS``) is confirmed: one cut short
 is resumed, and confirmed when it ends. A resumed run whose candidates are the ones the file's
-latest confirmation judged does not time them again.
+latest confirmation judged does not time them again, and names its winner.
+
+A stop (a signal, the stop file) during the confirmation cuts it short between two launches:
+what every rank made is recorded with what it still owes (store/devices.py, ``Pending``), and
+the resumed run makes only that, in rounds numbered after the earlier ones, and judges every
+launch together. A stop that comes once every launch is made costs nothing: the verdict stands.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mpitune.model.confirmation import Verdict, candidates, judge_launches
 from mpitune.model.result import Scored
-from mpitune.model.work import MOST_CANDIDATES, Retime, Work
+from mpitune.model.work import MOST_CANDIDATES, Launch, Retime, Work
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.store.cache import Cache
+from mpitune.store.devices import Pending
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,10 @@ class Confirming:
         self.started_s = math.nan
         self.batch = -1  # the batch number the confirmation went out as
         self.verdict: Verdict | None = None
+        self.earlier: Pending | None = None  # the confirmation a stop cut short, which this run finishes
+        self.owed: dict[int, int] = {}  # by candidate: the launches owed when this run's part went out
+        self.left: dict[int, int] = {}  # and once it was recorded
+        self.made = 0  # the launches this run's part made
         self._asked = False
 
     def orders(
@@ -84,15 +95,41 @@ class Confirming:
         ids = self._recorded(leaders) or candidates(leaders, self.k, MOST_CANDIDATES, factor_sd)
         if len(ids) < 2:
             return None  # nothing to choose between
-        if frozenset(ids) == self.cache.confirmed_candidates():
+        known = self.cache.confirmations()
+        pending = known.pending
+        if pending is not None and (not pending.searched_since or frozenset(ids) == frozenset(pending.candidates)):
+            return self._finish(pending, now_s, batch, work)
+        if known.verdict is not None and frozenset(ids) == {c.config_id for c in known.verdict.candidates}:
             log.info("the file's latest confirmation judged these %d candidates: not timed again", len(ids))
+            self.verdict = known.verdict  # the run names its winner, as the file does
             return None
         made = work(ids)
         time_ms = {r.config_id: r.time_ms for r in leaders}
         round_s = sum(time_ms[i] for i in ids) / 1e3
-        self.retime = Retime(tuple(made[i] for i in ids), rounds_for(self.ranks, round_s, now_s))
-        self.started_s, self.batch = now_s, batch
-        return [Order(now_s, batch, retime=self.retime)] * self.ranks
+        rounds = rounds_for(self.ranks, round_s, now_s)
+        self.owed = {i: rounds * self.ranks for i in ids}
+        return self._hand_out(Retime(tuple(made[i] for i in ids), rounds), now_s, batch)
+
+    def _finish(
+        self, pending: Pending, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
+    ) -> list[Order]:
+        """The orders that make what a confirmation cut short still owes, over this run's ranks."""
+        self.earlier, self.owed = pending, dict(pending.owed)
+        rounds = max(1, math.ceil(max(pending.owed.values()) / self.ranks))
+        log.info(
+            "finishing the confirmation of run %d: %d launches kept, %d owed; %d round(s) on %d rank(s)",
+            pending.run,
+            pending.made,
+            sum(pending.owed.values()),
+            rounds,
+            self.ranks,
+        )
+        made = work(list(pending.candidates))
+        return self._hand_out(Retime(tuple(made[i] for i in pending.candidates), rounds), now_s, batch)
+
+    def _hand_out(self, retime: Retime, now_s: float, batch: int) -> list[Order]:
+        self.retime, self.started_s, self.batch = retime, now_s, batch
+        return [Order(now_s, batch, retime=retime)] * self.ranks
 
     def _recorded(self, leaders: Sequence[Scored]) -> list[int]:
         """A replay's candidates: those its run confirmed, best first, when all are among the
@@ -103,13 +140,24 @@ class Confirming:
             return []
         return list(dict.fromkeys(r.config_id for r in sorted(chosen, key=lambda r: (r.time_ms, r.config_id))))
 
-    def record(self, reports: Sequence[Report], now_s: float, whole: bool, seed: int, margin: float) -> None:
-        """The launches into the file; judged when ``whole`` (every rank's report came, and
-        its device can be trusted): part of a confirmation is no verdict, and the next run
-        confirms again."""
-        launches = [(rank, launch) for rank, report in enumerate(reports) for launch in report.launches]
-        self.verdict = judge_launches(launches, seed=seed, flag_pct=100 * margin) if whole else None
-        self.cache.append_confirmation(self.batch, launches, self.verdict, self.started_s, now_s)
+    def record(self, reports: Sequence[Report], now_s: float, trusted: bool, seed: int, margin: float) -> None:
+        """The launches of every rank (``reports``, in rank order) into the file. Judged with
+        those of the runs before (``earlier``) once nothing is owed and every device can be
+        ``trusted``; a part that a stop cut short is kept with what it still owes, which the
+        next run makes; one with a lost device is no verdict, and the next run confirms again."""
+        offset = self.earlier.next_round if self.earlier is not None else 0
+        mine = [
+            (rank, Launch(x.config_id, x.round + offset, x.time_ms))
+            for rank, report in enumerate(reports)
+            for x in report.launches
+        ]
+        made = Counter(x.config_id for _, x in mine)
+        self.made, self.left = len(mine), {c: max(0, n - made[c]) for c, n in self.owed.items()}
+        cut = trusted and any(self.left.values())
+        every = [*(self.earlier.launches if self.earlier is not None else ()), *mine]
+        self.verdict = judge_launches(every, seed=seed, flag_pct=100 * margin) if trusted and not cut else None
+        unmade = self._unmade(mine, offset) if cut else []
+        self.cache.append_confirmation(self.batch, mine, self.verdict, self.started_s, now_s, unmade)
         if self.verdict is not None:
             for f in self.verdict.factors:
                 if f.flagged:
@@ -117,11 +165,40 @@ class Confirming:
                         "rank %d's device times %.3g x the others' (confirmation, ± %.2g)", f.rank, f.factor, f.sd
                     )
 
+    def _unmade(self, mine: Sequence[tuple[int, Launch]], offset: int) -> list[tuple[int, Launch]]:
+        """The launches of this run's part not made, as many of each candidate as it still owes
+        (``left``): NaN launches at the places of the plan they would have had."""
+        assert self.retime is not None
+        done = {(rank, x.config_id, x.round) for rank, x in mine}
+        slots = [
+            (rank, Launch(c, offset + r, math.nan))
+            for r in range(self.retime.rounds)
+            for rank in range(self.ranks)
+            for c in self.retime.ids
+            if (rank, c, offset + r) not in done
+        ]
+        taken: Counter[int] = Counter()
+        unmade = []
+        for rank, x in slots:
+            if taken[x.config_id] < self.left.get(x.config_id, 0):
+                taken[x.config_id] += 1
+                unmade.append((rank, x))
+        return unmade
+
     def describe(self, config: Callable[[int], str]) -> str:
         """The verdict as the progress line says it; ``config`` formats a configuration by id."""
         v, retime = self.verdict, self.retime
+        owed = sum(self.left.values())
+        if v is None and owed:
+            return (
+                f"confirmation cut short by the stop: {self.made} launches made and kept, {owed} still owed "
+                "(the same command makes them and names the winner)"
+            )
         if v is None or retime is None:
-            return "confirmation: no verdict (a rank's launches are missing; the next run confirms again)"
+            return (
+                "confirmation: no verdict (a rank's device was lost, or no candidate could be launched; "
+                "the next run confirms again)"
+            )
         lo_ms, hi_ms = v.ci_ms
         shown = ", ".join(config(i) for i in v.tied[:SHOWN_TIES])
         more = (
@@ -130,7 +207,8 @@ class Confirming:
             else ""
         )
         tied = f", tied with {len(v.tied)}: {shown}{more}" if v.tied else ", no ties"
+        finished = f", with run {self.earlier.run}'s {self.earlier.made} launches" if self.earlier is not None else ""
         return (
             f"confirmed best {v.winner_ms:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] {config(v.winner)}{tied} "
-            f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s))"
+            f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s){finished})"
         )
