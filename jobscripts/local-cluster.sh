@@ -9,8 +9,13 @@
 #   jobscripts/local-cluster.sh node-down DIR K    # lose nodeK: kill its slurmd and processes
 #   jobscripts/local-cluster.sh link-down DIR K    # or cut its network, processes alive
 #   jobscripts/local-cluster.sh node-up DIR K      # bring it back (ReturnToService=2)
-#   jobscripts/local-cluster.sh stop DIR           # stop what `start DIR` started, by pid and name
+#   jobscripts/local-cluster.sh stop DIR           # stop what `start DIR` started, and check it is gone
 #
+# Everything it starts is its own and found again under DIR: a munged with its own key and
+# socket (DIR/munge), slurmctld and every slurmd by the pid files they write there, and the
+# processes of each node's network namespace (jobs included). stop removes exactly those, never
+# a munged or slurmd of the machine's own, and says what it could not remove; a start that
+# fails stops what it had started.
 # Each node is a network namespace with a veth into a bridge this script creates, and a UTS
 # namespace of its own (its hostname is nodeK); slurmctld runs on the host on the bridge's
 # address. The filesystem is the host's (only /sys is private to a node), so it is the
@@ -25,7 +30,7 @@
 # Slurm's own default: how long until a silent node is declared down).
 set -euo pipefail
 
-usage() { sed -n '2,13p' "$0" >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1
 dir=$(realpath -m "$2")
@@ -39,40 +44,75 @@ netns() { echo "mt-$tag-node$1"; }
 veth() { echo "mt${tag}v$1"; }      # host side of nodeK's veth; at most 15 characters
 bridge() { echo "mt${tag}br"; }
 
-in_node() {  # in_node K CMD...: run CMD in nodeK's network and UTS namespaces, /sys fresh
-    local k=$1
-    shift
-    nsenter --net="/run/netns/$(netns "$k")" \
-        unshare --uts --mount --propagation private \
-        sh -c 'hostname "$0" && exec "$@"' "node$k" "$@"
-}
-
-start_slurmd() {
+start_slurmd() {  # slurmd of nodeK in its network namespace, a UTS one (hostname nodeK), /sys fresh
     local k=$1
     # `ip netns exec` would remount /sys as well, but loses /sys/fs/cgroup, and slurmd dies
     # with "No filesystem mounted on /sys/fs/cgroup"; so: a fresh sysfs (showing this node's
-    # network devices), then the host's cgroup mounts bound back under it.
-    in_node "$k" sh -c '
-        mkdir -p "$1" && mount --rbind /sys/fs/cgroup "$1"
+    # network devices), then the host's cgroup mounts bound back under it. Its pid: the file
+    # slurmd writes (SlurmdPidFile); stop finds it, and all it started, by the namespace.
+    nsenter --net="/run/netns/$(netns "$k")" unshare --uts --mount --propagation private sh -c '
+        hostname "$4" && mkdir -p "$1" && mount --rbind /sys/fs/cgroup "$1"
         mount -t sysfs sysfs /sys && mount --rbind "$1" /sys/fs/cgroup
-        exec slurmd -D -f "$2" -N "$3"' sh "$dir/run/cgroup-node$k" "$dir/slurm.conf" "node$k" \
-        >>"$dir/log/slurmd-node$k.out" 2>&1 &
-    echo $! >"$dir/run/node$k.pid"   # unshare and sh exec, so this is slurmd's pid
+        exec slurmd -D -f "$2" -N "$3"' sh "$dir/run/cgroup-node$k" "$dir/slurm.conf" "node$k" "node$k" \
+        >>"$dir/log/slurmd-node$k.out" 2>&1 </dev/null &
 }
 
 kill_node_processes() {  # everything running in nodeK's network namespace: slurmd, steps, ranks
     local k=$1 pids
-    pids=$(ip netns pids "$(netns "$k")" 2>/dev/null || true)
-    if [ -n "$pids" ]; then
+    for _ in $(seq 50); do   # until none is left: a process may fork while its siblings die
+        pids=$(ip netns pids "$(netns "$k")" 2>/dev/null || true)
+        [ -n "$pids" ] || return 0
         # shellcheck disable=SC2086
         kill -KILL $pids 2>/dev/null || true
+        sleep 0.1
+    done
+}
+
+start_munge() {  # a munged of this cluster's own: its key, socket and pid file under DIR/munge
+    install -d -m 755 "$dir/munge"   # munged wants its socket's folder open to all
+    if [ ! -s "$dir/munge/munge.key" ]; then
+        (umask 077 && dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none)
     fi
+    # --force: DIR's parents need not be open to all (pytest's temporary folders are not).
+    munged --force --socket="$dir/munge/socket" --key-file="$dir/munge/munge.key" \
+        --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge/seed"
+}
+
+mine() {  # mine PIDFILE: the pid it names, if that process is one of this cluster's (its command names DIR)
+    local pid
+    pid=$(cat "$1" 2>/dev/null) || return 1
+    [[ "$pid" =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$dir/" && echo "$pid"
+}
+
+stop_daemon() {  # stop_daemon PIDFILE: TERM, up to 10 s to exit (slurmctld saves its state), then KILL
+    local pid
+    pid=$(mine "$1") || return 0
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 40); do
+        kill -0 "$pid" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 0
+        sleep 0.25
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+survivors() {  # what of this cluster is still there: processes whose command names DIR, namespaces, links
+    local f p
+    for f in $(grep -laF "$dir/" /proc/[0-9]*/cmdline 2>/dev/null); do
+        p=${f#/proc/} && p=${p%/cmdline}
+        [ "$p" = $$ ] || [ "$p" = "$BASHPID" ] && continue
+        tr '\0' ' ' <"$f" 2>/dev/null | grep -vF local-cluster.sh | sed "s/^/process $p: /" || true
+    done
+    for k in $(seq "$nodes"); do
+        [ ! -e "/run/netns/$(netns "$k")" ] || echo "network namespace $(netns "$k")"
+        [ ! -e "/sys/class/net/$(veth "$k")" ] || echo "link $(veth "$k")"
+    done
+    [ ! -e "/sys/class/net/$(bridge)" ] || echo "bridge $(bridge)"
 }
 
 wait_idle() {  # wait until COUNT nodes answer
     local count=$1
     for _ in $(seq 120); do
-        if [ "$(SLURM_CONF="$dir/slurm.conf" sinfo -h -N -t idle,mix,alloc -o %N 2>/dev/null | sort -u | wc -l)" -ge "$count" ]; then
+        if [ "$(SLURM_CONF="$dir/slurm.conf" sinfo -h -N -t idle,mix,alloc -o %N 2>/dev/null | sort -u | wc -l)" -ge "$count" ] 2>/dev/null; then
             return 0
         fi
         sleep 0.5
@@ -112,14 +152,10 @@ port=$port
 nodes=$nodes
 ENV
 
-    install -d -m 755 -o munge -g munge /run/munge /var/lib/munge /var/log/munge
-    if [ ! -s /etc/munge/munge.key ]; then
-        dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
-        chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
-    fi
-    if ! munge -n >/dev/null 2>&1; then   # one munged on the host serves every namespace
-        runuser -u munge -- munged --force
-    fi
+    # From here on, a start that fails (or is interrupted) removes what it had made.
+    trap 'code=$?; [ "$code" = 0 ] || { echo "local-cluster: start failed; stopping what it started" >&2; stop; }' EXIT
+    trap 'exit 130' INT TERM
+    start_munge   # one munged on the host serves every namespace (its socket is a file)
 
     ip link add "$(bridge)" type bridge
     ip addr add "$net.1/24" dev "$(bridge)"
@@ -152,6 +188,7 @@ SlurmdPort=$((port + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket=$dir/munge/socket
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
@@ -178,11 +215,12 @@ CONF
     cat >"$dir/mpi.env" <<ENV
 export MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=eth0 UCX_TLS=tcp,self
 ENV
-    slurmctld -f "$dir/slurm.conf"
+    slurmctld -f "$dir/slurm.conf" </dev/null
     for k in $(seq "$nodes"); do
         start_slurmd "$k"
     done
     wait_idle "$nodes"
+    trap - EXIT INT TERM
 }
 
 stop() {
@@ -191,18 +229,21 @@ stop() {
     for k in $(seq "$nodes"); do
         kill_node_processes "$k"
     done
-    if [ -s "$dir/run/slurmctld.pid" ]; then
-        kill "$(cat "$dir/run/slurmctld.pid")" 2>/dev/null || true
-    fi
+    stop_daemon "$dir/run/slurmctld.pid"
+    stop_daemon "$dir/munge/munged.pid"
     for k in $(seq "$nodes"); do
+        kill_node_processes "$k"   # a slurmd that node-up started while this stop ran
         ip link del "$(veth "$k")" 2>/dev/null || true
         ip netns del "$(netns "$k")" 2>/dev/null || true
     done
     ip link del "$(bridge)" 2>/dev/null || true
-    for _ in $(seq 40); do   # slurmctld saves its state before it exits
-        [ -s "$dir/run/slurmctld.pid" ] && kill -0 "$(cat "$dir/run/slurmctld.pid")" 2>/dev/null || break
-        sleep 0.25
-    done
+    local left
+    left=$(survivors)
+    if [ -n "$left" ]; then
+        echo "local-cluster: stop left these of $dir behind:" >&2
+        echo "$left" >&2
+        return 1
+    fi
     rm -f "$dir/cluster.env"
 }
 
