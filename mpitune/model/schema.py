@@ -1,5 +1,5 @@
-"""The results schema, defined once: the file's layout, the names a parameter may not take and the
-columns of the analysis tables all derive from these tables.
+"""The results schema, defined once: the file's layout, the names a parameter may not take (and the
+values it may not hold) and the columns of the analysis tables all derive from these tables.
 
 Every text column is fixed-length UTF-8 (HDF5's SWMR readers cannot follow variable-length data);
 the width is in bytes and longer text is cut.
@@ -7,6 +7,8 @@ the width is in bytes and longer text is cut.
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +56,28 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     Column("error", LONG_TEXT, "why it failed, empty when ok"),
 )
 CONFIG_ID = Column("config_id", "i8", "index of the configuration in the search space")
-# Names of result fields: a tunable parameter or a metric may not shadow them.
-RESERVED: tuple[str, ...] = (CONFIG_ID.name, *(c.name for c in RESULT_COLUMNS))
+# Kernel Tuner's cache (offline/exchange.py writes it, store/measured.py reads it) holds each
+# configuration as one flat object: the parameters beside these keys, Kernel Tuner 1.5.0's own
+# results (kernel_tuner/core.py) and the status an export adds. A parameter so named is lost there.
+KT_RESULT_KEYS: tuple[str, ...] = (
+    "time",
+    "times",
+    "compile_time",
+    "verification_time",
+    "benchmark_time",
+    "strategy_time",
+    "framework_time",
+    "timestamp",
+    "__error__",
+)
+KT_STATUS_KEY = "mpitune_status"
+# Texts Kernel Tuner reads as a failed configuration under any key of an entry, parameters
+# included (kernel_tuner/util.py, read_cache).
+KT_ERROR_MARKERS: tuple[str, ...] = ("ErrorConfig", "InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
+# Names of result fields, in the file and in Kernel Tuner's cache: a tunable parameter or a metric may not shadow them.
+RESERVED: tuple[str, ...] = (CONFIG_ID.name, *(c.name for c in RESULT_COLUMNS), *KT_RESULT_KEYS, KT_STATUS_KEY)
+MAX_NAME = 64  # characters in a parameter's name: a column of the file, a name in restrictions
+MAX_TEXT_BYTES = 1024  # a text value's UTF-8 bytes: one compiler argument each, printed in progress lines
 
 TIMELINE_COLUMNS: tuple[Column, ...] = (
     Column("run", "i4", "which run"),
@@ -189,6 +211,52 @@ def outside_int64(value: Any) -> str | None:
         str(value) if value.bit_length() <= 128 else f"{'-' if value < 0 else ''}2**{value.bit_length() - 1} or more"
     )
     return f"value {shown}, outside the 64-bit integers results are kept as"
+
+
+def unkept_text(value: Any) -> str | None:
+    """Why a text value would not reach the compiler, the file and Kernel Tuner's cache as it is
+    written, or None. A NUL cannot be in a compiler's argument and a line break cuts a
+    ``#define``; a value's bytes are bounded, as one argument of a command is; Kernel Tuner
+    reads its error markers as a failure wherever an entry holds them."""
+    if not isinstance(value, str):
+        return None
+    shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
+    odd = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
+    if odd is not None and unicodedata.category(odd) == "Cs":
+        return f"value {shown}, which holds the unpaired surrogate {odd!r}, which UTF-8 cannot write"
+    if odd is not None:
+        return f"value {shown}, which holds the control character {odd!r}; text values hold none (NUL, line breaks)"
+    size = len(value.encode())
+    if size > MAX_TEXT_BYTES:
+        return f"value {shown} of {size} bytes; text values are at most {MAX_TEXT_BYTES} bytes"
+    if value in KT_ERROR_MARKERS:
+        return f"value {value!r}, which Kernel Tuner's cache reads as a failed configuration"
+    return None
+
+
+def unkept_in_floats(values: Sequence[Any]) -> str | None:
+    """Why a parameter mixing integers and floats loses one in its float column (``param_dtype``),
+    or None: two integers beyond 2**53 would read back as one value, two configurations as one."""
+    if not any(isinstance(v, float) for v in values):
+        return None
+    lost = next((v for v in values if isinstance(v, int) and float(v) != v), None)
+    if lost is None:
+        return None
+    return f"value {lost} among floats, an integer that their column of floats cannot hold exactly"
+
+
+def comma_clash(params: Mapping[str, Sequence[Any]]) -> str | None:
+    """Why two configurations could share a Kernel Tuner cache key (the values joined by commas),
+    or None. With commas in one parameter's values the key still splits one way, the others'
+    values having none; with two, ("a,b", "c") and ("a", "b,c") are both "a,b,c"."""
+    commas = [(n, next(v for v in vs if "," in str(v))) for n, vs in params.items() if any("," in str(v) for v in vs)]
+    if len(commas) < 2:
+        return None
+    (first, a), (second, b) = commas[:2]
+    return (
+        f"{first!r} and {second!r} both have values with a comma ({a!r}, {b!r}); Kernel Tuner keys a configuration "
+        "by its values joined with commas, which then can name two configurations: keep commas to one parameter"
+    )
 
 
 def param_dtype(values: list[Any]) -> str:

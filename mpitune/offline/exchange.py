@@ -12,6 +12,11 @@ The ``time`` written is the file's own: for what mpitune measured, the median of
 It is not remade, so that Kernel Tuner's replay ranks configurations as the tuner that measured
 them did (and a mean would be the worse ranking: one slow launch, such as a cold first one,
 moves a mean, not a median); ``times`` holds every launch for a reader who wants the other.
+
+A Kernel Tuner cache holds a configuration as one flat object, the parameters beside Kernel
+Tuner's own keys, under its values joined with commas. A spec cannot name a parameter as those
+keys nor give values that make two keys one (model/schema.py); a file written before that rule is
+refused here in one line, never written with one configuration in place of another.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from mpitune import __version__
 from mpitune.errors import UserError
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
+from mpitune.model.schema import KT_ERROR_MARKERS, KT_RESULT_KEYS, KT_STATUS_KEY
 from mpitune.offline.outputs import atomic_text
 from mpitune.store.files import refuse_inputs
 from mpitune.store.reader import CacheData, read
@@ -35,9 +41,6 @@ from mpitune.store.reader import CacheData, read
 # mpitune status -> Kernel Tuner's error marker, written in place of the time.
 KT_MARKERS: dict[str, str] = {Status.COMPILE_ERROR: "CompilationFailedConfig", Status.INVALID: "InvalidConfig"}
 KT_RUNTIME_MARKER = "RuntimeFailedConfig"  # launch and runtime errors, timeouts, wrong answers
-
-# Kernel Tuner's markers lump failures together; an extra key keeps mpitune's status.
-STATUS_KEY = "mpitune_status"
 
 # mpitune status -> T4 "invalidity".
 T4_INVALIDITY: dict[str, str] = {
@@ -101,13 +104,39 @@ def _config(row: np.void, written: dict[str, dict[Any, Any]]) -> dict[str, Any]:
     return {n: values.get(plain(row[n]), plain(row[n])) for n, values in written.items()}
 
 
+def _refuse_unkept(data: CacheData) -> None:
+    """Refuse a file whose configurations a Kernel Tuner cache cannot hold as they are: a spec
+    refuses such names and values (spec/fields.py), but a file written before it did may hold them."""
+    names = [*data.param_names, *data.metric_names, *data.observed_names]
+    taken = next((n for n in names if n in (*KT_RESULT_KEYS, KT_STATUS_KEY)), None)
+    if taken:
+        raise UserError(
+            f"{taken!r} is the name of a key Kernel Tuner writes in every cache entry, over the value of the file's "
+            f"{taken!r}; --format t4 keeps it"
+        )
+    for name in data.param_names:
+        marker = next((v for v in data.problem.tune_params[name] if v in KT_ERROR_MARKERS), None)
+        if marker:
+            raise UserError(
+                f"{name!r} has the value {marker!r}, which Kernel Tuner reads as a failure; --format t4 keeps it"
+            )
+
+
 def kt_document(data: CacheData) -> dict[str, Any]:
+    """Every configuration under its own key, or a UserError: never one row in place of another."""
+    _refuse_unkept(data)
     names = data.param_names
     problem = data.problem
     written = _as_written(data)
-    cache = {}
+    cache: dict[str, dict[str, Any]] = {}
     for row, values in _measured_rows(data):
         config = _config(row, written)
+        key = kt_key(config[n] for n in names)
+        if key in cache:
+            other = {n: cache[key][n] for n in names}
+            raise UserError(
+                f"configurations {other} and {config} share Kernel Tuner's cache key {key!r}; --format t4 keeps both"
+            )
         status = str(row["status"])
         entry = dict(config)
         if status == Status.OK:
@@ -116,7 +145,8 @@ def kt_document(data: CacheData) -> dict[str, Any]:
             entry.update(values)  # as Kernel Tuner stores its metrics and observers' values
         else:
             entry["time"] = KT_MARKERS.get(status, KT_RUNTIME_MARKER)
-            entry[STATUS_KEY] = status  # Kernel Tuner ignores it; an import restores it
+            # Kernel Tuner's markers lump failures together; this key, which it ignores, keeps the status.
+            entry[KT_STATUS_KEY] = status
         entry.update(
             {
                 "compile_time": 1e3 * float(row["compile_s"]),
@@ -129,7 +159,7 @@ def kt_document(data: CacheData) -> dict[str, Any]:
         stamp = _timestamp(data, row)
         if stamp:
             entry["timestamp"] = stamp
-        cache[kt_key(config[n] for n in names)] = entry
+        cache[key] = entry
     return {
         "device_name": _device_name(data),
         "kernel_name": problem.kernel_name,

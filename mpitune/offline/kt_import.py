@@ -25,9 +25,9 @@ from mpitune import __version__
 from mpitune.errors import UserError
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.result import Result, Scored, Status
+from mpitune.model.schema import KT_STATUS_KEY
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import PhaseRow
-from mpitune.offline.exchange import STATUS_KEY
 from mpitune.store.cache import Cache, RunInfo
 from mpitune.store.files import refuse_inputs
 from mpitune.store.measured import MeasuredData, from_kt_document, read_kt_json
@@ -135,7 +135,7 @@ def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, sp
     for m, config, e, end, duration, before in zip(
         measured.measurements, measured.configs, raw, finished, durations, strategy
     ):
-        status = Status(e[STATUS_KEY]) if m.status != Status.OK and e.get(STATUS_KEY) in set(Status) else m.status
+        status = Status(e[KT_STATUS_KEY]) if m.status != Status.OK and e.get(KT_STATUS_KEY) in set(Status) else m.status
         cid = ids[tuple(p[v] for p, v in zip(position, config))]
         recorded = {
             k: v for k, v in asdict(m).items() if k not in ("launches", "twice")

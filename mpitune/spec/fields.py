@@ -20,7 +20,7 @@ from mpitune.model.kernel_extras import KernelExtras
 from mpitune.model.kernel_extras import parse as parse_extras
 from mpitune.model.problem import plain
 from mpitune.model.restrictions import Restriction, RestrictionError
-from mpitune.model.schema import RESERVED, outside_int64
+from mpitune.model.schema import MAX_NAME, RESERVED, comma_clash, outside_int64, unkept_in_floats, unkept_text
 from mpitune.spec.checker import Checker
 
 BLOCK_SIZE_NAMES = ["block_size_x", "block_size_y", "block_size_z"]  # Kernel Tuner's default
@@ -54,8 +54,12 @@ def tune_params(check: Checker, params: Any) -> dict[str, list]:
     for name, values in params.items():
         if not isinstance(name, str) or not name.isidentifier():
             check.fail("tune_params", f"parameter name {name!r} is not an identifier")
+        if len(name) > MAX_NAME:
+            check.fail("tune_params", f"parameter name {name[:40]!r}... is longer than {MAX_NAME} characters")
         if name in RESERVED:
-            check.fail("tune_params", f"parameter name {name!r} is reserved for a result field")
+            check.fail(
+                "tune_params", f"parameter name {name!r} is reserved for a result field (ours or Kernel Tuner's)"
+            )
         if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, range, np.ndarray)):
             check.fail("tune_params", f"{name!r} must be a list of values, got {type(values).__name__}")
         values = [plain(v) for v in values]
@@ -64,16 +68,25 @@ def tune_params(check: Checker, params: Any) -> dict[str, list]:
         for v in values:
             if not isinstance(v, (int, float, str)) or (isinstance(v, float) and not np.isfinite(v)):
                 check.fail("tune_params", f"{name!r} has value {v!r}; values must be finite numbers or strings")
-            unkept = outside_int64(v)  # it would be measured, then fail the write, on every rerun
+            if type(v) not in (bool, int, float, str):  # an IntEnum prints, so is keyed, as another value
+                check.fail("tune_params", f"{name!r} has value {v!r} of type {type(v).__name__}; use int, float or str")
+            # outside int64: it would be measured, then fail the write, on every rerun
+            unkept = outside_int64(v) or unkept_text(v)
             if unkept:
                 check.fail("tune_params", f"{name!r} has {unkept}")
         kinds = {str if isinstance(v, str) else float if isinstance(v, float) else int for v in values}
         if str in kinds and len(kinds) > 1:
             check.fail("tune_params", f"{name!r} mixes strings and numbers")
+        lost = unkept_in_floats(values)
+        if lost:
+            check.fail("tune_params", f"{name!r} has {lost}")
         if len(set(values)) != len(values):
             dup = next(v for v in values if values.count(v) > 1)
             check.fail("tune_params", f"{name!r} lists the value {dup!r} more than once")
         result[name] = values
+    clash = comma_clash(result)
+    if clash:
+        check.fail("tune_params", clash)
     too_large = searchspace.too_large([len(v) for v in result.values()])
     if too_large:
         check.fail("tune_params", too_large)

@@ -27,25 +27,13 @@ import numpy as np
 
 from mpitune.errors import UserError, environment_number, not_a_file
 from mpitune.model.result import Status
-from mpitune.model.schema import RESERVED, outside_int64
+from mpitune.model.schema import KT_RESULT_KEYS, KT_STATUS_KEY, MAX_NAME, RESERVED, outside_int64, unkept_text
 from mpitune.model.timeline import RecordedRun, recorded_run, twice_measured
 from mpitune.store.files import read_within
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.
-KT_BOOKKEEPING = (
-    "time",
-    "times",
-    "compile_time",
-    "verification_time",
-    "benchmark_time",
-    "strategy_time",
-    "framework_time",
-    "timestamp",
-    "__error__",
-    "mpitune_status",
-)
+KT_BOOKKEEPING = (*KT_RESULT_KEYS, KT_STATUS_KEY)
 KT_DURATIONS = ("compile_time", "verification_time", "benchmark_time", "strategy_time", "framework_time")
-MAX_NAME = 64  # characters in a parameter's name: a column of the file, a name in restrictions
 KT_ERRORS = {
     "InvalidConfig": Status.INVALID,
     "CompilationFailedConfig": Status.COMPILE_ERROR,
@@ -250,7 +238,7 @@ def _checked_params(path: str, doc: dict[str, Any]) -> dict[str, list[Any]]:
         if not isinstance(values, list) or not values:
             raise UserError(f"{where}: must be a non-empty list of values, not {type(values).__name__} {values!r}")
         for value in values:
-            unkept = outside_int64(value)
+            unkept = outside_int64(value) or unkept_text(value)
             if unkept:
                 raise UserError(f"{where}: {unkept}")
             if _kind(value) is None:
