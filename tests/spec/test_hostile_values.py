@@ -64,7 +64,10 @@ REFUSED = [
     ("'A': ['a,b', 'a'], 'B': ['c', 'b,c']", "'A' and 'B' both have values with a comma ('a,b', 'b,c')"),
     ("'A': ['x,y'], 'B': ['u,v']", "keep commas to one parameter"),
     # A float column holds 2**53 + 1 as 2**53: two configurations would read back as one.
-    ("'F': [0.5, 2**53 + 1]", "'F' has value 9007199254740993 among floats, an integer that their column of floats cannot hold exactly"),
+    (
+        "'F': [0.5, 2**53 + 1]",
+        "'F' has value 9007199254740993 among floats, an integer that their column of floats cannot hold exactly",
+    ),
     ("'E': [1, Colour.RED]", "'E' has value <Colour.RED: 1> of type Colour; use int, float or str"),
     ("'x' * 65: [1]", f"parameter name 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... is longer than {MAX_NAME}"),
 ]
