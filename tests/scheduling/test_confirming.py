@@ -54,7 +54,7 @@ def test_a_finished_search_confirms_its_best_on_every_rank_and_keeps_the_search_
     summary = json.loads(render(ranks.cache_path, as_json=True))
     assert summary["confirmation"] == {"winner": {"x": 8, "y": 5}, "winner_ms": 2.5, "ci_ms": [2.5, 2.5], "tied": []}
     cost = summary["confirmation_cost"]
-    assert list(cost) == ["run", "candidates", "launches", "seconds", "share_of_run"]
+    assert list(cost) == ["run", "candidates", "launches", "seconds", "share_of_run", "owed"]
     assert (cost["run"], cost["candidates"], cost["launches"]) == (0, 5, 5 * 3 * rounds_for(3))
     assert 0 < cost["share_of_run"] < 1
     assert [(c["rank"], c["factor"], c["flagged"]) for c in summary["calibration"]] == [
@@ -109,3 +109,85 @@ def test_rounds_share_thirty_launches_per_candidate_and_shrink_for_slow_kernels(
     # Five candidates of 6.8 ms on one rank after a 14 s run: 30 rounds would be 7 % of it.
     assert rounds_for(1, round_s=5 * 6.8e-3, run_s=14.0) == 12
     assert rounds_for(1, round_s=10.0, run_s=14.0) == 5  # never below what a factor needs
+
+
+class _Always(dict):
+    """``Ranks.before_record`` that calls ``fn`` before every report is recorded."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def __contains__(self, key) -> bool:
+        return True
+
+    def __getitem__(self, key):
+        return self.fn
+
+
+def _stop_while_confirming(manager) -> None:
+    """A signal once the confirmation is out (what SIGTERM's handler does)."""
+    if any(flight.retime is not None for flight in manager.in_flight.values()):
+        manager.request_stop(StopReason.SIGNAL)
+
+
+def test_a_stop_once_every_launch_is_made_keeps_the_verdict(tmp_path, capsys):
+    """Slurm's SIGTERM after the ranks made every launch of the confirmation: the verdict is
+    reached and kept, not thrown away for the next run to time again."""
+    ranks = Ranks(tmp_path, 3, strategy="brute_force")
+    ranks.before_record = _Always(_stop_while_confirming)
+    assert ranks.run(ranks.open()) is StopReason.SIGNAL
+    t = tables(ranks.cache_path)
+    assert len(t["confirmed"]) == 5 and t["confirmed"]["winner"].tolist() == [1, 0, 0, 0, 0]
+    assert set(t["retimed"]["purpose"].tolist()) <= {b"calibrate", b"confirm"}  # nothing owed
+    out = capsys.readouterr().out
+    assert "mpitune: confirmed best 2.5 ms" in out and "mpitune: best: 2.5 ms (x=8, y=5)" in out
+
+
+def test_a_confirmation_cut_short_is_finished_by_the_next_run_from_what_it_owes(tmp_path, capsys, caplog, monkeypatch):
+    """A stop between two launches: each rank reports the launches it made (here its first 7),
+    the file keeps them with what is still owed, and the next run, on other ranks, makes only
+    what is owed, in rounds after the earlier ones, and judges every launch together."""
+    first = Ranks(tmp_path, 2, strategy="brute_force", confirm=0)
+    first.run(first.open())
+    retime = ReplayBackend.retime
+
+    def cut(self, order, timeline, compiled=None, stopping=None):
+        made = retime(self, order, timeline, compiled, stopping)
+        return made[:7] if order.phase == "confirm" else made
+
+    monkeypatch.setattr(ReplayBackend, "retime", cut)
+    second = Ranks(tmp_path, 2, strategy="brute_force")
+    second.before_record = _Always(_stop_while_confirming)
+    assert second.run(second.open()) is StopReason.SIGNAL
+    t = tables(second.cache_path)
+    made, owed = (t["retimed"][t["retimed"]["purpose"] == p] for p in (b"confirm", b"unmade"))
+    planned = 5 * 2 * 5  # 5 rounds, the least: more would cost over 3 % of this slow replay
+    assert len(made) == 14 and len(owed) == planned - 14 and set(made["run"].tolist()) == {1}
+    assert not len(t["confirmed"])
+    out = capsys.readouterr().out
+    assert f"confirmation cut short by the stop: 14 launches made and kept, {planned - 14} still owed" in out
+    summary = json.loads(render(second.cache_path, as_json=True))
+    assert summary["confirmation"] is None and summary["confirmation_cost"]["owed"] == planned - 14
+    assert "confirmation cut short by a stop (run 1: 5 candidates, 14 launches made and kept" in render(
+        second.cache_path
+    )
+
+    monkeypatch.setattr(ReplayBackend, "retime", retime)
+    third = Ranks(tmp_path, 3, strategy="brute_force")
+    with caplog.at_level("INFO"):
+        assert third.run(third.open()) is StopReason.FINISHED
+    assert "finishing the confirmation of run 1: 14 launches kept" in caplog.text
+    t = tables(third.cache_path)
+    mine = t["retimed"][t["retimed"]["run"] == 2]
+    # Each rank made its first 7 launches: two rounds of which the second had 2 of the 5; a
+    # candidate owes at most 10 - 2, which 3 ranks make in 3 rounds, numbered after round 4.
+    assert len(mine) == 5 * 3 * 3 and set(mine["purpose"].tolist()) == {b"confirm"}
+    assert mine["round"].min() == 5
+    confirmed = t["confirmed"]
+    assert set(confirmed["run"].tolist()) == {2} and int(confirmed["launches"].sum()) == 14 + 45
+    summary = json.loads(render(third.cache_path, as_json=True))
+    assert summary["confirmation"]["winner"] == {"x": 8, "y": 5}
+    assert summary["confirmation_cost"]["launches"] == 59 and summary["confirmation_cost"]["owed"] == 0
+    out = capsys.readouterr().out
+    assert "with run 1's 14 launches" in out and "mpitune: best: 2.5 ms (x=8, y=5)" in out

@@ -78,3 +78,83 @@ def test_launches_without_a_verdict_are_kept_and_judge_nothing(tmp_path):
     data = read(str(path))
     assert len(data.retimed) == 2 and not len(data.confirmed)
     assert latest(data) == (None, None, [])
+
+
+def test_a_confirmation_cut_short_is_pending_with_what_it_owes_across_runs(tmp_path):
+    """A stop left launches owed (``unmade`` rows): the file says what was made, what is owed,
+    and from which round a resumed part goes on; the part that resumes it is chained to it, and
+    one that owes nothing ends it."""
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h0", "h1"], ["d0", "d0"], [10, 11])
+    append(
+        cache,
+        [Result(i, "ok", time_ms=1.0 + i, times_ms=(1.0 + i,) * 3, rank=0, batch=0) for i in range(3)],
+        [CONFIG] * 3,
+    )
+    every = launches(2, 5, {0: 1.0, 1: 1.5, 2: 2.0}, [1.0, 1.0])  # 2 ranks x 5 rounds x 3 candidates
+    made = [(rank, x) for rank, x in every if x.round < 2]  # a stop after two rounds
+    owed = [(rank, Launch(x.config_id, x.round, float("nan"))) for rank, x in every if x.round >= 2]
+    cache.append_confirmation(4, made, None, 1.0, 2.0, owed)
+    pending = cache.confirmations().pending
+    assert pending is not None and cache.confirmations().verdict is None
+    assert (pending.run, pending.batch, pending.candidates) == (0, 4, (0, 1, 2))
+    assert pending.made == 12 and pending.owed == {0: 6, 1: 6, 2: 6} and pending.next_round == 5
+    assert not pending.searched_since
+    cache.finish_run(3.0, "signal", 0)
+    cache.start_run(info(), ["h0"], ["d0"], [12])  # resumed on one rank: it makes 4 of the 6 owed
+    again = [(0, Launch(c, 5 + r, 1.0 + c / 2)) for r in range(4) for c in range(3)]
+    cache.append_confirmation(
+        0, again, None, 0.0, 1.0, [(0, Launch(c, 9, float("nan"))) for c in range(3) for _ in range(2)]
+    )
+    pending = cache.confirmations().pending
+    assert pending is not None and pending.run == 1 and pending.made == 12 + 12 and pending.owed == {0: 2, 1: 2, 2: 2}
+    assert pending.next_round == 10
+    cache.close()
+    summary = latest(read(str(path)))
+    assert summary[0] is None and summary[1] is not None
+    assert (summary[1].run, summary[1].candidates, summary[1].launches, summary[1].owed) == (1, 3, 24, 6)
+
+
+def test_a_fresh_confirmation_is_not_chained_to_one_cut_short_before(tmp_path):
+    """A confirmation that starts afresh (its rounds from 0) after one a stop cut short owes
+    only what it planned itself."""
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h0"], ["d0"], [10])
+    nan = float("nan")
+    cache.append_confirmation(1, [(0, Launch(0, 0, 1.0))], None, 0.0, 1.0, [(0, Launch(1, 0, nan))])
+    cache.append_confirmation(2, [(0, Launch(2, 0, 1.0))], None, 0.0, 1.0, [(0, Launch(3, 0, nan))])
+    pending = cache.confirmations().pending
+    assert pending is not None and pending.candidates == (2, 3) and pending.made == 1
+    cache.close()
+
+
+def test_rows_a_full_disk_left_as_zeros_are_no_confirmation(tmp_path):
+    """A write cut short by a full disk can leave the tables' last rows as zeros: the report
+    then shows the confirmation before it (or none), never a mix of both."""
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3)
+    cache.start_run(info(), ["h0", "h1"], ["d0", "d1"], [10, 11])
+    append(
+        cache,
+        [Result(i, "ok", time_ms=1.0 + i, times_ms=(1.0 + i,) * 3, rank=0, batch=0) for i in range(3)],
+        [CONFIG] * 3,
+    )
+    rows = launches(2, 6, {0: 1.0, 1: 1.0005, 2: 1.5}, [1.0, 1.0])
+    cache.append_confirmation(4, rows, verdict_of(rows), 10.0, 12.5)
+    cache.finish_run(1.0, "killed", 3)  # a killed run's wall: its last timeline row, before the confirmation's
+    cache.close()
+    before = latest(read(str(path)))
+    with h5py.File(path, "a") as f:
+        for name in ("retimed", "confirmed", "device_factors"):
+            f[name].resize((len(f[name]) + 5,))  # zeros, as a flush that failed leaves them
+    confirmation, cost, calibration = latest(read(str(path)))
+    assert (confirmation, cost, calibration) == before
+    # The run lasted until the confirmation was recorded (12.5 s): not 250 % of its 1 s.
+    assert cost is not None and cost.launches == 36 and cost.share_of_run == 0.2
+    with h5py.File(path, "a") as f:
+        for name in ("retimed", "confirmed", "device_factors"):
+            f[name].resize((0,))
+        f["confirmed"].resize((3,))  # rows of zeros only: no verdict at all
+    assert latest(read(str(path)))[:2] == (None, None)

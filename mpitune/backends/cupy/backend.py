@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,7 @@ from mpitune.errors import UserError
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Launch, Retime, Work
+from mpitune.model.work import Work
 
 log = logging.getLogger(__name__)
 
@@ -235,15 +234,7 @@ class CupyBackend(Backend):
             del kernel  # the last reference to its module, which unloads it
         return draft.result()
 
-    def retime(
-        self,
-        retime: Retime,
-        timeline: Timeline,
-        compiled: Mapping[int, Compiled] | None = None,
-        stopping: Callable[[], bool] | None = None,
-    ) -> list[Launch]:
-        """See ``Backend.retime``; the steps are in retiming.py. After a lost context: all NaN."""
-        return retiming.retime(self, retime, timeline, compiled, stopping)
+    retime = retiming.retime  # ``Backend.retime``, in steps of its own; after a lost context: all NaN
 
     def _observe(self, kernel: Any, grid: Dims, block: Dims, time_ms: float) -> dict[str, float]:
         """Power, energy, clocks and temperature over back-to-back launches filling the

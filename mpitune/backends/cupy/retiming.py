@@ -38,7 +38,7 @@ class Loaded:
 
 def retime(
     backend: CupyBackend,
-    order: Retime,
+    retime: Retime,
     timeline: Timeline,
     compiled: Mapping[int, Compiled] | None = None,
     stopping: Callable[[], bool] | None = None,
@@ -46,15 +46,15 @@ def retime(
     """Compile what was not compiled ahead, load every candidate, warm each up once on freshly
     reset arguments, then time them interleaved. A lost context ends it: NaN for the rest."""
     if backend.fatal_error:
-        return unlaunched(order)
+        return unlaunched(retime)
     ready = dict(compiled or {})
-    for work in order.work:
+    for work in retime.work:
         if work.config_id not in ready:
             with timeline.phase("compile", work.config_id):
                 ready[work.config_id] = backend.compiler()(work)
-    with timeline.phase(order.phase):
+    with timeline.phase(retime.phase):
         start, end = backend.cp.cuda.Event(), backend.cp.cuda.Event()  # while the context is known good
-        loaded = [_load(backend, work, ready[work.config_id]) for work in order.work]
+        loaded = [_load(backend, work, ready[work.config_id]) for work in retime.work]
         for i, candidate in enumerate(loaded):
             if candidate is not None and not _warm_up(backend, candidate):
                 loaded[i] = None
@@ -76,7 +76,7 @@ def retime(
                 return math.nan
 
         try:
-            return interleaved(order.ids, order.rounds, launch_ms, stopping)
+            return interleaved(retime.ids, retime.rounds, launch_ms, stopping)
         finally:
             loaded.clear()  # the last references to the modules, which unloads them
 

@@ -129,6 +129,9 @@ class Confirming:
 
     def _hand_out(self, retime: Retime, now_s: float, batch: int) -> list[Order]:
         self.retime, self.started_s, self.batch = retime, now_s, batch
+        log.info(
+            "confirming %d candidates: %d round(s) on each of %d rank(s)", len(retime.work), retime.rounds, self.ranks
+        )
         return [Order(now_s, batch, retime=retime)] * self.ranks
 
     def _recorded(self, leaders: Sequence[Scored]) -> list[int]:
