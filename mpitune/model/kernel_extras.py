@@ -94,7 +94,10 @@ def define_text(value: Any, config: Mapping[str, Any], name: str = "") -> str:
         value = substitute(value, config)
     if isinstance(value, (bool, np.bool_)):
         value = int(value)
-    return str(value).replace("\n", "\\\n")
+    text = str(value)
+    if "\0" in text:  # no compiler argument can hold it: the worker died on it
+        raise ValueError(f"defines[{name!r}] is {text[:40]!r} for {dict(config)}, which holds a NUL character")
+    return text.replace("\n", "\\\n")
 
 
 def smem_bytes(size: Any, config: Mapping[str, Any]) -> int:

@@ -126,3 +126,11 @@ def test_a_nul_byte_ends_every_rank_with_code_2_and_one_line_naming_the_paramete
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"mpitune: error: {path}: tune_params: 'S' has value 'a\\x00b'"), lines[0]
     assert not (tmp_path / "never.h5").exists()
+
+
+def test_a_define_that_holds_a_nul_is_refused_as_the_spec_loads(tmp_path):
+    """A ``defines`` entry reaches the compiler as a value does: its NUL killed the worker too.
+    One that gives it only for a later configuration ends the run with the same line (spec_error)."""
+    extra = 'defines = {"STEP": "STEP", "MODE": "MODE", "X": lambda p: "a" + chr(0)}\n'
+    message = refusal(tmp_path, "'MODE': [0]", extra)
+    assert "defines: defines['X'] is 'a\\x00' for {'STEP': 1, 'MODE': 0}, which holds a NUL character" in message
