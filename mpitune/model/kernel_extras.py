@@ -21,6 +21,8 @@ import numpy as np
 from mpitune.model.restrictions import evaluate
 
 _TOKEN = re.compile(r"\b[A-Za-z_]\w*\b")
+# A define's bytes: each is one argument of the compiler's command, which holds 128 KiB on Linux.
+MAX_DEFINE_BYTES = 100_000
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,11 @@ def define_text(value: Any, config: Mapping[str, Any], name: str = "") -> str:
     if isinstance(value, (bool, np.bool_)):
         value = int(value)
     text = str(value)
-    if "\0" in text:  # no compiler argument can hold it: the worker died on it
+    # Neither reaches the compiler as an argument: the worker died on it.
+    if "\0" in text:
         raise ValueError(f"defines[{name!r}] is {text[:40]!r} for {dict(config)}, which holds a NUL character")
+    if len(text.encode(errors="replace")) > MAX_DEFINE_BYTES:
+        raise ValueError(f"defines[{name!r}] is {text[:40]!r}... for {dict(config)}, over {MAX_DEFINE_BYTES} bytes")
     return text.replace("\n", "\\\n")
 
 

@@ -128,9 +128,18 @@ def test_a_nul_byte_ends_every_rank_with_code_2_and_one_line_naming_the_paramete
     assert not (tmp_path / "never.h5").exists()
 
 
-def test_a_define_that_holds_a_nul_is_refused_as_the_spec_loads(tmp_path):
-    """A ``defines`` entry reaches the compiler as a value does: its NUL killed the worker too.
-    One that gives it only for a later configuration ends the run with the same line (spec_error)."""
-    extra = 'defines = {"STEP": "STEP", "MODE": "MODE", "X": lambda p: "a" + chr(0)}\n'
+@pytest.mark.parametrize(
+    "define,phrase",
+    [
+        ('"a" + chr(0)', "defines['X'] is 'a\\x00' for {'STEP': 1, 'MODE': 0}, which holds a NUL character"),
+        ('"y" * 100_001', "for {'STEP': 1, 'MODE': 0}, over 100000 bytes"),
+    ],
+    ids=["nul", "long"],
+)
+def test_a_define_the_compiler_cannot_take_is_refused_as_the_spec_loads(tmp_path, define, phrase):
+    """A ``defines`` entry reaches the compiler as a value does: a NUL or 200 KB in it killed the
+    worker too. One that gives it only for a later configuration ends the run with the same line
+    (spec_error), as a defines callable that fails there does."""
+    extra = f'defines = {{"STEP": "STEP", "MODE": "MODE", "X": lambda p: {define}}}\n'
     message = refusal(tmp_path, "'MODE': [0]", extra)
-    assert "defines: defines['X'] is 'a\\x00' for {'STEP': 1, 'MODE': 0}, which holds a NUL character" in message
+    assert "defines: " in message and phrase in message, message
