@@ -5,6 +5,10 @@ append after every batch stays cheap; ``metrics`` and ``observed`` are float64 t
 ``results``, one row per results row. Every chunk carries a Fletcher-32 checksum, so that a
 flipped byte in the data is an error when it is read instead of a wrong number (HDF5 checksums
 its own metadata already). docs/cache-format.md describes what each holds.
+
+The version a file records (``schema_version``) is judged here once, for every verb
+(``layout_version``): this version's and earlier ones are read and written, a later one is read
+with a warning and never written, and a missing or garbled one is damage.
 """
 
 from __future__ import annotations
