@@ -210,7 +210,8 @@ class Confirming:
             else ""
         )
         tied = f", tied with {len(v.tied)}: {shown}{more}" if v.tied else ", no ties"
-        finished = f", with run {self.earlier.run}'s {self.earlier.made} launches" if self.earlier is not None else ""
+        earlier = self.earlier
+        finished = f", with run {earlier.run}'s {earlier.made} launches" if earlier is not None and earlier.made else ""
         return (
             f"confirmed best {v.winner_ms:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] {config(v.winner)}{tied} "
             f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s){finished})"
