@@ -48,9 +48,10 @@ start_slurmd() {  # slurmd of nodeK in its network namespace, a UTS one (hostnam
     local k=$1
     # `ip netns exec` would remount /sys as well, but loses /sys/fs/cgroup, and slurmd dies
     # with "No filesystem mounted on /sys/fs/cgroup"; so: a fresh sysfs (showing this node's
-    # network devices), then the host's cgroup mounts bound back under it. Its pid: the file
-    # slurmd writes (SlurmdPidFile); stop finds it, and all it started, by the namespace.
-    nsenter --net="/run/netns/$(netns "$k")" unshare --uts --mount --propagation private sh -c '
+    # network devices), then the host's cgroup mounts bound back under it. A session of its
+    # own, as a daemon: a Ctrl-C meant for whatever started it does not reach it. stop finds
+    # it, and everything it started, by the namespace.
+    setsid nsenter --net="/run/netns/$(netns "$k")" unshare --uts --mount --propagation private sh -c '
         hostname "$4" && mkdir -p "$1" && mount --rbind /sys/fs/cgroup "$1"
         mount -t sysfs sysfs /sys && mount --rbind "$1" /sys/fs/cgroup
         exec slurmd -D -f "$2" -N "$3"' sh "$dir/run/cgroup-node$k" "$dir/slurm.conf" "node$k" "node$k" \

@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import leftovers
 import pytest
 
 from mpitune.model.identity import ProblemIdentity
@@ -235,12 +236,39 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.gpu)
 
 
+# Every process the suite starts inherits this session's id (tests/leftovers.py), marked here,
+# before any test starts one.
+SESSION = leftovers.mark_session()
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own, which runs the fixtures' last finalizers
 def pytest_sessionfinish(session, exitstatus):
-    """Under ``mpiexec ... pytest --with-mpi`` every rank's failures count, not only rank 0's."""
+    """No process the suite started outlives it: one still running is named, killed, and fails
+    the session. Under ``mpiexec ... pytest --with-mpi`` every rank's failures count, not only
+    rank 0's."""
+    left = leftovers.leftovers(SESSION)
+    if left:
+        report_leftovers(session, left)
+        leftovers.kill(left)
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if session.config.getoption("with_mpi", default=False):
         from mpi4py import MPI
 
-        session.exitstatus = MPI.COMM_WORLD.allreduce(int(exitstatus), op=MPI.MAX)
+        session.exitstatus = MPI.COMM_WORLD.allreduce(int(session.exitstatus), op=MPI.MAX)
+
+
+def report_leftovers(session, left: list[leftovers.Leftover]) -> None:
+    """One line per process the suite left running, where the summary is printed."""
+    lines = [f"{leftovers.MARKER}: process {p.pid} outlived the tests, killed: {p.command}" for p in left]
+    terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:
+        sys.stderr.write("\n".join(lines) + "\n")
+        return
+    terminal.ensure_newline()
+    terminal.write_sep("=", f"{len(left)} process(es) the tests started still ran at the end", red=True, bold=True)
+    for line in lines:
+        terminal.write_line(line, red=True)
 
 
 # A small cache problem for the store's tests and the verbs that read its files.

@@ -1,7 +1,8 @@
 """jobscripts/das6.sh on a real (local, single-node) Slurm: drain at the time limit, resume.
 
 Needs root and Debian's slurmctld, slurmd, slurm-client and munge (.ci/run installs them);
-skipped where they are missing.
+skipped where they are missing. The cluster is the tests' own (its own munged too) and is
+stopped, jobs and all, however the tests end.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import h5py
 import pytest
 from conftest import REPO, mpi_env, report_json, spin_c
+from leftovers import uninterrupted
 
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("slurmctld", "slurmd", "sbatch", "munged")) or os.geteuid() != 0,
@@ -41,29 +43,45 @@ iterations = 3
 def slurm(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
     script = REPO / "tests" / "slurm" / "cluster.sh"
-    subprocess.run(["bash", str(script), "start", str(state)], check=True, timeout=120)
     env = mpi_env()
     env["SLURM_CONF"] = str(state / "slurm.conf")
     env["MPITUNE_ENV"] = str(Path(sys.executable).parent.parent)
     env["MPITUNE_REQUEUE"] = "0"
     try:
+        subprocess.run(["bash", str(script), "start", str(state)], check=True, timeout=120)
         yield env
-    finally:
-        subprocess.run(["scancel", "--user", "root"], env=env, timeout=30)
-        subprocess.run(["bash", str(script), "stop", str(state)], timeout=60)
+    finally:  # also when start failed half-way, or a test was interrupted
+        with uninterrupted():
+            # A session of their own: a Ctrl-C to the terminal's process group cannot stop them half-way.
+            subprocess.run(
+                ["scancel", "--user", "root"], env=env, timeout=30, capture_output=True, start_new_session=True
+            )
+            stopped = subprocess.run(
+                ["bash", str(script), "stop", str(state)],
+                capture_output=True,
+                text=True,
+                timeout=90,
+                start_new_session=True,
+            )
+        assert stopped.returncode == 0, stopped.stderr  # it names what it could not stop
 
 
 def sbatch(env, cwd: Path, args: list[str], timeout: float) -> tuple[int, str]:
-    """Submit, wait for the job, return its exit code and its output."""
+    """Submit, wait for the job, return its exit code and its output. sbatch itself is killed
+    at the timeout (not a `timeout` around it, whose death would leave sbatch polling); the
+    fixture cancels the job."""
     out = cwd / f"job-{time.monotonic_ns()}.out"
-    proc = subprocess.run(
-        ["timeout", str(timeout), "sbatch", "--wait", "--output", str(out), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode != 124, f"sbatch --wait timed out: {proc.stdout}{proc.stderr}"
+    try:
+        proc = subprocess.run(
+            ["sbatch", "--wait", "--output", str(out), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"sbatch --wait timed out after {timeout} s: {e.stdout}{e.stderr}")
     return proc.returncode, out.read_text() if out.exists() else proc.stderr
 
 

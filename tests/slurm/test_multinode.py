@@ -10,6 +10,8 @@ The figures (seconds from a fault to the job's end, what was lost, start-up per 
 printed on lines starting with "measured:" (pytest -s shows them); docs/slurm.md quotes them.
 
 Needs root, Slurm (slurmctld, slurmd, slurm-client, munge) and `ip netns`; skipped without.
+The cluster is the tests' own (its own munged too) and is stopped, jobs, namespaces and bridge
+included, however the tests end.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 import h5py
 import pytest
 from conftest import REPO, mpi_env, report_json, spin_c
+from leftovers import uninterrupted
 
 SCRIPT = REPO / "jobscripts" / "local-cluster.sh"
 DAS6 = REPO / "jobscripts" / "das6.sh"
@@ -133,9 +136,21 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
                 key, _, value = assignment.partition("=")
                 env[key] = value
         yield Cluster(state, env)
-    finally:
-        subprocess.run(["scancel", "--user", "root"], env=env, timeout=30, capture_output=True)
-        subprocess.run(["bash", str(SCRIPT), "stop", str(state)], env=env, timeout=90)
+    finally:  # also when start failed half-way, or a test was interrupted
+        with uninterrupted():
+            # A session of their own: a Ctrl-C to the terminal's process group cannot stop them half-way.
+            subprocess.run(
+                ["scancel", "--user", "root"], env=env, timeout=30, capture_output=True, start_new_session=True
+            )
+            stopped = subprocess.run(
+                ["bash", str(SCRIPT), "stop", str(state)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=90,
+                start_new_session=True,
+            )
+        assert stopped.returncode == 0, stopped.stderr  # it names what it could not stop
 
 
 @pytest.fixture
