@@ -94,7 +94,7 @@ def test_json_keys_stand_in_the_order_earlier_versions_wrote(cache):
     ]  # fmt: skip
     assert s["pareto"] is None and s["problem"]["imported_from"] is None
     assert list(s["confirmation"]) == ["winner", "winner_ms", "ci_ms", "tied"]
-    assert list(s["confirmation_cost"]) == ["run", "candidates", "launches", "seconds", "share_of_run"]
+    assert list(s["confirmation_cost"]) == ["run", "candidates", "launches", "seconds", "share_of_run", "owed"]
     assert all(list(c) == ["rank", "host", "device", "factor", "flagged"] for c in s["calibration"])
     assert s["throttled"] == []  # a CPU: nothing watched its clocks
 
