@@ -273,3 +273,22 @@ def test_rounds_are_compared_within_so_a_clock_step_does_not_pick_the_winner(see
     paired = judge(*rows, seed=seed, resamples=100)
     assert pooled.winner == 2 and 0 in pooled.tied
     assert paired.winner == 0 and 2 in paired.tied
+
+
+def test_a_confirmation_finished_by_another_run_on_other_devices_still_names_the_best():
+    """A stop cut a confirmation short after 2 of its 6 rounds; the run that finished it got
+    other devices under the same rank numbers, 8 % slower on rank 0 and 6 % faster on rank 1,
+    and timed rounds 2 to 5. Each round's shift on its rank is taken out, so the change of
+    device counts as a clock that stepped: the 1 % faster candidate still wins, and one 5 %
+    slower is not tied with it."""
+    rng = np.random.default_rng(3)
+    true = np.array([1.0, 1.01, 1.05])
+    rows = []
+    for rank, later in ((0, 1.08), (1, 0.94)):
+        for round_ in range(6):
+            device = 1.0 if round_ < 2 else later
+            for c, t in enumerate(true):
+                rows.append((rank, c, round_, t * device * math.exp(0.001 * rng.standard_normal())))
+    v = judge(*(np.array(col) for col in zip(*rows)), seed=0, resamples=300)
+    assert v is not None and v.winner == 0 and 2 not in v.tied
+    assert [c.launches for c in v.candidates] == [12, 12, 12]
