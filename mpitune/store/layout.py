@@ -30,7 +30,9 @@ from mpitune.model.identity import ProblemIdentity
 log = logging.getLogger(__name__)
 _CHUNK_ROWS = 256
 # Every flush compresses the last, partly filled chunk again: chunks of about 64 KiB keep that
-# cost small for wide rows (a results row carries a 1 KiB error field).
+# cost small for wide rows (a results row carries a 1 KiB error field), and a row wider than that
+# (10^5 launch times are 800 KB) is a chunk of its own: 16 of them made each flush of 10^6
+# launches a row compress 128 MB, 3 s on a 2-core AMD EPYC.
 _CHUNK_BYTES = 64 << 10
 # The tables beside results, one row per phase, run or rank.
 _TABLES = {"timeline": schema.TIMELINE_DTYPE, "runs": schema.RUNS_DTYPE, "ranks": schema.RANKS_DTYPE}
@@ -50,7 +52,7 @@ HISTORY = {
 
 
 def _chunk_rows(dtype: np.dtype) -> int:
-    return max(16, min(_CHUNK_ROWS, _CHUNK_BYTES // dtype.itemsize))
+    return max(1, min(_CHUNK_ROWS, _CHUNK_BYTES // dtype.itemsize))
 
 
 def lay_out(f: h5py.File, identity: ProblemIdentity, tune_params: dict[str, list[Any]], iterations: int) -> None:
