@@ -16,6 +16,7 @@ and rank 0 keeps what arrived early for the gather it belongs to.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -31,11 +32,13 @@ from mpi4py import MPI
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
 from mpitune.scheduling.faults.liveness import Watch
+from mpitune.scheduling.faults.world import WorldCheck, WorldError, check_world
 from mpitune.scheduling.transport import SilentRanks
 
-__all__ = ["MPI", "MpiTransport", "bcast_arrays", "bcast_problem", "slurm_world_error", "start_clock"]
+__all__ = ["MPI", "MpiTransport", "bcast_arrays", "bcast_problem", "start_clock", "world_check"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _CLOCK_TAG = 7
 _CLOCK_ROUNDS = 5
@@ -133,17 +136,11 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Problem:
     return problem
 
 
-def slurm_world_error(comm: MPI.Comm) -> str | None:
-    """srun with an --mpi plugin that does not match the MPI library starts every task as
-    its own world of one rank: N copies would each tune everything. Refuse that."""
-    tasks = os.environ.get("SLURM_STEP_NUM_TASKS", "")
-    if comm.size == 1 and tasks.isdigit() and int(tasks) > 1:
-        return (
-            f"srun started {tasks} tasks but MPI sees a world of 1 rank in each: srun's --mpi plugin "
-            f"does not match the MPI library ({MPI.Get_library_version().splitlines()[0].strip()}); "
-            f"use --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH, or mpirun inside the allocation"
-        )
-    return None
+def world_check(comm: MPI.Comm) -> WorldCheck:
+    """Whether this world is the job its launcher (srun, mpirun, Slurm's tasks) started: a
+    world of one among several tasks tunes everything alone (faults/world.py)."""
+    library = MPI.Get_library_version().splitlines()[0].strip()
+    return check_world(comm.size, os.environ, library)
 
 
 def _pauses() -> Iterator[float]:
@@ -351,5 +348,8 @@ class MpiTransport:
     def bcast_problem(self, problem: Problem | None) -> Problem:
         return bcast_problem(self.comm, problem)
 
-    def world_error(self) -> str | None:
-        return slurm_world_error(self.comm)
+    def world_error(self) -> WorldError | None:
+        check = world_check(self.comm)
+        if check.warning:
+            log.warning("%s", check.warning)
+        return check.error

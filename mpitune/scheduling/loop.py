@@ -104,12 +104,11 @@ def _tune(
     """``tune`` on one transport; rank 0's main thread holds ``watch.writing`` while it writes
     the file, so that its heartbeat thread can close it safely (faults/ending.py)."""
     rank = transport.rank
-    error = transport.world_error()
-    if error:
-        procid = os.environ.get("SLURM_PROCID", "0").strip()  # each rank is a world's 0: Slurm's own says which
-        return refuse(int(procid) if procid.isdigit() else 0, error)
+    refused = transport.world_error()
+    if refused:  # each process is its world's rank 0: the launcher's numbering says which speaks
+        return refuse(refused.task, refused.line)
     timeline, started_unix = _begin(transport, load)
-    setup = None
+    setup, error = None, None
     if rank == 0:
         setup, error = _load(load, timeline, debug, deadline)
     with timeline.phase("wait"):

@@ -26,6 +26,7 @@ from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.liveness import Silence
+from mpitune.scheduling.faults.world import WorldError
 from mpitune.scheduling.messages import Order, interrupted
 from mpitune.scheduling.rank import serve
 
@@ -117,9 +118,9 @@ class Transport(Protocol):
         """Rank 0's problem, as workers need it."""
         ...
 
-    def world_error(self) -> str | None:
+    def world_error(self) -> WorldError | None:
         """Why this world cannot be one tuning job (a launcher that does not match the
-        library); None if it can."""
+        library, tasks started apart: faults/world.py); None if it can."""
         ...
 
 
@@ -192,7 +193,7 @@ class LocalTransport:
         assert problem is not None, "rank 0 holds the problem"
         return problem.for_workers()
 
-    def world_error(self) -> str | None:
+    def world_error(self) -> WorldError | None:
         return None
 
 

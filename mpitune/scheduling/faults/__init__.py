@@ -17,6 +17,8 @@ file once it is open. Neither thread assigns the Manager's state: they ask its m
 (``request_stop``, ``silenced``).
 
 - a rank stopped or lost before MPI is up: a watcher process per rank (``start_watch``);
+- tasks that MPI does not see as one job (srun's plugin or a launcher not of the library, tasks
+  of a Slurm job started apart): refused, or warned of, before anything is written (``world``);
 - signals: the first lets the ranks finish the configuration they measure and stops handing
   out work, a second Ctrl-C ends the job at once (``signals``);
 - every abort, its last line forwarded first, and the exit code of each failure of a rank's
