@@ -12,12 +12,15 @@ that name as it was. The temporary name is short and random (``.mpitune-`` 16 he
 neither opened nor followed, and the next random name is tried, so a link planted at the name
 cannot send the write to its target.
 
-When the system refuses a write all the same (a full disk, a read-only folder), ``cannot_write``
+When the system refuses a write all the same (a full disk, a read-only folder), ``refused_write``
 tells that from a bug: h5py reports it as an ``OSError`` or a ``RuntimeError`` whose text holds
 "errno = 28", plain Python writes as an ``OSError`` with ``errno`` set. Either way the data
 already recorded is intact (the cache is flushed per batch, outputs are renamed into place), so
-the user needs one line saying what the system said, with ``ExitCode.CANNOT_WRITE``, not a
-traceback.
+the user needs one line saying what the system said and what to do about it (``REASONS``: room
+for a full disk, another place for a read-only one), with ``ExitCode.CANNOT_WRITE``, not a
+traceback. Every error names the file as the user knows it, never a temporary beside it. A run
+asks ``refuse_unwritable`` before it starts: a file system mounted read-only is said as that,
+not as "permission denied", which is what a check of the permissions alone would say.
 
 And the one bounded read of a file a user hands mpitune (``read_within``): a small gzip can expand a
 thousandfold, so it is expanded a block at a time and refused once past a cap, before it is held.
@@ -31,7 +34,8 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, TypeVar
 
 from mpitune.errors import UserError
@@ -46,15 +50,47 @@ TEMPORARY_SUFFIX = ".tmp"
 _TRIES = 100
 _EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 Made = TypeVar("Made")
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why the system refused a write, as the user reads it, and what to do before a rerun."""
+
+    cause: str
+    remedy: str
+
+
+_ROOM = "make room and run the same command again to resume"
 REASONS = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is exceeded",
-    errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
+    errno.ENOSPC: Reason("the disk is full", _ROOM),
+    errno.EDQUOT: Reason("the disk quota is exceeded", _ROOM),
+    errno.EROFS: Reason(
+        "the file system is read-only",
+        "write to a writable file system (--out, with the file copied there to resume) or remount this one read-write",
+    ),
+    errno.EACCES: Reason(
+        "permission denied",
+        "write where this user may (--out, with the file copied there to resume) or grant write permission on the "
+        "file and its folder",
+    ),
 }
+REASONS[errno.EPERM] = REASONS[errno.EACCES]
+
+
+@dataclass(frozen=True)
+class RefusedWrite:
+    """A write the system refused: the file, as the user knows it, and why."""
+
+    path: str
+    reason: Reason
+
+    @property
+    def line(self) -> str:
+        return f"{self.path}: cannot write: {self.reason.cause}"
+
+
 _H5_ERRNO = re.compile(r"errno = (\d+)")
-_H5_FILE = re.compile(r"filename = '([^']*)'")
+_H5_FILE = re.compile(r"(?:file)?name = '([^']*)'")
 
 
 def refuse_inputs(out: str, *inputs: str) -> None:
@@ -109,7 +145,10 @@ def create_hdf5(path: str, known_as: str | None = None) -> h5py.File:
     locks, the error names ``known_as``, the file as the user knows it (store/lock.py)."""
     from mpitune.store.lock import h5_file  # only for the results file: the text outputs need no HDF5
 
-    return h5_file(path, "x", known_as=known_as, libver="latest")
+    try:
+        return h5_file(path, "x", known_as=known_as, libver="latest")
+    except (OSError, RuntimeError) as exc:
+        raise as_known(exc, known_as or path) from None
 
 
 def claim_temporary(destination: str, create: Callable[[str], Made]) -> tuple[str, Made]:
@@ -131,9 +170,16 @@ def claim_temporary(destination: str, create: Callable[[str], Made]) -> tuple[st
 
 
 def discard(temporary: str) -> None:
-    """Remove a temporary file (the name itself: a link there is not followed) if it is there."""
-    with suppress(FileNotFoundError):
+    """Remove a temporary file (the name itself: a link there is not followed) if it is there.
+    On a read-only file system, where unlink answers EROFS even for a name that is not there,
+    nothing of this run's can be removed: the error that led here is the one to report."""
+    try:
         os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno != errno.EROFS:
+            raise
 
 
 @contextmanager
@@ -158,15 +204,48 @@ def written_whole(path: str) -> Iterator[IO[bytes]]:
         raise
 
 
+def _refused_errno(exc: BaseException) -> int:
+    """The errno of a write the system refused (Python's, or the one h5py's text holds); 0 if none."""
+    if not isinstance(exc, (OSError, RuntimeError)):
+        return 0
+    found = _H5_ERRNO.search(str(exc))
+    code = exc.errno if isinstance(exc, OSError) and exc.errno else int(found.group(1)) if found else 0
+    return code if code in REASONS else 0
+
+
+def refused_write(exc: BaseException) -> RefusedWrite | None:
+    """What an exception says if it is the system refusing a write; None for anything else."""
+    code = _refused_errno(exc)
+    if not code:
+        return None
+    named = _H5_FILE.search(str(exc))
+    path = getattr(exc, "filename", None) or (named.group(1) if named else "the file")
+    return RefusedWrite(path, REASONS[code])
+
+
 def cannot_write(exc: BaseException) -> str | None:
     """The line for an exception that is the system refusing a write; None for anything else."""
-    if not isinstance(exc, (OSError, RuntimeError)):
-        return None
-    text = str(exc)
-    found = _H5_ERRNO.search(text)
-    code = exc.errno if isinstance(exc, OSError) and exc.errno else int(found.group(1)) if found else 0
-    if code not in REASONS:
-        return None
-    named = _H5_FILE.search(text)
-    path = getattr(exc, "filename", None) or (named.group(1) if named else "the file")
-    return f"{path}: cannot write: {REASONS[code]}"
+    refused = refused_write(exc)
+    return None if refused is None else refused.line
+
+
+def as_known(exc: BaseException, known_as: str) -> BaseException:
+    """A write the system refused, as an ``OSError`` naming ``known_as`` (the file as the user
+    knows it, not the temporary beside it); anything else as it is."""
+    code = _refused_errno(exc)
+    return OSError(code, os.strerror(code), known_as) if code else exc
+
+
+def refuse_unwritable(path: str) -> None:
+    """Raise the ``OSError`` a write to ``path`` would meet (the existing file, else its folder),
+    before a run starts rather than after: EROFS where the file system is mounted read-only
+    (the permissions may well allow the write), else EACCES. Writes nothing."""
+    target = path if os.path.lexists(path) else os.path.dirname(os.path.abspath(path))
+    if os.access(target, os.W_OK):
+        return
+    try:
+        read_only = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    code = errno.EROFS if read_only else errno.EACCES
+    raise OSError(code, os.strerror(code), path)

@@ -25,7 +25,7 @@ from mpitune.errors import UserError
 from mpitune.model.result import Status
 from mpitune.model.schema import SCHEMA_VERSION
 from mpitune.model.timeline import RECORDED_PHASES
-from mpitune.store.files import refuse_inputs
+from mpitune.store.files import as_known, refuse_inputs, refuse_unwritable, refused_write
 from mpitune.store.layout import Layout, LayoutVersion, layout_version
 from mpitune.store.lock import h5_file, writer_alive
 from mpitune.store.soundness import image, read_back
@@ -224,7 +224,8 @@ def refuse_unusable(path: str, *inputs: str) -> None:
     ``inputs`` (its spec, the measured data a replay answers from) under any name, before any rank
     starts: found at start-up instead, it would cost every rank's start-up and end the job with an
     error, and a damaged file opened for writing may hang the writer in HDF5 or be changed by it.
-    Reads the whole file once (``verify``), changing nothing."""
+    Reads the whole file once (``verify``), changing nothing. A path the system will not let
+    this run write (read-only, no permission) raises its ``OSError`` (files.py, ``refused_write``)."""
     refuse_inputs(path, *inputs)
     try:
         usable = not os.path.exists(path) or (os.path.isfile(path) and is_hdf5(path))
@@ -232,6 +233,7 @@ def refuse_unusable(path: str, *inputs: str) -> None:
         raise UserError(f"cannot read {path}: {exc.strerror}") from None
     if not usable:
         raise UserError(f"{path} exists and is not an HDF5 file; pass --cache NEW.h5 or remove it")
+    refuse_unwritable(path)
     if os.path.exists(path):
         verify(path)
 
@@ -241,6 +243,8 @@ def open_for_writing(path: str) -> h5py.File:
     try:
         return h5_file(path, "a", libver="latest")
     except OSError as exc:
+        if refused_write(exc):
+            raise as_known(exc, path) from None
         if "h5clear" not in str(exc) or not clear_write_flags(path):
             raise UserError(f"cannot open cache {path}: {exc}") from None
     log.warning("%s: the run that wrote it last was killed; its results are kept", path)

@@ -32,6 +32,7 @@ from typing import Any
 import h5py
 
 from mpitune.errors import UserError
+from mpitune.store.files import as_known
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +140,13 @@ class WriterLock:
 
 def lock_file(path: str, refused: str, known_as: str | None = None) -> WriterLock:
     """Lock the file PATH names now, or raise UserError(refused) if another writer holds it;
-    ``known_as``: the file as the user knows it, if PATH is a temporary beside it."""
-    fd = os.open(path, os.O_RDWR)
+    ``known_as``: the file as the user knows it, if PATH is a temporary beside it. A file the
+    system will not open for writing (a read-only file system, no permission) is its ``OSError``,
+    naming that file, for the caller's one line (files.py, ``refused_write``)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise as_known(exc, known_as or path) from None
     if unlocked():
         return WriterLock(fd)
     try:

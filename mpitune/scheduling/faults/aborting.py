@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from mpitune.exits import ExitCode
 from mpitune.scheduling.comm import MPI
 from mpitune.store.custody import CustodyLost
-from mpitune.store.files import cannot_write
+from mpitune.store.files import cannot_write, refused_write
 
 # What the launcher is given to forward this rank's last lines before MPI_Abort ends it.
 FORWARD_S = 0.2
@@ -57,12 +57,12 @@ def abort_for(exc: BaseException, rank: int) -> NoReturn:
             f"mpitune: error: interrupted on rank {rank}; every finished batch is recorded "
             f"(exit code {ExitCode.INTERRUPTED.value})",
         )
-    failed_write = cannot_write(exc)
-    if failed_write:
+    refused = refused_write(exc)
+    if refused:
         abort_job(
             ExitCode.CANNOT_WRITE,
-            f"mpitune: error: {failed_write}; every batch recorded before is kept: make room and run the "
-            f"same command again to resume (exit code {ExitCode.CANNOT_WRITE.value})",
+            f"mpitune: error: {refused.line}; every batch recorded before is kept: {refused.reason.remedy} "
+            f"(exit code {ExitCode.CANNOT_WRITE.value})",
         )
     logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank, exc_info=exc)
     abort_job(ExitCode.FAILED)
