@@ -20,7 +20,8 @@ CONFIG = r"\(\w+=[^,()]+(?:, \w+=[^,()]+)*\)"
 KINDS = {
     "header": re.compile(
         r"mpitune: tuning \w+ \(\w+\) on \d+ rank\(s\): \d+ configurations, \d+ already in \S+, "
-        r"strategy \w+, (?:batches of \d+|refilled, up to \d+ per rank), "
+        r"strategy \w+, (?:batches of \d+|refilled as ranks run short \(chunks of up to \d+ a rank, dealt once "
+        r"\d+ of \d+ ranks holds? fewer than \d+ orders\)), "
         r"(?:compiling in turn|\d+ compile worker\(s\) per rank|\d+-\d+ compile workers per rank)"
     ),
     "batch": re.compile(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+from mpitune.model.problem import Dealing, Schedule
 from mpitune.offline import confirmation, front
 from mpitune.offline.rank_time import PHASE_COLUMNS
 from mpitune.offline.summary import RunSummary, Summary, summarize
@@ -46,10 +47,9 @@ def _problem_lines(path: str, s: Summary) -> list[str]:
 
 
 def _handed_out(r: RunSummary) -> str:
-    """How a run handed out its work, as its first line said it."""
-    if r.schedule == "refill" and r.ranks > 1:
-        return f"refilled (up to {max(1, r.batch_size // r.ranks)} per rank)"
-    return f"in batches of {r.batch_size}"
+    """How a run handed out its work, as its first line said it (model/problem.py, ``Dealing``)."""
+    schedule = Schedule.REFILL if r.schedule == Schedule.REFILL.value else Schedule.BATCHES
+    return Dealing.of(schedule, r.ranks, r.batch_size).describe()
 
 
 def _run_lines(s: Summary) -> list[str]:
@@ -61,7 +61,7 @@ def _run_lines(s: Summary) -> list[str]:
         started = r.started.replace("T", " ").replace("+00:00", " UTC")
         lines.append(
             f"  {r.run:>4}. {started}, {wall}, {r.status}: {r.measured} configurations "
-            f"measured on {r.ranks} rank(s) {_handed_out(r)}, "
+            f"measured on {r.ranks} rank(s), {_handed_out(r)}, "
             f"strategy {r.strategy} (seed {r.seed}" + "".join(f", {b}" for b in budget) + ")"
         )
         if r.command:

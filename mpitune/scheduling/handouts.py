@@ -32,14 +32,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpitune.model.problem import RunSettings, Schedule
+from mpitune.model.problem import DEPTH, Dealing, RunSettings, Schedule
 from mpitune.model.result import Scored
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.scheduling.batching import deal, deal_as_recorded, deal_by_cost, pipeline_depth
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason
-
-DEPTH = 2  # orders a rank holds on several ranks: the one it measures and the next, so it never waits for rank 0
 
 
 @dataclass(frozen=True)
@@ -50,28 +48,25 @@ class Policy:
     depth: int  # orders a rank holds at most
     quorum: int  # ranks that must want work before rank 0 asks, while any rank holds some
     per_rank: int  # configurations per rank in a refilled chunk once costs are known
+    dealing: Dealing  # what it follows, and how it is said
 
     @classmethod
     def of(cls, settings: RunSettings, ranks: int, batch_size: int) -> Policy:
-        """``refill`` on several ranks unless the settings say ``batches``; batches on one rank,
-        where both are the same but batches tell one report per ask. On one rank a strategy that
-        names its order in advance has its next hand-out out too, so that it compiles while the
-        rank measures the one before; one that learns from every result is asked only once it
-        was told everything."""
-        per_rank = max(1, batch_size // ranks)
-        if ranks > 1 and settings.schedule is not Schedule.BATCHES:
-            # Half the ranks for a strategy that learns from every result, which it asks for that
-            # many at once; an eighth for one that names its order in advance, which learns
-            # nothing but whose chunks are dealt by cost among them (brute force on 256 replayed
-            # ranks: 91.7 % busy with half, 93.9 % with an eighth).
-            return cls(Schedule.REFILL, DEPTH, max(1, ranks // (2 if per_rank == 1 else 8)), per_rank)
-        return cls(Schedule.BATCHES, DEPTH if per_rank > 1 else pipeline_depth(ranks), ranks, per_rank)
+        """The settings' ``schedule`` resolved for a run (model/problem.py, ``Dealing``: refill on
+        several ranks unless they say ``batches``). On one rank a strategy that names its order in
+        advance has its next hand-out out too, so that it compiles while the rank measures the one
+        before; one that learns from every result is asked only once it was told everything."""
+        dealing = Dealing.of(settings.schedule, ranks, batch_size)
+        per_rank = dealing.per_rank
+        if dealing.schedule is Schedule.REFILL:
+            return cls(Schedule.REFILL, DEPTH, dealing.quorum, per_rank, dealing)
+        return cls(
+            Schedule.BATCHES, DEPTH if per_rank > 1 else pipeline_depth(ranks), dealing.quorum, per_rank, dealing
+        )
 
-    def describe(self, batch_size: int) -> str:
-        """The policy as the run's first line says it."""
-        if self.whole:
-            return f"batches of {batch_size}"
-        return f"refilled, up to {self.per_rank} per rank"
+    def describe(self) -> str:
+        """The policy as the run's first line says it, and ``report`` from the file (one source)."""
+        return self.dealing.describe()
 
     @property
     def whole(self) -> bool:

@@ -158,7 +158,7 @@ def open_run(
     say(
         f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
-        f"{policy.describe(manager.batch_size)}, {_workers_text(tuple(p.compile_workers for p in placements))}"
+        f"{policy.describe()}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
     for source in setup.prior.sources if setup.prior is not None else ():
         say(

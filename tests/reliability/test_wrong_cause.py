@@ -128,3 +128,34 @@ def test_a_folder_without_write_permission_is_permission_denied_not_read_only(tm
     finally:
         os.chmod(folder, 0o755)
         shutil.rmtree(top)
+
+
+REFILLED = "refilled as ranks run short (chunks of up to 32 a rank, dealt once 1 of 2 ranks holds fewer than 2 orders)"
+
+
+@pytest.mark.parametrize(
+    "ranks, schedule, said",
+    [
+        (2, "refill", REFILLED),
+        (2, "batches", "batches of 64"),
+        (1, "refill", "batches of 32"),  # one rank: the two are the same, told as batches
+    ],
+)
+def test_a_run_is_described_by_its_policy_in_its_first_line_and_in_report(tmp_path, ranks, schedule, said):
+    write_scale_spec(tmp_path, SPACE)
+    proc = mpitune(
+        ranks, ["spec.py", "--strategy", "brute_force", "--schedule", schedule, "--max-fevals", "2"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert f", {said}, " in first, first
+    report = subprocess.run(
+        [sys.executable, "-m", "mpitune", "report", "spec.h5"],
+        cwd=tmp_path,
+        env=mpi_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert report.returncode == 0, report.stderr
+    assert f"measured on {ranks} rank(s), {said}, strategy brute_force" in report.stdout, report.stdout
