@@ -139,7 +139,7 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Problem:
 def world_check(comm: MPI.Comm) -> WorldCheck:
     """Whether this world is the job its launcher (srun, mpirun, Slurm's tasks) started: a
     world of one among several tasks tunes everything alone (faults/world.py)."""
-    library = MPI.Get_library_version().splitlines()[0].strip()
+    library = " ".join(MPI.Get_library_version().splitlines()[0].split())
     return check_world(comm.size, os.environ, library)
 
 
