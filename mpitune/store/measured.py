@@ -60,6 +60,15 @@ class Measurement:
     twice: bool = False
 
 
+@dataclass(frozen=True)
+class Searched:
+    """An mpitune file's valid configurations and how its last run ended (``runs.status``;
+    ``running``: killed), so that a plan from a run stopped short can say it holds part of it."""
+
+    space_size: int
+    status: str
+
+
 @dataclass
 class MeasuredData:
     source: str
@@ -74,6 +83,7 @@ class MeasuredData:
     # The launches the run made of configurations timed again, by (rank, purpose, config), in
     # the order they were made: calibration's references, confirmation's candidates.
     retimed: dict[tuple[int, str, tuple[Any, ...]], list[float]] = field(default_factory=dict)
+    searched: Searched | None = None  # None: a Kernel Tuner cache, which records neither
 
     def lookup(self) -> dict[tuple[Any, ...], Measurement]:
         return dict(zip(self.configs, self.measurements))
@@ -373,6 +383,7 @@ def _from_mpitune(path: str) -> MeasuredData:
             data.schedule_of(int(data.runs["run"].max())) if len(data.runs) else "",
         ),
         retimed=_retimed(data.retimed, config_of),
+        searched=Searched(int(data.runs["space_size"][-1]), str(data.runs["status"][-1])) if len(data.runs) else None,
     )
 
 
