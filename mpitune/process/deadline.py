@@ -6,10 +6,9 @@ its own timeout is not mistaken for a lost rank.
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
-
-import numpy as np
+import heapq
+import math
+from collections.abc import Iterable
 
 # Without a timeout in the spec: this many times the median time of a configuration so far,
 # and never less than the floor (the first configurations also warm up compilers and caches).
@@ -21,14 +20,16 @@ TIMEOUT_FLOOR_S = 30.0
 LAUNCH_ALLOWANCE_S = 1e-3
 
 
-def config_limit_s(timeout_s: float | None, config_s: Sequence[float], iterations: int = 1) -> float:
+def config_limit_s(timeout_s: float | None, config_s: Durations | Iterable[float], iterations: int = 1) -> float:
     """The spec's ``timeout_s``, else ``TIMEOUT_FACTOR`` times the median of ``config_s`` (how
     long the configurations measured so far took), at least ``config_floor_s(iterations)``."""
     if timeout_s is not None:
         return timeout_s
+    if not isinstance(config_s, Durations):  # a few seconds listed (tests, one-off callers)
+        config_s = Durations(config_s)
     if not config_s:
         return config_floor_s(iterations)
-    return max(config_floor_s(iterations), TIMEOUT_FACTOR * _median(config_s))
+    return max(config_floor_s(iterations), TIMEOUT_FACTOR * config_s.median_s)
 
 
 def config_floor_s(iterations: int) -> float:
@@ -38,15 +39,43 @@ def config_floor_s(iterations: int) -> float:
     return max(TIMEOUT_FLOOR_S, iterations * LAUNCH_ALLOWANCE_S)
 
 
-def _median(values: Sequence[float]) -> float:
-    """``statistics.median`` of ``values``, by partitioning rather than sorting: rank 0 asks for
-    the median of every configuration measured so far at each hand-out, and sorting that
-    growing list each time made its cost per configuration grow with the run."""
-    if len(values) < 64:
-        return statistics.median(values)
-    array = np.asarray(values, dtype=np.float64)
-    n, half = len(array), len(array) // 2
-    if not np.isfinite(array).all():
-        return statistics.median(values)  # NaN or inf among them: as statistics orders them
-    middle = np.partition(array, [half - 1, half])
-    return float(middle[half]) if n % 2 else (float(middle[half - 1]) + float(middle[half])) / 2
+class Durations:
+    """How long the configurations measured so far took, as the limit needs them: their median,
+    kept in two heaps (the lower half a max-heap, the upper a min-heap). Rank 0 asks for the
+    median of every configuration of the run at each hand-out and a worker at each
+    configuration; adding one costs O(log n) and the median O(1), where partitioning the growing
+    list each time made the cost per configuration grow with the run. A NaN duration tells
+    nothing and is left out."""
+
+    def __init__(self, seconds: Iterable[float] = ()):
+        self._lower: list[float] = []  # negated: heapq keeps a min-heap
+        self._upper: list[float] = []
+        self.extend(seconds)
+
+    def __len__(self) -> int:
+        return len(self._lower) + len(self._upper)
+
+    def append(self, seconds: float) -> None:
+        if math.isnan(seconds):
+            return
+        if self._lower and seconds > -self._lower[0]:
+            heapq.heappush(self._upper, seconds)
+        else:
+            heapq.heappush(self._lower, -seconds)
+        if len(self._lower) > len(self._upper) + 1:  # the lower half holds the middle one, if odd
+            heapq.heappush(self._upper, -heapq.heappop(self._lower))
+        elif len(self._upper) > len(self._lower):
+            heapq.heappush(self._lower, -heapq.heappop(self._upper))
+
+    def extend(self, seconds: Iterable[float]) -> None:
+        for s in seconds:
+            self.append(s)
+
+    @property
+    def median_s(self) -> float:
+        """As ``statistics.median`` says of them; NaN of none."""
+        if not self:
+            return math.nan
+        if len(self._lower) > len(self._upper):
+            return -self._lower[0]
+        return (-self._lower[0] + self._upper[0]) / 2

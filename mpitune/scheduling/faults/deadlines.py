@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mpitune.process.deadline import config_limit_s
+from mpitune.process.deadline import Durations, config_limit_s
 from mpitune.scheduling.faults.liveness import seconds_setting
 from mpitune.scheduling.messages import Order, Report
 
@@ -81,7 +81,7 @@ class Deadlines:
         self.floor_s, self.timeout_s, self.iterations = floor_s, timeout_s, iterations
         self.rates: list[float] = []  # per report: its rank's seconds per configuration
         self.window = HISTORY_ROUNDS * ranks  # the last rates a deadline rests on: five rounds of every rank
-        self.config_s: list[float] = []  # every configuration measured in this run
+        self.config_s = Durations()  # every configuration measured in this run
         self.turnaround_s = 0.0  # the longest rank 0 took from the last report to the next orders
         self._reported_s: dict[int, float] = {}  # by rank: its clock at its last report
         self.longest_s = 0.0  # the longest deadline stamped on a hand-out
@@ -123,7 +123,7 @@ class Deadlines:
         self._reported_s[rank] = report.now_s
         if order.ids:
             self.rates.append(max(0.0, (report.now_s - started_s) / len(order.ids)))
-        self.config_s += [r.finished_s - r.started_s for r in report.results]
+        self.config_s.extend(r.finished_s - r.started_s for r in report.results)
 
     def turned(self, seconds: float) -> None:
         """Rank 0 took ``seconds`` from the last report of a round to the next orders."""
