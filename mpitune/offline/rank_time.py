@@ -82,25 +82,66 @@ class Startup:
     mpitune_max_s: float
 
 
+class PhaseTotals:
+    """Each rank's seconds per phase and wall time, summed over the timeline's rows as they come,
+    a chunk at a time (``report`` streams a file of any size), in the order one pass over the
+    rows sums them: runs in order, rows in the file's order, each rank's phases in the order
+    first seen. So a report of a file streamed and one of the file read whole agree to the last
+    digit. ``run_ends``: each run's last recorded end (background phases too)."""
+
+    def __init__(self) -> None:
+        self._seconds: dict[int, dict[str, float]] = {}
+        self._walls: dict[tuple[int, int], float] = {}  # by (run, rank): its last end outside the background
+        self.run_ends: dict[int, float] = {}
+
+    def add(self, rows: np.ndarray) -> None:
+        durations = rows["end_s"] - rows["start_s"]
+        background = np.isin(rows["phase"], BACKGROUND_PHASES)
+        for run in np.unique(rows["run"]).tolist():
+            self.run_ends[run] = max(self.run_ends.get(run, -math.inf), float(rows["end_s"][rows["run"] == run].max()))
+        for rank in np.unique(rows["rank"]).tolist():
+            mine = rows["rank"] == rank
+            for run in np.unique(rows["run"][mine]).tolist():
+                own = mine & (rows["run"] == run) & ~background
+                last = float(rows["end_s"][own].max()) if own.any() else 0.0
+                self._walls[(run, rank)] = max(self._walls.get((run, rank), last), last)
+            names, first, which = np.unique(rows["phase"][mine], return_index=True, return_inverse=True)
+            seconds = self._seconds.setdefault(rank, {})
+            for name in names[np.argsort(first)].tolist():
+                seconds.setdefault(name, 0.0)
+            sums = np.array([seconds[n] for n in names.tolist()])
+            np.add.at(sums, which, durations[mine])  # one row after another, as a loop adds them
+            seconds.update(zip(names.tolist(), sums.tolist()))
+
+    def totals(self) -> dict[int, defaultdict[str, float]]:
+        """By rank: ``wall_s`` (the sum over runs, in order, of its last end in each), then its
+        seconds per phase."""
+        out: dict[int, defaultdict[str, float]] = {}
+        for rank in sorted(self._seconds):
+            t = out[rank] = defaultdict(float)
+            for (_, r), wall in sorted(self._walls.items()):
+                if r == rank:
+                    t["wall_s"] += wall
+            t.update(self._seconds[rank])
+        return out
+
+
 def per_rank(data: CacheData) -> list[RankTime]:
     """Phase totals per rank over all runs. A rank's wall time runs from the start of the
     run's clock to its last recorded phase."""
-    timeline, ranks, results = data.timeline, data.ranks, data.results
-    totals: dict[int, defaultdict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for run in np.unique(timeline["run"]):
-        rows = timeline[timeline["run"] == run]
-        for rank in np.unique(rows["rank"]):
-            mine = rows[rows["rank"] == rank]
-            t = totals[int(rank)]
-            background = np.isin(mine["phase"], BACKGROUND_PHASES)
-            t["wall_s"] += float(mine["end_s"][~background].max()) if (~background).any() else 0.0
-            for phase, start, end in zip(mine["phase"], mine["start_s"], mine["end_s"]):
-                t[phase] += float(end - start)
+    totals = PhaseTotals()
+    totals.add(data.timeline)
+    return rank_times(totals, data.ranks, Counter(data.results["rank"].tolist()))
+
+
+def rank_times(totals: PhaseTotals, ranks: np.ndarray, measured: Counter[int]) -> list[RankTime]:
+    """Each rank's time from the ``totals`` of the whole timeline, the ``ranks`` table and the
+    configurations each measured."""
+    by_rank = totals.totals()
     where = {int(r["rank"]): (r["host"], r["device"], r["device_detail"]) for r in ranks}  # latest run wins
-    measured = Counter(results["rank"].tolist())
     out = []
-    for rank in sorted(totals):
-        t = totals[rank]
+    for rank in sorted(by_rank):
+        t = by_rank[rank]
         idle = sum(t[p] for p in IDLE_PHASES)
         busy = sum(v for k, v in t.items() if k not in IDLE_PHASES + BACKGROUND_PHASES and k != "wall_s")
         host, device, detail = where.get(rank, ("?", "?", ""))
@@ -129,32 +170,57 @@ def per_rank(data: CacheData) -> list[RankTime]:
 WAIT_SHARE = 0.1  # a rank "waited at the gather" when it idled this share of a batch more than the least idle rank
 
 
+class BatchWaits:
+    """What ``gather_waits`` needs of the timeline's rows, taken a chunk at a time: each batch's
+    span and each rank's idle seconds in it (its idle rows' durations, in the file's order, so
+    that they sum as the rows read whole do). A few numbers per batch, however many rows."""
+
+    def __init__(self) -> None:
+        self._spans: dict[tuple[int, int], tuple[float, float]] = {}  # (run, batch): first start, last end
+        self._idle: dict[tuple[int, int], dict[int, list[np.ndarray]]] = {}  # (run, batch): by rank
+
+    def add(self, rows: np.ndarray) -> None:
+        rows = rows[(rows["batch"] >= 0) & ~np.isin(rows["phase"], BACKGROUND_PHASES)]
+        if not len(rows):
+            return
+        rows = rows[np.lexsort((rows["rank"], rows["batch"], rows["run"]))]  # stable: rows keep their order
+        keys = np.stack([rows["run"], rows["batch"], rows["rank"]], axis=1).astype(np.int64)
+        starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]).any(axis=1)])
+        idle = np.isin(rows["phase"], IDLE_PHASES)
+        for start, end in zip(starts.tolist(), np.r_[starts[1:], len(rows)].tolist()):
+            run, batch, rank = keys[start].tolist()
+            part = rows[start:end]
+            first, last = self._spans.get((run, batch), (math.inf, -math.inf))
+            first, last = min(first, float(part["start_s"].min())), max(last, float(part["end_s"].max()))
+            self._spans[(run, batch)] = (first, last)
+            waits = self._idle.setdefault((run, batch), {}).setdefault(rank, [])
+            waits.append((part["end_s"] - part["start_s"])[idle[start:end]])
+
+    def result(self) -> GatherWaits:
+        waited = rank_batches = 0
+        extra_s = 0.0
+        for key in sorted(self._spans):
+            first, last = self._spans[key]
+            span = last - first
+            by_rank = self._idle[key]
+            waits = {rank: float(np.concatenate(by_rank[rank]).sum()) for rank in sorted(by_rank)}
+            least = min(waits.values())
+            for w in waits.values():
+                rank_batches += 1
+                extra_s += w - least
+                waited += int(span > 0 and w - least > WAIT_SHARE * span)
+        return GatherWaits(rank_batches, waited, WAIT_SHARE, extra_s)
+
+
 def gather_waits(data: CacheData) -> GatherWaits:
     """How often ranks waited for others at the end of a batch.
 
     Every rank waits while rank 0 writes and asks the strategy; what one rank waits beyond the
     least-waiting rank of the same batch is time it stood idle because others were still
     measuring. Counted per (rank, batch) where that exceeds ``WAIT_SHARE`` of the batch."""
-    timeline = data.timeline
-    waited = rank_batches = 0
-    extra_s = 0.0
-    for run in np.unique(timeline["run"]):
-        rows = timeline[
-            (timeline["run"] == run) & (timeline["batch"] >= 0) & ~np.isin(timeline["phase"], BACKGROUND_PHASES)
-        ]
-        for batch in np.unique(rows["batch"]):
-            mine = rows[rows["batch"] == batch]
-            span = float(mine["end_s"].max() - mine["start_s"].min())
-            waits = {}
-            for rank in np.unique(mine["rank"]):
-                r = mine[(mine["rank"] == rank) & np.isin(mine["phase"], IDLE_PHASES)]
-                waits[int(rank)] = float((r["end_s"] - r["start_s"]).sum())
-            least = min(waits.values())
-            for w in waits.values():
-                rank_batches += 1
-                extra_s += w - least
-                waited += int(span > 0 and w - least > WAIT_SHARE * span)
-    return GatherWaits(rank_batches, waited, WAIT_SHARE, extra_s)
+    waits = BatchWaits()
+    waits.add(data.timeline)
+    return waits.result()
 
 
 def startup(ranks: list[RankTime]) -> Startup:

@@ -9,12 +9,15 @@ from dataclasses import asdict
 from mpitune.model.problem import Dealing, Schedule
 from mpitune.offline import confirmation, front
 from mpitune.offline.rank_time import PHASE_COLUMNS
-from mpitune.offline.summary import RunSummary, Summary, summarize
-from mpitune.store.reader import read
+from mpitune.offline.summary import RunSummary, Summary, summarize_rows
+from mpitune.store.reader import streamed
 
 
 def render(path: str, as_json: bool = False, top: int = 5) -> str:
-    summary = summarize(read(path), top)
+    """The report of the file at ``path``, read a slice of rows at a time (its memory is bounded
+    by a slice, not by the file's size)."""
+    with streamed(path) as rows:
+        summary = summarize_rows(rows, top)
     if as_json:
         return json.dumps(asdict(summary), indent=2)
     return text(path, summary)

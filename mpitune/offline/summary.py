@@ -10,22 +10,34 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
+from mpitune.model.pareto import front_rows
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.offline import confirmation as confirmed
 from mpitune.offline import front
 from mpitune.offline.confirmation import Confirmation, ConfirmationCost, DeviceCalibration, Throttled
 from mpitune.offline.front import FrontSummary
-from mpitune.offline.rank_time import GatherWaits, RankTime, Startup, gather_waits, per_rank, run_walls, startup
-from mpitune.offline.ranking import best_first, objective_column, usable
-from mpitune.store.reader import CacheData
+from mpitune.offline.rank_time import (
+    BatchWaits,
+    GatherWaits,
+    PhaseTotals,
+    RankTime,
+    Startup,
+    rank_times,
+    run_walls,
+    startup,
+)
+from mpitune.offline.ranking import best_first
+from mpitune.offline.tally import Tally
+from mpitune.store import devices
+from mpitune.store.reader import CacheData, Rows, Whole
 
 
 @dataclass(frozen=True)
@@ -161,50 +173,88 @@ class Summary:
 
 
 def summarize(data: CacheData, top: int = 5) -> Summary:
-    results = data.results
-    statuses = Counter(results["status"])
-    ok = results[results["status"] == Status.OK]
-    values = objective_values(data)
-    higher = data.objective.higher_is_better
-    ranked = best_first(values, usable(results["status"] == Status.OK, values, higher), higher)  # indices, best first
-    shown = ranked[:top]
-    ranks = per_rank(data)
+    """The summary of a file read whole (``read``)."""
+    return summarize_rows(Whole(data), top)
+
+
+def summarize_rows(rows: Rows, top: int = 5) -> Summary:
+    """The summary of a file's rows as they stream past (``reader.streamed``): what it holds is
+    a slice of rows and a few numbers per row (``Tally``), whatever the file's size; the rows it
+    shows (the best, the front, the confirmation's) are read again by index."""
+    data = rows.tables
+    tally, totals, waits = Tally(), PhaseTotals(), BatchWaits()
+    for part in rows.results():
+        tally.add(part)
+    confirming = _confirmation_batches(data)
+    kept = [data.timeline]  # the confirmation's rows, for what a cut-short one cost
+    for chunk in rows.timeline():
+        totals.add(chunk)
+        waits.add(chunk)
+        kept.append(chunk[np.isin(chunk["run"].astype(np.int64) * (1 << 32) + chunk["batch"], confirming)])
+    values, higher = tally.values, data.objective.higher_is_better
+    ranked = best_first(values, tally.usable, higher)  # indices, best first
+    shown = rows.rows(ranked[:top])
+    ranks = rank_times(totals, data.ranks, tally.measured)
     runs = data.runs
-    walls = run_walls(runs["run"], runs["wall_s"], data.timeline["run"], data.timeline["end_s"])
+    ends = totals.run_ends
+    walls = run_walls(runs["run"], runs["wall_s"], np.array(list(ends), np.int64), np.array(list(ends.values())))
     # Every rank holds its device for the whole run, also when it has measured its last chunk
     # and left (with two batches in flight the fast ranks leave before the last batch is in).
     wall_rank_s = sum(int(n) * wall for n, wall in zip(runs["ranks"], walls))
     measuring_s = sum(r.compile_s + r.verify_s + r.benchmark_s for r in ranks)
-    confirmation, confirmation_cost, calibration = confirmed.latest(data)
+    named = rows.rows(tally.first_rows({int(i) for i in data.confirmed["config_id"]}))
+    confirmation, confirmation_cost, calibration = confirmed.latest(replace(named, timeline=np.concatenate(kept)))
+    statuses, ok_ms, top_values = tally.statuses, tally.ok_ms, values[ranked[:top]]
     return Summary(
         kernel=data.problem.kernel_name,
         lang=data.problem.lang,
         space_size=int(runs["space_size"][-1]) if len(runs) else None,
-        configs=len(np.unique(results["config_id"])),
+        configs=len(np.unique(tally.config_ids)),
         ok=int(statuses.get(Status.OK, 0)),
         failed={k: int(v) for k, v in sorted(statuses.items()) if k != Status.OK},
-        best=Ranked(**_ranked(data, values, int(shown[0]))) if len(shown) else None,
+        best=Ranked(**_ranked(shown, top_values, 0)) if len(top_values) else None,
         objective=_objective(data, values[ranked]),
-        top=[TopEntry(**_ranked(data, values, int(i)), **_spread(results[i]["times_ms"])) for i in shown],
-        median_ms=float(np.median(ok["time_ms"])) if len(ok) else None,
-        worst_ms=float(ok["time_ms"].max()) if len(ok) else None,
+        top=[
+            TopEntry(**_ranked(shown, top_values, j), **_spread(shown.results[j]["times_ms"]))
+            for j in range(len(top_values))
+        ],
+        median_ms=float(np.median(ok_ms)) if len(ok_ms) else None,
+        worst_ms=float(ok_ms.max()) if len(ok_ms) else None,
         runs=len(runs),
         ranks=int(runs["ranks"].max()) if len(runs) else 0,
         wall_s=float(sum(walls)),
         per_rank=ranks,
         efficiency=measuring_s / wall_rank_s if wall_rank_s > 0 else None,
-        gather=gather_waits(data),
+        gather=waits.result(),
         startup=startup(ranks),
         problem=_problem(data),
         devices=_devices(data.ranks),
         run_list=_runs(data, runs, walls),
-        pareto=front.summary(data),
+        pareto=_front(rows, tally),
         confirmation=confirmation,
         confirmation_cost=confirmation_cost,
         calibration=calibration,
-        throttled=confirmed.throttled(data),
+        throttled=tally.throttled,
         prior=priors(data),
     )
+
+
+def _confirmation_batches(data: CacheData) -> np.ndarray:
+    """The (run, batch) keys (run * 2**32 + batch) of the confirmations the file holds launches of."""
+    retimed = data.retimed[np.isin(data.retimed["purpose"], (devices.CONFIRM, devices.UNMADE))]
+    return np.unique(retimed["run"].astype(np.int64) * (1 << 32) + retimed["batch"])
+
+
+def _front(rows: Rows, tally: Tally) -> FrontSummary | None:
+    """The Pareto front of every row, from the objectives the tally kept: its rows read again,
+    whose own front they are."""
+    objective = rows.tables.objective
+    if not objective.several:
+        return None
+    values = tally.objectives(len(objective.names))
+    summary = front.summary(rows.rows(front_rows(values, objective.directions)))
+    assert summary is not None
+    return replace(summary, with_values=int(np.isfinite(values).all(axis=1).sum()))
 
 
 def priors(data: CacheData) -> list[RunPrior]:
@@ -227,12 +277,6 @@ def _prior(row: np.void) -> RunPrior:
         matched=int(row["matched"]),
         sha256=str(row["sha256"]),
     )
-
-
-def objective_values(data: CacheData) -> np.ndarray:
-    """The value of the file's objective for every results row (NaN where there is none)."""
-    column = objective_column(data.objective.name, data.metric_names, data.observed_names)
-    return np.asarray(data.column(column), dtype=float)
 
 
 def _objective(data: CacheData, ranked_values: np.ndarray) -> ObjectiveSummary:

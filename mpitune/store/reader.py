@@ -9,8 +9,10 @@ line (soundness.py says how it never hangs).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import h5py
 import numpy as np
@@ -132,29 +134,49 @@ class CacheData:
 
 
 def read(path: str) -> CacheData:
+    with _opened(path) as f, _guarded(path):
+        results = with_defaults(_decoded(f["results"][...]))
+        return _data(f, path, results, 0, _decoded(f["timeline"][...]))
+
+
+def _data(f: h5py.File, path: str, results: np.ndarray, start: int, timeline: np.ndarray) -> CacheData:
+    """The file with ``results``, its rows from ``start`` on (their metrics and observed values
+    aligned), and ``timeline``; every other table whole."""
+    objective = json.loads(f.attrs["objective"]) if "objective" in f.attrs else Objective().record()
+    metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
+    return CacheData(
+        schema_version=layout_version(f).readable(path),
+        problem=ProblemIdentity.from_json(f.attrs["problem"]),
+        param_names=json.loads(f.attrs["param_names"]),
+        objective=RecordedObjective.from_record(objective),
+        results=results,
+        timeline=timeline,
+        runs=_decoded(f["runs"][...]),
+        ranks=_decoded(f["ranks"][...]),
+        metrics=_rows(f, "metrics", start, len(results), len(metric_names)),
+        metric_names=metric_names,
+        observed=_rows(f, "observed", start, len(results), len(observed_names)),
+        observed_names=observed_names,
+        recorded_front=f["front"]["config_id"][...] if "front" in f and f["front"].shape[0] else None,
+        **{name: _decoded(f[name][...]) for name in _LATER_TABLES if name in f},
+    )
+
+
+def _opened(path: str) -> h5py.File:
+    """The file open for reading, once it is an mpitune file."""
+    with _guarded(path):
+        f = open_for_reading(path)
+    if "results" not in f:
+        f.close()
+        raise UserError(f"{path} is not an mpitune cache (no results dataset)")
+    return f
+
+
+@contextmanager
+def _guarded(path: str) -> Iterator[None]:
+    """What HDF5 cannot read in the file, one line."""
     try:
-        with open_for_reading(path) as f:
-            if "results" not in f:
-                raise UserError(f"{path} is not an mpitune cache (no results dataset)")
-            results = with_defaults(_decoded(f["results"][...]))
-            objective = json.loads(f.attrs["objective"]) if "objective" in f.attrs else Objective().record()
-            metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
-            return CacheData(
-                schema_version=layout_version(f).readable(path),
-                problem=ProblemIdentity.from_json(f.attrs["problem"]),
-                param_names=json.loads(f.attrs["param_names"]),
-                objective=RecordedObjective.from_record(objective),
-                results=results,
-                timeline=_decoded(f["timeline"][...]),
-                runs=_decoded(f["runs"][...]),
-                ranks=_decoded(f["ranks"][...]),
-                metrics=_rows(f, "metrics", len(results), len(metric_names)),
-                metric_names=metric_names,
-                observed=_rows(f, "observed", len(results), len(observed_names)),
-                observed_names=observed_names,
-                recorded_front=f["front"]["config_id"][...] if "front" in f and f["front"].shape[0] else None,
-                **{name: _decoded(f[name][...]) for name in _LATER_TABLES if name in f},
-            )
+        yield
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise UserError(f"cannot read cache {path}: {exc}") from None
 
@@ -170,10 +192,10 @@ _LATER_TABLES = (
 )  # tables files before them lack
 
 
-def _rows(f: h5py.File, name: str, n: int, columns: int) -> np.ndarray:
-    """Dataset ``name`` with exactly ``n`` rows: an SWMR reader may see the results of a batch
-    before its metrics, or after; missing rows are NaN, and so is an absent dataset."""
-    values = f[name][...] if name in f else np.zeros((0, 0))
+def _rows(f: h5py.File, name: str, start: int, n: int, columns: int) -> np.ndarray:
+    """Dataset ``name``'s ``n`` rows from ``start`` on: an SWMR reader may see the results of a
+    batch before its metrics, or after; missing rows are NaN, and so is an absent dataset."""
+    values = f[name][start : start + n] if name in f else np.zeros((0, 0))
     out = np.full((n, columns), np.nan)
     out[: min(n, len(values))] = values[:n]
     return out
@@ -211,3 +233,99 @@ def _decoded(rows: np.ndarray) -> np.ndarray:
     for name, dt in fields:
         out[name] = np.char.decode(rows[name], "utf-8", errors="replace") if dt.kind == "S" else rows[name]
     return out
+
+
+CHUNK_ROWS = 4096  # results rows a streamed reader holds at once: 6 MB as stored, 25 MB decoded
+
+
+class Rows(Protocol):
+    """A file's rows for what reads every one but keeps little of each (``report``): ``tables``
+    is the file without the rows of ``results`` and ``timeline`` (every other table whole), which
+    come a slice at a time; ``rows`` gives a few results rows by index."""
+
+    @property
+    def tables(self) -> CacheData: ...
+    def results(self) -> Iterator[CacheData]: ...
+    def timeline(self) -> Iterator[np.ndarray]: ...
+    def rows(self, indices: Sequence[int] | np.ndarray) -> CacheData: ...
+
+
+class Whole:
+    """``Rows`` of a file read whole (``read``): one slice of everything."""
+
+    def __init__(self, data: CacheData):
+        self.data = data
+        self.tables = _without_rows(data)
+
+    def results(self) -> Iterator[CacheData]:
+        yield self.data
+
+    def timeline(self) -> Iterator[np.ndarray]:
+        yield self.data.timeline
+
+    def rows(self, indices: Sequence[int] | np.ndarray) -> CacheData:
+        at = np.asarray(indices, dtype=np.int64)
+        data = self.data
+        return replace(self.tables, results=data.results[at], metrics=data.metrics[at], observed=data.observed[at])
+
+
+class Streamed:
+    """``Rows`` of an open file, ``CHUNK_ROWS`` at a time: what a reader holds is a slice, whatever
+    the file's size. The rows are those the file held when it was opened (a run may be adding more)."""
+
+    def __init__(self, f: h5py.File, path: str):
+        self._f, self._path = f, path
+        self._results, self._timeline = len(f["results"]), len(f["timeline"])
+        with _guarded(path):
+            self.tables = _without_rows(_data(f, path, self._slice(0, 0), 0, _decoded(f["timeline"][:0])))
+
+    def _slice(self, start: int, stop: int) -> np.ndarray:
+        return with_defaults(_decoded(self._f["results"][start:stop]))
+
+    def _aligned(self, start: int, stop: int) -> CacheData:
+        """Results rows ``start`` to ``stop`` with their metrics and observed values."""
+        f, t = self._f, self.tables
+        with _guarded(self._path):
+            results = self._slice(start, stop)
+            return replace(
+                t,
+                results=results,
+                metrics=_rows(f, "metrics", start, len(results), len(t.metric_names)),
+                observed=_rows(f, "observed", start, len(results), len(t.observed_names)),
+            )
+
+    def results(self) -> Iterator[CacheData]:
+        for start in range(0, self._results, CHUNK_ROWS):
+            yield self._aligned(start, min(start + CHUNK_ROWS, self._results))
+
+    def timeline(self) -> Iterator[np.ndarray]:
+        for start in range(0, self._timeline, CHUNK_ROWS):
+            with _guarded(self._path):
+                rows = _decoded(self._f["timeline"][start : start + CHUNK_ROWS])
+            yield rows
+
+    def rows(self, indices: Sequence[int] | np.ndarray) -> CacheData:
+        wanted = np.asarray(indices, dtype=np.int64)
+        unique, back = np.unique(wanted, return_inverse=True)
+        parts = [self._aligned(i, i + 1) for i in unique.tolist()]
+        if not parts:
+            return self.tables
+        return replace(
+            self.tables,
+            results=np.concatenate([p.results for p in parts])[back],
+            metrics=np.concatenate([p.metrics for p in parts])[back],
+            observed=np.concatenate([p.observed for p in parts])[back],
+        )
+
+
+@contextmanager
+def streamed(path: str) -> Iterator[Streamed]:
+    """The file's ``Rows``, read a slice at a time while it is open."""
+    with _opened(path) as f:
+        yield Streamed(f, path)
+
+
+def _without_rows(data: CacheData) -> CacheData:
+    return replace(
+        data, results=data.results[:0], timeline=data.timeline[:0], metrics=data.metrics[:0], observed=data.observed[:0]
+    )
