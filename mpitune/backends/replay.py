@@ -60,6 +60,10 @@ class _Loaded:
         self.data, self.lookup = data, data.lookup()
         lost = [m.benchmark_s for m in data.measurements if m.raced and m.launches <= 1 and not m.twice]
         self.first_pass_s = float(np.median(lost)) if lost else 0.0
+        # Each rank's launches timed again, sorted out once: not every simulated rank over all of them.
+        self.retimed: dict[int, dict[tuple[str, tuple], list[float]]] = {}
+        for (rank, purpose, config), times in data.retimed.items():
+            self.retimed.setdefault(rank, {})[(purpose, config)] = times
 
 
 _LOADED: list[_Loaded] = []  # the last data loaded, with its lookup
@@ -93,7 +97,7 @@ class ReplayBackend(Backend):
         # A first launch that lost cost its benchmark phase this long (racing's own overhead): a
         # deferred configuration's first pass, not recorded, is charged as much.
         self.first_pass_s = loaded.first_pass_s
-        self.retimed = {(purpose, config): t for (r, purpose, config), t in data.retimed.items() if r == rank}
+        self.retimed = loaded.retimed.get(rank, {})  # shared by the rank's backends: only read
         self._retimes_taken: dict[tuple[str, tuple], int] = {}  # of ``retimed``, how many launches so far
 
     def compiler(self) -> Compiler:

@@ -15,10 +15,20 @@ from typing import Any
 
 from mpitune.cli.loading import read_measured
 from mpitune.errors import UserError
+from mpitune.model.result import Status
+from mpitune.scheduling.messages import StopReason
 from mpitune.spec.replay import MeasuredSpace
 from mpitune.spec.settings import Overrides
+from mpitune.store.measured import MeasuredData
 
 PILOT_CONFIGS = 16  # a pilot's configurations by default: its batches' start-up and costs, in seconds
+DEFAULT_RANKS = (1, 8, 64)
+# Every simulated rank replays in plan's one process, and rank 0's each report scans the ranks:
+# a plan of this many on the largest shared cache (17,956 configurations) takes minutes
+# (docs/performance.md, "What plan costs"). Jobs of more GPUs than this are not tuning jobs.
+MAX_RANKS = 4096
+_ENDED = (StopReason.FINISHED.value, StopReason.MAX_FEVALS.value)  # a search that ended on its own
+PILOT_STOP_S = 10.0  # a pilot told to stop (SIGTERM) has this long to finish its configuration
 
 
 @dataclass(frozen=True)
@@ -37,7 +47,24 @@ class Basis:
     error: float | None
     predicted: bool
     target: str
+    ranks: tuple[int, ...]  # the rank counts to plan (``rank_counts``)
     racing: Any = None  # as replay_problem's: None races as the data's run raced
+
+
+def rank_counts(asked: list[tuple[int, ...]] | None, configurations: int, what: str) -> tuple[int, ...]:
+    """The rank counts to plan: those asked (``--ranks``), each at most the ``configurations``
+    the search hands out (a rank past them would measure nothing), else one line; or the
+    defaults not above them. ``what``: where the configurations come from, for that line."""
+    if asked is None:
+        return tuple(n for n in DEFAULT_RANKS if n <= configurations)
+    counts = tuple(dict.fromkeys(n for part in asked for n in part))
+    over = [n for n in counts if n > configurations]
+    if over:
+        raise UserError(
+            f"--ranks {over[0]:,}: more ranks than the {configurations:,} configurations {what}: the ranks "
+            f"past {configurations:,} would have nothing to measure"
+        )
+    return counts
 
 
 def basis(args: argparse.Namespace, workdir: str) -> Basis:
@@ -45,11 +72,47 @@ def basis(args: argparse.Namespace, workdir: str) -> Basis:
         if args.prior or args.pilot is not None or args.pilot_out:
             raise UserError("--pilot, --pilot-out and --prior plan from a spec (SPEC.py), not from a results file")
         data = read_measured(args.file)
+        held = len(data.configs)
+        share = _share(args.file, data, args.max_fevals)
+        configurations = min(held, args.max_fevals or held)
+        what = f"{args.file} holds" if configurations == held else f"of --max-fevals {configurations}"
+        ranks = rank_counts(args.ranks, configurations, what)
         schedule = args.schedule or "auto"  # a plan predicts with the default, not as the run handed out
         given = Overrides(max_fevals=args.max_fevals, compile_workers=args.compile_workers, schedule=schedule)
-        rests_on = f"{args.file}: {data.recorded.describe()}"
-        return Basis(data, given, args.strategy, None, rests_on, None, False, "SPEC")
+        rests_on = f"{args.file}: {share}{data.recorded.describe()}"
+        return Basis(data, given, args.strategy, None, rests_on, None, False, "SPEC", ranks)
     return _from_spec(args, workdir)
+
+
+def _share(path: str, data: MeasuredSpace, max_fevals: int | None) -> str:
+    """What share of its search space a run's file holds, for the table's line ('' for all of it,
+    or a Kernel Tuner cache, which does not say). A run stopped short (a signal, its time limit,
+    killed) holds part of what its search was to measure, and a plan of that part alone would
+    ask for too little: it is refused, unless ``--max-fevals`` asks for a run of at most as many
+    as the file holds."""
+    searched = data.searched if isinstance(data, MeasuredData) else None
+    held = len(data.configs)
+    if searched is None or held >= searched.space_size:
+        return ""
+    ended = searched.status in _ENDED
+    why = "its search ended there" if ended else _stopped(searched.status)
+    share = f"{held:,} of the {searched.space_size:,} configurations of its search space ({why})"
+    if ended:
+        return f"{share}; "
+    if max_fevals is None or max_fevals > held:
+        asked = "plans only those" if max_fevals is None else f"cannot plan --max-fevals {max_fevals:,} from them"
+        raise UserError(
+            f"{path} holds {share}: a plan from it {asked}; `plan SPEC.py --prior {path}` plans the whole space "
+            f"from their costs, --max-fevals {held} a run of {held}"
+        )
+    return f"{share}, a run of {max_fevals:,} of them as asked; "
+
+
+def _stopped(status: str) -> str:
+    """How a run that did not end on its own ended, as its status says."""
+    if status == "running":
+        return "its last run was killed"
+    return f"its last run stopped early: {status}"
 
 
 def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
@@ -65,6 +128,9 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
     if problem.replay_source:
         raise UserError(f"{args.file} replays {problem.replay_source} (simulation_mode): plan from that file")
     space = prepare(problem, settings).space
+    configurations = min(len(space), settings.max_fevals or len(space))
+    what = "of the spec's space" if configurations == len(space) else f"of its budget (max_fevals {configurations})"
+    ranks = rank_counts(args.ranks, configurations, what)  # before a pilot, which takes a while
     if args.prior:
         source = args.prior
         data = measured.load(source)
@@ -73,7 +139,7 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         source = args.pilot_out or os.path.join(workdir, "pilot.h5")
         configs = PILOT_CONFIGS if args.pilot is None else args.pilot
         where = _pilot(args.file, configs, settings.strategy, source, bool(args.pilot_out))
-        data = measured.load(source)
+        data = _piloted(source, args.pilot_out)
         where += f" on this machine ({data.device_name or 'an unnamed device'})"
     filled = fill_in(space, data, problem.iterations, os.path.join(workdir, "filled.json"))
     given = Overrides(
@@ -99,8 +165,29 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         filled.error,
         filled.measured < len(space),
         args.file,
+        ranks,
         None if data.recorded.complete else settings.racing,
     )
+
+
+def _piloted(source: str, kept: str | None) -> MeasuredData:
+    """What the pilot measured, of which one configuration at least passed; else one line that
+    says why none did (the first error), naming the pilot's file only where it is kept."""
+    from mpitune.store import measured
+
+    data = measured.load(source)
+    statuses = [m.status for m in data.measurements]
+    if Status.OK in statuses:
+        return data
+    first = next((m.error for m in data.measurements if m.error.strip()), "no error recorded")
+    error = next(line.strip() for line in first.splitlines() if line.strip())[:300]
+    n = len(statuses)
+    if all(s == Status.COMPILE_ERROR for s in statuses):
+        failed = f"all {n} configurations of the pilot failed to compile"
+    else:
+        counted = ", ".join(f"{statuses.count(s)} {s.value}" for s in dict.fromkeys(statuses))
+        failed = f"none of the {n} configurations of the pilot passed ({counted})"
+    raise UserError(f"{failed}{f' (kept in {kept})' if kept else ''}: {error}")
 
 
 def _pilot(spec: str, configs: int, strategy: str, out: str, kept: bool) -> str:
@@ -115,17 +202,34 @@ def _pilot(spec: str, configs: int, strategy: str, out: str, kept: bool) -> str:
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as pilot:
         assert pilot.stdout is not None
         last = ""
-        for line in pilot.stdout:
-            sys.stderr.write(line)
-            last = line.strip() or last
+        try:
+            for line in pilot.stdout:
+                sys.stderr.write(line)
+                last = line.strip() or last
+        except BaseException:  # Ctrl-C or SIGTERM: the pilot stops too, and keeps what it measured
+            _stop(pilot)
+            raise
     if pilot.returncode != 0:
         raise UserError(f"the pilot run of {spec} ended with exit code {pilot.returncode}: {last}")
     from mpitune.store.reader import read
 
     run = read(out)
+    if not len(run.results):
+        raise UserError(f"the pilot run of {spec} measured no configuration: {last}")
     batches = len(set(run.results["batch"].tolist()))
     wall_s = float(run.timeline["end_s"].max()) if len(run.timeline) else 0.0
     return (
         f"a pilot of {len(run.results)} configurations in {batches} batches (1 rank, strategy {strategy}, "
         f"{wall_s:.1f} s{f', kept in {out}' if kept else ''})"
     )
+
+
+def _stop(pilot: subprocess.Popen[str]) -> None:
+    """SIGTERM, as Slurm stops a run: it finishes its configuration and writes it; killed if it
+    has not ended within ``PILOT_STOP_S``."""
+    pilot.terminate()
+    try:
+        pilot.wait(PILOT_STOP_S)
+    except subprocess.TimeoutExpired:
+        pilot.kill()
+        pilot.wait()

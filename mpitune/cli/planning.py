@@ -4,6 +4,11 @@ fidelity docs/performance.md measures: of a measured run's file, or of a spec's 
 at the costs a short pilot on this machine, or a measured run of the same kernel elsewhere
 (``--prior``), gives its configurations (cli/plan_basis.py). The table says what the prediction
 rests on and how far to trust it, and its ``--time`` leaves a margin for that.
+
+Every simulated rank lives in this one process and shares one load of the measured data
+(``measured.load_shared``); what each costs beyond that grows with the rank count, so the counts
+are bounded (``MAX_RANKS``, and no more ranks than configurations to measure). Ctrl-C and SIGTERM
+end a plan with one line, its temporary folder removed and a pilot it started stopped.
 """
 
 from __future__ import annotations
@@ -11,13 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import signal
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from types import FrameType
 
 from mpitune.cli.parsers import PLAN_HELP, Parser, common
-from mpitune.cli.plan_basis import PILOT_CONFIGS, basis
+from mpitune.cli.plan_basis import DEFAULT_RANKS, MAX_RANKS, PILOT_CONFIGS, basis
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.model.problem import Schedule
@@ -49,7 +59,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE|SPEC.py",
         help="an mpitune results file of a real run (or a Kernel Tuner cache), or a spec (.py) to plan from a pilot",
     )
-    p.add_argument("--ranks", type=_ranks, default=(1, 8, 64), metavar="N,N,...", help="rank counts (default 1,8,64)")
+    p.add_argument(
+        "--ranks",
+        type=_ranks,
+        nargs="+",
+        metavar="N,N,...",
+        help=f"rank counts, at most {MAX_RANKS:,} and the configurations to measure "
+        f"(default {','.join(map(str, DEFAULT_RANKS))}, those of them not above the configurations)",
+    )
     p.add_argument("--strategy", help="the search strategy (default: as replay's)")
     p.add_argument("--max-fevals", type=int, help="at most this many configurations")
     p.add_argument("--compile-workers", type=int, metavar="N", help="per rank (default: as the run had)")
@@ -86,6 +103,11 @@ def _ranks(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"not a list of rank counts: {text!r}") from None
     if not counts or min(counts) < 1:
         raise argparse.ArgumentTypeError(f"rank counts are at least 1: {text!r}")
+    if max(counts) > MAX_RANKS:
+        raise argparse.ArgumentTypeError(
+            f"{max(counts):,} ranks: plan simulates every rank in this one process, at most {MAX_RANKS:,} "
+            '(docs/performance.md, "What plan costs")'
+        )
     return counts
 
 
@@ -132,28 +154,72 @@ def sbatch(
     )
 
 
-def plan(argv: list[str]) -> int:
-    from mpitune.scheduling.loop import simulate
-    from mpitune.spec.replay import replay_problem
+class _Terminated(BaseException):
+    """SIGTERM, raised where the plan is, so that every ``finally`` (the temporary folder's
+    removal, a pilot's stop) runs; not an Exception, which code between could swallow."""
 
+
+@contextmanager
+def _terminable() -> Iterator[None]:
+    """SIGTERM raises ``_Terminated`` while the plan runs; the previous handler is put back."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def plan(argv: list[str]) -> int:
+    """The plan, or one line: a user error (``USER_ERROR``), Ctrl-C (``INTERRUPTED``) or SIGTERM,
+    after which the process ends by SIGTERM itself, as a parent expects of a process it ended."""
     args = parser().parse_args(argv)
     try:
-        walls, measured = {}, {}
-        with tempfile.TemporaryDirectory(prefix="mpitune-plan-") as workdir:
-            rests = basis(args, workdir)
-            for ranks in sorted({1, *args.ranks}):
-                problem, settings = replay_problem(
-                    rests.data, rests.given, rests.strategy, rests.strategy_options, rests.racing
-                )
-                simulated = simulate(problem, settings, ranks, workdir)
-                walls[ranks], measured[ranks] = simulated.wall_s, simulated.measured
+        with _terminable():
+            return _plan(args)
     except UserError as exc:
         print(f"mpitune: error: {exc}", file=sys.stderr)
         return ExitCode.USER_ERROR
+    except KeyboardInterrupt:
+        print(
+            f"mpitune: plan: interrupted: nothing planned{_kept(args)} (exit code {ExitCode.INTERRUPTED.value})",
+            file=sys.stderr,
+        )
+        return ExitCode.INTERRUPTED
+    except _Terminated:
+        print(f"mpitune: plan: ended by SIGTERM: nothing planned{_kept(args)}", file=sys.stderr)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+        raise  # not reached: SIGTERM's default ends the process
+
+
+def _kept(args: argparse.Namespace) -> str:
+    """What an ended plan leaves: its temporary files never, a kept pilot's results (--pilot-out)."""
+    if args.pilot_out and os.path.exists(args.pilot_out):
+        return f"; what the pilot measured is kept in {args.pilot_out}"
+    return ""
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from mpitune.scheduling.loop import simulate
+    from mpitune.spec.replay import replay_problem
+
+    walls, measured = {}, {}
+    with tempfile.TemporaryDirectory(prefix="mpitune-plan-") as workdir:
+        rests = basis(args, workdir)
+        for ranks in sorted({1, *rests.ranks}):
+            problem, settings = replay_problem(
+                rests.data, rests.given, rests.strategy, rests.strategy_options, rests.racing
+            )
+            simulated = simulate(problem, settings, ranks, workdir)
+            walls[ranks], measured[ranks] = simulated.wall_s, simulated.measured
     times = margin(rests.error, rests.predicted)
     usable_s = None if args.time_per_job is None else args.time_per_job - DRAIN_S
     rows = []
-    for ranks in args.ranks:
+    for ranks in rests.ranks:
         wall_s = walls[ranks]
         jobs = 1 if usable_s is None else max(1, math.ceil(wall_s / usable_s))
         line = sbatch(ranks, wall_s, jobs, args.time_per_job, args.gpus_per_node, times, rests.target)
