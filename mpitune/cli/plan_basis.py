@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -180,7 +181,8 @@ def _piloted(source: str, kept: str | None) -> MeasuredData:
     if Status.OK in statuses:
         return data
     first = next((m.error for m in data.measurements if m.error.strip()), "no error recorded")
-    error = next(line.strip() for line in first.splitlines() if line.strip())[:300]
+    # The compiler's first line, without the pilot's build folder, which is gone by now.
+    error = re.sub(r"(?<!\S)/\S*/(?=[^/\s]+:\d)", "", next(ln.strip() for ln in first.splitlines() if ln.strip()))[:300]
     n = len(statuses)
     if all(s == Status.COMPILE_ERROR for s in statuses):
         failed = f"all {n} configurations of the pilot failed to compile"
@@ -204,7 +206,7 @@ def _pilot(spec: str, configs: int, strategy: str, out: str, kept: bool) -> str:
         last = ""
         try:
             for line in pilot.stdout:
-                sys.stderr.write(line)
+                sys.stderr.write(line if kept else line.replace(out, "a temporary file"))
                 last = line.strip() or last
         except BaseException:  # Ctrl-C or SIGTERM: the pilot stops too, and keeps what it measured
             _stop(pilot)
