@@ -21,10 +21,12 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from types import FrameType
+from typing import Any
 
 from mpitune.cli.parsers import PLAN_HELP, Parser, common
 from mpitune.cli.plan_basis import DEFAULT_RANKS, MAX_RANKS, PILOT_CONFIGS, basis
@@ -36,6 +38,7 @@ from mpitune.model.problem import Schedule
 DRAIN_S = 90.0
 SAFETY = 1.25  # --time asks this much more than the prediction (and 5 minutes more), for its error
 SAFETY_S = 300.0
+_AGAIN_S = 0.05  # a signal a finaliser swallowed is delivered again this much later
 UNKNOWN_ERROR = 1.0  # the predicted costs' error where too few were measured to tell: --time doubles
 
 
@@ -161,16 +164,36 @@ class _Terminated(BaseException):
 
 @contextmanager
 def _terminable() -> Iterator[None]:
-    """SIGTERM raises ``_Terminated`` while the plan runs; the previous handler is put back."""
+    """SIGTERM raises ``_Terminated`` and SIGINT ``KeyboardInterrupt`` while the plan runs. One
+    that lands in a finaliser (a weak reference's callback) is only printed there, and the plan
+    would go on: it is delivered again, quietly, a moment later. The previous handlers are put back."""
+    raised = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: _Terminated}
+    active = threading.Event()
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Terminated
+        raise raised[signal.Signals(signum)]
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    def again(signum: signal.Signals) -> None:
+        if active.is_set():
+            signal.raise_signal(signum)
+
+    def unraisable(hook: Any) -> None:
+        swallowed = [s for s, kind in raised.items() if hook.exc_type is kind]
+        if swallowed and active.is_set():
+            threading.Timer(_AGAIN_S, again, (swallowed[0],)).start()
+        else:
+            previous_hook(hook)
+
+    previous = {s: signal.signal(s, handler) for s in raised}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
+    active.set()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        active.clear()
+        sys.unraisablehook = previous_hook
+        for s, old in previous.items():
+            signal.signal(s, old)
 
 
 def plan(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from functools import partial
 
 import pytest
@@ -15,6 +16,7 @@ from conftest import kt_cache, mpi_env, write_scale_spec
 
 from mpitune.cli import main
 from mpitune.cli.plan_basis import MAX_RANKS
+from mpitune.cli.planning import _terminable
 from mpitune.scheduling.loop import tune
 from mpitune.scheduling.transport import LocalTransport
 from mpitune.spec.replay import replay_problem
@@ -78,6 +80,25 @@ def test_a_signal_ends_a_plan_in_one_line_and_removes_its_temporary_folder(tmp_p
     else:  # ended by SIGTERM itself, as its parent expects
         assert child.returncode == -signal.SIGTERM and "mpitune: plan: ended by SIGTERM" in text
     assert list(temp.iterdir()) == []
+
+
+def test_a_ctrl_c_that_a_finaliser_swallowed_still_ends_the_plan(capsys):
+    """Python only prints an exception raised in a weak reference's callback and goes on: the
+    interrupt is delivered again, after it, and nothing is printed."""
+
+    class Thing:
+        pass
+
+    with pytest.raises(KeyboardInterrupt), _terminable():
+        thing = Thing()
+        ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
+        del thing
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the second delivery ends this
+            time.sleep(0.01)
+    assert ref() is None
+    assert "Exception ignored" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_pilot_that_compiled_nothing_says_so_and_names_no_temporary_file(tmp_path, capsys):
