@@ -1,0 +1,227 @@
+"""Where a cold NVRTC compile's time goes, and what makes a later one cheap.
+
+Compiles configurations of the CUDA matrix multiply example (examples/matmul_cupy) with the
+options mpitune gives NVRTC, in fresh processes, and prints one JSON line per measurement:
+
+- ``libraries``: reading NVRTC's shared libraries from disk (what a fresh machine pays once);
+- ``first``: the first compile in a process (loading NVRTC and its built-in headers);
+- ``cold`` / ``again``: distinct configurations, then the same ones again in the same process
+  and in a new one (does anything outside the process keep compiled work?);
+- ``variants``: one set of configurations as a cubin, as PTX, without CuPy's include folder,
+  and without ``-ftz=true``;
+- ``parallel``: the same work on W worker processes at once, as the compile workers do;
+- ``files``: files written under HOME, /tmp and /var/tmp while it ran (a cache nobody named).
+
+    python benchmarks/compile_anatomy.py [--configs 24] [--workers 15]
+
+Needs CuPy and an NVIDIA GPU (only to read its compute capability); compiles nothing on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = (REPO / "examples" / "matmul_cupy" / "matmul.cu").read_text()
+PARAMS = {
+    "block_size_x": [16, 32, 64],
+    "block_size_y": [4, 8, 16, 32],
+    "tile_size_x": [1, 2, 4, 8],
+    "tile_size_y": [1, 2, 4, 8],
+    "tile_k": [16, 32],
+}
+
+
+def configs(count: int, skip: int = 0) -> list[dict[str, int]]:
+    """Valid configurations of the example's space, in a fixed order."""
+    out = []
+    for values in itertools.product(*PARAMS.values()):
+        c = dict(zip(PARAMS, values))
+        bx, by, tx, ty, tk = c["block_size_x"], c["block_size_y"], c["tile_size_x"], c["tile_size_y"], c["tile_k"]
+        if not 64 <= bx * by <= 1024 or (by * ty + bx * tx) * tk * 4 > 48 * 1024 or tx * ty > 32:
+            continue
+        if by * ty * tk < bx * by or bx * tx * tk < bx * by:
+            continue
+        out.append(c)
+    return out[skip : skip + count]
+
+
+def code(config: dict[str, int]) -> str:
+    defines = dict(config, N=4096, kernel_tuner=1)
+    return "\n".join(f"#define {k} {v}" for k, v in defines.items()) + "\n#line 1\n" + SOURCE
+
+
+def options(kind: str) -> list[str]:
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+
+    major, minor = cupy.cuda.Device(0).compute_capability[:1], cupy.cuda.Device(0).compute_capability[1:]
+    capability = int(major + minor)
+    include = f"-I{os.path.join(os.path.dirname(cupy.__file__), '_core', 'include')}"
+    arch = f"-arch=sm_{capability}" if capability in nvrtc.getSupportedArchs() else "-arch=compute_90"
+    return {
+        "cubin": [arch, "-ftz=true", include],
+        "ptx": [arch.replace("sm_", "compute_"), "-ftz=true", include],
+        "no_include": [arch, "-ftz=true"],
+        "no_ftz": [arch, include],
+    }[kind]
+
+
+def read_bytes() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    return -1
+
+
+def compile_one(source: str, opts: list[str]) -> float:
+    from cupy_backends.cuda.libs import nvrtc
+
+    start = time.perf_counter()
+    program = nvrtc.createProgram(source, "kernel.cu", [], [])
+    try:
+        nvrtc.compileProgram(program, opts)
+        image = nvrtc.getCUBIN(program) if any("sm_" in o for o in opts) else nvrtc.getPTX(program)
+        assert len(image) > 0
+    finally:
+        nvrtc.destroyProgram(program)
+    return time.perf_counter() - start
+
+
+def child(task: str, count: int, skip: int, kind: str) -> None:
+    """One fresh process: the measurement ``task`` names, printed as one JSON line."""
+    t0 = time.perf_counter()
+    from cupy_backends.cuda.libs import nvrtc  # noqa: F401
+
+    import_s = time.perf_counter() - t0
+    opts = options(kind)
+    sources = [code(c) for c in configs(count, skip)]
+    io0 = read_bytes()
+    times = [compile_one(s, opts) for s in sources]
+    io1 = read_bytes()
+    again = [compile_one(s, opts) for s in sources] if task == "cold" else []
+    print(
+        json.dumps(
+            {
+                "task": task,
+                "kind": kind,
+                "import_s": round(import_s, 3),
+                "first_s": round(times[0], 3),
+                "rest_median_s": round(sorted(times[1:])[len(times[1:]) // 2], 4) if len(times) > 1 else None,
+                "sum_s": round(sum(times), 3),
+                "again_same_process_sum_s": round(sum(again), 3) if again else None,
+                "disk_read_mb": round((io1 - io0) / 1e6, 1),
+                "count": len(times),
+            }
+        ),
+        flush=True,
+    )
+
+
+def _parallel_one(args: tuple[int, str]) -> float:
+    skip, kind = args
+    return compile_one(code(configs(1, skip)[0]), options(kind))
+
+
+def run_child(*args: str) -> None:
+    out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, timeout=600)
+    sys.stdout.write(out.stdout)
+    if out.returncode:
+        sys.stdout.write(json.dumps({"child_failed": args, "stderr": out.stderr[-2000:]}) + "\n")
+
+
+def library_read() -> None:
+    """Reads NVRTC's libraries as a fresh machine's first compile must."""
+    import cupy_backends.cuda.libs.nvrtc as binding
+
+    folders = {Path(binding.__file__).parent}
+    try:
+        import nvidia
+
+        folders |= {Path(p) for p in nvidia.__path__}
+    except ImportError:
+        pass
+    files = [
+        p for folder in folders for p in folder.rglob("*") if p.is_file() and "nvrtc" in p.name and ".so" in p.name
+    ]
+    start = time.perf_counter()
+    size = sum(len(p.read_bytes()) for p in files)
+    mount = subprocess.run(["df", "-T", str(next(iter(folders)))], capture_output=True, text=True).stdout
+    print(
+        json.dumps(
+            {
+                "task": "libraries",
+                "files": [str(p) for p in files],
+                "mb": round(size / 1e6, 1),
+                "read_s": round(time.perf_counter() - start, 3),
+                "filesystem": mount.strip().splitlines()[-1] if mount.strip() else "",
+            }
+        ),
+        flush=True,
+    )
+
+
+def written_since(start: float) -> None:
+    roots = [Path.home(), Path("/tmp"), Path("/var/tmp")]
+    found = []
+    for root in roots:
+        for p in root.rglob("*"):
+            try:
+                if p.is_file() and p.stat().st_mtime >= start:
+                    found.append(str(p))
+            except OSError:
+                continue
+    print(json.dumps({"task": "files", "written": found[:50], "count": len(found)}), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", type=int, default=24)
+    parser.add_argument("--workers", type=int, default=15)
+    parser.add_argument("--child", nargs=4, metavar=("TASK", "COUNT", "SKIP", "KIND"))
+    args = parser.parse_args()
+    if args.child:
+        task, count, skip, kind = args.child
+        child(task, int(count), int(skip), kind)
+        return
+    start = time.time() - 1
+    n = args.configs
+    run_child("first", "1", "120", "cubin")  # the very first compile on this machine
+    library_read()
+    run_child("cold", str(n), "0", "cubin")  # n distinct, then the same n again in-process
+    run_child("again_new_process", str(n), "0", "cubin")  # the same n in a new process
+    for i, kind in enumerate(("cubin", "ptx", "no_include", "no_ftz")):
+        run_child("variant", str(n // 2), str(n + i * (n // 2)), kind)  # n/2 not yet compiled, each
+    fresh = n + 4 * (n // 2)
+    w = args.workers
+    with multiprocessing.get_context("spawn").Pool(w) as pool:
+        pool.map(_parallel_one, [(150 + i, "cubin") for i in range(w)])  # start and warm the workers
+        t0 = time.perf_counter()
+        each = pool.map(_parallel_one, [(fresh + i, "cubin") for i in range(2 * w)])
+        wall = time.perf_counter() - t0
+    print(
+        json.dumps(
+            {
+                "task": "parallel",
+                "workers": w,
+                "count": len(each),
+                "wall_s": round(wall, 3),
+                "per_compile_median_s": round(sorted(each)[len(each) // 2], 4),
+                "cpu_count": os.cpu_count(),
+            }
+        ),
+        flush=True,
+    )
+    written_since(start)
+
+
+if __name__ == "__main__":
+    main()
