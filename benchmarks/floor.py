@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from mpitune.model.work import Work  # noqa: E402
 from mpitune.offline.rank_time import gather_waits  # noqa: E402
-from mpitune.offline.report import summarize  # noqa: E402
+from mpitune.offline.summary import summarize  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 
 GOAL = 1.3

@@ -62,7 +62,7 @@ from mpitune.model.restrictions import Restriction  # noqa: E402
 from mpitune.model.result import Result  # noqa: E402
 from mpitune.model.searchspace import SearchSpace  # noqa: E402
 from mpitune.model.timeline import Timeline  # noqa: E402
-from mpitune.offline.report import summarize  # noqa: E402
+from mpitune.offline.summary import summarize  # noqa: E402
 from mpitune.scheduling.batching import deal  # noqa: E402
 from mpitune.scheduling.costs import CostModel  # noqa: E402
 from mpitune.scheduling.handouts import Handouts  # noqa: E402

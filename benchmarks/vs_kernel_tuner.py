@@ -214,7 +214,7 @@ def run_kernel_tuner(spec: str, names: list[str], out_dir: Path, timeout_s: floa
 
 def run_mpitune(spec: str, gpus: int, mpirun: list[str], out_dir: Path, timeout_s: float) -> dict:
     """mpitune on ``gpus`` ranks (one GPU each) under mpirun; its row of the table."""
-    from mpitune.offline.report import summarize
+    from mpitune.offline.summary import summarize
     from mpitune.store.reader import read  # h5py: not for the Kernel Tuner child to load
 
     run_dir = out_dir / f"mpitune-{gpus}gpu"

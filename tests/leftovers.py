@@ -66,6 +66,12 @@ def _ancestors() -> set[int]:
     return found
 
 
+def _own_helper(parent: int, command: str, ancestors: set[int]) -> bool:
+    """A multiprocessing helper (resource tracker, fork server) of this process or one above it:
+    it ends when its parent closes their pipe, after the check, so it is not left over."""
+    return parent in ancestors and "from multiprocessing." in command
+
+
 def marked(token: str) -> list[Leftover]:
     """The live processes (not zombies: they have ended) started in session ``token``."""
     skip = _ancestors()
@@ -76,11 +82,11 @@ def marked(token: str) -> list[Leftover]:
         pid = int(entry.name)
         try:
             environ = Path(f"/proc/{pid}/environ").read_bytes()
-            state, _, ticks = _stat(pid)
+            state, parent, ticks = _stat(pid)
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError, ValueError):
             continue  # ended meanwhile, or not ours to read
-        if state != "Z" and _carries(environ, token):
+        if state != "Z" and _carries(environ, token) and not _own_helper(parent, command, skip):
             found.append(Leftover(pid, ticks, " ".join(command.split())))  # one line, whatever its arguments
     return sorted(found, key=lambda p: p.pid)
 

@@ -105,3 +105,20 @@ def test_a_session_that_leaves_a_daemon_fails_naming_and_killing_it(tmp_path):
     assert proc.returncode == 1 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
     assert len(named) == 1 and "outlived the tests, killed" in named[0], proc.stdout
     assert left == []  # the inner session killed it; this session's check would have seen it too
+
+
+def test_this_process_own_resource_tracker_is_not_a_leftover():
+    """multiprocessing's resource tracker lives until the process that started it ends, after
+    the check; it is that process's helper, not something a test left running. It carries the
+    session's id, so the helper rule (not a missing mark) is what leaves it out."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    tracker = resource_tracker._resource_tracker._pid
+    assert tracker is not None and alive(tracker)
+    deadline = time.monotonic() + 30
+    while b"resource_tracker" not in Path(f"/proc/{tracker}/cmdline").read_bytes():  # until it has started
+        assert time.monotonic() < deadline, "the resource tracker did not start in 30 s"
+        time.sleep(0.05)
+    assert leftovers._carries(Path(f"/proc/{tracker}/environ").read_bytes(), SESSION)
+    assert tracker not in [p.pid for p in leftovers.marked(SESSION)]

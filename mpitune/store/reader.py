@@ -166,7 +166,12 @@ def _opened(path: str) -> h5py.File:
     """The file open for reading, once it is an mpitune file."""
     with _guarded(path):
         f = open_for_reading(path)
-    if "results" not in f:
+        try:
+            found = "results" in f
+        except BaseException:
+            f.close()
+            raise
+    if not found:
         f.close()
         raise UserError(f"{path} is not an mpitune cache (no results dataset)")
     return f
@@ -275,8 +280,8 @@ class Streamed:
 
     def __init__(self, f: h5py.File, path: str):
         self._f, self._path = f, path
-        self._results, self._timeline = len(f["results"]), len(f["timeline"])
         with _guarded(path):
+            self._results, self._timeline = len(f["results"]), len(f["timeline"])
             self.tables = _without_rows(_data(f, path, self._slice(0, 0), 0, _decoded(f["timeline"][:0])))
 
     def _slice(self, start: int, stop: int) -> np.ndarray:
