@@ -61,7 +61,7 @@ def abort_for(exc: BaseException, rank: int) -> NoReturn:
     if refused:
         abort_job(
             ExitCode.CANNOT_WRITE,
-            f"mpitune: error: {refused.line}; every batch recorded before is kept: {refused.reason.remedy} "
+            f"mpitune: error: {refused.line}; whatever was recorded before is kept: {refused.reason.remedy} "
             f"(exit code {ExitCode.CANNOT_WRITE.value})",
         )
     logging.getLogger("mpitune").critical("rank %d failed; aborting the job", rank, exc_info=exc)
