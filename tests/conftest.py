@@ -28,6 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# Every compile of the suite is a real one, whatever earlier runs (or the user's own) left in the
+# kernel cache: tests of compiling (a timeout, a failure, compile_s) must see the compiler. The
+# tests of the cache (tests/backends/test_kernel_cache*.py) turn it on, in folders of their own.
+os.environ["MPITUNE_KERNEL_CACHE"] = "off"
+
 SCALE_C = r"""
 /* y = 2 * x, STEP elements per step. MODE 1 does not compile, MODE 2 computes 3 * x. */
 #if MODE == 1

@@ -14,19 +14,21 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, Draft, interleaved, shorten, timed, timed_launches
+from mpitune.backends.base import Backend, Compiled, Compiler, Draft, interleaved, shorten, timed, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.compare import mismatch
+from mpitune.backends.kernel_cache import cached
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
@@ -86,10 +88,8 @@ class GccCompiler:
         return timed(lambda: self._build(work))
 
     def _build(self, work: Work) -> Compiled:
-        config_id, derived = work.config_id, work.derived
-        lib = os.path.join(self.workdir, f"config{config_id}.so")
-        defines = work.config if derived is None or derived.defines is None else derived.defines
-        cmd = [*self.command, *(define(k, v) for k, v in defines.items()), "-o", lib, self.source_path]
+        config_id, lib = work.config_id, self.image_path(work)
+        cmd = [*self.command, *self._defines(work), "-o", lib, self.source_path]
         proc = run_compiler(cmd)
         if proc.returncode != 0:
             return Compiled(
@@ -98,6 +98,42 @@ class GccCompiler:
                 error=shorten(proc.stderr or f"{cmd[0]} exited with {proc.returncode}"),
             )
         return Compiled(config_id, artifact=lib)
+
+    @staticmethod
+    def _defines(work: Work) -> list[str]:
+        derived = work.derived
+        defines = work.config if derived is None or derived.defines is None else derived.defines
+        return [define(k, v) for k, v in defines.items()]
+
+    def image_path(self, work: Work) -> str:
+        return os.path.join(self.workdir, f"config{work.config_id}.so")
+
+    def cache_key(self, work: Work) -> tuple[str | bytes, ...] | None:
+        """The command and the defines as gcc gets them, and the source as it is now in the file
+        gcc reads (the run's own copy, which ``prepare`` writes); not the paths of the run's
+        working folder, which differ from run to run and do not change the library."""
+        try:
+            with open(self.source_path, "rb") as fh:
+                source = fh.read()
+        except OSError:  # gcc will say what is wrong
+            return None
+        return ("C", *self.command, *self._defines(work), source)
+
+
+def gcc_identity(command: Sequence[str]) -> str | None:
+    """What the compiler is, for the kernel cache's key: its resolved path and its ``--version``,
+    and what the library is built for (this machine's architecture and CPU model: an option such
+    as ``-march=native`` makes the library the CPU's own). None when it cannot say."""
+    found = shutil.which(command[0])
+    if found is None:
+        return None
+    try:
+        proc = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return "\n".join((os.path.realpath(found), proc.stdout.strip(), platform.machine(), cpu_name()))
 
 
 def run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -135,20 +171,22 @@ def run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
 
 
 class CBackend(Backend):
-    def __init__(self, problem, workdir: str):
+    def __init__(self, problem, workdir: str, local_rank: int = 0):
         self.problem = problem
         self.workdir = workdir
         self.device_name = cpu_name()
         self.source_path = os.path.join(workdir, "kernel.c")
         self.argtypes = [ctypes.c_void_p if isinstance(a, np.ndarray) else _SCALARS[a.dtype] for a in problem.arguments]
         command = shlex.split(os.environ.get("CC", "gcc")) + DEFAULT_FLAGS + list(problem.compiler_options)
-        self._compiler = GccCompiler(tuple(command), self.source_path, workdir)
+        self._compiler = cached(
+            GccCompiler(tuple(command), self.source_path, workdir), lambda: gcc_identity(command), local_rank
+        )
 
     def prepare(self) -> None:
         with open(self.source_path, "w", encoding="utf-8") as fh:
             fh.write(self.problem.kernel_source)
 
-    def compiler(self) -> GccCompiler:
+    def compiler(self) -> Compiler:
         return self._compiler
 
     def _call_args(self, arrays: list) -> list:
@@ -310,7 +348,7 @@ def create(problem, workdir: str, local_rank: int = 0) -> Backend:
     """The CPU needs no choosing, but the file records the GPU a GPU backend would take on
     this rank (its node-local rank within CUDA_VISIBLE_DEVICES, as Slurm sets it), so that
     the placement of ranks on nodes and GPUs can be checked without a GPU."""
-    backend = CBackend(problem, workdir)
+    backend = CBackend(problem, workdir, local_rank)
     backend.device_detail = gpu_placement(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return backend
 

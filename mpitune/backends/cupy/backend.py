@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, Draft, shorten, timed_launches
+from mpitune.backends.base import Backend, Compiled, Compiler, Draft, shorten, timed_launches
 from mpitune.backends.cupy import retiming, throttling
-from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_options
+from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_identity, nvrtc_options
 from mpitune.backends.cupy.device_errors import (
     DeviceLostError,
     Failure,
@@ -30,6 +30,7 @@ from mpitune.backends.cupy.device_errors import (
 from mpitune.backends.cupy.device_start import device_uuid, import_cupy, select_device
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
+from mpitune.backends.kernel_cache import cached
 from mpitune.errors import UserError
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
@@ -65,7 +66,7 @@ class CupyBackend(Backend):
         self.device_uuid = device_uuid(props.get("uuid"))
         self.device_pci_bus_id = self._pci_bus_id()
         self.device_detail = f"GPU {self.device_id}, PCI {self.device_pci_bus_id}, {self.device_uuid}"
-        self._compiler = self._make_compiler()
+        self._compiler = self._make_compiler(local_rank)
         self._observer: Any = problem.observers[0] if problem.observers else None
         self._sampler: Any = None
         self._clocks: Any = None
@@ -124,7 +125,7 @@ class CupyBackend(Backend):
             self._sampler = PowerSampler(self.device_pci_bus_id)
         self._throttle = ThrottleWatch.open(self.device_pci_bus_id)  # None without NVML: timed unwatched
 
-    def _make_compiler(self) -> NvrtcCompiler:
+    def _make_compiler(self, local_rank: int) -> Compiler:
         from cupy_backends.cuda.libs import nvrtc
 
         capability = int(self.cp.cuda.Device(self.device_id).compute_capability)
@@ -133,7 +134,7 @@ class CupyBackend(Backend):
             self.problem.compiler_options, capability, tuple(nvrtc.getSupportedArchs()), include_dir
         )
         extras = self.problem.extras
-        return NvrtcCompiler(
+        compiler = NvrtcCompiler(
             self.problem.kernel_source,
             self.problem.kernel_name.strip(),
             options,
@@ -143,8 +144,10 @@ class CupyBackend(Backend):
             tuple(self.problem.block_size_names),
             tuple(extras.cmem) if extras else (),
         )
+        driver = self.cp.cuda.runtime.driverGetVersion()
+        return cached(compiler, lambda: nvrtc_identity(capability, driver, self.cp.__version__), local_rank)
 
-    def compiler(self) -> NvrtcCompiler:
+    def compiler(self) -> Compiler:
         return self._compiler
 
     def _pci_bus_id(self) -> str:

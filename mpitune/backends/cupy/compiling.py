@@ -50,6 +50,16 @@ def warm_up() -> None:
         nvrtc.destroyProgram(program)
 
 
+def nvrtc_identity(capability: int, driver_version: int, cupy_version: str) -> str:
+    """What compiles and loads, for the kernel cache's key: NVRTC's version, the driver's (which
+    compiles a PTX image at load) and CuPy's (whose headers are on the include path), and the
+    GPU's architecture."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    return f"NVRTC {major}.{minor}, CUDA driver {driver_version}, CuPy {cupy_version}, sm_{capability}"
+
+
 @dataclass(frozen=True)
 class NvrtcCompiler:
     """Compiles one configuration to a CUDA image. Picklable and GPU-free, so any process
@@ -68,14 +78,37 @@ class NvrtcCompiler:
         return timed(lambda: self._compile(work))
 
     def _compile(self, work: Work) -> Compiled:
-        config_id, config, derived = work.config_id, work.config, work.derived
+        prepared = self._prepared(work)
+        if isinstance(prepared, str):
+            return Compiled(work.config_id, status=Status.LAUNCH_ERROR, error=prepared)
+        return self._nvrtc(work.config_id, *prepared)
+
+    def _prepared(self, work: Work) -> tuple[str, str] | str:
+        """(the source after its defines, the kernel's name expression), or why the launch
+        geometry cannot be computed."""
+        config, derived = work.config, work.derived
         try:
             block = block_dims(config, self.block_size_names)
             grid = grid_dims(self.problem_size, config, self.grid_div, self.block_size_names)
         except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
-            return Compiled(config_id, status=Status.LAUNCH_ERROR, error=f"cannot compute the launch geometry: {exc}")
+            return f"cannot compute the launch geometry: {exc}"
         code = kernel_code(self.source, config, block, grid, derived.defines if derived else None)
-        return self._nvrtc(config_id, code, template_name(self.kernel_name, config))
+        return code, template_name(self.kernel_name, config)
+
+    def cache_key(self, work: Work) -> tuple[str | bytes, ...] | None:
+        """What NVRTC is given for this configuration: the options (the architecture among them),
+        the image asked for, the name expressions and the source after its defines; None where
+        there is nothing to compile."""
+        prepared = self._prepared(work)
+        if isinstance(prepared, str):
+            return None
+        code, name = prepared
+        counts = (str(len(self.options)), str(len(self.constants)))
+        return ("cupy", self.image, *counts, *self.options, *self.constants, name, code)
+
+    def image_path(self, work: Work) -> None:
+        """A CUDA image is loaded from memory: no file."""
+        return None
 
     def _nvrtc(self, config_id: int, code: str, name: str) -> Compiled:
         from cupy_backends.cuda.libs import nvrtc  # CuPy's NVRTC binding: no GPU, no context
