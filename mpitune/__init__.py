@@ -2,17 +2,18 @@
 
 Importing the package touches neither MPI nor a GPU: mpi4py is imported by the
 scheduling layer when a run starts, and CuPy only by the CuPy backend. The Python API
-(``mpitune.tune_kernel``, ``mpitune.run_kernel``, in mpitune/api/) is imported on first use,
-for the same reason.
+(``mpitune.tune_kernel``, ``mpitune.run_kernel``, and Kernel Tuner's integration calls
+``mpitune.store_results``, ``mpitune.TuneResults`` and ``mpitune.create_device_targets``, in
+mpitune/api/) is imported on first use, for the same reason.
 """
 
 import importlib
 from typing import Any
 
 __version__ = "0.3.0"
-__all__ = ["__version__", "run_kernel", "tune_kernel"]
+__all__ = ["TuneResults", "__version__", "create_device_targets", "run_kernel", "store_results", "tune_kernel"]
 
-_API = ("run_kernel", "tune_kernel")
+_API = ("TuneResults", "create_device_targets", "run_kernel", "store_results", "tune_kernel")
 
 
 def __getattr__(name: str) -> Any:

@@ -93,14 +93,14 @@ def kt_key(values: Iterable[Any]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def _as_written(data: CacheData) -> dict[str, dict[Any, Any]]:
+def as_written(data: CacheData) -> dict[str, dict[Any, Any]]:
     """Each parameter's values as its ``tune_params`` lists them, by the value a column reads
     back: Kernel Tuner looks a configuration up by ``str()`` of the value its user wrote, so a 2
     in ``[0.5, 1.0, 2]`` must stay ``"2"``, not become the ``"2.0"`` of a float column."""
     return {n: {v: v for v in data.problem.tune_params[n]} for n in data.param_names}
 
 
-def _config(row: np.void, written: dict[str, dict[Any, Any]]) -> dict[str, Any]:
+def config_of(row: np.void, written: dict[str, dict[Any, Any]]) -> dict[str, Any]:
     return {n: values.get(plain(row[n]), plain(row[n])) for n, values in written.items()}
 
 
@@ -127,10 +127,10 @@ def kt_document(data: CacheData) -> dict[str, Any]:
     _refuse_unkept(data)
     names = data.param_names
     problem = data.problem
-    written = _as_written(data)
+    written = as_written(data)
     cache: dict[str, dict[str, Any]] = {}
     for row, values in _measured_rows(data):
-        config = _config(row, written)
+        config = config_of(row, written)
         key = kt_key(config[n] for n in names)
         if key in cache:
             other = {n: cache[key][n] for n in names}
@@ -188,7 +188,7 @@ def export_kt_json(cache_path: str, out: str) -> int:
 
 
 def t4_document(data: CacheData) -> dict[str, Any]:
-    written = _as_written(data)
+    written = as_written(data)
     results = []
     objective = data.objective.name
     for row, values in _measured_rows(data):
@@ -197,7 +197,7 @@ def t4_document(data: CacheData) -> dict[str, Any]:
         stamp = _timestamp(data, row)
         if stamp:
             out["timestamp"] = stamp
-        out["configuration"] = _config(row, written)
+        out["configuration"] = config_of(row, written)
         out["objectives"] = [objective]
         out["times"] = {
             "compilation_time": 1e3 * float(row["compile_s"]),
@@ -233,7 +233,3 @@ def export_t4(cache_path: str, out: str) -> int:
         json.dump(doc, fh, indent=1)
         fh.write("\n")
     return len(doc["results"])
-
-
-# The formats of ``export --format``, each with its writer (cache path, output path) -> configurations written.
-EXPORTS = {"kt-json": export_kt_json, "t4": export_t4}
