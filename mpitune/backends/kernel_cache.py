@@ -53,7 +53,7 @@ def default_folder(environ: Mapping[str, str]) -> str:
     relative XDG_CACHE_HOME is ignored)."""
     base = environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
     return os.path.join(base, "mpitune", "kernels")
 
 
