@@ -49,7 +49,9 @@ ROUNDS = 5  # times the whole space is queued for the workers during the interfe
 def tune(spec: str, gpus: int, workers: int, mpirun: str, out: Path) -> dict:
     cache = out / f"floor-{gpus}gpu.h5"
     cache.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    # Every configuration compiled, as the floor assumes: mpitune's kernel cache off.
+    pythonpath = f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    env = dict(os.environ, PYTHONPATH=pythonpath, MPITUNE_KERNEL_CACHE="off")
     if gpus == 1 and "CUDA_VISIBLE_DEVICES" not in env:
         env["CUDA_VISIBLE_DEVICES"] = "0"
     cmd = [

@@ -10,6 +10,7 @@ set -u
 OUT=${OUT:-$PWD/gpu-check}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export MPITUNE_KERNEL_CACHE=off  # every run compiles, as its figures assume
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="mpirun --bind-to none --mca btl_vader_single_copy_mechanism none"
 EXAMPLES=${EXAMPLES:-"vector_add_cupy transpose_cupy matmul_cupy"}

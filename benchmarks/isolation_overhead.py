@@ -36,8 +36,8 @@ def tune(spec: str, ranks: int, mpiexec: str, cache: str, isolate: bool) -> Cach
         "--strategy",
         "brute_force",
     ] + ([] if isolate else ["--no-isolation"])
-    # Each run compiles for real: CuPy would otherwise reuse the first run's kernels from disk.
-    env = dict(os.environ, CUPY_CACHE_DIR=cache + ".cupy-cache")
+    # Each run compiles for real: CuPy and mpitune would otherwise reuse the first run's kernels from disk.
+    env = dict(os.environ, CUPY_CACHE_DIR=cache + ".cupy-cache", MPITUNE_KERNEL_CACHE="off")
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     return read(cache)
 

@@ -82,7 +82,8 @@ def main() -> None:
             for name, value in variants.items():
                 with open(copies[name], "w") as out:
                     out.write(f"{source}\n{value}\n")
-                env = dict(os.environ, PYTHONPATH=REPO, CUPY_CACHE_DIR=os.path.join(tmp, f"cupy-{len(got)}"))
+                cupy_cache = os.path.join(tmp, f"cupy-{len(got)}")
+                env = dict(os.environ, PYTHONPATH=REPO, CUPY_CACHE_DIR=cupy_cache, MPITUNE_KERNEL_CACHE="off")
                 h5 = os.path.join(tmp, f"{len(got)}.h5")
                 process_s = tune(shlex.split(args.mpirun), args.ranks, copies[name], h5, env)
                 got[name] = {**figures(h5), "process_s": process_s}

@@ -71,7 +71,9 @@ def run_once(spec: str, ranks: int, max_fevals: int, workdir: str) -> tuple[list
     cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpitune", spec, "--out", out]
     cmd += ["--max-fevals", str(max_fevals), "--strategy", "brute_force"]
     launched_unix = time.time()
-    proc = subprocess.run(cmd, env=job_environment(str(REPO)), capture_output=True, text=True)
+    # The first configuration compiled, not loaded from an earlier run's: mpitune's kernel cache off.
+    env = dict(job_environment(str(REPO)), MPITUNE_KERNEL_CACHE="off")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"{shlex.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
     data = read(out)

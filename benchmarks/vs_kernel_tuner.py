@@ -159,11 +159,12 @@ def _kt_result(result: dict, names: list[str]) -> dict:
 
 
 def fresh_env(run_dir: Path) -> dict[str, str]:
-    """The environment of one run: an empty CuPy kernel cache, so every kernel compiles."""
+    """The environment of one run: an empty CuPy kernel cache and mpitune's off, so every kernel
+    compiles."""
     cache = run_dir / "cupy-cache"
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True)
-    return dict(os.environ, CUPY_CACHE_DIR=str(cache))
+    return dict(os.environ, CUPY_CACHE_DIR=str(cache), MPITUNE_KERNEL_CACHE="off")
 
 
 def run_timed(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float) -> float:
