@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 args.append,
             ),
+            warm=lambda: read_measured(args.cache),  # the other ranks' replay backends read it too
         )
     if argv and argv[0] == "plan":
         from mpitune.cli.planning import plan

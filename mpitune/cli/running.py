@@ -49,11 +49,13 @@ def tune(
     worker_lang: str | None = None,
     compile_workers: int | None = None,
     deadline: Deadline | None = None,
+    warm: Callable[[], object] | None = None,
 ) -> int:
     """``load()`` gives the problem and settings; it runs on rank 0 only. ``worker_lang``: the
     backend to start this rank's worker process (and compile workers, ``compile_workers`` of
     them, None: the default) for before MPI (None: none early). ``deadline`` runs the search
-    space's build (loop.py)."""
+    space's build (loop.py). ``warm``, on the other ranks, reads while MPI starts what they
+    read anyway once it is up (a replay's measured data)."""
     _calm_oversubscribed_mpich()
     from mpitune.scheduling import early
 
@@ -62,7 +64,7 @@ def tune(
         refusal = bad_environment()
         if refusal:
             return refuse(refusal)
-        return _run(args, argv, load, compile_workers, deadline)
+        return _run(args, argv, load, compile_workers, deadline, warm)
     finally:
         early.end()  # unclaimed (the spec refused, MPI failed): it must not outlive the rank
 
@@ -86,14 +88,18 @@ def bad_environment() -> str | None:
 
 
 def _start_mpi(
-    load: Callable[[], tuple[Problem, RunSettings]], compile_workers: int | None, liveness_timeout_s: float | None
+    load: Callable[[], tuple[Problem, RunSettings]],
+    compile_workers: int | None,
+    liveness_timeout_s: float | None,
+    warm: Callable[[], object] | None = None,
 ) -> tuple[tuple[ModuleType, Guard], Callable]:
     """The compile workers spawned, MPI started under a watch on its start (faults/start_watch.py;
     the loop imported: it imports mpi4py, which initialises MPI) and this rank's heartbeat with it
     (a ``Guard``, faults/guard.py), and what the loop calls to load the spec: on the rank the
-    launcher names 0, the spec loaded meanwhile, under the heartbeat once MPI is up."""
+    launcher names 0, the spec loaded meanwhile, under the heartbeat once MPI is up; on the
+    others, ``warm`` run meanwhile where given."""
     from mpitune.scheduling import early
-    from mpitune.scheduling.early import load_while
+    from mpitune.scheduling.early import load_while, warm_while
     from mpitune.scheduling.faults.start_watch import StartWatch
 
     def start() -> tuple[ModuleType, Guard]:
@@ -107,7 +113,9 @@ def _start_mpi(
 
         return loop, guard(liveness_timeout_s)
 
-    return load_while(start, load) if early.launcher_world_rank() == 0 else (start(), load)
+    if early.launcher_world_rank() == 0:
+        return load_while(start, load)
+    return (warm_while(start, warm) if warm is not None else start()), load
 
 
 def _run(
@@ -116,11 +124,12 @@ def _run(
     load: Callable[[], tuple[Problem, RunSettings]],
     compile_workers: int | None = None,
     deadline: Deadline | None = None,
+    warm: Callable[[], object] | None = None,
 ) -> int:
     """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
     from mpitune.scheduling import early
 
-    (tuner, guard), load = _start_mpi(load, compile_workers, args.liveness_timeout)
+    (tuner, guard), load = _start_mpi(load, compile_workers, args.liveness_timeout, warm)
     from mpitune.scheduling.faults.aborting import abort_for, quiet_failed_writes  # MPI is up: free now
 
     rank = tuner.MPI.COMM_WORLD.rank

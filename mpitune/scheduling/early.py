@@ -200,6 +200,7 @@ def end() -> None:
 # every rank (comm.start_clock).
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,26 @@ def load_while(start: Callable[[], T], load: Callable[[], tuple[Problem, RunSett
     """``start()`` (MPI's start) in a thread while ``load()`` runs in this one; both results,
     once both are done. What ``start`` raises is raised here; what ``load`` raises waits in the
     record for the loop."""
+    return _beside(start, lambda: Preloaded.run(load))
+
+
+def warm_while(start: Callable[[], T], warm: Callable[[], object]) -> T:
+    """On a rank other than 0: ``start()`` in a thread while ``warm()`` reads here what this rank
+    needs once MPI is up (a replay's measured data, ``measured.load_shared``, parsed beside MPI's
+    start rather than after it while rank 0 waits). What ``warm`` raises is let go, as rank 0
+    reads the same input and says what is wrong with it; an interrupt is not."""
+
+    def here() -> None:
+        try:
+            warm()
+        except Exception:  # rank 0's loading says why, to every rank
+            log.debug("reading ahead of MPI failed", exc_info=True)
+
+    return _beside(start, here)[0]
+
+
+def _beside(start: Callable[[], T], here: Callable[[], U]) -> tuple[T, U]:
+    """``start()`` in a thread while ``here()`` runs in this one; what ``start`` raises is raised."""
     started: list[T] = []
     failed: list[BaseException] = []
 
@@ -245,9 +266,9 @@ def load_while(start: Callable[[], T], load: Callable[[], tuple[Problem, RunSett
     thread = threading.Thread(target=run_start, name="mpitune-mpi-start", daemon=True)
     thread.start()
     try:
-        preloaded = Preloaded.run(load)
+        done = here()
     finally:
         thread.join()
     if failed:
         raise failed[0]
-    return started[0], preloaded
+    return started[0], done

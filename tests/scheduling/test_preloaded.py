@@ -11,7 +11,7 @@ import pytest
 from conftest import mpitune, write_scale_spec
 
 from mpitune.errors import SpecError
-from mpitune.scheduling.early import Preloaded, load_while
+from mpitune.scheduling.early import Preloaded, load_while, warm_while
 
 SLEEP_S = 1.5
 
@@ -52,6 +52,33 @@ def test_what_the_load_raises_waits_for_the_loop_and_what_the_start_raises_is_ra
 
     with pytest.raises(ImportError, match="no MPI library"):
         load_while(broken_mpi, lambda: ("problem", "settings"))
+
+
+def test_another_rank_reads_ahead_beside_the_start_and_lets_its_errors_go_but_not_an_interrupt():
+    seen: dict[str, object] = {}
+
+    def start() -> str:
+        time.sleep(0.3)
+        return "MPI"
+
+    def warm() -> None:
+        seen["warm"] = threading.current_thread()
+        time.sleep(0.3)
+
+    began = time.perf_counter()
+    assert warm_while(start, warm) == "MPI"
+    assert seen["warm"] is threading.main_thread() and time.perf_counter() - began < 0.55
+
+    def unreadable() -> None:
+        raise SpecError("data.json", "cache", "not JSON")  # rank 0 says so, to every rank
+
+    assert warm_while(lambda: "MPI", unreadable) == "MPI"
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        warm_while(lambda: "MPI", interrupted)
 
 
 def test_the_run_begins_with_the_spec_and_mpi_starts_beside_it(tmp_path):
