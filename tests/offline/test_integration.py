@@ -6,10 +6,13 @@ files and writing its own for us to read (those tests skip without it)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -230,7 +233,10 @@ def test_store_results_takes_tune_kernel_results_with_failures(tune_kernel_resul
     api.store_results(str(path), "scale", SCALE_C, params, 4096, results, env)
     (entry,) = json.loads(path.read_text())["data"]  # the confirmed winner alone
     assert entry["tunable_parameters"] == env["confirmation"]["winner"] and entry["mpitune_source"] == "scale.h5"
-    assert entry["time"] == env["confirmation"]["winner_ms"] and entry.get("mpitune_tied", []) == env["confirmation"]["tied"]
+    assert (
+        entry["time"] == env["confirmation"]["winner_ms"]
+        and entry.get("mpitune_tied", []) == env["confirmation"]["tied"]
+    )
     # Without a confirmation, Kernel Tuner's rule: the passing configurations within 3 % of the best.
     plain_env = {k: v for k, v in env.items() if k != "confirmation"} | {"device_name": "Other CPU"}
     api.store_results(str(path), "scale", SCALE_C, params, (64, 64), results, plain_env, top=50)
@@ -272,3 +278,111 @@ def test_bad_input_is_one_line(tuned, exported, tmp_path):
         proc = offline("export", *args, "--out", tmp_path / "out")
         assert proc.returncode == 2 and said in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def kernel_tuner_integration():
+    """Kernel Tuner's own module (the test extra's 1.5.0); these tests skip without it."""
+    pytest.importorskip("kernel_tuner", reason="needs kernel_tuner (the test extra): pip install -e '.[test]'")
+    from kernel_tuner import integration
+
+    return integration
+
+
+@pytest.mark.filterwarnings("ignore:The metaschema specified by:DeprecationWarning")  # jsonschema, in Kernel Tuner
+def test_kernel_tuner_reads_our_results_file_and_names_what_we_name(exported, tmp_path):
+    kt = kernel_tuner_integration()
+    theirs, ours = kt.TuneResults(str(exported)), api.TuneResults(str(exported))
+    assert theirs.data == ours.data and theirs.objective == "time"
+    for entry in ours.data:
+        device, size = entry["device_name"], entry["problem_size"]
+        assert theirs.get_best_config(device) == ours.get_best_config(device)
+        # For a device and size it has, Kernel Tuner 1.5.0 returns the entry (less the objective).
+        assert theirs.get_best_config(device, size)["tunable_parameters"] == ours.get_best_config(device, size)
+    assert theirs.get_best_config() == ours.get_best_config() == ours.get_best_config("No such GPU", 99)
+    # Its create_device_targets on our file: the same configuration for every target.
+    kt.create_device_targets(str(tmp_path / "kt.h"), str(exported))
+    api.create_device_targets(str(tmp_path / "ours.h"), str(exported))
+    for device in dict.fromkeys(e["device_name"] for e in ours.data):
+        flag = f"-DTARGET_{device}"
+        assert compile_and_print(tmp_path / "kt.h", tmp_path, flag) == compile_and_print(
+            tmp_path / "ours.h", tmp_path, flag
+        )
+
+
+KT_SOURCE = r"""
+#include <time.h>
+#if MODE == 1
+#error "MODE 1 uses too much shared data"
+#endif
+float scale(float *x, int n) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < n; i += STEP) x[i] = x[i] * 2.0f + 1.0f;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a.tv_sec) * 1e3f + (b.tv_nsec - a.tv_nsec) * 1e-6f;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def kt_stored(tmp_path_factory) -> Path:
+    """A results file Kernel Tuner 1.5.0 wrote itself: its C run of ``scale`` (STEP, and MODE 1
+    failing to compile in the words Kernel Tuner skips over), stored by its ``store_results`` for
+    two problem sizes."""
+    pytest.importorskip("kernel_tuner", reason="needs kernel_tuner (the test extra): pip install -e '.[test]'")
+    import kernel_tuner
+    import numpy as np
+    from kernel_tuner import integration
+
+    tmp = tmp_path_factory.mktemp("kt_stored")
+    here = os.getcwd()
+    os.chdir(tmp)  # Kernel Tuner writes its sources and objects in the working directory
+    try:
+        for n in (20000, 40000):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # that no parameter names a thread block dimension
+                params = {"STEP": [1, 2, 4, 8], "MODE": [0, 1]}
+                args = [np.zeros(n, np.float32), np.int32(n)]
+                results, env = kernel_tuner.tune_kernel(
+                    "scale", KT_SOURCE, n, args, params, lang="C", iterations=3, quiet=True
+                )
+            assert sum("__error__" in r for r in results) == 4  # failures among them: Kernel Tuner's way
+            env.setdefault("device_name", "Kernel Tuner CPU")  # its C backend's env names no device
+            integration.store_results("kt.json", "scale", KT_SOURCE, params, n, results, env, top=30)
+    finally:
+        os.chdir(here)
+    return tmp / "kt.json"
+
+
+@pytest.mark.filterwarnings("ignore:The metaschema specified by:DeprecationWarning")  # jsonschema, in Kernel Tuner
+def test_we_read_the_results_file_kernel_tuner_writes(kt_stored, tune_kernel_results, tmp_path):
+    kt = kernel_tuner_integration()
+    theirs, ours = kt.TuneResults(str(kt_stored)), api.TuneResults(str(kt_stored))
+    assert ours.data == theirs.data and len({e["problem_size"] for e in ours.data}) == 2
+    device = ours.data[0]["device_name"]
+    for size in ("20000", "40000", None):
+        want = theirs.get_best_config(device, size)
+        assert ours.get_best_config(device, size) == want.get("tunable_parameters", want)
+    api.create_device_targets(str(tmp_path / "ours.h"), str(kt_stored))
+    want = ours.get_best_config(device)
+    assert compile_and_print(tmp_path / "ours.h", tmp_path, f"-DTARGET_{device}") == (
+        f"STEP={want['STEP']} MODE={want['MODE']}"
+    )
+    # Kernel Tuner's store_results cannot take mpitune's results as they are (a failure's time is
+    # its marker, which it compares with the times); ours adds them to its file, which it still reads.
+    results, env = tune_kernel_results
+    path = tmp_path / "both.json"
+    shutil.copy(kt_stored, path)
+    params = {"STEP": [1, 2, 4, 8], "MODE": [0, 1]}
+    mpitune_env = dict(env, device_name="mpitune CPU")
+    with pytest.raises(TypeError):
+        kt.store_results(str(path), "scale", KT_SOURCE, params, 4096, results, mpitune_env)
+    api.store_results(str(path), "scale", KT_SOURCE, params, 4096, results, mpitune_env)
+    both = kt.TuneResults(str(path))
+    assert both.get_best_config("mpitune CPU", 4096)["tunable_parameters"] == env["confirmation"]["winner"]
+    assert both.data[: len(theirs.data)] == theirs.data
+    # And Kernel Tuner adds to ours, keeping mpitune's keys in the entries it does not replace.
+    kt.store_results(str(path), "scale", "", params, 1, [{"STEP": 1, "MODE": 0, "time": 1.0}], {"device_name": "GPU 3"})
+    kept = api.TuneResults(str(path)).data
+    assert next(e for e in kept if e["device_name"] == "mpitune_CPU")["mpitune_confirmed"] is True
+    assert {e["device_name"] for e in kept} == {device, "mpitune_CPU", "GPU_3"}
