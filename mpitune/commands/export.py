@@ -45,7 +45,7 @@ def formats() -> dict[str, Format]:
         "kt-results": Format(
             export_kt_results, "entries", True, "Kernel Tuner's results file, a FILE per device and size"
         ),
-        "header": Format(export_header, "device targets", True, "header: #if defined(TARGET_<device>) per device"),
+        "header": Format(export_header, "device target(s)", True, "header: #if defined(TARGET_<device>) per device"),
     }
 
 

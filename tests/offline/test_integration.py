@@ -165,7 +165,7 @@ def test_header_gives_each_target_its_configuration_and_a_default(tuned, exporte
         "export", tuned["confirmed"], tuned["small"], tuned["replayed"], "--format", "header", "--out", header
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"mpitune: wrote 2 device targets to {header} (header)"
+    assert proc.stdout.strip() == f"mpitune: wrote 2 device target(s) to {header} (header)"
     text = header.read_text()
     results = api.TuneResults(str(exported))
     devices = list(dict.fromkeys(e["device_name"] for e in results.data))

@@ -1,5 +1,6 @@
-"""Which configuration a results file names: for a device and problem size, for a device, and
-the default for a device it does not know.
+"""Which configurations a tuning run's block of a results file keeps (``kept_entries``,
+``confirmed_entry``), and which one the file names: for a device and problem size, for a device,
+and the default for a device it does not know.
 
 For a device and a problem size the file holds, it is that block's best entry; for a device
 alone, Kernel Tuner's rule: the configuration kept for most of the device's problem sizes, the

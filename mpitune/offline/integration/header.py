@@ -86,6 +86,9 @@ def _provenance(results: ResultsFile, device: str, chosen: Mapping[str, Any]) ->
             elif mine.confirmed:
                 line += "; no candidate tied with it"
         lines.append(f"/* {_comment(line)} */")
+    if len(lines) > 1:
+        rule = "the configuration kept for most, then the best sum (Kernel Tuner's rule)"
+        lines.insert(0, f"/* {len(lines)} problem sizes: {rule} */")
     return lines
 
 
