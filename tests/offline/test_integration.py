@@ -125,6 +125,9 @@ def test_tune_results_name_each_device_and_size(tuned, exported):
     cpu = first["device_name"]
     winner = first["tunable_parameters"]
     assert results.get_best_config(cpu, 1) == winner
+    replayed = next(e for e in doc["data"] if e["mpitune_source"] == "replayed.h5")
+    device = report_json(tuned["replayed"])["devices"][0]["device"]  # "... (replayed)", as env names it
+    assert results.get_best_config(device, 1) == replayed["tunable_parameters"]
     small = [e for e in doc["data"] if e["problem_size"] == "1024"]
     assert results.get_best_config(cpu.replace("_", " "), [1024]) == small[0]["tunable_parameters"]
     # Across the device's sizes: the configuration kept for both, else the best sum (Kernel Tuner's rule).

@@ -160,7 +160,7 @@ class TuneResults:
         """The configuration for a device and problem size, by Kernel Tuner's rules (choice.py).
 
         Args:
-            gpu_name: the device's name (as the file keeps it; ``-`` and spaces read as ``_``).
+            gpu_name: the device's name, as ``env["device_name"]`` gives it or as the file keeps it.
                 For a device the file lacks, a configuration good across all of its entries.
             problem_size: the size (a number, sequence or ``"AxB"``); without it, or for a size
                 the file lacks for the device, a configuration good across the device's sizes.

@@ -26,7 +26,14 @@ from typing import Any
 from mpitune.model.confirmation import search_interval_ms
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
-from mpitune.offline.integration.results_file import Entry, ResultsFile, ResultsFileError, is_number, size_label
+from mpitune.offline.integration.results_file import (
+    Entry,
+    ResultsFile,
+    ResultsFileError,
+    device_label,
+    is_number,
+    size_label,
+)
 
 
 def config_key(params: Mapping[str, Any], names: Sequence[str]) -> str:
@@ -66,8 +73,10 @@ def device_choice(results: ResultsFile, device: str) -> Entry:
 def best_config(results: ResultsFile, gpu_name: str = "default", problem_size: Any = None) -> dict[str, Any]:
     """``get_best_config``'s rule: the block's best for a device and problem size the file holds;
     the device's choice across its problem sizes; else the choice across every entry."""
-    gpu_name = gpu_name.replace("-", "_").replace(" ", "_")
-    mine = [e for e in results.entries if e.device_name == gpu_name]
+    # Kernel Tuner's reading of the name, and the name as its store_results keeps it, which takes
+    # env["device_name"] as it is ("AMD EPYC (replayed)" is kept as AMD_EPYC_replayed_).
+    names_read = {gpu_name.replace("-", "_").replace(" ", "_"), device_label(gpu_name)}
+    mine = [e for e in results.entries if e.device_name in names_read]
     names, higher = results.tunable_parameters, results.higher_is_better
     if mine and problem_size:
         block = [e for e in mine if e.problem_size == size_label(problem_size)]
