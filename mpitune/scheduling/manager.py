@@ -273,6 +273,13 @@ class Manager:
         self.unmeasured |= handed - {r.config_id for r in scored}
         return [self.calibrating.scored(s) for s in scored]
 
+    def write_pending(self, now: bool = False) -> None:
+        """Write out what the file was given and has not written (store/cache.py): now, else once
+        it is due, and at once whenever a stop was asked for, so that every row recorded before
+        a second Ctrl-C, which ends the job at once, is on disk. Main thread, ``watch.writing`` held."""
+        self.cache.write_pending(now or self.stop_requested is not None)
+        self.notice_loss()
+
     def notice_loss(self) -> None:
         """The file was lost to other hands by the last write: it goes on beside the path
         (store/custody.py), and the run stops as for a signal, finishing what the ranks hold."""

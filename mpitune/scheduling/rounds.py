@@ -66,6 +66,7 @@ def rounds(
         stopping = lambda: manager.stop_requested is not None
         own = Rank0Rounds(transport, rank0, backend, (timeline, measuring or timeline), ahead, stopping)
         order, sent_s = own.run()
+        own.write_pending(now=True)  # before the last gather, which may wait for silent ranks
         stop_beating()
         _last_rows(transport, rank0, order, sent_s, own.last_rows())
         assert order.stop is not None
@@ -155,6 +156,7 @@ class Rank0Rounds:
                 if isinstance(got, _StopDue):  # the order to stop goes out now, to cut the ranks' work short
                     continue
                 if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
+                    self.write_pending(now=True)  # what it recorded is on disk while it measures
                     mine = self.own.popleft()
                     report = serve(mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping, self._held)
                     self._record(0, mine.order, report)
@@ -170,6 +172,14 @@ class Rank0Rounds:
         finally:
             if self.lane is not None:
                 self.lane.close()
+
+    def write_pending(self, now: bool = False) -> None:
+        """What the file was given and has not written, written out now or once due (the
+        manager's ``write_pending``); not once the heartbeat thread closed the file."""
+        watch = self.rank0.watch
+        with watch.writing:
+            if not watch.closed:
+                self.rank0.manager.write_pending(now)
 
     def _held(self) -> list[Work]:
         """What rank 0's own orders not yet started hold, to compile ahead."""
@@ -255,6 +265,7 @@ class Rank0Rounds:
                 if self.rank0.manager.stop_unsent():
                     return _STOP_DUE
                 look_s = time.monotonic() + _STOP_LOOK_S
+            self.write_pending()  # what came before waits no longer than it may
             watch.polling = bool(due)  # waiting in a gather, as far as the heartbeat thread knows
             time.sleep(pause_s)
             watch.polling = False
@@ -293,3 +304,4 @@ class Rank0Rounds:
                         rank0.manager.tell(told)
                 if recorded.completed:
                     say(progress_line(rank0.manager))
+            rank0.manager.write_pending()

@@ -28,7 +28,7 @@ from mpitune.scheduling.flight import Setup
 from mpitune.scheduling.handouts import Policy
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Placement, StopReason
-from mpitune.store.cache import Cache, RunInfo
+from mpitune.store.cache import WRITE_WITHIN_S, Cache, RunInfo
 from mpitune.store.integrity import refuse_unusable
 
 
@@ -130,6 +130,7 @@ def open_run(
             problem.tune_params,
             problem.iterations,
             Objective.of(problem),
+            write_within_s=WRITE_WITHIN_S,
         )
     except UserError as exc:
         return None, f"{problem.spec_path}: cache: {exc}"

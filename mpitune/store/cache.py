@@ -1,7 +1,12 @@
 """Writing the HDF5 file: results, timeline and runs of one tuning problem.
 
-It is the resume cache and the data for analysis at once. Only rank 0 writes it, flushed after
-every write, so a killed run loses only what was in flight. It is written in HDF5's
+It is the resume cache and the data for analysis at once. Only rank 0 writes it. Each write is
+kept in memory at once (custody.Kept) and written out to the file, with everything before it,
+and flushed: at once, or for the frequent writes of a run (reports, hand-outs, timeline rows)
+``write_within_s`` after the oldest write not yet written at the latest (``write_pending``; a
+run's rank 0 also writes them before it waits and at every stop, scheduling/rounds.py), so that a
+killed run loses only what was in flight and what rank 0 recorded in that last moment, and a
+busy rank 0 resizes and flushes each dataset once per moment rather than once per report. It is written in HDF5's
 single-writer/multiple-reader mode (SWMR), so reports, plots and ``watch`` read it while the run
 goes on; SWMR readers cannot follow variable-length data, hence fixed-length UTF-8 strings. The
 layout comes from mpitune/model/schema.py (docs/cache-format.md): plain compound datasets,
@@ -14,9 +19,9 @@ import json
 import logging
 import math
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import h5py
@@ -27,18 +32,12 @@ from mpitune.model.confirmation import DeviceFactor, Verdict
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.objective import Objective
 from mpitune.model.pareto import front_rows
-from mpitune.model.prior import PriorSource
 from mpitune.model.result import Result, Scored, Status
 from mpitune.model.schema import (
     FRONT_DTYPE,
     IN_FLIGHT_DTYPE,
-    LONG_TEXT,
-    NAME_TEXT,
-    RANKS_DTYPE,
-    RUNS_DTYPE,
     SEARCH_DTYPE,
     SHORT_TEXT,
-    TIMELINE_DTYPE,
 )
 from mpitune.model.timeline import PhaseRow
 from mpitune.model.work import Launch
@@ -49,30 +48,20 @@ from mpitune.store.history import History, ask_rows, prior_rows, read_history, s
 from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
 from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
-from mpitune.store.rows import objective_values, result_rows, values_table
+from mpitune.store.rows import RunInfo as RunInfo  # where callers have always found it
+from mpitune.store.rows import objective_values, phase_rows, rank_rows, result_rows, run_row, values_table
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class RunInfo:
-    started_unix: float
-    ranks: int
-    strategy: str
-    seed: int
-    max_fevals: int | None
-    time_limit_s: float | None
-    batch_size: int
-    space_size: int
-    command: str
-    version: str
-    priors: tuple[PriorSource, ...] = ()  # what the search started from (model/prior.py)
-    schedule: str = ""  # how it hands out its work: refill or batches (scheduling/handouts.py)
+# How long a run's rank 0 may hold recorded rows before writing them (docs/reliability.md, "A job
+# that is killed"): one write-out and flush per half second instead of one per report.
+WRITE_WITHIN_S = 0.5
 
 
 class Cache:
     """Writer side, used by rank 0 only. ``objective`` names the metrics kept beside the
-    results (recomputed for every recorded row by ``rewrite_metrics`` when a run resumes)."""
+    results (recomputed for every recorded row by ``rewrite_metrics`` when a run resumes).
+    ``write_within_s``: how long the frequent writes may wait in memory (0: written at once)."""
 
     def __init__(
         self,
@@ -81,8 +70,11 @@ class Cache:
         tune_params: dict[str, list[Any]],
         iterations: int,
         objective: Objective | None = None,
+        write_within_s: float = 0.0,
     ):
         self.path = path
+        self.write_within_s = write_within_s
+        self._unwritten_since: float | None = None  # monotonic time of the oldest write not written out
         self._custody: Custody | None = None  # while the run writes the file
         self._loss: Loss | None = None  # the path lost: the file beside it that holds the rows
         self.tune_params = tune_params
@@ -134,16 +126,27 @@ class Cache:
         self._custody = Custody(path, self._lock)
 
     @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One write of the file, ending in a flush. First, whether the path still names the file
-        as this writer left it (custody.py): if not, the write goes to memory only, and then
-        everything written to a new file beside the path, which is written from then on."""
+    def _writing(self, deferred: bool = False) -> Iterator[None]:
+        """One write, to memory (``Kept``); then written out with every write before it, at once
+        or, where ``deferred``, once it is due (``write_pending``)."""
+        assert self._custody is not None, "the file is closed"
+        yield
+        if self._unwritten_since is None:
+            self._unwritten_since = time.monotonic()
+        self.write_pending(now=not deferred)
+
+    def write_pending(self, now: bool = True) -> None:
+        """Write out what memory holds and the file does not, and flush: now, or (``now`` False)
+        if ``write_within_s`` have passed since the oldest such write. First, whether the path
+        still names the file as this writer left it (custody.py): if not, everything recorded
+        goes to a new file beside the path, which is written from then on."""
+        since = self._unwritten_since
+        if since is None or (not now and time.monotonic() - since < self.write_within_s):
+            return
         assert self._custody is not None, "the file is closed"
         what = self._custody.lost()
         if what is not None:
             self._kept.detach()
-        yield
-        if what is not None:
             try:
                 self._loss, lock = self._custody.rescue(what, self._kept)
             finally:  # rescued or not, the lost file is let go of
@@ -152,9 +155,12 @@ class Cache:
                 self._lock.close()
             self._lock, self.file = lock, h5py.File(self._loss.kept_in, "a", libver="latest")
             self._adopt(self._loss.kept_in)
+        else:
+            self._kept.write_out()
         self.file.flush()
         assert self._custody is not None
         self._custody.stamp()
+        self._unwritten_since = None
 
     @property
     def lost(self) -> CustodyLost | None:
@@ -230,27 +236,7 @@ class Cache:
         """Record a new run and where its ranks are; ``details`` says which device exactly
         (index, PCI bus, UUID of a GPU), one per rank."""
         self.run = self._kept.count("runs")
-        row = np.zeros(1, RUNS_DTYPE)
-        row[0] = (
-            self.run,
-            info.started_unix,
-            math.nan,
-            info.ranks,
-            text(info.strategy, NAME_TEXT),
-            info.seed,
-            -1 if info.max_fevals is None else info.max_fevals,
-            math.nan if info.time_limit_s is None else info.time_limit_s,
-            info.batch_size,
-            info.space_size,
-            0,
-            b"running",
-            text(info.command, LONG_TEXT),
-            text(info.version, SHORT_TEXT),
-        )
-        ranks = np.zeros(len(hosts), RANKS_DTYPE)
-        details = list(details) or [""] * len(hosts)
-        for rank, (host, device, detail, pid) in enumerate(zip(hosts, devices, details, pids)):
-            ranks[rank] = (self.run, rank, text(host, NAME_TEXT), text(device, NAME_TEXT), text(detail, NAME_TEXT), pid)
+        row, ranks = run_row(self.run, info), rank_rows(self.run, hosts, devices, pids, details)
         with self._writing():
             self._kept.append("runs", row)
             self._kept.append("ranks", ranks)
@@ -269,7 +255,7 @@ class Cache:
         """Write one batch (its scored results and the ranks' timeline rows) and flush; the batch
         ``done_batch`` (None: every one) is no longer in flight, or its chunk of ``done_rank``."""
         rows = result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run)
-        with self._writing():
+        with self._writing(deferred=True):
             self._kept.append("results", rows)
             for name, names, values in (
                 ("metrics", self.objective.metric_names, [r.metrics for r in scored]),
@@ -280,7 +266,7 @@ class Cache:
             held = self._kept.rows("in_flight")
             done = (held["batch"] == done_batch) & ((held["rank"] == done_rank) | (done_rank is None))
             self._kept.replace("in_flight", held[~done] if done_batch is not None else held[:0])
-            self._kept.append("timeline", self._phase_rows(phases))
+            self._kept.append("timeline", phase_rows(self.run, phases))
 
     def hand_out(
         self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int], told: int | None = None
@@ -288,7 +274,7 @@ class Cache:
         """Record which rank holds which configurations until their results are appended (after a
         crash the file says what was lost and where), and the ask that made the hand-out (``asked``,
         in the strategy's order, for ``requested`` ids, once ``told`` of this run's rows were told)."""
-        with self._writing():
+        with self._writing(deferred=True):
             self._hold(batch, list(enumerate(chunks)))
             for name, rows in ask_rows(self.run, batch, requested, asked, told).items():
                 self._kept.append(name, rows)
@@ -308,17 +294,8 @@ class Cache:
         self._kept.replace("in_flight", np.concatenate([held[held["run"] == self.run], rows]))
 
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]]) -> None:
-        with self._writing():
-            self._kept.append("timeline", self._phase_rows(phases))
-
-    def _phase_rows(self, phases: Iterable[tuple[int, PhaseRow]]) -> np.ndarray:
-        return np.array(
-            [
-                (self.run, rank, p.batch, p.config_id, text(p.phase, SHORT_TEXT), p.start_s, p.end_s)
-                for rank, p in phases
-            ],
-            dtype=TIMELINE_DTYPE,
-        )
+        with self._writing(deferred=True):
+            self._kept.append("timeline", phase_rows(self.run, phases))
 
     def finish_run(self, wall_s: float, status: str, measured: int) -> None:
         """Record how the run ended and, with several objectives, the Pareto front of every
@@ -365,7 +342,7 @@ class Cache:
         unmade: Sequence[tuple[int, Launch]] = (),
     ) -> None:
         """This run's part of a confirmation (``batch``): its launches, the ``unmade``, any verdict."""
-        with self._writing():
+        with self._writing(deferred=True):
             self._kept.append("retimed", devices.launch_rows(self.run, batch, launches, devices.CONFIRM))
             self._kept.append("retimed", devices.launch_rows(self.run, batch, unmade, devices.UNMADE))
             if verdict is not None:
@@ -377,7 +354,7 @@ class Cache:
         self, batch: int, launches: Sequence[tuple[int, Launch]], factors: Sequence[DeviceFactor]
     ) -> None:
         """Record the reference's launches that came with ``batch`` and any new factors."""
-        with self._writing():
+        with self._writing(deferred=True):
             self._kept.append("retimed", devices.launch_rows(self.run, batch, launches, devices.CALIBRATE))
             self._kept.append("device_factors", devices.factor_rows(self.run, batch, factors, devices.CALIBRATE))
 
@@ -393,8 +370,8 @@ class Cache:
         """Close the file and release its lock; first, if the run is writing it, whether the
         path still names it (if not, the rows go beside it, as on any write: ``lost`` says where)."""
         if self._custody is not None:
-            with self._writing():
-                pass
+            self._unwritten_since = self._unwritten_since or time.monotonic()
+            self.write_pending()
         self._custody = None
         self.file.close()
         self._lock.close()

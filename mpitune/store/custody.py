@@ -11,12 +11,12 @@ writer wrote goes to a new file beside the path, never over anything, and the wr
 in that file (store/cache.py), so that a run can finish the batches it has handed out.
 
 The copy cannot come from the file (a truncated file's bytes are gone), so every write goes
-through ``Kept``, to the file and to memory at once, and what the writer reads back while it
-writes (the configurations in flight, the run's row) comes from memory too. Once the file is
-lost (``Kept.detach``) that write goes to memory only, so that the batch being recorded when the
-loss is found is kept with the rest. The cost is the file's rows once more in rank 0's memory,
-uncompressed: about 2.5 KB per configuration (a results row of 1.4 KB, most of it the error
-field, and a dozen timeline rows).
+through ``Kept``, to memory at once and to the file when the writer writes out what memory holds
+(store/cache.py says when), and what the writer reads back while it writes (the configurations in
+flight, the run's row) comes from memory too. Once the file is lost (``Kept.detach``) nothing
+more goes to it, so that what was recorded since the last write-out is kept with the rest.
+The cost is the file's rows once more in rank 0's memory, uncompressed: about 2.5 KB per
+configuration (a results row of 1.4 KB, most of it the error field, and a dozen timeline rows).
 
 A truncation within the few milliseconds of a flush itself can go unseen: the flush writes the
 file back to its full size.
@@ -65,39 +65,72 @@ class _Layout:
 
 class Kept:
     """The datasets of an open file (in SWMR mode: no dataset is added from here on), by name,
-    written through ``append``, ``replace`` and ``put``, and read back with ``rows``."""
+    written through ``append``, ``replace`` and ``put``, and read back with ``rows``. Each of
+    those changes memory at once and the file at the next ``write_out``: the rows appended to a
+    dataset since then in one resize and one write, a dataset replaced once, whatever number of
+    times it was replaced meanwhile."""
 
     def __init__(self, f: h5py.File):
         self._attrs = dict(f.attrs)
         self._datasets = {name: ds for name, ds in f.items() if isinstance(ds, h5py.Dataset)}
         self._layouts = {name: _Layout.of(ds) for name, ds in self._datasets.items()}
         self._rows: dict[str, list[np.ndarray]] = {name: [ds[...]] for name, ds in self._datasets.items()}
+        # Not yet in the file, by dataset in the order first changed: the rows appended, or
+        # None where the dataset is to be written whole (replaced); and rows written again.
+        self._unwritten: dict[str, list[np.ndarray] | None] = {}
+        self._put: dict[str, set[int]] = {}
         self.detached = False
 
     def detach(self) -> None:
         """Write to memory only from now on: the file is no longer this writer's."""
         self.detached = True
 
+    @property
+    def unwritten(self) -> bool:
+        """Whether memory holds a change the file does not."""
+        return bool(self._unwritten or self._put)
+
     def append(self, name: str, rows: np.ndarray) -> None:
         if len(rows):
-            if not self.detached:
-                append_rows(self._datasets[name], rows)
             self._rows[name].append(rows)
+            appended = self._unwritten.setdefault(name, [])
+            if appended is not None:
+                appended.append(rows)
 
     def replace(self, name: str, rows: np.ndarray) -> None:
         """The dataset ``name`` holds ``rows`` and nothing else."""
-        if not self.detached:
-            ds = self._datasets[name]
-            ds.resize(rows.shape)
-            if len(rows):
-                ds[...] = rows
         self._rows[name] = [rows]
+        self._unwritten[name] = None
+        self._put.pop(name, None)
 
     def put(self, name: str, index: int, row: np.void) -> None:
         """Write row ``index`` of ``name`` again."""
-        if not self.detached:
-            self._datasets[name][index] = row
         self.rows(name)[index] = row
+        if self._unwritten.get(name, []) is not None:
+            self._put.setdefault(name, set()).add(index)
+
+    def write_out(self) -> None:
+        """Every change since the last ``write_out`` into the file (none once detached); the
+        caller flushes it."""
+        while self._unwritten:  # each taken off first: a write that fails is not made twice
+            name = next(iter(self._unwritten))
+            appended = self._unwritten.pop(name)
+            if self.detached:
+                continue
+            ds = self._datasets[name]
+            if appended is None:
+                rows = self.rows(name)
+                ds.resize(rows.shape)
+                if len(rows):
+                    ds[...] = rows
+            else:
+                append_rows(ds, appended[0] if len(appended) == 1 else np.concatenate(appended))
+        while self._put:
+            name, indices = self._put.popitem()
+            if not self.detached:
+                rows = self.rows(name)
+                for index in sorted(indices):
+                    self._datasets[name][index] = rows[index]
 
     def rows(self, name: str) -> np.ndarray:
         """What ``name`` holds, as written (a view: a caller changes it through ``put`` only)."""

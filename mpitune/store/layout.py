@@ -14,6 +14,7 @@ with a warning and never written, and a missing or garbled one is damage.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -208,4 +209,10 @@ def append_rows(ds: h5py.Dataset, rows: np.ndarray) -> None:
 
 def text(value: str, width: str | np.dtype) -> bytes:
     """Text for a fixed-length field: UTF-8, cut to the field's width."""
-    return str(value).encode()[: np.dtype(width).itemsize]
+    return str(value).encode()[: _itemsize(width)]
+
+
+@functools.lru_cache(maxsize=64)
+def _itemsize(width: str | np.dtype) -> int:
+    """Bytes of a text field: the dtype made once per width, not once per value written."""
+    return np.dtype(width).itemsize

@@ -63,6 +63,54 @@ def test_data_is_on_disk_before_close(tmp_path):
     assert out.stdout.strip() == "3", out.stderr
 
 
+def _on_disk(path) -> list[int]:
+    """The results' config ids and the timeline's length as another process reads them now."""
+    code = (
+        f"import h5py; f = h5py.File({str(path)!r}, 'r', libver='latest', swmr=True); "
+        "print(list(f['results']['config_id']) + [len(f['timeline']), len(f['in_flight'])])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return eval(out.stdout) if out.stdout.strip() else [out.stderr]
+
+
+def test_a_run_s_frequent_writes_wait_in_memory_until_due_then_go_in_one_write_out(tmp_path):
+    """``write_within_s``: reports, hand-outs and timeline rows are written out together once
+    due or asked for (rounds.py asks before waiting and at every stop); what the writer reads
+    back comes from memory meanwhile; the rare writes (a run's row, its end) go at once."""
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3, write_within_s=3600.0)
+    cache.start_run(info(), ["h0", "h1"], ["d0", "d1"], [10, 11])  # at once
+    config = {"bs": 32, "kind": "b", "f": 0.5}
+    cache.hand_out(0, [[0, 1], [2]], 3, [0, 1, 2], told=0)
+    for i in range(3):
+        result = Result(i, "ok", time_ms=float(i), times_ms=[i, i, i], rank=int(i == 2), batch=0)
+        append(cache, [result], [config], [(0, PhaseRow(0, i, "wait", i, i + 1.0))], done_batch=0)
+    assert _on_disk(path) == [0, 0]  # nothing of the batch yet
+    assert cache.confirmations().verdict is None  # read from memory meanwhile
+    cache.write_pending(now=False)  # not due
+    assert _on_disk(path) == [0, 0]
+    cache.write_pending()
+    assert _on_disk(path) == [0, 1, 2, 3, 0]  # every row, the batch no longer in flight
+    cache.hand_out(1, [[3], []], 1, [3], told=3)
+    cache.finish_run(2.0, "finished", 3)  # at once, with what waited before it
+    assert _on_disk(path) == [0, 1, 2, 3, 1]
+    cache.close()
+    data = read(str(path))
+    assert list(data.results["config_id"]) == [0, 1, 2] and list(data.timeline["config_id"]) == [0, 1, 2]
+    assert data.runs["status"][0] == "finished"
+    with h5py.File(path, "r") as f:
+        assert list(f["in_flight"]["config_id"]) == [3]
+
+
+def test_a_file_closed_with_writes_waiting_holds_them(tmp_path):
+    path = tmp_path / "c.h5"
+    cache = Cache(str(path), IDENTITY, PARAMS, iterations=3, write_within_s=3600.0)
+    cache.start_run(info(), ["h"], ["d"], [1])
+    append(cache, [Result(5, "ok", time_ms=1.0, times_ms=[1.0], rank=0, batch=0)], [{"bs": 32, "kind": "b", "f": 0.5}])
+    cache.close()
+    assert list(read(str(path)).results["config_id"]) == [5]
+
+
 def test_other_problem_is_refused_naming_what_differs(tmp_path):
     path = tmp_path / "c.h5"
     write_run(path, [0]).close()
