@@ -62,6 +62,7 @@ clocks, a host busy with other work) slows it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -119,13 +120,18 @@ class Verdict:
         return self.candidates[0].ci_ms
 
 
-def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95, ready: bool = False) -> tuple[float, float]:
     """An interval for the median of one configuration's search launches: the distribution-free
-    order-statistic (binomial) interval; with too few launches for that confidence, [min, max]."""
-    times = sorted(t for t in times_ms if math.isfinite(t))
+    order-statistic (binomial) interval; with too few launches for that confidence, [min, max].
+    ``ready``: the launches are finite and sorted already."""
+    times = times_ms if ready else sorted(t for t in times_ms if math.isfinite(t))
     n = len(times)
-    if n == 0:
-        return (math.nan, math.nan)
+    return (times[_rank(n, confidence) - 1], times[n - _rank(n, confidence)]) if n else (math.nan, math.nan)
+
+
+@functools.lru_cache(maxsize=256)
+def _rank(n: int, confidence: float) -> int:
+    """The interval's j (1-based): [x_(j), x_(n+1-j)] of ``n`` launches; once per count."""
     alpha = (1.0 - confidence) / 2
     # [x_(j), x_(n+1-j)] (1-based) misses the median with probability 2 P(B <= j - 1), B ~ binom(n, 1/2):
     # take the largest j that keeps that within 1 - confidence; j = 1 is [min, max] in any case.
@@ -135,7 +141,7 @@ def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95) -> t
         if nxt > alpha:
             break
         j, below = j + 1, nxt
-    return (times[j - 1], times[n - j])
+    return j
 
 
 # Two medians whose 84 % intervals do not overlap differ at about the 5 % level (for intervals
@@ -167,10 +173,11 @@ def candidates(
     largest spread and the largest first launch / median of the full ones), the bound as the
     search ended: each raced result lost against the bound of its moment, of a best no better
     and ratios no wider. Uses r.time_ms / r.times_ms / r.first_ms."""
+    finite = {id(r): sorted(t for t in r.times_ms if math.isfinite(t)) for r in results}  # each sorted once
+    medians = {i: (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2 for i, t in finite.items() if t}  # as np.median
 
     def median(r: Scored) -> float:  # time_ms is it, but not in data recorded elsewhere (a Kernel Tuner mean)
-        finite = [t for t in r.times_ms if math.isfinite(t)]
-        return float(np.median(finite)) if finite else r.time_ms
+        return medians.get(id(r), r.time_ms)
 
     ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (median(r), r.config_id))
     full = [r for r in ok if not r.raced] or ok  # only raced results: their times are all there is
@@ -181,7 +188,7 @@ def candidates(
     sds = factor_sd or {}
 
     def interval(r: Scored) -> tuple[float, float]:
-        lo, hi = search_interval_ms(r.times_ms, OVERLAP_CONFIDENCE)
+        lo, hi = search_interval_ms(finite[id(r)], OVERLAP_CONFIDENCE, ready=True)
         if not math.isfinite(lo):
             return (r.time_ms, r.time_ms)
         mid, factor = median(r), z * sds.get(r.rank, 0.0)
@@ -192,17 +199,10 @@ def candidates(
     near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=min(r.time_ms for r in full)).first_bound_ms
     near_set = {r.config_id for r in ok if r.raced and r.time_ms <= near_ms}
     chosen = {r.config_id for r in ([r for r in ok if not r.raced or r.config_id in near_set] or full)[:k]}
-    for r in ok:
-        lo, hi = interval(r)
-        if lo <= best_hi and hi >= best_lo:
-            chosen.add(r.config_id)
+    chosen.update(r.config_id for r in ok if (lo_hi := interval(r))[0] <= best_hi and lo_hi[1] >= best_lo)
     near = [r.config_id for r in ok if r.raced and r.time_ms <= near_ms and r.config_id not in chosen]
     chosen.update(near[:k])  # the nearest k: many stop just beyond the bound, each costs a compile and a slot
-    ordered: list[int] = []
-    for r in ok:
-        if r.config_id in chosen and r.config_id not in ordered:
-            ordered.append(r.config_id)
-    return ordered[:most]
+    return list(dict.fromkeys(r.config_id for r in ok if r.config_id in chosen))[:most]  # best first, once each
 
 
 def _nanmedian(a: np.ndarray, axis: int) -> np.ndarray:

@@ -144,6 +144,7 @@ class Rank0Rounds:
         self.sent: list[deque[tuple[Order, float]]] = [deque() for _ in range(transport.size)]
         self.reported_s = [time.monotonic()] * transport.size  # when each rank could start its next order
         self.stash: dict[int, deque[Report]] = {r: deque() for r in range(1, transport.size)}
+        self.progress: list[str] = []  # progress lines of hand-outs whose rows are not yet on disk
 
     def run(self) -> tuple[Order, float]:
         try:
@@ -169,6 +170,9 @@ class Rank0Rounds:
                     order = self.sent[rank].popleft()[0]
                     self.reported_s[rank] = time.monotonic()
                 self._record(rank, order, report)
+        except SilentRanks:  # what did arrive is recorded (faults/silent_round.py): on disk now
+            self.write_pending(now=True)
+            raise
         finally:
             if self.lane is not None:
                 self.lane.close()
@@ -180,6 +184,13 @@ class Rank0Rounds:
         with watch.writing:
             if not watch.closed:
                 self.rank0.manager.write_pending(now)
+                self._say_written()
+
+    def _say_written(self) -> None:
+        """The progress lines whose rows are on disk: a person who reads one may count on them."""
+        if self.progress and not self.rank0.manager.cache.unwritten:
+            say(*self.progress)
+            self.progress.clear()
 
     def _held(self) -> list[Work]:
         """What rank 0's own orders not yet started hold, to compile ahead."""
@@ -265,7 +276,7 @@ class Rank0Rounds:
                 if self.rank0.manager.stop_unsent():
                     return _STOP_DUE
                 look_s = time.monotonic() + _STOP_LOOK_S
-            self.write_pending()  # what came before waits no longer than it may
+            self.write_pending(now=True)  # rank 0 waits: what it recorded goes to disk meanwhile
             watch.polling = bool(due)  # waiting in a gather, as far as the heartbeat thread knows
             time.sleep(pause_s)
             watch.polling = False
@@ -303,5 +314,6 @@ class Rank0Rounds:
                     if told:
                         rank0.manager.tell(told)
                 if recorded.completed:
-                    say(progress_line(rank0.manager))
+                    self.progress.append(progress_line(rank0.manager))
             rank0.manager.write_pending()
+            self._say_written()

@@ -32,9 +32,10 @@ from mpitune.store.cache import WRITE_WITHIN_S, Cache, RunInfo
 from mpitune.store.integrity import refuse_unusable
 
 
-def say(text: str) -> None:
-    """Progress for a person: rank 0 only, on stdout, separate from the diagnostic log."""
-    print(f"mpitune: {text}", flush=True)
+def say(*lines: str) -> None:
+    """Progress for a person: rank 0 only, on stdout, separate from the diagnostic log; several
+    lines in one write."""
+    print("\n".join(f"mpitune: {line}" for line in lines), flush=True)
 
 
 def refuse(rank: int, error: str) -> int:

@@ -135,6 +135,11 @@ class Cache:
             self._unwritten_since = time.monotonic()
         self.write_pending(now=not deferred)
 
+    @property
+    def unwritten(self) -> bool:
+        """Whether a write waits in memory for the next write-out."""
+        return self._unwritten_since is not None
+
     def write_pending(self, now: bool = True) -> None:
         """Write out what memory holds and the file does not, and flush: now, or (``now`` False)
         if ``write_within_s`` have passed since the oldest such write. First, whether the path
