@@ -241,5 +241,17 @@ class Objective:
 def _scored(
     result: Result, config: Mapping[str, Any], metrics: dict[str, float], objective: float, scores: tuple[float, ...]
 ) -> Scored:
+    judged: dict[str, Any] = {"config": dict(config), "metrics": metrics, "objective": objective, "scores": scores}
+    if type(result) in (Result, Scored):  # once per result: without __init__ through every field
+        return _as_scored(result, judged)
     fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(Result)}
-    return Scored(**fields, config=dict(config), metrics=metrics, objective=objective, scores=scores)
+    return Scored(**fields, **judged)
+
+
+def _as_scored(result: Result, judged: dict[str, Any]) -> Scored:
+    """``Scored(**result's fields, **judged)``, made as ``model.result.remade`` makes records; ``judged``
+    holds every field ``Scored`` adds, so that a ``Scored`` result's own are replaced."""
+    made = object.__new__(Scored)
+    made.__dict__.update(result.__dict__)
+    made.__dict__.update(judged)
+    return made

@@ -27,6 +27,7 @@ from mpitune.model.searchspace import SearchSpace
 
 MAX_FEATURES = 512  # indicators in all: FᵀF is MAX_FEATURES² doubles (2 MiB), solved per batch
 RIDGE = 1.0  # shrinks the weight of a value seen in few configurations towards none
+_MOST_CODES = 1 << 20  # pairs listed before they are counted (8 MB)
 FLOOR_S = 1e-3  # a configuration answered without running (invalid) costs about nothing
 
 
@@ -59,7 +60,8 @@ class CostModel:
                 break
             self._pairs.append((a, b, width))
             width += block
-        self._upper = np.zeros((width, width))  # FᵀF's upper triangle and diagonal
+        self._counted = np.zeros((width, width))  # FᵀF's upper triangle and diagonal, but for ``_codes``
+        self._codes: list[np.ndarray] = []  # the pairs set in results learned since (``_pair_codes``)
         self._moment = np.zeros(width)
         self._weights: np.ndarray | None = None
         self._columns: np.ndarray | None = None  # (parameter a, b, offset, b's size) per column, for _active
@@ -68,6 +70,22 @@ class CostModel:
     @property
     def features(self) -> int:
         return len(self._moment)
+
+    @property
+    def _upper(self) -> np.ndarray:
+        """FᵀF's upper triangle and diagonal."""
+        self._count_codes()
+        return self._counted
+
+    def _count_codes(self) -> None:
+        """Count the pairs of the results learned since the last count into ``_counted``, in one
+        go: a table of (features + 1)² per report was the larger part of learning. Counts, so the
+        sum is the same in any grouping."""
+        if self._codes:
+            width = self.features + 1
+            counts = np.bincount(np.concatenate(self._codes), minlength=width * width).reshape(width, width)
+            self._counted += counts[:-1, :-1]
+            self._codes.clear()
 
     def _active(self, ids: Sequence[int]) -> np.ndarray:
         """The indicators set for each id, one row each, one column per parameter and pair, as
@@ -108,7 +126,9 @@ class CostModel:
         active = self._active(ids)
         y = np.log(np.maximum(values, floor))
         width = self.features + 1  # with the unset column
-        self._upper += _pair_counts(active, width)[:-1, :-1]
+        self._codes.append(_pair_codes(active, width))
+        if sum(len(c) for c in self._codes) > _MOST_CODES:  # what waits to be counted stays small
+            self._count_codes()
         moment = np.bincount(active.ravel(), weights=np.repeat(y, active.shape[1]), minlength=width)
         self._moment += moment[:-1]
         self._weights = None
@@ -119,7 +139,8 @@ class CostModel:
         if not self.learned:
             return None
         if self._weights is None:
-            gram = self._upper + self._upper.T - np.diag(np.diagonal(self._upper))
+            upper = self._upper
+            gram = upper + upper.T - np.diag(np.diagonal(upper))
             ridge = np.full(self.features, RIDGE)
             ridge[0] = 0.0  # the intercept is not shrunk: a prediction is seconds, not only an order
             solved = _conjugate_gradient(gram + np.diag(ridge), self._moment)
@@ -139,12 +160,12 @@ class CostModel:
         return per_chunk_s
 
 
-def _pair_counts(active: np.ndarray, width: int) -> np.ndarray:
-    """How often each pair of indicators (i <= j) is set together in the rows of ``active``
-    (indicator numbers, ``width - 1`` where unset): FᵀF's upper triangle and diagonal. Most
-    are unset (71 % of the gemm cache's), so each row's set indicators are sorted to its front
-    and rows are taken together by how many are set, so that only set pairs are counted: 1 µs
-    per row, where all pairs of all columns took 20."""
+def _pair_codes(active: np.ndarray, width: int) -> np.ndarray:
+    """Each pair of indicators (i <= j) set together in a row of ``active`` (indicator numbers,
+    ``width - 1`` where unset), as i * width + j: counted (``bincount``), FᵀF's upper triangle
+    and diagonal. Most are unset (71 % of the gemm cache's), so each row's set indicators are
+    sorted to its front and rows are taken together by how many are set, so that only set pairs
+    are listed: 1 µs per row, where all pairs of all columns took 20."""
     ordered = np.sort(active, axis=1)
     counts = (ordered < width - 1).sum(axis=1)
     codes = [np.zeros(0, dtype=np.int64)]
@@ -152,7 +173,7 @@ def _pair_counts(active: np.ndarray, width: int) -> np.ndarray:
         rows = ordered[counts == count, :count]
         first, second = np.triu_indices(count)
         codes.append((rows[:, first] * width + rows[:, second]).ravel())
-    return np.bincount(np.concatenate(codes), minlength=width * width).reshape(width, width)
+    return np.concatenate(codes)
 
 
 def _conjugate_gradient(a: np.ndarray, b: np.ndarray, tolerance: float = 1e-10) -> np.ndarray:
