@@ -343,11 +343,13 @@ def judge(
     flag_pct: float = 2.0,
     resamples: int = 1000,
     paired: bool = True,
+    intervals: bool = True,
 ) -> Verdict | None:
     """One row per timed launch (parallel arrays; NaN times are failed launches and are left
     out). None when no candidate has a finite launch. ``paired``: a round's launches on one
     device ran together (confirmation's interleaving), so each round's shift is taken out;
-    not where the "candidates" were timed apart (calibration's references)."""
+    not where the "candidates" were timed apart (calibration's references). Without
+    ``intervals`` the candidates' intervals are NaN and none is tied: the factors alone."""
     if not 0.0 < confidence < 1.0 or resamples < 1:
         raise ValueError(f"judge: confidence must be in (0, 1) and resamples >= 1, not {confidence}, {resamples}")
     ranks, ids, grid = _grid(rank, config_id, round_, time_ms)
@@ -362,24 +364,18 @@ def judge(
         # all: that median is NaN and is left out of the summaries, which is what numpy warns of.
         warnings.simplefilter("ignore", RuntimeWarning)
         b_boot, meds_boot = _bootstrap(grid, complete, np.random.default_rng(seed), resamples, paired)
-        lo = np.nanquantile(meds_boot, alpha, axis=0)
-        hi = np.nanquantile(meds_boot, 1.0 - alpha, axis=0)
+        both = np.nanquantile(meds_boot, [alpha, 1.0 - alpha], axis=0) if intervals else np.full((2, len(ids)), np.nan)
+        lo, hi = both
         factors = _factors(ranks, b[0], b_boot, flag_pct)
     order = np.argsort(meds[0], kind="stable")
     counts = finite.sum(axis=(0, 2))
-    found = tuple(
-        Candidate(
-            config_id=int(ids[c]),
-            median_ms=float(meds[0, c]),
-            ci_ms=(float(lo[c]), float(hi[c])),
-            launches=int(counts[c]),
-        )
-        for c in order
+    found = tuple(  # config_id, median_ms, ci_ms, launches
+        Candidate(int(ids[c]), float(meds[0, c]), (float(lo[c]), float(hi[c])), int(counts[c])) for c in order
     )
     return Verdict(
         winner=int(ids[order[0]]),
         candidates=found,
-        tied=tuple(int(ids[c]) for c in _tied(order, meds_boot, confidence)),
+        tied=tuple(int(ids[c]) for c in _tied(order, meds_boot, confidence)) if intervals else (),
         factors=factors,
     )
 

@@ -427,6 +427,7 @@ def test_in_batches_several_ranks_keep_two_batches_in_flight_one_rank_one(tmp_pa
 
     def in_flight(m: Manager) -> None:
         """What the Manager and the file hold in flight, and how many hand-outs are complete."""
+        m.cache.write_pending()  # what waits in memory (store/cache.py) is in the file
         with h5py.File(ranks.cache_path, "r") as f:
             seen.append((sorted(m.in_flight), sorted({int(b) for b in f["in_flight"]["batch"]}), m.completed))
 

@@ -34,7 +34,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from mpitune.model.confirmation import DeviceFactor, judge_launches
+from mpitune.model.confirmation import DeviceFactor, judge
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Scored, remade
 from mpitune.model.work import Launch, Retime, Work
@@ -108,11 +108,19 @@ class Calibrating:
 
     def _estimated(self, events: Sequence[tuple[int, list[tuple[int, Launch]]]]) -> tuple[DeviceFactor, ...]:
         # Each calibration stands in for a candidate: the ranks' times of one configuration at one moment.
-        launches = [
-            (rank, dataclasses.replace(x, config_id=e)) for e, (_, timed) in enumerate(events) for rank, x in timed
-        ]
-        verdict = judge_launches(  # the calibrations ran batches apart: their rounds are not paired
-            launches, seed=self.seed, flag_pct=100 * self.margin, resamples=RESAMPLES, paired=False
+        rank, event, round_, time_ms = zip(
+            *[(r, e, x.round, x.time_ms) for e, (_, ts) in enumerate(events) for r, x in ts]
+        )
+        verdict = judge(  # the calibrations ran batches apart: their rounds are not paired; the factors alone
+            np.array(rank, dtype=np.int64),
+            np.array(event, dtype=np.int64),
+            np.array(round_, dtype=np.int64),
+            np.array(time_ms, dtype=np.float64),
+            seed=self.seed,
+            flag_pct=100 * self.margin,
+            resamples=RESAMPLES,
+            paired=False,
+            intervals=False,
         )
         return verdict.factors if verdict is not None else ()
 
