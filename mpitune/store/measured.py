@@ -153,12 +153,8 @@ def read_kt_json(path: str) -> dict[str, Any]:
         raise UserError(f"{path}: not a Kernel Tuner cache (invalid JSON)") from None
 
 
-def _kt_observed(entry: dict[str, Any], params: list[str]) -> dict[str, float]:
-    return {
-        k: float(v)
-        for k, v in entry.items()
-        if k not in params and k not in KT_BOOKKEEPING and isinstance(v, (int, float)) and not isinstance(v, bool)
-    }
+def _kt_observed(entry: dict[str, Any], skipped: frozenset[str]) -> dict[str, float]:  # skipped: params, bookkeeping
+    return {k: float(v) for k, v in entry.items() if k not in skipped and _number(v)}
 
 
 def _kt_measurement(entry: dict[str, Any]) -> Measurement:
@@ -180,7 +176,7 @@ def _kt_measurement(entry: dict[str, Any]) -> Measurement:
         m.status, m.error = Status.RUNTIME_ERROR, f"time is {value!r}"
     else:
         m.time_ms = float(value)
-        m.times_ms = [float(t) for t in entry.get("times", [])]
+        m.times_ms = list(map(float, entry.get("times", [])))
         m.launches = len(m.times_ms)
     return m
 
@@ -199,15 +195,17 @@ def from_kt_document(path: str, doc: dict[str, Any]) -> MeasuredData:
         raise UserError(f"{path}: cache: must be an object of entries, not {type(doc['cache']).__name__}")
     configs, measurements, observed = [], [], {}
     seen: dict[tuple[Any, ...], str] = {}
-    kinds = [_kind(values[0]) for values in tune_params.values()]
+    kinds = [_kind(values[0]) for values in tune_params.values()]  # each float or str (_checked_params)
+    positions = tuple(tuple(i for i, kind in enumerate(kinds) if kind is want) for want in (float, str))
+    skipped = frozenset([*names, *KT_BOOKKEEPING])
     for key, entry in doc["cache"].items():
-        config = _checked_entry(path, key, entry, tune_params, kinds)
+        config = _checked_entry(path, key, entry, tune_params, positions)
         if config in seen:
             raise UserError(f"{path}: entry {key!r}: the same configuration as entry {seen[config]!r}")
         seen[config] = key
         configs.append(config)
         measurements.append(_kt_measurement(entry))
-        measurements[-1].observed = _kt_observed(entry, names)
+        measurements[-1].observed = _kt_observed(entry, skipped)
         observed.update(dict.fromkeys(measurements[-1].observed))
     if not configs:
         raise UserError(f"{path}: the cache holds no configurations")
@@ -261,21 +259,25 @@ def _checked_params(path: str, doc: dict[str, Any]) -> dict[str, list[Any]]:
     return result
 
 
-def _checked_entry(
-    path: str, key: str, entry: Any, tune_params: dict[str, list[Any]], kinds: list[type | None]
-) -> tuple[Any, ...]:
+_TIMES = ("time", *KT_DURATIONS)
+_PLAIN = frozenset({int, float, type(None)})  # what a time or duration may be, told at C speed
+_Kinds = tuple[tuple[int, ...], ...]  # the positions of a configuration's numbers and of its text
+
+
+def _checked_entry(path: str, key: str, entry: Any, params: dict[str, list[Any]], kinds: _Kinds) -> tuple[Any, ...]:
     """One cache entry's configuration, once its values and numbers are of the kinds they must be
-    (``kinds``: each parameter's ``_kind``); JSON's own numbers are told at C speed (``_finite``)."""
+    (``kinds``); JSON's own numbers are told at C speed (``_finite``)."""
     if not isinstance(entry, dict):
         raise UserError(f"{path}: entry {str(key)[:60]!r}: must be an object, not {type(entry).__name__}")
-    config = tuple([entry.get(name) for name in tune_params])  # None: of no kind
+    config = tuple([entry.get(name) for name in params])  # None: of no kind
     if not _of_kinds(config, kinds):
-        _refuse_entry(path, key, entry, tune_params)
-    for name in ("time", *KT_DURATIONS):
-        value = entry.get(name)
-        # A time may be Kernel Tuner's error marker (text); NaN and inf are failed times.
-        if not (value is None or (name == "time" and isinstance(value, str)) or _number(value)):
-            raise UserError(f"{path}: entry {str(key)[:60]!r}: {name} is {value!r}, not a number")
+        _refuse_entry(path, key, entry, params)
+    if not set(map(type, map(entry.get, _TIMES))) <= _PLAIN:  # else each is looked at, to say which
+        for name in _TIMES:
+            value = entry.get(name)
+            # A time may be Kernel Tuner's error marker (text); NaN and inf are failed times.
+            if not (value is None or (name == "time" and isinstance(value, str)) or _number(value)):
+                raise UserError(f"{path}: entry {str(key)[:60]!r}: {name} is {value!r}, not a number")
     times = entry.get("times", [])
     if not isinstance(times, list) or not _finite(times):
         raise UserError(f"{path}: entry {str(key)[:60]!r}: times must be a list of finite numbers")
@@ -294,11 +296,10 @@ def _refuse_entry(path: str, key: str, entry: dict[str, Any], tune_params: dict[
     raise AssertionError("an entry refused for no parameter")
 
 
-def _of_kinds(config: tuple[Any, ...], kinds: list[type | None]) -> bool:
-    """Whether each value is of its kind (float or str; None: of none), as ``_kind`` tells."""
-    numbers = [value for value, kind in zip(config, kinds) if kind is float]
-    texts = [value for value, kind in zip(config, kinds) if kind is str]
-    return len(numbers) + len(texts) == len(config) and _finite(numbers) and all(isinstance(v, str) for v in texts)
+def _of_kinds(config: tuple[Any, ...], kinds: _Kinds) -> bool:
+    """Whether each value is of its kind (``_kind``: float or str), as ``kinds`` places them."""
+    numbers, texts = kinds
+    return _finite([config[i] for i in numbers]) and all(isinstance(config[i], str) for i in texts)
 
 
 def _finite(values: list[Any]) -> bool:
