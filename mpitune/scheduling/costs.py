@@ -17,6 +17,7 @@ the same results give the same predictions.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Sequence
 
@@ -171,7 +172,7 @@ def _pair_codes(active: np.ndarray, width: int) -> np.ndarray:
     codes = [np.zeros(0, dtype=np.int64)]
     for count in np.unique(counts).tolist():
         rows = ordered[counts == count, :count]
-        first, second = np.triu_indices(count)
+        first, second = _upper_pairs(count)
         codes.append((rows[:, first] * width + rows[:, second]).ravel())
     return np.concatenate(codes)
 
@@ -200,3 +201,9 @@ def _conjugate_gradient(a: np.ndarray, b: np.ndarray, tolerance: float = 1e-10) 
         rz, previous = float(residual @ z), rz
         direction = z + (rz / previous) * direction
     return x
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_pairs(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(count)``, made once per count rather than per report."""
+    return np.triu_indices(count)
