@@ -289,6 +289,7 @@ class Rank0Rounds:
         as a real rank 0 would have found them."""
         stash = self.stash
         while missing := [r for r in due if not stash[r]]:
+            self.write_pending()  # what is due goes to disk before rank 0 may wait
             got = self.transport.receive({r: due[r] for r in missing}, True)
             assert got is not None
             stash[got[0]].append(got[1])
