@@ -213,6 +213,7 @@ class Manager:
         if self.stop_requested is None and self.confirming.wanted:
             if self.in_flight:
                 return None
+            self.write_pending(now=True)  # the search's rows are on disk while its candidates are worked out
             leaders = [self.calibrating.raced(r) for r in self.leaders.results]
             work, sds = (lambda i: self.work(i, {})), self.calibrating.factor_sd()
             orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, leaders, work, sds)

@@ -296,6 +296,8 @@ class Rank0Rounds:
         heads = [(stash[r][0].now_s, r) for r in due]
         lane = self._lane_head()
         if lane is not None:
+            if not lane.done():
+                self.write_pending()  # and before it waits for its lane
             heads.append((lane.result().now_s, 0))
         now_s, rank = min(heads)
         if not wait and now_s > self.timeline.clock.now():
