@@ -66,7 +66,7 @@ def rounds(
         stopping = lambda: manager.stop_requested is not None
         own = Rank0Rounds(transport, rank0, backend, (timeline, measuring or timeline), ahead, stopping)
         order, sent_s = own.run()
-        own.write_pending(now=True)  # before the last gather, which may wait for silent ranks
+        own.write_phase()  # before the last gather, which may wait for silent ranks
         stop_beating()
         _last_rows(transport, rank0, order, sent_s, own.last_rows())
         assert order.stop is not None
@@ -110,6 +110,14 @@ class _StopDue:
 
 
 _STOP_DUE = _StopDue()
+
+
+@dataclass(frozen=True)
+class _WriteDue:
+    """What rank 0's wait gives, on a real clock, when it finds no report and has rows to write."""
+
+
+_WRITE_DUE = _WriteDue()
 
 
 @dataclass
@@ -157,7 +165,6 @@ class Rank0Rounds:
                 if isinstance(got, _StopDue):  # the order to stop goes out now, to cut the ranks' work short
                     continue
                 if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
-                    self.write_pending(now=True)  # what it recorded is on disk while it measures
                     mine = self.own.popleft()
                     report = serve(mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping, self._held)
                     self._record(0, mine.order, report)
@@ -185,6 +192,15 @@ class Rank0Rounds:
             if not watch.closed:
                 self.rank0.manager.write_pending(now)
                 self._say_written()
+
+    def write_phase(self) -> None:
+        """What waits written out now, as a ``write`` phase of its own on a real clock (on a
+        simulated one a phase of its own would change the replay's timeline and charges)."""
+        if self.timeline.clock.simulated or not self.rank0.manager.cache.unwritten:
+            self.write_pending(now=True)
+            return
+        with self.timeline.phase("write"):
+            self.write_pending(now=True)
 
     def _say_written(self) -> None:
         """The progress lines whose rows are on disk: a person who reads one may count on them."""
@@ -243,21 +259,26 @@ class Rank0Rounds:
         if not due and self._lane_head() is None:
             assert in_main, "rank 0 has nothing to wait for"
             return None
-        got: tuple[int, Report] | _StopDue | None
-        with self.timeline.phase("wait"):
-            try:
-                if self.timeline.clock.simulated:
-                    got = self._earliest(due, not in_main)
-                else:
-                    got = self._first(due, not in_main)
-            except SilentRanks as silent:
-                keep_reports(silent, self.rank0, self.handouts, [self.sent[r][0] for r in silent.ranks if self.sent[r]])
-                raise
-            if isinstance(got, tuple):
-                self.timeline.clock.sync(got[1].now_s)
-        return got
+        got: tuple[int, Report] | _StopDue | _WriteDue | None
+        while True:
+            with self.timeline.phase("wait"):
+                try:
+                    if self.timeline.clock.simulated:
+                        got = self._earliest(due, not in_main)
+                    else:
+                        got = self._first(due, not in_main)
+                except SilentRanks as silent:
+                    keep_reports(
+                        silent, self.rank0, self.handouts, [self.sent[r][0] for r in silent.ranks if self.sent[r]]
+                    )
+                    raise
+                if isinstance(got, tuple):
+                    self.timeline.clock.sync(got[1].now_s)
+            if not isinstance(got, _WriteDue):
+                return got
+            self.write_phase()  # rank 0 waits: what it recorded goes to disk first
 
-    def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | _StopDue | None:
+    def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | _StopDue | _WriteDue | None:
         """On a real clock, the first report to arrive: the lane's or a worker's; ``_STOP_DUE``
         once a stop was asked for (a signal, the stop file) and its orders have not gone out:
         the ranks hear it while they measure, so that a long order (the confirmation's rounds,
@@ -276,7 +297,8 @@ class Rank0Rounds:
                 if self.rank0.manager.stop_unsent():
                     return _STOP_DUE
                 look_s = time.monotonic() + _STOP_LOOK_S
-            self.write_pending(now=True)  # rank 0 waits: what it recorded goes to disk meanwhile
+            if self.rank0.manager.cache.unwritten:
+                return _WRITE_DUE
             watch.polling = bool(due)  # waiting in a gather, as far as the heartbeat thread knows
             time.sleep(pause_s)
             watch.polling = False
@@ -312,11 +334,12 @@ class Rank0Rounds:
         with rank0.watch.writing:
             with timeline.phase("write"):
                 recorded = self.handouts.record(rank, report)
+                # Due, or now where rank 0 measures in its main thread next (it has no lane) on a real clock.
+                rank0.manager.write_pending(self.lane is None and not timeline.clock.simulated)
             with timeline.phase("strategy"):
                 for told in recorded.told:
                     if told:
                         rank0.manager.tell(told)
                 if recorded.completed:
                     self.progress.append(progress_line(rank0.manager))
-            rank0.manager.write_pending()
-            self._say_written()
+                self._say_written()
