@@ -10,7 +10,11 @@ or a rank's wall time is, or one of its phase sums is (but its wait, what is lef
 time once it has worked, held with it: the messages' latency on a busy machine, which the clock
 does not model, shows there): a phase is held to the tolerance of its real sum, or, when it is
 shorter than a fifth of the rank's wall time, to the tolerance of that fifth (a phase of a few
-milliseconds, or a wait that a busy machine's noise lengthens, is not the clock's error). In a
+milliseconds, or a wait that a busy machine's noise lengthens, is not the clock's error), and never
+closer than ``PHASE_FLOOR_S``: the clock charges a confirmation or calibration its launches, not
+the few milliseconds per candidate of asking the measuring worker for them, which a busy machine
+stretches to tens (a one-rank C run of six configurations: 0.001 s simulated, 0.02 to 0.03 s
+real, its wall 1.3 s). In a
 refilled run (the default on several ranks) which rank measured which configuration depends on
 when each rank ran short, which a replay's ranks need not repeat: there each phase is held as its
 sum over the ranks (against a fifth of the ranks' summed wall time where that is more), each
@@ -43,6 +47,8 @@ from mpitune.store.reader import CacheData, read
 # The phases compared, in the order a run goes through them (report's columns, less the rare ones).
 # A phase shorter than this share of its rank's wall time is held to the tolerance of that share.
 SMALL = 5
+# ... and never to less than this, in seconds (see the module's doc).
+PHASE_FLOOR_S = 0.05
 PHASES = ("spec", "startup", "strategy", "compile", "verify", "benchmark", "calibrate", "confirm", "write", "wait")
 
 
@@ -85,7 +91,7 @@ class Fidelity:
             for phase in PHASES[:-1]:  # not the wait: what is left of the rank's wall, held with it
                 r_s = sum(r.phases.get(phase, 0.0) for r in reals)
                 s_s = sum(s.phases.get(phase, 0.0) for s in sims)
-                if abs(s_s - r_s) > tolerance * max(r_s, wall_s / SMALL):
+                if abs(s_s - r_s) > max(tolerance * max(r_s, wall_s / SMALL), PHASE_FLOOR_S):
                     found.append(f"{self.name}: {who} {phase} {s_s:.3f} s simulated, {r_s:.3f} s real")
         return found
 
