@@ -78,11 +78,12 @@ def salvage(path: str) -> Salvaged:
             attrs = {key: src.attrs[key] for key in src.attrs}
         except Exception as exc:
             raise UserError(f"{path}: nothing can be salvaged ({exc})") from None
+        tables = _tables(src, path)
         partial, dst = claim_temporary(path, lambda temporary: create_hdf5(temporary, path))
         try:
             with src, dst:
                 dst.attrs.update(attrs)
-                kept, lost = _copy_readable(src, dst)
+                kept, lost = _copy_readable(tables, dst)
                 if layout_version(dst).damage:  # lost: the version its tables show, else it stays damaged
                     dst.attrs["schema_version"] = shown_version(dst)
                 repair(dst)
@@ -97,7 +98,18 @@ def salvage(path: str) -> Salvaged:
         lock.close()
 
 
-def _copy_readable(src: h5py.File, dst: h5py.File) -> tuple[int, int]:
+def _tables(src: h5py.File, path: str) -> dict[str, h5py.Dataset]:
+    """The file's tables, as its root group lists them, each opened. Where that list, or a table's
+    own header (its columns), no longer reads, the file cannot say what a salvaged copy should
+    hold, and nothing is salvaged: the file stays as it is."""
+    try:
+        return {name: src[name] for name in src}
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        src.close()
+        raise UserError(f"{path}: nothing can be salvaged (its tables do not open: {exc})") from None
+
+
+def _copy_readable(src: dict[str, h5py.Dataset], dst: h5py.File) -> tuple[int, int]:
     """Copy what reads back of every table; the results rows kept and the rows lost. Every table
     the file holds, not a list of them: a table added to the layout (the priors, the devices
     compared, the front) is kept without salvage having to know of it."""
