@@ -66,10 +66,16 @@ def _ancestors() -> set[int]:
     return found
 
 
+HELPER_MARKS = ("from multiprocessing.", "--singleton-died-pipe")
+"""A multiprocessing resource tracker or fork server; the orted of an Open MPI singleton (a
+process that imported mpi4py without mpirun)."""
+
+
 def _own_helper(parent: int, command: str, ancestors: set[int]) -> bool:
-    """A multiprocessing helper (resource tracker, fork server) of this process or one above it:
-    it ends when its parent closes their pipe, after the check, so it is not left over."""
-    return parent in ancestors and "from multiprocessing." in command
+    """A helper of this process or one above it (``HELPER_MARKS``): it ends when its parent
+    closes their pipe, after the check, so it is not left over. Killing a singleton's orted
+    would abort the tests' own process before it prints its summary."""
+    return parent in ancestors and any(mark in command for mark in HELPER_MARKS)
 
 
 def marked(token: str) -> list[Leftover]:

@@ -122,3 +122,16 @@ def test_this_process_own_resource_tracker_is_not_a_leftover():
         time.sleep(0.05)
     assert leftovers._carries(Path(f"/proc/{tracker}/environ").read_bytes(), SESSION)
     assert tracker not in [p.pid for p in leftovers.marked(SESSION)]
+
+
+def test_an_open_mpi_singleton_orted_of_this_process_is_its_helper_and_no_one_elses():
+    """Under Open MPI, importing mpi4py without mpirun starts an orted that lives until this
+    process ends; a test's job that left one running from another parent is still named."""
+    orted = "orted --hnp --set-sid --report-uri 16 --singleton-died-pipe 17 -mca ess hnp"
+    ancestors = leftovers._ancestors()
+    assert leftovers._own_helper(os.getpid(), orted, ancestors)
+    stranger = max(ancestors) + 1
+    while stranger in ancestors:
+        stranger += 1
+    assert not leftovers._own_helper(stranger, orted, ancestors)
+    assert not leftovers._own_helper(os.getpid(), "orted --hnp --set-sid -mca ess hnp", ancestors)

@@ -169,22 +169,28 @@ def test_entries_say_what_is_wrong_with_them():
 
 
 RACE = """
-import hashlib, os, sys
+import hashlib, os, sys, time
+from pathlib import Path
 from mpitune.backends.kernel_cache import Image, KernelCache
 
 folder, role, index = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cache = KernelCache(folder)
 digest = "ef" * 32
 images = [Image(bytes([i]) * (1 << 20) + hashlib.sha256(bytes([i])).digest(), f"entry{i}") for i in range(3)]
-loaded = bad = 0
-for n in range(60):
-    if role == "writer":
+done = [Path(folder).parent / f"reader{i}.done" for i in range(2)]
+deadline = time.monotonic() + 90  # whichever process starts first waits for the others
+loaded = bad = n = 0
+if role == "writer":  # until both readers have read 60 entries, however late they started
+    while (n < 60 or not all(d.exists() for d in done)) and time.monotonic() < deadline:
         cache.store(digest, images[(index + n) % 3])
-    else:
+        n += 1
+else:
+    while loaded < 60 and time.monotonic() < deadline:
         got = cache.load(digest)
         if got is not None:
             loaded += 1
             bad += got not in images
+    done[index].touch()
 print(loaded, bad)
 """
 
@@ -207,7 +213,7 @@ def test_writers_racing_on_one_key_never_give_a_reader_a_bad_entry(tmp_path):
     assert all(p.returncode == 0 for p in procs)
     reads = [(int(loaded), int(bad)) for (role, _), (loaded, bad) in zip(roles, outs) if role == "reader"]
     assert all(bad == 0 for _, bad in reads), reads
-    assert sum(loaded for loaded, _ in reads) > 0  # the readers did see entries
+    assert all(loaded == 60 for loaded, _ in reads), reads  # each reader saw 60 entries while writers wrote
     assert not list(folder.rglob("*.tmp"))  # no temporary file left behind
 
 
