@@ -18,6 +18,7 @@ from mpitune.model.searchspace import SearchSpace
 
 DESIGN_CANDIDATES = 5  # random unseen candidates per slot of the space-filling design
 NEAREST_BLOCK = 1 << 16  # unseen configurations per block of nearest_unseen's scan
+LOCAL_CELLS = 1 << 17  # grid cells in nearest_unseen's largest ball before it scans the space
 SEEN_BLOCK = 4096  # seen configurations per block of space_filling's distance computation
 
 
@@ -93,22 +94,111 @@ def nearest_unseen(space: SearchSpace, unseen: np.ndarray, points: np.ndarray) -
     the lowest id). Continuous moves (differential evolution, swarms) land between or outside
     configurations; this snaps them back without ever repeating one.
 
-    The unseen configurations are scanned a block at a time, keeping for each point only
-    its ``len(points)`` nearest: at most that many minus one are taken before it, so its
-    answer is among them. Memory stays at one block's distances, however large the space."""
+    A point's answer is looked for first among the configurations of a ball around it
+    (``_near``), whose cost does not grow with the space; a point whose nearest unseen
+    configuration lies farther than ``LOCAL_CELLS`` grid cells allow is answered by a scan of
+    the whole space (``_scanned``). Both give the full scan's answer: distances are computed
+    alike, parameter by parameter, so equal distances are equal in both."""
     points = np.asarray(points, dtype=np.float64)
+    n = min(len(points), int(unseen.sum()))
+    batch: list[int] = []
+    taken: set[int] = set()
+    level = 0
+    for i in range(n):
+        near = _near(space, unseen, points[i], taken, max(0, level - 1))
+        if near is None:  # too far for a ball: this point by the scan
+            rest = unseen.copy()
+            rest[list(taken)] = False
+            found = _scanned(space, rest, points[i : i + 1])[0]
+        else:
+            found, level = near
+        taken.add(found)
+        batch.append(found)
+    return batch
+
+
+def _distances(points: np.ndarray, coords: np.ndarray) -> np.ndarray:
+    """Squared distances [point, configuration], summed parameter by parameter in one order, so
+    that the ball and the scan compute every distance to the same last bit."""
+    dist = np.zeros((len(points), len(coords)))
+    for j in range(points.shape[1]):
+        dist += (coords[None, :, j] - points[:, j, None]) ** 2
+    return dist
+
+
+def _near(
+    space: SearchSpace, unseen: np.ndarray, point: np.ndarray, taken: set[int], start: int = 0
+) -> tuple[int, int] | None:
+    """(the nearest unseen configuration not in ``taken``, the level of the ball that found
+    it), found among the grid cells within a radius of ``point`` that grows from level
+    ``start`` (its square doubling at each); None once the ball would hold more than
+    ``LOCAL_CELLS`` cells. Points of one ask lie alike, so each starts a level below the last
+    one's: any level gives the same answer, a lower one is only cheaper when it suffices.
+
+    The ball of radius r (in unit coordinates) holds every configuration within r of the point,
+    so the best in it is the nearest of all once its distance is at most r; ties with it are in
+    the ball too. The ball is drawn wider than r by more than the rounding of a distance, so
+    that what it leaves out is farther than r whatever the rounding."""
+    scale = np.maximum(space.sizes - 1, 1).astype(np.float64)
+    top = space.sizes - 1
+    level = start
+    while True:
+        squared = float((1.0 / scale.max()) ** 2) * 2.0**level  # level 0: one step of the most-valued parameter
+        rows = _ball(top, scale, point, squared * (1 + 1e-6))
+        if rows is None:
+            return None
+        ids = space.id_of(rows)
+        ids = ids[ids >= 0]
+        ids = ids[unseen[ids]]
+        if taken:
+            ids = ids[~np.isin(ids, np.fromiter(taken, dtype=np.int64, count=len(taken)))]
+        if len(ids):
+            dist = _distances(point[None, :], space.unit_coordinates(ids))[0]
+            best_d = float(dist.min())
+            if best_d <= squared * (1 + 1e-9):
+                return int(ids[dist == best_d].min()), level
+        level += 1
+
+
+def _ball(top: np.ndarray, scale: np.ndarray, point: np.ndarray, squared: float) -> np.ndarray | None:
+    """The value-index rows (each index at most ``top``) within sqrt(``squared``) of ``point``
+    (unit coordinates), one parameter at a time: each partial row keeps what is left of the
+    squared radius and spreads into the indices of the next parameter within it. None when more
+    than ``LOCAL_CELLS`` rows would be made on the way."""
+    rows = np.zeros((1, 0), dtype=np.int64)
+    left = np.array([squared])
+    for j in range(len(top)):
+        reach = np.sqrt(left)
+        lo = np.maximum(np.ceil((point[j] - reach) * scale[j]), 0).astype(np.int64)
+        hi = np.minimum(np.floor((point[j] + reach) * scale[j]), top[j]).astype(np.int64)
+        counts = np.maximum(hi - lo + 1, 0)
+        total = int(counts.sum())
+        if total > LOCAL_CELLS:
+            return None
+        parent = np.repeat(np.arange(len(rows)), counts)
+        index = lo[parent] + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        left = left[parent] - (index / scale[j] - point[j]) ** 2
+        keep = left >= 0  # a clipped side can leave an index beyond the reach
+        rows = np.concatenate([rows[parent], index[:, None]], axis=1)[keep]
+        left = left[keep]
+    return rows
+
+
+def _scanned(space: SearchSpace, unseen: np.ndarray, points: np.ndarray) -> list[int]:
+    """``nearest_unseen`` by a scan of every unseen configuration, a block at a time, keeping
+    for each point only its ``len(points)`` nearest: at most that many minus one are taken
+    before it, so its answer is among them. Memory stays at one block's distances, however
+    large the space."""
     n = min(len(points), int(unseen.sum()))
     if n == 0:
         return []
-    squares = (points**2).sum(1)[:, None]
     near_ids = [np.empty((len(points), 0), dtype=np.int64)]
     near_dist = [np.empty((len(points), 0))]
     for start in range(0, len(unseen), NEAREST_BLOCK):
         free = start + np.flatnonzero(unseen[start : start + NEAREST_BLOCK])
         if not len(free):
             continue
-        coords = space.unit_coordinates(free)
-        dist = squares - 2 * points @ coords.T + (coords**2).sum(1)[None, :]
+        dist = _distances(points, space.unit_coordinates(free))
         if len(free) > n:
             # Everything up to each point's n-th smallest distance, ties included, so that
             # the lowest ids among equal distances survive as a full scan would keep them.

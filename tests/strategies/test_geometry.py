@@ -43,6 +43,37 @@ def test_nearest_unseen_is_the_full_scan_across_blocks(seed):
     assert len(set(got)) == len(points) and unseen[got].all()
 
 
+def test_nearest_unseen_far_from_anything_unseen_scans_and_still_gives_the_full_scan(monkeypatch):
+    """Unseen configurations only in one corner: points at the other end, and outside the space,
+    are beyond any ball the search may draw (at most 4,096 cells here, a space of 70,785), so the
+    scan answers them; a point near the corner is answered by its ball; the answers together are
+    the full scan's, each taken once."""
+    monkeypatch.setattr(geometry, "LOCAL_CELLS", 4096)
+    unseen = np.zeros(len(BIG), dtype=bool)
+    corner = np.flatnonzero((BIG.indices[:, 0] >= 60) & (BIG.indices[:, 1] >= 30))
+    unseen[corner] = True
+    far = np.array([[0.0, 0.0, 0.0], [-0.25, 0.5, 1.25], [0.5, 0.5, 0.5]])
+    near = BIG.unit_coordinates(corner[:3]) + 1 / 1024
+    points = np.concatenate([far, near, far])
+    assert geometry._near(BIG, unseen, far[0], set()) is None  # the scan, not the ball, answers it
+    got = geometry.nearest_unseen(BIG, unseen, points)
+    assert got == reference_nearest(BIG, unseen, points)
+    assert len(set(got)) == len(points) and unseen[got].all()
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_the_ball_and_the_scan_name_the_same_configuration(seed):
+    """Off-grid points, where distances are not exact: the ball's answer for each point is the
+    scan's, to the last bit of every distance compared."""
+    rng = np.random.default_rng(seed)
+    unseen = rng.random(len(BIG)) < 0.02
+    for point in rng.random((20, 3)) * 1.2 - 0.1:
+        scanned = geometry._scanned(BIG, unseen, point[None, :])[0]
+        for start in (0, 3):  # any first level gives the same answer
+            near = geometry._near(BIG, unseen, point, set(), start)
+            assert near is not None and near[0] == scanned
+
+
 def test_nearest_unseen_gives_at_most_what_is_unseen():
     unseen = np.zeros(len(SMALL), dtype=bool)
     unseen[[3, 7]] = True
