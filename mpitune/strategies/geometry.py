@@ -94,12 +94,15 @@ def nearest_unseen(space: SearchSpace, unseen: np.ndarray, points: np.ndarray) -
     the lowest id). Continuous moves (differential evolution, swarms) land between or outside
     configurations; this snaps them back without ever repeating one.
 
-    A point's answer is looked for first among the configurations of a ball around it
+    In a space larger than one block of the scan (``NEAREST_BLOCK``), a point's answer is
+    looked for first among the configurations of a ball around it
     (``_near``), whose cost does not grow with the space; a point whose nearest unseen
     configuration lies farther than ``LOCAL_CELLS`` grid cells allow is answered by a scan of
     the whole space (``_scanned``). Both give the full scan's answer: distances are computed
     alike, parameter by parameter, so equal distances are equal in both."""
     points = np.asarray(points, dtype=np.float64)
+    if len(unseen) <= NEAREST_BLOCK:  # one block: the scan costs less than the balls
+        return _scanned(space, unseen, points)
     n = min(len(points), int(unseen.sum()))
     batch: list[int] = []
     taken: set[int] = set()

@@ -14,6 +14,7 @@ ALLOWED = {
     "collections",
     "contextlib",
     "dataclasses",
+    "functools",
     "heapq",
     "importlib",
     "math",
