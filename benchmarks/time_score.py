@@ -1,0 +1,177 @@
+"""The benchmark hub's score: how far ahead of random search a search is, averaged over time.
+
+    PYTHONPATH=. python benchmarks/time_score.py CACHE_DIR [CACHE_DIR ...] [--ranks 1 8]
+        [--repeats 3] [--strategy portfolio] [--cutoff 0.95] [--start 0.01]
+
+Scores over evaluations (benchmarks/strategies.py) hide what an evaluation costs; mpitune's
+cost less than Kernel Tuner's (racing, compiling ahead, several ranks), so a fair comparison is
+over time. This follows the methodology of the AutoTuningAssociation's benchmark hub (Willemsen,
+van Nieuwpoort, van Werkhoven, FGCS 2024), written from its description:
+
+- **Random search** without replacement on one device is the baseline. After M evaluations
+  its expected best is the valid time whose rank from the best is (N + 1) / (M + 1), the
+  expected rank of the least of M draws from N; at time t it has made t / (mean cost of a
+  configuration) evaluations. Failed configurations are left out of N.
+- **The time range** runs from when random search is expected to reach the ``--start``
+  cutoff to when it reaches ``--cutoff``: the cutoff p is the time optimum + (median -
+  optimum) * (1 - p), and random search needs ceil(i / (N + 1 - i)) evaluations for it, i
+  the valid configurations slower than it, at the median cost each.
+- **The score** at time t is (S(t) - R(t)) / (optimum - R(t)), S the best the search has
+  found by then (the median before its first valid result, its last best after it stops) and
+  R random search's: 0 is random search, 1 the optimum found at once, below 0 worse than
+  random search. The cache's score is its mean over 1,000 points of the range; a directory's,
+  the mean over its caches.
+
+Each search is the real scheduler on the simulated clock (``scheduling.loop.simulate``, what
+``plan`` runs) with default settings but the strategy, on ``--ranks`` ranks, with a time limit
+at the range's end: a configuration's time is when its result reached rank 0 (``finished_s``).
+Its best is judged by the cache's own time for each configuration handed out, as
+benchmarks/strategies.py judges (a raced result's recorded median is biased upwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from strategies import cache_paths
+
+from mpitune.scheduling.loop import simulate
+from mpitune.spec.replay import replay_problem
+from mpitune.spec.settings import Overrides
+from mpitune.store.measured import MeasuredData, load
+from mpitune.store.reader import read
+
+RESOLUTION = 1000  # points of the time range a score is averaged over
+
+
+@dataclass(frozen=True)
+class Space:
+    """What the baseline needs of a cache: its valid times, best first, and the costs."""
+
+    sorted_ms: np.ndarray  # valid times, ascending
+    mean_cost_s: float  # compile + verify + benchmark, over every configuration
+    median_cost_s: float
+
+    @classmethod
+    def of(cls, data: MeasuredData) -> Space:
+        times = np.array([m.time_ms for m in data.measurements if m.status == "ok" and math.isfinite(m.time_ms)])
+        costs = np.array([m.compile_s + m.verify_s + m.benchmark_s for m in data.measurements])
+        return cls(np.sort(times), float(np.mean(costs)), float(np.median(costs)))
+
+    @property
+    def optimum_ms(self) -> float:
+        return float(self.sorted_ms[0])
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.sorted_ms))
+
+    def random_best_ms(self, evaluations: np.ndarray) -> np.ndarray:
+        """Random search's expected best after each count of evaluations (at least 1)."""
+        n = len(self.sorted_ms)
+        m = np.maximum(np.round(evaluations), 1)
+        rank = np.round((n + 1) / (m + 1)).astype(np.int64)  # 1 = the best
+        return self.sorted_ms[np.clip(rank - 1, 0, n - 1)]
+
+    def cutoff_s(self, percentile: float) -> float:
+        """When random search is expected to reach the cutoff ``percentile`` (module docstring)."""
+        target = self.optimum_ms + (self.median_ms - self.optimum_ms) * (1 - percentile)
+        n = len(self.sorted_ms)
+        slower = int(np.count_nonzero(self.sorted_ms > target))
+        return math.ceil(slower / (n + 1 - slower)) * self.median_cost_s
+
+    def time_range_s(self, start: float, cutoff: float) -> np.ndarray:
+        return np.linspace(self.cutoff_s(start), self.cutoff_s(cutoff), RESOLUTION)
+
+
+def best_over_time(finished_s: np.ndarray, time_ms: np.ndarray, at_s: np.ndarray, before_ms: float) -> np.ndarray:
+    """The best valid time found by each of ``at_s`` (``before_ms`` before the first)."""
+    order = np.argsort(finished_s, kind="stable")
+    done_s = finished_s[order]
+    running = np.minimum.accumulate(np.where(np.isfinite(time_ms[order]), time_ms[order], np.inf))
+    found = np.searchsorted(done_s, at_s, side="right")  # results in by each time
+    best = np.where(found > 0, running[np.maximum(found - 1, 0)], np.inf)
+    return np.where(np.isfinite(best), best, before_ms)
+
+
+def hub_score(space: Space, finished_s: np.ndarray, time_ms: np.ndarray, at_s: np.ndarray) -> float:
+    """The mean over ``at_s`` of (S - R) / (optimum - R) (module docstring)."""
+    searched = best_over_time(finished_s, time_ms, at_s, space.median_ms)
+    random = space.random_best_ms(at_s / space.mean_cost_s)
+    gap = space.optimum_ms - random  # <= 0
+    level = np.where(searched <= space.optimum_ms, 1.0, 0.0)  # where random search is at the optimum too
+    apart = gap < 0
+    level[apart] = (searched[apart] - random[apart]) / gap[apart]
+    return float(np.mean(level))
+
+
+def search(path: str, data: MeasuredData, strategy: str, ranks: int, seed: int, limit_s: float) -> tuple:
+    """(finished_s, time_ms) of each configuration one simulated search handed out and measured."""
+    given = Overrides(strategy=strategy, seed=seed, time_limit_s=limit_s)
+    problem, settings = replay_problem(data, given, strategy)
+    by_config = data.lookup()
+    with tempfile.TemporaryDirectory(prefix="mpitune-time-score-") as workdir:
+        simulate(problem, settings, ranks, workdir)
+        results = read(os.path.join(workdir, f"plan-{ranks}.h5")).results
+    names = list(data.tune_params)
+    own_ms = []
+    for row in results:
+        measured = by_config[tuple(_plain(row[n]) for n in names)]
+        own_ms.append(measured.time_ms if measured.status == "ok" else math.nan)
+    return np.asarray(results["finished_s"], dtype=np.float64), np.array(own_ms, dtype=np.float64)
+
+
+def _plain(value: object) -> object:
+    """A value read from the file as the cache's configurations spell it."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="+", help="folders of measured caches")
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 8], help="rank counts (default 1 8)")
+    parser.add_argument("--repeats", type=int, default=3, help="seeds 0..K-1 (default 3)")
+    parser.add_argument("--strategy", default="portfolio", help="the strategy (default portfolio, the default)")
+    parser.add_argument("--cutoff", type=float, default=0.95, help="the range's end (default 0.95)")
+    parser.add_argument("--start", type=float, default=0.01, help="the range's start (default 0.01)")
+    args = parser.parse_args(argv)
+    print("command: PYTHONPATH=. python " + shlex.join(["benchmarks/time_score.py", *sys.argv[1:]]))
+    started = time.perf_counter()
+    for folder in args.dirs:
+        print(f"\n{folder}: {args.strategy}, the hub's score over time, mean of {args.repeats} seeds")
+        print("| cache | range (s) | " + " | ".join(f"{n} rank{'s' * (n > 1)}" for n in args.ranks) + " |")
+        print("|---|---|" + "---|" * len(args.ranks))
+        means: dict[int, list[float]] = {n: [] for n in args.ranks}
+        for path in cache_paths(folder):
+            data = load(path)
+            space = Space.of(data)
+            at_s = space.time_range_s(args.start, args.cutoff)
+            cells = []
+            for ranks in args.ranks:
+                scores = []
+                for seed in range(args.repeats):
+                    finished_s, time_ms = search(path, data, args.strategy, ranks, seed, float(at_s[-1]))
+                    scores.append(hub_score(space, finished_s, time_ms, at_s))
+                means[ranks].append(float(np.mean(scores)))
+                cells.append(f"{means[ranks][-1]:.3f}")
+            name = os.path.basename(path).split(".")[0]
+            print(f"| {name} | {at_s[0]:.1f}-{at_s[-1]:.1f} | " + " | ".join(cells) + " |", flush=True)
+        print("| mean | | " + " | ".join(f"{np.mean(means[n]):.3f}" for n in args.ranks) + " |")
+    print(f"\n{time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    logging.getLogger("mpitune").setLevel(logging.ERROR)  # the replays' own warnings (device factors)
+    raise SystemExit(main())

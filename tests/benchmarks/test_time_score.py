@@ -1,0 +1,65 @@
+"""benchmarks/time_score.py: the baseline's arithmetic on numbers worked by hand, and a real
+replay of a shared cache scored over time."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import time_score  # noqa: E402  (a script beside its siblings, as they import each other)
+
+# Nine valid times 1..9 ms, every configuration costing 2 s (mean and median).
+SPACE = time_score.Space(np.arange(1.0, 10.0), mean_cost_s=2.0, median_cost_s=2.0)
+
+
+def test_random_search_expects_the_median_after_one_draw_and_the_best_after_all():
+    # rank from the best (N + 1) / (M + 1): 5 (the median) after 1, 2 after 4 (10/5), 1 after 9
+    assert SPACE.random_best_ms(np.array([0.0, 1.0, 4.0, 9.0, 100.0])).tolist() == [5.0, 5.0, 2.0, 1.0, 1.0]
+
+
+def test_the_cutoff_is_where_random_search_expects_that_share_of_the_gap_closed():
+    # 0.75: 1 + (5 - 1) * 0.25 = 2 ms; 7 times are slower, ceil(7 / (10 - 7)) = 3 draws of 2 s
+    assert SPACE.cutoff_s(0.75) == 6.0
+    # 0.5: 3 ms; 6 slower, ceil(6 / 4) = 2 draws
+    assert SPACE.cutoff_s(0.5) == 4.0
+    assert SPACE.time_range_s(0.5, 0.75)[[0, -1]].tolist() == [4.0, 6.0]
+
+
+def test_a_search_scores_one_at_the_optimum_zero_as_random_search_and_below_it_when_worse():
+    at_s = np.array([2.0, 8.0])  # random search: 1 draw (5 ms), then 4 draws (2 ms)
+    found_at_once = time_score.hub_score(SPACE, np.array([0.5]), np.array([1.0]), at_s)
+    assert found_at_once == 1.0
+    as_random = time_score.hub_score(SPACE, np.array([1.0, 7.0]), np.array([5.0, 2.0]), at_s)
+    assert as_random == 0.0
+    # nothing valid: the median all along, 0 against the first draw, (5 - 2) / (1 - 2) against 4
+    nothing = time_score.hub_score(SPACE, np.array([1.0]), np.array([math.nan]), at_s)
+    assert nothing == pytest.approx((0.0 - 3.0) / 2)
+    # results count from when they reach rank 0: the optimum found at 9 s is too late for both
+    late = time_score.hub_score(SPACE, np.array([9.0]), np.array([1.0]), at_s)
+    assert late == nothing
+
+
+def test_the_script_replays_a_shared_cache_on_one_and_two_ranks(pnpoly, tmp_path):
+    (tmp_path / pnpoly.name).symlink_to(pnpoly)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    command = [sys.executable, str(REPO / "benchmarks" / "time_score.py"), str(tmp_path), "--ranks", "1", "2"]
+    done = subprocess.run(
+        [*command, "--repeats", "1", "--cutoff", "0.9"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    row = re.search(r"^\| pnpoly_RTX_3090 \| ([\d.]+)-([\d.]+) \| (-?[\d.]+) \| (-?[\d.]+) \|$", done.stdout, re.M)
+    assert row, done.stdout
+    start_s, end_s, one, two = map(float, row.groups())
+    assert 0 < start_s < end_s
+    assert -1 < one <= 1 and -1 < two <= 1
+    assert two > one  # two ranks find as much in less time
