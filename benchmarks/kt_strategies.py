@@ -61,6 +61,7 @@ import contextlib
 import gzip
 import io
 import json
+import math
 import os
 import random
 import shlex
@@ -71,7 +72,7 @@ import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -127,6 +128,10 @@ class Run:
     seconds: float = 0.0
     timed_out: bool = False  # stopped by --run-timeout-s, as a time limit stops Kernel Tuner
     error: str | None = None
+    # Per entry of the results list, in order: compile + verification + benchmark ms (0 for a
+    # repeat, as Kernel Tuner charges it) and the time, NaN where it failed; for time_score.py.
+    costs_ms: list[float] = field(default_factory=list)
+    times_ms: list[float] = field(default_factory=list)
 
 
 @lru_cache(maxsize=4)
@@ -199,8 +204,13 @@ class WallLimit:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def kt_run(kt_path: str, name: str, strategy: str, budget: int, seed: int, timeout_s: float = 0.0) -> Run:
-    """One ``tune_kernel`` in simulation mode; its score is filled in by the caller."""
+def kt_run(
+    kt_path: str, name: str, strategy: str, budget: int, seed: int, timeout_s: float = 0.0, time_limit_s: float = 0.0
+) -> Run:
+    """One ``tune_kernel`` in simulation mode; its score is filled in by the caller. With
+    ``time_limit_s`` the strategy stops at that much simulated time (Kernel Tuner's own
+    ``time_limit``, charged from the cache's compile, verification and benchmark times) instead
+    of at ``budget`` evaluations."""
     import kernel_tuner
 
     header, configs = cache_header(kt_path)
@@ -224,7 +234,7 @@ def kt_run(kt_path: str, name: str, strategy: str, budget: int, seed: int, timeo
                 cache=kt_path,
                 simulation_mode=True,
                 strategy=strategy,
-                strategy_options={"max_fevals": budget},
+                strategy_options={"time_limit": time_limit_s} if time_limit_s else {"max_fevals": budget},
                 verbose=False,
                 quiet=True,
                 seed=seed,
@@ -237,6 +247,10 @@ def kt_run(kt_path: str, name: str, strategy: str, budget: int, seed: int, timeo
     run.seconds = time.perf_counter() - started
     run.timed_out = limit.fired > 0
     times = [r["time"] for r in results if "__error__" not in r and isinstance(r.get("time"), (int, float))]
+    for r in results:
+        run.costs_ms.append(sum(float(r.get(k, 0.0)) for k in ("compile_time", "verification_time", "benchmark_time")))
+        valid = "__error__" not in r and isinstance(r.get("time"), (int, float))
+        run.times_ms.append(float(r["time"]) if valid else math.nan)
     run.best_ms = float(min(times)) if times else None
     run.results = len(results)
     distinct: dict[tuple, bool] = {}

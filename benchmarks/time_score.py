@@ -19,7 +19,8 @@ van Nieuwpoort, van Werkhoven, FGCS 2024), written from its description:
 - **The score** at time t is (S(t) - R(t)) / (optimum - R(t)), S the best the search has
   found by then (the median before its first valid result, its last best after it stops) and
   R random search's: 0 is random search, 1 the optimum found at once, below 0 worse than
-  random search. The cache's score is its mean over 1,000 points of the range; a directory's,
+  random search, with no lower bound (a search still at the median while random search is
+  close to the optimum scores far below 0). The cache's score is its mean over 1,000 points of the range; a directory's,
   the mean over its caches.
 
 Each search is the real scheduler on the simulated clock (``scheduling.loop.simulate``, what
@@ -32,6 +33,7 @@ benchmarks/strategies.py judges (a raced result's recorded median is biased upwa
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import math
 import os
@@ -39,9 +41,11 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from kt_strategies import kt_copy, kt_run
 from strategies import cache_paths
 
 from mpitune.scheduling.loop import simulate
@@ -114,6 +118,14 @@ def hub_score(space: Space, finished_s: np.ndarray, time_ms: np.ndarray, at_s: n
     return float(np.mean(level))
 
 
+def _ours(path: str, data: MeasuredData, strategy: str, ranks: int, limit_s: float, seed: int) -> tuple:
+    return search(path, data, strategy, ranks, seed, limit_s)
+
+
+def _theirs(path: str, strategy: str, limit_s: float, timeout_s: float, folder: str, seed: int) -> tuple:
+    return kt_search(path, strategy, seed, limit_s, timeout_s, folder)
+
+
 def search(path: str, data: MeasuredData, strategy: str, ranks: int, seed: int, limit_s: float) -> tuple:
     """(finished_s, time_ms) of each configuration one simulated search handed out and measured."""
     given = Overrides(strategy=strategy, seed=seed, time_limit_s=limit_s)
@@ -128,6 +140,18 @@ def search(path: str, data: MeasuredData, strategy: str, ranks: int, seed: int, 
         measured = by_config[tuple(_plain(row[n]) for n in names)]
         own_ms.append(measured.time_ms if measured.status == "ok" else math.nan)
     return np.asarray(results["finished_s"], dtype=np.float64), np.array(own_ms, dtype=np.float64)
+
+
+def kt_search(path: str, strategy: str, seed: int, limit_s: float, timeout_s: float, folder: str) -> tuple:
+    """(finished_s, time_ms) of each entry of one Kernel Tuner 1.5.0 run in simulation mode on
+    one device, stopped by its own time limit at ``limit_s`` simulated seconds (or after
+    ``timeout_s`` of wall time): each entry done when the cache's compile, verification and
+    benchmark times before it have passed. Its strategy and framework times are left out, as
+    the scheduler's simulated clock leaves out rank 0's strategy on a Kernel Tuner cache."""
+    run = kt_run(kt_copy(path, folder), os.path.basename(path), strategy, 0, seed, timeout_s, limit_s)
+    if run.error:
+        raise RuntimeError(f"Kernel Tuner's {strategy} on {path}: {run.error}")
+    return np.cumsum(run.costs_ms) / 1e3, np.array(run.times_ms, dtype=np.float64)
 
 
 def _plain(value: object) -> object:
@@ -145,29 +169,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategy", default="portfolio", help="the strategy (default portfolio, the default)")
     parser.add_argument("--cutoff", type=float, default=0.95, help="the range's end (default 0.95)")
     parser.add_argument("--start", type=float, default=0.01, help="the range's start (default 0.01)")
+    parser.add_argument(
+        "--kt-strategies", nargs="*", default=[], help="Kernel Tuner 1.5.0 strategies to score beside, on one device"
+    )
+    parser.add_argument("--run-timeout-s", type=float, default=90.0, help="wall limit of one Kernel Tuner run")
     args = parser.parse_args(argv)
     print("command: PYTHONPATH=. python " + shlex.join(["benchmarks/time_score.py", *sys.argv[1:]]))
     started = time.perf_counter()
     for folder in args.dirs:
         print(f"\n{folder}: {args.strategy}, the hub's score over time, mean of {args.repeats} seeds")
-        print("| cache | range (s) | " + " | ".join(f"{n} rank{'s' * (n > 1)}" for n in args.ranks) + " |")
-        print("|---|---|" + "---|" * len(args.ranks))
-        means: dict[int, list[float]] = {n: [] for n in args.ranks}
+        columns = [f"{n} rank{'s' * (n > 1)}" for n in args.ranks] + [f"KT {k}, 1 device" for k in args.kt_strategies]
+        print("| cache | range (s) | " + " | ".join(columns) + " |")
+        print("|---|---|" + "---|" * len(columns))
+        means: dict[str, list[float]] = {c: [] for c in columns}
         for path in cache_paths(folder):
             data = load(path)
             space = Space.of(data)
             at_s = space.time_range_s(args.start, args.cutoff)
-            cells = []
-            for ranks in args.ranks:
-                scores = []
-                for seed in range(args.repeats):
-                    finished_s, time_ms = search(path, data, args.strategy, ranks, seed, float(at_s[-1]))
-                    scores.append(hub_score(space, finished_s, time_ms, at_s))
-                means[ranks].append(float(np.mean(scores)))
-                cells.append(f"{means[ranks][-1]:.3f}")
+            runs: dict[str, Callable[[int], tuple]] = {
+                f"{n} rank{'s' * (n > 1)}": functools.partial(_ours, path, data, args.strategy, n, float(at_s[-1]))
+                for n in args.ranks
+            }
+            with tempfile.TemporaryDirectory(prefix="mpitune-time-score-kt-") as folder_kt:
+                for k in args.kt_strategies:
+                    runs[f"KT {k}, 1 device"] = functools.partial(
+                        _theirs, path, k, float(at_s[-1]), args.run_timeout_s, folder_kt
+                    )
+                for column, run in runs.items():
+                    scores = [hub_score(space, *run(seed), at_s) for seed in range(args.repeats)]
+                    means[column].append(float(np.mean(scores)))
             name = os.path.basename(path).split(".")[0]
-            print(f"| {name} | {at_s[0]:.1f}-{at_s[-1]:.1f} | " + " | ".join(cells) + " |", flush=True)
-        print("| mean | | " + " | ".join(f"{np.mean(means[n]):.3f}" for n in args.ranks) + " |")
+            cells = " | ".join(f"{means[c][-1]:.3f}" for c in columns)
+            print(f"| {name} | {at_s[0]:.1f}-{at_s[-1]:.1f} | {cells} |", flush=True)
+        print("| mean | | " + " | ".join(f"{np.mean(means[c]):.3f}" for c in columns) + " |")
     print(f"\n{time.perf_counter() - started:.0f} s")
     return 0
 

@@ -49,17 +49,31 @@ def test_a_search_scores_one_at_the_optimum_zero_as_random_search_and_below_it_w
     assert late == nothing
 
 
-def test_the_script_replays_a_shared_cache_on_one_and_two_ranks(pnpoly, tmp_path):
+def test_the_script_replays_a_shared_cache_on_one_and_two_ranks_beside_kernel_tuner(pnpoly, tmp_path):
+    pytest.importorskip("kernel_tuner")
     (tmp_path / pnpoly.name).symlink_to(pnpoly)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     command = [sys.executable, str(REPO / "benchmarks" / "time_score.py"), str(tmp_path), "--ranks", "1", "2"]
-    done = subprocess.run(
-        [*command, "--repeats", "1", "--cutoff", "0.9"], env=env, capture_output=True, text=True, timeout=600
-    )
+    command += ["--repeats", "1", "--cutoff", "0.9", "--kt-strategies", "greedy_ils"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    row = re.search(r"^\| pnpoly_RTX_3090 \| ([\d.]+)-([\d.]+) \| (-?[\d.]+) \| (-?[\d.]+) \|$", done.stdout, re.M)
+    assert "| cache | range (s) | 1 rank | 2 ranks | KT greedy_ils, 1 device |" in done.stdout
+    number = r"(-?[\d.]+)"
+    row = re.search(
+        rf"^\| pnpoly_RTX_3090 \| ([\d.]+)-([\d.]+) \| {number} \| {number} \| {number} \|$", done.stdout, re.M
+    )
     assert row, done.stdout
-    start_s, end_s, one, two = map(float, row.groups())
+    start_s, end_s, one, two, kt = map(float, row.groups())
     assert 0 < start_s < end_s
-    assert -1 < one <= 1 and -1 < two <= 1
+    assert all(math.isfinite(score) and score <= 1 for score in (one, two, kt))  # no lower bound: see hub_score
     assert two > one  # two ranks find as much in less time
+
+
+def test_a_kernel_tuner_run_is_timed_by_the_caches_own_costs(pnpoly, tmp_path):
+    """Kernel Tuner's run stops at its own time limit on the cache's costs: the last entry ends
+    within one configuration's cost of the limit, and the entries are its results in order."""
+    pytest.importorskip("kernel_tuner")
+    finished_s, time_ms = time_score.kt_search(str(pnpoly), "random_sample", 0, 20.0, 90.0, str(tmp_path))
+    assert len(finished_s) == len(time_ms) > 10
+    assert np.all(np.diff(finished_s) >= 0) and 19.0 < finished_s[-1] < 25.0
+    assert np.isfinite(time_ms).any() and np.nanmin(time_ms) >= 8.714  # the cache's best is 8.714 ms
