@@ -164,7 +164,9 @@ def _plain(value: object) -> object:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", help="folders of measured caches")
-    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 8], help="rank counts (default 1 8)")
+    parser.add_argument(
+        "--ranks", type=int, nargs="*", default=[1, 8], help="rank counts (default 1 8; none: Kernel Tuner only)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="seeds 0..K-1 (default 3)")
     parser.add_argument("--strategy", default="portfolio", help="the strategy (default portfolio, the default)")
     parser.add_argument("--cutoff", type=float, default=0.95, help="the range's end (default 0.95)")
