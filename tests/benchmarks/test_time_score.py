@@ -19,12 +19,22 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import time_score  # noqa: E402  (a script beside its siblings, as they import each other)
 
 # Nine valid times 1..9 ms, every configuration costing 2 s (mean and median).
-SPACE = time_score.Space(np.arange(1.0, 10.0), mean_cost_s=2.0, median_cost_s=2.0)
+SPACE = time_score.Space(np.arange(1.0, 10.0), configurations=9, mean_cost_s=2.0, median_cost_s=2.0)
 
 
-def test_random_search_expects_the_median_after_one_draw_and_the_best_after_all():
-    # rank from the best (N + 1) / (M + 1): 5 (the median) after 1, 2 after 4 (10/5), 1 after 9
-    assert SPACE.random_best_ms(np.array([0.0, 1.0, 4.0, 9.0, 100.0])).tolist() == [5.0, 5.0, 2.0, 1.0, 1.0]
+def test_random_search_expects_the_mean_after_one_draw_and_the_best_after_all():
+    # after 4 draws the k-th best is the least with C(9 - k, 3) / C(9, 4): 56, 35, 20, 10, 4, 1 of
+    # 126 for k = 1..6, so 252 / 126 = 2 ms
+    expected = SPACE.random_best_ms(np.array([0.0, 1.0, 4.0, 9.0, 100.0]))
+    assert expected == pytest.approx([5.0, 5.0, 2.0, 1.0, 1.0])
+
+
+def test_failed_configurations_cost_draws_and_count_as_the_median_when_alone():
+    # 1 and 2 ms valid, 2 failed: one draw finds 1, 2 or nothing (median 1.5) alike, 1.5 ms
+    space = time_score.Space(np.array([1.0, 2.0]), configurations=4, mean_cost_s=1.0, median_cost_s=1.0)
+    assert space.random_best_ms(np.array([1.0]))[0] == pytest.approx(1.5)
+    # two draws: P(1 ms) = 3/6, P(2 ms, not 1) = 2/6, P(both failed) = 1/6: 1/2 + 2/3 + 1.5/6
+    assert space.random_best_ms(np.array([2.0]))[0] == pytest.approx(0.5 + 2 / 3 + 0.25)
 
 
 def test_the_cutoff_is_where_random_search_expects_that_share_of_the_gap_closed():
@@ -36,11 +46,11 @@ def test_the_cutoff_is_where_random_search_expects_that_share_of_the_gap_closed(
 
 
 def test_a_search_scores_one_at_the_optimum_zero_as_random_search_and_below_it_when_worse():
-    at_s = np.array([2.0, 8.0])  # random search: 1 draw (5 ms), then 4 draws (2 ms)
+    at_s = np.array([2.0, 8.0])  # random search expects 5 ms after 1 draw, 2 ms after 4
     found_at_once = time_score.hub_score(SPACE, np.array([0.5]), np.array([1.0]), at_s)
     assert found_at_once == 1.0
     as_random = time_score.hub_score(SPACE, np.array([1.0, 7.0]), np.array([5.0, 2.0]), at_s)
-    assert as_random == 0.0
+    assert as_random == pytest.approx(0.0, abs=1e-12)
     # nothing valid: the median all along, 0 against the first draw, (5 - 2) / (1 - 2) against 4
     nothing = time_score.hub_score(SPACE, np.array([1.0]), np.array([math.nan]), at_s)
     assert nothing == pytest.approx((0.0 - 3.0) / 2)
