@@ -102,7 +102,12 @@ def test_replay_of_an_mpitune_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     real, replayed = report_json(first), report_json(out)
     assert replayed["configs"] == real["configs"] == 6
-    assert replayed["best"]["config"] == real["best"]["config"]
+    # The same best, unless the real run could not tell the two apart: on a busy machine the
+    # C kernel's STEP 1 and 2 can time within noise, and the replay's calibration of its two
+    # ranks may then order them the other way. Its confirmation names what it could not tell apart.
+    confirmed = real["confirmation"]
+    alike = [real["best"]["config"], confirmed["winner"], *confirmed["tied"]]
+    assert replayed["best"]["config"] in alike, (replayed["best"], real["best"], confirmed)
     assert replayed["failed"] == real["failed"] == {"verify_failed": 3}
     # The replay verb reads the same file (racing as by default).
     verb = tmp_path / "verb.h5"
