@@ -9,6 +9,10 @@ options mpitune gives NVRTC, in fresh processes, and prints one JSON line per me
   and in a new one (does anything outside the process keep compiled work?);
 - ``variants``: one set of configurations as a cubin, as PTX, without CuPy's include folder,
   and without ``-ftz=true``;
+- ``again_fresh_home``: the same ones in a new process whose HOME, XDG_CACHE_HOME, TMPDIR and
+  CUDA_CACHE_PATH are new, empty folders (is the keeper a per-user cache?);
+- ``again_dropped_caches``: the same ones after the kernel's page cache is dropped, where the
+  machine allows it (``dropped`` says whether it did: is the keeper the page cache?);
 - ``parallel``: the same work on W worker processes at once, as the compile workers do;
 - ``files``: files written under HOME, /tmp and /var/tmp while it ran (a cache nobody named).
 
@@ -26,6 +30,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -131,8 +136,10 @@ def _parallel_one(args: tuple[int, str]) -> float:
     return compile_one(code(configs(1, skip)[0]), options(kind))
 
 
-def run_child(*args: str) -> None:
-    out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, timeout=600)
+def run_child(*args: str, env: dict[str, str] | None = None) -> None:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, timeout=600, env=env
+    )
     sys.stdout.write(out.stdout)
     if out.returncode:
         sys.stdout.write(json.dumps({"child_failed": args, "stderr": out.stderr[-2000:]}) + "\n")
@@ -169,6 +176,16 @@ def library_read() -> None:
     )
 
 
+def drop_page_cache() -> bool:
+    """Asks the kernel to forget cached file pages (root only; a container may refuse)."""
+    try:
+        os.sync()
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
 def written_since(start: float) -> None:
     roots = [Path.home(), Path("/tmp"), Path("/var/tmp")]
     found = []
@@ -198,14 +215,23 @@ def main() -> None:
     library_read()
     run_child("cold", str(n), "0", "cubin")  # n distinct, then the same n again in-process
     run_child("again_new_process", str(n), "0", "cubin")  # the same n in a new process
+    with tempfile.TemporaryDirectory(prefix="anatomy-home-") as home:
+        fresh = {
+            name: os.path.join(home, name.lower()) for name in ("HOME", "XDG_CACHE_HOME", "TMPDIR", "CUDA_CACHE_PATH")
+        }
+        for folder in fresh.values():
+            os.makedirs(folder)
+        run_child("again_fresh_home", str(n), "0", "cubin", env=dict(os.environ, **fresh))
+    print(json.dumps({"task": "drop_caches", "dropped": drop_page_cache()}), flush=True)
+    run_child("again_dropped_caches", str(n), "0", "cubin")
     for i, kind in enumerate(("cubin", "ptx", "no_include", "no_ftz")):
         run_child("variant", str(n // 2), str(n + i * (n // 2)), kind)  # n/2 not yet compiled, each
-    fresh = n + 4 * (n // 2)
+    first_unseen = n + 4 * (n // 2)
     w = args.workers
     with multiprocessing.get_context("spawn").Pool(w) as pool:
         pool.map(_parallel_one, [(150 + i, "cubin") for i in range(w)])  # start and warm the workers
         t0 = time.perf_counter()
-        each = pool.map(_parallel_one, [(fresh + i, "cubin") for i in range(2 * w)])
+        each = pool.map(_parallel_one, [(first_unseen + i, "cubin") for i in range(2 * w)])
         wall = time.perf_counter() - t0
     print(
         json.dumps(

@@ -7,7 +7,8 @@ Both tuners get what mpitune's own loader makes of SPEC (default: the CUDA matri
 examples/matmul_cupy): Kernel Tuner as ``tune_kernel(..., lang="cupy",
 strategy="brute_force", cache=None)`` on one GPU (it has no multi-GPU runner besides Ray),
 mpitune as ``mpirun -n G python -m mpitune SPEC --strategy brute_force`` for each G asked.
-Every run starts from an empty CuPy kernel cache and is timed from its process's start to its
+Every run starts from an empty CuPy kernel cache, new per-user folders (HOME, TMPDIR, the
+CUDA driver's cache) and mpitune's kernel cache off, and is timed from its process's start to its
 exit, so Python start-up, imports, uploads and the CUDA context count for both. Kernel Tuner
 checks answers on the host (each output is copied back) and reports the mean of its
 iterations; mpitune checks on the GPU and reports the median: that is what users of each pay
@@ -160,11 +161,16 @@ def _kt_result(result: dict, names: list[str]) -> dict:
 
 def fresh_env(run_dir: Path) -> dict[str, str]:
     """The environment of one run: an empty CuPy kernel cache and mpitune's off, so every kernel
-    compiles."""
-    cache = run_dir / "cupy-cache"
-    shutil.rmtree(cache, ignore_errors=True)
-    cache.mkdir(parents=True)
-    return dict(os.environ, CUPY_CACHE_DIR=str(cache), MPITUNE_KERNEL_CACHE="off")
+    compiles, and new, empty per-user folders (HOME, XDG_CACHE_HOME, TMPDIR, the CUDA driver's
+    CUDA_CACHE_PATH), so that no cache a tool keeps there carries over from an earlier run."""
+    folders = {
+        name: run_dir / name.lower()
+        for name in ("CUPY_CACHE_DIR", "HOME", "XDG_CACHE_HOME", "TMPDIR", "CUDA_CACHE_PATH")
+    }
+    for folder in folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+    return dict(os.environ, MPITUNE_KERNEL_CACHE="off", **{name: str(f) for name, f in folders.items()})
 
 
 def run_timed(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float) -> float:
