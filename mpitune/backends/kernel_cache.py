@@ -17,6 +17,11 @@ replaced, never loaded. Loading a cached image runs its code, so the folder must
 own and writable by no one else; a folder that is not, or cannot be written, means no cache, with
 one warning per node, and the run goes on. Only images are kept: a configuration that fails to
 compile is compiled again (its failure may be the environment's: a killed compiler, a full disk).
+
+The entries keep to ``MPITUNE_KERNEL_CACHE_MAX_MB`` (2048 MiB; 0: no bound), or a disk fills with
+the images of spaces long tuned: a write that takes them past it removes the least recently used
+(loading an entry touches it), and the scans that find them remove the temporary files of writers
+killed an hour or more ago (kernel_cache_upkeep.py).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from mpitune.backends import kernel_cache_upkeep
 from mpitune.backends.base import Compiled, Compiler
 from mpitune.model.work import Work
 
@@ -42,6 +48,8 @@ log = logging.getLogger(__name__)
 CACHE_VARIABLE = "MPITUNE_KERNEL_CACHE"  # a folder; off (0, false, no) for none; unset, "" or on: the default
 _OFF = ("off", "0", "false", "no")
 _ON = ("", "on", "1", "true", "yes")
+MAX_MB_VARIABLE = "MPITUNE_KERNEL_CACHE_MAX_MB"  # the MiB the entries may take; 0: no bound
+DEFAULT_MAX_MB = 2048
 # What an entry starts with: the format's name and version, then the SHA-256 of the rest.
 MAGIC = b"MPITUNE-KERNEL-CACHE-1\n"
 _LENGTH = struct.Struct("<I")  # the header's length, before the header (JSON) and the image
@@ -67,6 +75,23 @@ def cache_folder(environ: Mapping[str, str] | None = None) -> str:
     if value.lower() in _ON:
         return default_folder(env)
     return os.path.abspath(os.path.expanduser(value))
+
+
+def max_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The bound ``MPITUNE_KERNEL_CACHE_MAX_MB`` sets, in bytes (0: none). A value that is no whole
+    number of 0 or more is the default, said once per process: a typo should neither stop a run
+    nor leave the disk to fill."""
+    text = (os.environ if environ is None else environ).get(MAX_MB_VARIABLE, "").strip()
+    if text and not (text.isascii() and text.isdigit()):
+        (log.debug if _warned_max[0] else log.warning)(
+            "%s=%r is not a whole number of MiB (0 or more); the kernel cache keeps to %d MiB",
+            MAX_MB_VARIABLE,
+            text,
+            DEFAULT_MAX_MB,
+        )
+        _warned_max[0] = True
+        text = ""
+    return (int(text) if text else DEFAULT_MAX_MB) << 20
 
 
 class BadEntry(Exception):
@@ -124,9 +149,11 @@ def digest_of(parts: Sequence[str | bytes]) -> str:
 @dataclass(frozen=True)
 class KernelCache:
     """The folder of entries, ``<folder>/<digest[:2]>/<digest>.kernel``: 256 subfolders keep
-    the ones of a large space (tens of thousands) out of one directory listing."""
+    the ones of a large space (tens of thousands) out of one directory listing. ``bound_bytes``:
+    what the entries may take (0: no bound)."""
 
     folder: str
+    bound_bytes: int = DEFAULT_MAX_MB << 20
 
     def path(self, digest: str) -> str:
         return os.path.join(self.folder, digest[:2], f"{digest}.kernel")
@@ -144,7 +171,10 @@ class KernelCache:
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
                 raise BadEntry("not a regular file of an entry's size")
             with os.fdopen(fd, "rb", closefd=False) as fh:
-                return decode(digest, fh.read())
+                image = decode(digest, fh.read())
+            with contextlib.suppress(OSError):  # its last use, by which eviction goes
+                os.utime(fd)
+            return image
         except (BadEntry, OSError, ValueError, struct.error) as exc:
             log.debug("kernel cache entry %s is not usable (%s): compiling again", path, exc)
             return None
@@ -154,18 +184,22 @@ class KernelCache:
     def store(self, digest: str, image: Image) -> None:
         """Write the entry whole under a temporary name in its own folder, then rename it into
         place: an entry is either absent, the old one or the new one, whoever reads it and
-        whenever this process is killed. Never raises: a cache that cannot be written is no cache."""
+        whenever this process is killed; then the folder is kept within its bound
+        (kernel_cache_upkeep.py). Never raises: a cache that cannot be written is no cache."""
         path = self.path(digest)
+        data = encode(digest, image)
         tmp = ""
         try:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{digest[:16]}.", suffix=".tmp", dir=os.path.dirname(path))
             with os.fdopen(fd, "wb") as fh:
-                fh.write(encode(digest, image))
+                fh.write(data)
             os.replace(tmp, path)
             tmp = ""
         except OSError as exc:
             _warn_once(f"cannot write to the kernel cache {self.folder} ({exc}); compiled kernels are not kept")
+        else:
+            kernel_cache_upkeep.wrote(self.folder, len(data), self.bound_bytes)
         finally:
             if tmp:
                 _remove(tmp)
@@ -264,7 +298,7 @@ def cached(compiler: KeyedCompiler, identity: Callable[[], str | None], local_ra
     if name is None:
         log.debug("the compiler cannot say what it is: kernels are not cached")
         return compiler
-    return CachedCompiler(compiler, KernelCache(folder), name)
+    return CachedCompiler(compiler, KernelCache(folder, max_bytes()), name)
 
 
 def unusable(folder: str) -> str:
@@ -294,6 +328,7 @@ def unusable(folder: str) -> str:
 
 
 _warned = [False]  # whether this process has said that the cache cannot be written
+_warned_max = [False]  # whether it has said that MPITUNE_KERNEL_CACHE_MAX_MB is no number
 
 
 def _warn_once(message: str) -> None:

@@ -274,6 +274,21 @@ def test_the_folder_is_the_settings_or_the_users_cache():
     assert kernel_cache.cache_folder({**env, CACHE_VARIABLE: " Off "}) == ""
 
 
+def test_the_bound_is_the_settings_in_mib_and_a_bad_one_is_one_warning_and_the_default(caplog):
+    """Eviction itself: tests/backends/test_kernel_cache_upkeep.py."""
+    variable, default_bytes = kernel_cache.MAX_MB_VARIABLE, 2048 << 20
+    assert kernel_cache.max_bytes({}) == default_bytes
+    assert kernel_cache.max_bytes({variable: ""}) == default_bytes
+    assert kernel_cache.max_bytes({variable: " 64 "}) == 64 << 20
+    assert kernel_cache.max_bytes({variable: "0"}) == 0  # no bound
+    assert not caplog.records
+    kernel_cache._warned_max[0] = False
+    for bad in ("lots", "-5", "1.5", "1e3", "\uff11\uff12"):  # the last: full-width digits
+        assert kernel_cache.max_bytes({variable: bad}) == default_bytes, bad
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and variable in warnings[0].getMessage() and "lots" in warnings[0].getMessage()
+
+
 def test_a_folder_others_may_write_or_that_is_no_folder_is_not_used(tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
