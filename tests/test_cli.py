@@ -232,6 +232,7 @@ def test_a_bad_mpitune_variable_is_one_line_naming_it_not_the_default(tmp_path):
         ("MPITUNE_RANK_DEADLINE_FLOOR_S", "-1", "must be greater than 0, got '-1'"),
         ("MPITUNE_MPI_START_TIMEOUT_S", "soon", "not a number: 'soon'"),
         ("MPITUNE_LIVENESS_TIMEOUT_S", "inf", "not a finite number: 'inf'"),
+        ("MPITUNE_KERNEL_CACHE_MAX_MB", "lots", "not a number: 'lots'"),
     ],
 )
 def test_every_watch_variable_is_checked_before_mpi_starts(monkeypatch, variable, value, says):

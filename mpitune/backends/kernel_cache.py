@@ -41,6 +41,7 @@ from typing import Protocol
 
 from mpitune.backends import kernel_cache_upkeep
 from mpitune.backends.base import Compiled, Compiler
+from mpitune.errors import environment_number
 from mpitune.model.work import Work
 
 log = logging.getLogger(__name__)
@@ -78,20 +79,10 @@ def cache_folder(environ: Mapping[str, str] | None = None) -> str:
 
 
 def max_bytes(environ: Mapping[str, str] | None = None) -> int:
-    """The bound ``MPITUNE_KERNEL_CACHE_MAX_MB`` sets, in bytes (0: none). A value that is no whole
-    number of 0 or more is the default, said once per process: a typo should neither stop a run
-    nor leave the disk to fill."""
-    text = (os.environ if environ is None else environ).get(MAX_MB_VARIABLE, "").strip()
-    if text and not (text.isascii() and text.isdigit()):
-        (log.debug if _warned_max[0] else log.warning)(
-            "%s=%r is not a whole number of MiB (0 or more); the kernel cache keeps to %d MiB",
-            MAX_MB_VARIABLE,
-            text,
-            DEFAULT_MAX_MB,
-        )
-        _warned_max[0] = True
-        text = ""
-    return (int(text) if text else DEFAULT_MAX_MB) << 20
+    """The bound ``MPITUNE_KERNEL_CACHE_MAX_MB`` sets, in bytes (0: none). A value that is no
+    number of 0 or more is refused in one line (``UserError``), as every variable of a run is:
+    the command line checks it before MPI starts (cli/running.py)."""
+    return int(environment_number(MAX_MB_VARIABLE, DEFAULT_MAX_MB, zero_ok=True, environ=environ) * (1 << 20))
 
 
 class BadEntry(Exception):
@@ -328,7 +319,6 @@ def unusable(folder: str) -> str:
 
 
 _warned = [False]  # whether this process has said that the cache cannot be written
-_warned_max = [False]  # whether it has said that MPITUNE_KERNEL_CACHE_MAX_MB is no number
 
 
 def _warn_once(message: str) -> None:

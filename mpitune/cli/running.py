@@ -70,10 +70,12 @@ def tune(
 
 
 def bad_environment() -> str | None:
-    """Why an environment variable that sets one of the run's watches (faults/) cannot be taken,
-    or None. Checked on every rank before MPI starts, so that a bad one ends each rank with one
-    line, as a bad flag does, not with a traceback once MPI is up (or a watch silently off)."""
+    """Why an environment variable that sets one of the run's watches (faults/) or the kernel
+    cache's bound cannot be taken, or None. Checked on every rank before MPI starts, so that a
+    bad one ends each rank with one line, as a bad flag does, not with a traceback once MPI is
+    up (or a watch silently off)."""
     from mpitune.errors import UserError
+    from mpitune.scheduling.early import check_backend_environment
     from mpitune.scheduling.faults.deadlines import floor_s
     from mpitune.scheduling.faults.liveness import seconds_setting, timeout_s
     from mpitune.scheduling.faults.start_watch import START_TIMEOUT_S, START_TIMEOUT_VARIABLE
@@ -82,6 +84,7 @@ def bad_environment() -> str | None:
         timeout_s(None)
         floor_s(None)
         seconds_setting(None, START_TIMEOUT_VARIABLE, START_TIMEOUT_S, None)
+        check_backend_environment()
     except UserError as exc:
         return str(exc)
     return None

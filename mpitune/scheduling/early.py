@@ -88,6 +88,14 @@ def launcher_local_size(environ: Mapping[str, str] | None = None) -> int | None:
     return None if any(name in env for name in _LAUNCHED_VARIABLES) else 1
 
 
+def check_backend_environment() -> None:
+    """Refuse (``UserError``) a backend setting from the environment that cannot be taken (the
+    kernel cache's bound), before the workers that read it compile anything."""
+    from mpitune.backends.kernel_cache import max_bytes
+
+    max_bytes()
+
+
 def start(lang_text: str | None) -> None:
     """Spawn this rank's worker now for the backend a spec's ``lang`` names (None: not known
     without running the spec, or no isolation asked for: none is started). Nothing heavy is

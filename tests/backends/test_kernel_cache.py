@@ -20,6 +20,7 @@ from conftest import mpi_env, mpiexec, recorded_ids, write_scale_spec
 from mpitune.backends import c as cbackend
 from mpitune.backends import kernel_cache
 from mpitune.backends.kernel_cache import CACHE_VARIABLE, CachedCompiler, Image, KernelCache, decode, encode
+from mpitune.errors import UserError
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
 from mpitune.spec.load import load_spec
@@ -274,19 +275,16 @@ def test_the_folder_is_the_settings_or_the_users_cache():
     assert kernel_cache.cache_folder({**env, CACHE_VARIABLE: " Off "}) == ""
 
 
-def test_the_bound_is_the_settings_in_mib_and_a_bad_one_is_one_warning_and_the_default(caplog):
+def test_the_bound_is_the_settings_in_mib_and_a_bad_one_is_refused_in_one_line():
     """Eviction itself: tests/backends/test_kernel_cache_upkeep.py."""
     variable, default_bytes = kernel_cache.MAX_MB_VARIABLE, 2048 << 20
     assert kernel_cache.max_bytes({}) == default_bytes
     assert kernel_cache.max_bytes({variable: ""}) == default_bytes
     assert kernel_cache.max_bytes({variable: " 64 "}) == 64 << 20
     assert kernel_cache.max_bytes({variable: "0"}) == 0  # no bound
-    assert not caplog.records
-    kernel_cache._warned_max[0] = False
-    for bad in ("lots", "-5", "1.5", "1e3", "\uff11\uff12"):  # the last: full-width digits
-        assert kernel_cache.max_bytes({variable: bad}) == default_bytes, bad
-    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and variable in warnings[0].getMessage() and "lots" in warnings[0].getMessage()
+    for bad in ("lots", "-5", "nan", "inf"):
+        with pytest.raises(UserError, match=f"environment variable {variable}: .*{bad}"):
+            kernel_cache.max_bytes({variable: bad})
 
 
 def test_a_folder_others_may_write_or_that_is_no_folder_is_not_used(tmp_path):
