@@ -3,6 +3,7 @@
     python benchmarks/strategies.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budgets 20 50 100 200 400]
         [--repeats 10] [--depth 2] [--strategies NAME ...]
     python benchmarks/strategies.py SHARED_DATA --prior [--reversed] [--budgets 20 50 100 200] [--repeats 10]
+        [--pairs NAME ...]
 
 Replays every Kernel Tuner cache (``*.json``, ``*.json.gz``) and mpitune file (``*.h5``) in
 each CACHE_DIR (one set of tables per directory: the caches to develop on, then the validation
@@ -29,7 +30,9 @@ With ``--prior`` it replays instead the pairs of caches of ``priors.PAIRS`` unde
 pair as its prior (``priors.load_prior``: ``measured.load`` and ``model.prior.align``, as a run
 given ``--prior`` builds it) and once without, and prints both tables and the difference (the
 default strategy unless ``--strategies`` names others). ``--reversed`` reverses each prior's order
-first: a prior that misleads, pointing at the worst configurations.
+first: a prior that misleads, pointing at the worst configurations. ``--pairs NAME ...`` keeps
+only the pairs whose target or prior is named (a cache's file name without its suffixes, e.g.
+``convolution_A100``); by default all.
 
 Run it from the repository root with ``PYTHONPATH=.``: the script's own directory comes first
 on ``sys.path``, so without it ``import mpitune`` finds whatever copy is installed.
@@ -302,6 +305,8 @@ def prior_tables(data_dir: str, args: argparse.Namespace) -> None:
         targets: dict[str, Replay] = {}
         rows: list[tuple[str, list[float], list[float]]] = []
         for source, target in directed():
+            if args.pairs and not {os.path.basename(source), os.path.basename(target)} & set(args.pairs):
+                continue
             if target not in targets:
                 targets[target] = Replay.load(cache_path(data_dir, target))
             cache = targets[target]
@@ -352,6 +357,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--reversed", action="store_true", help="with --prior: each prior's order reversed, a prior that misleads"
+    )
+    parser.add_argument(
+        "--pairs", nargs="+", help="with --prior: only the pairs whose target or prior is one of these caches (by name)"
     )
     args = parser.parse_args()
     if args.prior and len(args.cache_dirs) != 1:

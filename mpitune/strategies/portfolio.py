@@ -18,10 +18,12 @@ the development caches (docs/strategies.md) the model alone beat every split wit
 algorithm that evolves apart, up to 400 evaluations; the trust region lifted 50 to 200
 evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
 
-Given a prior (times measured elsewhere, ``start_from``), half the first batch is the prior's
-diverse best, the model's mean follows the prior as far as the measurements trust it, and the
-prior's best unseen configurations join the candidates while it is trusted
-(``surrogate.PriorUse``). Without one, nothing here changes: the same ids are asked.
+Given a prior (times measured elsewhere, ``start_from``), the design is the same; once its
+results' order agrees with the prior's (a rank test, ``surrogate.PriorUse.judge``), half the
+next batch is the prior's diverse best, the model's mean follows the prior as far as the
+measurements trust it, and the prior's best unseen configurations join the candidates while it
+is trusted (``surrogate.PriorUse``). Where the test drops the prior, and without one, nothing
+here changes: the same ids are asked.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class Portfolio(Strategy):
         self.breeder = GeneticAlgorithm(space, seed, population, **BREEDING)
         self.scales = surrogate.LengthScales(per_parameter=True)
         self.use: surrogate.PriorUse | None = None  # the prior, and the trust in it
-        self.prior_picks = 0  # of the first batch, from the prior's diverse best
+        self.prior_picks = 0  # from the prior's diverse best, once it passed the test
 
     def start_from(self, prior: Prior) -> None:
         super().start_from(prior)
@@ -117,6 +119,8 @@ class Portfolio(Strategy):
                 modelled = n - int(n * self.breed_share)
             else:
                 modelled = round(n * self.model_share)
+            if self.use is not None:
+                self.use.judge(self.values)
             with surrogate.one_blas_thread():
                 batch = self._model_batch(modelled) if modelled else []
             self.modelled.update(batch)
@@ -135,21 +139,27 @@ class Portfolio(Strategy):
         self._withheld += [r for r in results if r.config_id in self.modelled]
 
     def _design(self, n: int) -> list[int]:
-        """The shared design; with a prior, its diverse best first (``surrogate.PRIOR_FIRST`` picks)."""
-        if self.use is None or self.prior_picks >= surrogate.PRIOR_FIRST:
-            return self.space_filling(n)
-        batch = self.mark_seen(self.use.diverse_best(self.seen, min(n, surrogate.PRIOR_FIRST - self.prior_picks)))
-        self.prior_picks += len(batch)
-        return batch + (self.space_filling(n - len(batch)) if len(batch) < n else [])
+        """The shared design, with a prior as without."""
+        return self.space_filling(n)
 
     def _model_batch(self, n: int) -> list[int]:
+        """``n`` ids from the model; with a prior that passed the rank test, its diverse best
+        first (``surrogate.PRIOR_FIRST`` picks in all), and the model's mean follows it."""
+        prior = self.use if self.use is not None and self.use.agreed else None
+        first: list[int] = []
+        if prior is not None and self.prior_picks < surrogate.PRIOR_FIRST:
+            first = self.mark_seen(prior.diverse_best(self.seen, min(n, surrogate.PRIOR_FIRST - self.prior_picks)))
+            self.prior_picks += len(first)
+        return first + (self._modelled(n - len(first), prior) if n > len(first) else [])
+
+    def _modelled(self, n: int, prior: surrogate.PriorUse | None) -> list[int]:
         observed = surrogate.observations(self.best(len(self.values)), self.max_observations, self.rng)
         values = np.array([self.values[i] for i in observed])
         ok = np.isfinite(values)
         around = self.best(surrogate.SEEDS_FOR_NEIGHBOURS)
         cand = geometry.candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
-        if self.use is not None and self.use.trusted:  # the prior's best join the candidates
-            extra = self.use.best_unseen(~self.seen_mask(), surrogate.PRIOR_CANDIDATES)
+        if prior is not None and prior.trusted:  # the prior's best join the candidates
+            extra = prior.best_unseen(~self.seen_mask(), surrogate.PRIOR_CANDIDATES)
             cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])
         if ok.sum() < 2 or not len(cand):
             return self.space_filling(n)
@@ -158,7 +168,7 @@ class Portfolio(Strategy):
         logs = np.log(np.maximum(values[ok], 1e-12))
         y = (logs - logs.mean()) / (logs.std() or 1.0)
         x = x_all[ok]
-        if self.use is None:
+        if prior is None:
             scales = self.scales.fitted(x, y, len(self.values))
             # What is in flight (the previous batch, with the scheduler's two batches out) enters
             # as lies too, so that this batch looks elsewhere rather than next to it.

@@ -14,23 +14,30 @@ a kernel estimate of the failure rate around each candidate, on the same scales,
 acquisition instead, so the search stops spending evaluations where configurations fail.
 
 ``PriorUse`` is how ``portfolio`` uses times measured elsewhere (a prior, ``model/prior.py``),
-and how it stops trusting them. Three uses, each dropped as the new device disagrees:
+and how it stops trusting them. First a test, then three uses, each dropped as the new device
+disagrees:
 
-- **The first picks** (``PRIOR_FIRST``, half the first batch of 8 ranks) are the prior's best
-  under a diversity rule: down the prior's order, a configuration is taken only if it differs
-  from every one taken in at least ``PRIOR_DIVERSITY`` parameters. Its top few are usually near
-  twins, and across vendors the order changes a lot, so they spread over several good regions
-  instead of betting on one. The rest of the first batch and the second (asked before the first
-  is told) are the shared design: they measure where the prior does not point, which is what
-  tells the model whether to trust it, and a prior that misleads wastes only those few picks.
+- **The rank test.** The shared design comes first, with a prior as without. Once
+  ``PRIOR_TEST_MIN`` results the prior knows are told (the first batch, mostly), Kendall's tau
+  between their measured order and the prior's decides, once: above ``PRIOR_TEST_TAU`` the prior
+  is used, otherwise it is dropped for good. Until the test and after a drop the search is
+  exactly the one without a prior (the same ids asked), so a prior that the design contradicts
+  costs nothing. (The prior's first picks used to open the first batch; a reversed prior's 4
+  picks were then the worst configurations of the space, and their extreme times, kept among the
+  observations, cost up to 0.056 at 100 evaluations, docs/strategies.md.)
+- **The first picks** (``PRIOR_FIRST``, half a batch of 8 ranks) open the first model batch after
+  the test passed: the prior's best under a diversity rule: down the prior's order, a
+  configuration is taken only if it differs from every one taken in at least
+  ``PRIOR_DIVERSITY`` parameters. Its top few are usually near twins, and across vendors the
+  order changes a lot, so they spread over several good regions instead of betting on one.
 - **The surrogate's mean** is ``c0 + beta * p(x)``, with ``p`` the prior's standardised log
   time (0, the space's average, where the prior has none, so unmatched configurations stay
   reachable on the model's own terms), and the Gaussian process models what is left, with length
   scales fitted to it. ``beta`` is the trust: fitted to the measurements so far by generalised
   least squares under the process's covariance, with a Gaussian prior around ``PRIOR_BETA``
   that the first few results cannot overturn and many can. Where the new device's order
-  disagrees, ``beta`` falls; at 0 or below the prior is ignored and the model is exactly the one
-  without a prior (refitted every batch, so trust can come back).
+  disagrees, ``beta`` falls; at 0 or below the prior is ignored and the model is the one without
+  a prior (refitted every batch, so trust can come back).
 - **Candidates**: while the prior is trusted, its best unseen configurations join the ones the
   model scores, so the model can pick what the prior ranks high far from anything measured.
 
@@ -293,8 +300,21 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return erf
 
 
-PRIOR_DIVERSITY = 2  # parameters in which each pick of the first batch differs from every other
-PRIOR_FIRST = 4  # picks of the prior's diverse best before the shared design: half a batch of 8 ranks
+def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall's tau-a of two equally long arrays: (concordant - discordant pairs) / all pairs;
+    a tie in either counts as neither."""
+    n = len(a)
+    if n < 2:
+        return 0.0
+    upper = np.triu_indices(n, 1)
+    signs = np.sign(a[:, None] - a[None, :]) * np.sign(b[:, None] - b[None, :])
+    return float(signs[upper].sum() / (n * (n - 1) / 2))
+
+
+PRIOR_DIVERSITY = 2  # parameters in which each of the prior's first picks differs from every other
+PRIOR_FIRST = 4  # the prior's first picks, once it passed the rank test: half a batch of 8 ranks
+PRIOR_TEST_MIN = 4  # told results the prior knows before the rank test judges it
+PRIOR_TEST_TAU = 0.0  # Kendall's tau above which the prior is used
 PRIOR_BETA = 0.5  # the trust in a prior before any measurement, in standardised log time per unit of p
 PRIOR_BETA_SD = 0.5  # how far measurements may move it before they are many
 PRIOR_INTERCEPT_SD = 10.0  # the mean's constant: left to the measurements
@@ -322,10 +342,29 @@ class PriorUse:
         self.order = np.argsort(np.where(known.any(1), mean, np.inf), kind="stable")[: int(known.any(1).sum())]
         self.beta = np.full(self.z.shape[1], PRIOR_BETA)  # per source, refitted at each model batch
         self.intercept = 0.0
+        # The rank test's verdict: None until PRIOR_TEST_MIN results it knows are told, then
+        # whether their order agrees with the prior's (True) or not (False, for good).
+        self.agreed: bool | None = None
+        self.tau = math.nan  # the rank correlation it was judged on
 
     @property
     def trusted(self) -> bool:
-        return bool((self.beta > 0).any())
+        return self.agreed is True and bool((self.beta > 0).any())
+
+    def judge(self, values: dict[int, float]) -> bool | None:
+        """Once: whether the order of the told results (``values``, lower is better; failures
+        are not finite) agrees with the prior's, by Kendall's tau between the prior's mean
+        standardised time and the measured value over the results the prior knows, at the first
+        call with at least ``PRIOR_TEST_MIN`` of them. None until then."""
+        if self.agreed is None:
+            ids = np.array([i for i, v in values.items() if math.isfinite(v)], dtype=np.int64)
+            known = np.isfinite(self.z[ids]).any(1) if len(ids) else np.zeros(0, dtype=bool)
+            if known.sum() >= PRIOR_TEST_MIN:
+                z = self.z[ids[known]]
+                prior = np.where(np.isfinite(z), z, 0.0).sum(1) / np.isfinite(z).sum(1)
+                self.tau = kendall_tau(prior, np.array([values[int(i)] for i in ids[known]]))
+                self.agreed = self.tau > PRIOR_TEST_TAU
+        return self.agreed
 
     def features(self, ids: np.ndarray) -> np.ndarray:
         """The standardised prior times of ``ids``, 0 (the space's average) where unknown."""

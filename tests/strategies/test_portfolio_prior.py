@@ -1,5 +1,6 @@
-"""The default (``portfolio``) given a prior: it starts from the prior's diverse best, follows the
-prior as far as the measurements trust it, drops it where they disagree, and without a prior asks
+"""The default (``portfolio``) given a prior: once the design's results agree with the prior's order
+it starts from the prior's diverse best, follows the prior as far as the measurements trust it,
+drops it where they disagree, and without a prior asks
 exactly what it asked before priors existed. Replays of issue 30's shared pairs with fixed seeds."""
 
 import importlib.util
@@ -91,15 +92,17 @@ def test_the_trust_falls_to_zero_once_the_measurements_contradict_the_prior():
     reversed_ms = np.where(np.isfinite(true_ms), 1.0 / true_ms, np.nan)
     trusted = strategies.create("portfolio", LANDSCAPE, 0, {}, prior=landscape_prior(true_ms))
     misled = strategies.create("portfolio", LANDSCAPE, 0, {}, prior=landscape_prior(reversed_ms))
-    first = trusted.ask(8)
+    design = trusted.ask(8)
+    trusted.tell([result(i, landscape_ms(i)) for i in design])
+    first = trusted.ask(8)  # the first model batch: the prior passed the rank test on the design
     trusted.tell([result(i, landscape_ms(i)) for i in first])
     for strategy in (trusted, misled):
         run_pipelined(strategy, 8, 32 - len(strategy.values), landscape_ms)
-    assert trusted.use.trusted and trusted.use.beta[0] > 0.3
-    assert not misled.use.trusted  # the model is then the one without a prior
-    # The first batch starts with the prior's best, spread out: no two closer than two parameters.
+    assert trusted.use.agreed and trusted.use.trusted and trusted.use.beta[0] > 0.3
+    assert misled.use.agreed is False and not misled.use.trusted  # the model is then the one without a prior
+    # The first model batch starts with the prior's best, spread out: no two closer than two parameters.
     picks = first[: surrogate.PRIOR_FIRST]
-    assert picks[0] == int(np.nanargmin(true_ms)) and picks == trusted.use.diverse_best(set(), len(picks))
+    assert picks[0] == int(np.nanargmin(true_ms)) and picks == trusted.use.diverse_best(set(design), len(picks))
     for a in picks:
         for b in picks:
             assert a == b or (LANDSCAPE.indices[a] != LANDSCAPE.indices[b]).sum() >= surrogate.PRIOR_DIVERSITY
@@ -148,4 +151,5 @@ def test_the_same_prior_seed_and_results_give_the_same_search():
     ]
     assert searches[0] == searches[1]
     without = run_pipelined(strategies.create("portfolio", LANDSCAPE, 3, {}), 8, 48, landscape_ms)
-    assert searches[0][:4] != without[:4]  # the prior did change the search
+    assert searches[0][:16] == without[:16]  # the design, asked before the prior is judged
+    assert searches[0] != without  # then the prior, which passed the rank test, did change the search
