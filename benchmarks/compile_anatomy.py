@@ -8,11 +8,14 @@ options mpitune gives NVRTC, in fresh processes, and prints one JSON line per me
 - ``cold`` / ``again``: distinct configurations, then the same ones again in the same process
   and in a new one (does anything outside the process keep compiled work?);
 - ``variants``: one set of configurations as a cubin, as PTX, without CuPy's include folder,
-  and without ``-ftz=true``;
+  without ``-ftz=true``, and with ``-minimal`` (NVRTC 12.4 on);
 - ``again_fresh_home``: the same ones in a new process whose HOME, XDG_CACHE_HOME, TMPDIR and
-  CUDA_CACHE_PATH are new, empty folders (is the keeper a per-user cache?);
+  CUDA_CACHE_PATH are new, empty folders (is the keeper a per-user cache?), then with only
+  CUDA_CACHE_PATH new (is it the CUDA cache?);
 - ``again_dropped_caches``: the same ones after the kernel's page cache is dropped, where the
   machine allows it (``dropped`` says whether it did: is the keeper the page cache?);
+- ``pair_cubin`` / ``pair_minimal``: the same configurations with and without ``-minimal``,
+  each in a new process with a new, empty CUDA cache, twice in turn;
 - ``parallel``: the same work on W worker processes at once, as the compile workers do;
 - ``files``: files written under HOME, /tmp and /var/tmp while it ran (a cache nobody named).
 
@@ -77,6 +80,7 @@ def options(kind: str) -> list[str]:
         "ptx": [arch.replace("sm_", "compute_"), "-ftz=true", include],
         "no_include": [arch, "-ftz=true"],
         "no_ftz": [arch, include],
+        "minimal": [arch, "-ftz=true", include, "-minimal"],
     }[kind]
 
 
@@ -222,11 +226,14 @@ def main() -> None:
         for folder in fresh.values():
             os.makedirs(folder)
         run_child("again_fresh_home", str(n), "0", "cubin", env=dict(os.environ, **fresh))
+        cuda_cache = os.path.join(home, "cuda_cache_only")
+        run_child("again_fresh_cuda_cache", str(n), "0", "cubin", env=dict(os.environ, CUDA_CACHE_PATH=cuda_cache))
     print(json.dumps({"task": "drop_caches", "dropped": drop_page_cache()}), flush=True)
     run_child("again_dropped_caches", str(n), "0", "cubin")
-    for i, kind in enumerate(("cubin", "ptx", "no_include", "no_ftz")):
+    kinds = ("cubin", "ptx", "no_include", "no_ftz", "minimal")
+    for i, kind in enumerate(kinds):
         run_child("variant", str(n // 2), str(n + i * (n // 2)), kind)  # n/2 not yet compiled, each
-    first_unseen = n + 4 * (n // 2)
+    first_unseen = n + len(kinds) * (n // 2)
     w = args.workers
     with multiprocessing.get_context("spawn").Pool(w) as pool:
         pool.map(_parallel_one, [(150 + i, "cubin") for i in range(w)])  # start and warm the workers
@@ -246,6 +253,10 @@ def main() -> None:
         ),
         flush=True,
     )
+    with tempfile.TemporaryDirectory(prefix="anatomy-pair-") as pair:  # the same ones, each cold
+        for kind in ("cubin", "minimal", "cubin", "minimal"):
+            cache = tempfile.mkdtemp(dir=pair)
+            run_child(f"pair_{kind}", str(n), str(n), kind, env=dict(os.environ, CUDA_CACHE_PATH=cache))
     written_since(start)
 
 

@@ -131,7 +131,11 @@ class CupyBackend(Backend):
         capability = int(self.cp.cuda.Device(self.device_id).compute_capability)
         include_dir = os.path.join(os.path.dirname(self.cp.__file__), "_core", "include")
         options, image = nvrtc_options(
-            self.problem.compiler_options, capability, tuple(nvrtc.getSupportedArchs()), include_dir
+            self.problem.compiler_options,
+            capability,
+            tuple(nvrtc.getSupportedArchs()),
+            include_dir,
+            tuple(nvrtc.getVersion()),
         )
         extras = self.problem.extras
         compiler = NvrtcCompiler(
