@@ -125,17 +125,6 @@ def test_nvrtc_makes_a_cubin_for_a_known_gpu_and_ptx_for_a_newer_one():
     )
 
 
-def test_nvrtc_leaves_out_what_few_kernels_use_from_12_4_on_and_never_twice():
-    assert nvrtc_options([], 90, (90,), "/inc", (12, 3))[0] == ("-arch=sm_90", "-ftz=true", "-I/inc")
-    assert nvrtc_options([], 90, (90,), "/inc", (12, 4))[0] == ("-arch=sm_90", "-ftz=true", "-I/inc", "-minimal")
-    assert nvrtc_options(["--minimal"], 90, (90,), "/inc", (13, 0))[0] == (
-        "--minimal",
-        "-arch=sm_90",
-        "-ftz=true",
-        "-I/inc",
-    )
-
-
 class CudaError(Exception):
     """Shaped as CuPy's CUDA errors are: the error number in ``status``."""
 
@@ -326,21 +315,6 @@ def test_compile_errors_keep_a_short_log_and_the_run_goes_on(cp, tmp_path):
     assert statuses(results) == ["compile_error", "ok"]
     assert "error" in results[0].error and len(results[0].error.splitlines()) <= 13
     assert results[0].compile_s > 0
-
-
-def test_a_kernel_that_needs_what_minimal_leaves_out_compiles_without_it(cp, tmp_path):
-    """``-minimal`` drops the runtime's types (``cudaError_t``): such a kernel is compiled again
-    without it, and a broken one is still a compile error with NVRTC's own log."""
-    n = 256
-    body = "cudaError_t ok = cudaSuccess; out[threadIdx.x] = (int)ok + 7"
-    results = []
-    for name, tail in (("runtime_types", ";"), ("runtime_types_broken", " + undefined_name;")):
-        source = f'extern "C" __global__ void {name}(int *out) {{ {body}{tail} }}'
-        p = problem(source, name, [np.zeros(n, np.int32)], [np.full(n, 7, np.int32)], {"block_size_x": [n]}, (n,))
-        (tmp_path / name).mkdir()
-        results += measure(p, [{"block_size_x": n}], tmp_path / name)[0]
-    assert statuses(results) == ["ok", "compile_error"]
-    assert "undefined_name" in results[1].error
 
 
 def test_unknown_kernel_name_is_a_compile_error(cp, tmp_path):

@@ -131,11 +131,7 @@ class CupyBackend(Backend):
         capability = int(self.cp.cuda.Device(self.device_id).compute_capability)
         include_dir = os.path.join(os.path.dirname(self.cp.__file__), "_core", "include")
         options, image = nvrtc_options(
-            self.problem.compiler_options,
-            capability,
-            tuple(nvrtc.getSupportedArchs()),
-            include_dir,
-            tuple(nvrtc.getVersion()),
+            self.problem.compiler_options, capability, tuple(nvrtc.getSupportedArchs()), include_dir
         )
         extras = self.problem.extras
         compiler = NvrtcCompiler(

@@ -4,7 +4,7 @@ that work ahead (process/compile_ahead.py) never touch the GPU the rank measures
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from mpitune.backends.base import Compiled, shorten, timed
@@ -13,26 +13,16 @@ from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, t
 from mpitune.model.result import Status
 from mpitune.model.work import Work
 
-MINIMAL = "-minimal"  # NVRTC 12.4 on: leave out what few kernels use, for a cheaper front end
-MINIMAL_SINCE = (12, 4)
-
 
 def nvrtc_options(
-    user: Sequence[str],
-    capability: int,
-    supported: Sequence[int],
-    include_dir: str,
-    nvrtc_version: tuple[int, int] = (0, 0),
+    user: Sequence[str], capability: int, supported: Sequence[int], include_dir: str
 ) -> tuple[tuple[str, ...], str]:
     """The options NVRTC gets and whether it makes a cubin or PTX.
 
     As CuPy's RawModule does (and Kernel Tuner through it): machine code for the GPU's own
     architecture when this NVRTC knows it, else PTX for the newest it knows, which the driver
     compiles at load; ``-ftz=true`` unless the user chose; CuPy's headers on the include path.
-    From NVRTC 12.4 on also ``-minimal``, which leaves out texture and surface functions,
-    launches from device code and the runtime's types: the same image for a kernel that uses
-    none of them, compiled faster; one that does is compiled again without it
-    (``NvrtcCompiler``)."""
+    """
     options = list(user)
     arch = next((o for o in options if o.startswith(("-arch", "--gpu-architecture"))), None)
     if arch is None:
@@ -45,8 +35,6 @@ def nvrtc_options(
     if not any(o.startswith(("-ftz", "--ftz")) for o in options):
         options.append("-ftz=true")
     options.append(f"-I{include_dir}")
-    if nvrtc_version >= MINIMAL_SINCE and not any(o in (MINIMAL, "--minimal") for o in options):
-        options.append(MINIMAL)
     return tuple(options), ("ptx" if "compute_" in arch else "cubin")
 
 
@@ -133,8 +121,6 @@ class NvrtcCompiler:
             try:
                 nvrtc.compileProgram(program, list(self.options))
             except nvrtc.NVRTCError as exc:
-                if MINIMAL in self.options and self.options[-1] == MINIMAL:  # ours: maybe what it lacks
-                    return replace(self, options=self.options[:-1])._nvrtc(config_id, code, name)
                 return Compiled(
                     config_id,
                     status=Status.COMPILE_ERROR,
