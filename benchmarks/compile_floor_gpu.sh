@@ -46,6 +46,6 @@ for again in 1 2; do
 done
 
 SECONDS=0
-timeout 200 python benchmarks/kernel_cache.py --only cupy > "$OUT/kernel_cache.txt" 2>&1
+MPITUNE_MPIEXEC="$MPIRUN" timeout 200 python benchmarks/kernel_cache.py --only cupy > "$OUT/kernel_cache.txt" 2>&1
 note "kernel_cache --only cupy rc=$? in ${SECONDS}s"
 cat "$OUT/kernel_cache.txt" >> "$OUT/summary.txt"
