@@ -25,6 +25,11 @@ Markdown table per cache and a summary over each directory's caches, with the ra
 simulated wall time on ``ranks`` ranks to one rank (over all caches, and in the worst one),
 and that ratio for the default strategy with a budget (``spec.settings.default_strategy``).
 
+With ``--over-time [KT_STRATEGY ...]`` it prints instead the benchmark hub's score over time
+(relative to random search, averaged over a time range) of the default strategy on 1 and
+``--ranks`` ranks, on the scheduler's simulated clock, beside the Kernel Tuner 1.5.0 strategies
+named, on one device in its own simulation mode: benchmarks/time_score.py does it, and says how.
+
 With ``--prior`` it replays instead the pairs of caches of ``priors.PAIRS`` under SHARED_DATA
 (the folder holding ``caches`` and ``validation``), each target once with the other cache of its
 pair as its prior (``priors.load_prior``: ``measured.load`` and ``model.prior.align``, as a run
@@ -361,7 +366,24 @@ def main() -> None:
     parser.add_argument(
         "--pairs", nargs="+", help="with --prior: only the pairs whose target or prior is one of these caches (by name)"
     )
+    parser.add_argument(
+        "--over-time",
+        nargs="*",
+        metavar="KT_STRATEGY",
+        help="instead: the benchmark hub's score over time of the default on 1 and --ranks simulated ranks, "
+        "beside these Kernel Tuner 1.5.0 strategies on one device (benchmarks/time_score.py)",
+    )
     args = parser.parse_args()
+    if args.over_time is not None:
+        import time_score  # benchmarks/time_score.py: the scheduler's simulated clock, not this replay's
+
+        ranks = [str(n) for n in sorted({1, args.ranks})]
+        dirs = args.cache_dirs
+        raise SystemExit(
+            time_score.main(
+                [*dirs, "--ranks", *ranks, "--repeats", str(args.repeats), "--kt-strategies", *args.over_time]
+            )
+        )
     if args.prior and len(args.cache_dirs) != 1:
         parser.error("--prior takes one folder: the shared data, holding caches/ and validation/")
     args.strategies = args.strategies or ([default_strategy(has_budget=True)] if args.prior else strategies.available())

@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--run-timeout-s", type=float, default=90.0, help="wall limit of one Kernel Tuner run")
     args = parser.parse_args(argv)
-    print("command: PYTHONPATH=. python " + shlex.join(["benchmarks/time_score.py", *sys.argv[1:]]))
+    given = sys.argv[1:] if argv is None else argv
+    print("command: PYTHONPATH=. python " + shlex.join(["benchmarks/time_score.py", *given]))
     started = time.perf_counter()
     for folder in args.dirs:
         print(f"\n{folder}: {args.strategy}, the hub's score over time, mean of {args.repeats} seeds")

@@ -87,3 +87,20 @@ def test_a_kernel_tuner_run_is_timed_by_the_caches_own_costs(pnpoly, tmp_path):
     assert len(finished_s) == len(time_ms) > 10
     assert np.all(np.diff(finished_s) >= 0) and 19.0 < finished_s[-1] < 25.0
     assert np.isfinite(time_ms).any() and np.nanmin(time_ms) >= 8.714  # the cache's best is 8.714 ms
+
+
+def test_strategies_py_prints_the_score_over_time_too(pnpoly, tmp_path):
+    """``benchmarks/strategies.py --over-time`` prints time_score.py's table for the default on 1
+    and --ranks ranks, and the command that reruns it."""
+    (tmp_path / pnpoly.name).symlink_to(pnpoly)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    command = [sys.executable, str(REPO / "benchmarks" / "strategies.py"), str(tmp_path), "--ranks", "2"]
+    done = subprocess.run(
+        command + ["--repeats", "1", "--over-time"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"benchmarks/time_score.py {tmp_path} --ranks 1 2 --repeats 1 --kt-strategies" in done.stdout
+    row = re.search(r"^\| pnpoly_RTX_3090 \| [\d.]+-[\d.]+ \| (-?[\d.]+) \| (-?[\d.]+) \|$", done.stdout, re.M)
+    assert row, done.stdout
+    one, two = map(float, row.groups())
+    assert two > one  # two ranks find as much in less time
