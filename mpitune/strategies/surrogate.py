@@ -13,36 +13,18 @@ In ``portfolio`` failures do not enter the GP (a made-up time would bend the sur
 a kernel estimate of the failure rate around each candidate, on the same scales, multiplies the
 acquisition instead, so the search stops spending evaluations where configurations fail.
 
-``PriorUse`` is how ``portfolio`` uses times measured elsewhere (a prior, ``model/prior.py``),
-and how it stops trusting them. First a test, then three uses, each dropped as the new device
-disagrees:
-
-- **The rank test.** The shared design comes first, with a prior as without. Once
-  ``PRIOR_TEST_MIN`` results the prior knows are told (the first batch, mostly), Kendall's tau
-  between their measured order and the prior's decides, once: above ``PRIOR_TEST_TAU`` the prior
-  is used, otherwise it is dropped for good. Until the test and after a drop the search is
-  exactly the one without a prior (the same ids asked), so a prior that the design contradicts
-  costs nothing. (The prior's first picks used to open the first batch; a reversed prior's 4
-  picks were then the worst configurations of the space, and their extreme times, kept among the
-  observations, cost up to 0.056 at 100 evaluations, docs/strategies.md.)
-- **The first picks** (``PRIOR_FIRST``, half a batch of 8 ranks) open the first model batch after
-  the test passed: the prior's best under a diversity rule: down the prior's order, a
-  configuration is taken only if it differs from every one taken in at least
-  ``PRIOR_DIVERSITY`` parameters. Its top few are usually near twins, and across vendors the
-  order changes a lot, so they spread over several good regions instead of betting on one.
-- **The surrogate's mean** is ``c0 + beta * p(x)``, with ``p`` the prior's standardised log
-  time (0, the space's average, where the prior has none, so unmatched configurations stay
-  reachable on the model's own terms), and the Gaussian process models what is left, with length
-  scales fitted to it. ``beta`` is the trust: fitted to the measurements so far by generalised
-  least squares under the process's covariance, with a Gaussian prior around ``PRIOR_BETA``
-  that the first few results cannot overturn and many can. Where the new device's order
-  disagrees, ``beta`` falls; at 0 or below the prior is ignored and the model is the one without
-  a prior (refitted every batch, so trust can come back).
-- **Candidates**: while the prior is trusted, its best unseen configurations join the ones the
-  model scores, so the model can pick what the prior ranks high far from anything measured.
-
-Everything there is a function of the prior and of what was told: a resumed run given the same
-prior rebuilds the same search.
+``PriorUse`` is how ``portfolio`` uses times measured elsewhere (a prior, ``model/prior.py``)
+and how it stops trusting them (docs/strategies.md, "How the default uses a prior"). A rank test
+comes first: once ``PRIOR_TEST_MIN`` told results of the shared design are configurations the
+prior knows, Kendall's tau between their order and the prior's must exceed ``PRIOR_TEST_TAU``,
+or the prior is dropped for good; until then, and after a drop, the search is exactly the one
+without a prior, so a prior the design contradicts costs nothing (a reversed prior's first
+picks, the worst configurations of the space, used to bend the fit: up to 0.056 at 100
+evaluations). Once it passed: ``PRIOR_FIRST`` picks of its diverse best open the next model
+batch, the model's mean is ``c0 + beta * p(x)`` with the trust ``beta`` refitted by generalised
+least squares at every model batch (at 0 the model is the one without a prior), and its best
+unseen configurations join the candidates while it is trusted. Everything is a function of the
+prior and of what was told: a resumed run given the same prior rebuilds the same search.
 """
 
 from __future__ import annotations
