@@ -107,7 +107,7 @@ class Portfolio(Strategy):
 
     def ask(self, n: int) -> list[int]:
         if len(self.values) < MIN_DESIGN:
-            batch = self._design(n)
+            batch = self.space_filling(n)  # the shared design, with a prior as without
         else:
             if len(self.values) >= self.breed_after and not self.joined:
                 self.joined = True
@@ -137,10 +137,6 @@ class Portfolio(Strategy):
             return
         self.breeder.tell([r for r in results if r.config_id not in self.modelled])
         self._withheld += [r for r in results if r.config_id in self.modelled]
-
-    def _design(self, n: int) -> list[int]:
-        """The shared design, with a prior as without."""
-        return self.space_filling(n)
 
     def _model_batch(self, n: int) -> list[int]:
         """``n`` ids from the model; with a prior that passed the rank test, its diverse best

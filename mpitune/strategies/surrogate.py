@@ -319,9 +319,11 @@ class PriorUse:
         # (configurations, sources), NaN where a source has no time
         self.z = np.array(columns, dtype=np.float64).reshape(len(columns), len(space)).T
         known = np.isfinite(self.z)
-        # One order over the sources: the mean of the standardised times a configuration has.
+        # One time over the sources: the mean of the standardised times a configuration has (NaN
+        # where none has one), and the prior's order by it.
         mean = np.where(known, self.z, 0.0).sum(1) / np.maximum(known.sum(1), 1)
-        self.order = np.argsort(np.where(known.any(1), mean, np.inf), kind="stable")[: int(known.any(1).sum())]
+        self.mean_z = np.where(known.any(1), mean, np.nan)
+        self.order = np.argsort(np.nan_to_num(self.mean_z, nan=np.inf), kind="stable")[: int(known.any(1).sum())]
         self.beta = np.full(self.z.shape[1], PRIOR_BETA)  # per source, refitted at each model batch
         self.intercept = 0.0
         # The rank test's verdict: None until PRIOR_TEST_MIN results it knows are told, then
@@ -340,11 +342,9 @@ class PriorUse:
         call with at least ``PRIOR_TEST_MIN`` of them. None until then."""
         if self.agreed is None:
             ids = np.array([i for i, v in values.items() if math.isfinite(v)], dtype=np.int64)
-            known = np.isfinite(self.z[ids]).any(1) if len(ids) else np.zeros(0, dtype=bool)
-            if known.sum() >= PRIOR_TEST_MIN:
-                z = self.z[ids[known]]
-                prior = np.where(np.isfinite(z), z, 0.0).sum(1) / np.isfinite(z).sum(1)
-                self.tau = kendall_tau(prior, np.array([values[int(i)] for i in ids[known]]))
+            known = ids[np.isfinite(self.mean_z[ids])]
+            if len(known) >= PRIOR_TEST_MIN:
+                self.tau = kendall_tau(self.mean_z[known], np.array([values[int(i)] for i in known]))
                 self.agreed = self.tau > PRIOR_TEST_TAU
         return self.agreed
 
