@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.strategy,
                     device_bias=args.device_bias,
                     device_bias_sd=args.device_bias_sd,
+                    kernel_cache=args.kernel_cache,
                 ),
                 args.append,
             ),

@@ -196,8 +196,23 @@ def replay_parser() -> argparse.ArgumentParser:
         "since a search that starts knowing another's results is no comparison)",
     )
     _bias_flags(p)
+    kernel_cache_flag(p)
     _search_flags(p, "simulated seconds")
     return p
+
+
+def kernel_cache_flag(p: argparse.ArgumentParser) -> None:
+    """What a replay of data that does not record it (a Kernel Tuner cache) charges for
+    compiling a candidate again (spec/replay.py, ``kernel_cache_assumed``)."""
+    from mpitune.spec.replay import KERNEL_CACHE_REACHES  # with the replay, which needs it anyway
+
+    p.add_argument(
+        "--kernel-cache",
+        choices=KERNEL_CACHE_REACHES,
+        help="for data that does not record it (a Kernel Tuner cache): whether a candidate timed again "
+        "(confirmation, calibration) is loaded from the kernel cache (shared: a folder every node sees) or "
+        "compiled again (node, off); default: as this machine's kernel cache folder is (docs/performance.md)",
+    )
 
 
 def _bias_flags(p: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from mpitune.cli.loading import read_measured
 from mpitune.errors import UserError
 from mpitune.model.result import Status
 from mpitune.scheduling.messages import StopReason
-from mpitune.spec.replay import MeasuredSpace
+from mpitune.spec.replay import MeasuredSpace, kernel_cache_assumed
 from mpitune.spec.settings import Overrides
 from mpitune.store.measured import MeasuredData
 
@@ -80,7 +80,7 @@ def basis(args: argparse.Namespace, workdir: str) -> Basis:
         ranks = rank_counts(args.ranks, configurations, what)
         schedule = args.schedule or "auto"  # a plan predicts with the default, not as the run handed out
         given = Overrides(max_fevals=args.max_fevals, compile_workers=args.compile_workers, schedule=schedule)
-        rests_on = f"{args.file}: {share}{data.recorded.describe()}"
+        rests_on = f"{args.file}: {share}{kernel_cache_assumed(data.recorded, args.kernel_cache).describe()}"
         return Basis(data, given, args.strategy, None, rests_on, None, False, "SPEC", ranks)
     return _from_spec(args, workdir)
 

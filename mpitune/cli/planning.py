@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import Any
 
-from mpitune.cli.parsers import PLAN_HELP, Parser, common
+from mpitune.cli.parsers import PLAN_HELP, Parser, common, kernel_cache_flag
 from mpitune.cli.plan_basis import DEFAULT_RANKS, MAX_RANKS, PILOT_CONFIGS, basis
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
@@ -93,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--pilot-out", metavar="FILE", help="keep the pilot's results in FILE (default: a temporary)")
     p.add_argument("--prior", metavar="FILE", help="a spec's costs from this run of the same kernel, not a pilot")
+    kernel_cache_flag(p)
     p.add_argument("--time-per-job", type=_duration, metavar="T", help="Slurm's limit per job: 15m, 1:30:00 or seconds")
     p.add_argument("--json", action="store_true", help='{"ranks": [{"ranks": N, "wall_s": ..., ...}]}')
     common(p)
@@ -235,7 +236,12 @@ def _plan(args: argparse.Namespace) -> int:
         rests = basis(args, workdir)
         for ranks in sorted({1, *rests.ranks}):
             problem, settings = replay_problem(
-                rests.data, rests.given, rests.strategy, rests.strategy_options, rests.racing
+                rests.data,
+                rests.given,
+                rests.strategy,
+                rests.strategy_options,
+                rests.racing,
+                kernel_cache=args.kernel_cache,
             )
             simulated = simulate(problem, settings, ranks, workdir)
             walls[ranks], measured[ranks] = simulated.wall_s, simulated.measured

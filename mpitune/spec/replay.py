@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from mpitune.backends.kernel_cache_reach import LOAD_S, CacheReach, Reach, cache_reach
 from mpitune.errors import not_a_file
 from mpitune.model.problem import Problem, RunSettings, Schedule
 from mpitune.model.timeline import RecordedRun
@@ -50,6 +51,25 @@ class MeasuredSpace(Protocol):
 
 ReadMeasured = Callable[[str], MeasuredSpace]
 
+KERNEL_CACHE_REACHES = tuple(r.value for r in Reach)  # --kernel-cache's choices
+
+
+def kernel_cache_assumed(recorded: RecordedRun, reach: str | None = None) -> RecordedRun:
+    """``recorded`` with what the candidates timed again (confirmation, calibration) cost to
+    compile, where the data does not record it (a Kernel Tuner cache): each was compiled once
+    in the run already, so where the kernel cache reaches every rank (``reach`` "shared", or
+    by default a folder on a file system the nodes share) it is loaded in ``LOAD_S``; else
+    (node, off) compiled again in turn, as long as its recorded compile (a rank of the same
+    node that compiled it is not counted). Data of an mpitune run is replayed as it recorded."""
+    if recorded.complete or recorded.retime_compile_s is not None:
+        return recorded
+    found = cache_reach() if reach is None else CacheReach(Reach(reach), f"--kernel-cache {reach}")
+    if found.reach is Reach.SHARED:
+        said = f"a candidate timed again (confirmation, calibration) is loaded from the kernel cache in {LOAD_S:g} s"
+        return replace(recorded, retime_compile_s=LOAD_S, assumptions=(*recorded.assumptions, f"{said}: {found.why}"))
+    said = "a candidate timed again (confirmation, calibration) is compiled again on each rank"
+    return replace(recorded, assumptions=(*recorded.assumptions, f"{said}: {found.why}"))
+
 
 def replay_problem(
     data: MeasuredSpace,
@@ -60,13 +80,14 @@ def replay_problem(
     device_bias: Sequence[float] = (),
     device_bias_sd: float | None = None,
     schedule: Any = None,
+    kernel_cache: str | None = None,
 ) -> tuple[Problem, RunSettings]:
     """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5.
     ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``).
     ``racing`` None: as the data's run raced (an mpitune file that raced races as recorded, one
     that did not is not raced; a Kernel Tuner cache is raced by the default rule). ``schedule``:
     a spec's (``--schedule`` in ``overrides`` wins); None: as the data's run handed out its work,
-    else the default."""
+    else the default. ``kernel_cache``: how far the kernel cache reaches (``kernel_cache_assumed``)."""
     check = Checker(data.source)
     factors, spread = _bias(check, device_bias, device_bias_sd)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
@@ -87,7 +108,7 @@ def replay_problem(
         configs=data.configs,
         device_bias=factors,
         device_bias_sd=spread,
-        replay_run=data.recorded,
+        replay_run=kernel_cache_assumed(data.recorded, kernel_cache),
     )
     name = Path(data.source).name.split(".")[0]
     search = SearchFields(

@@ -8,6 +8,7 @@ from functools import partial
 import pytest
 from conftest import kt_cache, report_json, write_scale_spec
 
+from mpitune.backends.kernel_cache_reach import LOAD_S
 from mpitune.cli import main
 from mpitune.cli.plan_basis import basis
 from mpitune.cli.planning import parser
@@ -131,3 +132,17 @@ def test_plan_from_a_spec_replays_with_its_settings(tmp_path):
     rests = basis(parser().parse_args([str(spec), "--prior", prior]), str(tmp_path))
     _, settings = replay_problem(rests.data, rests.given, rests.strategy, rests.strategy_options, rests.racing)
     assert (settings.schedule, settings.confirm, settings.calibrate) == (Schedule.BATCHES, 0, False)
+
+
+def test_plan_charges_candidates_timed_again_as_the_kernel_cache_reaches(tmp_path, capsys):
+    """Shared, a candidate the confirmation times again is loaded (LOAD_S), not compiled for its
+    recorded 100 or 200 ms again, on every rank; the line says which was assumed."""
+    source = kt_cache(str(tmp_path / "c.json"))
+    walls = {}
+    for reach in ("shared", "node"):
+        assert main(["plan", source, "--ranks", "2", "--strategy", "brute_force", "--kernel-cache", reach]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        walls[reach] = float(printed[2].split()[1].rstrip("s"))
+        said = "loaded from the kernel cache" if reach == "shared" else "compiled again on each rank"
+        assert f"a candidate timed again (confirmation, calibration) is {said}" in printed[0]
+    assert walls["node"] - walls["shared"] >= 0.3 - 2 * LOAD_S - 0.05  # the table rounds to 0.1 s

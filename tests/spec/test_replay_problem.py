@@ -8,10 +8,12 @@ import os
 import pytest
 from conftest import kt_cache
 
+from mpitune.backends.kernel_cache_reach import LOAD_S
 from mpitune.errors import SpecError
 from mpitune.model.problem import Schedule
+from mpitune.model.timeline import RecordedRun
 from mpitune.spec.load import load_spec
-from mpitune.spec.replay import replay_problem
+from mpitune.spec.replay import kernel_cache_assumed, replay_problem
 from mpitune.spec.settings import Overrides
 from mpitune.store import measured
 
@@ -78,3 +80,20 @@ def test_a_simulation_mode_spec_needs_a_reader_of_measured_data(tmp_path):
     spec.write_text(SIMULATION)
     with pytest.raises(TypeError, match="read_measured"):
         load_spec(str(spec))
+
+
+def test_what_compiling_a_candidate_again_costs_follows_the_kernel_cache(tmp_path, monkeypatch):
+    """A Kernel Tuner cache does not say what compiling a candidate again costs: shared, it is a
+    load; node or off, a compile as long as the recorded one; the replay's line says which. An
+    mpitune run's file says it, and is replayed as it recorded."""
+    monkeypatch.chdir(tmp_path)
+    data = measured.load(kt_cache(str(tmp_path / "c.json")))
+    shared = replay_problem(data, Overrides(), kernel_cache="shared")[0].replay_run
+    assert shared.retime_compile_s == LOAD_S and "loaded from the kernel cache" in shared.describe()
+    for reach in ("node", "off"):
+        run = replay_problem(data, Overrides(), kernel_cache=reach)[0].replay_run
+        assert run.retime_compile_s is None and f"compiled again on each rank: --kernel-cache {reach}" in run.describe()
+    monkeypatch.setenv("MPITUNE_KERNEL_CACHE", "off")
+    assert "the kernel cache is off" in replay_problem(data, Overrides())[0].replay_run.describe()
+    recorded = RecordedRun(assumptions=())
+    assert kernel_cache_assumed(recorded, "shared") is recorded
