@@ -102,7 +102,9 @@ class ReplayBackend(Backend):
 
     def compiler(self) -> Compiler:
         """The recorded compile: its time (``Compiled.compile_s``) and whether it failed, for
-        the compile workers a replay simulates (process/simulated_compile.py)."""
+        the compile workers a replay simulates (process/simulated_compile.py). A configuration
+        timed again (``Work.again``) takes what such compiles took (``retime_compile_s``) where
+        that is known: from the kernel cache, a load."""
         return self._recorded_compile
 
     def _recorded_compile(self, work: Work) -> Compiled:
@@ -110,8 +112,9 @@ class ReplayBackend(Backend):
         if m is None:
             return Compiled(work.config_id, status=Status.INVALID, error="not in the measured data")
         failed = m.status == Status.COMPILE_ERROR
+        compile_s = self.retime_compile_s if work.again and self.retime_compile_s is not None else m.compile_s
         return Compiled(
-            work.config_id, status=m.status if failed else None, error=m.error if failed else "", finished=m.compile_s
+            work.config_id, status=m.status if failed else None, error=m.error if failed else "", finished=compile_s
         )
 
     def _measurement(self, work: Work) -> Measurement | None:

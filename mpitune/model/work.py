@@ -14,7 +14,8 @@ and a device's bias hit every candidate alike and can be taken out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,9 @@ class Work:
     config_id: int
     config: Mapping[str, Any]  # parameter name -> value
     derived: Derived | None = None  # what the spec's per-configuration callables gave (kernel_extras.py)
+    # Compiled before in this run (a candidate or reference timed again): a kernel cache that
+    # reaches this rank holds its image, which a replay charges as a load (backends/replay.py).
+    again: bool = False
 
 
 DEFAULT_CANDIDATES = 5  # the best candidates confirmed, besides those tied with the best in the search
@@ -45,6 +49,11 @@ class Retime:
     @property
     def ids(self) -> tuple[int, ...]:
         return tuple(w.config_id for w in self.work)
+
+    @classmethod
+    def of(cls, work: Iterable[Work], rounds: int, phase: str = "confirm") -> Retime:
+        """Configurations the search measured, timed again: each marked ``again``."""
+        return cls(tuple(dataclasses.replace(w, again=True) for w in work), rounds, phase)
 
 
 @dataclass(frozen=True)

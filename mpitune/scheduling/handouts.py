@@ -15,8 +15,9 @@ results are told:
   (docs/performance.md, "How work is handed out"). Which results the strategy knew at each ask
   depends on when reports came, so a rerun need not make the same search.
 - ``batches``: every rank must want work (so batch b goes out once batch b - 2 is complete), a
-  batch holds the run's batch size, and a batch's reports are written and told together once
-  all have come, in rank order: the same search for a seed.
+  batch holds the run's batch size, and a batch's reports are written together once all have
+  come, in rank order, and told in one call, in the order the strategy asked for them: the same
+  search for a seed, also after a resume, which deals the batches to the ranks otherwise.
 
 Either way the file records, for each ask, how many results rows had been told before it,
 and a resumed run replays that (resume.py). The confirmation, which interleaves the candidates
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mpitune.model.problem import DEPTH, Dealing, RunSettings, Schedule
-from mpitune.model.result import Scored
+from mpitune.model.result import Scored, in_ask_order
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.scheduling.batching import deal, deal_as_recorded, deal_by_cost, pipeline_depth
 from mpitune.scheduling.manager import Manager
@@ -321,7 +322,9 @@ class Handouts:
                 del self.waiting[batch]
                 manager.record_confirmation(batch, [reports[r] for r in range(self.ranks)])
                 return Recorded([], True)
-            told = [self._write(batch, r, reports[r]) for r in sorted(reports)]
+            written = [self._write(batch, r, reports[r]) for r in sorted(reports)]
+            # One tell, in the order asked: how the batch was dealt changes nothing the strategy sees.
+            told = [in_ask_order([r for rows in written for r in rows], manager.in_flight[batch].work)]
         if not waiting:
             del self.waiting[batch]
             manager.complete(batch)

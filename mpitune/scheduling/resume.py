@@ -6,8 +6,11 @@ same again, is in the state the stopped run left: strategies are deterministic f
 a sequence of asks and tells. Every run records with each ask how many of its results rows had
 been told (``Ask.told``), whichever policy handed out its work (handouts.py): rows are written
 in the order they are told, one report at a time, so a run is replayed by those counts, one
-tell per report. A file written before that record existed is replayed by its batches' rule
-(batch b asked once batch b - depth was told, ``batching.pipeline_depth``). Nothing
+tell per report; a run of whole batches told each batch in one call, in the order the strategy
+asked for it (so that how a batch was dealt to the ranks, which a resumed run does otherwise,
+changes nothing the strategy sees), and is replayed so. A file written before that record
+existed is replayed by its batches' rule (batch b asked once batch b - depth was told,
+``batching.pipeline_depth``). Nothing
 executable is stored, so no file can make a resume run code. A rebuilt strategy that asks
 otherwise than the file says (another version of mpitune, a changed metric) is not trusted:
 the run starts afresh, knowing everything the file holds.
@@ -28,8 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mpitune.model.prior import Prior
-from mpitune.model.problem import RunSettings
-from mpitune.model.result import Scored
+from mpitune.model.problem import RunSettings, Schedule
+from mpitune.model.result import Scored, in_ask_order
 from mpitune.scheduling.batching import pipeline_depth
 from mpitune.store.history import Ask, History, search_digest
 from mpitune.strategies.base import Strategy
@@ -119,7 +122,8 @@ def _replay(strategy: Strategy, chain: list[int], history: History, known: Seque
             if row_run == run
         ]
         if any(a.told is not None for a in asks):
-            count = _replay_told(strategy, run, asks, mine)
+            whole = history.schedules.get(run) == Schedule.BATCHES.value
+            count = _replay_told(strategy, run, asks, mine, whole)
         else:
             count = _replay_batches(strategy, asks, mine, history.ranks.get(run, 1))
         if count is None:
@@ -157,10 +161,11 @@ def _replay_batches(
 
 
 def _replay_told(
-    strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]]
+    strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]], whole: bool
 ) -> tuple[int, Held] | None:
     """The asks of run ``run`` as their ``told`` counts say: before each, the run's rows up to
-    that count, one tell per report; what it told after the last, held (``rebuild``)."""
+    that count, one tell per report (``whole``, batches: one per batch, in the order asked, as
+    handouts.py tells it); what it told after the last, held (``rebuild``)."""
     if any(a.told is None for a in asks):
         log.warning(
             "the recorded search does not replay (run %d records what was told before some of its asks only); "
@@ -169,6 +174,8 @@ def _replay_told(
         )
         return None
     reports = _reports(mine)
+    if whole:
+        reports = _whole_batches(reports, {a.batch: a.ids for a in asks})
     at, told = 0, 0  # reports told, and their rows
     for ask in asks:
         while at < len(reports) and told + len(reports[at][2]) <= (ask.told or 0):
@@ -193,6 +200,16 @@ def _reports(mine: list[tuple[int, int, Scored]]) -> list[tuple[int, int, list[S
             reports.append((batch, rank, []))
         reports[-1][2].append(result)
     return reports
+
+
+def _whole_batches(
+    reports: list[tuple[int, int, list[Scored]]], asked: dict[int, tuple[int, ...]]
+) -> list[tuple[int, int, list[Scored]]]:
+    """The reports of each batch as one, its results in the order the batch was asked."""
+    merged: dict[int, list[Scored]] = {}
+    for batch, _, results in reports:
+        merged.setdefault(batch, []).extend(results)
+    return [(batch, -1, in_ask_order(results, asked.get(batch, ()))) for batch, results in merged.items()]
 
 
 def _asks_as_recorded(strategy: Strategy, ask: Ask) -> bool:

@@ -58,9 +58,10 @@ def kernel_cache_assumed(recorded: RecordedRun, reach: str | None = None) -> Rec
     """``recorded`` with what the candidates timed again (confirmation, calibration) cost to
     compile, where the data does not record it (a Kernel Tuner cache): each was compiled once
     in the run already, so where the kernel cache reaches every rank (``reach`` "shared", or
-    by default a folder on a file system the nodes share) it is loaded in ``LOAD_S``; else
-    (node, off) compiled again in turn, as long as its recorded compile (a rank of the same
-    node that compiled it is not counted). Data of an mpitune run is replayed as it recorded."""
+    by default a folder on a file system the nodes share) it is loaded in ``LOAD_S``, by the
+    rank or by its compile workers; else (node, off) compiled again, as long as its recorded
+    compile (a rank of the same node that compiled it is not counted). Data of an mpitune run
+    is replayed as it recorded."""
     if recorded.complete or recorded.retime_compile_s is not None:
         return recorded
     found = cache_reach() if reach is None else CacheReach(Reach(reach), f"--kernel-cache {reach}")

@@ -62,6 +62,7 @@ class History:
     row_ranks: np.ndarray
     ranks: dict[int, int]
     priors: dict[int, tuple[str, ...]] = field(default_factory=dict)  # each run's priors' digests, in order
+    schedules: dict[int, str] = field(default_factory=dict)  # how each run handed out its work, where recorded
 
 
 def prior_rows(run: int, sources: Sequence[PriorSource]) -> np.ndarray:
@@ -125,5 +126,8 @@ def read_history(f: h5py.File) -> History:
     priors: dict[int, tuple[str, ...]] = {}
     for row in f["priors"][...] if "priors" in f else []:
         priors[int(row["run"])] = (*priors.get(int(row["run"]), ()), row["sha256"].decode(errors="replace"))
+    schedules = {
+        int(r["run"]): r["schedule"].decode(errors="replace") for r in (f["schedules"][...] if "schedules" in f else [])
+    }
     row_runs, row_batches, row_ranks = (results.fields(name)[...] for name in ("run", "batch", "rank"))
-    return History(asks, ends, row_runs, row_batches, row_ranks, ranks, priors)
+    return History(asks, ends, row_runs, row_batches, row_ranks, ranks, priors, schedules)

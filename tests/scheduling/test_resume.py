@@ -30,9 +30,18 @@ from mpitune.store.cache import Cache
 from mpitune.store.history import search_digest
 from mpitune.strategies.base import Strategy
 
-# Not simulated_annealing: it depends on the order results are told, which depends on how a batch is
-# dealt to ranks, which depends on the batch's number within its run; the pickled resume differed too.
-STRATEGIES = ["genetic_algorithm", "random_sample", "pso", "differential_evolution", "greedy_ils", "brute_force"]
+# Simulated annealing and differential evolution depend on the order results are told within a
+# batch, which would depend on how the batch was dealt to ranks (a resumed run deals otherwise),
+# were a batch not told in one call in the order it was asked (handouts.py).
+STRATEGIES = [
+    "genetic_algorithm",
+    "random_sample",
+    "pso",
+    "differential_evolution",
+    "greedy_ils",
+    "brute_force",
+    "simulated_annealing",
+]
 
 
 def stopped_after(ranks: Ranks, rounds: int) -> StopReason:

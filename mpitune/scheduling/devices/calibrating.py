@@ -77,7 +77,7 @@ class Calibrating:
             return None  # the first calibration always; later ones while they stay cheap
         self._sent_batch = batch
         self._spent_s += cost_s
-        return Retime((work(ref.config_id),), ROUNDS, phase="calibrate")
+        return Retime.of((work(ref.config_id),), ROUNDS, phase="calibrate")
 
     def seen(self, results: Sequence[Scored]) -> None:
         if self._first is None:

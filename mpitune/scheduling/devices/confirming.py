@@ -108,7 +108,7 @@ class Confirming:
         round_s = sum(time_ms[i] for i in ids) / 1e3
         rounds = rounds_for(self.ranks, round_s, now_s)
         self.owed = {i: rounds * self.ranks for i in ids}
-        return self._hand_out(Retime(tuple(made[i] for i in ids), rounds), now_s, batch)
+        return self._hand_out(Retime.of((made[i] for i in ids), rounds), now_s, batch)
 
     def _finish(
         self, pending: Pending, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
@@ -125,7 +125,7 @@ class Confirming:
             self.ranks,
         )
         made = work(list(pending.candidates))
-        return self._hand_out(Retime(tuple(made[i] for i in pending.candidates), rounds), now_s, batch)
+        return self._hand_out(Retime.of((made[i] for i in pending.candidates), rounds), now_s, batch)
 
     def _hand_out(self, retime: Retime, now_s: float, batch: int) -> list[Order]:
         self.retime, self.started_s, self.batch = retime, now_s, batch
