@@ -53,10 +53,12 @@ tied with it when the resampled ratio of their medians falls at or below 1 in at
 (1 - confidence) / 2 of the resamples, i.e. the ratio's percentile interval includes 1: then the
 launches do not show that the winner is faster, and the report should say so instead of naming
 one. A device is flagged when its factor differs from the median device's by more than
-twice its standard error plus ``flag_pct`` percent: beyond noise, and beyond what is worth a
-remark (a few percent between devices of one kind is usual). Of two devices only the slower can
-be flagged: each differs from the other alike, and what sets a device apart (throttling, lower
-clocks, a host busy with other work) slows it.
+``flag_z`` standard errors plus ``flag_pct`` percent: beyond noise, and beyond what is worth a
+remark (a few percent between devices of one kind is usual). ``flag_z`` holds the chance of
+flagging any of the devices of a healthy fleet at 5 % (Bonferroni): two standard errors for
+each of 256 devices flagged three to seven healthy ones a calibration in seeded draws. Of two
+devices only the slower can be flagged: each differs from the other alike, and what sets a
+device apart (throttling, lower clocks, a host busy with other work) slows it.
 """
 
 from __future__ import annotations
@@ -295,6 +297,12 @@ def _bootstrap(
     return np.concatenate(bs), np.concatenate(meds)
 
 
+def flag_z(devices: int) -> float:
+    """Standard errors a device's factor must stand apart by to be flagged, among ``devices``:
+    a 5 % chance, over all of them, that noise alone flags one (2.24 for two, 3.73 for 256)."""
+    return NormalDist().inv_cdf(1 - 0.025 / max(1, devices))
+
+
 def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: float) -> tuple[DeviceFactor, ...]:
     """Each device's factor, its bootstrap standard error and whether it stands out."""
     factors = np.exp(b)
@@ -309,7 +317,7 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
                 apart = max(factors[d] / factors[1 - d] - 1, 0.0)
             else:  # the median device is typical; an outlier would shift the others' mean
                 apart = factors[d] / float(np.median(factors)) - 1
-            flagged = bool(abs(apart) > 2 * sds[d] + flag_pct / 100)
+            flagged = bool(abs(apart) > flag_z(len(ranks)) * sds[d] + flag_pct / 100)
         out.append(DeviceFactor(rank=int(rank), factor=float(factors[d]), sd=float(sds[d]), flagged=flagged))
     return tuple(out)
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from mpitune.model.confirmation import NEAR_BOUND, candidates, judge, search_interval_ms
+from mpitune.model.confirmation import NEAR_BOUND, candidates, flag_z, judge, search_interval_ms
 from mpitune.model.result import Scored, Status
 
 
@@ -292,3 +292,19 @@ def test_a_confirmation_finished_by_another_run_on_other_devices_still_names_the
     v = judge(*(np.array(col) for col in zip(*rows)), seed=0, resamples=300)
     assert v is not None and v.winner == 0 and 2 not in v.tied
     assert [c.launches for c in v.candidates] == [12, 12, 12]
+
+
+def test_a_healthy_fleet_of_256_devices_has_no_device_flagged_and_a_slow_one_still_is():
+    """A calibration's one reference, 5 rounds in 5 % noise, on 256 alike devices: two standard
+    errors a device flagged 2 to 7 of them a draw; the threshold over all devices flags none. A
+    device 10 % slow among 64 is still flagged, alone."""
+    assert flag_z(2) == pytest.approx(2.241, abs=1e-3) and flag_z(256) == pytest.approx(3.725, abs=1e-3)
+    for seed in range(3):
+        rank, ids, rounds, times = launches([1.0], [1.0] * 256, rounds=5, noise=0.05, seed=seed)
+        verdict = judge(rank, ids, rounds, times, seed=seed)
+        assert verdict is not None and not any(f.flagged for f in verdict.factors)
+    biases = [1.0] * 64
+    biases[17] = 1.10
+    rank, ids, rounds, times = launches(np.linspace(1.0, 1.2, 10), biases, rounds=5, noise=0.02, seed=9)
+    verdict = judge(rank, ids, rounds, times, seed=9)
+    assert verdict is not None and [f.rank for f in verdict.factors if f.flagged] == [17]

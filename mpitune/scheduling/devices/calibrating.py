@@ -34,7 +34,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from mpitune.model.confirmation import DeviceFactor, judge
+from mpitune.model.confirmation import DeviceFactor, flag_z, judge
 from mpitune.model.racing import Race
 from mpitune.model.result import Result, Scored, remade
 from mpitune.model.work import Launch, Retime, Work
@@ -142,7 +142,7 @@ class Calibrating:
         for f in late:
             e = by_rank.get(f.rank)
             moved = (f.factor / late_mid) / (e.factor / early_mid) - 1 if e is not None else 0.0
-            if e is not None and abs(moved) > 2 * math.hypot(f.sd, e.sd) + self.margin:
+            if e is not None and abs(moved) > flag_z(len(late)) * math.hypot(f.sd, e.sd) + self.margin:
                 drifted.add(f.rank)
                 if f.rank not in self._flagged:
                     log.warning(
