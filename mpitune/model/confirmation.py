@@ -53,12 +53,10 @@ tied with it when the resampled ratio of their medians falls at or below 1 in at
 (1 - confidence) / 2 of the resamples, i.e. the ratio's percentile interval includes 1: then the
 launches do not show that the winner is faster, and the report should say so instead of naming
 one. A device is flagged when its factor differs from the median device's by more than
-``flag_z`` standard errors plus ``flag_pct`` percent: beyond noise, and beyond what is worth a
-remark (a few percent between devices of one kind is usual). ``flag_z`` holds the chance of
-flagging any of the devices of a healthy fleet at 5 % (Bonferroni): two standard errors for
-each of 256 devices flagged three to seven healthy ones a calibration in seeded draws. Of two
-devices only the slower can be flagged: each differs from the other alike, and what sets a
-device apart (throttling, lower clocks, a host busy with other work) slows it.
+``flag_z`` standard errors plus ``flag_pct`` % (beyond noise over all devices: two each flagged
+3 to 7 of 256 alike ones; and beyond a remark's worth: a few % between devices of one kind is
+usual). Of two devices only the slower can be flagged: each differs from the other alike, and
+what sets a device apart (throttling, lower clocks, a host busy with other work) slows it.
 """
 
 from __future__ import annotations
@@ -77,8 +75,7 @@ from mpitune.model.racing import Race
 from mpitune.model.result import Scored
 from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES, Launch
 
-# Most elements of one chunk of resamples (resamples x devices x candidates x rounds): the
-# bootstrap's arrays stay within a few tens of MB however many rounds and devices a run has.
+# Most elements of one chunk of resamples (resamples x devices x candidates x rounds): tens of MB.
 CHUNK_ELEMENTS = 4_000_000
 
 
@@ -298,8 +295,7 @@ def _bootstrap(
 
 
 def flag_z(devices: int) -> float:
-    """Standard errors a device's factor must stand apart by to be flagged, among ``devices``:
-    a 5 % chance, over all of them, that noise alone flags one (2.24 for two, 3.73 for 256)."""
+    """Standard errors that flag a device among ``devices``: 5 % that noise flags any (Bonferroni)."""
     return NormalDist().inv_cdf(1 - 0.025 / max(1, devices))
 
 
