@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from mpitune.spec.replay import KERNEL_CACHE_REACHES
+
 
 def plan(cache: Path, ranks: str, kernel_cache: str | None = None) -> tuple[dict[int, float], float, float]:
     """Efficiency by rank count, CPU seconds and wall seconds of one ``plan``."""
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", default="64,256", help="rank counts (default 64,256)")
     parser.add_argument(
         "--kernel-cache",
-        choices=("shared", "node", "off"),
+        choices=KERNEL_CACHE_REACHES,
         help="plan's --kernel-cache (default: as this machine's kernel cache folder is)",
     )
     args = parser.parse_args(argv)

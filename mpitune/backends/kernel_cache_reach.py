@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ SHARED_FILE_SYSTEMS = frozenset(
 # outlive the run"); a network file system adds a round trip or two.
 LOAD_S = 0.005
 MOUNTS = "/proc/self/mounts"
+_OCTAL = re.compile(r"\\([0-7]{3})")
 
 
 class Reach(enum.Enum):
@@ -86,8 +88,9 @@ def file_system(path: str, mounts: str = MOUNTS) -> str:
 
 
 def _unescape(field: str) -> str:
-    r"""A mount point as /proc/self/mounts writes it, with its octal escapes (``\040``) undone."""
-    return field.encode("latin-1").decode("unicode_escape") if "\\" in field else field
+    r"""A mount point as /proc/self/mounts writes it, with its octal escapes (``\040``) undone:
+    the kernel escapes only space, tab, newline and backslash, so each is one character."""
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), field)
 
 
 def cache_reach(environ: Mapping[str, str] | None = None, mounts: str = MOUNTS) -> CacheReach:

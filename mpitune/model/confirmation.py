@@ -305,15 +305,15 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
     boot = np.exp(b_boot)
     ddof = 1 if len(boot) > 1 else 0
     sds = np.nanstd(boot, axis=0, ddof=ddof) if len(ranks) > 1 else np.zeros(len(ranks))
-    out = []
+    out, z, median = [], flag_z(len(ranks)), float(np.median(factors))
     for d, rank in enumerate(ranks):
         flagged = False
         if len(ranks) > 1:
             if len(ranks) == 2:  # each is as far from the other: only the slower can be told
                 apart = max(factors[d] / factors[1 - d] - 1, 0.0)
             else:  # the median device is typical; an outlier would shift the others' mean
-                apart = factors[d] / float(np.median(factors)) - 1
-            flagged = bool(abs(apart) > flag_z(len(ranks)) * sds[d] + flag_pct / 100)
+                apart = factors[d] / median - 1
+            flagged = bool(abs(apart) > z * sds[d] + flag_pct / 100)
         out.append(DeviceFactor(rank=int(rank), factor=float(factors[d]), sd=float(sds[d]), flagged=flagged))
     return tuple(out)
 

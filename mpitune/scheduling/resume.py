@@ -10,10 +10,9 @@ tell per report; a run of whole batches told each batch in one call, in the orde
 asked for it (so that how a batch was dealt to the ranks, which a resumed run does otherwise,
 changes nothing the strategy sees), and is replayed so. A file written before that record
 existed is replayed by its batches' rule (batch b asked once batch b - depth was told,
-``batching.pipeline_depth``). Nothing
-executable is stored, so no file can make a resume run code. A rebuilt strategy that asks
-otherwise than the file says (another version of mpitune, a changed metric) is not trusted:
-the run starts afresh, knowing everything the file holds.
+``batching.pipeline_depth``). Nothing executable is stored, so no file can make a resume run
+code. A rebuilt strategy that asks otherwise than the file says (another version of mpitune, a
+changed metric) is not trusted: the run starts afresh, knowing everything the file holds.
 
 Which runs to replay follows how a stopped run hands its search on: a run that ended cleanly
 (``SearchEnd``) with the same key passes its search to the next run; a killed run passes

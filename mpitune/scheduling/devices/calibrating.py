@@ -138,11 +138,11 @@ class Calibrating:
         early_mid = float(np.median([f.factor for f in early]))
         late_mid = float(np.median([f.factor for f in late]))
         by_rank = {f.rank: f for f in early}
-        drifted = set()
+        drifted, z = set(), flag_z(len(late))
         for f in late:
             e = by_rank.get(f.rank)
             moved = (f.factor / late_mid) / (e.factor / early_mid) - 1 if e is not None else 0.0
-            if e is not None and abs(moved) > flag_z(len(late)) * math.hypot(f.sd, e.sd) + self.margin:
+            if e is not None and abs(moved) > z * math.hypot(f.sd, e.sd) + self.margin:
                 drifted.add(f.rank)
                 if f.rank not in self._flagged:
                     log.warning(
