@@ -12,16 +12,18 @@ The default, for a header compiled for no device of the file (``default_choice``
 configuration that does least badly everywhere: among the configurations kept for every
 (device, problem size) block, the one whose worst ratio to a block's best value is smallest
 (time over the best time; for a higher-is-better objective, the best over the value). Where no
-configuration is kept for every block, it is the first device's choice.
+configuration is kept for every block, it is the first device's choice. The rule itself, over plain
+maps of a configuration's value per block, is ``portable``: benchmarks/portable.py applies it to
+whole caches of several GPU models.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from mpitune.model.confirmation import search_interval_ms
 from mpitune.model.problem import plain
@@ -100,24 +102,63 @@ def default_choice(results: ResultsFile) -> DefaultChoice:
     """The configuration that is, at worst, closest to each block's best (module docstring)."""
     names, higher = results.tunable_parameters, results.higher_is_better
     blocks = results.blocks()
-    best = {block: best_entry(entries, higher).value for block, entries in blocks.items()}
-    ratios: dict[str, dict[tuple[str, str], float]] = {}
     params: dict[str, Mapping[str, Any]] = {}
-    for entry in results.entries:
-        key = config_key(entry.params, names)
-        params.setdefault(key, entry.params)
-        ratio = _ratio(entry.value, best[entry.block], higher)
-        seen = ratios.setdefault(key, {})
-        seen[entry.block] = min(ratio, seen.get(entry.block, float("inf")))
-    everywhere = {k: max(r.values()) for k, r in ratios.items() if len(r) == len(blocks)}
-    if not everywhere:
+    for entry in results.entries:  # each block's keys in the file's order: ties go to the first in it
+        params.setdefault(config_key(entry.params, names), entry.params)
+    values: dict[tuple[str, str], dict[str, float]] = {}
+    for block, entries in blocks.items():
+        mine: dict[str, float] = {}
+        for entry in entries:  # a configuration kept twice in a block counts with its better value
+            key = config_key(entry.params, names)
+            mine[key] = _better(mine.get(key, entry.value), entry.value, higher)
+        values[block] = {k: mine[k] for k in params if k in mine}
+    found = portable(values, higher)
+    if found is None:
         first = device_choice(results, results.devices()[0])
         return DefaultChoice(dict(first.params), None, 0, len(blocks))
-    key = min(everywhere, key=lambda k: everywhere[k])
-    return DefaultChoice(dict(params[key]), everywhere[key], len(everywhere), len(blocks))
+    return DefaultChoice(dict(params[found.key]), found.worst_ratio, found.common, len(blocks))
 
 
-def _ratio(value: float, best: float, higher_is_better: bool) -> float:
+Block = TypeVar("Block", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Portable(Generic[Block]):
+    """``portable``'s answer: the configuration's key, its ratio to each block's best and the
+    worst of them, and how many configurations have a value in every block (its candidates)."""
+
+    key: str
+    ratios: dict[Block, float]
+    worst_ratio: float
+    common: int
+
+
+def portable(values: Mapping[Block, Mapping[str, float]], higher_is_better: bool) -> Portable[Block] | None:
+    """Of the configurations with a value in every block (``values``: block -> configuration key
+    -> its value there), the one whose worst ratio to a block's best value is smallest; the first
+    in the first block's order among equals. None where no configuration is in every block.
+
+    The one rule for a configuration that does least badly everywhere: the header's default over
+    a results file's (device, problem size) blocks, and the portable choice over GPU models."""
+    if not values or not all(values.values()):
+        return None
+    pick = max if higher_is_better else min
+    best = {block: pick(mine.values()) for block, mine in values.items()}
+    first, *others = values.values()
+    common = [k for k in first if all(k in mine for mine in others)]
+    if not common:
+        return None
+    worst = {k: max(ratio(mine[k], best[b], higher_is_better) for b, mine in values.items()) for k in common}
+    key = min(common, key=lambda k: worst[k])
+    ratios = {b: ratio(mine[key], best[b], higher_is_better) for b, mine in values.items()}
+    return Portable(key, ratios, worst[key], len(common))
+
+
+def _better(a: float, b: float, higher_is_better: bool) -> float:
+    return max(a, b) if higher_is_better else min(a, b)
+
+
+def ratio(value: float, best: float, higher_is_better: bool) -> float:
     """How far ``value`` is from its block's ``best``: 1 for the best, more the worse."""
     worse, better = (best, value) if higher_is_better else (value, best)
     if better <= 0:
