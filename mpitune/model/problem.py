@@ -111,6 +111,10 @@ class Schedule(enum.Enum):
     BATCHES = "batches"  # one chunk per rank per batch, the strategy told batch by batch: reproducible for a seed
     REFILL = "refill"  # each rank holds its configuration and at most one more, refilled as results arrive
 
+    def resolved(self, ranks: int) -> Schedule:
+        """``refill`` on several ranks unless this says ``batches``; batches on one rank."""
+        return Schedule.REFILL if ranks > 1 and self is not Schedule.BATCHES else Schedule.BATCHES
+
 
 DEPTH = 2  # orders a rank holds on several ranks: the one it measures and the next, so it never waits for rank 0
 
@@ -127,9 +131,8 @@ class Dealing:
 
     @classmethod
     def of(cls, schedule: Schedule, ranks: int, batch_size: int) -> Dealing:
-        """``refill`` on several ranks unless the schedule says ``batches``; batches on one rank."""
-        refill = ranks > 1 and schedule is not Schedule.BATCHES
-        return cls(Schedule.REFILL if refill else Schedule.BATCHES, ranks, batch_size)
+        """The schedule as resolved for ``ranks`` (``Schedule.resolved``)."""
+        return cls(schedule.resolved(ranks), ranks, batch_size)
 
     @property
     def per_rank(self) -> int:

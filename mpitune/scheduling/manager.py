@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from mpitune import strategies
+from mpitune.model.problem import Schedule
 from mpitune.model.racing import Race
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
@@ -48,15 +49,20 @@ class Manager:
         devices: tuple[str, ...],
         clock: Clock,
         cost_model: Callable[[SearchSpace], CostModel | None] = CostModel,
+        compiles_in_turn: bool = False,
     ):
         """``cost_model`` makes what predicts a configuration's seconds (benchmarks compare
-        dealing by cost with dealing blind: a model that never predicts, or None)."""
+        dealing by cost with dealing blind: a model that never predicts, or None);
+        ``compiles_in_turn``: no rank has compile workers (batching.py, ``IN_TURN_ROUND``)."""
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
         self.objective = cache.objective
         self.ranks = len(hosts)
-        self.batching = Batching.of(self.ranks, self.strategy, setup.settings.batch_size)
+        refilled = self.settings.schedule.resolved(self.ranks) is Schedule.REFILL
+        self.batching = Batching.of(
+            self.ranks, self.strategy, setup.settings.batch_size, refilled_in_turn=refilled and compiles_in_turn
+        )
         extras = setup.problem.extras
         self._derive = extras.derive if extras is not None and extras.varies else None
         self.handed_out = 0

@@ -135,7 +135,8 @@ def open_run(
         )
     except UserError as exc:
         return None, f"{problem.spec_path}: cache: {exc}"
-    manager = Manager(setup, cache, hosts, devices, clock)
+    in_turn = not any(p.compile_workers for p in placements)
+    manager = Manager(setup, cache, hosts, devices, clock, compiles_in_turn=in_turn)
     policy = Policy.of(settings, len(hosts), manager.batch_size)
     cache.start_run(
         RunInfo(

@@ -40,6 +40,18 @@ def test_a_predictable_strategy_gets_long_guided_batches_and_a_learning_one_one_
     assert Batching.of(4, create("brute_force", space, 0, {}), 8) == Batching(4, 8, guided=False)
 
 
+def test_refilled_ranks_that_compile_in_turn_get_shorter_chunks_on_many_ranks():
+    """About IN_TURN_ROUND configurations a round, 4 to 32 a rank; with compile workers, or for a
+    strategy that learns from every result, or for a batch size the user gave, nothing changes."""
+    space = SearchSpace.build({"a": list(range(10))}, [])
+    brute = create("brute_force", space, 0, {})
+    per_rank = {n: Batching.of(n, brute, None, refilled_in_turn=True).size // n for n in (8, 32, 64, 256, 1024)}
+    assert per_rank == {8: 32, 32: 32, 64: 16, 256: 4, 1024: 4}
+    assert Batching.of(256, brute, None).size == 256 * PER_RANK_PREDICTABLE
+    assert Batching.of(256, create("genetic_algorithm", space, 0, {}), None, refilled_in_turn=True).size == 256
+    assert Batching.of(256, brute, 512, refilled_in_turn=True).size == 512
+
+
 def test_a_guided_search_starts_with_one_configuration_per_rank_until_costs_are_known():
     guided = Batching(2, 32, guided=True)
     assert guided.next_size(None, costs_known=False) == 2
