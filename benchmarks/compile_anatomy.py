@@ -17,6 +17,9 @@ options mpitune gives NVRTC, in fresh processes, and prints one JSON line per me
 - ``pair_cubin`` / ``pair_minimal``: the same configurations with and without ``-minimal``,
   each in a new process with a new, empty CUDA cache, twice in turn;
 - ``parallel``: the same work on W worker processes at once, as the compile workers do;
+- ``grouped_K``: K configurations in one NVRTC program (each copy of the kernel renamed by a
+  macro), each group cold in a new process with a new CUDA cache: what a compile costs per
+  configuration once NVRTC's fixed cost per program is shared;
 - ``files``: files written under HOME, /tmp and /var/tmp while it ran (a cache nobody named).
 
     python benchmarks/compile_anatomy.py [--configs 24] [--workers 15]
@@ -67,6 +70,16 @@ def code(config: dict[str, int]) -> str:
     return "\n".join(f"#define {k} {v}" for k, v in defines.items()) + "\n#line 1\n" + SOURCE
 
 
+def grouped_code(group: list[dict[str, int]]) -> str:
+    """Several configurations in one program: each copy's macros and kernel name undone after it."""
+    parts = []
+    for i, config in enumerate(group):
+        defines = dict(config, N=4096, kernel_tuner=1, matmul=f"matmul_{i}")
+        parts.append("\n".join(f"#define {k} {v}" for k, v in defines.items()) + "\n#line 1\n" + SOURCE)
+        parts.append("\n".join(f"#undef {k}" for k in (*defines, "BM", "BN", "THREADS")))
+    return "\n".join(parts) + "\n"
+
+
 def options(kind: str) -> list[str]:
     import cupy
     from cupy_backends.cuda.libs import nvrtc
@@ -112,7 +125,12 @@ def child(task: str, count: int, skip: int, kind: str) -> None:
 
     import_s = time.perf_counter() - t0
     opts = options(kind)
-    sources = [code(c) for c in configs(count, skip)]
+    chosen = configs(count, skip)
+    if task.startswith("grouped_"):
+        size = int(task.split("_")[1])
+        sources = [grouped_code(chosen[i : i + size]) for i in range(0, len(chosen), size)]
+    else:
+        sources = [code(c) for c in chosen]
     io0 = read_bytes()
     times = [compile_one(s, opts) for s in sources]
     io1 = read_bytes()
@@ -129,6 +147,7 @@ def child(task: str, count: int, skip: int, kind: str) -> None:
                 "again_same_process_sum_s": round(sum(again), 3) if again else None,
                 "disk_read_mb": round((io1 - io0) / 1e6, 1),
                 "count": len(times),
+                "configurations": len(chosen),
             }
         ),
         flush=True,
@@ -257,6 +276,10 @@ def main() -> None:
         for kind in ("cubin", "minimal", "cubin", "minimal"):
             cache = tempfile.mkdtemp(dir=pair)
             run_child(f"pair_{kind}", str(n), str(n), kind, env=dict(os.environ, CUDA_CACHE_PATH=cache))
+    with tempfile.TemporaryDirectory(prefix="anatomy-grouped-") as grouped:  # 24 unseen, each run cold
+        for size in (1, 4, 8, 24):
+            cache = tempfile.mkdtemp(dir=grouped)
+            run_child(f"grouped_{size}", "24", "200", "cubin", env=dict(os.environ, CUDA_CACHE_PATH=cache))
     written_since(start)
 
 

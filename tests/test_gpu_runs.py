@@ -147,3 +147,22 @@ def test_a_ported_kernel_tuner_script_tunes_gflops_with_power_and_clocks(tmp_pat
     assert s["best"]["metrics"]["GFLOP/s"] == pytest.approx(gflops.max())
     assert (observed["power_w"] > 10).all() and (observed["sm_clock_mhz"] > 100).all()
     assert (observed["energy_j"] > 0).all() and (metrics["GFLOP/J"] > 0).all()
+
+
+@needs_gpu
+def test_the_convolution_example_verifies_every_configuration(tmp_path):
+    """examples/convolution_cupy at 512 x 512: every configuration of the space compiles,
+    launches and matches the FFT answer, so its timings may stand beside the matrix multiply's."""
+    import os
+
+    from conftest import REPO
+
+    cache = tmp_path / "conv.h5"
+    os.environ["CONV_N"] = "512"
+    try:
+        proc = mpitune(1, [str(REPO / "examples" / "convolution_cupy" / "spec.py"), "--cache", str(cache)], tmp_path)
+    finally:
+        del os.environ["CONV_N"]
+    assert proc.returncode == 0, proc.stderr
+    s = report_json(cache)
+    assert s["ok"] == s["configs"] == 310, s["failed"]
