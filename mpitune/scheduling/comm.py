@@ -186,14 +186,8 @@ class MpiTransport:
             received: T = self._receive(deadline_s)
             return received
         assert values is not None, "rank 0 scatters"
-        # Sent without waiting: a large order to a rank that stopped answering would otherwise
-        # hold rank 0 here, before the deadline of the gather that follows can notice it.
-        self._sending = [r for r in self._sending if not r.Test()]
         for rank in range(1, self.size):
-            try:
-                self._sending.append(self.comm.isend(values[rank], dest=rank, tag=_ORDER_TAG))
-            except MPI.Exception as exc:  # a peer MPI knows is gone: the gather names it
-                self._unreachable[rank] = _error_text(exc)
+            self.send(rank, values[rank])
         return values[0]
 
     def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
@@ -228,30 +222,40 @@ class MpiTransport:
             if len(received) == self.size:
                 break
             waited_s = time.monotonic() - started_s
-            silence = self.watch.silence
-            if silence is not None and not error:
-                self.watch.ending = True
-                hosts = [self.hosts[r] for r in silence.ranks]
-                raise SilentRanks(silence.ranks, hosts, silence.longest_s, received, heartbeat=silence)
+            if not error:
+                self._unheard(received)
             if (
                 error
                 or (deadline_s is not None and waited_s > deadline_s)
                 or (len(received) + len(self._unreachable) == self.size)
             ):
-                silent = [r for r in range(self.size) if r not in received]
-                error = error or "; ".join(self._unreachable[r] for r in silent if r in self._unreachable)
-                raise SilentRanks(silent, [self.hosts[r] for r in silent], waited_s, received, error=error)
+                raise self._silent([r for r in range(self.size) if r not in received], waited_s, received, error)
             time.sleep(pause_s)
         # Every worker answered, so it took its order: those sends are complete.
         self._sending = [r for r in self._sending if not r.Test()]
         return [received[r] for r in range(self.size)]
 
     def send(self, rank: int, value: Any) -> None:
+        # Without waiting: a large order to a rank that stopped answering would otherwise hold
+        # rank 0 here, before the deadline of the receive that follows can notice it.
         self._sending = [r for r in self._sending if not r.Test()]
         try:
             self._sending.append(self.comm.isend(value, dest=rank, tag=_ORDER_TAG))
-        except MPI.Exception as exc:  # a peer MPI knows is gone: the next receive names it
+        except MPI.Exception as exc:  # a peer MPI knows is gone: the next receive or gather names it
             self._unreachable[rank] = _error_text(exc)
+
+    def _unheard(self, received: dict[int, Any]) -> None:
+        """End rank 0's wait once the heartbeats found a worker silent, whatever its deadline."""
+        silence = self.watch.silence
+        if silence is not None:
+            self.watch.ending = True
+            hosts = [self.hosts[r] for r in silence.ranks]
+            raise SilentRanks(silence.ranks, hosts, silence.longest_s, received, heartbeat=silence)
+
+    def _silent(self, ranks: list[int], waited_s: float, received: dict[int, Any], error: str) -> SilentRanks:
+        """``ranks`` silent: with MPI's ``error``, else what it said when an order to one failed."""
+        error = error or "; ".join(self._unreachable[r] for r in ranks if r in self._unreachable)
+        return SilentRanks(ranks, [self.hosts[r] for r in ranks], waited_s, received, error=error)
 
     def receive(self, due: Mapping[int, float], wait: bool = True) -> tuple[int, Any] | None:
         for rank, early in self._early.items():
@@ -277,16 +281,12 @@ class MpiTransport:
                     self._early[source].append(message.recv())  # a stopped worker's last rows: the gather's
             except MPI.Exception as exc:  # a peer MPI found dead
                 error = _error_text(exc)
-            silence = self.watch.silence
-            if silence is not None and not error:
-                self.watch.ending = True
-                hosts = [self.hosts[r] for r in silence.ranks]
-                raise SilentRanks(silence.ranks, hosts, silence.longest_s, {}, heartbeat=silence)
+            if not error:
+                self._unheard({})
             now_s = time.monotonic()
             late = sorted(r for r, due_s in due.items() if now_s > due_s or r in self._unreachable or error)
             if late:
-                error = error or "; ".join(self._unreachable[r] for r in late if r in self._unreachable)
-                raise SilentRanks(late, [self.hosts[r] for r in late], now_s - started_s, {}, error=error)
+                raise self._silent(late, now_s - started_s, {}, error)
             if not wait:
                 return None
             time.sleep(pause_s)
@@ -337,7 +337,7 @@ class MpiTransport:
     def _silent_root(self, started_s: float, deadline_s: float | None, error: str = "") -> None:
         waited_s = time.monotonic() - started_s
         if deadline_s is not None and waited_s >= deadline_s:
-            raise SilentRanks([0], [self.hosts[0]], waited_s, {}, error=error)
+            raise self._silent([0], waited_s, {}, error)
 
     def allgather(self, value: T) -> list[T]:
         return self.comm.allgather(value)

@@ -8,24 +8,17 @@ from mpitune.model.prior import Prior
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.work import Retime, Work
-from mpitune.scheduling.messages import Order
 from mpitune.strategies.base import Strategy
 
 
 @dataclass
 class Flight:
     """One batch handed out and not yet recorded: its configurations by id (what scores the
-    results that come back), when it was handed out, and its chunks and orders, rank by rank."""
+    results that come back) and its chunks, rank by rank."""
 
     work: dict[int, Work]
-    handed_s: float
     chunks: list[list[int]] = field(default_factory=list)
-    orders: list[Order] = field(default_factory=list)
     retime: Retime | None = None  # the confirmation instead of a batch of the search
-
-    @property
-    def ids(self) -> set[int]:
-        return set(self.work)
 
 
 @dataclass

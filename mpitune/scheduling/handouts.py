@@ -43,36 +43,26 @@ from mpitune.scheduling.messages import Order, Report, StopReason
 
 @dataclass(frozen=True)
 class Policy:
-    """How rank 0 hands out work; ``of`` resolves the settings' ``schedule`` for a run."""
+    """How rank 0 hands out work: what ``dealing`` says (model/problem.py), and the orders a rank
+    holds at most (``depth``); ``of`` resolves the settings' ``schedule`` for a run."""
 
-    schedule: Schedule  # BATCHES or REFILL
-    depth: int  # orders a rank holds at most
-    quorum: int  # ranks that must want work before rank 0 asks, while any rank holds some
-    per_rank: int  # configurations per rank in a refilled chunk once costs are known
-    dealing: Dealing  # what it follows, and how it is said
+    dealing: Dealing
+    depth: int
 
     @classmethod
     def of(cls, settings: RunSettings, ranks: int, batch_size: int) -> Policy:
-        """The settings' ``schedule`` resolved for a run (model/problem.py, ``Dealing``: refill on
-        several ranks unless they say ``batches``). On one rank a strategy that names its order in
-        advance has its next hand-out out too, so that it compiles while the rank measures the one
-        before; one that learns from every result is asked only once it was told everything."""
+        """The settings' ``schedule`` resolved for a run (refill on several ranks unless they say
+        ``batches``). On one rank a strategy that names its order in advance has its next
+        hand-out out too, so that it compiles while the rank measures the one before; one that
+        learns from every result is asked only once it was told everything."""
         dealing = Dealing.of(settings.schedule, ranks, batch_size)
-        per_rank = dealing.per_rank
-        if dealing.schedule is Schedule.REFILL:
-            return cls(Schedule.REFILL, DEPTH, dealing.quorum, per_rank, dealing)
-        return cls(
-            Schedule.BATCHES, DEPTH if per_rank > 1 else pipeline_depth(ranks), dealing.quorum, per_rank, dealing
-        )
-
-    def describe(self) -> str:
-        """The policy as the run's first line says it, and ``report`` from the file (one source)."""
-        return self.dealing.describe()
+        refilled = dealing.schedule is Schedule.REFILL
+        return cls(dealing, DEPTH if refilled or dealing.per_rank > 1 else pipeline_depth(ranks))
 
     @property
     def whole(self) -> bool:
         """Whether a hand-out is written and told once all its reports are in (batches)."""
-        return self.schedule is Schedule.BATCHES
+        return self.dealing.schedule is Schedule.BATCHES
 
     def demand(self, left: int, ranks: int) -> tuple[int, int]:
         """Orders a rank may hold and the quorum, with ``left`` configurations still to hand out.
@@ -80,7 +70,7 @@ class Policy:
         others would wait for: a rank gets work only once it holds none, as soon as it does."""
         if not self.whole and left < self.depth * ranks:
             return 1, 1
-        return self.depth, self.quorum
+        return self.depth, self.dealing.quorum
 
 
 @dataclass(frozen=True)
@@ -170,7 +160,7 @@ class Handouts:
         if not ids:
             return None
         chunks = self._deal(ids, wanting, manager.batch + 1, now_s)
-        work = manager.hand_out(ids, n, chunks, now_s, self.told_rows)
+        work = manager.hand_out(ids, n, chunks, self.told_rows)
         if work is None:
             return None
         batch = manager.batch
@@ -210,7 +200,7 @@ class Handouts:
             return n, math.ceil(n / self.ranks)
         if not costs_known:
             return min(left, wanting), 1
-        size = max(1, min(self.policy.per_rank, math.ceil(left / (DEPTH * self.ranks))))
+        size = max(1, min(self.policy.dealing.per_rank, math.ceil(left / (DEPTH * self.ranks))))
         return min(left, wanting * size), size
 
     def _within(self, left_s: float, wanting: list[int], n: int, size: int, now_s: float) -> tuple[list[int], int]:

@@ -77,19 +77,10 @@ def tune(
         if heartbeat is not None:
             heartbeat.know_hosts(transport.hosts)
     try:
-        return _tune(load, command, debug, transport, watch, heartbeat.stop if heartbeat else _nothing, deadline)
+        return _tune(load, command, debug, transport, watch, heartbeat.stop if heartbeat else lambda: None, deadline)
     finally:
         if heartbeat is not None:
             heartbeat.stop()
-
-
-def _nothing() -> None:
-    pass
-
-
-def _now(build: Callable[[], Setup]) -> Setup:
-    """No deadline: the build takes what it takes."""
-    return build()
 
 
 def _tune(
@@ -174,8 +165,8 @@ def _load(
         else:
             with timeline.phase("spec"):
                 loaded = load()
-        with timeline.phase("startup"):
-            return (deadline or _now)(lambda: prepare(*loaded)), None
+        with timeline.phase("startup"):  # without a deadline, the build takes what it takes
+            return (deadline(lambda: prepare(*loaded)) if deadline else prepare(*loaded)), None
     except UserError as exc:
         log.debug("the input was refused", exc_info=debug)
         return None, str(exc)

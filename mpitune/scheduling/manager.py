@@ -180,9 +180,7 @@ class Manager:
             self.end_search(StopReason.FINISHED)
         return ids
 
-    def hand_out(
-        self, ids: list[int], requested: int, chunks: list[list[int]], now_s: float, told: int
-    ) -> dict[int, Work] | None:
+    def hand_out(self, ids: list[int], requested: int, chunks: list[list[int]], told: int) -> dict[int, Work] | None:
         """Hand-out ``batch + 1``: ``ids`` (the strategy's answer when asked for ``requested``)
         dealt in ``chunks``, one per rank, recorded in the file as in flight and as asked with
         ``told`` results rows told before; its configurations by id, or None (and a spec_error
@@ -197,7 +195,7 @@ class Manager:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
             self.unmeasured |= set(ids)  # never sent
             return None
-        self.in_flight[self.batch] = Flight(work, now_s, chunks)
+        self.in_flight[self.batch] = Flight(work, chunks)
         return work
 
     def work(self, ids: list[int], made: dict[int, Work]) -> dict[int, Work]:
@@ -225,7 +223,7 @@ class Manager:
             orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, leaders, work, sds)
             if orders is not None:
                 self.batch += 1
-                self.in_flight[self.batch] = Flight({}, now_s, retime=self.confirming.retime)
+                self.in_flight[self.batch] = Flight({}, retime=self.confirming.retime)
                 return orders
         self.stop_sent = True
         return [Order(now_s, stop=self.stop_reason)] * self.ranks

@@ -66,8 +66,9 @@ def serve(
     if order.retime is not None:
         return _retime(order.retime, backend, timeline, ahead, stopping)
     calibration: tuple[Launch, ...] = ()
-    if order.calibrate is not None:
-        calibration = tuple(_reference(order.calibrate, backend, timeline, ahead))
+    if order.calibrate is not None:  # before the chunk: what the workers queue of it waits behind
+        compiled = _compiled_ahead(order.calibrate, backend, timeline, ahead)
+        calibration = tuple(backend.retime(order.calibrate, timeline, compiled))
     if ahead is not None:
         later = tuple(held()) if held is not None else ()
         ahead.keep_only(order.ids + tuple(w.config_id for w in later))
@@ -78,12 +79,6 @@ def serve(
     else:
         results = chunk.in_order(order.work, order.race)
     return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, (), calibration)
-
-
-def _reference(calibrate: Retime, backend: Backend, timeline: Timeline, ahead: CompilePool | None) -> list[Launch]:
-    """The reference's launches (calibration), before the chunk: the compile workers compile it
-    first, and what they queue of the chunk waits behind it."""
-    return backend.retime(calibrate, timeline, _compiled_ahead(calibrate, backend, timeline, ahead))
 
 
 def _retime(
@@ -119,11 +114,18 @@ def _compiled_ahead(
         for work in retime.work:
             if stopping is not None and stopping():
                 break
-            with timeline.phase("compile", work.config_id):
-                compiled[work.config_id] = ahead.take(work, backend.deadline_s())
-            row = ahead.row(compiled[work.config_id], timeline.batch)
-            if row is not None:
-                timeline.extend([row])
+            compiled[work.config_id] = _take(ahead, work, backend, timeline)
+    return compiled
+
+
+def _take(ahead: CompilePool, work: Work, backend: Backend, timeline: Timeline) -> Compiled:
+    """``work`` from the compile workers, the device waiting for it, with their background
+    compile on the timeline."""
+    with timeline.phase("compile", work.config_id):
+        compiled = ahead.take(work, backend.deadline_s())
+    row = ahead.row(compiled, timeline.batch)
+    if row is not None:
+        timeline.extend([row])
     return compiled
 
 
@@ -201,11 +203,7 @@ class Chunk:
         started_s = timeline.clock.now()
         compiled = None
         if self.ahead is not None:
-            with timeline.phase("compile", work.config_id):  # the device waits for the compiler
-                compiled = self.ahead.take(work, self.backend.deadline_s())
-            row = self.ahead.row(compiled, self.order.batch)
-            if row is not None:
-                timeline.extend([row])
+            compiled = _take(self.ahead, work, self.backend, timeline)
             if self.held is not None:  # an order that came while this compiled: it compiles while this runs
                 self.ahead.submit(self.held())
         result = self.backend.run(work, timeline, compiled, race)

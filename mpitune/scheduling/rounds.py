@@ -14,6 +14,7 @@ run as a silent rank, through faults/silent_round.py.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import time
 from collections import deque
@@ -104,20 +105,12 @@ def _last_rows(transport: Transport, rank0: Rank0, order: Order, sent_s: float, 
         rank0.manager.cache.append_phases([(r, p) for r, rows in enumerate(leftovers) for p in rows])
 
 
-@dataclass(frozen=True)
-class _StopDue:
-    """What rank 0's wait gives when a stop must go out before any report comes."""
+class _Due(enum.Enum):
+    """What rank 0's wait gives instead of a report: a stop must go out before any report comes,
+    or (on a real clock) it found no report and has rows to write."""
 
-
-_STOP_DUE = _StopDue()
-
-
-@dataclass(frozen=True)
-class _WriteDue:
-    """What rank 0's wait gives, on a real clock, when it finds no report and has rows to write."""
-
-
-_WRITE_DUE = _WriteDue()
+    STOP = enum.auto()
+    WRITE = enum.auto()
 
 
 @dataclass
@@ -162,7 +155,7 @@ class Rank0Rounds:
                     last = self.own.popleft()
                     return last.order, last.sent_s
                 got = self._next_report()
-                if isinstance(got, _StopDue):  # the order to stop goes out now, to cut the ranks' work short
+                if isinstance(got, _Due):  # _Due.STOP: the order to stop goes out now, to cut the ranks' work short
                     continue
                 if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
                     mine = self.own.popleft()
@@ -251,7 +244,7 @@ class Rank0Rounds:
     def _lane_head(self) -> Future[Report] | None:
         return self.own[0].report if self.own else None
 
-    def _next_report(self) -> tuple[int, Report] | _StopDue | None:
+    def _next_report(self) -> tuple[int, Report] | _Due | None:
         """The next report, rank 0's own (from its lane) as rank 0's; None when rank 0 is to
         measure an order of its own in its main thread."""
         due = self._due()
@@ -259,7 +252,7 @@ class Rank0Rounds:
         if not due and self._lane_head() is None:
             assert in_main, "rank 0 has nothing to wait for"
             return None
-        got: tuple[int, Report] | _StopDue | _WriteDue | None
+        got: tuple[int, Report] | _Due | None
         while True:
             with self.timeline.phase("wait"):
                 try:
@@ -274,12 +267,12 @@ class Rank0Rounds:
                     raise
                 if isinstance(got, tuple):
                     self.timeline.clock.sync(got[1].now_s)
-            if not isinstance(got, _WriteDue):
+            if got is not _Due.WRITE:
                 return got
             self.write_phase()  # rank 0 waits: what it recorded goes to disk first
 
-    def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | _StopDue | _WriteDue | None:
-        """On a real clock, the first report to arrive: the lane's or a worker's; ``_STOP_DUE``
+    def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | _Due | None:
+        """On a real clock, the first report to arrive: the lane's or a worker's; ``_Due.STOP``
         once a stop was asked for (a signal, the stop file) and its orders have not gone out:
         the ranks hear it while they measure, so that a long order (the confirmation's rounds,
         a chunk of slow configurations) ends within one configuration or launch, not whole."""
@@ -295,10 +288,10 @@ class Rank0Rounds:
                 return None
             if time.monotonic() >= look_s:
                 if self.rank0.manager.stop_unsent():
-                    return _STOP_DUE
+                    return _Due.STOP
                 look_s = time.monotonic() + _STOP_LOOK_S
             if self.rank0.manager.cache.unwritten:
-                return _WRITE_DUE
+                return _Due.WRITE
             watch.polling = bool(due)  # waiting in a gather, as far as the heartbeat thread knows
             time.sleep(pause_s)
             watch.polling = False

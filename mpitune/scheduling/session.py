@@ -151,7 +151,7 @@ def open_run(
             command,
             __version__,
             setup.prior.sources if setup.prior is not None else (),
-            policy.schedule.value,
+            policy.dealing.schedule.value,
         ),
         hosts,
         devices,
@@ -161,7 +161,7 @@ def open_run(
     say(
         f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
-        f"{policy.describe()}, {_workers_text(tuple(p.compile_workers for p in placements))}"
+        f"{policy.dealing.describe()}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
     for source in setup.prior.sources if setup.prior is not None else ():
         say(
