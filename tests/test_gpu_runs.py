@@ -151,8 +151,9 @@ def test_a_ported_kernel_tuner_script_tunes_gflops_with_power_and_clocks(tmp_pat
 
 @needs_gpu
 def test_the_convolution_example_verifies_every_configuration(tmp_path):
-    """examples/convolution_cupy at 512 x 512: every configuration of the space compiles,
-    launches and matches the FFT answer, so its timings may stand beside the matrix multiply's."""
+    """examples/convolution_cupy at 512 x 512: every configuration of the space compiles and
+    matches the FFT answer, but blocks of 1,024 threads whose registers do not fit, which are a
+    launch error (on an H200: 64 x 16 threads with 4 x 4 outputs each), and the run goes on."""
     import os
 
     from conftest import REPO
@@ -164,5 +165,9 @@ def test_the_convolution_example_verifies_every_configuration(tmp_path):
     finally:
         del os.environ["CONV_N"]
     assert proc.returncode == 0, proc.stderr
-    s = report_json(cache)
-    assert s["ok"] == s["configs"] == 310, s["failed"]
+    with h5py.File(cache, "r") as f:
+        res = f["results"][...]
+    assert len(res) == len(set(res["config_id"])) == 310
+    failed = res[res["status"] != b"ok"]
+    assert set(failed["status"]) <= {b"launch_error"} and len(failed) <= 4, failed["error"]
+    assert (failed["block_size_x"] * failed["block_size_y"] == 1024).all()
