@@ -5,15 +5,11 @@ A worker's own start (a fresh Python, its imports, on a GPU CuPy and the CUDA co
 seconds and needs no problem, while the problem reaches a rank only after MPI's start, rank
 0's loading of the spec and a broadcast. So the command line spawns the worker first, for the
 backend the spec names (read from its syntax, without running it) and the device of the
-node-local rank the launcher announces in the environment; the loop claims it once the problem
-is there. MPI's own node-local rank (``Split_type``) decides: a worker warmed up for another
-device, or another backend, is ended and a fresh one started, as is one that the problem does
-not need (no isolation). The compile workers, which load NVRTC for a second before their first
-configuration, start next (in the thread that then starts MPI, beside rank 0's loading of the
-spec, at the end of this module), at a lower priority, as many as ``--compile-workers`` says or, by default,
-as the node's ranks announced by the launcher leave cores for; the loop takes them if it wants as
-many for that backend, and ends them otherwise. What nothing claims (the spec was refused, MPI
-failed) is ended by the command line before the rank leaves. No MPI here: this runs before it.
+node-local rank the launcher announces in the environment, then the compile workers (which
+load NVRTC for a second before their first configuration) at a lower priority. The loop claims
+them once the problem is there if they are what it and MPI's own node-local rank
+(``Split_type``) need, and ends them otherwise (``claim``, ``compile_ahead``); the command line
+ends what nothing claims (``end``). No MPI here: this runs before it.
 """
 
 from __future__ import annotations
@@ -57,15 +53,15 @@ _early: Spawned | None = None  # this process's worker, started early and not ye
 _ahead: tuple[str, CompileAhead] | None = None  # its compile workers, and the backend they are for
 
 
-def _announced(names: tuple[str, ...], environ: Mapping[str, str] | None) -> int | None:
-    """The first of ``names`` the launcher set to a number; 0 for a process no launcher started
-    (MPI makes it a world of one); None for a launcher that does not say."""
+def _announced(names: tuple[str, ...], environ: Mapping[str, str] | None, alone: int = 0) -> int | None:
+    """The first of ``names`` the launcher set to a number of at least ``alone``; ``alone`` for a
+    process no launcher started (MPI makes it a world of one); None for a launcher that does not say."""
     env = os.environ if environ is None else environ
     for name in names:
         text = env.get(name, "").strip()
-        if text.isdigit():
+        if text.isdigit() and int(text) >= alone:
             return int(text)
-    return None if any(name in env for name in _LAUNCHED_VARIABLES) else 0
+    return None if any(name in env for name in _LAUNCHED_VARIABLES) else alone
 
 
 def launcher_local_rank(environ: Mapping[str, str] | None = None) -> int | None:
@@ -79,21 +75,19 @@ def launcher_world_rank(environ: Mapping[str, str] | None = None) -> int | None:
 
 
 def launcher_local_size(environ: Mapping[str, str] | None = None) -> int | None:
-    """The ranks the launcher started on this node; 1 with no launcher; None when it does not say."""
-    env = os.environ if environ is None else environ
-    for name in LOCAL_SIZE_VARIABLES:
-        text = env.get(name, "").strip()
-        if text.isdigit() and int(text) > 0:
-            return int(text)
-    return None if any(name in env for name in _LAUNCHED_VARIABLES) else 1
+    """The ranks the launcher started on this node (see ``_announced``)."""
+    return _announced(LOCAL_SIZE_VARIABLES, environ, alone=1)
 
 
 def check_backend_environment() -> None:
     """Refuse (``UserError``) a backend setting from the environment that cannot be taken (the
-    kernel cache's bound), before the workers that read it compile anything."""
+    kernel cache's bound, the configurations per NVRTC program), before the workers that read
+    it compile anything."""
+    from mpitune.backends.cupy.geometry import group_max
     from mpitune.backends.kernel_cache import max_bytes
 
     max_bytes()
+    group_max()
 
 
 def start(lang_text: str | None) -> None:
@@ -192,20 +186,14 @@ def end() -> None:
         early[1].close()
 
 
-# A spec loaded on rank 0 while MPI starts beside it, before the run's clock exists.
-#
-# MPI's start (mpi4py's import initialises it, with numpy and h5py before it: about 0.9 s on one
-# NVIDIA H200's host, 16 cores) and the spec's own code (the examples' matmul computes a
-# 4096 x 4096 reference: 0.7 s) need nothing of each other, and the spec's heavy part is numpy,
-# which leaves the interpreter free while it computes. One thing does not overlap: MPI_Init
-# holds the interpreter while it waits for the other ranks to start it too, so the spec pauses
-# for as long as the slowest rank is behind rank 0 (no longer than it waited before).
-#
-# So, when the launcher says that this process is rank 0, the command line loads the spec in
-# the main thread (where its load deadline's alarm is delivered) while another thread starts MPI
-# and this rank's heartbeat. The loop then takes what the spec gave, or raises what it raised,
-# as if it had loaded it itself, and the run's clock begins when the spec's loading did, on
-# every rank (comm.start_clock).
+# A spec loaded on rank 0 while MPI starts beside it, before the run's clock exists: MPI's start
+# (about 0.9 s on one NVIDIA H200's host) and the spec's own code (0.7 s for the examples'
+# matmul) need nothing of each other, and the spec's heavy part, numpy, leaves the interpreter
+# free (docs/performance.md says what does not overlap). When the launcher says that this
+# process is rank 0, the command line loads the spec in the main thread (where its load
+# deadline's alarm is delivered) while another thread starts MPI and this rank's heartbeat. The
+# loop then takes what the spec gave, or raises what it raised, as if it had loaded it itself,
+# and the run's clock begins when the spec's loading did, on every rank (comm.start_clock).
 
 T = TypeVar("T")
 U = TypeVar("U")
