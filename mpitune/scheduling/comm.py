@@ -22,7 +22,7 @@ import os
 import socket
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -116,24 +116,16 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Problem:
                 return _ArrayRef(len(arrays) - 1)
             return a
 
-        slim = problem.for_workers()
-        skeleton = replace(
-            slim,
-            arguments=[ref(a) for a in slim.arguments],
-            answer=None if slim.answer is None else [ref(a) for a in slim.answer],
-        )
+        skeleton = _mapped(problem.for_workers(), ref)
     skeleton = comm.bcast(skeleton, root=0)
     arrays = bcast_arrays(comm, arrays if comm.rank == 0 else None)
+    return _mapped(skeleton, lambda a: arrays[a.index] if isinstance(a, _ArrayRef) else a)
 
-    def deref(a: Any) -> Any:
-        return arrays[a.index] if isinstance(a, _ArrayRef) else a
 
-    problem = replace(
-        skeleton,
-        arguments=[deref(a) for a in skeleton.arguments],
-        answer=None if skeleton.answer is None else [deref(a) for a in skeleton.answer],
-    )
-    return problem
+def _mapped(problem: Problem, f: Callable[[Any], Any]) -> Problem:
+    """``problem`` with ``f`` applied to each of its arguments and answers."""
+    answer = None if problem.answer is None else [f(a) for a in problem.answer]
+    return replace(problem, arguments=[f(a) for a in problem.arguments], answer=answer)
 
 
 def world_check(comm: MPI.Comm) -> WorldCheck:

@@ -6,23 +6,20 @@ for their chunks, knowing every report recorded so far, and deals them by predic
 costliest to the rank predicted to be free first. A ``Policy`` says how many, how big and when
 results are told:
 
-- ``refill`` (the default on several ranks): a quorum of half the ranks (an eighth for a
-  strategy that names its order in advance), chunks of one configuration per rank until costs
-  are known, then up to ``per_rank``, shrinking towards the end (what is left shared over every
-  rank's two orders), and at the very end a rank gets work only when it holds none; each report
-  is written and told as it arrives. Replaying brute force over the 17,956-configuration GEMM
-  space on 256 ranks it kept them 95.0 % busy where batches reached 85.8 %
-  (docs/performance.md, "How work is handed out"). Which results the strategy knew at each ask
-  depends on when reports came, so a rerun need not make the same search.
-- ``batches``: every rank must want work (so batch b goes out once batch b - 2 is complete), a
-  batch holds the run's batch size, and a batch's reports are written together once all have
-  come, in rank order, and told in one call, in the order the strategy asked for them: the same
-  search for a seed, also after a resume, which deals the batches to the ranks otherwise.
+- ``refill`` (the default on several ranks): a quorum of some of the ranks (``Dealing.quorum``),
+  chunks that shrink towards the end (``_size``), and each report written and told as it
+  arrives. Replaying brute force over the 17,956-configuration GEMM space on 256 ranks it kept
+  them 95.0 % busy where batches reached 85.8 % (docs/performance.md, "How work is handed
+  out"). What the strategy knew at each ask depends on when reports came, so a rerun need not
+  make the same search.
+- ``batches``: every rank must want work, a batch holds the run's batch size, and a batch's
+  reports are written together once all have come, in rank order, and told in one call, in the
+  order the strategy asked for them: the same search for a seed, also after a resume, which
+  deals the batches to the ranks otherwise.
 
-Either way the file records, for each ask, how many results rows had been told before it,
-and a resumed run replays that (resume.py). The confirmation, which interleaves the candidates
-on every rank, goes to every rank at once, once the search's hand-outs are recorded. No MPI
-here: rounds.py moves the orders and the reports.
+Either way a resumed run replays what each ask knew (resume.py). The confirmation goes to every
+rank at once, once the search's hand-outs are recorded. No MPI here: rounds.py moves the orders
+and the reports.
 """
 
 from __future__ import annotations
@@ -75,10 +72,10 @@ class Policy:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What one report gave: the reports' results to tell the strategy, one list per report, and
-    whether it completed its hand-out."""
+    """What one report gave: the results to tell the strategy, in one call (none while a whole
+    hand-out waits for its other reports), and whether it completed its hand-out."""
 
-    told: list[list[Scored]]
+    told: list[Scored]
     completed: bool
 
 
@@ -229,11 +226,9 @@ class Handouts:
         self.waiting[batch] = set(ranks)
 
     def _deal(self, ids: list[int], wanting: list[int], batch: int, now_s: float) -> list[list[int]]:
-        """One chunk per rank (empty for the ranks not wanting work): as the replayed run dealt
-        it where this replays a run on as many ranks and the ranks that measured these
-        configurations then want work now (so that each rank's time is the one recorded); else
-        by predicted cost, the costliest to the wanting rank predicted to be free
-        first; else, while nothing predicts costs, interleaved (batching.deal)."""
+        """One chunk per rank (empty for the ranks not wanting work): as the replayed run dealt it
+        (batching.deal_as_recorded) where the ranks that measured these configurations then want
+        work now; else by predicted cost (batching.deal_by_cost); else interleaved (batching.deal)."""
         manager = self.manager
         recorded = deal_as_recorded(ids, self.ranks, manager.space, manager.setup.problem.replay_run)
         if recorded is not None and all(not chunk or rank in wanting for rank, chunk in enumerate(recorded)):
@@ -302,7 +297,7 @@ class Handouts:
         waiting.discard(rank)
         confirming = manager.in_flight[batch].retime is not None
         if not (confirming or self.policy.whole):
-            told = [self._write(batch, rank, report)]
+            told = self._write(batch, rank, report)
         else:
             self._reports.setdefault(batch, {})[rank] = report
             if waiting:
@@ -314,7 +309,7 @@ class Handouts:
                 return Recorded([], True)
             written = [self._write(batch, r, reports[r]) for r in sorted(reports)]
             # One tell, in the order asked: how the batch was dealt changes nothing the strategy sees.
-            told = [in_ask_order([r for rows in written for r in rows], manager.in_flight[batch].work)]
+            told = in_ask_order([r for rows in written for r in rows], manager.in_flight[batch].work)
         if not waiting:
             del self.waiting[batch]
             manager.complete(batch)

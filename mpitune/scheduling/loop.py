@@ -1,13 +1,7 @@
 """The scheduler: rank 0 manages the search, every rank (rank 0 too) measures. This module runs a
-rank from start-up to the file's last write; the rounds themselves are rounds.py.
-
-One round: rank 0's Manager makes one ``Order`` per rank (a chunk of configuration ids), the
-transport scatters them; each rank runs its chunk on its own backend (in a supervised worker
-process, see isolation.py) and answers with a ``Report`` (results and timeline rows), gathered
-at rank 0, which writes them to the cache, tells the strategy and prints a progress line.
-An order to stop ends every rank, with the exit code of its reason. A rank that stops answering
-ends the job with ``ExitCode.RESUMABLE``: its heartbeat falls silent or its batch's deadline
-passes, and faults/ (its ``__init__`` says how) ends the job, keeping what the file holds.
+rank from start-up to the file's last write; the rounds themselves are rounds.py. An order to
+stop ends every rank, with the exit code of its reason; a rank that stops answering ends the
+job with ``ExitCode.RESUMABLE``, keeping what the file holds (faults/, its ``__init__`` says how).
 """
 
 from __future__ import annotations

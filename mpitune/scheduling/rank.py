@@ -1,16 +1,14 @@
 """What every rank does with its chunk of a batch, and rank 0's lane. No MPI here: the loop
 moves the messages.
 
-On several ranks rank 0 measures its own orders in a lane of their own (``Lane``),
-a thread that drives its measuring worker while the main thread hands out and records: while
-rank 0 measured an order in its main thread, it refilled no one, and a worker that ran out of
-orders waited for it. Its measuring worker is a process of its own (process/isolation.py), so
-the lane's thread mostly waits on a pipe. A backend that measures in the rank's own process (no
-isolation) keeps its device in the main thread, which then measures as before (``Lane.beside``
-False). The lane has a timeline of its own: on a real run on the same clock, on a replay on a
-simulated clock of its own, which the main clock catches up with when it takes the lane's
-report, as with a worker's. ``Merge`` makes one row set of rank 0's two timelines, so that its
-phases still add up to its wall time.
+On several ranks rank 0 measures its own orders in a lane of their own (``Lane``), a thread
+that drives its measuring worker while the main thread hands out and records: while rank 0
+measured an order in its main thread, it refilled no one, and a worker that ran out of orders
+waited for it. The lane's thread mostly waits on a pipe to its measuring worker, a process of
+its own (process/isolation.py); a backend that measures in the rank's own process keeps its
+device in the main thread, which then measures as before (``measures_beside``). The lane has a
+timeline of its own (``measuring_timeline``), and ``Merge`` makes one row set of rank 0's two
+timelines, so that its phases still add up to its wall time.
 """
 
 from __future__ import annotations
@@ -49,12 +47,11 @@ def serve(
     for compiling first, so that the device measures one configuration while the next ones
     compile.
 
-    Stops early when the backend reports its device lost (``backend.fatal_error``): what
-    it measured so far is reported, and nothing after it is trusted, nor anything of a chunk
-    that was already on its way (two batches are in flight); and, after at least one
-    configuration, once ``stopping()`` says the run is ending (the order to stop is waiting, or
-    a signal reached rank 0): the rest comes back unmeasured. That keeps a chunk of a single
-    configuration (a searching strategy's) whole, so that its search stays continuable.
+    Stops early when the backend reports its device lost (``backend.fatal_error``): what it
+    measured so far is reported, and nothing after it is trusted, nor anything of a chunk that
+    was already on its way; and, after at least one configuration, once ``stopping()`` says the
+    run is ending: the rest comes back unmeasured. That keeps a chunk of a single configuration
+    (a searching strategy's) whole, so that its search stays continuable.
 
     With a ``race`` in the order (None: racing is off), each configuration races against the
     best known at rank 0 when the batch was dealt and the ones this rank has measured since;
@@ -147,7 +144,7 @@ class Chunk:
 
     def in_order(self, work: Sequence[Work], race: Race | None) -> list[Result]:
         """Each configuration in turn, racing against the best known and the ones measured since;
-        stops early once the run is ending (after one configuration) or the device is lost."""
+        stops early as ``serve`` says."""
         results: list[Result] = []
         for item in work:
             if results and self.stopping is not None and self.stopping():

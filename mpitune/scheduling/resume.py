@@ -111,6 +111,8 @@ def _replay(strategy: Strategy, chain: list[int], history: History, known: Seque
     replayed = 0
     held: Held = []
     for run in chain:
+        for report in [report for hand_out in held for report in hand_out]:  # the run before told them by now
+            strategy.tell(report)
         strategy.tell(
             [r for r, row_run in zip(known, history.row_runs) if row_run < run and r.config_id not in strategy.seen]
         )
@@ -127,25 +129,15 @@ def _replay(strategy: Strategy, chain: list[int], history: History, known: Seque
             count = _replay_batches(strategy, asks, mine, history.ranks.get(run, 1))
         if count is None:
             return None
-        replayed += count[0]
-        held = count[1] if run == chain[-1] else _told(strategy, count[1])
+        replayed, held = replayed + count[0], count[1]
     return replayed, held
-
-
-def _told(strategy: Strategy, held: Held) -> Held:
-    """Tell ``held`` now: a run before the last of the chain told it before the next run began."""
-    for hand_out in held:
-        for report in hand_out:
-            strategy.tell(report)
-    return []
 
 
 def _replay_batches(
     strategy: Strategy, asks: list[Ask], mine: list[tuple[int, int, Scored]], ranks: int
 ) -> tuple[int, Held] | None:
     """The asks of a run written before files recorded what was told before each (schema 4 and
-    older), by the rule of its batches: batch b asked once batch b - depth was told (whole);
-    what is left held, a batch told in one call as those runs told it."""
+    older), by the rule of its batches; what is left held, a batch told in one call."""
     rows: dict[int, list[Scored]] = defaultdict(list)
     for batch, _, result in mine:
         rows[batch].append(result)
@@ -163,8 +155,7 @@ def _replay_told(
     strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]], whole: bool
 ) -> tuple[int, Held] | None:
     """The asks of run ``run`` as their ``told`` counts say: before each, the run's rows up to
-    that count, one tell per report (``whole``, batches: one per batch, in the order asked, as
-    handouts.py tells it); what it told after the last, held (``rebuild``)."""
+    that count, one tell per report (``whole``: per batch); what it told after the last, held."""
     if any(a.told is None for a in asks):
         log.warning(
             "the recorded search does not replay (run %d records what was told before some of its asks only); "

@@ -330,9 +330,8 @@ class Rank0Rounds:
                 # Due, or now where rank 0 measures in its main thread next (it has no lane) on a real clock.
                 rank0.manager.write_pending(self.lane is None and not timeline.clock.simulated)
             with timeline.phase("strategy"):
-                for told in recorded.told:
-                    if told:
-                        rank0.manager.tell(told)
+                if recorded.told:
+                    rank0.manager.tell(recorded.told)
                 if recorded.completed:
                     self.progress.append(progress_line(rank0.manager))
                 self._say_written()

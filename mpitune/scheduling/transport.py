@@ -1,15 +1,12 @@
-"""How the loop moves data between ranks, without naming MPI.
+"""How the loop moves data between ranks, without naming MPI: ``Transport``, which
+``comm.MpiTransport`` is in production; ``LocalTransport``, a world of one rank in this process
+(a whole run without mpiexec); ``InProcessRanks``, rank 0 of several in this process (the real
+rounds of a run on many ranks, timed on simulated clocks).
 
-The loop in production talks MPI (``comm.MpiTransport``); ``LocalTransport`` is a world of one
-rank in this process, so that a whole run can be driven without mpiexec, and ``InProcessRanks``
-is rank 0 of a world of several in this process, whose other ranks measure when it gathers, so
-that the real rounds (rounds.py) of a run on many ranks can be driven, and timed on simulated
-clocks, in one process.
-
-The rounds' ``scatter`` and ``gather`` take a deadline: on a cluster a rank can stop answering
-without dying (SIGSTOP, a node whose link went down), and a collective would then wait for it
-until Slurm notices, minutes later, with the file locked. ``SilentRanks`` is what a rank learns
-instead, naming who did not answer, so that rank 0 can save what arrived and end the job.
+Each wait takes a deadline: a rank can stop answering without dying (faults/liveness.py), and a
+collective would then wait for it until Slurm notices, minutes later, with the file locked.
+``SilentRanks`` is what a rank learns instead, naming who did not answer, so that rank 0 can
+save what arrived and end the job.
 """
 
 from __future__ import annotations

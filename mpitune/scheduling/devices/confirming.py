@@ -103,12 +103,10 @@ class Confirming:
             log.info("the file's latest confirmation judged these %d candidates: not timed again", len(ids))
             self.verdict = known.verdict  # the run names its winner, as the file does
             return None
-        made = work(ids)
         time_ms = {r.config_id: r.time_ms for r in leaders}
-        round_s = sum(time_ms[i] for i in ids) / 1e3
-        rounds = rounds_for(self.ranks, round_s, now_s)
+        rounds = rounds_for(self.ranks, sum(time_ms[i] for i in ids) / 1e3, now_s)
         self.owed = {i: rounds * self.ranks for i in ids}
-        return self._hand_out(Retime.of((made[i] for i in ids), rounds), now_s, batch)
+        return self._hand_out(ids, rounds, now_s, batch, work)
 
     def _finish(
         self, pending: Pending, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
@@ -124,10 +122,13 @@ class Confirming:
             rounds,
             self.ranks,
         )
-        made = work(list(pending.candidates))
-        return self._hand_out(Retime.of((made[i] for i in pending.candidates), rounds), now_s, batch)
+        return self._hand_out(list(pending.candidates), rounds, now_s, batch, work)
 
-    def _hand_out(self, retime: Retime, now_s: float, batch: int) -> list[Order]:
+    def _hand_out(
+        self, ids: list[int], rounds: int, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
+    ) -> list[Order]:
+        made = work(ids)
+        retime = Retime.of((made[i] for i in ids), rounds)
         self.retime, self.started_s, self.batch = retime, now_s, batch
         log.info(
             "confirming %d candidates: %d round(s) on each of %d rank(s)", len(retime.work), retime.rounds, self.ranks

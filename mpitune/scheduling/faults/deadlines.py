@@ -1,9 +1,7 @@
 """How long rank 0 waits for a round's reports, and a worker for its next order.
 
-A rank that stops answering while its process lives (SIGSTOP, a node whose link went down)
-would hold every other rank in the next exchange until Slurm notices, minutes later
-(``SlurmdTimeout`` is 300 s by default). Rank 0 notices itself, with a deadline per batch
-derived from what the batch should take:
+Besides the heartbeats (liveness.py says why a silent rank must be noticed), rank 0 notices a
+rank that stops answering with a deadline per batch, derived from what the batch should take:
 
 - what similar work took so far in this run: of the last ``HISTORY_ROUNDS`` rounds, the slowest
   rank's chunk time divided by its chunk length, times the longest chunk of this batch;
@@ -60,7 +58,6 @@ def allowance(
     limit_s: float,
     floor_s: float,
     turnaround_s: float = 0.0,
-    factor: float = SAFETY_FACTOR,
 ) -> Allowance:
     """The allowance of a batch whose longest chunk holds ``longest_chunk`` configurations,
     when a configuration took at most ``seconds_per_config`` so far (None: nothing measured
@@ -70,7 +67,7 @@ def allowance(
         deadline_s = max(floor_s, longest_chunk * limit_s)
     else:
         expected_s = seconds_per_config * longest_chunk
-        deadline_s = max(floor_s, factor * expected_s + limit_s)
+        deadline_s = max(floor_s, SAFETY_FACTOR * expected_s + limit_s)
     return Allowance(expected_s, deadline_s, deadline_s + max(floor_s, TURNAROUND_FACTOR * turnaround_s))
 
 

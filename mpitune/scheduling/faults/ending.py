@@ -11,12 +11,9 @@ rank 0's own chunk of a long batch above all. They share a ``liveness.Watch``:
   the silent ranks' chunks in the file as in flight (silent_round.py), closes the file and
   aborts (``abandon``);
 - otherwise the heartbeat thread waits for the main thread to finish what it is writing (the
-  ``writing`` lock, ``WRITE_WAIT_S`` at most), marks the run ``silent_rank`` and closes the file
-  (what guard.py arms the watch with);
-  the batch in flight is lost and stays recorded as in flight, so that ``check`` names it and a
-  rerun measures it. Should the main thread hold the lock longer, the heartbeat thread aborts
-  without closing the file: every batch flushed before is kept, and the next run (or ``check``)
-  repairs the run's row, as after a crash.
+  ``writing`` lock, ``WRITE_WAIT_S`` at most) and closes the file as guard.py's ``arm`` says.
+  Should the main thread hold the lock longer, it aborts without closing the file: every batch
+  flushed before is kept, and the next run (or ``check``) repairs the run's row, as after a crash.
 
 Whoever ends the job writes the one line; the other then only waits for the abort.
 """

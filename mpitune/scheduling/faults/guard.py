@@ -39,8 +39,8 @@ def arm(watch: Watch, manager: Manager, timeline: Timeline) -> None:
     """Give rank 0's heartbeat thread the file, once it is open (with ``watch.writing`` held).
     The thread closes it, with ``watch.writing`` held, to end a run the main thread cannot end
     (it is measuring): the run is marked ``silent_rank`` and the file closed, its lock released.
-    What is in flight stays recorded as in flight; no search end is recorded, so the next run
-    starts its strategy as after a killed run."""
+    What is in flight stays recorded as in flight (``check`` names it, a rerun measures it); no
+    search end is recorded, so the next run starts its strategy as after a killed run."""
 
     def close() -> None:
         manager.silenced()

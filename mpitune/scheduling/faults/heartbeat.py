@@ -10,12 +10,8 @@ duplicate of COMM_WORLD, made right after MPI is up), so that no heartbeat is ev
 round's order or report (comm.py) and none left unreceived when the ranks leave one by one
 troubles COMM_WORLD: MPICH 5.0's ``MPI_Finalize`` failed on COMM_WORLD ("being freed has 1
 unmatched message(s)"), and its launcher then killed the job, after matched probes of
-heartbeats there. That needs an MPI library that allows calls from several threads at once
-(``MPI_THREAD_MULTIPLE``, what mpi4py asks for by default); with less, no thread is started and
-the per-batch deadline alone catches a silent rank.
-
-A heartbeat is (Unix time, host name): the host, so that a rank names a silent peer's host
-before the start-up exchange has told it.
+heartbeats there. A heartbeat is (Unix time, host name): the host, so that a rank names a
+silent peer's host before the start-up exchange has told it.
 
 Each look takes in every beat that has arrived, not only those MPI has already matched: MPICH
 moves at most one message from its transport into the queue a probe searches per look that
@@ -85,7 +81,8 @@ class Heartbeat:
         """The running heartbeat of this rank, on a duplicate of ``comm``; None for a world of
         one rank, a timeout of 0 (turned off), or an MPI library that gives less than
         ``MPI_THREAD_MULTIPLE`` (``thread_level``: what it gives, as ``MPI.Query_thread()`` says
-        unless told). Collective, unless it returns None on every rank (the same settings and
+        unless told; mpi4py asks for it by default), where the per-batch deadline alone catches
+        a silent rank. Collective, unless it returns None on every rank (the same settings and
         library on every rank); the duplicate is never freed, which MPI_Finalize allows."""
         if comm.size == 1 or timeout_s <= 0:
             return None
