@@ -96,9 +96,8 @@ def pipeline_depth(ranks: int) -> int:
 
 
 def default_batch_size(ranks: int, strategy: Strategy, refilled_in_turn: bool = False) -> int:
-    """Configurations per hand-out round for all ranks: one a rank for a strategy that learns
-    from every result, else ``PER_RANK_PREDICTABLE`` a rank, fewer on many refilled ranks that
-    compile in turn (``refilled_in_turn``; see ``IN_TURN_ROUND``)."""
+    """Configurations per hand-out round for all ranks, as the constants above say
+    (``refilled_in_turn``: many refilled ranks that compile in turn)."""
     if type(strategy).upcoming is Strategy.upcoming:
         return ranks
     if not refilled_in_turn:

@@ -7,11 +7,10 @@ through this one.
 A round's orders and reports travel point to point (one tagged message per worker each way)
 rather than by ``MPI_Scatter``/``MPI_Gather``: a collective cannot be given up on, so a rank that
 stops answering would hold rank 0 in it for good. Here the receiver looks for the message
-(``improbe``, then ``Message.recv``, which takes a pickled message of any size) and sleeps a
-little between looks, until it comes or the caller's deadline passes. Rank 0 sends the orders
-of the next batch before the reports of the one before are in, so a worker may answer two
-batches before rank 0 gathers the first: MPI keeps each sender's messages of one tag in order,
-and rank 0 keeps what arrived early for the gather it belongs to.
+(``improbe``, then ``Message.recv``, which takes a pickled message of any size) between pauses,
+until it comes or the caller's deadline passes. A worker may answer two orders before rank 0
+takes the first: MPI keeps each sender's messages of one tag in order, and rank 0 keeps what
+arrived early for the gather it belongs to.
 """
 
 from __future__ import annotations

@@ -125,10 +125,9 @@ class Manager:
 
     def save_strategy(self) -> None:
         """Record that this run's search ended cleanly, for a resumed run to continue it, unless
-        configurations it handed out came back unmeasured (a rank lost its device mid-chunk): the
-        strategy counts them as seen and would never propose them again, so a resumed run starts
-        it afresh from the cache. A hand-out still in flight at the end (a rank stopped
-        answering) came back unmeasured too. Main thread."""
+        configurations it handed out came back unmeasured (a rank lost its device mid-chunk or
+        stopped answering): the strategy counts them as seen and would never propose them again,
+        so a resumed run starts it afresh from the cache. Main thread."""
         self.cache.end_search(self._strategy_key(), continuable=not self.unmeasured and not self.in_flight)
 
     def tell_held(self, depth: int | None) -> None:

@@ -170,8 +170,7 @@ class Chunk:
         loses keeps its first pass's result, the one-launch result the first-launch rule gives.
         A chunk that must end early (the run is ending, the device is lost) drops the
         configurations still deferred: they come back unmeasured rather than stopped by a bound
-        that was no one's best. A chunk of one configuration has nothing to look ahead to and is
-        measured in one pass."""
+        that was no one's best."""
         first = self.in_order(self.order.work, race.first_pass())
         deferred = sorted(
             (r for r in first if r.ok and r.raced and math.isfinite(r.first_ms)), key=lambda r: r.first_ms

@@ -7,8 +7,7 @@ strategy as the policy says, until its own order to stop is next and every rank 
 hand-outs; where it cannot (a backend in rank 0's own process, or one rank), rank 0 measures an
 order of its own in its main thread whenever no report is waiting, and the workers go on with
 the next order each holds. A worker's order is due (faults/deadlines.py) from when the worker
-could start it: it went out, and the worker had reported the order before; a late one ends the
-run as a silent rank, through faults/silent_round.py.
+could start it (``Rank0Rounds._due``).
 """
 
 from __future__ import annotations

@@ -197,18 +197,17 @@ class LocalTransport:
 class InProcessRanks(LocalTransport):
     """Rank 0 of a world of ``len(backends)`` ranks in this process. Rank r > 0 measures with
     ``backends[r]`` on ``timelines[r]``, with compile workers ``aheads[r]`` (none if not given);
-    rank 0's own backend, timeline and compile workers are the caller's.
-    What rank 0 scatters waits in each rank's inbox, in order, as MPI keeps it; each gather
-    is the moment the other ranks carry out their oldest order (rank.serve, their clocks
-    caught up with rank 0's when it was sent) and answer: a report, or after an order to stop
-    their last timeline rows, as a worker's side of rounds.py does. No deadline can pass.
+    rank 0's own backend, timeline and compile workers are the caller's. What rank 0 scatters
+    waits in each rank's inbox, in order, as MPI keeps it; each gather is the moment the other
+    ranks carry out their oldest order (rank.serve, their clocks caught up with rank 0's when it
+    was sent) and answer, as a worker's side of rounds.py does. No deadline can pass.
 
-    An order ``send`` hands one rank is carried out at once, on that rank's clock,
-    which starts it no earlier than rank 0 sent it and no earlier than the rank finished the
-    one before: its answer waits in the rank's outbox for the ``receive`` that takes it, the
-    earliest report on the clocks of the ranks rank 0 waits for first, and only once rank 0's clock has reached it
-    when rank 0 does not wait. An order to stop from outside the search that comes after it
-    cannot end such a chunk early, as it ends a chunk on a real rank."""
+    An order ``send`` hands one rank is carried out at once, on that rank's clock (from when it
+    was sent or the rank's order before ended, the later): its answer waits in the rank's outbox
+    for the ``receive`` that takes it, the earliest report on the clocks of the ranks rank 0 waits
+    for first, and only once rank 0's clock has reached it when rank 0 does not wait. An order to
+    stop from outside the search that comes after it cannot end such a chunk early, as it ends a
+    chunk on a real rank."""
 
     def __init__(
         self,

@@ -15,13 +15,11 @@ first half of the calibrations to the second, is flagged once in the log.
 
 A calibration costs each rank a compile and ``ROUNDS`` launches of the reference: the first
 comes once a configuration has passed, the next ones at most every ``EVERY_BATCHES`` batches and
-only while calibrations cost at most ``SHARE_OF_RUN`` of the run. Rank 0 estimates the factors
-from all calibrations so far, which costs in proportion to their number; so it estimates them
-again once the calibrations have grown by ``REESTIMATE_GROWTH`` since the last estimate (each of
-the first few at once), and a run of 10^5 configurations and thousands of calibrations spends
-on estimates a constant time per calibration, not one that grows with the run. One rank has nothing to
-compare; results read back from the file (a resumed run) stay as measured, since their ranks'
-devices are not this run's.
+only while calibrations cost at most ``SHARE_OF_RUN`` of the run. An estimate of the factors
+costs in proportion to the calibrations so far, so they are estimated again only once those
+have grown by ``REESTIMATE_GROWTH`` (docs/analysis.md): a constant time per calibration. One
+rank has nothing to compare; results read back from the file (a resumed run) stay as measured,
+since their ranks' devices are not this run's.
 """
 
 from __future__ import annotations

@@ -8,13 +8,9 @@ the same devices and the same drift, from which the devices' factors come out an
 medians can be compared; the winner is then named with the candidates it cannot be told from.
 
 Only a search that ended on its own (``FINISHED``, ``MAX_FEVALS``) is confirmed: one cut short
-is resumed, and confirmed when it ends. A resumed run whose candidates are the ones the file's
-latest confirmation judged does not time them again, and names its winner.
-
-A stop (a signal, the stop file) during the confirmation cuts it short between two launches:
-what every rank made is recorded with what it still owes (store/devices.py, ``Pending``), and
-the resumed run makes only that, in rounds numbered after the earlier ones, and judges every
-launch together. A stop that comes once every launch is made costs nothing: the verdict stands.
+is resumed, and confirmed when it ends. A stop (a signal, the stop file) during the
+confirmation cuts it short between two launches, and the resumed run makes only what it still
+owes (``record``); a stop once every launch is made costs nothing: the verdict stands.
 """
 
 from __future__ import annotations
@@ -147,8 +143,9 @@ class Confirming:
     def record(self, reports: Sequence[Report], now_s: float, trusted: bool, seed: int, margin: float) -> None:
         """The launches of every rank (``reports``, in rank order) into the file. Judged with
         those of the runs before (``earlier``) once nothing is owed and every device can be
-        ``trusted``; a part that a stop cut short is kept with what it still owes, which the
-        next run makes; one with a lost device is no verdict, and the next run confirms again."""
+        ``trusted``; a part that a stop cut short is kept with what it still owes (store/devices.py,
+        ``Pending``), which the next run makes in rounds numbered after these; one with a lost
+        device is no verdict, and the next run confirms again."""
         offset = self.earlier.next_round if self.earlier is not None else 0
         mine = [
             (rank, Launch(x.config_id, x.round + offset, x.time_ms))

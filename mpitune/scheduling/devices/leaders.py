@@ -1,9 +1,7 @@
 """The results near the best, kept as measured: calibration may reorder them as its factors
-change, and confirmation picks its candidates from them.
-
-Only results that passed with a finite time count, and of those only the ones within
-``KEEP_WITHIN`` times the best raw time once there are many: no device factor is that large,
-so a result slower than that can neither become the best nor a candidate.
+change, and confirmation picks its candidates from them. Only results that passed with a finite
+time count, and of those only the ones within ``KEEP_WITHIN`` times the best raw time once
+there are many: no device factor is that large, so a slower one can be neither best nor candidate.
 """
 
 from __future__ import annotations

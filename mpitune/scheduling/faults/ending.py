@@ -41,6 +41,8 @@ HANDOVER_S = 10.0
 WRITE_WAIT_S = 10.0
 
 _ONE_LINE = threading.Lock()  # taken by the thread that ends the job; the other waits for the abort
+_RESUME = f"rerun the same command to resume (exit code {ExitCode.RESUMABLE.value})"  # rank 0's line ends so
+_ENDING = f"it is lost or stopped; ending the job (exit code {ExitCode.RESUMABLE.value})"  # and a worker's so
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +73,7 @@ def rank0_line(silent: SilentRanks, path: str) -> str:
         else:
             expected = f"its batch was expected to take {seconds(silent.expected_s)} s"
         what = f"{who(silent.ranks, silent.hosts)} did not answer within {seconds(silent.waited_s)} s ({expected})"
-    return (
-        f"mpitune: error: {what}; results so far are saved in {path}; rerun the same command to resume "
-        f"(exit code {ExitCode.RESUMABLE.value})"
-    )
+    return f"mpitune: error: {what}; results so far are saved in {path}; {_RESUME}"
 
 
 def abandon(silent: SilentRanks, rank: int, path: str) -> NoReturn:
@@ -87,7 +86,7 @@ def abandon(silent: SilentRanks, rank: int, path: str) -> NoReturn:
             f"rank 0 on {silent.hosts[0]} sent nothing for {seconds(silent.waited_s)} s after this rank's report, "
             f"longer than its batch may take"
             + (f" (MPI reported: {silent.error})" if silent.error else "")
-            + f": it is lost or stopped; ending the job (exit code {ExitCode.RESUMABLE.value})"
+            + f": {_ENDING}"
         )
     _end(line, on_stderr=rank == 0)
 
@@ -109,11 +108,10 @@ def on_rank0(watch: Watch, abort: Callable[[str], None] | None = None) -> Callab
 
 def rank0_silence_line(silence: Silence, watch: Watch) -> str:
     """Close the file if the main thread lets go of it in time; the line that says what was kept."""
-    resume = f"rerun the same command to resume (exit code {ExitCode.RESUMABLE.value})"
     if not watch.writing.acquire(timeout=WRITE_WAIT_S):  # held for good: the job is ending
         kept = f"every batch before the one in flight is saved in {watch.path}, which the next run repairs"
     elif watch.close is None:
-        return f"mpitune: error: {heard_nothing(silence)} during start-up, before anything was recorded; {resume}"
+        return f"mpitune: error: {heard_nothing(silence)} during start-up, before anything was recorded; {_RESUME}"
     else:
         kept = f"results so far are saved in {watch.path} (the batch in flight is measured again)"
         if not watch.closed:
@@ -125,15 +123,13 @@ def rank0_silence_line(silence: Silence, watch: Watch) -> str:
                 kept = str(lost)
             except Exception as exc:  # the file's last write failed: what was flushed before is kept
                 log.error("could not close %s: %s", watch.path, exc)
-    return f"mpitune: error: {heard_nothing(silence)}: it is stopped or its node is lost; {kept}; {resume}"
+    return f"mpitune: error: {heard_nothing(silence)}: it is stopped or its node is lost; {kept}; {_RESUME}"
 
 
 def on_worker(silence: Silence) -> None:
     """What a worker's heartbeat thread does when rank 0 is silent: one line in its log, and
     the job ends (rank 0's node lost or rank 0 stopped: nothing would tell this rank more)."""
-    _end(
-        f"{heard_nothing(silence)}: it is lost or stopped; ending the job (exit code {ExitCode.RESUMABLE.value})", False
-    )
+    _end(f"{heard_nothing(silence)}: {_ENDING}", False)
 
 
 def _within(limit_s: float, done: Callable[[], bool]) -> bool:

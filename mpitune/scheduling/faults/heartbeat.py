@@ -14,11 +14,10 @@ heartbeats there. A heartbeat is (Unix time, host name): the host, so that a ran
 silent peer's host before the start-up exchange has told it.
 
 Each look takes in every beat that has arrived, not only those MPI has already matched: MPICH
-moves at most one message from its transport into the queue a probe searches per look that
-finds nothing, so a look that stopped at the first empty probe took in one beat per interval.
-While rank 0's main thread made no MPI call (measuring its own chunk), the beats of several
-workers then piled up unread and each worker was heard only every few intervals: on a busy
-node, a live rank was named silent beside a stopped one (docs/reliability.md, "Heartbeats").
+moves at most one message into the queue a probe searches per probe that finds nothing, and
+looks that stopped at the first empty probe let the beats pile up unread while rank 0's main
+thread made no MPI call: on a busy node, a live rank was named silent beside a stopped one
+(docs/reliability.md, "Heartbeats").
 
 A second thread, the watchdog, makes no MPI call: it raises the same alarm once a peer has been
 silent for ``WATCHDOG_FACTOR`` timeouts. When a peer's node vanishes, MPI's TCP transport can

@@ -1,12 +1,11 @@
 """Ranks that did not answer: what rank 0 records before the job ends (ending.py).
 
 When rank 0's wait for reports raises ``SilentRanks`` (rounds.py), every report that came is
-measured work and goes into the file: those written as they came already are, and a whole
-hand-out's reports held until the rest came (handouts.py, batches) are written now. Each report
-clears its own chunk only, so the chunks whose reports did not come stay recorded as in flight,
-and ``check`` names them, as it does after rank 0 was killed. The run is marked ``silent_rank``,
-and a resumed run's strategy starts afresh from the file. The main thread ends the run itself
-from here on (``watch.ending``): the heartbeat thread leaves the file alone.
+measured work and goes into the file, a whole hand-out's held reports too (``Handouts.flush``).
+Each report clears its own chunk only, so the chunks whose reports did not come stay recorded
+as in flight, and ``check`` names them, as it does after rank 0 was killed. The run is marked
+``silent_rank``, a resumed run's strategy starts afresh from the file, and the main thread ends
+the run itself (``watch.ending``: the heartbeat thread leaves the file alone).
 """
 
 from __future__ import annotations
