@@ -8,7 +8,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -42,28 +41,6 @@ class Compiled:
 # A picklable function of one configuration's Work -> Compiled that runs in any process: what a
 # backend hands out so that configurations can be compiled ahead (compile_ahead.py).
 Compiler = Callable[[Work], Compiled]
-
-
-@runtime_checkable
-class ManyCompiler(Protocol):
-    """A compiler that compiles several configurations at once for less than one by one (NVRTC:
-    one program for several, cupy/compiling.py)."""
-
-    @property
-    def group_max(self) -> int:
-        """Configurations it compiles together at most (1: one by one)."""
-        ...
-
-    def __call__(self, work: Work) -> Compiled: ...
-
-    def many(self, works: Sequence[Work]) -> list[Compiled]: ...
-
-
-def compile_many(compiler: Compiler, works: Sequence[Work]) -> list[Compiled]:
-    """``works`` compiled, in order: together where the compiler can (``ManyCompiler``)."""
-    if isinstance(compiler, ManyCompiler):
-        return compiler.many(works)
-    return [compiler(work) for work in works]
 
 
 @dataclass

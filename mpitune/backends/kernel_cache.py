@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from mpitune.backends import kernel_cache_upkeep
-from mpitune.backends.base import Compiled, Compiler, ManyCompiler, compile_many
+from mpitune.backends.base import Compiled, Compiler
 from mpitune.errors import environment_number
 from mpitune.model.work import Work
 
@@ -223,40 +223,26 @@ class CachedCompiler:
     cache: KernelCache
     identity: str
 
-    @property
-    def group_max(self) -> int:
-        return self.inner.group_max if isinstance(self.inner, ManyCompiler) else 1
-
     def __call__(self, work: Work) -> Compiled:
-        return self.many([work])[0]
-
-    def many(self, works: Sequence[Work]) -> list[Compiled]:
-        """``works`` compiled, in order: those the cache holds from it, the rest by the inner
-        compiler together where it compiles several at once (``compile_many``), each kept."""
-        done: dict[int, Compiled] = {}
-        missing: list[tuple[Work, str | None]] = []
-        for work in works:
-            started = time.perf_counter()
-            parts = self.inner.cache_key(work)
-            digest = None if parts is None else digest_of([self.identity, *parts])
-            image = None if digest is None else self.cache.load(digest)
-            hit = None if image is None else self._restored(work, image)
-            if hit is None:
-                missing.append((work, digest))
-            else:
+        started = time.perf_counter()
+        parts = self.inner.cache_key(work)
+        if parts is None:
+            return self.inner(work)
+        digest = digest_of([self.identity, *parts])
+        image = self.cache.load(digest)
+        if image is not None:
+            hit = self._restored(work, image)
+            if hit is not None:
                 hit.started, hit.finished = started, time.perf_counter()
-                log.debug("configuration %d: from the kernel cache (%s)", work.config_id, str(digest)[:16])
-                done[work.config_id] = hit
-        compiled = compile_many(self.inner, [work for work, _ in missing])
-        for (_, digest), each in zip(missing, compiled):
-            if digest is not None and each.status is None and each.artifact:
-                kept = self._image(each)
-                if kept is not None:
-                    storing = time.perf_counter()
-                    self.cache.store(digest, kept)
-                    each.finished += time.perf_counter() - storing  # keeping it is part of compiling
-            done[each.config_id] = each
-        return [done[work.config_id] for work in works]
+                log.debug("configuration %d: from the kernel cache (%s)", work.config_id, digest[:16])
+                return hit
+        compiled = self.inner(work)
+        if compiled.status is None and compiled.artifact:
+            kept = self._image(compiled)
+            if kept is not None:
+                self.cache.store(digest, kept)
+            compiled.finished = time.perf_counter()  # keeping it is part of what compiling cost
+        return compiled
 
     def _restored(self, work: Work, image: Image) -> Compiled | None:
         """The configuration compiled, from its cached image: a file image is written where the

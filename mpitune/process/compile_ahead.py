@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.queues import Queue
 from typing import Protocol
 
-from mpitune.backends.base import Compiled, Compiler, ManyCompiler, compile_many
+from mpitune.backends.base import Compiled, Compiler
 from mpitune.model.result import Status
 from mpitune.model.timeline import Clock, PhaseRow
 from mpitune.model.work import Work
@@ -76,12 +76,11 @@ class CompilePool(Protocol):
 
 @dataclass(frozen=True)
 class CompileTask:
-    """Configurations for a compile worker to compile together (one, unless the compiler does
-    several for less: ``ManyCompiler``), with the compiler to run it (known only once the
-    rank's device is)."""
+    """One configuration for a compile worker, with the compiler to run it (known only once
+    the rank's device is)."""
 
     compiler: Compiler
-    works: tuple[Work, ...]
+    work: Work
 
 
 def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> None:
@@ -94,12 +93,15 @@ def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> 
     while True:
         task: CompileTask = tasks.get()
         try:
-            compiled = compile_many(task.compiler, task.works)
+            results.put(task.compiler(task.work))
         except Exception as exc:  # a bug or a broken toolchain, not the kernel
-            error = f"the compiler failed: {type(exc).__name__}: {exc}"
-            compiled = [Compiled(work.config_id, status=Status.RUNTIME_ERROR, error=error) for work in task.works]
-        for each in compiled:
-            results.put(each)
+            results.put(
+                Compiled(
+                    task.work.config_id,
+                    status=Status.RUNTIME_ERROR,
+                    error=f"the compiler failed: {type(exc).__name__}: {exc}",
+                )
+            )
 
 
 class CompileAhead:
@@ -122,28 +124,12 @@ class CompileAhead:
         self._pool.start(self._tasks, self._results, self.warm_up)
 
     def submit(self, items: Iterable[Work]) -> None:
-        """Queue configurations in order; one already queued is not queued twice. Where the
-        compiler compiles several for less (``ManyCompiler``), they go in tasks of about as many
-        as spread them over every worker, at most its ``group_max``; the first alone where the
-        workers were idle, since the rank may be waiting for it."""
-        idle = len(self._queued) == len(self._done)
-        new = []
+        """Queue configurations in order; one already queued is not queued twice."""
         for work in items:
             if work.config_id not in self._queued:
                 self._queued[work.config_id] = work
-                new.append(work)
-        if not new:
-            return
-        compiler = self.compiler
-        assert compiler is not None, "the compiler is set before anything is submitted"
-        size = 1
-        if isinstance(compiler, ManyCompiler):
-            size = max(1, min(compiler.group_max, -(-len(new) // self.workers)))
-        first = 1 if idle else 0
-        tasks = [new[:first]] + [new[i : i + size] for i in range(first, len(new), size)]
-        for works in tasks:
-            if works:
-                self._tasks.put(CompileTask(compiler, tuple(works)))
+                assert self.compiler is not None, "the compiler is set before anything is submitted"
+                self._tasks.put(CompileTask(self.compiler, work))
 
     def keep_only(self, config_ids: Iterable[int]) -> None:
         """Forget configurations that will not be measured (a prediction that did not come

@@ -81,13 +81,10 @@ def launcher_local_size(environ: Mapping[str, str] | None = None) -> int | None:
 
 def check_backend_environment() -> None:
     """Refuse (``UserError``) a backend setting from the environment that cannot be taken (the
-    kernel cache's bound, the configurations per NVRTC program), before the workers that read
-    it compile anything."""
-    from mpitune.backends.cupy.geometry import group_max
+    kernel cache's bound), before the workers that read it compile anything."""
     from mpitune.backends.kernel_cache import max_bytes
 
     max_bytes()
-    group_max()
 
 
 def start(lang_text: str | None) -> None:

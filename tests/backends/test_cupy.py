@@ -19,7 +19,7 @@ from mpitune.backends.cupy import create
 from mpitune.backends.cupy.compiling import nvrtc_options
 from mpitune.backends.cupy.device_errors import Failure, KernelLimits, classify, context_lost, launch_limits
 from mpitune.backends.cupy.device_start import select_device
-from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, kernel_defines, template_name
+from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
 from mpitune.backends.cupy.verification import ROW, GpuCheck
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem
@@ -94,8 +94,7 @@ def test_block_takes_named_parameters_and_defaults_to_one():
 
 
 def test_source_gets_defines_before_the_users_first_line():
-    defines = kernel_defines({"block_size_x": 128, "T": "float", "F": True}, (128, 1, 1), (8, 1, 1))
-    code = kernel_code("__global__ void k() {}", defines)
+    code = kernel_code("__global__ void k() {}", {"block_size_x": 128, "T": "float", "F": True}, (128, 1, 1), (8, 1, 1))
     head, body = code.split("#line 1\n")
     assert body == "__global__ void k() {}"
     lines = head.splitlines()

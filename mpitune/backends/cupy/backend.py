@@ -28,7 +28,7 @@ from mpitune.backends.cupy.device_errors import (
     text,
 )
 from mpitune.backends.cupy.device_start import device_uuid, import_cupy, select_device
-from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims, group_max
+from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.backends.kernel_cache import cached
 from mpitune.errors import UserError
@@ -143,7 +143,6 @@ class CupyBackend(Backend):
             dict(self.problem.grid_div),
             tuple(self.problem.block_size_names),
             tuple(extras.cmem) if extras else (),
-            group_max(),
         )
         driver = self.cp.cuda.runtime.driverGetVersion()
         return cached(compiler, lambda: nvrtc_identity(capability, driver, self.cp.__version__), local_rank)

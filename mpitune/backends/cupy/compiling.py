@@ -3,28 +3,15 @@ that work ahead (process/compile_ahead.py) never touch the GPU the rank measures
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mpitune.backends.base import Compiled, shorten, timed
 from mpitune.backends.cupy.device_errors import text
-from mpitune.backends.cupy.geometry import (
-    DEFAULT_GROUP,
-    block_dims,
-    grid_dims,
-    groupable,
-    grouped_code,
-    kernel_code,
-    kernel_defines,
-    template_name,
-)
+from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
 from mpitune.model.result import Status
 from mpitune.model.work import Work
-
-log = logging.getLogger(__name__)
 
 
 def nvrtc_options(
@@ -75,9 +62,8 @@ def nvrtc_identity(capability: int, driver_version: int, cupy_version: str) -> s
 
 @dataclass(frozen=True)
 class NvrtcCompiler:
-    """Compiles configurations to CUDA images, one or several to a program (``many``).
-    Picklable and GPU-free, so any process can run it; the backend that measures only loads
-    what it made."""
+    """Compiles one configuration to a CUDA image. Picklable and GPU-free, so any process
+    can run it; the backend that measures only loads what it made."""
 
     source: str
     kernel_name: str
@@ -87,7 +73,6 @@ class NvrtcCompiler:
     grid_div: dict[str, Any]
     block_size_names: tuple[str, ...]
     constants: tuple[str, ...] = ()  # __constant__ symbols that cmem_args fills
-    group_max: int = DEFAULT_GROUP  # configurations per program at most (geometry.py, ``GROUP_VARIABLE``)
 
     def __call__(self, work: Work) -> Compiled:
         return timed(lambda: self._compile(work))
@@ -96,45 +81,10 @@ class NvrtcCompiler:
         prepared = self._prepared(work)
         if isinstance(prepared, str):
             return Compiled(work.config_id, status=Status.LAUNCH_ERROR, error=prepared)
-        defines, name = prepared
-        return self._nvrtc(kernel_code(self.source, defines), [(work.config_id, name)])[0]
+        return self._nvrtc(work.config_id, *prepared)
 
-    def many(self, works: Sequence[Work]) -> list[Compiled]:
-        """``works`` compiled, in order, in programs of up to ``group_max`` configurations where
-        the kernel allows it (geometry.py, ``groupable``): NVRTC's cost per program is then paid
-        once for them. Each gets its share of the program's compile time. Where a program fails,
-        its configurations are compiled one by one, so that each gets its own status and log."""
-        if self.group_max < 2 or len(works) < 2 or not groupable(self.source, self.kernel_name, self.constants):
-            return [self(work) for work in works]
-        done: dict[int, Compiled] = {}
-        members: list[tuple[Work, dict[str, str]]] = []
-        for work in works:
-            prepared = self._prepared(work)
-            if isinstance(prepared, str):
-                done[work.config_id] = self(work)  # its launch error, as alone
-            else:
-                members.append((work, prepared[0]))
-        for start in range(0, len(members), self.group_max):
-            group = members[start : start + self.group_max]
-            done.update((c.config_id, c) for c in self._group([work for work, _ in group], [d for _, d in group]))
-        return [done[work.config_id] for work in works]
-
-    def _group(self, works: list[Work], defines: list[dict[str, str]]) -> list[Compiled]:
-        if len(works) == 1:
-            return [self(works[0])]
-        started = time.perf_counter()
-        code, names = grouped_code(self.source, self.kernel_name, defines)
-        compiled = self._nvrtc(code, [(work.config_id, name) for work, name in zip(works, names)])
-        if compiled[0].status is not None:
-            log.debug("configurations %s did not compile as one program: compiling each", [w.config_id for w in works])
-            return [self(work) for work in works]
-        share_s = (time.perf_counter() - started) / len(compiled)
-        for k, each in enumerate(compiled):
-            each.started, each.finished = started + k * share_s, started + (k + 1) * share_s
-        return compiled
-
-    def _prepared(self, work: Work) -> tuple[dict[str, str], str] | str:
-        """(the configuration's defines, the kernel's name expression), or why the launch
+    def _prepared(self, work: Work) -> tuple[str, str] | str:
+        """(the source after its defines, the kernel's name expression), or why the launch
         geometry cannot be computed."""
         config, derived = work.config, work.derived
         try:
@@ -142,31 +92,28 @@ class NvrtcCompiler:
             grid = grid_dims(self.problem_size, config, self.grid_div, self.block_size_names)
         except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
             return f"cannot compute the launch geometry: {exc}"
-        defines = kernel_defines(config, block, grid, derived.defines if derived else None)
-        return defines, template_name(self.kernel_name, config)
+        code = kernel_code(self.source, config, block, grid, derived.defines if derived else None)
+        return code, template_name(self.kernel_name, config)
 
     def cache_key(self, work: Work) -> tuple[str | bytes, ...] | None:
-        """What NVRTC is given for this configuration alone: the options (the architecture among
-        them), the image asked for, the name expressions and the source after its defines; None
-        where there is nothing to compile. A configuration compiled in a program with others is
-        filed under the same key: its kernel's code is the same."""
+        """What NVRTC is given for this configuration: the options (the architecture among them),
+        the image asked for, the name expressions and the source after its defines; None where
+        there is nothing to compile."""
         prepared = self._prepared(work)
         if isinstance(prepared, str):
             return None
-        defines, name = prepared
+        code, name = prepared
         counts = (str(len(self.options)), str(len(self.constants)))
-        return ("cupy", self.image, *counts, *self.options, *self.constants, name, kernel_code(self.source, defines))
+        return ("cupy", self.image, *counts, *self.options, *self.constants, name, code)
 
     def image_path(self, work: Work) -> None:
         """A CUDA image is loaded from memory: no file."""
         return None
 
-    def _nvrtc(self, code: str, members: Sequence[tuple[int, str]]) -> list[Compiled]:
-        """One program: each member's (config id, kernel name expression) gets the image and its
-        kernel's lowered name, or all get the compile error."""
+    def _nvrtc(self, config_id: int, code: str, name: str) -> Compiled:
         from cupy_backends.cuda.libs import nvrtc  # CuPy's NVRTC binding: no GPU, no context
 
-        expressions = [name for _, name in members] + [f"&{symbol}" for symbol in self.constants]
+        expressions = [name] + [f"&{symbol}" for symbol in self.constants]
         program = nvrtc.createProgram(code, "kernel.cu", [], [])
         try:
             for expression in expressions:
@@ -174,15 +121,18 @@ class NvrtcCompiler:
             try:
                 nvrtc.compileProgram(program, list(self.options))
             except nvrtc.NVRTCError as exc:
-                error = shorten(text(nvrtc.getProgramLog(program)) or str(exc))
-                return [Compiled(config_id, status=Status.COMPILE_ERROR, error=error) for config_id, _ in members]
+                return Compiled(
+                    config_id,
+                    status=Status.COMPILE_ERROR,
+                    error=shorten(text(nvrtc.getProgramLog(program)) or str(exc)),
+                )
             image = nvrtc.getCUBIN(program) if self.image == "cubin" else nvrtc.getPTX(program)
             lowered = [text(nvrtc.getLoweredName(program, e)) for e in expressions]
         finally:
             nvrtc.destroyProgram(program)
-        artifact = image if isinstance(image, bytes) else image.encode()
-        symbols = dict(zip(self.constants, lowered[len(members) :]))
-        return [
-            Compiled(config_id, artifact=artifact, entry=lowered[k], symbols=dict(symbols))
-            for k, (config_id, _) in enumerate(members)
-        ]
+        return Compiled(
+            config_id,
+            artifact=image if isinstance(image, bytes) else image.encode(),
+            entry=lowered[0],
+            symbols=dict(zip(self.constants, lowered[1:])),
+        )

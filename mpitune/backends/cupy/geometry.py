@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.errors import UserError, environment_number
 from mpitune.model.kernel_extras import substitute
 from mpitune.model.restrictions import evaluate
 
@@ -60,69 +59,27 @@ def _define_value(value: Any) -> str:
     return str(value)
 
 
-def kernel_defines(
+def kernel_code(
+    source: str,
     config: Mapping[str, Any],
     block: Sequence[int],
     grid: Sequence[int],
     defines: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """A configuration's ``#define`` lines, name to value: by default one per parameter, for
+) -> str:
+    """The source after its ``#define`` lines: by default one per parameter, for
     block_size_x/y/z and grid_size_x/y/z, and ``kernel_tuner`` (kernels written for Kernel
-    Tuner test it); with the spec's ``defines``, exactly those, as in Kernel Tuner."""
-    if defines is not None:
-        return dict(defines)
-    lines = {k: _define_value(v) for k, v in config.items()}
-    for axis, b, g in zip(AXES, block, grid):
-        lines.setdefault(f"block_size_{axis}", str(b))
-        lines.setdefault(f"grid_size_{axis}", str(g))
-    lines.setdefault("kernel_tuner", "1")
-    return lines
+    Tuner test it); with the spec's ``defines``, exactly those, as in Kernel Tuner.
 
-
-def kernel_code(source: str, defines: Mapping[str, str]) -> str:
-    """The source after its ``#define`` lines (``kernel_defines``); ``#line 1`` keeps NVRTC's
-    line numbers those of the user's file."""
+    ``#line 1`` keeps NVRTC's line numbers those of the user's file.
+    """
+    if defines is None:
+        lines = {k: _define_value(v) for k, v in config.items()}
+        for axis, b, g in zip(AXES, block, grid):
+            lines.setdefault(f"block_size_{axis}", str(b))
+            lines.setdefault(f"grid_size_{axis}", str(g))
+        lines.setdefault("kernel_tuner", "1")
+        defines = lines
     return "\n".join(f"#define {k} {v}" for k, v in defines.items()) + "\n#line 1\n" + source
-
-
-# At most this many configurations share one NVRTC program (compiling.py, ``NvrtcCompiler.many``).
-# NVRTC costs about 0.15 s a program besides the code itself: 24 configurations of the matrix
-# multiply example, each compiled cold on an H200's host, took 0.32 s each alone, 0.17 s in
-# programs of 4, 0.19 s of 8 and 0.18 s of 24 (benchmarks/compile_anatomy.py, ``grouped_K``).
-GROUP_VARIABLE = "MPITUNE_COMPILE_GROUP"  # configurations per program at most; 1: one each
-DEFAULT_GROUP = 4
-
-
-def group_max(environ: Mapping[str, str] | None = None) -> int:
-    """What ``MPITUNE_COMPILE_GROUP`` allows (``DEFAULT_GROUP`` when unset); a value that is no
-    whole number of 1 or more is refused in one line (``UserError``) before MPI starts."""
-    value = environment_number(GROUP_VARIABLE, DEFAULT_GROUP, environ=environ)
-    if value != int(value):
-        raise UserError(f"environment variable {GROUP_VARIABLE}: {value:g} is not a whole number")
-    return int(value)
-
-
-def groupable(source: str, kernel_name: str, constants: Sequence[str]) -> bool:
-    """Whether copies of a kernel can share one program, each in a namespace of its own with its
-    own defines: not where the source includes a file (a header's include guard would keep it
-    out of every copy but the first, with the first copy's defines), names constant memory that
-    the run fills, or the kernel is a template."""
-    return "#include" not in source and "#pragma once" not in source and not constants and "<" not in kernel_name
-
-
-def grouped_code(source: str, kernel_name: str, members: Sequence[Mapping[str, str]]) -> tuple[str, list[str]]:
-    """One program of several configurations (their ``kernel_defines``) and the name expression
-    of each one's kernel: copy i is wrapped in ``namespace mpitune_i``, its kernel renamed
-    ``<name>_mpitune_i`` by a macro (an ``extern "C"`` kernel keeps no namespace), and its
-    defines undone after it, so that the next copy sees only its own."""
-    parts, names = [], []
-    for i, defines in enumerate(members):
-        renamed = f"{kernel_name}_mpitune_{i}"
-        lines = [f"#define {k} {v}" for k, v in {**defines, kernel_name: renamed}.items()]
-        undone = [f"#undef {k}" for k in (*defines, kernel_name)]
-        parts.append("\n".join([*lines, f"namespace mpitune_{i} {{", "#line 1", source, "}", *undone]))
-        names.append(f"mpitune_{i}::{renamed}")
-    return "\n".join(parts) + "\n", names
 
 
 def template_name(kernel_name: str, config: Mapping[str, Any]) -> str:
