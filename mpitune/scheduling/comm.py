@@ -21,7 +21,7 @@ import os
 import socket
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.world import WorldCheck, WorldError, check_world
-from mpitune.scheduling.transport import SilentRanks
+from mpitune.scheduling.transport import SilentRanks, pauses
 
 __all__ = ["MPI", "MpiTransport", "bcast_arrays", "bcast_problem", "start_clock", "world_check"]
 
@@ -43,12 +43,6 @@ _CLOCK_TAG = 7
 _CLOCK_ROUNDS = 5
 _ORDER_TAG = 11  # rank 0 -> worker: the round's Order
 _REPORT_TAG = 12  # worker -> rank 0: what it measured (or, at the end, its last timeline rows)
-# Between two looks for a message a rank sleeps from _FIRST_PAUSE_S, doubling up to _MAX_PAUSE_S:
-# a message that comes at once costs microseconds, one that comes after a long batch at most
-# _MAX_PAUSE_S late, and a rank that waits minutes uses next to no CPU (a blocking MPICH receive
-# spins a core, which ranks sharing a node's cores with the kernels notice).
-_FIRST_PAUSE_S = 20e-6
-_MAX_PAUSE_S = 1e-3
 
 
 def start_clock(comm: MPI.Comm, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
@@ -134,14 +128,6 @@ def world_check(comm: MPI.Comm) -> WorldCheck:
     return check_world(comm.size, os.environ, library)
 
 
-def _pauses() -> Iterator[float]:
-    """How long to sleep after each look that found nothing."""
-    pause_s = _FIRST_PAUSE_S
-    while True:
-        yield pause_s
-        pause_s = min(2 * pause_s, _MAX_PAUSE_S)
-
-
 def _error_text(exc: MPI.Exception) -> str:
     """MPI's error, in one line."""
     return " ".join(str(exc.Get_error_string()).split())
@@ -200,7 +186,7 @@ class MpiTransport:
                 received[rank] = early.popleft()
         status = MPI.Status()
         error = ""
-        for pause_s in _pauses():
+        for pause_s in pauses():
             try:
                 while (message := self.comm.improbe(MPI.ANY_SOURCE, _REPORT_TAG, status)) is not None:
                     source = status.Get_source()
@@ -262,7 +248,7 @@ class MpiTransport:
         """Rank 0's side of ``receive``."""
         started_s = time.monotonic()
         status = MPI.Status()
-        for pause_s in _pauses():
+        for pause_s in pauses():
             error = ""
             try:
                 while (message := self.comm.improbe(MPI.ANY_SOURCE, _REPORT_TAG, status)) is not None:
@@ -298,7 +284,7 @@ class MpiTransport:
         if self._orders:
             return self._orders.popleft()
         started_s = time.monotonic()
-        for pause_s in _pauses():
+        for pause_s in pauses():
             try:
                 message = self.comm.improbe(0, _ORDER_TAG)
                 if message is not None:
@@ -317,7 +303,7 @@ class MpiTransport:
         started_s = time.monotonic()
         try:
             request = self.comm.isend(value, dest=0, tag=_REPORT_TAG)
-            for pause_s in _pauses():
+            for pause_s in pauses():
                 if request.Test():
                     return
                 self._silent_root(started_s, deadline_s)

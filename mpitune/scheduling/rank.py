@@ -60,8 +60,15 @@ def serve(
     timeline.batch = order.batch
     if backend.fatal_error:  # lost with the chunk before: nothing measured here could be trusted
         return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
-    if order.retime is not None:
-        return _retime(order.retime, backend, timeline, ahead, stopping)
+    if order.retime is not None:  # confirmation: all compiled before the first launch, so that compiling
+        # does not load the device's host between the interleaved launches; what the workers still
+        # had queued of the search is dropped; a stop ends it between two compiles or two launches
+        if ahead is not None:
+            ahead.keep_only(order.retime.ids)
+        compiled = _compiled_ahead(order.retime, backend, timeline, ahead, stopping)
+        stopped = stopping is not None and stopping()
+        launches = [] if stopped else backend.retime(order.retime, timeline, compiled, stopping)
+        return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, tuple(launches))
     calibration: tuple[Launch, ...] = ()
     if order.calibrate is not None:  # before the chunk: what the workers queue of it waits behind
         compiled = _compiled_ahead(order.calibrate, backend, timeline, ahead)
@@ -76,24 +83,6 @@ def serve(
     else:
         results = chunk.in_order(order.work, order.race)
     return Report(tuple(results), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, (), calibration)
-
-
-def _retime(
-    retime: Retime,
-    backend: Backend,
-    timeline: Timeline,
-    ahead: CompilePool | None,
-    stopping: Callable[[], bool] | None = None,
-) -> Report:
-    """Time the candidates again (confirmation), all compiled before the first launch, so that
-    compiling does not load the device's host between the interleaved launches; what the
-    workers still had queued of the search is dropped. Once ``stopping()`` says the run is
-    ending, it stops between two compiles or two launches and reports the launches made."""
-    if ahead is not None:
-        ahead.keep_only(retime.ids)
-    compiled = _compiled_ahead(retime, backend, timeline, ahead, stopping)
-    launches = [] if stopping is not None and stopping() else backend.retime(retime, timeline, compiled, stopping)
-    return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error, tuple(launches))
 
 
 def _compiled_ahead(

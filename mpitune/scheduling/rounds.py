@@ -33,9 +33,8 @@ from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason, interrupted
 from mpitune.scheduling.rank import Lane, Merge, measures_beside, serve
 from mpitune.scheduling.session import Rank0, progress_line, say
-from mpitune.scheduling.transport import SilentRanks, Transport
+from mpitune.scheduling.transport import SilentRanks, Transport, pauses
 
-_FIRST_PAUSE_S, _MAX_PAUSE_S = 20e-6, 1e-3  # between looks at the workers and the lane (as comm.py's)
 _LAST_LOOK_S = 1.0  # rank 0 still looks once for the last rows this long, whatever the deadline left
 _STOP_LOOK_S = 0.05  # how often rank 0, waiting for reports, asks whether a stop must go out
 
@@ -276,8 +275,8 @@ class Rank0Rounds:
         the ranks hear it while they measure, so that a long order (the confirmation's rounds,
         a chunk of slow configurations) ends within one configuration or launch, not whole."""
         lane, watch = self._lane_head(), self.rank0.watch
-        pause_s, look_s = _FIRST_PAUSE_S, time.monotonic() + _STOP_LOOK_S
-        while True:
+        look_s = time.monotonic() + _STOP_LOOK_S
+        for pause_s in pauses():  # between looks at the workers and the lane
             if lane is not None and lane.done():
                 return 0, lane.result()
             got = self.transport.receive(due, False) if due else None
@@ -294,7 +293,7 @@ class Rank0Rounds:
             watch.polling = bool(due)  # waiting in a gather, as far as the heartbeat thread knows
             time.sleep(pause_s)
             watch.polling = False
-            pause_s = min(2 * pause_s, _MAX_PAUSE_S)
+        raise AssertionError("not reached")
 
     def _earliest(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | None:
         """On a simulated clock (a replay) a report arrives as fast as its rank replays it, not

@@ -15,7 +15,7 @@ import contextlib
 import socket
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from mpitune.backends.base import Backend
@@ -51,6 +51,22 @@ class SilentRanks(Exception):
         self.ranks, self.hosts, self.waited_s, self.received = tuple(ranks), tuple(hosts), waited_s, received
         self.expected_s, self.error, self.heartbeat = expected_s, error, heartbeat
         super().__init__(f"{who(self.ranks, self.hosts)} did not answer within {waited_s:.1f} s {error}".strip())
+
+
+# Between two looks for a message a rank sleeps from _FIRST_PAUSE_S, doubling up to _MAX_PAUSE_S:
+# a message that comes at once costs microseconds, one that comes after a long batch at most
+# _MAX_PAUSE_S late, and a rank that waits minutes uses next to no CPU (a blocking MPICH receive
+# spins a core, which ranks sharing a node's cores with the kernels notice).
+_FIRST_PAUSE_S = 20e-6
+_MAX_PAUSE_S = 1e-3
+
+
+def pauses() -> Iterator[float]:
+    """How long to sleep after each look that found nothing (comm.py's waits, rank 0's rounds)."""
+    pause_s = _FIRST_PAUSE_S
+    while True:
+        yield pause_s
+        pause_s = min(2 * pause_s, _MAX_PAUSE_S)
 
 
 def who(ranks: Sequence[int], hosts: Sequence[str]) -> str:
