@@ -12,16 +12,14 @@ from mpitune.model.timeline import RecordedRun
 from mpitune.strategies.base import Strategy
 
 # Configurations per rank in a batch by default: a strategy that knows its order in advance
-# (brute force) gets chunks long enough for compile workers to stay ahead and for few
-# gathers, each of which waits for the slowest rank (replaying the 17,956 measured
-# configurations of a GEMM on 64 ranks, dealt by cost, 32 per rank reached about 2 points more
-# efficiency than 16); one that learns from every result gets one each, so that it learns soonest.
+# (brute force) gets chunks long enough for compile workers to stay ahead and for few rounds,
+# each of which waits for the slowest rank (32 per rank: about 2 points more efficiency than 16
+# on 64 replayed ranks); one that learns from every result gets one each, to learn soonest.
 PER_RANK_PREDICTABLE = 32
 # Refilled ranks that compile in turn get shorter chunks on many ranks: a chunk is raced against
 # the best known when it was dealt, and a short one is dealt later, against a fresher best. About
-# this many configurations in all per hand-out round, 4 to 32 a rank (replays of the ten shared
-# caches by brute force: 90.6 -> 91.7 % busy on 64 ranks and 71.6 -> 75.9 % on 256 with 4 a rank
-# instead of 32). Ranks with compile workers keep 32: shorter chunks starve their workers.
+# this many configurations in all per hand-out round, 4 to 32 a rank (docs/performance.md);
+# ranks with compile workers keep 32: shorter chunks starve their workers.
 IN_TURN_ROUND = 1024
 IN_TURN_PER_RANK = (4, PER_RANK_PREDICTABLE)
 

@@ -31,10 +31,10 @@ from mpi4py import MPI
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Clock
 from mpitune.scheduling.faults.liveness import Watch
-from mpitune.scheduling.faults.world import WorldCheck, WorldError, check_world
+from mpitune.scheduling.faults.world import WorldError, check_world
 from mpitune.scheduling.transport import SilentRanks, pauses
 
-__all__ = ["MPI", "MpiTransport", "bcast_arrays", "bcast_problem", "start_clock", "world_check"]
+__all__ = ["MPI", "MpiTransport", "bcast_arrays", "bcast_problem", "start_clock"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -119,13 +119,6 @@ def _mapped(problem: Problem, f: Callable[[Any], Any]) -> Problem:
     """``problem`` with ``f`` applied to each of its arguments and answers."""
     answer = None if problem.answer is None else [f(a) for a in problem.answer]
     return replace(problem, arguments=[f(a) for a in problem.arguments], answer=answer)
-
-
-def world_check(comm: MPI.Comm) -> WorldCheck:
-    """Whether this world is the job its launcher (srun, mpirun, Slurm's tasks) started: a
-    world of one among several tasks tunes everything alone (faults/world.py)."""
-    library = " ".join(MPI.Get_library_version().splitlines()[0].split())
-    return check_world(comm.size, os.environ, library)
 
 
 def _error_text(exc: MPI.Exception) -> str:
@@ -326,7 +319,8 @@ class MpiTransport:
         return bcast_problem(self.comm, problem)
 
     def world_error(self) -> WorldError | None:
-        check = world_check(self.comm)
+        library = " ".join(MPI.Get_library_version().splitlines()[0].split())  # for the line that names it
+        check = check_world(self.size, os.environ, library)
         if check.warning:
             log.warning("%s", check.warning)
         return check.error

@@ -54,9 +54,8 @@ def rounds(
 
     Every exchange has a deadline (faults/deadlines.py) except a worker's wait for its first
     order, which the heartbeats cover, as they cover the start-up collectives. ``SilentRanks``
-    leaves here on every rank: on rank 0 once faults/silent_round.py has recorded what did
-    arrive, so that the file keeps every completed configuration and names the lost ones.
-    The heartbeats stop with the order to stop: from there on the ranks leave one by one."""
+    leaves here on every rank, on rank 0 once faults/silent_round.py has recorded what did
+    arrive. The heartbeats stop with the order to stop: from there on the ranks leave one by one."""
     if manager is not None:
         floor = floor_s(manager.settings.rank_deadline_floor_s)
         problem = manager.setup.problem

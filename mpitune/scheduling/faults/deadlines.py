@@ -10,10 +10,8 @@ rank that stops answering with a deadline per batch, derived from what the batch
   configuration that hangs until its own timeout is not mistaken for a lost rank;
 - never less than the floor (``--rank-deadline-floor``, ``MPITUNE_RANK_DEADLINE_FLOOR_S``,
   else ``DEFAULT_FLOOR_S``): a slow first compile, a cold file system or a busy node are not
-  a dead rank.
-
-The first batch has no history: each configuration of its longest chunk may take its whole
-per-configuration limit.
+  a dead rank. The first batch has no history: each configuration of its longest chunk may
+  take its whole per-configuration limit.
 
 A worker waits for its next order at most the batch's deadline plus rank 0's own turnaround
 (writing the file, asking the strategy), which can be long: ``TURNAROUND_FACTOR`` times the
