@@ -47,7 +47,9 @@ def replay_manager(
     ``schedule`` (the settings' ``--schedule``; auto: refill on several ranks) and predicting
     costs with ``cost_model`` (the Manager's keyword: ``Interleaved`` or None to deal blind).
     Without confirmation: these figures are the search's scheduling (benchmarks/confirmation.py
-    measures what confirming costs)."""
+    measures what confirming costs). Its ranks serve their orders in turn, compiling each
+    configuration as they come to it: the Manager deals as it does for ranks without compile
+    workers (``compiles_in_turn``)."""
     given = Overrides(
         cache_path=out,
         strategy=strategy,
@@ -61,7 +63,7 @@ def replay_manager(
     setup = prepare(problem, settings)
     cache = Cache(settings.cache_path, problem.identity(["replayed"]), problem.tune_params, problem.iterations)
     hosts, devices = ("host",) * ranks, ("replayed",) * ranks
-    manager = Manager(setup, cache, hosts, devices, Clock(simulated=True), cost_model=cost_model)
+    manager = Manager(setup, cache, hosts, devices, Clock(simulated=True), cost_model=cost_model, compiles_in_turn=True)
     cache.start_run(
         RunInfo(0.0, ranks, strategy, 1, budget, None, manager.batch_size, len(setup.space), "", ""),
         ("host",) * ranks,
