@@ -197,9 +197,8 @@ def rank0_loop_us(
         with timed(totals, "write"):
             recorded = handouts.record(rank, report)
         with timed(totals, "tell + progress"):
-            for told in recorded.told:
-                if told:
-                    manager.tell(told)
+            if recorded.told:
+                manager.tell(recorded.told)
             if recorded.completed:
                 progress_line(manager)
     assert manager.stop_sent and not handouts.busy
