@@ -33,7 +33,8 @@ from mpitune.store.reader import CacheData, read
 TOP_PCT = 3.0  # Kernel Tuner's store_results keeps what is within 3 % of the best
 
 
-def _device(data: CacheData, path: str) -> str:
+def device_of(data: CacheData, path: str) -> str:
+    """The one device model a file was measured on; a file of several is refused in one line."""
     devices = data.problem.devices or tuple(sorted({str(d) for d in data.ranks["device"]}))
     if len(devices) != 1:
         named = ", ".join(devices) if devices else "none"
@@ -71,7 +72,7 @@ def block_of(path: str) -> rf.ResultsFile:
         raise UserError(f"{path}: tuned for {len(data.objective.names)} objectives; a results file ranks by one")
     names = tuple(data.param_names)
     objective, higher = data.objective.name, data.objective.higher_is_better
-    block = (rf.device_label(_device(data, path)), rf.size_label(list(data.problem.problem_size)))
+    block = (rf.device_label(device_of(data, path)), rf.size_label(list(data.problem.problem_size)))
     written = as_written(data)
     source = os.path.basename(path)
     verdict = confirmation.latest(data)[0]
