@@ -253,7 +253,7 @@ def _plan(args: argparse.Namespace) -> int:
         jobs = 1 if usable_s is None else max(1, math.ceil(wall_s / usable_s))
         line = sbatch(ranks, wall_s, jobs, args.time_per_job, args.gpus_per_node, times, rests.target)
         rows.append(Row(ranks, wall_s, walls[1] / (ranks * wall_s), ranks * wall_s / 3600, jobs, line))
-    uncertainty = _uncertainty(rests.error, rests.predicted, times)
+    uncertainty = _uncertainty(rests.error, rests.predicted, times) + _one_model(rests.data.device_name)
     if args.json:
         rows_json = [asdict(r) for r in rows]
         document = {"ranks": rows_json, "configurations": measured[1], "rests_on": rests.rests_on}
@@ -267,6 +267,14 @@ def _plan(args: argparse.Namespace) -> int:
         )
     print(f"uncertainty: {uncertainty}")
     return 0
+
+
+def _one_model(device: str) -> str:
+    """What the plan assumes of the ranks' devices: the file's model on every rank. A job over
+    other models runs at their speed, and a job over several at each one's, which no file of one
+    model tells."""
+    model = device or "the device the file was measured on"
+    return f"; every rank is taken to be a {model}: on other or mixed device models the times differ"
 
 
 def _uncertainty(error: float | None, predicted: bool, times: float) -> str:
