@@ -62,6 +62,13 @@ class Strategy(ABC):
         options, prior and what it was told, so that a resumed run given the same prior rebuilds it."""
         self.prior = prior
 
+    def learn_prior(self, prior: Prior) -> None:
+        """Times measured elsewhere while this search runs (the other device models of one job,
+        say), given between asks: the whole prior so far, with the same sources each time, in
+        place of the one given before. Here, as ``start_from``: a strategy with no use for a prior
+        keeps it unused. Replayed in the same order with the same tells, it rebuilds the same search."""
+        self.prior = prior
+
     @abstractmethod
     def ask(self, n: int) -> list[int]:
         """Up to ``n`` ids to measure next, marked seen; [] when the space is exhausted."""

@@ -105,6 +105,20 @@ class Portfolio(Strategy):
         super().start_from(prior)
         self.use = surrogate.PriorUse(self.space, prior)
 
+    def learn_prior(self, prior: Prior) -> None:
+        """A prior that grew (``Strategy.learn_prior``): its times are standardised again, the
+        trust in each source (``beta``, refitted at the next model batch anyway) is kept, and the
+        rank test judges it again at the next ask, on every result it then knows. Again, because
+        a prior that grows while the search runs knows few configurations when first given, so the
+        test's first verdict rests on few results; a prior dropped on them is taken back once more
+        results agree with it, and one taken is dropped once they no longer do. The prior's first
+        picks are still made once."""
+        kept = self.use
+        super().learn_prior(prior)
+        self.use = surrogate.PriorUse(self.space, prior)
+        if kept is not None and kept.beta.shape == self.use.beta.shape:
+            self.use.beta, self.use.intercept = kept.beta, kept.intercept
+
     def ask(self, n: int) -> list[int]:
         if len(self.values) < MIN_DESIGN:
             batch = self.space_filling(n)  # the shared design, with a prior as without
