@@ -67,9 +67,8 @@ class Order:
     retime: Retime | None = None
     # Before the chunk: the reference every rank times now and then (calibration); None mostly.
     calibrate: Retime | None = None
-    # What the batch should take (None: no history yet), how long rank 0 waits for this rank's
-    # report after sending the order, and how long this rank waits for its next order after
-    # reporting, before calling the other side silent (faults/deadlines.py); None: no limit.
+    # Its allowance (faults/deadlines.py, ``Allowance``): what the batch should take, and how long
+    # each side waits before calling the other silent (None: no history yet, no limit).
     expected_s: float | None = None
     deadline_s: float | None = None
     next_order_within_s: float | None = None

@@ -180,8 +180,7 @@ def open_run(
 @dataclass(frozen=True)
 class Rank0:
     """What rank 0 carries through the rounds: the search, the deadlines of its orders, and the
-    watch its main thread shares with its heartbeat thread (``watch.writing`` is held while the
-    file is written)."""
+    watch its main thread shares with its heartbeat thread (faults/liveness.py)."""
 
     manager: Manager
     deadlines: Deadlines
