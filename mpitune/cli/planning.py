@@ -33,6 +33,7 @@ from mpitune.cli.plan_basis import DEFAULT_RANKS, MAX_RANKS, PILOT_CONFIGS, basi
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.model.problem import Schedule
+from mpitune.store.measured import MeasuredData
 
 # Seconds a job stops before its limit: the job scripts' warning (--signal=B:USR1@90, docs/slurm.md).
 DRAIN_S = 90.0
@@ -253,7 +254,8 @@ def _plan(args: argparse.Namespace) -> int:
         jobs = 1 if usable_s is None else max(1, math.ceil(wall_s / usable_s))
         line = sbatch(ranks, wall_s, jobs, args.time_per_job, args.gpus_per_node, times, rests.target)
         rows.append(Row(ranks, wall_s, walls[1] / (ranks * wall_s), ranks * wall_s / 3600, jobs, line))
-    uncertainty = _uncertainty(rests.error, rests.predicted, times) + _one_model(rests.data.device_name)
+    device = rests.data.device_name if isinstance(rests.data, MeasuredData) else ""
+    uncertainty = _uncertainty(rests.error, rests.predicted, times) + _one_model(device)
     if args.json:
         rows_json = [asdict(r) for r in rows]
         document = {"ranks": rows_json, "configurations": measured[1], "rests_on": rests.rests_on}

@@ -234,7 +234,11 @@ class Lane:
         timeline = self.timeline
         timeline.clock.sync(order.now_s)  # as a worker starts an order: not before it went out
         timeline.idle_until(timeline.clock.now())  # the time between orders is no work of this lane's
-        stopping = lambda: self._closing or self.stopping()
+        # On a simulated clock (a replay, a plan) when a stop reaches this thread is the host's
+        # timing, not the replayed run's: the order is measured whole, so the same replay records
+        # the same configurations however busy the host is.
+        live = not timeline.clock.simulated
+        stopping = lambda: self._closing or (live and self.stopping())
         return serve(order, self.backend, 0, timeline, self.ahead, stopping, self._held)
 
     def _held(self) -> list[Work]:
