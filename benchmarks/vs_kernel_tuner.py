@@ -114,6 +114,34 @@ def config_key(config: dict, names: list[str]) -> tuple:
     return tuple(v.item() if hasattr(v, "item") else v for v in (config[n] for n in names))
 
 
+def _uuid_of_16_bytes() -> None:
+    """Kernel Tuner 1.5.0's CuPy backend reads the device's UUID as 16 bytes
+    (``uuid.UUID(bytes=props["uuid"])``) and stops at start where CuPy's device properties give
+    it otherwise (seen with CuPy 14.2 on an H100 and an H200: "bytes is not a 16-char string").
+    The UUID only labels the device in Kernel Tuner's environment record, so its properties are
+    handed over with the UUID as 16 bytes; nothing that tunes or times changes."""
+    import uuid
+
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    original = runtime.getDeviceProperties
+
+    def properties(device: int) -> dict:
+        props = dict(original(device))
+        raw = props.get("uuid")
+        if isinstance(raw, str):
+            try:
+                props["uuid"] = uuid.UUID(raw.removeprefix("GPU-")).bytes
+            except ValueError:
+                props["uuid"] = raw.encode()[:16].ljust(16, b"\0")
+        elif isinstance(raw, (bytes, bytearray)) and len(raw) != 16:
+            props["uuid"] = bytes(raw[:16]).ljust(16, b"\0")
+        return props
+
+    runtime.getDeviceProperties = properties
+
+
 def kt_child(spec_path: str, result_path: str) -> None:
     """Runs in its own process: Kernel Tuner's whole run, imports included, as a user's
     script would do it. Writes every result and Kernel Tuner's own timings as JSON."""
@@ -122,6 +150,7 @@ def kt_child(spec_path: str, result_path: str) -> None:
 
     import_s = time.perf_counter() - started_s
     problem = load_problem(spec_path, os.path.dirname(result_path))
+    _uuid_of_16_bytes()
     results, env = kernel_tuner.tune_kernel(**kt_arguments(problem))
     names = list(problem.tune_params)
     timings_ms = {
