@@ -396,3 +396,48 @@ def scale_prior(path: Path, kernel_name: str = "scale", device: str = "Other CPU
     }
     path.write_text(json.dumps(document))
     return path
+
+
+def write_kt_times(
+    path: Path,
+    device: str,
+    times: dict[tuple, object],
+    names: tuple[str, ...] = ("x", "y"),
+    kernel: str = "conv",
+    problem_size: tuple[int, ...] = (64, 64),
+) -> Path:
+    """A Kernel Tuner cache of ``times`` (a configuration's values in ``names`` order -> its time
+    in ms, or a failure's marker such as "RuntimeFailedConfig"), as Kernel Tuner's writer leaves
+    it: inf as Infinity, three launches where the time is finite, none for a failure; gzip where
+    the name ends in .gz. Each parameter's values are those the configurations use."""
+
+    def finite(t: object) -> bool:
+        return isinstance(t, float) and t == t and abs(t) != float("inf")
+
+    cache = {
+        ",".join(map(str, config)): {**dict(zip(names, config)), "time": t, "times": [t] * 3 if finite(t) else []}
+        for config, t in times.items()
+    }
+    doc = {
+        "device_name": device,
+        "kernel_name": kernel,
+        "problem_size": list(problem_size),
+        "tune_params_keys": list(names),
+        "tune_params": {n: sorted({config[i] for config in times}) for i, n in enumerate(names)},
+        "objective": "time",
+        "cache": cache,
+    }
+    with (gzip.open if path.name.endswith(".gz") else open)(path, "wt") as fh:
+        fh.write(json.dumps(doc))
+    return path
+
+
+def run_script(script: Path, *args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """A script of benchmarks/ run as a user runs it from a checkout (``PYTHONPATH`` the repository)."""
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

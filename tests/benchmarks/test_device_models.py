@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import run_script, write_kt_times
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "device_models.py"
@@ -27,29 +27,16 @@ X, Y = range(1, 9), range(1, 6)  # 40 configurations
 
 def write_cache(path: Path, device: str, scale: float, ripple: float) -> Path:
     """A Kernel Tuner cache of (x, y): a valley around (5, 3), scaled, with a device's own ripple."""
-    cache = {}
-    for x in X:
-        for y in Y:
-            t = scale * (1.0 + 0.1 * (x - 5) ** 2 + 0.2 * (y - 3) ** 2 + ripple * math.sin(3.0 * x + y) ** 2)
-            cache[f"{x},{y}"] = {"x": x, "y": y, "time": t, "times": [t] * 3}
-    doc = {
-        "device_name": device,
-        "kernel_name": "conv",
-        "problem_size": [64, 64],
-        "tune_params_keys": ["x", "y"],
-        "tune_params": {"x": list(X), "y": list(Y)},
-        "objective": "time",
-        "cache": cache,
+    times: dict[tuple, object] = {
+        (x, y): scale * (1.0 + 0.1 * (x - 5) ** 2 + 0.2 * (y - 3) ** 2 + ripple * math.sin(3.0 * x + y) ** 2)
+        for x in X
+        for y in Y
     }
-    path.write_text(json.dumps(doc))
-    return path
+    return write_kt_times(path, device, times)
 
 
 def run(*args: Any) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(SCRIPT), *map(str, args)]
-    return subprocess.run(
-        command, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=300
-    )
+    return run_script(SCRIPT, *args)
 
 
 @pytest.fixture

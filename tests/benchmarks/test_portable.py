@@ -5,17 +5,15 @@ matched on the ones they share."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_script, write_kt_times
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "portable.py"
@@ -37,36 +35,11 @@ TIMES: dict[str, dict[tuple[int, int], Any]] = {
 def write_cache(
     path: Path, device: str, times: dict[tuple[Any, ...], Any], names: tuple[str, ...] = ("x", "y")
 ) -> Path:
-    """A Kernel Tuner cache as its writer leaves it (inf as Infinity, a failure's marker as the time)."""
-    values = {n: sorted({config[i] for config in times}) for i, n in enumerate(names)}
-
-    def finite(t: Any) -> bool:
-        return isinstance(t, float) and math.isfinite(t)
-
-    cache = {  # a failure records no launches
-        ",".join(map(str, config)): {**dict(zip(names, config)), "time": t, "times": [t] * 3 if finite(t) else []}
-        for config, t in times.items()
-    }
-    doc = {
-        "device_name": device,
-        "kernel_name": "conv",
-        "problem_size": [64, 64],
-        "tune_params_keys": list(names),
-        "tune_params": values,
-        "objective": "time",
-        "cache": cache,
-    }
-    text = json.dumps(doc)
-    with (gzip.open if path.name.endswith(".gz") else open)(path, "wt") as fh:
-        fh.write(text)
-    return path
+    return write_kt_times(path, device, times, names)
 
 
 def run(*args: Any) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(SCRIPT), *map(str, args)]
-    return subprocess.run(
-        command, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120
-    )
+    return run_script(SCRIPT, *args, timeout=120)
 
 
 @pytest.fixture
