@@ -94,6 +94,7 @@ class ReplayBackend(Backend):
         # (before verifying, before and after timing), each as short as the gaps it stands for.
         self.gap_s = problem.replay_run.rank_gap_s(rank) / 3 if problem.replay_run is not None else 0.0
         self.retime_compile_s = problem.replay_run.retime_compile_s if problem.replay_run is not None else None
+        self.host_verified = problem.replay_run is None or problem.replay_run.host_verified
         # A first launch that lost cost its benchmark phase this long (racing's own overhead): a
         # deferred configuration's first pass, not recorded, is charged as much.
         self.first_pass_s = loaded.first_pass_s
@@ -214,8 +215,7 @@ class ReplayBackend(Backend):
         that would look like independent evidence to the statistics. Simulated time: the
         compiles of the candidates not in ``compiled`` (phase compile: each as long as the
         replayed run's such compiles took per candidate, else as its recorded compile), then the
-        launches and each candidate's loading and warm-up launch (as long as its recorded
-        verification), in one phase of the order's name (``Retime.phase``). ``stopping`` is not
+        launches and each candidate's loading and warm-up launch (``_warm_up_s``), in one phase of the order's name (``Retime.phase``). ``stopping`` is not
         asked: the launches are numbers, made at once, whatever simulated time they stand for."""
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, self.retimes, *retime.ids])
@@ -228,7 +228,7 @@ class ReplayBackend(Backend):
             if m is not None and w.config_id not in compiled:
                 compile_s += m.compile_s if self.retime_compile_s is None else self.retime_compile_s
             if m is not None:
-                prepared_s += m.verify_s  # its loading and warm-up launch, as long as its verification
+                prepared_s += self._warm_up_s(m)
             drawn[w.config_id] = self._recorded_retime(retime, w) or self._draws(m, places)
         n = len(retime.work)
         launches = [
@@ -243,6 +243,17 @@ class ReplayBackend(Backend):
         with timeline.phase(retime.phase):
             timeline.clock.advance(prepared_s + launched_s)
         return launches
+
+    def _warm_up_s(self, m: Measurement) -> float:
+        """A candidate's loading and warm-up launch before it is timed again: as long as its
+        recorded verification (an mpitune run verifies on the device: a launch and a compare),
+        but no longer than one launch where the verification also checked the answer on the host
+        (``RecordedRun.host_verified``: Kernel Tuner's, a quarter of a second a configuration of
+        the shared GEMM cache, which timing it again does not repeat)."""
+        if not self.host_verified:
+            return m.verify_s
+        launch_ms = m.times_ms[0] if m.times_ms else m.time_ms
+        return min(m.verify_s, launch_ms * self.factor / 1e3) if math.isfinite(launch_ms) else m.verify_s
 
     def _recorded_retime(self, retime: Retime, work: Work) -> list[float]:
         """The next ``retime.rounds`` launches this rank made of ``work`` for the same purpose in

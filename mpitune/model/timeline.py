@@ -202,7 +202,10 @@ class RecordedRun:
     ``confirmed``: the candidates its confirmation timed again, which a replay confirms again
     where it has them all (their choice rests on first launches the file does not keep).
     ``schedule``: how the run handed out its work (refill or batches; '' where not recorded),
-    which a replay of it does too. ``source``: what recorded it, for the line the replay prints;
+    which a replay of it does too. ``host_verified``: the recorded verification includes a
+    check of the answer on the host that a candidate timed again does not repeat (Kernel
+    Tuner's), so its loading and warm-up are charged as one launch, not as its verification.
+    ``source``: what recorded it, for the line the replay prints;
     ``assumptions``: what fills what the source does not record."""
 
     source: str = "a Kernel Tuner cache"
@@ -218,10 +221,13 @@ class RecordedRun:
     dealt: Mapping[tuple[Any, ...], int] = field(default_factory=dict)
     confirmed: frozenset[tuple[Any, ...]] = frozenset()
     schedule: str = ""
+    host_verified: bool = True
     assumptions: tuple[str, ...] = (
         "no spec loading or start-up is recorded: none is charged, so the wall time starts at the first batch",
         "rank 0's strategy and file writes are not recorded: none is charged",
         "Kernel Tuner compiles in turn: each recorded compile time stands for one compile worker's",
+        "Kernel Tuner's verification checks the answer on the host, which a candidate timed again "
+        "(confirmation, calibration) does not: its warm-up is charged as one launch",
     )
 
     @property
@@ -304,6 +310,7 @@ def recorded_run(
         dealt=dict(dealt),
         confirmed=confirmed,
         schedule=schedule,
+        host_verified=False,
         assumptions=(),
     )
 

@@ -76,8 +76,9 @@ def test_retime_draws_each_launch_from_the_recorded_ones(tmp_path):
     again = replay.create(problem, str(tmp_path), rank=1).retime(order, Timeline(Clock(simulated=True)))
     assert [x.time_ms for x in again] == [x.time_ms for x in launches]
     # The compiles of the candidates in the data (the one that failed too), each one's loading and
-    # warm-up (as long as its verification), then the launches.
-    expected_s = 0.1 + 0.2 + 0.05 + 0.005 + 0.005 + (sum(by_id[0]) + sum(by_id[1])) / 1000
+    # warm-up (one launch, its first recorded on this rank's device: a Kernel Tuner cache's
+    # verification of 5 ms checked the answer on the host too), then the launches.
+    expected_s = 0.1 + 0.2 + 0.05 + (2.1 + 1.0) * 1.1 / 1000 + (sum(by_id[0]) + sum(by_id[1])) / 1000
     assert timeline.clock.now() == pytest.approx(expected_s)
     assert [(row.phase, row.config_id) for row in timeline.rows] == [("compile", -1), ("confirm", -1)]
     assert timeline.rows[0].end_s == pytest.approx(0.1 + 0.2 + 0.05)  # the compiles first, as a backend does
@@ -101,7 +102,25 @@ def test_retime_compiles_only_what_was_not_compiled_ahead(tmp_path):
     timeline = Timeline(Clock(simulated=True))
     launches = replay.create(problem, str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
     assert [x.time_ms for x in launches] == [1.0, 1.0]
-    assert timeline.clock.now() == pytest.approx(0.005 + 0.002)  # its loading and warm-up, its launches
+    assert timeline.clock.now() == pytest.approx(0.001 + 0.002)  # its loading and warm-up, its launches
+
+
+def test_a_candidate_timed_again_is_warmed_up_as_its_source_verified_it(tmp_path):
+    """An mpitune run verifies on the device (a launch and a compare): its recorded verification
+    stands for the loading and warm-up launch. Kernel Tuner's also checks the answer on the host,
+    which timing a candidate again does not repeat: one launch stands for it, never more than the
+    verification."""
+    problem = _problem(tmp_path)
+    assert problem.replay_run is not None and problem.replay_run.host_verified
+    assert "warm-up is charged as one launch" in problem.replay_run.describe()
+    order = Retime((Work(0, {"x": 1, "y": 1}),), rounds=1)
+    charged = {}
+    for host_verified in (True, False):
+        run = replace(problem.replay_run, host_verified=host_verified)
+        timeline = Timeline(Clock(simulated=True))
+        launches = replay.create(replace(problem, replay_run=run), str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
+        charged[host_verified] = timeline.clock.now() - launches[0].time_ms / 1000
+    assert charged == {True: pytest.approx(0.0021), False: pytest.approx(0.005)}
 
 
 def test_a_rounds_launches_come_from_one_place_in_every_candidates_recorded_run(tmp_path):
