@@ -122,17 +122,19 @@ DEPTH = 2  # orders a rank holds on several ranks: the one it measures and the n
 @dataclass(frozen=True)
 class Dealing:
     """How a run hands out its work, from what its file records of it (the schedule, the ranks,
-    the batch size): the numbers the scheduler follows (scheduling/handouts.py, ``Policy``) and
-    the one way to say them, which the run's first line and ``report`` both print."""
+    the batch size, whether its ranks compiled in turn): the numbers the scheduler follows
+    (scheduling/handouts.py, ``Policy``) and the one way to say them, which the run's first
+    line and ``report`` both print."""
 
     schedule: Schedule  # BATCHES or REFILL, as resolved for the run
     ranks: int
     batch_size: int
+    in_turn: bool = False  # no rank has compile workers
 
     @classmethod
-    def of(cls, schedule: Schedule, ranks: int, batch_size: int) -> Dealing:
+    def of(cls, schedule: Schedule, ranks: int, batch_size: int, in_turn: bool = False) -> Dealing:
         """The schedule as resolved for ``ranks`` (``Schedule.resolved``)."""
-        return cls(schedule.resolved(ranks), ranks, batch_size)
+        return cls(schedule.resolved(ranks), ranks, batch_size, in_turn)
 
     @property
     def per_rank(self) -> int:
@@ -140,18 +142,35 @@ class Dealing:
         return max(1, self.batch_size // max(1, self.ranks))
 
     @property
+    def depth(self) -> int:
+        """Orders a refilled rank holds at most: the one it measures and the next (``DEPTH``), so
+        that its compile workers compile the next while it measures; one chunk where it
+        compiles in turn. Such a rank gains nothing from a queued chunk but hiding rank 0's
+        answer, while the chunk's race is the best known when it was dealt, a whole chunk
+        earlier: on 256 replayed ranks of the shared GEMM cache holding one raised the plan's
+        efficiency from 87.9 to 90.6 % (docs/performance.md). A search that learns from every
+        result gets one configuration a rank, whose race is as fresh either way."""
+        one_chunk = self.schedule is Schedule.REFILL and self.in_turn and self.per_rank > 1
+        return 1 if one_chunk else DEPTH
+
+    @property
     def quorum(self) -> int:
         """Ranks that must want work before rank 0 asks, while any rank holds some: batches all of
         them; refill half (a strategy that learns from every result, asked that many at once) or
         an eighth (one that names its order in advance, whose chunks are dealt by cost among
-        them; brute force on 256 replayed ranks: 91.7 % busy with half, 93.9 % with an eighth)."""
+        them; brute force on 256 replayed ranks: 91.7 % busy with half, 93.9 % with an eighth);
+        each rank as it runs out where it holds one order (``depth``): it waits for nothing else."""
         if self.schedule is Schedule.BATCHES:
             return self.ranks
+        if self.depth == 1:
+            return 1
         return max(1, self.ranks // (2 if self.per_rank == 1 else 8))
 
     def describe(self) -> str:
         if self.schedule is Schedule.BATCHES:
             return f"batches of {self.batch_size}"
+        if self.depth == 1:
+            return f"refilled as each rank runs out (chunks of up to {self.per_rank} a rank)"
         hold = "holds" if self.quorum == 1 else "hold"
         return (
             f"refilled as ranks run short (chunks of up to {self.per_rank} a rank, dealt once {self.quorum} "

@@ -52,7 +52,7 @@ def _problem_lines(path: str, s: Summary) -> list[str]:
 def _handed_out(r: RunSummary) -> str:
     """How a run handed out its work, as its first line said it (model/problem.py, ``Dealing``)."""
     schedule = Schedule.REFILL if r.schedule == Schedule.REFILL.value else Schedule.BATCHES
-    return Dealing.of(schedule, r.ranks, r.batch_size).describe()
+    return Dealing.of(schedule, r.ranks, r.batch_size, r.in_turn).describe()
 
 
 def _run_lines(s: Summary) -> list[str]:

@@ -113,6 +113,7 @@ class RunSummary:
     command: str
     version: str
     schedule: str  # how it handed out its work: refill or batches (last: the JSON keeps earlier keys' order)
+    in_turn: bool  # no rank had compile workers (no background compile on its timeline)
 
 
 @dataclass(frozen=True)
@@ -356,6 +357,7 @@ def _runs(data: CacheData, runs: np.ndarray, walls: list[float]) -> list[RunSumm
             time_limit_s=None if math.isnan(run["time_limit_s"]) else float(run["time_limit_s"]),
             batch_size=int(run["batch_size"]),
             schedule=data.schedule_of(int(run["run"])),
+            in_turn=not np.any((data.timeline["run"] == run["run"]) & (data.timeline["phase"] == "compile_ahead")),
             space_size=int(run["space_size"]),
             measured=int(run["measured"]),
             command=str(run["command"]),

@@ -19,8 +19,9 @@ PER_RANK_PREDICTABLE = 32
 # Refilled ranks that compile in turn get shorter chunks on many ranks: a chunk is raced against
 # the best known when it was dealt, and a short one is dealt later, against a fresher best. About
 # this many configurations in all per hand-out round, 4 to 32 a rank (docs/performance.md);
-# ranks with compile workers keep 32: shorter chunks starve their workers.
-IN_TURN_ROUND = 1024
+# ranks with compile workers keep 32: shorter chunks starve their workers. Such a rank holds one
+# chunk at a time (``Dealing.depth``), so a short one costs it no wait but rank 0's answer.
+IN_TURN_ROUND = 256
 IN_TURN_PER_RANK = (4, PER_RANK_PREDICTABLE)
 
 

@@ -47,14 +47,14 @@ class Policy:
     depth: int
 
     @classmethod
-    def of(cls, settings: RunSettings, ranks: int, batch_size: int) -> Policy:
+    def of(cls, settings: RunSettings, ranks: int, batch_size: int, in_turn: bool = False) -> Policy:
         """The settings' ``schedule`` resolved for a run (refill on several ranks unless they say
-        ``batches``). On one rank a strategy that names its order in advance has its next
+        ``batches``; ``in_turn``: no rank has compile workers, ``Dealing.depth``). On one rank a strategy that names its order in advance has its next
         hand-out out too, so that it compiles while the rank measures the one before; one that
         learns from every result is asked only once it was told everything."""
-        dealing = Dealing.of(settings.schedule, ranks, batch_size)
+        dealing = Dealing.of(settings.schedule, ranks, batch_size, in_turn)
         refilled = dealing.schedule is Schedule.REFILL
-        return cls(dealing, DEPTH if refilled or dealing.per_rank > 1 else pipeline_depth(ranks))
+        return cls(dealing, dealing.depth if refilled or dealing.per_rank > 1 else pipeline_depth(ranks))
 
     @property
     def whole(self) -> bool:
@@ -95,7 +95,7 @@ class Handouts:
     def __init__(self, manager: Manager):
         self.manager = manager
         self.ranks = manager.ranks
-        self.policy = Policy.of(manager.settings, self.ranks, manager.batch_size)
+        self.policy = Policy.of(manager.settings, self.ranks, manager.batch_size, manager.compiles_in_turn)
         self.held: list[deque[int]] = [deque() for _ in range(self.ranks)]  # each rank's hand-outs, oldest first
         self.waiting: dict[int, set[int]] = {}  # by hand-out: the ranks whose report has not come
         self.started_s = np.zeros(self.ranks)  # when each rank started the order it measures (rank 0's clock)
@@ -189,7 +189,7 @@ class Handouts:
         while no cost is known, so that long chunks are dealt by predicted cost, not blind. Then
         a batch holds the run's batch size; a refilled chunk ``per_rank``, fewer towards the end,
         so that the last chunks, which nothing can hide behind, end together (guided
-        self-scheduling: what is left shared over every rank's two orders)."""
+        self-scheduling: what is left shared over ``DEPTH`` orders of every rank)."""
         costs = self.manager.costs
         costs_known = costs is None or costs.learned > 0
         if self.policy.whole:

@@ -60,6 +60,7 @@ class Manager:
         self.objective = cache.objective
         self.ranks = len(hosts)
         refilled = self.settings.schedule.resolved(self.ranks) is Schedule.REFILL
+        self.compiles_in_turn = compiles_in_turn
         self.batching = Batching.of(
             self.ranks, self.strategy, setup.settings.batch_size, refilled_in_turn=refilled and compiles_in_turn
         )

@@ -137,7 +137,7 @@ def open_run(
         return None, f"{problem.spec_path}: cache: {exc}"
     in_turn = not any(p.compile_workers for p in placements)
     manager = Manager(setup, cache, hosts, devices, clock, compiles_in_turn=in_turn)
-    policy = Policy.of(settings, len(hosts), manager.batch_size)
+    policy = Policy.of(settings, len(hosts), manager.batch_size, in_turn)
     cache.start_run(
         RunInfo(
             started_unix,

@@ -119,3 +119,28 @@ def test_a_refilled_run_hands_out_nothing_that_would_end_after_the_time_limit(tm
         finished_s = f["results"]["finished_s"]
         assert len(finished_s) >= 12 and float(np.max(finished_s)) <= 3.2
     assert "stopped early (time_limit)" in capsys.readouterr().out
+
+
+def test_ranks_that_compile_in_turn_get_their_next_chunk_only_once_they_ran_out(tmp_path):
+    """Without compile workers a queued chunk hides nothing but rank 0's answer, and would race
+    against the best known a whole chunk earlier: each rank holds one chunk, dealt after the
+    rank's previous chunk ended, so it races against everything measured by then."""
+    ranks = Ranks(tmp_path, 3, growing, strategy="brute_force", schedule="refill", batch_size=12, confirm=0)
+    manager = ranks.open()
+    assert manager.compiles_in_turn  # the ranks' placements have no compile workers
+    assert ranks.run(manager) is StopReason.FINISHED
+    with h5py.File(ranks.cache_path, "r") as f:
+        results = f["results"][...]
+    ended = {(int(r["rank"]), int(r["batch"])): 0.0 for r in results}
+    for r in results:
+        key = (int(r["rank"]), int(r["batch"]))
+        ended[key] = max(ended[key], float(r["finished_s"]))
+    dealt = 0
+    for orders in ranks.orders:
+        for rank, order in enumerate(orders):
+            earlier = [s for (k, b), s in ended.items() if k == rank and b < order.batch]
+            if order.ids and earlier:
+                assert order.now_s >= max(earlier) - 1e-9, (rank, order.batch)
+                dealt += 1
+    assert dealt >= 3  # refills happened, several chunks a rank
+    assert len(ids := recorded(ranks.cache_path)[0]) == len(set(ids)) == 40
