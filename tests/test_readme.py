@@ -21,7 +21,8 @@ KINDS = {
     "header": re.compile(
         r"mpitune: tuning \w+ \(\w+\) on \d+ rank\(s\): \d+ configurations, \d+ already in \S+, "
         r"strategy \w+, (?:batches of \d+|refilled as ranks run short \(chunks of up to \d+ a rank, dealt once "
-        r"\d+ of \d+ ranks holds? fewer than \d+ orders\)|refilled as each rank runs out \(chunks of up to \d+ a rank\)), "
+        r"\d+ of \d+ ranks holds? fewer than \d+ orders\)"
+        r"|refilled as each rank runs out \(chunks of up to \d+ a rank\)), "
         r"(?:compiling in turn|\d+ compile worker\(s\) per rank|\d+-\d+ compile workers per rank)"
     ),
     "batch": re.compile(

@@ -215,8 +215,9 @@ class ReplayBackend(Backend):
         that would look like independent evidence to the statistics. Simulated time: the
         compiles of the candidates not in ``compiled`` (phase compile: each as long as the
         replayed run's such compiles took per candidate, else as its recorded compile), then the
-        launches and each candidate's loading and warm-up launch (``_warm_up_s``), in one phase of the order's name (``Retime.phase``). ``stopping`` is not
-        asked: the launches are numbers, made at once, whatever simulated time they stand for."""
+        launches and each candidate's loading and warm-up launch (``_warm_up_s``), in one phase
+        of the order's name (``Retime.phase``). ``stopping`` is not asked: the launches are
+        numbers, made at once, whatever simulated time they stand for."""
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, self.retimes, *retime.ids])
         self.retimes += 1

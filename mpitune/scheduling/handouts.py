@@ -49,9 +49,10 @@ class Policy:
     @classmethod
     def of(cls, settings: RunSettings, ranks: int, batch_size: int, in_turn: bool = False) -> Policy:
         """The settings' ``schedule`` resolved for a run (refill on several ranks unless they say
-        ``batches``; ``in_turn``: no rank has compile workers, ``Dealing.depth``). On one rank a strategy that names its order in advance has its next
-        hand-out out too, so that it compiles while the rank measures the one before; one that
-        learns from every result is asked only once it was told everything."""
+        ``batches``; ``in_turn``: no rank has compile workers, ``Dealing.depth``). On one rank a
+        strategy that names its order in advance has its next hand-out out too, so that it
+        compiles while the rank measures the one before; one that learns from every result is
+        asked only once it was told everything."""
         dealing = Dealing.of(settings.schedule, ranks, batch_size, in_turn)
         refilled = dealing.schedule is Schedule.REFILL
         return cls(dealing, dealing.depth if refilled or dealing.per_rank > 1 else pipeline_depth(ranks))

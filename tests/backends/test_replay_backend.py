@@ -118,7 +118,9 @@ def test_a_candidate_timed_again_is_warmed_up_as_its_source_verified_it(tmp_path
     for host_verified in (True, False):
         run = replace(problem.replay_run, host_verified=host_verified)
         timeline = Timeline(Clock(simulated=True))
-        launches = replay.create(replace(problem, replay_run=run), str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
+        launches = replay.create(replace(problem, replay_run=run), str(tmp_path)).retime(
+            order, timeline, {0: Compiled(0)}
+        )
         charged[host_verified] = timeline.clock.now() - launches[0].time_ms / 1000
     assert charged == {True: pytest.approx(0.0021), False: pytest.approx(0.005)}
 
