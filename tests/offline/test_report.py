@@ -90,7 +90,7 @@ def test_json_keys_stand_in_the_order_earlier_versions_wrote(cache):
     # Keys added since come last.
     assert list(s["run_list"][0]) == [
         "run", "started", "wall_s", "finished", "status", "ranks", "strategy", "seed", "max_fevals",
-        "time_limit_s", "batch_size", "space_size", "measured", "command", "version", "schedule",
+        "time_limit_s", "batch_size", "space_size", "measured", "command", "version", "schedule", "in_turn",
     ]  # fmt: skip
     assert s["pareto"] is None and s["problem"]["imported_from"] is None
     assert list(s["confirmation"]) == ["winner", "winner_ms", "ci_ms", "tied"]
