@@ -14,7 +14,7 @@ from test_manager import Ranks, recorded
 
 from mpitune.backends.replay import ReplayBackend
 from mpitune.offline.report import render
-from mpitune.scheduling.devices.confirming import rounds_for
+from mpitune.scheduling.devices.confirming import ANCHORS, LAUNCHES_PER_CANDIDATE, rounds_for, spread
 from mpitune.scheduling.messages import StopReason
 
 
@@ -109,6 +109,36 @@ def test_rounds_share_thirty_launches_per_candidate_and_shrink_for_slow_kernels(
     # Five candidates of 6.8 ms on one rank after a 14 s run: 30 rounds would be 7 % of it.
     assert rounds_for(1, round_s=5 * 6.8e-3, run_s=14.0) == 12
     assert rounds_for(1, round_s=10.0, run_s=14.0) == 5  # never below what a factor needs
+
+
+def test_many_ranks_time_the_two_best_everywhere_and_spread_the_others_over_enough_ranks():
+    shares = spread(list(range(12)), 24, 5)
+    assert len(shares) == 24 and all(share[:ANCHORS] == (0, 1) for share in shares)
+    assert {len(share) for share in shares} == {2 + 3}  # 10 others x 30 launches over 24 x 5 rounds: 3 a rank
+    launches = {i: 5 * sum(i in share for share in shares) for i in range(12)}
+    assert launches[0] == launches[1] == 24 * 5
+    assert all(LAUNCHES_PER_CANDIDATE <= launches[i] < 24 * 5 for i in range(2, 12)), launches
+    # Where spreading would not halve what the others are launched, all go everywhere.
+    assert spread([7, 3, 5, 9, 1], 3, 10) == [(7, 3, 5, 9, 1)] * 3
+    assert spread([4, 2], 64, 5) == [(4, 2)] * 64
+
+
+def test_a_confirmation_on_many_ranks_spreads_its_candidates_and_names_the_same_winner(tmp_path, capsys):
+    ranks = biased(Ranks(tmp_path, 24, strategy="brute_force"), tuple(1.0 + 0.002 * r for r in range(24)))
+    assert ranks.run(ranks.open()) is StopReason.FINISHED
+    t = tables(ranks.cache_path)
+    launches = t["retimed"][t["retimed"]["purpose"] == b"confirm"]
+    per_candidate = {int(c): int((launches["config_id"] == c).sum()) for c in set(launches["config_id"].tolist())}
+    assert len(per_candidate) == 5
+    everywhere = sorted(n for n in per_candidate.values() if n == 24 * 5)
+    assert len(everywhere) == ANCHORS  # the two best on every rank ...
+    assert all(LAUNCHES_PER_CANDIDATE <= n < 24 * 5 for n in per_candidate.values() if n != 24 * 5)  # the rest
+    confirmed = t["confirmed"]
+    winner = ranks.setup.space.config(int(confirmed["config_id"][confirmed["winner"] == 1][0]))
+    assert (winner["x"], winner["y"]) == (8, 5)
+    factors = t["device_factors"][t["device_factors"]["source"] == b"confirm"]
+    assert np.allclose(factors["factor"] / factors["factor"][0], [1.0 + 0.002 * r for r in range(24)], rtol=1e-9)
+    assert "the 2 best on every rank and up to 3 a rank" in capsys.readouterr().out
 
 
 class _Always(dict):

@@ -1,11 +1,16 @@
 """Rank 0's confirmation: once the search has ended by itself, the best candidates are timed
-again, interleaved round after round on every rank, and judged (model/confirmation.py).
+again, interleaved round after round on the ranks, and judged (model/confirmation.py).
 
 The search's best is the smallest of many noisy medians, each measured once on one device: among
 configurations within noise of each other it is a draw, and on several devices each median also
 carries its device's bias. Timing the few candidates again on every device, in turn, gives each
 the same devices and the same drift, from which the devices' factors come out and the candidates'
 medians can be compared; the winner is then named with the candidates it cannot be told from.
+
+On many ranks every candidate on every rank would be far more launches than a median needs, and
+a slow candidate would hold every rank: there the two best (``ANCHORS``) go to every rank, which
+is what the devices' factors rest on, and the others are spread, each to as few ranks as still
+give it ``LAUNCHES_PER_CANDIDATE`` launches (``spread``).
 
 Only a search that ended on its own (``FINISHED``, ``MAX_FEVALS``) is confirmed: one cut short
 is resumed, and confirmed when it ends. A stop (a signal, the stop file) during the
@@ -37,6 +42,7 @@ MIN_ROUNDS = 5  # per rank: what its device factor rests on, with every candidat
 # Fewer rounds (not below MIN_ROUNDS) where the candidates' launches would take more than this
 # share of the run so far: slow kernels have fewer configurations timed per second to confirm.
 SHARE_OF_RUN = 0.03
+ANCHORS = 2  # the best candidates, timed on every rank: the devices' factors rest on them
 
 
 def rounds_for(ranks: int, round_s: float = 0.0, run_s: float = math.inf) -> int:
@@ -47,6 +53,27 @@ def rounds_for(ranks: int, round_s: float = 0.0, run_s: float = math.inf) -> int
     if round_s > 0 and math.isfinite(run_s):
         rounds = min(rounds, math.floor(SHARE_OF_RUN * run_s / round_s))
     return max(MIN_ROUNDS, rounds)
+
+
+def spread(ids: Sequence[int], ranks: int, rounds: int) -> list[tuple[int, ...]]:
+    """Each rank's candidates, of ``ids`` (best first): the ``ANCHORS`` best on every rank, the
+    others in consecutive runs, each rank as many as give every one of them at least
+    ``LAUNCHES_PER_CANDIDATE`` launches in ``rounds`` rounds. Every candidate on every rank
+    where that would not at least halve the others' launches.
+
+    Args:
+        ids: the candidates, best first.
+        ranks: how many ranks share the confirmation.
+        rounds: rounds per rank.
+
+    Returns:
+        One tuple of candidate ids per rank, anchors first.
+    """
+    anchors, others = tuple(ids[:ANCHORS]), list(ids[ANCHORS:])
+    each = math.ceil(len(others) * LAUNCHES_PER_CANDIDATE / (ranks * rounds)) if others else 0
+    if 2 * each > len(others):
+        return [tuple(ids)] * ranks
+    return [anchors + tuple(others[(rank * each + j) % len(others)] for j in range(each)) for rank in range(ranks)]
 
 
 class Confirming:
@@ -62,7 +89,8 @@ class Confirming:
         self.k, self.ranks, self.cache = k, ranks, cache
         self.recorded = recorded  # a replay's: the candidates its run confirmed, by parameter values
         self.wanted = k > 0 and kernel_time
-        self.retime: Retime | None = None
+        self.retime: Retime | None = None  # every candidate, as the flight and the progress line name it
+        self.shares: list[Retime] = []  # rank by rank: its candidates (``spread``)
         self.started_s = math.nan
         self.batch = -1  # the batch number the confirmation went out as
         self.verdict: Verdict | None = None
@@ -101,8 +129,9 @@ class Confirming:
             return None
         time_ms = {r.config_id: r.time_ms for r in leaders}
         rounds = rounds_for(self.ranks, sum(time_ms[i] for i in ids) / 1e3, now_s)
-        self.owed = {i: rounds * self.ranks for i in ids}
-        return self._hand_out(ids, rounds, now_s, batch, work)
+        shares = spread(ids, self.ranks, rounds)
+        self.owed = dict(Counter(i for share in shares for i in share for _ in range(rounds)))
+        return self._hand_out(ids, shares, rounds, now_s, batch, work)
 
     def _finish(
         self, pending: Pending, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
@@ -118,18 +147,32 @@ class Confirming:
             rounds,
             self.ranks,
         )
-        return self._hand_out(list(pending.candidates), rounds, now_s, batch, work)
+        ids = list(pending.candidates)
+        return self._hand_out(ids, [tuple(ids)] * self.ranks, rounds, now_s, batch, work)
 
     def _hand_out(
-        self, ids: list[int], rounds: int, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
+        self,
+        ids: list[int],
+        shares: list[tuple[int, ...]],
+        rounds: int,
+        now_s: float,
+        batch: int,
+        work: Callable[[list[int]], dict[int, Work]],
     ) -> list[Order]:
+        """The orders that time ``shares[rank]`` on each rank, ``rounds`` rounds."""
         made = work(ids)
-        retime = Retime.of((made[i] for i in ids), rounds)
-        self.retime, self.started_s, self.batch = retime, now_s, batch
+        self.retime = Retime.of((made[i] for i in ids), rounds)
+        self.shares = [Retime.of((made[i] for i in share), rounds) for share in shares]
+        self.started_s, self.batch = now_s, batch
         log.info(
-            "confirming %d candidates: %d round(s) on each of %d rank(s)", len(retime.work), retime.rounds, self.ranks
+            "confirming %d candidates: %d round(s) on each of %d rank(s), %d to %d candidates a rank",
+            len(ids),
+            rounds,
+            self.ranks,
+            min(map(len, shares)),
+            max(map(len, shares)),
         )
-        return [Order(now_s, batch, retime=retime)] * self.ranks
+        return [Order(now_s, batch, retime=share) for share in self.shares]
 
     def _recorded(self, leaders: Sequence[Scored]) -> list[int]:
         """A replay's candidates: those its run confirmed, best first, when all are among the
@@ -169,13 +212,12 @@ class Confirming:
     def _unmade(self, mine: Sequence[tuple[int, Launch]], offset: int) -> list[tuple[int, Launch]]:
         """The launches of this run's part not made, as many of each candidate as it still owes
         (``left``): NaN launches at the places of the plan they would have had."""
-        assert self.retime is not None
         done = {(rank, x.config_id, x.round) for rank, x in mine}
         slots = [
             (rank, Launch(c, offset + r, math.nan))
-            for r in range(self.retime.rounds)
-            for rank in range(self.ranks)
-            for c in self.retime.ids
+            for r in range(max((share.rounds for share in self.shares), default=0))
+            for rank, share in enumerate(self.shares)
+            for c in share.ids
             if (rank, c, offset + r) not in done
         ]
         taken: Counter[int] = Counter()
@@ -208,9 +250,11 @@ class Confirming:
             else ""
         )
         tied = f", tied with {len(v.tied)}: {shown}{more}" if v.tied else ", no ties"
+        most = max((len(share.work) for share in self.shares), default=len(retime.work))
+        spread = f", the {ANCHORS} best on every rank and up to {most} a rank" if most < len(retime.work) else ""
         earlier = self.earlier
         finished = f", with run {earlier.run}'s {earlier.made} launches" if earlier is not None and earlier.made else ""
         return (
             f"confirmed best {v.winner_ms:.4g} ms [{lo_ms:.4g}, {hi_ms:.4g}] {config(v.winner)}{tied} "
-            f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s){finished})"
+            f"({len(retime.work)} candidates x {retime.rounds} rounds on {self.ranks} rank(s){spread}{finished})"
         )
