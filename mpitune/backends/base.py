@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -74,20 +75,11 @@ class Draft:
         self.times_ms, self.raced, self.time_ms = times_ms, raced, median_ms(times_ms)
 
     def result(self) -> Result:
-        return Result(
-            self.config_id,
-            self.status,
-            self.time_ms,
-            tuple(self.times_ms),
-            self.compile_s,
-            self.verify_s,
-            self.benchmark_s,
-            self.error,
-            self.raced,
-            self.throttled,
-            dict(self.observed),
-            first_ms=self.first_ms,
-        )
+        """The frozen result, field by field by name: a field is declared here as in ``Result``
+        (tests/backends/test_draft.py holds the two together), lists and dicts copied as tuples and dicts."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["times_ms"], values["observed"] = tuple(self.times_ms), dict(self.observed)
+        return Result(**values)
 
 
 def timed(compile_one: Callable[[], Compiled]) -> Compiled:

@@ -26,6 +26,9 @@ ITERATIONS = "iterations"
 
 @dataclass(frozen=True)
 class Column:
+    """One field of a dataset. ``doc`` is its meaning as docs/cache-format.md shows it (a test
+    holds each table there to these tables)."""
+
     name: str
     dtype: str  # a numpy dtype string, or ITERATIONS
     doc: str
@@ -33,29 +36,42 @@ class Column:
 
 # One row per measured configuration: config_id, then one column per tunable parameter, then these.
 RESULT_COLUMNS: tuple[Column, ...] = (
-    Column("status", SHORT_TEXT, "ok, compile_error, launch_error, runtime_error, verify_failed, timeout, invalid"),
-    Column("time_ms", "f8", "median of the timed launches, ms"),
-    Column("times_ms", ITERATIONS, "every timed launch, ms"),
-    Column("compile_s", "f8", "compiling, s"),
-    Column("verify_s", "f8", "the verified (and warm-up) launch, s"),
-    Column("benchmark_s", "f8", "the timed launches, s"),
-    Column("launches", "i4", "timed launches it got: iterations, or fewer when raced"),
-    Column("raced", "i1", "1 when racing stopped its timing early (a clearly slower configuration)"),
+    Column(
+        "status",
+        SHORT_TEXT,
+        "`ok`, `compile_error`, `launch_error`, `runtime_error`, `verify_failed`, `timeout` or `invalid`: "
+        "the values of `mpitune.model.result.Status`",
+    ),
+    Column(
+        "time_ms",
+        "f8",
+        "median of `times_ms`, ms (Kernel Tuner's `time`); in a file `import` wrote, Kernel Tuner's `time` "
+        "as it was, the mean of `times_ms`; NaN unless `ok`",
+    ),
+    Column("times_ms", ITERATIONS, "every timed launch, ms; NaN where there was none"),
+    Column("compile_s", "f8", "compiling it (or waiting for its compile worker) and loading it, s"),
+    Column("verify_s", "f8", "its verified launch, also its warm-up, s"),
+    Column("benchmark_s", "f8", "its timed launches, s"),
+    Column("launches", "i4", "the timed launches it got: `iterations`, or fewer when raced"),
+    Column("raced", "i1", "1 when racing stopped its timing early, as clearly slower than the best known"),
     Column(
         "throttled",
         NAME_TEXT,
-        "why the GPU was throttled while it was first timed, so it was timed again; empty if not",
+        "why the GPU held its clocks down while it was first timed, so that it was timed again "
+        "(`again: ...` when the second timing was throttled too); empty if not",
     ),
-    Column("run", "i4", "which run (row of runs) measured it"),
-    Column("batch", "i8", "which batch of that run"),
-    Column("rank", "i4", "which rank measured it"),
+    Column("run", "i4", "the run that measured it: its row in `runs`"),
+    Column("batch", "i8", "the hand-out of that run it came in"),
+    Column("rank", "i4", "the rank that measured it"),
     Column("host", NAME_TEXT, "that rank's host"),
     Column("device", NAME_TEXT, "that rank's device model"),
-    Column("started_s", "f8", "start on the run's clock, s"),
-    Column("finished_s", "f8", "end on the run's clock, s"),
-    Column("error", LONG_TEXT, "why it failed, empty when ok"),
+    Column("started_s", "f8", "its start on the run's clock (seconds since the run started)"),
+    Column("finished_s", "f8", "its end on the run's clock"),
+    Column("error", LONG_TEXT, "the compiler's log (shortened), the crash or the mismatch; empty when `ok`"),
 )
-CONFIG_ID = Column("config_id", "i8", "index of the configuration in the search space")
+CONFIG_ID = Column(
+    "config_id", "i8", "the configuration's row in the search space (Cartesian order, restrictions applied)"
+)
 # Kernel Tuner's cache (offline/exchange.py writes it, store/measured.py reads it) holds each
 # configuration as one flat object: the parameters beside these keys, Kernel Tuner 1.5.0's own
 # results (kernel_tuner/core.py) and the status an export adds. A parameter so named is lost there.
@@ -80,41 +96,59 @@ MAX_NAME = 64  # characters in a parameter's name: a column of the file, a name 
 MAX_TEXT_BYTES = 1024  # a text value's UTF-8 bytes: one compiler argument each, printed in progress lines
 
 TIMELINE_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("rank", "i4", "which rank"),
-    Column("batch", "i8", "which batch, -1 outside batches"),
-    Column("config_id", "i8", "the configuration, -1 for work not tied to one"),
-    Column("phase", SHORT_TEXT, "startup, compile, verify, benchmark, write, strategy, wait, ..."),
-    Column("start_s", "f8", "start on the run's clock, s"),
-    Column("end_s", "f8", "end on the run's clock, s"),
+    Column("run", "i4", "the run"),
+    Column("rank", "i4", "the rank"),
+    Column("batch", "i8", "the hand-out it served; -1 before the first"),
+    Column("config_id", "i8", "the configuration, or -1 for a phase not about one"),
+    Column(
+        "phase",
+        SHORT_TEXT,
+        "`spec` (loading the spec: its own code and the checks of what it defines), `startup`, `strategy`, "
+        "`compile`, `verify`, `benchmark`, `calibrate` (timing the reference configuration with a chunk), "
+        "`confirm` (timing the best candidates again once the search has ended; its batch is the one after "
+        "the search's last), `write`, `lost` (a configuration whose worker hung or died), `restart` (starting "
+        "a new worker), `other`, `wait`; and, beside these, `compile_ahead` (a compile by one of the rank's "
+        "compile workers; `compile` is then the time the rank waited for it, plus loading), `worker_start` "
+        "(its measuring worker's start), `strategy_beside` and `write_beside` (rank 0's strategy and writes "
+        "while its own chunk was measured beside them), which are no part of the rank's wall time",
+    ),
+    Column("start_s", "f8", "its start, seconds since the run started (all ranks left a barrier together)"),
+    Column("end_s", "f8", "its end, on the same clock"),
 )
 RUN_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "index of the run"),
-    Column("started_unix", "f8", "start, seconds since the epoch"),
-    Column("wall_s", "f8", "wall time, s; NaN while running or after a kill"),
-    Column("ranks", "i4", "ranks in the run"),
-    Column("strategy", NAME_TEXT, "search strategy"),
-    Column("seed", "i8", "strategy seed"),
-    Column("max_fevals", "i8", "budget in configurations, -1 for none"),
-    Column("time_limit_s", "f8", "budget in seconds, NaN for none"),
-    Column("batch_size", "i4", "configurations per batch"),
+    Column("run", "i4", "the run's number, from 0"),
+    Column("started_unix", "f8", "its start, seconds since the epoch"),
+    Column("wall_s", "f8", "its measured wall time, s; NaN while it runs or if it was killed"),
+    Column("ranks", "i4", "its ranks"),
+    Column("strategy", NAME_TEXT, "the search strategy"),
+    Column("seed", "i8", "the strategy's seed"),
+    Column("max_fevals", "i8", "the budget in configurations; -1 for none"),
+    Column("time_limit_s", "f8", "the budget in seconds; NaN for none"),
+    Column("batch_size", "i4", "configurations per hand-out round of all ranks"),
     Column("space_size", "i8", "valid configurations in the space"),
     Column("measured", "i8", "configurations this run measured"),
-    Column("status", SHORT_TEXT, "running, or why the run stopped"),
+    Column(
+        "status",
+        SHORT_TEXT,
+        "`running` (or killed), else why it stopped: `finished`, `max_fevals`, `time_limit`, `signal` "
+        "(SIGTERM, SIGUSR1 or the stop file), `device_error` (a lost GPU), `spec_error` (a spec's "
+        "per-configuration function failed), `silent_rank` (a rank stopped answering) or `file_lost` "
+        "(the file was removed, replaced or truncated)",
+    ),
     Column("command", LONG_TEXT, "the command line"),
-    Column("version", SHORT_TEXT, "mpitune version"),
+    Column("version", SHORT_TEXT, "the mpitune version"),
 )
 IN_FLIGHT_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("batch", "i8", "which batch"),
-    Column("rank", "i4", "the rank holding the configuration"),
-    Column("config_id", "i8", "the configuration handed out and not yet recorded"),
+    Column("run", "i4", "the run"),
+    Column("batch", "i8", "the hand-out"),
+    Column("rank", "i4", "the rank it was handed to"),
+    Column("config_id", "i8", "a configuration handed out and not yet recorded"),
 )
 # The search's history, from which a resumed run rebuilds its strategy (nothing executable is stored):
 # every ask in order, with the size asked for, and one row per run that ended cleanly.
 ASKED_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("batch", "i8", "which batch: the ask that made it"),
+    Column("run", "i4", "the run"),
+    Column("batch", "i8", "the hand-out this ask made"),
     Column("requested", "i8", "how many ids the strategy was asked for"),
     Column("config_id", "i8", "an id it answered, in its order"),
 )
@@ -122,39 +156,52 @@ ASKED_COLUMNS: tuple[Column, ...] = (
 # run's rank count) but came whenever ranks wanted work, one row per ask: how many of the run's
 # results rows (told in row order, one report at a time) the strategy knew when it was asked.
 TOLD_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("batch", "i8", "which batch: the ask that made it"),
-    Column("rows", "i8", "results rows of this run told to the strategy before the ask"),
+    Column("run", "i4", "the run"),
+    Column("batch", "i8", "the hand-out this ask made"),
+    Column("rows", "i8", "how many of the run's `results` rows the strategy had been told when it was asked"),
 )
 # How each run handed out its work (scheduling/handouts.py, ``Policy``): a replay of the run hands it
 # out the same way. A file without the table: batches, but where a run recorded told counts (only
 # refilled runs did before every run recorded them).
 SCHEDULE_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("schedule", SHORT_TEXT, "refill or batches"),
+    Column("run", "i4", "the run"),
+    Column("schedule", SHORT_TEXT, "how it handed out its work: `refill` or `batches`"),
 )
 SEARCH_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run; a killed run has no row"),
-    Column("key", "S64", "SHA-256 of the strategy, seed, options and objective"),
-    Column("continuable", "i1", "1 if the next run may continue this search, 0 if ids came back unmeasured"),
+    Column("run", "i4", "the run"),
+    Column(
+        "key",
+        "S64",
+        "SHA-256 (hex) of the strategy, seed, options and objective, as JSON, and of the priors' `sha256` "
+        "where the run had priors",
+    ),
+    Column(
+        "continuable",
+        "i1",
+        "1 if the next run with the same key continues this search; 0 if ids it handed out came back unmeasured",
+    ),
 )
 # The priors a run started from (model/prior.py): measurements made elsewhere, read when the run
 # started. A resumed run continues the recorded search only when its priors have the same digests.
 PRIOR_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("path", LONG_TEXT, "the prior's file (an mpitune file or a Kernel Tuner cache), absolute"),
+    Column("run", "i4", "the run"),
+    Column("path", LONG_TEXT, "the prior's file, absolute: an mpitune file or a Kernel Tuner cache"),
     Column("kernel_name", NAME_TEXT, "the kernel it measured"),
     Column("device", NAME_TEXT, "the device it was measured on, as it records it"),
     Column("problem_size", NAME_TEXT, "its problem size, as JSON"),
-    Column("shared", LONG_TEXT, "the tunable parameters it shares with this space, comma-separated"),
+    Column(
+        "shared",
+        LONG_TEXT,
+        "the tunable parameters it shares with this space, comma-separated: what configurations were matched on",
+    ),
     Column("matched", "i8", "configurations of this space it gives a time"),
-    Column("sha256", "S64", "SHA-256 of the file's bytes when the run read it"),
+    Column("sha256", "S64", "SHA-256 (hex) of the file's bytes when the run read it; part of the search's `key`"),
 )
 # The Pareto front of a run with several objectives, as its latest run ended (model/pareto.py
 # computes it from the results, metrics and observed values; a reader computes the same from them
 # at any time). Absent from files of one objective; files before it read as if computed.
 FRONT_COLUMNS: tuple[Column, ...] = (
-    Column("config_id", "i8", "a configuration on the front, in the order of results"),
+    Column("config_id", "i8", "a configuration on the front, in the order of `results`"),
 )
 # The ranks' devices compared (scheduling/devices/): during the search every rank times a
 # reference configuration now and then (calibration), and once the search ends the best
@@ -162,43 +209,89 @@ FRONT_COLUMNS: tuple[Column, ...] = (
 # kept, apart from the search's rows, with the verdict on each candidate and each rank's device
 # factor estimated from them.
 RETIMED_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("batch", "i8", "the batch it came with: the calibration's, or the confirmation's own"),
-    Column("rank", "i4", "which rank timed it"),
+    Column("run", "i4", "the run"),
+    Column("batch", "i8", "the hand-out it came with: the calibration's, or the confirmation's own"),
+    Column("rank", "i4", "the rank that timed it"),
     Column("config_id", "i8", "the configuration timed: the reference, or a candidate"),
-    Column("round", "i4", "the round: every configuration of it is launched once per round"),
-    Column("time_ms", "f8", "the launch's time, ms; NaN when it could not be launched or was dropped"),
-    Column("purpose", SHORT_TEXT, "calibrate or confirm"),
+    Column("round", "i4", "the round: a rank launches each of its configurations once per round"),
+    Column(
+        "time_ms",
+        "f8",
+        "the launch's time, ms; NaN when the configuration could not be launched there, was no longer "
+        "launched there as clearly slower (after 3 rounds), or was not launched before a stop",
+    ),
+    Column(
+        "purpose",
+        SHORT_TEXT,
+        "`calibrate` (the search's reference), `confirm` (a launch of the confirmation) or `unmade` "
+        "(one a stop left owed, which the next run makes)",
+    ),
 )
 CONFIRMED_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("config_id", "i8", "a candidate, in the order of their medians"),
+    Column("run", "i4", "the run"),
+    Column("config_id", "i8", "a candidate, in the order of their medians; its parameters are in its `results` row"),
     Column("median_ms", "f8", "median of its launches on every rank, each divided by its rank's factor, ms"),
-    Column("ci_lo_ms", "f8", "lower end of the median's bootstrap confidence interval, ms"),
+    Column("ci_lo_ms", "f8", "lower end of the median's bootstrap confidence interval (95 %), ms"),
     Column("ci_hi_ms", "f8", "upper end, ms"),
     Column("launches", "i4", "its launches that were timed"),
-    Column("winner", "i1", "1 for the winner"),
+    Column("winner", "i1", "1 for the winner, the lowest median"),
     Column("tied", "i1", "1 when statistically tied with the winner"),
     Column("started_s", "f8", "when the confirmation was handed out, on the run's clock, s"),
     Column("finished_s", "f8", "when its launches were recorded, s"),
 )
 DEVICE_FACTOR_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("batch", "i8", "the estimate holds from the batch after this one"),
-    Column("rank", "i4", "which rank"),
-    Column("factor", "f8", "its times over the ranks' common time (their geometric mean is 1)"),
-    Column("sd", "f8", "the factor's standard error"),
-    Column("flagged", "i1", "1 when it differs from the others' by more than its noise plus the flag margin"),
-    Column("source", SHORT_TEXT, "what it was estimated from: calibrate (the search's references) or confirm"),
+    Column("run", "i4", "the run"),
+    Column("batch", "i8", "the estimate holds from the hand-out after this one"),
+    Column("rank", "i4", "the rank"),
+    Column("factor", "f8", "the rank's times over the ranks' common time; their geometric mean is 1"),
+    Column("sd", "f8", "the factor's bootstrap standard error"),
+    Column(
+        "flagged",
+        "i1",
+        "1 when it is further from the median rank's than `sd` times z plus the run's `device_margin` (2 % by "
+        "default), z such that noise flags any of the ranks with 5 % chance (2.24 on 2 ranks, 3.73 on 256)",
+    ),
+    Column("source", SHORT_TEXT, "what it was estimated from: `calibrate` (the search's references) or `confirm`"),
 )
 RANK_COLUMNS: tuple[Column, ...] = (
-    Column("run", "i4", "which run"),
-    Column("rank", "i4", "which rank"),
+    Column("run", "i4", "the run"),
+    Column("rank", "i4", "the rank"),
     Column("host", NAME_TEXT, "its host"),
     Column("device", NAME_TEXT, "its device model"),
-    Column("device_detail", NAME_TEXT, "which device exactly: index, PCI bus, UUID"),
+    Column("device_detail", NAME_TEXT, "which device exactly; for a GPU its index on the node, PCI bus id and UUID"),
     Column("pid", "i8", "its process id"),
 )
+
+
+# Every dataset of fixed columns, by its name in the file ("results" has the parameters besides).
+TABLES: dict[str, tuple[Column, ...]] = {
+    "timeline": TIMELINE_COLUMNS,
+    "runs": RUN_COLUMNS,
+    "ranks": RANK_COLUMNS,
+    "in_flight": IN_FLIGHT_COLUMNS,
+    "asked": ASKED_COLUMNS,
+    "told": TOLD_COLUMNS,
+    "schedules": SCHEDULE_COLUMNS,
+    "searches": SEARCH_COLUMNS,
+    "priors": PRIOR_COLUMNS,
+    "front": FRONT_COLUMNS,
+    "retimed": RETIMED_COLUMNS,
+    "confirmed": CONFIRMED_COLUMNS,
+    "device_factors": DEVICE_FACTOR_COLUMNS,
+}
+_TYPE_NAMES = {"i1": "int8", "i4": "int32", "i8": "int64", "f8": "float64", ITERATIONS: "float64[iterations]"}
+
+
+def type_name(column: Column) -> str:
+    """A column's type as docs/cache-format.md names it."""
+    if column.dtype.startswith("S"):
+        return f"text, {int(column.dtype[1:]):,} bytes"
+    return _TYPE_NAMES[column.dtype]
+
+
+def markdown_rows(columns: Sequence[Column]) -> list[str]:
+    """The rows of a dataset's table in docs/cache-format.md: name, type and meaning."""
+    return [f"| `{c.name}` | {type_name(c)} | {c.doc} |" for c in columns]
 
 
 def outside_int64(value: Any) -> str | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -49,7 +48,15 @@ from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
 from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
 from mpitune.store.rows import RunInfo as RunInfo  # where callers have always found it
-from mpitune.store.rows import objective_values, phase_rows, rank_rows, result_rows, run_row, values_table
+from mpitune.store.rows import (
+    objective_values,
+    phase_rows,
+    rank_rows,
+    result_rows,
+    results_of,
+    run_row,
+    values_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -206,22 +213,8 @@ class Cache:
     def recorded(self) -> list[Result]:
         """Every configuration measured in earlier runs, to tell the strategy on resume."""
         rows = self.results[...]
-        names = rows.dtype.names or ()
         observed = self.observed[...] if self.observed is not None else np.zeros((len(rows), 0))
-        return [
-            Result(
-                config_id=int(r["config_id"]),
-                status=Status(r["status"].decode(errors="replace")),
-                time_ms=float(r["time_ms"]),
-                times_ms=tuple(float(t) for t in r["times_ms"] if not math.isnan(t)),
-                compile_s=float(r["compile_s"]),
-                verify_s=float(r["verify_s"]),
-                benchmark_s=float(r["benchmark_s"]),
-                raced=bool(r["raced"]) if "raced" in names else False,
-                observed=dict(zip(self.observed_names, map(float, values))),
-            )
-            for r, values in zip(rows, observed)
-        ]
+        return results_of(rows, [dict(zip(self.observed_names, map(float, values))) for values in observed])
 
     def rewrite_metrics(self, results: Sequence[Scored]) -> None:
         """The metrics of every recorded row, ``results`` in row order as ``recorded`` gave them

@@ -5,16 +5,18 @@ computes from the same rows are the same."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from mpitune.model.objective import TIME
 from mpitune.model.prior import PriorSource
-from mpitune.model.result import Scored
-from mpitune.model.schema import LONG_TEXT, NAME_TEXT, RANKS_DTYPE, RUNS_DTYPE, SHORT_TEXT, TIMELINE_DTYPE
+from mpitune.model.result import Result, Scored, Status
+from mpitune.model.schema import NAME_TEXT, RANKS_DTYPE, RUNS_DTYPE, SHORT_TEXT, TIMELINE_DTYPE
 from mpitune.model.timeline import PhaseRow
 from mpitune.store.layout import text
 
@@ -36,24 +38,20 @@ class RunInfo:
 
 
 def run_row(run: int, info: RunInfo) -> np.ndarray:
-    """The ``runs`` row of a run that starts now: running, nothing measured yet."""
+    """The ``runs`` row of a run that starts now: running, nothing measured yet; filled by
+    column name, a column named as a field of ``info`` from it."""
+    made: dict[str, Any] = {
+        "run": run,
+        "wall_s": math.nan,
+        "max_fevals": -1 if info.max_fevals is None else info.max_fevals,
+        "time_limit_s": math.nan if info.time_limit_s is None else info.time_limit_s,
+        "measured": 0,
+        "status": "running",
+    }
     row = np.zeros(1, RUNS_DTYPE)
-    row[0] = (
-        run,
-        info.started_unix,
-        math.nan,
-        info.ranks,
-        text(info.strategy, NAME_TEXT),
-        info.seed,
-        -1 if info.max_fevals is None else info.max_fevals,
-        math.nan if info.time_limit_s is None else info.time_limit_s,
-        info.batch_size,
-        info.space_size,
-        0,
-        b"running",
-        text(info.command, LONG_TEXT),
-        text(info.version, SHORT_TEXT),
-    )
+    for name in RUNS_DTYPE.names or ():
+        value = made[name] if name in made else getattr(info, name)
+        row[name] = text(value, RUNS_DTYPE[name]) if RUNS_DTYPE[name].kind == "S" else value
     return row
 
 
@@ -90,8 +88,9 @@ def result_rows(
 ) -> np.ndarray:
     """The rows of ``scored`` in the layout ``dtype`` of the file at hand, filled by column
     name: a file of an older schema version lacks the newer columns and keeps its layout.
-    ``placed`` holds each rank's host and device, as the run's start recorded them. Filled a
-    column at a time: one numpy assignment per column, not one per value."""
+    A column named as a field of the results holds that field (text cut to its width); the
+    others are made here. ``placed`` holds each rank's host and device, as the run's start
+    recorded them. Filled a column at a time: one numpy assignment per column, not one per value."""
     hosts, devices = placed
     rows = np.zeros(len(scored), dtype)
     if not scored:
@@ -101,32 +100,58 @@ def result_rows(
     for i, r in enumerate(scored):
         kept = r.times_ms[:iterations]
         times[i, : len(kept)] = kept
-    status = {s: text(s, SHORT_TEXT) for s in {r.status for r in scored}}
-    columns: dict[str, Callable[[], object]] = {
-        "config_id": lambda: [r.config_id for r in scored],
-        "status": lambda: [status[r.status] for r in scored],
-        "time_ms": lambda: [r.time_ms for r in scored],
+    made: dict[str, Callable[[], object]] = {
         "times_ms": lambda: times,
-        "compile_s": lambda: [r.compile_s for r in scored],
-        "verify_s": lambda: [r.verify_s for r in scored],
-        "benchmark_s": lambda: [r.benchmark_s for r in scored],
         "launches": lambda: [len(r.times_ms) for r in scored],
-        "raced": lambda: [int(r.raced) for r in scored],
-        "throttled": lambda: [text(r.throttled, NAME_TEXT) for r in scored],
         "run": lambda: run,
-        "batch": lambda: [r.batch for r in scored],
-        "rank": lambda: [r.rank for r in scored],
         "host": lambda: [text(hosts[r.rank], NAME_TEXT) for r in scored],
         "device": lambda: [text(devices[r.rank], NAME_TEXT) for r in scored],
-        "started_s": lambda: [r.started_s for r in scored],
-        "finished_s": lambda: [r.finished_s for r in scored],
-        "error": lambda: [text(r.error, LONG_TEXT) for r in scored],
     }
     for name in tune_params:
-        columns[name] = lambda name=name: [_param(r.config[name], dtype[name]) for r in scored]  # type: ignore[misc]
+        made[name] = lambda name=name: [_param(r.config[name], dtype[name]) for r in scored]  # type: ignore[misc]
     for name in dtype.names or ():
-        rows[name] = columns[name]()
+        rows[name] = made[name]() if name in made else _field(scored, name, dtype[name])
     return rows
+
+
+def _field(scored: Sequence[Scored], name: str, column: np.dtype) -> object:
+    """A field of every result as its column holds it: text (a status too) encoded once per
+    distinct value and cut to the column's width."""
+    values = [getattr(r, name) for r in scored]
+    if column.kind != "S":
+        return values
+    encoded = {v: text(v, column) for v in set(values)}
+    return [encoded[v] for v in values]
+
+
+# The fields of a result that say where and when it was measured: they belong to the run that
+# measured it, so a row read back leaves them unset (-1, NaN) rather than have this run's ranks
+# and clock take them for its own.
+_PLACE_AND_TIME = frozenset({"rank", "batch", "started_s", "finished_s"})
+_READ_BACK = frozenset(f.name for f in dataclasses.fields(Result)) - _PLACE_AND_TIME - {"observed"}
+
+
+def results_of(rows: np.ndarray, observed: Sequence[Mapping[str, float]]) -> list[Result]:
+    """Results rows read back as ``Result`` records, filled by column name: each column named as
+    a field of ``Result`` (not where and when it was measured) sets that field; ``observed``
+    holds each row's observed values. A file of an older schema version lacks the newer columns,
+    whose fields keep their defaults."""
+    names = [n for n in rows.dtype.names or () if n in _READ_BACK]
+    columns = {n: _column(rows[n], n) for n in names}
+    return [Result(**{n: columns[n][i] for n in names}, observed=observed[i]) for i in range(len(rows))]
+
+
+def _column(values: np.ndarray, name: str) -> list[Any]:
+    """One column's values as the result's field holds them."""
+    if name == "status":
+        return [Status(v.decode(errors="replace")) for v in values]
+    if name == "times_ms":
+        return [tuple(float(t) for t in row if not math.isnan(t)) for row in values]
+    if values.dtype.kind == "S":
+        return [v.decode(errors="replace") for v in values]
+    if name == "raced":
+        return [bool(v) for v in values]
+    return list(values.tolist())
 
 
 def _param(value: object, width: np.dtype) -> object:
