@@ -8,7 +8,7 @@ the median seconds from its start to its end on its rank, the median of its time
 seconds (``benchmark_s``), the median timed launches it got, rank 0's seconds writing the file
 per configuration, the file's size, and the peak resident memory of the largest process of the
 job (a rank or a measuring worker). Racing's verdict after each launch costs the same however
-many launches came before (model/racing.py, ``Standing``), so a configuration's time grows in
+many launches came before (model/judging/racing.py, ``Standing``), so a configuration's time grows in
 proportion to its iterations, racing on or off.
 """
 

@@ -31,8 +31,8 @@ import numpy as np
 from strategies import Replay  # benchmarks/strategies.py: a cache as arrays by config id
 
 from mpitune import strategies
+from mpitune.model.judging.pareto import front_mask, hypervolume, oriented
 from mpitune.model.objective import Objective, expression
-from mpitune.model.pareto import front_mask, hypervolume, oriented
 from mpitune.model.result import Result
 
 DIRECTIONS = (False, False)  # time and threads per block: lower is better

@@ -4,7 +4,7 @@
 
 Each Kernel Tuner cache (``*.json``, ``*.json.gz``) in CACHE_DIR is replayed twice in this
 process, on one rank, through the real loop (Manager, replay backend, HDF5 file): once with
-``racing=False`` and once with racing on, by the rule ``--rule`` names (model/racing.py). The
+``racing=False`` and once with racing on, by the rule ``--rule`` names (model/judging/racing.py). The
 replay backend races the recorded per-iteration times in the order they were measured and spends
 the simulated benchmark time of the launches it made only. Prints, per cache, the timed launches
 and the simulated benchmark seconds of both, what racing saved, the configurations it stopped,
@@ -26,7 +26,7 @@ import tempfile
 
 import numpy as np
 
-from mpitune.model.racing import RaceRule
+from mpitune.model.judging.racing import RaceRule
 from mpitune.scheduling.loop import tune
 from mpitune.scheduling.transport import LocalTransport
 from mpitune.spec.replay import replay_problem

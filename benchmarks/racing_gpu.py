@@ -4,7 +4,7 @@
                                     [--rules majority spread]
 
 SPEC (default: the examples' CUDA matrix multiply) is tuned from an empty compile cache into a
-fresh file once with ``racing = False`` and once per racing rule (model/racing.py), each a copy
+fresh file once with ``racing = False`` and once per racing rule (model/judging/racing.py), each a copy
 of the spec with that line added. Prints, from the files: the wall time, the GPU time
 (verified launch + timed launches, ``verify_s + benchmark_s``), the timed launches, the
 configurations raced, and whether each racing run found the best configuration of full timing.
@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from mpitune.model.racing import RaceRule
+from mpitune.model.judging.racing import RaceRule
 from mpitune.store.reader import read
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mpitune.model.racing import Race
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work
@@ -98,7 +98,7 @@ class Backend(ABC):
     come back as a ``Result`` status. A configuration costs 1 + ``iterations`` launches: the
     first, on freshly reset outputs, is the one verified and is also the warm-up, timed on its
     own (``Result.first_ms``) and not one of ``times_ms``; with a ``race``, timing stops early
-    for a configuration that is clearly slower than the best (model/racing.py), under the
+    for a configuration that is clearly slower than the best (model/judging/racing.py), under the
     default rule on that first launch already (``timed_launches``). Work is recorded as phases
     on the timeline it is given, which also fills ``compile_s``/``verify_s``/``benchmark_s``.
     """

@@ -29,7 +29,7 @@ from mpitune.backends.base import Backend, Compiled, Compiler, Draft, interleave
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.compare import mismatch
 from mpitune.backends.kernel_cache import cached
-from mpitune.model.racing import Race
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work

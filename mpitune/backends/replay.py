@@ -1,7 +1,7 @@
 """Answers each configuration from measured data instead of running a kernel.
 
 Time is emulated: the rank's simulated clock advances by the recorded compile, verify and
-benchmark durations, and by what the recorded run spent besides them (model/timeline.py,
+benchmark durations, and by what the recorded run spent besides them (model/replay_clock.py,
 ``RecordedRun``: start-up, rank 0's own work, the gaps between phases; compiles go to the
 simulated compile workers, process/simulated_compile.py), so a replay on N ranks reports the
 wall time the real run would have taken, and a time limit applies in that simulated time.
@@ -26,7 +26,7 @@ import numpy as np
 
 from mpitune.backends.base import Backend, Compiled, Compiler, Draft, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
-from mpitune.model.racing import Race
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work

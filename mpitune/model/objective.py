@@ -132,7 +132,7 @@ class Objective:
     @property
     def is_kernel_time(self) -> bool:
         """Whether the run minimises the kernel time alone: only then may slower configurations be
-        raced (model/racing.py); with a second objective a slow one can be on the front."""
+        raced (model/judging/racing.py); with a second objective a slow one can be on the front."""
         return self.names == (TIME,) and not self.higher_is_better
 
     def key(self) -> list[Any]:

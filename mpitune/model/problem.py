@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from mpitune.model.identity import ProblemIdentity
+from mpitune.model.judging.racing import RaceRule
 from mpitune.model.kernel_extras import KernelExtras
 from mpitune.model.objective import TIME, Metric
-from mpitune.model.racing import RaceRule
+from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.restrictions import Restriction
-from mpitune.model.timeline import RecordedRun
 from mpitune.model.work import DEFAULT_CANDIDATES
 
 
@@ -192,7 +192,8 @@ class RunSettings:
     schedule: Schedule = Schedule.AUTO  # refill or batches on several ranks
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
-    # Stop timing configurations clearly slower than the best (model/racing.py); only with time as the objective.
+    # Stop timing configurations clearly slower than the best (model/judging/racing.py); only with time as
+    # the objective.
     racing: bool = True
     race_rule: RaceRule = RaceRule.FIRST  # when a configuration's launches so far suffice to stop it
     # The best candidates timed again once the search ends (scheduling/devices/confirming.py); 0: none.

@@ -48,7 +48,7 @@ class Result:
     verify_s: float = 0.0
     benchmark_s: float = 0.0
     error: str = ""
-    # Stopped by racing (model/racing.py) before ``iterations`` timed launches: ``times_ms`` holds
+    # Stopped by racing (model/judging/racing.py) before ``iterations`` timed launches: ``times_ms`` holds
     # the launches it got, and its status stays ok.
     raced: bool = False
     # Why the GPU held its clocks down while this configuration was first timed (power, thermal,
@@ -65,7 +65,7 @@ class Result:
     started_s: float = math.nan  # on the run's clock (model/timeline.py)
     finished_s: float = math.nan
     # How long the first launch took, the verified one (also the warm-up, not in ``times_ms``):
-    # what racing learns how cold a first launch runs from (model/racing.py). NaN where it was
+    # what racing learns how cold a first launch runs from (model/judging/racing.py). NaN where it was
     # not timed, and for rows read back from a file, which does not keep it; a configuration
     # the race stopped on it has it as its one time instead.
     first_ms: float = math.nan

@@ -197,7 +197,7 @@ PRIOR_COLUMNS: tuple[Column, ...] = (
     Column("matched", "i8", "configurations of this space it gives a time"),
     Column("sha256", "S64", "SHA-256 (hex) of the file's bytes when the run read it; part of the search's `key`"),
 )
-# The Pareto front of a run with several objectives, as its latest run ended (model/pareto.py
+# The Pareto front of a run with several objectives, as its latest run ended (model/judging/pareto.py
 # computes it from the results, metrics and observed values; a reader computes the same from them
 # at any time). Absent from files of one objective; files before it read as if computed.
 FRONT_COLUMNS: tuple[Column, ...] = (

@@ -7,7 +7,7 @@ rank 0 keeps it beside the batch in flight to score the result that comes back. 
 the id into a configuration again.
 
 The search times each configuration once, on whichever rank it was dealt to, so its median
-carries that device's bias and one draw of noise. Confirmation (model/confirmation.py) times
+carries that device's bias and one draw of noise. Confirmation (model/judging/confirmation.py) times
 the few candidates again in turn, round after round, on the same devices, so that slow drift
 and a device's bias hit every candidate alike and can be taken out.
 """

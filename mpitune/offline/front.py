@@ -1,7 +1,7 @@
 """The Pareto front of a file with several objectives, for people: the table ``report`` lists
 (text and JSON) and the figure ``plot`` draws.
 
-Both take the front from ``CacheData.front_rows`` (model/pareto.py over the stored rows), the
+Both take the front from ``CacheData.front_rows`` (model/judging/pareto.py over the stored rows), the
 rule the run used when it recorded its front, so report, plot, the HTML report and the file agree.
 The front is listed best first by the first objective, as every "best" of the file is ranked.
 """
@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from mpitune.errors import UserError
+from mpitune.model.judging.pareto import oriented
 from mpitune.model.objective import TIME
-from mpitune.model.pareto import oriented
 from mpitune.model.problem import plain
 from mpitune.store.reader import CacheData
 

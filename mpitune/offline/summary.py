@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.model.pareto import front_rows
+from mpitune.model.judging.pareto import front_rows
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.offline import confirmation as confirmed

@@ -31,8 +31,8 @@ from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
 from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler, unlaunched
 from mpitune.errors import UserError
+from mpitune.model.judging.racing import Race
 from mpitune.model.problem import Problem
-from mpitune.model.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work

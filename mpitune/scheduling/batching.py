@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.searchspace import SearchSpace
-from mpitune.model.timeline import RecordedRun
 from mpitune.strategies.base import Strategy
 
 # Configurations per rank in a batch by default: a strategy that knows its order in advance

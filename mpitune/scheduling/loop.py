@@ -21,7 +21,8 @@ from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem, RunSettings
-from mpitune.model.timeline import Clock, PhaseRow, RecordedRun, Timeline
+from mpitune.model.replay_clock import RecordedRun
+from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompileAhead, CompilePool, default_workers
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.process.simulated_compile import SimulatedCompileAhead
@@ -105,7 +106,7 @@ def _tune(
     caps = backends.capabilities(problem.lang)
     if caps.simulated_clock:
         # A replay's time is the measured time of the real run it stands for; the start-up
-        # of the replay itself is no part of that, the recorded one is (model/timeline.py, ``RecordedRun``).
+        # of the replay itself is no part of that, the recorded one is (model/replay_clock.py, ``RecordedRun``).
         recorded = problem.replay_run or RecordedRun()
         timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
         recorded.charge_start(timeline, rank)

@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from mpitune import strategies
+from mpitune.model.judging.racing import Race
 from mpitune.model.problem import Schedule
-from mpitune.model.racing import Race
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock

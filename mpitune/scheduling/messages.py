@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpitune.exits import ExitCode
-from mpitune.model.racing import Race
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow
 from mpitune.model.work import Launch, Retime, Work
@@ -60,7 +60,7 @@ class Order:
     batch: int = -1
     work: tuple[Work, ...] = ()  # may be empty: more ranks than configurations in the batch
     stop: StopReason | None = None
-    # The best median known and the run's noise ratio, to race against (model/racing.py);
+    # The best median known and the run's noise ratio, to race against (model/judging/racing.py);
     # None when racing is off: turned off in the spec, or an objective other than time.
     race: Race | None = None
     # Instead of a chunk: the candidates to time again once the search has ended (confirmation).

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from mpitune.backends.base import Backend, Compiled
-from mpitune.model.racing import Race
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result, remade
 from mpitune.model.timeline import BACKGROUND_PHASES, BESIDE, Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from mpitune.backends.kernel_cache_reach import LOAD_S, CacheReach, Reach, cache_reach
 from mpitune.errors import not_a_file
 from mpitune.model.problem import Problem, RunSettings, Schedule
-from mpitune.model.timeline import RecordedRun
+from mpitune.model.replay_clock import RecordedRun
 from mpitune.spec import fields, metrics
 from mpitune.spec.checker import Checker
 from mpitune.spec.settings import Overrides, SearchFields, run_settings, schedule_setting

@@ -16,8 +16,8 @@ from typing import Any
 
 from mpitune import strategies
 from mpitune.errors import not_a_file
+from mpitune.model.judging.racing import RaceRule
 from mpitune.model.problem import RunSettings, Schedule
-from mpitune.model.racing import RaceRule
 from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import BUDGET_OPTIONS
@@ -155,7 +155,7 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
     rules = {rule.value: rule for rule in RaceRule}
     if isinstance(racing, str) and racing in rules:
         settings.racing, settings.race_rule = True, rules[racing]
-    elif isinstance(racing, bool):  # True: the default rule, on the first launch (model/racing.py)
+    elif isinstance(racing, bool):  # True: the default rule, on the first launch (model/judging/racing.py)
         settings.racing, settings.race_rule = racing, RaceRule.FIRST
     else:
         check.fail("racing", f"must be True, False or one of {', '.join(map(repr, rules))}, got {racing!r}")

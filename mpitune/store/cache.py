@@ -27,10 +27,10 @@ import h5py
 import numpy as np
 
 from mpitune.errors import CacheMismatchError, UserError
-from mpitune.model.confirmation import DeviceFactor, Verdict
 from mpitune.model.identity import ProblemIdentity
+from mpitune.model.judging.confirmation import DeviceFactor, Verdict
+from mpitune.model.judging.pareto import front_rows
 from mpitune.model.objective import Objective
-from mpitune.model.pareto import front_rows
 from mpitune.model.result import Result, Scored, Status
 from mpitune.model.schema import (
     FRONT_DTYPE,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpitune.model.confirmation import Candidate, DeviceFactor, Verdict
+from mpitune.model.judging.confirmation import Candidate, DeviceFactor, Verdict
 from mpitune.model.schema import CONFIRMED_DTYPE, DEVICE_FACTOR_DTYPE, RETIMED_DTYPE, SHORT_TEXT
 from mpitune.model.work import Launch
 from mpitune.store.layout import text

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from mpitune.errors import UserError, environment_number, not_a_file
+from mpitune.model.replay_clock import RecordedRun, recorded_run, twice_measured
 from mpitune.model.result import Status
 from mpitune.model.schema import KT_RESULT_KEYS, KT_STATUS_KEY, MAX_NAME, RESERVED, outside_int64, unkept_text
-from mpitune.model.timeline import RecordedRun, recorded_run, twice_measured
 from mpitune.store.files import read_within
 
 # Keys of a Kernel Tuner cache entry that are neither parameters nor observed values.

@@ -20,8 +20,8 @@ import numpy as np
 from mpitune.errors import UserError
 from mpitune.model import schema
 from mpitune.model.identity import ProblemIdentity
+from mpitune.model.judging.pareto import front_rows
 from mpitune.model.objective import Objective
-from mpitune.model.pareto import front_rows
 from mpitune.model.result import Status
 from mpitune.store.layout import layout_version, value_names
 from mpitune.store.rows import objective_values

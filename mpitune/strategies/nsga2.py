@@ -9,7 +9,7 @@ told configurations first by non-domination rank, then by crowding distance with
 tournament (the better-placed of two random parents) is NSGA-II's crowded-comparison tournament.
 
 It compares ``Scored.scores``, one score per objective each to minimise (model/objective.py),
-by Pareto dominance (model/pareto.py). With one objective the fronts are single configurations
+by Pareto dominance (model/judging/pareto.py). With one objective the fronts are single configurations
 ordered by score and it searches as the genetic algorithm does. Failures score infinity in every
 objective: they rank last and drop out of the population.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.model.pareto import crowding, front_ranks
+from mpitune.model.judging.pareto import crowding, front_ranks
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies import genetic_algorithm

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mpitune.backends import c as cbackend
-from mpitune.model.racing import Race, RaceRule
+from mpitune.model.judging.racing import Race, RaceRule
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
 from mpitune.spec.load import load_names

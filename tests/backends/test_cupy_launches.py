@@ -7,7 +7,7 @@ import pytest
 from test_cupy import SPIN, measure, problem
 
 from mpitune.backends.cupy import create
-from mpitune.model.racing import RATIO_FLOOR, Race, RaceRule
+from mpitune.model.judging.racing import RATIO_FLOOR, Race, RaceRule
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
 

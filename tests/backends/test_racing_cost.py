@@ -7,7 +7,7 @@ import pytest
 from conftest import mpitune, report_json, write_scale_spec
 
 from mpitune.backends.base import timed_launches
-from mpitune.model.racing import Race, RaceRule
+from mpitune.model.judging.racing import Race, RaceRule
 
 
 class Counted(float):
@@ -58,7 +58,7 @@ def test_a_losing_configuration_stops_where_it_did_and_costs_one_comparison_per_
 
 
 def test_the_standing_kept_launch_by_launch_agrees_with_the_verdict_on_the_whole_list():
-    """The incremental verdict is the rule of model/racing.py, launch by launch: checked on
+    """The incremental verdict is the rule of model/judging/racing.py, launch by launch: checked on
     every sequence of launches of four values and every rule."""
     import itertools
 

@@ -11,7 +11,7 @@ from conftest import IDENTITY, PARAMS, info, mpi_env, mpitune, write_scale_spec
 from records import append
 
 from mpitune.cli import main
-from mpitune.model.confirmation import DeviceFactor
+from mpitune.model.judging.confirmation import DeviceFactor
 from mpitune.model.prior import PriorSource
 from mpitune.model.result import Result
 from mpitune.model.timeline import PhaseRow

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from mpitune.model import schema
-from mpitune.model.timeline import Clock, RecordedRun, Timeline, compile_workers
+from mpitune.model.replay_clock import RecordedRun, compile_workers
+from mpitune.model.timeline import Clock, Timeline
 
 
 def test_a_simulated_clock_charges_each_entry_into_a_charged_phase():

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 
 from mpitune.backends import c as cbackend
-from mpitune.model.racing import Race, RaceRule
+from mpitune.model.judging.racing import Race, RaceRule
 from mpitune.model.timeline import BACKGROUND_PHASES, Clock, PhaseRow, Timeline
 from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead

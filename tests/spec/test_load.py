@@ -9,8 +9,8 @@ import pytest
 from conftest import heavy_imports, mpirun, write_scale_spec
 
 from mpitune.errors import SpecError
+from mpitune.model.judging.racing import RaceRule
 from mpitune.model.problem import Schedule
-from mpitune.model.racing import RaceRule
 from mpitune.spec.load import load_spec
 from mpitune.spec.settings import Overrides
 

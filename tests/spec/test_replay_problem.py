@@ -11,7 +11,7 @@ from conftest import kt_cache
 from mpitune.backends.kernel_cache_reach import LOAD_S
 from mpitune.errors import SpecError
 from mpitune.model.problem import Schedule
-from mpitune.model.timeline import RecordedRun
+from mpitune.model.replay_clock import RecordedRun
 from mpitune.spec.load import load_spec
 from mpitune.spec.replay import kernel_cache_assumed, replay_problem
 from mpitune.spec.settings import Overrides

@@ -6,7 +6,7 @@ import numpy as np
 from conftest import IDENTITY, PARAMS, info
 from records import append
 
-from mpitune.model.confirmation import judge
+from mpitune.model.judging.confirmation import judge
 from mpitune.model.result import Result
 from mpitune.model.work import Launch
 from mpitune.offline.confirmation import latest

@@ -81,7 +81,7 @@ RANKS_V1 = np.dtype(
         ("pid", np.int64),
     ]
 )
-# Version 2: the results gained launches and raced (racing, model/racing.py) after benchmark_s.
+# Version 2: the results gained launches and raced (racing, model/judging/racing.py) after benchmark_s.
 RESULTS_V2 = np.dtype(RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced", np.int8)] + RESULTS_V1.descr[10:])
 RESULTS_V3 = np.dtype(
     RESULTS_V1.descr[:10] + [("launches", np.int32), ("raced", np.int8), ("throttled", "S96")] + RESULTS_V1.descr[10:]

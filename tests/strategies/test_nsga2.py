@@ -9,7 +9,7 @@ import numpy as np
 from records import scored
 from search_problems import LANDSCAPE, landscape_ms, make, run
 
-from mpitune.model import pareto
+from mpitune.model.judging import pareto
 from mpitune.model.result import Scored
 
 # The second objective: threads per block (bx * by), fewer is better (say, to leave room for

@@ -22,7 +22,7 @@ ALLOWED = {
     "typing",
     "numpy",
     "threadpoolctl",
-    "mpitune.model.pareto",  # numpy only: dominance and crowding, for nsga2
+    "mpitune.model.judging.pareto",  # numpy only: dominance and crowding, for nsga2
     "mpitune.model.prior",  # numpy only: times measured elsewhere, on this space's ids
     "mpitune.model.result",
     "mpitune.model.searchspace",

@@ -32,7 +32,7 @@ from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
 from mpitune.backends.cupy.verification import GpuCheck
 from mpitune.backends.kernel_cache import cached
 from mpitune.errors import UserError
-from mpitune.model.racing import Race
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
@@ -49,7 +49,7 @@ class CupyBackend(Backend):
     (here or ahead, by ``NvrtcCompiler``), loaded, run once on freshly reset outputs
     (verification, which doubles as the untimed warm-up: there is no other), compared with the
     answers on the GPU, and then timed ``iterations`` times with events on the backend's own
-    stream; 1 + ``iterations`` launches in all. With a race (model/racing.py) each timed launch
+    stream; 1 + ``iterations`` launches in all. With a race (model/judging/racing.py) each timed launch
     is waited for and checked, and a configuration clearly slower than the best stops early; by
     the default rule on its verified launch already (no throttle watch then: nothing timed is
     left to watch). An NVML observer then adds its window of launches, except to a raced one.

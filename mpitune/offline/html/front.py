@@ -1,15 +1,15 @@
 """The report's Pareto chart, for a file of several objectives: objective 1 against objective 2,
 every configuration with values as a point and the front highlighted, joined as the boundary of
 what it dominates. The front is computed by the rule the run records it with (store/rows.py for
-the values, model/pareto.py for the front), so page, ``report`` and the file agree."""
+the values, model/judging/pareto.py for the front), so page, ``report`` and the file agree."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
+from mpitune.model.judging.pareto import front_rows
 from mpitune.model.objective import TIME
-from mpitune.model.pareto import front_rows
 from mpitune.model.result import Status
 from mpitune.offline.html.charts import BEST, LAYOUT, POINTS, Chart
 from mpitune.offline.html.view import View, hover_text, sample, wide

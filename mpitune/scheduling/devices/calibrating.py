@@ -7,7 +7,7 @@ a configuration's search median carries the bias of whichever rank measured it; 
 configurations within a few percent of each other, the bias then picks the best. Each rank times
 the reference (the first configuration that passed, later the best so far) a few times before
 its chunk; each calibration gives every rank's time of the same configuration at about the same
-moment, and the factors come from all of them together (model/confirmation.py ``judge``, each
+moment, and the factors come from all of them together (model/judging/confirmation.py ``judge``, each
 calibration standing in for a candidate). Strategies, racing and the best so far then compare
 calibrated times (a time divided by its rank's factor); the file keeps the raw times, the
 launches and every estimate of the factors. A rank whose factor stands out, or drifts from the
@@ -32,8 +32,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from mpitune.model.confirmation import DeviceFactor, flag_z, judge
-from mpitune.model.racing import Race
+from mpitune.model.judging.confirmation import DeviceFactor, flag_z, judge
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result, Scored, remade
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.scheduling.messages import Report

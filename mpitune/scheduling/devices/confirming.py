@@ -1,5 +1,5 @@
 """Rank 0's confirmation: once the search has ended by itself, the best candidates are timed
-again, interleaved round after round on the ranks, and judged (model/confirmation.py).
+again, interleaved round after round on the ranks, and judged (model/judging/confirmation.py).
 
 The search's best is the smallest of many noisy medians, each measured once on one device: among
 configurations within noise of each other it is a draw, and on several devices each median also
@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mpitune.model.confirmation import Verdict, candidates, judge_launches
+from mpitune.model.judging.confirmation import Verdict, candidates, judge_launches
 from mpitune.model.result import Scored
 from mpitune.model.work import MOST_CANDIDATES, Launch, Retime, Work
 from mpitune.scheduling.messages import Order, Report, StopReason

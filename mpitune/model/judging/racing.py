@@ -26,7 +26,7 @@ bound then has a median above ``best_ms``, as long as its first launch is no col
 to its median, than the run has measured. One that survives its first launch is raced as under
 ``SPREAD``: the first-launch stop already rests on the run's measured noise, so the majority's
 exactness for the timed launches would buy nothing it has not given up, at just over half of
-them. The assumption is the price; confirmation (model/confirmation.py) pays for it: it times
+them. The assumption is the price; confirmation (model/judging/confirmation.py) pays for it: it times
 again every raced configuration that stopped near the bound, where a first launch a little
 colder than the run has seen could have stopped the best. A configuration stopped on its first
 launch has that launch as its one time (``times_ms`` and ``time_ms``, above the bound), so that

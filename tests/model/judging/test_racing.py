@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from mpitune.model.racing import RATIO_FLOOR, Race, RaceRule
+from mpitune.model.judging.racing import RATIO_FLOOR, Race, RaceRule
 from mpitune.model.result import Result
 
 

@@ -15,7 +15,7 @@ below the true median is binomial(n, 1/2). A raced result has only the few launc
 it slow: its median is biased upwards, so it joins if even its wide interval overlaps, or if it
 stopped near the race's bound (within ``NEAR_BOUND`` of it; the k nearest): the default race
 stops a configuration on its first launch alone, trusting that no first launch runs colder than
-the run has measured (model/racing.py), and one that stopped just beyond the bound is the one a
+the run has measured (model/judging/racing.py), and one that stopped just beyond the bound is the one a
 first launch a little colder than that could have stopped although it was the best. Only k of
 them: on real spaces many configurations stop just beyond the bound (a tenth of a percent
 beyond, on the replayed caches), and each candidate costs a compile and a slot in every round.
@@ -71,7 +71,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from mpitune.model.racing import Race
+from mpitune.model.judging.racing import Race
 from mpitune.model.result import Scored
 from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES, Launch
 

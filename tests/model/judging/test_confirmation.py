@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from mpitune.model.confirmation import NEAR_BOUND, candidates, flag_z, judge, search_interval_ms
+from mpitune.model.judging.confirmation import NEAR_BOUND, candidates, flag_z, judge, search_interval_ms
 from mpitune.model.result import Scored, Status
 
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from mpitune.model import pareto
+from mpitune.model.judging import pareto
 
 # Five points to minimise: (1, 5), (2, 3), (4, 1) are the front; (3, 4) is dominated by (2, 3)
 # and (5, 5) by everything; NaN (a failure) is on no front.
