@@ -32,11 +32,27 @@ def run_kernel(
     params: dict[str, Any],
     **kwargs: Any,
 ) -> list[Any]:
-    """Compile ``kernel_name`` with ``params`` (one value per parameter), run it once on fresh
-    copies of ``arguments`` and return them as the kernel left them: a list like ``arguments``,
-    numpy arrays for arrays, scalars as given. Keywords are Kernel Tuner's ``run_kernel``'s
-    (``lang``, ``grid_div_x``, ``defines``, ``compiler_options``, ``smem_args``, ``cmem_args``, ...);
-    ``kernel_source`` as a path is relative to the current directory."""
+    """Compile one configuration of a kernel and run it once, as Kernel Tuner's ``run_kernel`` does.
+
+    The arguments are copied first, so the caller's arrays stay as they were.
+
+    Args:
+        kernel_name: the kernel's name in its source.
+        kernel_source: the source as text, or a path relative to the current directory.
+        problem_size: the problem's size, which sets the grid with the block size.
+        arguments: the kernel's arguments: numpy arrays and scalars.
+        params: one value per tunable parameter.
+        **kwargs: Kernel Tuner's ``run_kernel`` keywords (``lang``, ``grid_div_x``, ``defines``,
+            ``compiler_options``, ``smem_args``, ``cmem_args``, ...).
+
+    Returns:
+        The arguments as the kernel left them: a list like ``arguments``, numpy arrays for
+        arrays, scalars as given.
+
+    Raises:
+        SpecError: the problem or a keyword is wrong; the message names the field.
+        RuntimeError: the configuration did not compile or run; the message says why.
+    """
     tune_params = one_configuration(ORIGIN, params, kwargs)
     names = spec_names(kernel_name, kernel_source, problem_size, arguments, tune_params, kwargs)
     problem = load_problem(names, ORIGIN, os.getcwd(), strict=True)

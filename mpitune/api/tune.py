@@ -43,16 +43,31 @@ def tune_kernel(
     ranks: int = 1,
     **kwargs: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Tune a kernel as Kernel Tuner's ``tune_kernel`` does, with its arguments (and the other
-    names a spec file may set, docs/spec.md); returns ``(results, env)`` in Kernel Tuner's shapes
-    (docs/python-api.md).
+    """Tune a kernel as Kernel Tuner's ``tune_kernel`` does, with its arguments.
 
-    ``kernel_source`` as a path is relative to the current directory. ``cache`` is an HDF5 file
-    that a later call with the same problem resumes from (without it, a temporary file that is
-    removed). ``prior``: files measured elsewhere that the search starts from (docs/strategies.md,
-    "Priors"), relative to the current directory. ``ranks`` > 1 starts an MPI job of that many
-    ranks, one per device, and streams its progress here; its problem cannot hold functions (use
-    expression strings).
+    A Kernel Tuner script ports by changing its import. Every other name a spec file may set is
+    a keyword here (docs/spec.md), and a failed configuration is a status, not an exception.
+
+    Args:
+        kernel_name: the kernel's name in its source.
+        kernel_source: the source as text, or a path relative to the current directory.
+        problem_size: the problem's size, which sets the grid with the block size.
+        arguments: the kernel's arguments: numpy arrays and scalars.
+        tune_params: each tunable parameter's values.
+        cache: an HDF5 file that a later call with the same problem resumes from. Without it, a
+            temporary file that is removed.
+        ranks: above 1, an MPI job of that many ranks starts, one per device, and its progress
+            streams here. Its problem cannot hold functions: use expression strings.
+        **kwargs: Kernel Tuner's other keywords (``lang``, ``restrictions``, ``answer``,
+            ``strategy``, ``strategy_options``, ...) and mpitune's (``prior``: files measured
+            elsewhere that the search starts from, relative to the current directory).
+
+    Returns:
+        ``(results, env)`` in Kernel Tuner's shapes (docs/python-api.md): one dict per measured
+        configuration, and the environment of the run.
+
+    Raises:
+        SpecError: the problem or a keyword cannot be tuned; the message names the field.
     """
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise SpecError(ORIGIN, "ranks", f"must be a whole number of ranks, at least 1, got {ranks!r}")

@@ -129,9 +129,19 @@ class Backend(ABC):
 
     @abstractmethod
     def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
-        """Measure one configuration; ``compiled`` is its kernel compiled ahead elsewhere
-        (None: compile it here), ``race`` what its timing races against (None: every iteration
-        is timed)."""
+        """Measure one configuration: compile (unless given), verify, time.
+
+        Never raises for a bad configuration: a failure is the result's status.
+
+        Args:
+            work: the configuration and what the spec's callables give for it.
+            timeline: where its phases are recorded.
+            compiled: its kernel compiled ahead elsewhere; None: compile it here.
+            race: what its timing races against; None: every iteration is timed.
+
+        Returns:
+            The frozen result, with its phases' seconds.
+        """
 
     @abstractmethod
     def retime(
@@ -141,11 +151,18 @@ class Backend(ABC):
         compiled: Mapping[int, Compiled] | None = None,
         stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
-        """Time each candidate of ``retime`` once per round, interleaved (``interleaved``):
-        exactly ``rounds`` x ``len(work)`` launches, fewer once ``stopping()`` says the run is
-        ending (asked before each launch: the launches made are kept, the rest is left to a
-        resumed run). ``compiled``: candidates compiled ahead elsewhere, by config_id (missing
-        ones are compiled here).
+        """Time each candidate of ``retime`` once per round, interleaved (``interleaved``).
+
+        Args:
+            retime: the candidates and the rounds.
+            timeline: where the work is recorded.
+            compiled: candidates compiled ahead elsewhere, by config_id; missing ones are
+                compiled here.
+            stopping: asked before each launch; once it says the run is ending, the launches
+                made are kept and the rest is left to a resumed run.
+
+        Returns:
+            Exactly ``rounds`` x ``len(work)`` launches, fewer after a stop.
 
         Why: the search timed each candidate once, back to back, so its median carries one
         moment's drift and one device's bias. Confirmation times the best few again in turn,

@@ -116,7 +116,16 @@ def run_table(frame: Any) -> Any:
 
 
 def load(path: str) -> Tables:
-    """``results, timeline = load(path)``.
+    """A results file as two pandas tables: ``results, timeline = load(path)``.
+
+    Args:
+        path: an mpitune results file (.h5), also while a run writes it.
+
+    Returns:
+        ``Tables(results, timeline)``, described below.
+
+    Raises:
+        UserError: the file is missing, damaged or of another kind; the message names it.
 
     ``results``: one row per measured configuration; the tunable parameters as columns, then
     ``status``, ``time_ms`` (Kernel Tuner's "time"), a column per metric and per observed value

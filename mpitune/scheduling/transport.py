@@ -87,31 +87,70 @@ class Transport(Protocol):
     hosts: tuple[str, ...]  # every rank's host name, as the start-up Placement records it
 
     def bcast(self, value: T | None) -> T:
-        """Rank 0's ``value`` on every rank."""
+        """Rank 0's value on every rank.
+
+        Args:
+            value: rank 0's; ignored elsewhere.
+
+        Returns:
+            Rank 0's value.
+        """
         ...
 
     def scatter(self, values: Sequence[T] | None, deadline_s: float | None = None) -> T:
-        """Rank 0's ``values[r]`` on rank r. A worker that has not received its value
-        ``deadline_s`` seconds after the call raises ``SilentRanks`` naming rank 0 (None: no
-        limit); rank 0 never waits for the workers here."""
+        """Rank 0's ``values[r]`` on rank r; rank 0 never waits for the workers here.
+
+        Args:
+            values: rank 0's, one per rank; None elsewhere.
+            deadline_s: how long a worker waits for its value; None: no limit.
+
+        Returns:
+            This rank's value.
+
+        Raises:
+            SilentRanks: on a worker, naming rank 0, when its value has not come in time.
+        """
         ...
 
     def gather(self, value: T, deadline_s: float | None = None) -> list[T] | None:
-        """Every rank's ``value`` on rank 0, in rank order; None elsewhere. Rank 0 raises
-        ``SilentRanks`` when some have not arrived ``deadline_s`` seconds after the call; a
-        worker, when rank 0 has not taken its value by then (None: no limit)."""
+        """Every rank's value on rank 0, in rank order.
+
+        Args:
+            value: this rank's.
+            deadline_s: how long the call may take; None: no limit.
+
+        Returns:
+            On rank 0 every rank's value; None elsewhere.
+
+        Raises:
+            SilentRanks: on rank 0 naming the ranks whose value has not come in time; on a
+                worker naming rank 0, when rank 0 has not taken its value in time.
+        """
         ...
 
     def send(self, rank: int, value: Any) -> None:
-        """Rank 0's ``value`` to worker ``rank`` alone, which takes it as its next ``scatter``
-        does (handouts.py hands out work rank by rank). Never waits for the worker."""
+        """Rank 0's value to one worker, which takes it as its next ``scatter`` does
+        (handouts.py hands out work rank by rank). Never waits for the worker.
+
+        Args:
+            rank: the worker.
+            value: what it is sent.
+        """
         ...
 
     def receive(self, due: Mapping[int, float], wait: bool = True) -> tuple[int, Any] | None:
-        """On rank 0, the next worker's ``gather`` value from any worker, with its rank; None when
-        none has arrived and ``wait`` is False. ``due`` maps each worker rank 0 waits for to when
-        (``time.monotonic()``) its report is due: one that has not come by then, or one MPI finds
-        gone, raises ``SilentRanks`` naming the late ranks."""
+        """On rank 0, the next value a worker's ``gather`` sent, from any worker.
+
+        Args:
+            due: each worker rank 0 waits for, and when (``time.monotonic()``) its value is due.
+            wait: whether to wait for one; else look once.
+
+        Returns:
+            ``(rank, value)``; None when none has arrived and ``wait`` is False.
+
+        Raises:
+            SilentRanks: naming the ranks whose value is late, or that MPI finds gone.
+        """
         ...
 
     def waiting(self) -> list[Any]:

@@ -71,7 +71,14 @@ class Strategy(ABC):
 
     @abstractmethod
     def ask(self, n: int) -> list[int]:
-        """Up to ``n`` ids to measure next, marked seen; [] when the space is exhausted."""
+        """The next ids to measure, marked seen.
+
+        Args:
+            n: how many the scheduler wants at most (its ranks' free places).
+
+        Returns:
+            Up to ``n`` ids never handed out or told before; [] once the search is done.
+        """
 
     def upcoming(self, n: int) -> list[int]:
         """The ids the next ``ask(n)`` will return, where a strategy knows them before the
@@ -80,6 +87,12 @@ class Strategy(ABC):
         return []
 
     def tell(self, results: Iterable[Scored]) -> None:
+        """Learn from measured results. A subclass that extends it calls this one.
+
+        Args:
+            results: scored results in any order, failures included (their score is inf);
+                before the first ask, also what a resumed run's file holds.
+        """
         for r in results:
             self.seen.add(r.config_id)
             self.values[r.config_id] = objective(r)
