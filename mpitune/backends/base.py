@@ -250,9 +250,9 @@ def interleaved(
 def clearly_slower(done: Mapping[int, Sequence[float]]) -> set[int]:
     """The candidates every launch of which took longer than ``DROP_MARGIN`` x the slowest
     launch of the candidate with the lowest median, on this one device: no interval of theirs
-    could reach the winner's, so their remaining rounds would only cost device time. On one
-    H200 the examples' matrix multiply confirms 10 candidates, nine of them 15 % or more
-    slower than the best, and their rounds are most of the confirmation's cost."""
+    could reach the winner's, so their remaining rounds would only cost device time: where most
+    candidates are clearly slower, their rounds are most of the confirmation's cost
+    (docs/performance.md, "Confirmation")."""
     times = {i: [t for t in ts if math.isfinite(t)] for i, ts in done.items()}
     timed = {i: ts for i, ts in times.items() if ts and len(ts) == len(done[i])}
     if not timed:

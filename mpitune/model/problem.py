@@ -147,8 +147,8 @@ class Dealing:
         that its compile workers compile the next while it measures; one chunk where it
         compiles in turn. Such a rank gains nothing from a queued chunk but hiding rank 0's
         answer, while the chunk's race is the best known when it was dealt, a whole chunk
-        earlier: on 256 replayed ranks of the shared GEMM cache holding one raised the plan's
-        efficiency from 87.9 to 90.6 % (docs/performance.md). A search that learns from every
+        earlier: holding one keeps more of many replayed ranks busy (docs/performance.md, "How
+        work is handed out"). A search that learns from every
         result gets one configuration a rank, whose race is as fresh either way."""
         one_chunk = self.schedule is Schedule.REFILL and self.in_turn and self.per_rank > 1
         return 1 if one_chunk else DEPTH
@@ -158,7 +158,7 @@ class Dealing:
         """Ranks that must want work before rank 0 asks, while any rank holds some: batches all of
         them; refill half (a strategy that learns from every result, asked that many at once) or
         an eighth (one that names its order in advance, whose chunks are dealt by cost among
-        them; brute force on 256 replayed ranks: 91.7 % busy with half, 93.9 % with an eighth);
+        them; an eighth keeps more of many replayed ranks busy, docs/performance.md);
         each rank as it runs out where it holds one order (``depth``): it waits for nothing else."""
         if self.schedule is Schedule.BATCHES:
             return self.ranks

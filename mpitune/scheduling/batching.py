@@ -13,8 +13,8 @@ from mpitune.strategies.base import Strategy
 
 # Configurations per rank in a batch by default: a strategy that knows its order in advance
 # (brute force) gets chunks long enough for compile workers to stay ahead and for few rounds,
-# each of which waits for the slowest rank (32 per rank: about 2 points more efficiency than 16
-# on 64 replayed ranks); one that learns from every result gets one each, to learn soonest.
+# each of which waits for the slowest rank (docs/performance.md, "Chunks and batches"); one that
+# learns from every result gets one each, to learn soonest.
 PER_RANK_PREDICTABLE = 32
 # Refilled ranks that compile in turn get shorter chunks on many ranks: a chunk is raced against
 # the best known when it was dealt, and a short one is dealt later, against a fresher best. About

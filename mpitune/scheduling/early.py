@@ -184,9 +184,9 @@ def end() -> None:
 
 
 # A spec loaded on rank 0 while MPI starts beside it, before the run's clock exists: MPI's start
-# (about 0.9 s on one NVIDIA H200's host) and the spec's own code (0.7 s for the examples'
-# matmul) need nothing of each other, and the spec's heavy part, numpy, leaves the interpreter
-# free (docs/performance.md says what does not overlap). When the launcher says that this
+# and the spec's own code need nothing of each other, and the spec's heavy part, numpy, leaves
+# the interpreter free (docs/performance.md, "Start-up", says how long each takes and what does
+# not overlap). When the launcher says that this
 # process is rank 0, the command line loads the spec in the main thread (where its load
 # deadline's alarm is delivered) while another thread starts MPI and this rank's heartbeat. The
 # loop then takes what the spec gave, or raises what it raised, as if it had loaded it itself,

@@ -8,9 +8,9 @@ results are told:
 
 - ``refill`` (the default on several ranks): a quorum of some of the ranks (``Dealing.quorum``),
   chunks that shrink towards the end (``_size``), and each report written and told as it
-  arrives. Replaying brute force over the 17,956-configuration GEMM space on 256 ranks it kept
-  them 95.0 % busy where batches reached 85.8 % (docs/performance.md, "How work is handed
-  out"). What the strategy knew at each ask depends on when reports came, so a rerun need not
+  arrives. Replaying brute force on many ranks it keeps more of them busy than batches do
+  (docs/performance.md, "How work is handed out"). What the strategy knew at each ask depends
+  on when reports came, so a rerun need not
   make the same search.
 - ``batches``: every rank must want work, a batch holds the run's batch size, and a batch's
   reports are written together once all have come, in rank order, and told in one call, in the

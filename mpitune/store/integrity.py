@@ -178,7 +178,7 @@ def verify(path: str) -> None:
 
     A resume verifies its file twice: before start-up, so that a damaged file is refused before
     any rank starts work, and again once it holds the writer lock. Reading the whole file back
-    costs about 0.3 s per 10 MB, so a file this process found sound is not read again while it
+    costs time in proportion to its size, so a file this process found sound is not read again while it
     is the same file (device, inode) with the same size and modification time."""
     state = _state(path)
     if state in _SOUND:

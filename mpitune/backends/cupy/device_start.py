@@ -1,9 +1,9 @@
 """CuPy imported, the rank's GPU chosen and its CUDA context opened, with the driver started on
 it beside CuPy's import.
 
-CuPy's import (0.26 to 0.62 s on the host of one NVIDIA H200, 16 cores) and the driver's own
-start with the GPU's primary context (``cuInit`` and ``cuDevicePrimaryCtxRetain``: 0.27 s)
-need nothing of each other, and a call through ctypes leaves the interpreter to the import.
+CuPy's import and the driver's own start with the GPU's primary context (``cuInit`` and
+``cuDevicePrimaryCtxRetain``) need nothing of each other (docs/performance.md, "Start-up", has
+their times), and a call through ctypes leaves the interpreter to the import.
 So a worker starts the driver in a thread, through the driver's library, while it imports
 CuPy; CuPy's runtime then finds that primary context made and takes it. A failure here costs
 only the head start: CuPy meets the same problem and the backend reports it.
