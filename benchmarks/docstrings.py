@@ -45,9 +45,8 @@ def main() -> int:
     sections = sum(1 for d in docs if SECTION.search(d))
     print(f"command: python benchmarks/docstrings.py {package}")
     print(f"docstrings: {len(docs)}, sentences: {len(words)}")
-    print(
-        f"words per sentence: mean {words.mean():.1f}, median {np.median(words):.0f}, p90 {np.percentile(words, 90):.0f}"
-    )
+    mean, median, p90 = words.mean(), np.median(words), np.percentile(words, 90)
+    print(f"words per sentence: mean {mean:.1f}, median {median:.0f}, p90 {p90:.0f}")
     print(f"docstrings with Args/Returns/Raises sections: {sections}")
     return 0
 
