@@ -33,10 +33,9 @@ from mpitune.scheduling.faults.ending import abandon
 from mpitune.scheduling.faults.guard import Guard, arm, guard
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.signals import stop_requests
-from mpitune.scheduling.flight import Setup
-from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.lane import measuring_timeline
+from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
-from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import Deadline, cpu_oversubscribed, finish, open_run, prepare, refuse
 from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together

@@ -16,26 +16,48 @@ import math
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from mpitune import strategies
 from mpitune.model.judging.racing import Race
-from mpitune.model.problem import Schedule
+from mpitune.model.prior import Prior
+from mpitune.model.problem import Problem, RunSettings, Schedule
 from mpitune.model.result import Scored
 from mpitune.model.searchspace import SearchSpace
 from mpitune.model.timeline import Clock
-from mpitune.model.work import Work
+from mpitune.model.work import Retime, Work
 from mpitune.scheduling.batching import Batching
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.devices.calibrating import Calibrating
 from mpitune.scheduling.devices.confirming import Confirming
 from mpitune.scheduling.devices.leaders import Leaders
-from mpitune.scheduling.flight import Flight, Setup
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import priors_changed, rebuild, strategy_key
 from mpitune.store.cache import Cache
 from mpitune.strategies.base import Strategy
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Setup:
+    """What rank 0 alone holds: the validated spec, the space and the strategy."""
+
+    problem: Problem
+    settings: RunSettings
+    space: SearchSpace
+    strategy: Strategy
+    prior: Prior | None = None  # what the strategy started from (model/prior.py)
+
+
+@dataclass
+class Flight:
+    """One hand-out not yet recorded: its configurations by id (what scores the results that
+    come back) and its chunks, rank by rank."""
+
+    work: dict[int, Work]
+    chunks: list[list[int]] = field(default_factory=list)
+    retime: Retime | None = None  # the confirmation instead of a hand-out of the search
 
 
 class Manager:

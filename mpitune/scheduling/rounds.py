@@ -3,7 +3,7 @@
 A worker takes an order at a time, measures it and reports it (``rounds``). Rank 0 hands out
 what the ranks want (handouts.py), takes each report as it comes, records it and tells the
 strategy as the policy says, until its own order to stop is next and every rank has reported
-(``Rank0Rounds``). Rank 0's own orders go to its lane (rank.py), which measures them beside the
+(``Rank0Rounds``). Rank 0's own orders go to its lane (lane.py), which measures them beside the
 hand-outs; where it cannot (a backend in rank 0's own process, or one rank), rank 0 measures an
 order of its own in its main thread whenever no report is waiting, and the workers go on with
 the next order each holds. A worker's order is due (faults/deadlines.py) from when the worker
@@ -29,9 +29,10 @@ from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.silent_round import keep_last_rows, keep_reports
 from mpitune.scheduling.handouts import Handouts
+from mpitune.scheduling.lane import Lane, Merge, measures_beside
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason, interrupted
-from mpitune.scheduling.rank import Lane, Merge, measures_beside, serve
+from mpitune.scheduling.rank import serve
 from mpitune.scheduling.session import Rank0, progress_line, say
 from mpitune.scheduling.transport import SilentRanks, Transport, pauses
 
@@ -207,7 +208,7 @@ class Rank0Rounds:
         return self.merge.rows(self.timeline.take(), [], None) if self.lane else self.timeline.take()
 
     def _merged(self, report: Report) -> list[PhaseRow]:
-        """The lane's rows of ``report`` with rank 0's main rows until then (rank.Merge)."""
+        """The lane's rows of ``report`` with rank 0's main rows until then (lane.Merge)."""
         return self.merge.rows(self.timeline.take(), report.phases, report.now_s)
 
     def _hand_out(self) -> None:

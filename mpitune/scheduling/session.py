@@ -24,9 +24,8 @@ from mpitune.model.searchspace import SearchSpace, SpaceTooLarge
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.scheduling.faults.deadlines import Deadlines
 from mpitune.scheduling.faults.liveness import Watch
-from mpitune.scheduling.flight import Setup
 from mpitune.scheduling.handouts import Policy
-from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.store.cache import WRITE_WITHIN_S, Cache, RunInfo
 from mpitune.store.integrity import refuse_unusable

@@ -28,9 +28,9 @@ from mpitune.scheduling import batching
 from mpitune.scheduling import handouts as handouts_module
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.handouts import Handouts, Recorded
+from mpitune.scheduling.lane import measuring_timeline
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Placement, Report, StopReason
-from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.session import finish, open_run, prepare
 from mpitune.scheduling.transport import InProcessRanks, LocalTransport
@@ -397,7 +397,8 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
 
 def test_rank_zero_and_a_rank_need_no_mpi():
     modules = (
-        "mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, mpitune.scheduling.transport"
+        "mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, mpitune.scheduling.lane, "
+        "mpitune.scheduling.transport"
     )
     assert "mpi4py" not in heavy_imports(f"import {modules}")
 
