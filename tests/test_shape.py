@@ -1,6 +1,8 @@
 """The size rules of CONTRIBUTING.md, checked: no module of the package over 400 lines, no
 function (or method, nested ones too) over 80, counted from its ``def`` line to its last line,
-docstring included. A module or function past them does more than one job; split it."""
+docstring included. A module or function past them does more than one job; split it. A module
+whose one role is longer says so in a line of its docstring that begins "Longer than 400 lines:"
+and why; it is then held to 600, so that a role is not cut to fit the rule."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from conftest import REPO
 
 PACKAGE = REPO / "mpitune"
 MODULE_LINES = 400
+DECLARED_LINES = 600  # a module that says why it is longer (``declared_longer``)
 FUNCTION_LINES = 80
 
 
@@ -36,13 +39,26 @@ def test_the_rules_see_the_whole_package():
     assert {"__init__.py", "store/cache.py", "scheduling/loop.py", "backends/cupy/backend.py"} <= names
 
 
-def test_no_module_is_over_400_lines():
+def declared_longer(path: Path) -> bool:
+    """Whether the module's docstring says, in a line of its own, why its role is longer."""
+    doc = ast.get_docstring(ast.parse(path.read_text(), filename=str(path))) or ""
+    return any(line.startswith("Longer than 400 lines: ") for line in doc.splitlines())
+
+
+def test_no_module_is_over_400_lines_unless_it_says_why():
     over = []
     for path in modules():
         lines = len(path.read_text().splitlines())
-        if lines > MODULE_LINES:
+        if lines > (DECLARED_LINES if declared_longer(path) else MODULE_LINES):
             over.append(f"{path.relative_to(REPO)}: {lines} lines")
-    assert not over, f"modules over {MODULE_LINES} lines:\n" + "\n".join(over)
+    assert not over, f"modules over {MODULE_LINES} lines, or {DECLARED_LINES} where they say why:\n" + "\n".join(over)
+
+
+def test_a_longer_module_must_say_why(tmp_path):
+    plain, declared = tmp_path / "plain.py", tmp_path / "declared.py"
+    plain.write_text('"""A module."""\n')
+    declared.write_text('"""A module.\n\nLonger than 400 lines: one role.\n"""\n')
+    assert not declared_longer(plain) and declared_longer(declared)
 
 
 def test_no_function_is_over_80_lines():

@@ -7,8 +7,8 @@ events time it. See docs/cupy-backend.md.
 - device_errors.py: what a CUDA failure means for the configuration and the rank, and what a
   compiled kernel allows
 - device_start.py: CuPy imported, the GPU chosen, its context opened (the driver started ahead)
-- backend.py: the GPU of this rank, its data, loading, measuring, NVML
-- retiming.py: confirmation, the best candidates loaded at once and timed again in turn
+- backend.py: the GPU of this rank, its data, loading, measuring, NVML, and the best candidates
+  loaded at once and timed again in turn (confirmation, calibration)
 
 Nothing here imports CuPy until a backend is created or a compile worker warms up, so that
 ``check`` and the rest of the package work on machines without a GPU.

@@ -1,5 +1,8 @@
 """The CuPy backend of one rank: its GPU, the data on it, loading and measuring each
-configuration, and the NVML observer and clock control of that GPU.
+configuration, timing the best candidates again, and the NVML observer and clock control of
+that GPU.
+
+Longer than 400 lines: one role, measuring on one GPU, whose ``run`` and ``retime`` share their steps.
 
 CuPy is imported only when a backend is created: this module loads on machines without a GPU.
 """
@@ -7,13 +10,16 @@ CuPy is imported only when a backend is created: this module loads on machines w
 from __future__ import annotations
 
 import logging
+import math
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mpitune.backends.base import Backend, Compiled, Compiler, Draft, shorten, timed_launches
-from mpitune.backends.cupy import retiming, throttling
+from mpitune.backends.base import Backend, Compiled, Compiler, Draft, interleaved, shorten, timed_launches, unlaunched
+from mpitune.backends.cupy import throttling
 from mpitune.backends.cupy.compiling import NvrtcCompiler, nvrtc_identity, nvrtc_options
 from mpitune.backends.cupy.device_errors import (
     DeviceLostError,
@@ -35,11 +41,22 @@ from mpitune.errors import UserError
 from mpitune.model.judging.racing import Race
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
-from mpitune.model.work import Work
+from mpitune.model.work import Launch, Retime, Work
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets without asking
+
+
+@dataclass
+class Loaded:
+    """One candidate ready to launch again: its kernel (which holds its module loaded) and geometry."""
+
+    work: Work
+    kernel: Any
+    grid: Dims
+    block: Dims
+    smem_bytes: int
 
 
 class CupyBackend(Backend):
@@ -237,7 +254,100 @@ class CupyBackend(Backend):
             del kernel  # the last reference to its module, which unloads it
         return draft.result()
 
-    retime = retiming.retime  # ``Backend.retime``, in steps of its own; after a lost context: all NaN
+    # -- the best candidates timed again (confirmation, calibration) ---------------------
+
+    def retime(
+        self,
+        retime: Retime,
+        timeline: Timeline,
+        compiled: Mapping[int, Compiled] | None = None,
+        stopping: Callable[[], bool] | None = None,
+    ) -> list[Launch]:
+        """``Backend.retime`` through the steps ``run`` takes (loading, geometry, the launch, the
+        failures), so that a candidate is launched as the search measured it: compile what was
+        not compiled ahead, load every candidate, warm each up once on freshly reset arguments,
+        then time them interleaved, each launch between its own pair of events. A lost context
+        ends it: NaN for the rest."""
+        if self.fatal_error:
+            return unlaunched(retime)
+        ready = dict(compiled or {})
+        for work in retime.work:
+            if work.config_id not in ready:
+                with timeline.phase("compile", work.config_id):
+                    ready[work.config_id] = self._compiler(work)
+        with timeline.phase(retime.phase):
+            start, end = self.cp.cuda.Event(), self.cp.cuda.Event()  # while the context is known good
+            loaded = [self._load_candidate(work, ready[work.config_id]) for work in retime.work]
+            for i, candidate in enumerate(loaded):
+                if candidate is not None and not self._warm_up(candidate):
+                    loaded[i] = None
+
+            def launch_ms(i: int) -> float:
+                candidate = loaded[i]
+                if candidate is None or self.fatal_error:
+                    return math.nan
+                try:
+                    self._apply(candidate)
+                    start.record(self.stream)
+                    self._launch(candidate.kernel, candidate.grid, candidate.block)
+                    end.record(self.stream)
+                    end.synchronize()
+                    return float(self.cp.cuda.get_elapsed_time(start, end))
+                except Exception as exc:
+                    self._fail(candidate, exc)
+                    loaded[i] = None
+                    return math.nan
+
+            try:
+                return interleaved(retime.ids, retime.rounds, launch_ms, stopping)
+            finally:
+                loaded.clear()  # the last references to the modules, which unloads them
+
+    def _load_candidate(self, work: Work, compiled: Compiled) -> Loaded | None:
+        """The candidate's kernel and geometry, as ``run`` computes them; None when it cannot be
+        loaded (or the context is gone)."""
+        if compiled.status or self.fatal_error:
+            log.warning("configuration %d cannot be re-timed: %s", work.config_id, compiled.error or self.fatal_error)
+            return None
+        kernel, error = self._load(compiled)
+        if kernel is None:
+            log.warning("configuration %d cannot be re-timed: %s", work.config_id, error)
+            return None
+        names = self.problem.block_size_names
+        try:
+            block = block_dims(work.config, names)
+            grid = grid_dims(self.problem.problem_size, work.config, self.problem.grid_div, names)
+        except Exception as exc:  # computable for any configuration the search measured
+            log.warning("configuration %d cannot be re-timed: %s", work.config_id, exc)
+            return None
+        return Loaded(work, kernel, grid, block, work.derived.smem_bytes if work.derived else 0)
+
+    def _apply(self, candidate: Loaded) -> None:
+        """What the launch of this candidate needs set: its dynamic shared memory and, when clocks
+        or power limits are tuned, its NVML settings (a no-op where they are in force already)."""
+        self._smem_bytes = candidate.smem_bytes
+        if self._clocks is not None:
+            self._clocks.apply(candidate.work.config)
+
+    def _warm_up(self, candidate: Loaded) -> bool:
+        """One untimed launch on freshly reset arguments, as ``run``'s verification launch is (but
+        nothing is compared: the search verified it). False when it failed, or the context is gone."""
+        if self.fatal_error:
+            return False
+        try:
+            self._apply(candidate)
+            self._fresh_launch(candidate.kernel, candidate.grid, candidate.block)
+            return True
+        except Exception as exc:
+            self._fail(candidate, exc)
+            return False
+
+    def _fail(self, candidate: Loaded, exc: Exception) -> None:
+        """Classify the failure as ``run`` does; a lost context sets the backend's fatal error."""
+        status, error = self._failure(exc, candidate.kernel, candidate.grid, candidate.block, "confirmation")
+        log.warning("configuration %d failed while re-timed (%s): %s", candidate.work.config_id, status, error)
+
+    # -- a configuration's steps ------------------------------------------------------
 
     def _observe(self, kernel: Any, grid: Dims, block: Dims, time_ms: float) -> dict[str, float]:
         """Power, energy, clocks and temperature over back-to-back launches filling the
