@@ -53,7 +53,7 @@ from mpitune.store.rows import (
     phase_rows,
     rank_rows,
     result_rows,
-    results_of,
+    rows_as_results,
     run_row,
     values_table,
 )
@@ -214,7 +214,7 @@ class Cache:
         """Every configuration measured in earlier runs, to tell the strategy on resume."""
         rows = self.results[...]
         observed = self.observed[...] if self.observed is not None else np.zeros((len(rows), 0))
-        return results_of(rows, [dict(zip(self.observed_names, map(float, values))) for values in observed])
+        return rows_as_results(rows, [dict(zip(self.observed_names, map(float, values))) for values in observed])
 
     def rewrite_metrics(self, results: Sequence[Scored]) -> None:
         """The metrics of every recorded row, ``results`` in row order as ``recorded`` gave them

@@ -131,7 +131,7 @@ _PLACE_AND_TIME = frozenset({"rank", "batch", "started_s", "finished_s"})
 _READ_BACK = frozenset(f.name for f in dataclasses.fields(Result)) - _PLACE_AND_TIME - {"observed"}
 
 
-def results_of(rows: np.ndarray, observed: Sequence[Mapping[str, float]]) -> list[Result]:
+def rows_as_results(rows: np.ndarray, observed: Sequence[Mapping[str, float]]) -> list[Result]:
     """Results rows read back as ``Result`` records, filled by column name: each column named as
     a field of ``Result`` (not where and when it was measured) sets that field; ``observed``
     holds each row's observed values. A file of an older schema version lacks the newer columns,

@@ -19,10 +19,10 @@ NEW = '    Column("first_ms", "f8", "its verified launch, ms"),\n'
 AFTER = '    Column("benchmark_s", "f8", "its timed launches, s"),\n'
 READ_BACK = """
 import json, sys, h5py
-from mpitune.store.rows import results_of
+from mpitune.store.rows import rows_as_results
 with h5py.File(sys.argv[1], "r") as f:
     rows = f["results"][...]
-print(json.dumps([r.first_ms for r in results_of(rows, [{}] * len(rows))]))
+print(json.dumps([r.first_ms for r in rows_as_results(rows, [{}] * len(rows))]))
 """
 
 
