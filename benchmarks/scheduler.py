@@ -67,7 +67,7 @@ from mpitune.scheduling.batching import deal  # noqa: E402
 from mpitune.scheduling.costs import CostModel  # noqa: E402
 from mpitune.scheduling.handouts import Handouts  # noqa: E402
 from mpitune.scheduling.messages import Order  # noqa: E402
-from mpitune.scheduling.rank import serve  # noqa: E402
+from mpitune.scheduling.rank import carry_out  # noqa: E402
 from mpitune.scheduling.session import progress_line  # noqa: E402
 from mpitune.store import measured  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
@@ -193,7 +193,7 @@ def rank0_loop_us(
         if not sent:
             break  # the order to stop went out, and every report is in
         rank, order = sent.popleft()
-        report = serve(order, backend, rank, timeline)
+        report = carry_out(order, backend, rank, timeline)
         with timed(totals, "write"):
             recorded = handouts.record(rank, report)
         with timed(totals, "tell + progress"):

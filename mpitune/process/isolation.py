@@ -135,7 +135,7 @@ class Confirmed:
     fatal_error: str
 
 
-def serve(conn: Connection, lang: str, local_rank: int | None) -> None:
+def worker_loop(conn: Connection, lang: str, local_rank: int | None) -> None:
     """The worker (prewarm.py spawns it): warm up the backend ``lang`` names (on the device of
     ``local_rank``; None: no device yet) while its problem may still be on its way, build the
     backend once, then measure what the rank sends until told to stop."""

@@ -21,10 +21,10 @@ def _serve(conn: Connection, lang: str, local_rank: int | None) -> None:
     killed meanwhile (its MPI start watched out, a launcher's teardown) breaks the pipe: the
     worker then has no one to answer and ends without a word, rather than with a traceback on
     the job's stderr, where a launcher that leaves a rank's children running would show it."""
-    from mpitune.process.isolation import serve
+    from mpitune.process.isolation import worker_loop
 
     try:
-        serve(conn, lang, local_rank)
+        worker_loop(conn, lang, local_rank)
     except (BrokenPipeError, ConnectionResetError):
         return
 

@@ -21,7 +21,7 @@ from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.scheduling.messages import Order, Report
-from mpitune.scheduling.rank import serve
+from mpitune.scheduling.rank import carry_out
 
 
 def measuring_timeline(timeline: Timeline) -> Timeline:
@@ -66,7 +66,7 @@ class Lane:
         # the same configurations however busy the host is.
         live = not timeline.clock.simulated
         stopping = lambda: self._closing or (live and self.stopping())
-        return serve(order, self.backend, 0, timeline, self.ahead, stopping, self._held)
+        return carry_out(order, self.backend, 0, timeline, self.ahead, stopping, self._held)
 
     def _held(self) -> list[Work]:
         return [w for order in list(self._pending) for w in order.work]

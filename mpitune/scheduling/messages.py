@@ -54,7 +54,7 @@ class StopReason(enum.Enum):
 @dataclass(frozen=True)
 class Order:
     """Rank 0's message to one rank each round: its chunk of configurations, or stop. It travels
-    whole to the code that measures it (rank.serve)."""
+    whole to the code that measures it (rank.carry_out)."""
 
     now_s: float  # rank 0's clock, to which a simulated clock catches up
     batch: int = -1

@@ -1,4 +1,4 @@
-"""What every rank does with an order: its chunk measured (``serve``, ``Chunk``), or the
+"""What every rank does with an order: its chunk measured (``carry_out``, ``Chunk``), or the
 candidates timed again, into a report. No MPI here: the loop moves the messages; rank 0 serves
 its own orders in its lane (lane.py).
 """
@@ -17,7 +17,7 @@ from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.messages import Order, Report
 
 
-def serve(
+def carry_out(
     order: Order,
     backend: Backend,
     rank: int,
@@ -104,7 +104,7 @@ def _take(ahead: CompilePool, work: Work, backend: Backend, timeline: Timeline) 
 
 
 class Chunk:
-    """One order's configurations measured on this rank: the steps ``serve`` composes."""
+    """One order's configurations measured on this rank: the steps ``carry_out`` composes."""
 
     def __init__(
         self,
@@ -121,7 +121,7 @@ class Chunk:
 
     def in_order(self, work: Sequence[Work], race: Race | None) -> list[Result]:
         """Each configuration in turn, racing against the best known and the ones measured since;
-        stops early as ``serve`` says."""
+        stops early as ``carry_out`` says."""
         results: list[Result] = []
         for item in work:
             if results and self.stopping is not None and self.stopping():

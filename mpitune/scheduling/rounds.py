@@ -32,7 +32,7 @@ from mpitune.scheduling.handouts import Handouts
 from mpitune.scheduling.lane import Lane, Merge, measures_beside
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason, interrupted
-from mpitune.scheduling.rank import serve
+from mpitune.scheduling.rank import carry_out
 from mpitune.scheduling.session import Rank0, progress_line, say
 from mpitune.scheduling.transport import SilentRanks, Transport, pauses
 
@@ -81,7 +81,7 @@ def rounds(
         if order.stop is not None:
             stop_beating()
             break
-        report = serve(order, backend, transport.rank, timeline, ahead, stopping, held)
+        report = carry_out(order, backend, transport.rank, timeline, ahead, stopping, held)
         with timeline.phase("wait"):
             transport.gather(report, patience_s)
     transport.gather(timeline.take(), patience_s)  # the last rows (the final wait) to rank 0
@@ -157,7 +157,9 @@ class Rank0Rounds:
                     continue
                 if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
                     mine = self.own.popleft()
-                    report = serve(mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping, self._held)
+                    report = carry_out(
+                        mine.order, self.backend, 0, self.timeline, self.ahead, self.stopping, self._held
+                    )
                     self._record(0, mine.order, report)
                     continue
                 rank, report = got

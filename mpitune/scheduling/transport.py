@@ -25,7 +25,7 @@ from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.liveness import Silence
 from mpitune.scheduling.faults.world import WorldError
 from mpitune.scheduling.messages import Order, interrupted
-from mpitune.scheduling.rank import serve
+from mpitune.scheduling.rank import carry_out
 
 T = TypeVar("T")
 
@@ -254,7 +254,7 @@ class InProcessRanks(LocalTransport):
     ``backends[r]`` on ``timelines[r]``, with compile workers ``aheads[r]`` (none if not given);
     rank 0's own backend, timeline and compile workers are the caller's. What rank 0 scatters
     waits in each rank's inbox, in order, as MPI keeps it; each gather is the moment the other
-    ranks carry out their oldest order (rank.serve, their clocks caught up with rank 0's when it
+    ranks carry out their oldest order (rank.carry_out, their clocks caught up with rank 0's when it
     was sent) and answer, as a worker's side of rounds.py does. No deadline can pass.
 
     An order ``send`` hands one rank is carried out at once, on that rank's clock (from when it
@@ -309,7 +309,7 @@ class InProcessRanks(LocalTransport):
         timeline.clock.sync(order.now_s)
         if order.stop is not None:
             return timeline.take()
-        return serve(order, self.backends[rank], rank, timeline, self.aheads[rank], lambda: interrupted(inbox))
+        return carry_out(order, self.backends[rank], rank, timeline, self.aheads[rank], lambda: interrupted(inbox))
 
     def allgather(self, value: T) -> list[T]:
         return [value] * self.size

@@ -45,7 +45,7 @@ from mpitune.store.custody import Custody, CustodyLost, Kept, Loss, let_go
 from mpitune.store.files import claim_temporary, create_hdf5, discard
 from mpitune.store.history import History, ask_rows, prior_rows, read_history, schedule_rows, search_digest
 from mpitune.store.integrity import in_flight, open_for_writing, repair, verify
-from mpitune.store.layout import add_history, lay_out, set_front, text, value_names, values_dataset
+from mpitune.store.layout import add_history, fixed_text, lay_out, set_front, value_names, values_dataset
 from mpitune.store.lock import WriterLock, hold_writer_lock, lock_file
 from mpitune.store.rows import RunInfo as RunInfo  # where callers have always found it
 from mpitune.store.rows import (
@@ -299,7 +299,7 @@ class Cache:
         """Record how the run ended and, with several objectives, the Pareto front of every
         configuration the file holds."""
         row = self._kept.rows("runs")[self.run].copy()
-        row["wall_s"], row["status"], row["measured"] = wall_s, text(status, SHORT_TEXT), measured
+        row["wall_s"], row["status"], row["measured"] = wall_s, fixed_text(status, SHORT_TEXT), measured
         with self._writing():
             self._kept.put("runs", self.run, row)
             if self.front is not None:

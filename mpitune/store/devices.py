@@ -23,7 +23,7 @@ import numpy as np
 from mpitune.model.judging.confirmation import Candidate, DeviceFactor, Verdict
 from mpitune.model.schema import CONFIRMED_DTYPE, DEVICE_FACTOR_DTYPE, RETIMED_DTYPE, SHORT_TEXT
 from mpitune.model.work import Launch
-from mpitune.store.layout import text
+from mpitune.store.layout import fixed_text
 
 # The purposes of retimed rows; an ``unmade`` row is a launch a confirmation still owes (NaN).
 CALIBRATE, CONFIRM, UNMADE = "calibrate", "confirm", "unmade"
@@ -61,7 +61,7 @@ class Confirmations:
 def launch_rows(run: int, batch: int, launches: Sequence[tuple[int, Launch]], purpose: str) -> np.ndarray:
     """The ``retimed`` rows of ``launches``, (rank, launch), of one calibration or confirmation."""
     rows = np.zeros(len(launches), RETIMED_DTYPE)
-    tag = text(purpose, SHORT_TEXT)
+    tag = fixed_text(purpose, SHORT_TEXT)
     for i, (rank, launch) in enumerate(launches):
         rows[i] = (run, batch, rank, launch.config_id, launch.round, launch.time_ms, tag)
     return rows
@@ -70,7 +70,7 @@ def launch_rows(run: int, batch: int, launches: Sequence[tuple[int, Launch]], pu
 def factor_rows(run: int, batch: int, factors: Sequence[DeviceFactor], source: str) -> np.ndarray:
     """The ``device_factors`` rows of one estimate of the ranks' device factors."""
     rows = np.zeros(len(factors), DEVICE_FACTOR_DTYPE)
-    tag = text(source, SHORT_TEXT)
+    tag = fixed_text(source, SHORT_TEXT)
     for i, d in enumerate(factors):
         rows[i] = (run, batch, d.rank, d.factor, d.sd, d.flagged, tag)
     return rows

@@ -17,7 +17,7 @@ import numpy as np
 
 from mpitune.model.prior import PriorSource
 from mpitune.model.schema import ASKED_DTYPE, LONG_TEXT, NAME_TEXT, PRIOR_DTYPE, SCHEDULE_DTYPE, SHORT_TEXT, TOLD_DTYPE
-from mpitune.store.layout import text
+from mpitune.store.layout import fixed_text
 
 
 def search_digest(key: str) -> str:
@@ -71,11 +71,11 @@ def prior_rows(run: int, sources: Sequence[PriorSource]) -> np.ndarray:
     for i, s in enumerate(sources):
         rows[i] = (
             run,
-            text(s.path, LONG_TEXT),
-            text(s.kernel_name, NAME_TEXT),
-            text(s.device_name, NAME_TEXT),
-            text(s.problem_size, NAME_TEXT),
-            text(",".join(s.shared), LONG_TEXT),
+            fixed_text(s.path, LONG_TEXT),
+            fixed_text(s.kernel_name, NAME_TEXT),
+            fixed_text(s.device_name, NAME_TEXT),
+            fixed_text(s.problem_size, NAME_TEXT),
+            fixed_text(",".join(s.shared), LONG_TEXT),
             s.matched,
             s.sha256.encode(),
         )
@@ -84,7 +84,7 @@ def prior_rows(run: int, sources: Sequence[PriorSource]) -> np.ndarray:
 
 def schedule_rows(run: int, schedule: str) -> np.ndarray:
     """The ``schedules`` row of run ``run`` (none where ``schedule`` is not said)."""
-    return np.array([(run, text(schedule, SHORT_TEXT))] if schedule else [], SCHEDULE_DTYPE)
+    return np.array([(run, fixed_text(schedule, SHORT_TEXT))] if schedule else [], SCHEDULE_DTYPE)
 
 
 def ask_rows(run: int, batch: int, requested: int, ids: Sequence[int], told: int | None) -> dict[str, np.ndarray]:

@@ -207,7 +207,7 @@ def append_rows(ds: h5py.Dataset, rows: np.ndarray) -> None:
         ds[n:] = rows
 
 
-def text(value: str, width: str | np.dtype) -> bytes:
+def fixed_text(value: str, width: str | np.dtype) -> bytes:
     """Text for a fixed-length field: UTF-8, cut to the field's width."""
     return str(value).encode()[: _itemsize(width)]
 

@@ -18,7 +18,7 @@ from mpitune.model.prior import PriorSource
 from mpitune.model.result import Result, Scored, Status
 from mpitune.model.schema import NAME_TEXT, RANKS_DTYPE, RUNS_DTYPE, SHORT_TEXT, TIMELINE_DTYPE
 from mpitune.model.timeline import PhaseRow
-from mpitune.store.layout import text
+from mpitune.store.layout import fixed_text
 
 
 @dataclass
@@ -51,7 +51,7 @@ def run_row(run: int, info: RunInfo) -> np.ndarray:
     row = np.zeros(1, RUNS_DTYPE)
     for name in RUNS_DTYPE.names or ():
         value = made[name] if name in made else getattr(info, name)
-        row[name] = text(value, RUNS_DTYPE[name]) if RUNS_DTYPE[name].kind == "S" else value
+        row[name] = fixed_text(value, RUNS_DTYPE[name]) if RUNS_DTYPE[name].kind == "S" else value
     return row
 
 
@@ -62,7 +62,14 @@ def rank_rows(
     ranks = np.zeros(len(hosts), RANKS_DTYPE)
     details = list(details) or [""] * len(hosts)
     for rank, (host, device, detail, pid) in enumerate(zip(hosts, devices, details, pids)):
-        ranks[rank] = (run, rank, text(host, NAME_TEXT), text(device, NAME_TEXT), text(detail, NAME_TEXT), pid)
+        ranks[rank] = (
+            run,
+            rank,
+            fixed_text(host, NAME_TEXT),
+            fixed_text(device, NAME_TEXT),
+            fixed_text(detail, NAME_TEXT),
+            pid,
+        )
     return ranks
 
 
@@ -71,7 +78,7 @@ def phase_rows(run: int, phases: Iterable[tuple[int, PhaseRow]]) -> np.ndarray:
     names: dict[str, bytes] = {}  # a handful of phase names, each encoded once
 
     def name(phase: str) -> bytes:
-        return names.get(phase) or names.setdefault(phase, text(phase, SHORT_TEXT))
+        return names.get(phase) or names.setdefault(phase, fixed_text(phase, SHORT_TEXT))
 
     return np.array(
         [(run, rank, p.batch, p.config_id, name(p.phase), p.start_s, p.end_s) for rank, p in phases],
@@ -104,8 +111,8 @@ def result_rows(
         "times_ms": lambda: times,
         "launches": lambda: [len(r.times_ms) for r in scored],
         "run": lambda: run,
-        "host": lambda: [text(hosts[r.rank], NAME_TEXT) for r in scored],
-        "device": lambda: [text(devices[r.rank], NAME_TEXT) for r in scored],
+        "host": lambda: [fixed_text(hosts[r.rank], NAME_TEXT) for r in scored],
+        "device": lambda: [fixed_text(devices[r.rank], NAME_TEXT) for r in scored],
     }
     for name in tune_params:
         made[name] = lambda name=name: [_param(r.config[name], dtype[name]) for r in scored]  # type: ignore[misc]
@@ -120,7 +127,7 @@ def _field(scored: Sequence[Scored], name: str, column: np.dtype) -> object:
     values = [getattr(r, name) for r in scored]
     if column.kind != "S":
         return values
-    encoded = {v: text(v, column) for v in set(values)}
+    encoded = {v: fixed_text(v, column) for v in set(values)}
     return [encoded[v] for v in values]
 
 
@@ -156,7 +163,7 @@ def _column(values: np.ndarray, name: str) -> list[Any]:
 
 def _param(value: object, width: np.dtype) -> object:
     """A parameter's value as its column holds it: text cut to the column's width."""
-    return text(value, width) if isinstance(value, str) else value
+    return fixed_text(value, width) if isinstance(value, str) else value
 
 
 def objective_values(names: Sequence[str], column: Callable[[str], np.ndarray], ok: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead
 from mpitune.scheduling.lane import Merge
 from mpitune.scheduling.messages import Order
-from mpitune.scheduling.rank import serve
+from mpitune.scheduling.rank import carry_out
 from mpitune.spec.load import load_names
 
 # Counts its launches per configuration in the test's own memory (the address travels as a
@@ -53,7 +53,7 @@ def measure(tmp_path, counts: np.ndarray, slots, rule: RaceRule):
     work = tuple(Work(slot, {"SLOT": slot}) for slot in slots)
     try:
         order = Order(0.0, batch=0, work=work, race=Race(rule=rule))
-        return serve(order, backend, 0, Timeline(), ahead).results
+        return carry_out(order, backend, 0, Timeline(), ahead).results
     finally:
         ahead.close()
         backend.close()

@@ -31,7 +31,7 @@ from mpitune.backends.cupy.device_errors import (
     is_sticky,
     kernel_limits,
     launch_limits,
-    text,
+    library_text,
 )
 from mpitune.backends.cupy.device_start import device_uuid, import_cupy, select_device
 from mpitune.backends.cupy.geometry import Dims, block_dims, grid_dims
@@ -79,7 +79,7 @@ class CupyBackend(Backend):
         self.fatal_error = ""  # set once the CUDA context is lost; run() then refuses
         self.device_id = self._open_device(local_rank)
         props = self.cp.cuda.runtime.getDeviceProperties(self.device_id)
-        self.device_name = text(props.get("name", b"unknown GPU"))
+        self.device_name = library_text(props.get("name", b"unknown GPU"))
         self.device_uuid = device_uuid(props.get("uuid"))
         self.device_pci_bus_id = self._pci_bus_id()
         self.device_detail = f"GPU {self.device_id}, PCI {self.device_pci_bus_id}, {self.device_uuid}"
@@ -110,7 +110,7 @@ class CupyBackend(Backend):
         try:
             count = cp.cuda.runtime.getDeviceCount()
         except Exception as exc:
-            raise UserError(f"no usable CUDA GPU on this node ({text(exc)})") from None
+            raise UserError(f"no usable CUDA GPU on this node ({library_text(exc)})") from None
         if count < 1:
             raise UserError("no CUDA GPU visible to this process (check CUDA_VISIBLE_DEVICES)")
         device_id = select_device(rank, count)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpitune.backends.base import Compiled, shorten, timed
-from mpitune.backends.cupy.device_errors import text
+from mpitune.backends.cupy.device_errors import library_text
 from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
 from mpitune.model.result import Status
 from mpitune.model.work import Work
@@ -124,10 +124,10 @@ class NvrtcCompiler:
                 return Compiled(
                     config_id,
                     status=Status.COMPILE_ERROR,
-                    error=shorten(text(nvrtc.getProgramLog(program)) or str(exc)),
+                    error=shorten(library_text(nvrtc.getProgramLog(program)) or str(exc)),
                 )
             image = nvrtc.getCUBIN(program) if self.image == "cubin" else nvrtc.getPTX(program)
-            lowered = [text(nvrtc.getLoweredName(program, e)) for e in expressions]
+            lowered = [library_text(nvrtc.getLoweredName(program, e)) for e in expressions]
         finally:
             nvrtc.destroyProgram(program)
         return Compiled(

@@ -37,7 +37,7 @@ class Failure(enum.Enum):
         return Status.LAUNCH_ERROR if self is Failure.LAUNCH else Status.RUNTIME_ERROR
 
 
-def text(value: Any) -> str:
+def library_text(value: Any) -> str:
     """A CUDA library's string (bytes padded with NULs) or an exception's message."""
     if isinstance(value, bytes):
         return value.decode(errors="replace").rstrip("\x00")
@@ -45,7 +45,7 @@ def text(value: Any) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {text(exc)}"
+    return f"{type(exc).__name__}: {library_text(exc)}"
 
 
 def cuda_code(exc: BaseException) -> int | None:
