@@ -226,7 +226,7 @@ n = 4096
 x = np.arange(n, dtype=np.float32)
 results, env = tune_kernel(
     "scale", "scale.c", n, [np.zeros(n, np.float32), x, np.int32(n)], {"STEP": [1, 2, 4, 8], "MODE": [0, 1, 2]},
-    lang="C", answer=[2 * x, None, None], iterations=3, cache="scale.h5",
+    lang="C", answer=[2 * x, None, None], iterations=3, cache="scale.h5", racing=False,
 )
 json.dump([results, env], sys.stdout)
 """
@@ -235,7 +235,9 @@ json.dump([results, env], sys.stdout)
 @pytest.fixture(scope="module")
 def tune_kernel_results(tmp_path_factory) -> tuple[list, dict]:
     """``mpitune.tune_kernel``'s (results, env) of a real run with failures (MODE 1 does not
-    compile, MODE 2 gives wrong answers), from a script as a user runs it."""
+    compile, MODE 2 gives wrong answers), from a script as a user runs it. Without racing, so
+    that the four passing configurations are all timed whole and confirmed however busy the
+    machine is (a raced one is no candidate, and one candidate alone is not confirmed)."""
     tmp = tmp_path_factory.mktemp("tune_kernel")
     (tmp / "scale.c").write_text(SCALE_C)
     (tmp / "tune.py").write_text(TUNE)
@@ -245,6 +247,7 @@ def tune_kernel_results(tmp_path_factory) -> tuple[list, dict]:
     assert proc.returncode == 0, proc.stderr
     results, env = json.loads(proc.stdout.splitlines()[-1])
     assert {r["time"] for r in results if r["MODE"] != 0} == {"CompilationFailedConfig", "RuntimeFailedConfig"}
+    assert env["confirmation"]["winner"]["MODE"] == 0
     return results, env
 
 
