@@ -14,14 +14,7 @@ from test_manager import Ranks, recorded
 
 from mpitune.backends.replay import ReplayBackend
 from mpitune.offline.report import render
-from mpitune.scheduling.devices.confirming import (
-    ANCHORS,
-    LAUNCHES_PER_CANDIDATE,
-    MOST_ROUNDS,
-    plan,
-    rounds_for,
-    spread,
-)
+from mpitune.scheduling.devices.confirming import ANCHORS, LAUNCHES_PER_CANDIDATE, rounds_for, spread
 from mpitune.scheduling.messages import StopReason
 
 
@@ -128,29 +121,6 @@ def test_many_ranks_time_the_two_best_everywhere_and_spread_the_others_over_enou
     # Where spreading would not halve what the others are launched, all go everywhere.
     assert spread([7, 3, 5, 9, 1], 3, 10) == [(7, 3, 5, 9, 1)] * 3
     assert spread([4, 2], 64, 5) == [(4, 2)] * 64
-
-
-def test_where_compiling_again_weighs_more_rounds_on_fewer_ranks_cost_a_rank_less():
-    ids = list(range(14))
-    time_ms = dict.fromkeys(ids, 8.7)  # pnpoly's best, on 8 ranks after a 9 s run
-    cost = lambda rounds, shares, compile_s: max(
-        sum(compile_s + rounds * time_ms[i] / 1e3 for i in share) for share in shares
-    )
-    rounds, shares = plan(ids, 8, time_ms, dict.fromkeys(ids, 0.13), 9.0)
-    assert rounds_for(8) < rounds <= MOST_ROUNDS and all(share[:ANCHORS] == (0, 1) for share in shares)
-    assert max(map(len, shares)) < len(ids)  # not every candidate on every rank
-    for i in ids[ANCHORS:]:  # each still from two ranks at least, with its launches
-        holders = sum(i in share for share in shares)
-        assert holders >= 2 and holders * rounds >= LAUNCHES_PER_CANDIDATE
-    everywhere = [tuple(ids)] * 8
-    assert cost(rounds, shares, 0.13) < 0.7 * cost(rounds_for(8), everywhere, 0.13)
-    # Nothing to compile on 3 ranks: every candidate on every rank, as many rounds as before.
-    assert plan([7, 3, 5], 3, dict.fromkeys([7, 3, 5], 2.5), dict.fromkeys([7, 3, 5], 0.0), 60.0) == (
-        rounds_for(3),
-        [(7, 3, 5)] * 3,
-    )
-    # A short run keeps the anchors' launches within its share: no more rounds than before.
-    assert plan(ids, 8, time_ms, dict.fromkeys(ids, 0.13), 1.0)[0] == rounds_for(8)
 
 
 def test_a_confirmation_on_many_ranks_spreads_its_candidates_and_names_the_same_winner(tmp_path, capsys):

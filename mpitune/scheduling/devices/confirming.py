@@ -10,10 +10,7 @@ medians can be compared; the winner is then named with the candidates it cannot 
 On many ranks every candidate on every rank would be far more launches than a median needs, and
 a slow candidate would hold every rank: there the two best (``ANCHORS``) go to every rank, which
 is what the devices' factors rest on, and the others are spread, each to as few ranks as still
-give it ``LAUNCHES_PER_CANDIDATE`` launches (``spread``). A rank compiles each of its candidates
-again unless a kernel cache it shares has it, which can cost more than their launches: so the
-rounds are those that cost a rank least, compiles and launches together (``plan``), more rounds
-on fewer ranks each where compiling weighs.
+give it ``LAUNCHES_PER_CANDIDATE`` launches (``spread``).
 
 Only a search that ended on its own (``FINISHED``, ``MAX_FEVALS``) is confirmed: one cut short
 is resumed, and confirmed when it ends. A stop (a signal, the stop file) during the
@@ -46,7 +43,6 @@ MIN_ROUNDS = 5  # per rank: what its device factor rests on, with every candidat
 # share of the run so far: slow kernels have fewer configurations timed per second to confirm.
 SHARE_OF_RUN = 0.03
 ANCHORS = 2  # the best candidates, timed on every rank: the devices' factors rest on them
-MOST_ROUNDS = LAUNCHES_PER_CANDIDATE // 2  # per rank, where compiling again weighs (``plan``)
 
 
 def rounds_for(ranks: int, round_s: float = 0.0, run_s: float = math.inf) -> int:
@@ -78,44 +74,6 @@ def spread(ids: Sequence[int], ranks: int, rounds: int) -> list[tuple[int, ...]]
     if 2 * each > len(others):
         return [tuple(ids)] * ranks
     return [anchors + tuple(others[(rank * each + j) % len(others)] for j in range(each)) for rank in range(ranks)]
-
-
-def plan(
-    ids: Sequence[int], ranks: int, time_ms: Mapping[int, float], compile_s: Mapping[int, float], run_s: float
-) -> tuple[int, list[tuple[int, ...]]]:
-    """The rounds per rank and each rank's candidates (``spread``) that cost a rank least: each
-    candidate it holds costs its compile again and its launches. From the rounds ``rounds_for``
-    gives up to ``MOST_ROUNDS`` (so that a candidate's launches come from two ranks at least, and
-    no verdict rests on one device's factor), at most as many as keep the anchors' launches,
-    which every rank makes each round, within ``SHARE_OF_RUN`` of the run: where compiling again
-    costs nothing (a shared kernel cache), more rounds cost that share at most.
-
-    Args:
-        ids: the candidates, best first.
-        ranks: how many ranks share the confirmation.
-        time_ms: each candidate's time, what one launch costs.
-        compile_s: what compiling each again costs a rank, as the search measured it (0 if unknown).
-        run_s: the seconds the run has taken.
-
-    Returns:
-        The rounds per rank, and one tuple of candidate ids per rank, anchors first.
-    """
-    least = rounds_for(ranks, sum(time_ms[i] for i in ids) / 1e3, run_s)
-    anchors_s = sum(time_ms[i] for i in ids[:ANCHORS]) / 1e3
-    most = least
-    if anchors_s > 0 and math.isfinite(run_s):
-        most = max(least, min(MOST_ROUNDS, math.floor(SHARE_OF_RUN * run_s / anchors_s)))
-
-    def cost_s(rounds: int, shares: list[tuple[int, ...]]) -> float:
-        return max(sum(compile_s.get(i, 0.0) + rounds * time_ms[i] / 1e3 for i in share) for share in shares)
-
-    options = [
-        (cost_s(rounds, shares), rounds, shares)
-        for rounds in range(least, most + 1)
-        for shares in [spread(ids, ranks, rounds)]
-    ]
-    _, rounds, shares = min(options, key=lambda option: (option[0], option[1]))
-    return rounds, shares
 
 
 class Confirming:
@@ -170,8 +128,8 @@ class Confirming:
             self.verdict = known.verdict  # the run names its winner, as the file does
             return None
         time_ms = {r.config_id: r.time_ms for r in leaders}
-        compile_s = {r.config_id: r.compile_s for r in leaders}
-        rounds, shares = plan(ids, self.ranks, time_ms, compile_s, now_s)
+        rounds = rounds_for(self.ranks, sum(time_ms[i] for i in ids) / 1e3, now_s)
+        shares = spread(ids, self.ranks, rounds)
         self.owed = dict(Counter(i for share in shares for i in share for _ in range(rounds)))
         return self._hand_out(ids, shares, rounds, now_s, batch, work)
 
