@@ -67,7 +67,7 @@ class CompilePool(Protocol):
     workers: int
     compiler: Compiler | None
 
-    def submit(self, items: Iterable[Work]) -> None: ...
+    def submit(self, items: Iterable[Work], since_s: float | None = None) -> None: ...
     def keep_only(self, config_ids: Iterable[int]) -> None: ...
     def take(self, work: Work, deadline_s: float | None) -> Compiled: ...
     def row(self, compiled: Compiled, batch: int) -> PhaseRow | None: ...
@@ -123,8 +123,9 @@ class CompileAhead:
         self._tasks, self._results = SPAWN.Queue(), SPAWN.Queue()
         self._pool.start(self._tasks, self._results, self.warm_up)
 
-    def submit(self, items: Iterable[Work]) -> None:
-        """Queue configurations in order; one already queued is not queued twice."""
+    def submit(self, items: Iterable[Work], since_s: float | None = None) -> None:
+        """Queue configurations in order; one already queued is not queued twice. ``since_s``
+        (when rank 0 dealt them) is for a simulated clock: real compiles start when queued."""
         for work in items:
             if work.config_id not in self._queued:
                 self._queued[work.config_id] = work

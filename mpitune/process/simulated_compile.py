@@ -30,8 +30,11 @@ class SimulatedCompileAhead:
         self._queued: dict[int, Compiled] = {}  # scheduled and not yet taken, with its start and end
         self._compiled: set[int] = set()  # compiled on this rank before
 
-    def submit(self, items: Iterable[Work]) -> None:
-        """Queue configurations in order: each goes to the worker free first, from now on."""
+    def submit(self, items: Iterable[Work], since_s: float | None = None) -> None:
+        """Queue configurations in order: each goes to the worker free first, from ``since_s``
+        (when rank 0 dealt them: a real rank queues an order as it comes, while it measures the
+        one before, but a replayed rank sees it only when it replays to it, which may be later on
+        its clock) or else from now."""
         assert self.compiler is not None, "the compiler is set before anything is submitted"
         for work in items:
             if work.config_id in self._queued:
@@ -41,7 +44,7 @@ class SimulatedCompileAhead:
             if work.config_id in self._compiled and self.recompile_s is not None:
                 took_s = min(took_s, self.recompile_s)
             self._compiled.add(work.config_id)
-            started_s = max(heapq.heappop(self._free_s), self.clock.now())
+            started_s = max(heapq.heappop(self._free_s), self.clock.now() if since_s is None else since_s)
             finished_s = started_s + took_s
             heapq.heappush(self._free_s, finished_s)
             self._queued[work.config_id] = dataclasses.replace(compiled, started=started_s, finished=finished_s)

@@ -17,7 +17,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from mpitune.backends.base import Backend
 from mpitune.model.timeline import BACKGROUND_PHASES, BESIDE, Clock, PhaseRow, Timeline
-from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.scheduling.messages import Order, Report
@@ -68,8 +67,8 @@ class Lane:
         stopping = lambda: self._closing or (live and self.stopping())
         return carry_out(order, self.backend, 0, timeline, self.ahead, stopping, self._held)
 
-    def _held(self) -> list[Work]:
-        return [w for order in list(self._pending) for w in order.work]
+    def _held(self) -> list[Order]:
+        return list(self._pending)
 
     def close(self) -> None:
         """No more orders: those not started are dropped, and one still measured (the rounds

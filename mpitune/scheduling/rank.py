@@ -24,7 +24,7 @@ def carry_out(
     timeline: Timeline,
     ahead: CompilePool | None = None,
     stopping: Callable[[], bool] | None = None,
-    held: Callable[[], Sequence[Work]] | None = None,
+    held: Callable[[], Sequence[Order]] | None = None,
 ) -> Report:
     """Carry out one order (not a stop): measure each configuration of its chunk in turn, and
     report them with the phases recorded since the last report and this rank's clock. Failures
@@ -33,7 +33,8 @@ def carry_out(
     With compile workers (``ahead``), the whole chunk, then what the orders this rank already
     ``held`` beyond this one hold (its next order, which comes while it measures), is queued
     for compiling first, so that the device measures one configuration while the next ones
-    compile.
+    compile; each from when rank 0 dealt it (what a replay's simulated workers need: there an
+    order is seen when its rank replays to it, not when it came).
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what it
     measured so far is reported, and nothing after it is trusted, nor anything of a chunk that
@@ -63,8 +64,9 @@ def carry_out(
         calibration = tuple(backend.retime(order.calibrate, timeline, compiled))
     if ahead is not None:
         later = tuple(held()) if held is not None else ()
-        ahead.keep_only(order.ids + tuple(w.config_id for w in later))
-        ahead.submit(order.work + later)
+        ahead.keep_only(order.ids + tuple(i for o in later for i in o.ids))
+        for queued in (order, *later):
+            ahead.submit(queued.work, since_s=queued.now_s)
     chunk = Chunk(order, backend, rank, timeline, ahead, stopping, held)
     if order.race is not None and order.race.looks_ahead and ahead is not None and len(order.work) > 1:
         results = chunk.two_passes(order.race)
@@ -114,7 +116,7 @@ class Chunk:
         timeline: Timeline,
         ahead: CompilePool | None,
         stopping: Callable[[], bool] | None,
-        held: Callable[[], Sequence[Work]] | None = None,
+        held: Callable[[], Sequence[Order]] | None = None,
     ):
         self.order, self.backend, self.rank, self.timeline = order, backend, rank, timeline
         self.ahead, self.stopping, self.held = ahead, stopping, held
@@ -178,7 +180,8 @@ class Chunk:
         if self.ahead is not None:
             compiled = _take(self.ahead, work, self.backend, timeline)
             if self.held is not None:  # an order that came while this compiled: it compiles while this runs
-                self.ahead.submit(self.held())
+                for queued in self.held():
+                    self.ahead.submit(queued.work, since_s=queued.now_s)
         result = self.backend.run(work, timeline, compiled, race)
         return remade(
             result, rank=self.rank, batch=self.order.batch, started_s=started_s, finished_s=timeline.clock.now()

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from mpitune.backends.base import Backend
 from mpitune.model.timeline import PhaseRow, Timeline
-from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
@@ -70,7 +69,7 @@ def rounds(
         _last_rows(transport, rank0, order, sent_s, own.last_rows())
         assert order.stop is not None
         return order.stop
-    held = lambda: [w for o in transport.waiting() if isinstance(o, Order) for w in o.work]
+    held = lambda: [o for o in transport.waiting() if isinstance(o, Order)]
     stopping = lambda: interrupted(transport.waiting())
     patience_s: float | None = None  # how long a worker waits for its next order
     while True:
@@ -201,9 +200,9 @@ class Rank0Rounds:
             say(*self.progress)
             self.progress.clear()
 
-    def _held(self) -> list[Work]:
-        """What rank 0's own orders not yet started hold, to compile ahead."""
-        return [w for own in self.own for w in own.order.work]
+    def _held(self) -> list[Order]:
+        """Rank 0's own orders not yet started, to compile ahead."""
+        return [own.order for own in self.own]
 
     def last_rows(self) -> list[PhaseRow]:
         """Rank 0's rows not yet written: its main thread's, merged with its lane's, which is done."""
