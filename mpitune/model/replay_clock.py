@@ -35,9 +35,12 @@ class RecordedRun:
     workers a rank had, as the most compiles that overlapped on one rank's timeline (the
     file does not record the count; a run that compiled in turn has none). ``recompile_s``:
     what compiling a configuration again on the same rank took (a compiler's cache; None: as
-    long as the first time). ``retime_compile_s``: the seconds per candidate a rank spent
-    compiling what it timed again (calibration, confirmation) without compile workers (None:
-    each in turn, as long as its recorded compile). ``raced``: some
+    long as the first time). ``compile_ready_s``: when each recorded rank's compile workers
+    first compiled, per run, by rank: workers started cold (a fresh process, its imports, the
+    compiler's first call) are ready only then, whenever the first order came.
+    ``retime_compile_s``: the seconds per candidate a rank spent compiling what it timed again
+    (calibration, confirmation) without compile workers (None: each in turn, as long as its
+    recorded compile). ``raced``: some
     configuration was raced, so the replay gives each configuration the launches it got then
     (racing as the run raced) rather than racing again on launches it does not have.
     ``ranks``, ``dealt``: the run's ranks and the rank that measured each configuration (by its
@@ -58,6 +61,7 @@ class RecordedRun:
     charges_s: Mapping[str, float] = field(default_factory=dict)
     compile_workers: int = 0
     recompile_s: float | None = None
+    compile_ready_s: tuple[float, ...] = ()
     retime_compile_s: float | None = None
     raced: bool = False
     ranks: int = 0
@@ -90,6 +94,12 @@ class RecordedRun:
         if not self.gap_s:
             return 0.0
         return self.gap_s[rank] if rank < len(self.gap_s) else self.gap_s[-1]
+
+    def rank_compile_ready_s(self, rank: int) -> float:
+        """When a simulated rank's compile workers can first compile, as ``rank_startup_s``."""
+        if not self.compile_ready_s:
+            return 0.0
+        return self.compile_ready_s[rank] if rank < len(self.compile_ready_s) else self.compile_ready_s[-1]
 
     def charge_start(self, timeline: Timeline, rank: int) -> None:
         """The recorded spec loading (rank 0) and start-up as this rank's first phases on its
@@ -147,6 +157,7 @@ def recorded_run(
         charges_s=charges_s,
         compile_workers=compile_workers(timeline),
         recompile_s=recompile_s(timeline),
+        compile_ready_s=tuple(_first_s(timeline[timeline["rank"] == rank], "compile_ahead") for rank in ranks),
         retime_compile_s=retime_compile_s(timeline, retimed),
         raced=raced,
         ranks=len(ranks),
@@ -219,6 +230,13 @@ def recompile_s(timeline: np.ndarray) -> float | None:
     if not again.any():
         return None
     return float(np.median(ahead["end_s"][again] - ahead["start_s"][again]))
+
+
+def _first_s(rows: np.ndarray, phase: str) -> float:
+    """When ``phase`` first began in each run of ``rows``, averaged over the runs that have it; 0 if none."""
+    mine = rows[rows["phase"] == phase]
+    firsts = [float(mine["start_s"][mine["run"] == run].min()) for run in np.unique(mine["run"])]
+    return float(np.mean(firsts)) if firsts else 0.0
 
 
 def _total_s(rows: np.ndarray, *phases: str) -> float:

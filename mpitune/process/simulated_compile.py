@@ -11,6 +11,7 @@ the rank's ``compile`` phase, and the compile itself is phase ``compile_ahead``,
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 from collections.abc import Iterable
@@ -23,18 +24,32 @@ from mpitune.model.work import Work
 class SimulatedCompileAhead:
     """``CompileAhead``'s interface on a simulated clock; nothing runs, nothing is started."""
 
-    def __init__(self, workers: int, clock: Clock, compiler: Compiler | None = None, recompile_s: float | None = None):
+    def __init__(
+        self,
+        workers: int,
+        clock: Clock,
+        compiler: Compiler | None = None,
+        recompile_s: float | None = None,
+        ready_s: float = 0.0,
+    ):
+        """``ready_s``: when the workers can first compile (a cold worker's start, as recorded)."""
         self.workers, self.clock, self.compiler = workers, clock, compiler
         self.recompile_s = recompile_s  # a compile repeated on this rank (None: as long as the first)
-        self._free_s = [0.0] * workers  # when each worker is next free, as a heap
+        self._free_s = [ready_s] * workers  # when each worker is next free, as a heap
+        self._looks_s: list[float] = []  # when the rank took a configuration: when it looks for new orders
         self._queued: dict[int, Compiled] = {}  # scheduled and not yet taken, with its start and end
         self._compiled: set[int] = set()  # compiled on this rank before
 
     def submit(self, items: Iterable[Work], since_s: float | None = None) -> None:
-        """Queue configurations in order: each goes to the worker free first, from ``since_s``
-        (when rank 0 dealt them: a real rank queues an order as it comes, while it measures the
-        one before, but a replayed rank sees it only when it replays to it, which may be later on
-        its clock) or else from now."""
+        """Queue configurations in order: each goes to the worker free first, from now, or,
+        for an order rank 0 dealt at ``since_s``, from the first time this rank took a
+        configuration after that: a real rank queues an order it got once it takes its next
+        configuration, while it measures the one before, but a replayed rank sees the order only
+        when it replays to it, which may be later on its clock."""
+        from_s = self.clock.now()
+        if since_s is not None:
+            at = bisect.bisect_left(self._looks_s, since_s)
+            from_s = min(from_s, self._looks_s[at]) if at < len(self._looks_s) else from_s
         assert self.compiler is not None, "the compiler is set before anything is submitted"
         for work in items:
             if work.config_id in self._queued:
@@ -44,7 +59,7 @@ class SimulatedCompileAhead:
             if work.config_id in self._compiled and self.recompile_s is not None:
                 took_s = min(took_s, self.recompile_s)
             self._compiled.add(work.config_id)
-            started_s = max(heapq.heappop(self._free_s), self.clock.now() if since_s is None else since_s)
+            started_s = max(heapq.heappop(self._free_s), from_s)
             finished_s = started_s + took_s
             heapq.heappush(self._free_s, finished_s)
             self._queued[work.config_id] = dataclasses.replace(compiled, started=started_s, finished=finished_s)
@@ -61,6 +76,7 @@ class SimulatedCompileAhead:
         self.submit([work])
         compiled = self._queued.pop(work.config_id)
         self.clock.advance(max(compiled.finished - self.clock.now(), 0.0))
+        self._looks_s.append(self.clock.now())
         return compiled
 
     def row(self, compiled: Compiled, batch: int) -> PhaseRow | None:

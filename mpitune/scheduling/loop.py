@@ -192,7 +192,7 @@ def _equip(
     clock = timeline.clock
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
-        _compile_ahead(caps, transport.node_size, workers, clock, problem.replay_run),
+        _compile_ahead(caps, transport.node_size, workers, clock, problem.replay_run, transport.rank),
     )
     isolate = problem.isolate and caps.isolate
     spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
@@ -278,15 +278,25 @@ def _search(
 
 
 def _compile_ahead(
-    caps: Capabilities, ranks_on_node: int, workers: int | None, clock: Clock, recorded: RecordedRun | None = None
+    caps: Capabilities,
+    ranks_on_node: int,
+    workers: int | None,
+    clock: Clock,
+    recorded: RecordedRun | None = None,
+    rank: int = 0,
 ) -> CompilePool | None:
     """This rank's compile workers, started before its device is ready: as many as asked,
     else as its cores allow; none by default where kernels run on the CPU, whose timings
     compiling beside them would disturb. A replay's compile nothing: they are numbers on its
     simulated clock, as many as asked, else as the replayed run had."""
     if caps.simulated_clock:
-        recompile_s = recorded.recompile_s if recorded else None
-        return SimulatedCompileAhead(workers, clock, recompile_s=recompile_s) if workers else None
+        recorded = recorded or RecordedRun()
+        ready_s = recorded.rank_compile_ready_s(rank)
+        return (
+            SimulatedCompileAhead(workers, clock, recompile_s=recorded.recompile_s, ready_s=ready_s)
+            if workers
+            else None
+        )
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
     if caps.device is DeviceKind.NONE:
@@ -327,7 +337,10 @@ def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) 
         if rank == 0 and ranks > 1:
             measuring = measuring_timeline(timelines[0])
         clock = measuring.clock if rank == 0 and measuring is not None else timelines[-1].clock
-        aheads.append(SimulatedCompileAhead(workers, clock, compiler, recorded.recompile_s) if workers else None)
+        ready_s = recorded.rank_compile_ready_s(rank)
+        aheads.append(
+            SimulatedCompileAhead(workers, clock, compiler, recorded.recompile_s, ready_s) if workers else None
+        )
     world = InProcessRanks(benches, timelines, aheads)
     placements = [Placement("simulated", b.device_name, "", 0, workers) for b in benches]
     with contextlib.redirect_stdout(io.StringIO()):  # the progress lines

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mpitune.model import schema
-from mpitune.model.replay_clock import RecordedRun, compile_workers
+from mpitune.model.replay_clock import RecordedRun, compile_workers, recorded_run
 from mpitune.model.timeline import Clock, Timeline
 
 
@@ -46,3 +46,18 @@ def test_compile_workers_are_the_most_compiles_that_overlapped_on_one_rank():
     # On rank 0: two at 0.5, the first ends as the third starts (at 1.0), so never three.
     assert compile_workers(timeline) == 2
     assert compile_workers(timeline[timeline["phase"] == "verify"]) == 0
+
+
+def test_the_compile_workers_are_ready_when_each_ranks_first_compiled():
+    rows = [(0, 0, "compile_ahead", 2.0, 2.5), (0, 0, "compile_ahead", 1.5, 2.0), (0, 1, "compile_ahead", 3.0, 3.1)]
+    rows += [(1, 0, "compile_ahead", 0.5, 0.6), (0, 2, "verify", 0.0, 1.0)]
+    timeline = np.array(
+        [(run, rank, 0, i, phase, s, e) for i, (run, rank, phase, s, e) in enumerate(rows)],
+        dtype=[(c.name, "U16" if c.dtype == schema.SHORT_TEXT else c.dtype) for c in schema.TIMELINE_COLUMNS],
+    )
+    retimed = np.zeros(0, dtype=[(c.name, c.dtype) for c in schema.RETIMED_COLUMNS if c.dtype != schema.SHORT_TEXT])
+    recorded = recorded_run(timeline, retimed, False, {}, frozenset())
+    # Rank 0: 1.5 in run 0 and 0.5 in run 1, averaged; rank 1: 3.0; rank 2 compiled nothing ahead.
+    assert recorded.compile_ready_s == (pytest.approx(1.0), pytest.approx(3.0), 0.0)
+    assert recorded.rank_compile_ready_s(5) == 0.0  # beyond the run's ranks: as its last one
+    assert RecordedRun().rank_compile_ready_s(0) == 0.0

@@ -55,3 +55,29 @@ def test_a_configuration_compiled_again_takes_the_runs_repeated_compile():
     without.take(WORK[0], None)
     again = without.take(WORK[0], None)
     assert again.finished - again.started == pytest.approx(0.4)  # no cache recorded: as long as the first
+
+
+def test_an_order_dealt_earlier_compiles_from_the_first_take_after_it_as_a_real_rank_queues_it():
+    ahead = pool(2)
+    ahead.take(WORK[1], None)  # 1.0 to 1.1: the rank takes it at 1.1
+    ahead.clock.advance(0.5)  # measures it: 1.6
+    ahead.take(WORK[2], None)  # 1.6 to 1.7: taken at 1.7
+    ahead.clock.advance(1.0)  # the rank replays on to 2.7 before it sees the order dealt at 1.2
+    ahead.submit([WORK[0]], since_s=1.2)
+    early = ahead.take(WORK[0], None)
+    # A real rank got it at 1.2 and queued it when it next took a configuration, at 1.7.
+    assert (early.started, early.finished) == (pytest.approx(1.7), pytest.approx(2.1))
+    assert ahead.clock.now() == pytest.approx(2.7)  # done long before: no wait
+    # Dealt after the last take: from now, as before.
+    ahead.submit([WORK[3]], since_s=2.5)
+    assert ahead.take(WORK[3], None).started == pytest.approx(2.7)
+
+
+def test_cold_workers_compile_nothing_before_they_are_ready():
+    clock = Clock(simulated=True)
+    clock.advance(1.0)
+    ahead = SimulatedCompileAhead(2, clock, recorded, ready_s=1.8)
+    ahead.submit(WORK[:2])
+    first = ahead.take(WORK[0], None)
+    assert (first.started, first.finished) == (pytest.approx(1.8), pytest.approx(2.2))
+    assert clock.now() == pytest.approx(2.2)
