@@ -178,9 +178,10 @@ class Dealing:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunSettings:
-    """How to search: strategy, budget, cache and batching. Overridable from the command line."""
+    """How to search: strategy, budget, cache and batching. Overridable from the command line.
+    Frozen: made once, from the spec and the command line (spec/settings.py), and broadcast."""
 
     strategy: str = "brute_force"
     strategy_options: dict[str, Any] = field(default_factory=dict)

@@ -131,8 +131,7 @@ def load_names(
         problem = _problem(check, spec, names, base_dir, overrides.isolate)
         settings = run_settings(check, SearchFields.of(spec), overrides)
         problem.cache_path = settings.cache_path
-    add_prior(check, spec["prior"], spec["prior_any_kernel"], base_dir, settings)
-    return problem, settings
+    return problem, add_prior(check, spec["prior"], spec["prior_any_kernel"], base_dir, settings)
 
 
 def load_problem(names: dict[str, Any], origin: str, base_dir: str, strict: bool = False) -> Problem:

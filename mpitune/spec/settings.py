@@ -7,6 +7,7 @@ Kernel Tuner's names for a strategy and its options are taken where ours mean th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import textwrap
@@ -136,47 +137,47 @@ def run_settings(check: Checker, fields: SearchFields, overrides: Overrides) -> 
         check.fail("strategy_options", str(exc))
     for theirs, ours in translated.renamed.items():
         log.warning("strategy_options: %r is Kernel Tuner's name; taken as %s's %r", theirs, strategy, ours)
-    settings = RunSettings(strategy=strategy, strategy_options=translated.values)
+    values: dict[str, Any] = {"strategy": strategy, "strategy_options": translated.values}
     if budget.get("max_fevals") is not None:
-        settings.max_fevals = check.int_("max_fevals", budget["max_fevals"], 1)
+        values["max_fevals"] = check.int_("max_fevals", budget["max_fevals"], 1)
     if budget.get("time_limit") is not None:
-        settings.time_limit_s = check.number("time_limit", budget["time_limit"])
+        values["time_limit_s"] = check.number("time_limit", budget["time_limit"])
     if budget.get("seed") is not None:
-        settings.seed = check.int_("seed", budget["seed"], 0)
-    settings.schedule = schedule_setting(check, fields.schedule if overrides.schedule is None else overrides.schedule)
-    settings.stop_file = overrides.stop_file
-    settings.allow_mixed_devices = overrides.allow_mixed_devices
+        values["seed"] = check.int_("seed", budget["seed"], 0)
+    values["schedule"] = schedule_setting(check, fields.schedule if overrides.schedule is None else overrides.schedule)
+    values["stop_file"] = overrides.stop_file
+    values["allow_mixed_devices"] = overrides.allow_mixed_devices
     if overrides.batch_size is not None:
-        settings.batch_size = check.int_("batch_size", overrides.batch_size, 1)
+        values["batch_size"] = check.int_("batch_size", overrides.batch_size, 1)
     workers = fields.compile_workers if overrides.compile_workers is None else overrides.compile_workers
     if workers is not None:
-        settings.compile_workers = check.int_("compile_workers", workers, 0)
+        values["compile_workers"] = check.int_("compile_workers", workers, 0)
     racing = fields.racing if overrides.racing is None else overrides.racing
     rules = {rule.value: rule for rule in RaceRule}
     if isinstance(racing, str) and racing in rules:
-        settings.racing, settings.race_rule = True, rules[racing]
+        values["racing"], values["race_rule"] = True, rules[racing]
     elif isinstance(racing, bool):  # True: the default rule, on the first launch (model/judging/racing.py)
-        settings.racing, settings.race_rule = racing, RaceRule.FIRST
+        values["racing"], values["race_rule"] = racing, RaceRule.FIRST
     else:
         check.fail("racing", f"must be True, False or one of {', '.join(map(repr, rules))}, got {racing!r}")
-    settings.confirm = confirm_setting(check, fields.confirm if overrides.confirm is None else overrides.confirm)
+    values["confirm"] = confirm_setting(check, fields.confirm if overrides.confirm is None else overrides.confirm)
     calibrate = fields.calibrate if overrides.calibrate is None else overrides.calibrate
     if not isinstance(calibrate, bool):
         check.fail("calibrate", f"must be True or False, got {calibrate!r}")
-    settings.calibrate = calibrate
+    values["calibrate"] = calibrate
     margin = check.number("device_margin", fields.device_margin, zero_ok=True)
     if not 0 <= margin < 1:
         check.fail("device_margin", f"must be a fraction from 0 to below 1 (0.02: 2 %), got {margin!r}")
-    settings.device_margin = margin
+    values["device_margin"] = margin
     if overrides.rank_deadline_floor_s is not None:
-        settings.rank_deadline_floor_s = check.number("rank_deadline_floor", overrides.rank_deadline_floor_s)
+        values["rank_deadline_floor_s"] = check.number("rank_deadline_floor", overrides.rank_deadline_floor_s)
     cache = overrides.cache_path or fields.cache
     if cache is not None and not isinstance(cache, (str, Path)):
         check.fail("cache", f"must be a file path, got {cache!r}")
-    settings.cache_path = cache_path(check, cache or Path(check.path).stem + ".h5")
-    settings.prior = tuple(os.path.abspath(p) for p in overrides.prior)
-    settings.prior_any_kernel = overrides.prior_any_kernel
-    return settings
+    values["cache_path"] = cache_path(check, cache or Path(check.path).stem + ".h5")
+    values["prior"] = tuple(os.path.abspath(p) for p in overrides.prior)
+    values["prior_any_kernel"] = overrides.prior_any_kernel
+    return RunSettings(**values)
 
 
 def _each_file_once(check: Checker, paths: list[str], cache_path: str) -> tuple[str, ...]:
@@ -203,10 +204,11 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def add_prior(check: Checker, given: Any, any_kernel: Any, base_dir: str, settings: RunSettings) -> None:
-    """The spec's ``prior`` (a path or a list of them, relative to ``base_dir``) before the command
-    line's, each file once; ``prior_any_kernel`` as the spec says, unless the command line set it.
-    Whether each is a prior of this space is found once the space is built (scheduling/session.py)."""
+def add_prior(check: Checker, given: Any, any_kernel: Any, base_dir: str, settings: RunSettings) -> RunSettings:
+    """``settings`` with the spec's ``prior`` (a path or a list of them, relative to ``base_dir``)
+    before the command line's, each file once; ``prior_any_kernel`` as the spec says, unless the
+    command line set it. Whether each is a prior of this space is found once the space is built
+    (scheduling/session.py)."""
     if given is None:
         given = []
     if isinstance(given, (str, Path)):
@@ -217,10 +219,10 @@ def add_prior(check: Checker, given: Any, any_kernel: Any, base_dir: str, settin
     for path, written in zip(paths, given):
         if not os.path.isfile(path):
             check.fail("prior", f"file {str(written)!r} {not_a_file(path) or 'not found'} (looked in {base_dir})")
-    settings.prior = _each_file_once(check, [*paths, *settings.prior], settings.cache_path)
+    prior = _each_file_once(check, [*paths, *settings.prior], settings.cache_path)
     if not isinstance(any_kernel, bool):
         check.fail("prior_any_kernel", f"must be True or False, got {any_kernel!r}")
-    settings.prior_any_kernel = settings.prior_any_kernel or any_kernel
+    return dataclasses.replace(settings, prior=prior, prior_any_kernel=settings.prior_any_kernel or any_kernel)
 
 
 def confirm_setting(check: Checker, confirm: Any) -> int:

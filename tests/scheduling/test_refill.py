@@ -4,6 +4,7 @@ rank with its own replay backend and simulated clock (test_manager.py's ``Ranks`
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import h5py
 import numpy as np
@@ -112,7 +113,7 @@ def test_rank_0_measures_beside_its_hand_outs(tmp_path):
 def test_a_refilled_run_hands_out_nothing_that_would_end_after_the_time_limit(tmp_path, capsys):
     # Every configuration takes 0.5 simulated seconds; no calibration or racing to change that.
     ranks = Ranks(tmp_path, 3, strategy="random_sample", schedule="refill", batch_size=3, time_limit_s=3.2)
-    ranks.setup.settings.calibrate = ranks.setup.settings.racing = False
+    ranks.setup.settings = replace(ranks.setup.settings, calibrate=False, racing=False)
     manager = ranks.open()
     assert ranks.run(manager) is StopReason.TIME_LIMIT
     with h5py.File(ranks.cache_path, "r") as f:
