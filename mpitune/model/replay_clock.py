@@ -142,9 +142,10 @@ def recorded_run(
     any result was raced; ``dealt``: which rank measured each configuration; ``confirmed``:
     the candidates confirmed; ``schedule``: how its last run handed out its work."""
     runs = max(len(np.unique(timeline["run"])), 1)
-    rank0 = timeline[timeline["rank"] == 0]
     ranks = range(int(timeline["rank"].max()) + 1 if len(timeline) else 0)
-    startup = [_total_s(timeline[timeline["rank"] == rank], "startup") / runs for rank in ranks]
+    by_rank = [timeline[timeline["rank"] == rank] for rank in ranks]  # each rank's rows, split once
+    rank0 = by_rank[0] if by_rank else timeline
+    startup = [_total_s(rows, "startup") / runs for rows in by_rank]
     charges_s = {}
     for phase in RANK0_PHASES:
         if entries := _entries(rank0, phase):
@@ -153,11 +154,11 @@ def recorded_run(
         source="an mpitune run",
         spec_s=_total_s(rank0, "spec") / runs,
         startup_s=tuple(startup),
-        gap_s=tuple(gap_s(timeline[timeline["rank"] == rank]) for rank in ranks),
+        gap_s=tuple(gap_s(rows) for rows in by_rank),
         charges_s=charges_s,
         compile_workers=compile_workers(timeline),
         recompile_s=recompile_s(timeline),
-        compile_ready_s=tuple(_first_s(timeline[timeline["rank"] == rank], "compile_ahead") for rank in ranks),
+        compile_ready_s=tuple(_first_s(rows, "compile_ahead") for rows in by_rank),
         retime_compile_s=retime_compile_s(timeline, retimed),
         raced=raced,
         ranks=len(ranks),

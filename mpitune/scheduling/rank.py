@@ -33,7 +33,7 @@ def carry_out(
     With compile workers (``ahead``), the whole chunk, then what the orders this rank already
     ``held`` beyond this one hold (its next order, which comes while it measures), is queued
     for compiling first, so that the device measures one configuration while the next ones
-    compile; each from when rank 0 dealt it (what a replay's simulated workers need: there an
+    compile; each with when rank 0 dealt it (what a replay's simulated workers need: there an
     order is seen when its rank replays to it, not when it came).
 
     Stops early when the backend reports its device lost (``backend.fatal_error``): what it
@@ -65,8 +65,7 @@ def carry_out(
     if ahead is not None:
         later = tuple(held()) if held is not None else ()
         ahead.keep_only(order.ids + tuple(i for o in later for i in o.ids))
-        for queued in (order, *later):
-            ahead.submit(queued.work, since_s=queued.now_s)
+        _queue(ahead, (order, *later))
     chunk = Chunk(order, backend, rank, timeline, ahead, stopping, held)
     if order.race is not None and order.race.looks_ahead and ahead is not None and len(order.work) > 1:
         results = chunk.two_passes(order.race)
@@ -92,6 +91,12 @@ def _compiled_ahead(
                 break
             compiled[work.config_id] = _take(ahead, work, backend, timeline)
     return compiled
+
+
+def _queue(ahead: CompilePool, orders: Sequence[Order]) -> None:
+    """Each order's configurations to the compile workers, with when rank 0 dealt it."""
+    for order in orders:
+        ahead.submit(order.work, since_s=order.now_s)
 
 
 def _take(ahead: CompilePool, work: Work, backend: Backend, timeline: Timeline) -> Compiled:
@@ -180,8 +185,7 @@ class Chunk:
         if self.ahead is not None:
             compiled = _take(self.ahead, work, self.backend, timeline)
             if self.held is not None:  # an order that came while this compiled: it compiles while this runs
-                for queued in self.held():
-                    self.ahead.submit(queued.work, since_s=queued.now_s)
+                _queue(self.ahead, self.held())
         result = self.backend.run(work, timeline, compiled, race)
         return remade(
             result, rank=self.rank, batch=self.order.batch, started_s=started_s, finished_s=timeline.clock.now()

@@ -50,8 +50,7 @@ def run_row(run: int, info: RunInfo) -> np.ndarray:
     }
     row = np.zeros(1, RUNS_DTYPE)
     for name in RUNS_DTYPE.names or ():
-        value = made[name] if name in made else getattr(info, name)
-        row[name] = fixed_text(value, RUNS_DTYPE[name]) if RUNS_DTYPE[name].kind == "S" else value
+        row[name] = _as_column([made[name] if name in made else getattr(info, name)], RUNS_DTYPE[name])
     return row
 
 
@@ -121,10 +120,14 @@ def result_rows(
     return rows
 
 
-def _field(scored: Sequence[Scored], name: str, column: np.dtype) -> object:
-    """A field of every result as its column holds it: text (a status too) encoded once per
-    distinct value and cut to the column's width."""
-    values = [getattr(r, name) for r in scored]
+def _field(scored: Sequence[Scored], name: str, column: np.dtype) -> list[Any]:
+    """A field of every result as its column holds it (``_as_column``)."""
+    return _as_column([getattr(r, name) for r in scored], column)
+
+
+def _as_column(values: list[Any], column: np.dtype) -> list[Any]:
+    """Values as ``column`` holds them: text (a status too) encoded once per distinct value and
+    cut to the column's width; anything else as it is."""
     if column.kind != "S":
         return values
     encoded = {v: fixed_text(v, column) for v in set(values)}
