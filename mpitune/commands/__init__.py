@@ -1,7 +1,7 @@
 """Offline verbs of ``python -m mpitune VERB``: one module each, no MPI, no GPU.
 
-A verb module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``;
-the module name is the verb (a trailing underscore is dropped, so ``import_`` is ``import``).
+A verb module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+The module name is the verb; a trailing underscore is dropped, so ``import_`` is ``import``.
 A ``UserError`` raised by ``run`` becomes one line on stderr and exit code 2.
 """
 

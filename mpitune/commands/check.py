@@ -1,9 +1,9 @@
 """``check CACHE``: is the file sound after a crash, and what did the crash cost?
 
-Repairs what a killed writer left (half-written rows of its last batch, a run still marked
-"running") unless ``--no-repair``; refuses to touch a file a live run is writing. A damaged file
-(bytes that do not read back) is never changed, exit code 2, unless ``--salvage`` asks to copy
-what is readable into a new file in its place, keeping the damaged one beside it.
+Repairs what a killed writer left, unless ``--no-repair``: half-written rows of its last batch,
+a run still marked "running". It refuses to touch a file a live run is writing. A damaged file
+has bytes that do not read back. It is never changed (exit code 2), unless ``--salvage`` is given.
+Salvage copies what is readable into a new file in its place and keeps the damaged one beside it.
 """
 
 from __future__ import annotations
@@ -64,5 +64,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _writable(path: str) -> bool:
-    """A repair rewrites the file in place, and its partial copy goes beside it: both must be writable."""
+    """A repair rewrites the file in place and puts its partial copy beside it. Both must be writable."""
     return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)

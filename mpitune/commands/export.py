@@ -21,8 +21,10 @@ HELP = (
 
 @dataclass(frozen=True)
 class Format:
-    """One format of ``--format``: its writer (input paths, output path) -> how many ``unit``s it
-    wrote, and whether it takes several inputs (one per device and problem size)."""
+    """One format of ``--format``: its writer and whether it takes several inputs.
+
+    The writer takes (input paths, output path) and returns how many ``unit``s it wrote.
+    A format with several inputs takes one per device and problem size."""
 
     write: Callable[[Sequence[str], str], int]
     unit: str

@@ -1,13 +1,16 @@
 """``job SPEC [flags]``: run one tuning job inside a Slurm allocation (what the job scripts call).
 
-It starts one rank per task with srun (or mpirun), turns Slurm's warning before the time
-limit (``--signal=B:USR1@T``) or its SIGTERM into a clean stop (rank 0 sees the stop file
-before the next batch, the batch in flight finishes, results are flushed, every rank exits
-with 75), and then requeues the job so that the next one resumes. A SIGTERM while much of
-the job's time is left is no time limit but ``scancel`` (or an administrator): the run drains
-the same way, within Slurm's KillWait if the batch in flight allows, and the job is not
-requeued, since a cancelled job is meant to end. Keeping this in Python, not in each site's
-job script, leaves the scripts to the site-specific lines only.
+It starts one rank per task with srun (or mpirun). Slurm's warning before the time limit
+(``--signal=B:USR1@T``) or its SIGTERM becomes a clean stop. Rank 0 sees the stop file before
+the next batch. The batch in flight finishes, results are flushed, and every rank exits with 75.
+Then the job is requeued, so that the next one resumes.
+
+A SIGTERM while much of the job's time is left is no time limit. It comes from ``scancel``
+or an administrator. The run drains the same way, within Slurm's KillWait if the batch in
+flight allows. The job is not requeued, since a cancelled job is meant to end.
+
+Keeping this in Python, not in each site's job script, leaves the scripts to the site-specific
+lines only.
 """
 
 from __future__ import annotations
@@ -86,8 +89,10 @@ class JobSettings:
 
 
 def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> JobSettings:
-    """Every setting checked before anything starts; a bad environment variable, or a Slurm
-    variable that no allocation would hold, is refused in one line naming it."""
+    """Every setting, checked before anything starts.
+
+    A bad environment variable is refused in one line naming it. So is a Slurm variable that
+    no allocation would hold."""
     env = os.environ if environ is None else environ
     launcher = args.launcher or env.get("MPITUNE_LAUNCHER", "").strip() or "srun"
     if launcher not in LAUNCHERS:
@@ -120,8 +125,9 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
 
 
 def _slurm_count(env: Mapping[str, str], variable: str) -> str:
-    """A Slurm variable that holds a count or an id: a whole number above 0, else refused (it is
-    passed on to mpirun, squeue and file names, which would take 0, -1 or garbage further)."""
+    """A Slurm variable that holds a count or an id: a whole number above 0, else refused.
+
+    It is passed on to mpirun, squeue and file names, which would carry 0, -1 or garbage further."""
     text = env.get(variable, "").strip()
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise UserError(f"environment variable {variable}: must be a whole number above 0, got {text!r}")
@@ -140,8 +146,9 @@ def srun_mpi_plugin(python: str) -> str:
 
 
 def seconds_left(squeue_time: str) -> int | None:
-    """Parse squeue's %L: [days-][hours:]minutes:seconds; None for a job without a limit
-    (``UNLIMITED``, ``NOT_SET``) or anything else that is not a time."""
+    """Parse squeue's %L: [days-][hours:]minutes:seconds.
+
+    None for a job without a limit (``UNLIMITED``, ``NOT_SET``) or for anything not a time."""
     days, _, clock = squeue_time.strip().rpartition("-")
     if (days and not days.isdigit()) or not all(p.isdigit() for p in clock.split(":")):
         return None
@@ -167,17 +174,18 @@ def squeue_left(job_id: str) -> str | None:
 
 
 def time_left_s(job_id: str) -> int | None:
-    """Seconds until the job's limit, from squeue's %L; None where squeue cannot say or the
-    job has no limit."""
+    """Seconds until the job's limit, from squeue's %L.
+
+    None where squeue cannot say or the job has no limit."""
     text = squeue_left(job_id)
     return None if text is None else seconds_left(text)
 
 
 def margin_limit(job_id: str, margin_s: float) -> list[str]:
-    """The ``--time-limit`` flags that stop the run ``margin_s`` before the job's end. Where that
-    end is unknown (squeue cannot answer, or the job has no limit) or nearer than the margin, no
-    limit is set and a warning says why: the run still stops cleanly when Slurm signals, so the
-    job goes on rather than fail for a margin it cannot apply."""
+    """The ``--time-limit`` flags that stop the run ``margin_s`` before the job's end. The end may be
+    unknown: squeue cannot answer, or the job has no limit. Or it may be nearer than the margin.
+    Then no limit is set and a warning says why. The run still stops cleanly when Slurm signals.
+    So the job goes on rather than fail for a margin it cannot apply."""
     text = squeue_left(job_id)
     left_s = None if text is None else seconds_left(text)
     if left_s is not None and left_s > margin_s:
@@ -193,9 +201,11 @@ def margin_limit(job_id: str, margin_s: float) -> list[str]:
 
 
 def stop_cause(signum: int, left_s: int | None) -> str:
-    """Why the job is asked to stop: "limit" for the warning (SIGUSR1, only ever sent on
-    request with --signal) and for a SIGTERM near the job's end; "cancelled" for a SIGTERM
-    with the time left well above any warning (scancel), or in a job without a limit."""
+    """Why the job is asked to stop.
+
+    "limit" is for the warning (SIGUSR1, only sent on request with --signal). It is also for a
+    SIGTERM near the job's end. "cancelled" is for a SIGTERM with time left well above any warning
+    (scancel). It is also for a SIGTERM in a job without a limit."""
     if signum == signal.SIGUSR1:
         return "limit"
     if left_s is None or left_s > CANCELLED_ABOVE_S:

@@ -1,8 +1,8 @@
 """``watch CACHE``: follow a running job's file from a login node, until the run ends.
 
-Reads the file as an HDF5 SWMR reader, so it never disturbs the writer; a run whose writer
-is gone while its row still says "running" was killed, and watch says so. ``--html`` serves
-the HTML report instead, on loopback, refreshed while the run goes on (offline/html/server.py).
+Reads the file as an HDF5 SWMR reader, so it never disturbs the writer. A run whose writer is
+gone while its row still says "running" was killed, and watch says so. ``--html`` serves the
+HTML report instead, on loopback. It is refreshed while the run goes on (offline/html/server.py).
 """
 
 from __future__ import annotations
