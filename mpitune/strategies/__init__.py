@@ -1,15 +1,15 @@
 """Search strategies: one module each, found by name.
 
-A strategy module declares its options in ``OPTIONS`` (a tuple of ``options.Option``: name,
-kind, default, meaning, range), defines ``create(space, seed, **options) -> Strategy``, which
-is given every option checked (defaults filled in), and is listed in ``REGISTERED``; the other
-modules here (the contract in ``base``, the shared ``geometry``, ``surrogate`` and ``options``)
-are not strategies. Strategies speak ask/tell (see ``base.Strategy``) and know nothing of
-ranks, devices, files or clocks.
+A strategy module declares its options in ``OPTIONS``, a tuple of ``options.Option``.
+It defines ``create(space, seed, **options) -> Strategy`` and is listed in ``REGISTERED``.
+``create`` is given every option checked, with defaults filled in.
+The other modules here are not strategies: ``base`` (the contract), ``geometry``, ``surrogate``
+and ``options``. Strategies speak ask/tell (see ``base.Strategy``). They know nothing of ranks,
+devices, files or clocks.
 
-A spec ported from Kernel Tuner may use Kernel Tuner's names: a strategy name and the option
-names that mean what one of ours means are taken as ours; an option that has no equivalent
-is refused with what to set instead, so that a port never runs silently on defaults.
+A spec ported from Kernel Tuner may use Kernel Tuner's names. A strategy name is taken as ours.
+So is an option name that means what one of ours means. An option with no equivalent is refused,
+with what to set instead. So a port never runs silently on defaults.
 """
 
 from __future__ import annotations
@@ -89,9 +89,11 @@ def options_of(name: str) -> tuple[Option, ...]:
 
 
 def translate(name: str, given: Mapping[str, Any]) -> Translated:
-    """``given`` under our names, checked; raise ValueError naming an option the strategy does
-    not take (``options.UnknownOption``) or a value it refuses. The values stay as given (an
-    integer for a number too): they are part of what a resumed run compares."""
+    """``given`` under our names, checked.
+
+    Raises ValueError naming an option the strategy does not take (``options.UnknownOption``).
+    It does the same for a value the strategy refuses. The values stay as given, an integer for a
+    number too. They are part of what a resumed run compares."""
     aliases = KERNEL_TUNER_OPTIONS.get(name, {})
     values: dict[str, Any] = {}
     renamed: dict[str, str] = {}

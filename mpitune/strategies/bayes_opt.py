@@ -1,20 +1,21 @@
 """Batch Bayesian optimisation: a Gaussian process in plain numpy, expected improvement, and
 a constant liar to fill a batch.
 
-The first batch is the space-filling design, until one batch (at least eight results) or
-``initial_samples`` results are in, whichever is fewer. Then, per batch, a GP (``surrogate``: a
-Matern-5/2 kernel on unit coordinates, one length scale for every parameter) is fitted to the
-log kernel times (standardised; the length scale is picked from a small grid by marginal
-likelihood, and refitted only when the results grew by a quarter since the last fit, as it
-barely moves in between). Failures are penalised:
-they enter the GP at the worst value seen, so the surrogate learns where not to go. The
-acquisition is scored on at most ``candidates`` unseen configurations: the unseen neighbours
-of the best few results plus a random sample of the rest, which keeps asking to about 2 ms
-per configuration on spaces of 20,000 (AMD EPYC, 1 core). The batch is built one point at a
-time with the constant liar: after choosing the point of highest expected improvement, the GP is
-conditioned on a fake observation there (the mean of the observed values), which lowers the
-uncertainty around it, so the next point goes elsewhere. The conditioning is a rank-one update
-of the candidates' posterior, exact for a GP, so a batch of n costs one fit and n updates.
+The first batch is the space-filling design. It lasts until one batch (at least eight results)
+or ``initial_samples`` results are in, whichever is fewer. Then, per batch, a GP is fitted to
+the standardised log kernel times. The GP (``surrogate``) has a Matern-5/2 kernel on unit
+coordinates, one length scale for every parameter. The length scale is picked from a small grid
+by marginal likelihood. It is refitted only when the results grew by a quarter since the last
+fit, as it barely moves in between. Failures enter the GP at the worst value seen. So the
+surrogate learns where not to go.
+
+The acquisition is scored on at most ``candidates`` unseen configurations. They are the unseen
+neighbours of the best few results plus a random sample of the rest. This keeps asking cheap
+(the cost is in docs/strategies.md). The batch is built one point at a time with the constant
+liar. After choosing the point of highest expected improvement, the GP is conditioned on a fake
+observation there: the mean of the observed values. That lowers the uncertainty around it, so
+the next point goes elsewhere. The conditioning is a rank-one update of the candidates'
+posterior, exact for a GP. So a batch of n costs one fit and n updates.
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
 """Differential evolution (best/1/bin) in unit coordinates, one trial vector per batch slot.
 
-The first ``population`` results (the space-filling design, or a resumed cache) form the
-population. Each batch slot takes the next member in turn as its target and proposes the
-trial ``best + F * (x_r1 - x_r2)``, crossed over with the target per parameter with
-probability ``crossover_rate``; the trial point is snapped to the nearest unseen
-configuration. When the trial's result arrives it replaces its target if it is better, so a
-batch of n trials is n independent target updates of one generation. Failures have an
-infinite objective and therefore never replace a member. Results for configurations the
-strategy did not propose replace the worst member when they are better.
+The first ``population`` results form the population: the space-filling design, or a resumed
+cache. Each batch slot takes the next member in turn as its target. It proposes the trial
+``best + F * (x_r1 - x_r2)``. The trial is crossed over with the target per parameter with
+probability ``crossover_rate``. The trial point is snapped to the nearest unseen configuration.
+When the trial's result arrives, it replaces its target if it is better. So a batch of n trials
+is n independent target updates of one generation. Failures have an infinite objective, so they
+never replace a member. A better result for a configuration the strategy did not propose
+replaces the worst member.
 
-Best/1/bin converges: the population collapses onto the best member, the difference vectors
-shrink to nothing, and the trials become snaps to the nearest unseen configuration around the
-best. So when ``patience`` generations in a row (``patience * population`` trials) have not
-improved the best, the population restarts: the best member stays, every other member is
-replaced by a configuration of a new space-filling design (the next batches), and the
-evolution continues from the new population.
+Best/1/bin converges: the population collapses onto the best member. The difference vectors
+shrink to nothing. The trials become snaps to the nearest unseen configuration around the best.
+So the population restarts when ``patience`` generations in a row have not improved the best.
+That is ``patience * population`` trials. The best member stays. Every other member is replaced
+by a configuration of a new space-filling design (the next batches). The evolution continues
+from the new population.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Steady-state genetic algorithm: every batch slot is one child of the current elite.
 
-The population is the ``population`` best configurations told so far (a (mu + lambda)
-scheme), so any batch size works and a child only has to wait for the results of the batch
-before it. Until that many results are in, batches are the shared space-filling design (see
-``Strategy.space_filling``): the initial population.
-A child takes each parameter from one of two tournament winners (uniform crossover) and then
-resamples each parameter with probability ``mutation_rate``. Children that are invalid or
-already seen are replaced by spare children; if none is left, the nearest unseen
-configuration to the child is taken. Failures have an infinite objective, so they lose every
-tournament and drop out of the elite.
+The population is the ``population`` best configurations told so far: a (mu + lambda) scheme.
+So any batch size works. A child only has to wait for the results of the batch before it.
+Until that many results are in, batches are the shared space-filling design
+(``Strategy.space_filling``): the initial population.
+A child takes each parameter from one of two tournament winners (uniform crossover). It then
+resamples each parameter with probability ``mutation_rate``. Spare children replace those that
+are invalid or already seen. If none is left, the nearest unseen configuration to the child is
+taken. Failures have an infinite objective. So they lose every tournament and drop out of the
+elite.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Where in a search space to look next, given what a strategy has already seen.
 
-Several strategies need the same answers: a spread-out initial design, the unseen
-configuration nearest to a continuous point, the next unseen ids of a fixed order, the best
-results so far. They are pure functions of the space and the seen ids, so that they can be
-tested and reasoned about alone; ``Strategy`` keeps the state (what is seen, the seeded
-generators) and marks what they return as seen.
+Several strategies need the same answers. Where is a spread-out initial design? Which unseen
+configuration is nearest to a continuous point? What are the next unseen ids of a fixed order,
+and the best results so far? These are pure functions of the space and the seen ids. So they can
+be tested and reasoned about alone. ``Strategy`` keeps the state: what is seen, the seeded
+generators. It marks what they return as seen.
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ def first_unseen(candidates: Iterable[int], seen: Container[int], n: int) -> lis
 
 
 def scan(order: Sequence[int] | np.ndarray, start: int, seen: Container[int], n: int) -> tuple[list[int], int]:
-    """The next ``n`` unseen ids of a fixed order (Cartesian, a seeded permutation) from
-    position ``start``, and the position after the last one: walking an order this way hands
-    out each id once, skips what a resumed cache already has, and lets a strategy say its next
-    batch before asking for it."""
+    """The next ``n`` unseen ids of a fixed order from position ``start``, and the position after.
+
+    The order is Cartesian or a seeded permutation. Walking it this way hands out each id once.
+    It skips what a resumed cache already has. It lets a strategy say its next batch before
+    asking for it."""
     batch: list[int] = []
     i = start
     while len(batch) < n and i < len(order):
@@ -60,11 +61,12 @@ def scan(order: Sequence[int] | np.ndarray, start: int, seen: Container[int], n:
 
 
 def space_filling(space: SearchSpace, seen: Collection[int], rng: np.random.Generator, n: int) -> list[int]:
-    """Up to ``n`` unseen ids spread over the space, for initial designs: best-candidate
-    sampling, where each slot draws ``DESIGN_CANDIDATES`` random unseen configurations and
-    takes the one farthest (in unit coordinates) from everything seen and chosen so far.
-    Like random sampling it only ever picks valid configurations, in proportion to where
-    they lie, but it avoids putting two samples close together, so a first batch covers
+    """Up to ``n`` unseen ids spread over the space, for initial designs.
+
+    This is best-candidate sampling. Each slot draws ``DESIGN_CANDIDATES`` random unseen
+    configurations. It takes the one farthest from everything seen and chosen so far, in unit
+    coordinates. Like random sampling, it only picks valid configurations, in proportion to
+    where they lie. But it avoids putting two samples close together. So a first batch covers
     more of the space than a uniform random one. [] only when the space is exhausted."""
     free = np.flatnonzero(~seen_mask(len(space), seen))
     if not len(free) or n <= 0:
@@ -89,17 +91,19 @@ def space_filling(space: SearchSpace, seen: Collection[int], rng: np.random.Gene
 
 
 def nearest_unseen(space: SearchSpace, unseen: np.ndarray, points: np.ndarray) -> list[int]:
-    """For each point in unit coordinates (see ``SearchSpace.unit_coordinates``), the closest
-    configuration where the mask ``unseen`` is True and not taken by an earlier point (ties:
-    the lowest id). Continuous moves (differential evolution, swarms) land between or outside
-    configurations; this snaps them back without ever repeating one.
+    """For each point in unit coordinates, the closest unseen configuration not yet taken.
 
-    In a space larger than one block of the scan (``NEAREST_BLOCK``), a point's answer is
-    looked for first among the configurations of a ball around it
-    (``_near``), whose cost does not grow with the space; a point whose nearest unseen
-    configuration lies farther than ``LOCAL_CELLS`` grid cells allow is answered by a scan of
-    the whole space (``_scanned``). Both give the full scan's answer: distances are computed
-    alike, parameter by parameter, so equal distances are equal in both."""
+    Unit coordinates are those of ``SearchSpace.unit_coordinates``. Unseen is where the mask
+    ``unseen`` is True. A configuration taken by an earlier point is skipped; ties go to the
+    lowest id. Continuous moves (differential evolution, swarms) land between or outside
+    configurations. This snaps them back without ever repeating one.
+
+    A space may be larger than one block of the scan (``NEAREST_BLOCK``). Then a point's answer
+    is looked for first in a ball around it (``_near``). The ball's cost does not grow with the
+    space. The nearest unseen configuration may lie farther than ``LOCAL_CELLS`` grid cells
+    allow. Then a scan of the whole space answers (``_scanned``). Both give the full scan's
+    answer. Distances are computed alike, parameter by parameter, so equal distances are equal
+    in both."""
     points = np.asarray(points, dtype=np.float64)
     if len(unseen) <= NEAREST_BLOCK:  # one block: the scan costs less than the balls
         return _scanned(space, unseen, points)
@@ -121,8 +125,9 @@ def nearest_unseen(space: SearchSpace, unseen: np.ndarray, points: np.ndarray) -
 
 
 def _distances(points: np.ndarray, coords: np.ndarray) -> np.ndarray:
-    """Squared distances [point, configuration], summed parameter by parameter in one order, so
-    that the ball and the scan compute every distance to the same last bit."""
+    """Squared distances [point, configuration], summed parameter by parameter in one order.
+
+    So the ball and the scan compute every distance to the same last bit."""
     dist = np.zeros((len(points), len(coords)))
     for j in range(points.shape[1]):
         dist += (coords[None, :, j] - points[:, j, None]) ** 2
@@ -132,16 +137,17 @@ def _distances(points: np.ndarray, coords: np.ndarray) -> np.ndarray:
 def _near(
     space: SearchSpace, unseen: np.ndarray, point: np.ndarray, taken: set[int], start: int = 0
 ) -> tuple[int, int] | None:
-    """(the nearest unseen configuration not in ``taken``, the level of the ball that found
-    it), found among the grid cells within a radius of ``point`` that grows from level
-    ``start`` (its square doubling at each); None once the ball would hold more than
-    ``LOCAL_CELLS`` cells. Points of one ask lie alike, so each starts a level below the last
-    one's: any level gives the same answer, a lower one is only cheaper when it suffices.
+    """(the nearest unseen configuration not in ``taken``, the level of the ball that found it).
 
-    The ball of radius r (in unit coordinates) holds every configuration within r of the point,
-    so the best in it is the nearest of all once its distance is at most r; ties with it are in
-    the ball too. The ball is drawn wider than r by more than the rounding of a distance, so
-    that what it leaves out is farther than r whatever the rounding."""
+    It is looked for among the grid cells within a radius of ``point``. The radius grows from
+    level ``start``, its square doubling at each. None once the ball would hold more than
+    ``LOCAL_CELLS`` cells. Points of one ask lie alike, so each starts a level below the last
+    one's. Any level gives the same answer; a lower one is only cheaper when it suffices.
+
+    The ball of radius r (unit coordinates) holds every configuration within r of the point.
+    So the best in it is the nearest of all once its distance is at most r. Ties with it are in
+    the ball too. The ball is drawn wider than r by more than the rounding of a distance. So what
+    it leaves out is farther than r whatever the rounding."""
     scale = np.maximum(space.sizes - 1, 1).astype(np.float64)
     top = space.sizes - 1
     level = start
@@ -164,10 +170,11 @@ def _near(
 
 
 def _ball(top: np.ndarray, scale: np.ndarray, point: np.ndarray, squared: float) -> np.ndarray | None:
-    """The value-index rows (each index at most ``top``) within sqrt(``squared``) of ``point``
-    (unit coordinates), one parameter at a time: each partial row keeps what is left of the
-    squared radius and spreads into the indices of the next parameter within it. None when more
-    than ``LOCAL_CELLS`` rows would be made on the way."""
+    """The value-index rows within sqrt(``squared``) of ``point`` (unit coordinates).
+
+    Each index is at most ``top``. Rows are built one parameter at a time. Each partial row keeps
+    what is left of the squared radius. It spreads into the indices of the next parameter within
+    it. None when more than ``LOCAL_CELLS`` rows would be made on the way."""
     rows = np.zeros((1, 0), dtype=np.int64)
     left = np.array([squared])
     for j in range(len(top)):
@@ -188,9 +195,10 @@ def _ball(top: np.ndarray, scale: np.ndarray, point: np.ndarray, squared: float)
 
 
 def _scanned(space: SearchSpace, unseen: np.ndarray, points: np.ndarray) -> list[int]:
-    """``nearest_unseen`` by a scan of every unseen configuration, a block at a time, keeping
-    for each point only its ``len(points)`` nearest: at most that many minus one are taken
-    before it, so its answer is among them. Memory stays at one block's distances, however
+    """``nearest_unseen`` by a scan of every unseen configuration, a block at a time.
+
+    For each point it keeps only its ``len(points)`` nearest. At most that many minus one are
+    taken before it, so its answer is among them. Memory stays at one block's distances, however
     large the space."""
     n = min(len(points), int(unseen.sum()))
     if n == 0:
@@ -235,10 +243,12 @@ def best(values: Mapping[int, float], k: int = 1) -> list[int]:
 def candidates(
     space: SearchSpace, unseen: np.ndarray, around: Iterable[int], count: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """Where a model scores its acquisition: the unseen neighbours of the ids ``around`` (the
-    trust region where improvements usually are), then a seeded random sample of the rest of the
-    mask ``unseen`` in id order, ``count`` in all unless the neighbours alone are more. Scoring
-    a sample instead of the whole space keeps an ask fast on spaces of tens of thousands."""
+    """Where a model scores its acquisition.
+
+    First come the unseen neighbours of the ids ``around``: the trust region where improvements
+    usually are. Then a seeded random sample of the rest of the mask ``unseen``, in id order.
+    That is ``count`` in all, unless the neighbours alone are more. Scoring a sample instead of
+    the whole space keeps an ask fast on spaces of tens of thousands."""
     near = [space.neighbours(i) for i in around]
     close = np.unique(np.concatenate(near)) if near else np.empty(0, dtype=np.int64)
     close = close[unseen[close]]

@@ -1,19 +1,20 @@
 """Greedy iterated local search whose neighbourhoods are evaluated as batches.
 
-The first batch is the space-filling design (one configuration per batch slot), so a search on
-n ranks starts from the best of n spread-out points instead of spending its first batches around
-one arbitrary configuration. Then a batch is filled with unseen neighbours (one parameter
-changed) of the current configuration: first those one value up or down, then the others, each
-group in random order. After the results come back, the search moves to the best configuration
-of the batch if it beats the current one (first improvement, at batch granularity). A share
-``exploration`` of every batch (rounded down: one slot in eight by default, none below eight
-ranks) goes to new design points (far from everything seen), which keeps looking at other basins while the local search
-runs; any of them that beats the current configuration becomes the current one. When the
-current configuration's neighbourhood is used up it is a local optimum; the search then kicks: a
-random walk of ``perturbation`` steps from the best configuration found so far gives a new
-current configuration, and the rest of the batch is filled from its neighbourhood. So a batch
-never waits: a small neighbourhood is followed by the kick in the same batch. Failures have an
-infinite objective and are never moved to.
+The first batch is the space-filling design, one configuration per batch slot. So a search on
+n ranks starts from the best of n spread-out points. It does not spend its first batches around
+one arbitrary configuration. Then a batch is filled with unseen neighbours of the current
+configuration, one parameter changed. First come those one value up or down, then the others,
+each group in random order. After the results come back, the search moves to the best of the
+batch if it beats the current one. That is first improvement, at batch granularity.
+
+A share ``exploration`` of every batch goes to new design points, far from everything seen.
+Rounded down, that is one slot in eight by default, none below eight ranks. It keeps looking at
+other basins while the local search runs. Any of them that beats the current configuration
+becomes the current one. A used-up neighbourhood is a local optimum, and the search then kicks.
+A random walk of ``perturbation`` steps from the best so far gives a new current configuration.
+The rest of the batch is filled from its neighbourhood. So a batch never waits: a small
+neighbourhood is followed by the kick in the same batch. Failures have an infinite objective and
+are never moved to.
 """
 
 from __future__ import annotations

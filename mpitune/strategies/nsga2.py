@@ -1,17 +1,19 @@
 """NSGA-II-style search for the Pareto front of a run with several objectives.
 
-It is the steady-state genetic algorithm (genetic_algorithm.py: the shared space-filling design
-until ``population`` results are in, then every batch slot one child by uniform crossover of two
-binary-tournament winners and per-parameter resampling, snapped to valid unseen configurations)
-with NSGA-II's selection in place of "the lowest score": the population is the ``population``
-told configurations first by non-domination rank, then by crowding distance within a front
-(larger first, the ends of a front first), ties by id. Parents are sorted that way, so the GA's
+It is the steady-state genetic algorithm (genetic_algorithm.py) with NSGA-II's selection. The
+shared space-filling design lasts until ``population`` results are in. Then every batch slot is
+one child. It is made by uniform crossover of two binary-tournament winners and per-parameter
+resampling. It is snapped to valid unseen configurations.
+
+NSGA-II's selection replaces "the lowest score". The population is ``population`` told
+configurations, first by non-domination rank. Within a front, larger crowding distance comes
+first, the ends of a front first; ties go by id. Parents are sorted that way. So the GA's
 tournament (the better-placed of two random parents) is NSGA-II's crowded-comparison tournament.
 
-It compares ``Scored.scores``, one score per objective each to minimise (model/objective.py),
-by Pareto dominance (model/judging/pareto.py). With one objective the fronts are single configurations
-ordered by score and it searches as the genetic algorithm does. Failures score infinity in every
-objective: they rank last and drop out of the population.
+It compares ``Scored.scores``, one score per objective, each to minimise (model/objective.py).
+It compares them by Pareto dominance (model/judging/pareto.py). With one objective the fronts
+are single configurations ordered by score. It then searches as the genetic algorithm does.
+Failures score infinity in every objective. They rank last and drop out of the population.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ class NSGA2(GeneticAlgorithm):
             self.vectors[r.config_id] = r.scores
 
     def best(self, k: int = 1) -> list[int]:
-        """The ``k`` told ids NSGA-II's selection keeps, best placed first (see the module's
-        docstring): the genetic algorithm's parents."""
+        """The ``k`` told ids NSGA-II's selection keeps, best placed first.
+
+        They are the genetic algorithm's parents (see the module's docstring)."""
         ids = np.array(sorted(self.vectors), dtype=np.int64)
         if not len(ids):
             return []

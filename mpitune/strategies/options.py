@@ -1,8 +1,9 @@
-"""A strategy's options as data: each strategy module lists its own in ``OPTIONS``, a tuple of
-``Option``, and that table is what checks a spec's ``strategy_options``, what ``--help`` lists
-and what docs/strategies.md shows (a test holds the docs to the tables). One table, so that the
-refusal of a misspelled option, the help and the docs can never disagree on a name, a default
-or a range.
+"""A strategy's options as data.
+
+Each strategy module lists its own in ``OPTIONS``, a tuple of ``Option``. That table checks a
+spec's ``strategy_options``. It is what ``--help`` lists and what docs/strategies.md shows. A
+test holds the docs to the tables. There is one table so that the help, the docs and the refusal
+of a misspelled option never disagree. They agree on each name, default and range.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ class UnknownOption(ValueError):
 
 @dataclass(frozen=True)
 class Option:
-    """One option: an integer (``kind`` int) or a number (``kind`` float, an integer will do),
-    between ``minimum`` and ``maximum`` inclusive, or above ``minimum`` where ``open_below``.
-    ``meaning`` is one line for a user who reads the help."""
+    """One option: an integer (``kind`` int) or a number (``kind`` float, an integer will do).
+
+    It lies between ``minimum`` and ``maximum`` inclusive, or above ``minimum`` where
+    ``open_below``. ``meaning`` is one line for a user who reads the help."""
 
     name: str
     kind: type[int] | type[float]
@@ -41,8 +43,9 @@ class Option:
         return f"{'(' if self.open_below else '['}{_short(self.minimum)}, {_short(self.maximum)}]"
 
     def check(self, value: object) -> Value:
-        """The value, a float where the option is a number; a ValueError of one line naming the
-        option otherwise."""
+        """The value, a float where the option is a number.
+
+        Otherwise a ValueError of one line that names the option."""
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
@@ -62,10 +65,11 @@ class Option:
 def values(
     strategy: str, table: tuple[Option, ...], given: Mapping[str, object], hints: Mapping[str, str]
 ) -> dict[str, Value]:
-    """Every option of ``table``, checked, with its default where ``given`` has none. An unknown
-    name raises ``UnknownOption`` with ``hints[name]`` when there is one (why a similar option
-    does not exist here) and every option with its meaning; a bad value raises ValueError; each
-    message is one line that names the strategy."""
+    """Every option of ``table``, checked, with its default where ``given`` has none.
+
+    An unknown name raises ``UnknownOption`` with every option and its meaning. It adds
+    ``hints[name]`` where there is one: why a similar option does not exist here. A bad value
+    raises ValueError. Each message is one line that names the strategy."""
     known = {option.name: option for option in table}
     for name in given:
         if name not in known:

@@ -1,29 +1,30 @@
 """A portfolio: a surrogate model of the times, with a trust region around the best result, and
 a genetic algorithm on call.
 
-The first batch is the shared space-filling design. Then ``model_share`` of each batch (all of
-it by default) comes from the surrogate (``surrogate``: a Gaussian process with one length
-scale per parameter, expected improvement times the chance to be valid, a constant liar for
-the batch and for the ids still in flight), and the rest from a genetic algorithm that is
-never told the model's picks, so its elite stays its own. From ``breed_after`` results on,
-the genetic algorithm is told everything, the model's results too, and ``breed_share`` of each
-batch (rounded down: 2 of 8) is bred from that elite, the best found so far: where the model
-stays in one basin (the needles of docs/strategies.md), crossing the best configurations
-reaches the optima it does not rank first. From ``switch`` results on the whole batch is the
-genetic algorithm's. Of the model's picks, the first ``local_share`` (a quarter) are taken
-among the unseen one-parameter neighbours of the best result so far: the best configurations
-of a kernel often differ from a good one in a single parameter, a needle the smooth model
-undervalues when it ranks the whole space, but not among the few dozen neighbours. Replaying
-the development caches (docs/strategies.md) the model alone beat every split with a genetic
-algorithm that evolves apart, up to 400 evaluations; the trust region lifted 50 to 200
-evaluations, and breeding from everything after 100 lifted 400 (0.991 to 0.996).
+The first batch is the shared space-filling design. Then ``model_share`` of each batch comes
+from the surrogate; by default that is all of it. The surrogate (``surrogate``) is a Gaussian
+process with one length scale per parameter. It scores expected improvement times the chance to
+be valid. A constant liar covers the batch and the ids still in flight. The rest comes from a
+genetic algorithm that is never told the model's picks, so its elite stays its own.
 
-Given a prior (times measured elsewhere, ``start_from``), the design is the same; once its
-results' order agrees with the prior's (a rank test, ``surrogate.PriorUse.judge``), half the
-next batch is the prior's diverse best, the model's mean follows the prior as far as the
-measurements trust it, and the prior's best unseen configurations join the candidates while it
-is trusted (``surrogate.PriorUse``). Where the test drops the prior, and without one, nothing
-here changes: the same ids are asked.
+From ``breed_after`` results on, the genetic algorithm is told everything, the model's results
+too. ``breed_share`` of each batch (rounded down: 2 of 8) is bred from that elite, the best
+found so far. The model may stay in one basin (the needles of docs/strategies.md). Crossing the
+best configurations then reaches the optima it does not rank first. From ``switch`` results on,
+the whole batch is the genetic algorithm's.
+
+Of the model's picks, the first ``local_share`` (a quarter) are a trust region. They are taken
+among the unseen one-parameter neighbours of the best result so far. A kernel's best
+configuration often differs from a good one in a single parameter. The smooth model undervalues
+such a needle when it ranks the whole space. It does not among the few dozen neighbours. The
+replays that chose this split are in docs/strategies.md.
+
+A prior (times measured elsewhere, ``start_from``) leaves the design the same. A rank test
+(``surrogate.PriorUse.judge``) checks that the results' order agrees with the prior's. Once it
+does, half the next batch is the prior's diverse best. The model's mean follows the prior as far
+as the measurements trust it. While it is trusted, the prior's best unseen configurations join
+the candidates (``surrogate.PriorUse``). Where the test drops the prior, and without one,
+nothing here changes: the same ids are asked.
 """
 
 from __future__ import annotations
@@ -106,13 +107,14 @@ class Portfolio(Strategy):
         self.use = surrogate.PriorUse(self.space, prior)
 
     def learn_prior(self, prior: Prior) -> None:
-        """A prior that grew (``Strategy.learn_prior``): its times are standardised again, the
-        trust in each source (``beta``, refitted at the next model batch anyway) is kept, and the
-        rank test judges it again at the next ask, on every result it then knows. Again, because
-        a prior that grows while the search runs knows few configurations when first given, so the
-        test's first verdict rests on few results; a prior dropped on them is taken back once more
-        results agree with it, and one taken is dropped once they no longer do. The prior's first
-        picks are still made once."""
+        """A prior that grew (``Strategy.learn_prior``).
+
+        Its times are standardised again. The trust in each source (``beta``) is kept; it is
+        refitted at the next model batch anyway. The rank test judges the prior again at the next
+        ask, on every result it then knows. It judges again because a growing prior knows few
+        configurations when first given. So the test's first verdict rests on few results. A prior
+        dropped on them is taken back once more results agree with it. One taken is dropped once
+        they no longer do. The prior's first picks are still made once."""
         kept = self.use
         super().learn_prior(prior)
         self.use = surrogate.PriorUse(self.space, prior)
@@ -153,8 +155,10 @@ class Portfolio(Strategy):
         self._withheld += [r for r in results if r.config_id in self.modelled]
 
     def _model_batch(self, n: int) -> list[int]:
-        """``n`` ids from the model; with a prior that passed the rank test, its diverse best
-        first (``surrogate.PRIOR_FIRST`` picks in all), and the model's mean follows it."""
+        """``n`` ids from the model.
+
+        A prior that passed the rank test gives its diverse best first
+        (``surrogate.PRIOR_FIRST`` picks in all). The model's mean then follows it."""
         prior = self.use if self.use is not None and self.use.agreed else None
         first: list[int] = []
         if prior is not None and self.prior_picks < surrogate.PRIOR_FIRST:
@@ -200,10 +204,12 @@ class Portfolio(Strategy):
     def _prior_fit(
         self, ids: np.ndarray, x: np.ndarray, y: np.ndarray, cand: np.ndarray
     ) -> tuple[surrogate.Fit, np.ndarray | None]:
-        """With a prior: the process conditioned on what the prior's mean leaves of ``y`` (lies at
-        the ids in flight included), and that mean at the candidates. Its length scales are fitted
-        to what the mean of the last batch left (the device's departures from the prior); where
-        the measurements no longer trust the prior, this is the fit without one."""
+        """With a prior: the process conditioned on what the prior's mean leaves of ``y``.
+
+        ``y`` includes the lies at the ids in flight. The prior's mean at the candidates comes
+        back too. The length scales are fitted to what the mean of the last batch left: the
+        device's departures from the prior. Where the measurements no longer trust the prior,
+        this is the fit without one."""
         assert self.use is not None
         p = self.use.features(ids)
         scales = self.scales.fitted(x, y - self.use.mean(p), len(self.values))

@@ -1,17 +1,16 @@
 """Particle swarm optimisation in unit coordinates, one particle move per batch slot.
 
-A swarm of ``swarm_size`` particles; each batch slot moves the next particle in turn
-(round robin), so batches smaller or larger than the swarm both work. A particle starts at a
-point of the space-filling design; a move is ``v = w v + c1 r1 (personal best - x) + c2 r2 (global best - x)``
-and the new point is snapped to the nearest unseen configuration, which becomes the
-particle's position. The global best is the best configuration told so far, including
-results the swarm did not propose (a resumed cache). Failures have an infinite objective:
-they are never a personal or global best.
+The swarm has ``swarm_size`` particles. Each batch slot moves the next particle in turn
+(round robin). So batches smaller or larger than the swarm both work. A particle starts at a
+point of the space-filling design. A move is ``v = w v + c1 r1 (personal best - x) + c2 r2 (global best - x)``.
+The new point is snapped to the nearest unseen configuration: the particle's new position.
+The global best is the best configuration told so far. It includes results the swarm did not
+propose (a resumed cache). Failures have an infinite objective, so they are never a best.
 
 A swarm converges onto its global best and then only snaps to unseen configurations around
-it. So a particle whose personal best has not improved for ``patience`` of its moves starts
-again at a new design point, with no velocity and no memory; the swarm keeps its
-global best, so the restarted particle is still pulled towards it, but from somewhere new.
+it. So a particle restarts when its personal best has not improved for ``patience`` moves. It
+starts again at a new design point, with no velocity and no memory. The swarm keeps its global
+best. So the restarted particle is still pulled towards it, but from somewhere new.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Uniform sampling without replacement: a seeded permutation of the ids, cut into batches.
+"""Uniform sampling without replacement.
+
+The ids are put in a seeded permutation, cut into batches.
 
 ``fraction`` (0 < f <= 1) stops after that share of the space, as in Kernel Tuner.
 """

@@ -1,29 +1,28 @@
 """Simulated annealing with one independent chain per batch slot.
 
-A batch of n asks n chains whose last step is told for their next step (chains are created
-on demand, so the number of chains follows the batch size, i.e. the number of ranks, times
-the batches in flight: with the scheduler's two batches in flight, the chains of batch b - 1
-still wait for their results when batch b is asked, so batch b steps another n chains). Every
-chain starts at a point of the space-filling design, so the first batch is spread over the
-space rather than n steps around one point. A step proposes a random unseen neighbour
-of the chain's current configuration (one parameter changed: with probability one half to
-the next value up or down, otherwise to any value); when it comes back, the chain moves
-there if it is better, or with probability ``exp(-log(new / current) / T)``.
+A batch of n asks n chains whose last step is told for their next step. Chains are created on
+demand. So the number of chains is the batch size (the number of ranks) times the batches in
+flight. The scheduler keeps two batches in flight. The chains of batch b - 1 still wait for their
+results when batch b is asked. So batch b steps another n chains. Every chain starts at a point
+of the space-filling design. So the first batch is spread over the space, not n steps around one
+point. A step proposes a random unseen neighbour of the chain's current configuration. One
+parameter changes: with probability one half to the next value up or down, else to any value.
+When the result comes back, the chain moves there if it is better. Else it moves with
+probability ``exp(-log(new / current) / T)``.
 
-The temperature is adaptive: ``T = temperature * spread * cooling ** steps``, where
-``spread`` is the standard deviation of the log kernel times seen so far, so the same option
-values work for kernels whose configurations differ by 5 % or by 50x, and ``steps`` counts
-the chain's steps since it (re)started; ``T`` never drops below ``min_temperature * spread``.
+The temperature is adaptive: ``T = temperature * spread * cooling ** steps``. ``spread`` is
+the standard deviation of the log kernel times seen so far. So the same option values work for
+kernels whose configurations differ by 5 % or by 50x. ``steps`` counts the chain's steps since
+it (re)started. ``T`` never drops below ``min_temperature * spread``.
 
-A chain that has not improved on its own best for ``patience`` steps has stagnated: it
-restarts, alternately at one of the best configurations found so far by all chains (to
-intensify there) and at a new design point (to explore), with a fresh temperature.
-A chain whose neighbourhood is used up restarts the same way. A chain whose current
-configuration is worse than the median of everything seen restarts at once, and always from
-one of the best (the best quarter of the results, at least two, at most one per chain: after the
-design, its best two): with 8 chains and a few hundred evaluations, walking out of a poor region
-costs more steps than there are. Failures have an infinite
-objective: they are never accepted, a chain only steps over them.
+A chain that has not improved on its own best for ``patience`` steps has stagnated. It restarts
+with a fresh temperature. Restarts alternate between two places. One is a best configuration
+found so far by all chains, to intensify there. The other is a new design point, to explore. A
+chain whose neighbourhood is used up restarts the same way. A chain worse than the median of
+everything seen restarts at once, and always from one of the best. The best are the best quarter
+of the results, at least two, at most one per chain; after the design, its best two. With 8
+chains and a few hundred evaluations, walking out of a poor region costs more steps than there
+are. Failures have an infinite objective. They are never accepted; a chain only steps over them.
 """
 
 from __future__ import annotations
@@ -127,8 +126,9 @@ class SimulatedAnnealing(Strategy):
         return np.concatenate([self.rng.permutation(adjacent), every])
 
     def _restart(self, chain: Chain) -> None:
-        """From one of the best configurations so far (odd restarts, or a chain in the worse
-        half) or at random (even restarts)."""
+        """From one of the best configurations so far, or at random.
+
+        Odd restarts and a chain in the worse half take one of the best. Even restarts are random."""
         chain.restarts += 1
         poor = self._poor(chain)
         chain.current, chain.value = -1, FAILED

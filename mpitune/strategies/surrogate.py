@@ -1,30 +1,29 @@
 """A Gaussian-process surrogate for discrete search spaces, and a model of where they fail.
 
 Plain numpy, for ``bayes_opt`` and ``portfolio``'s model phase: one Matern-5/2 kernel, one
-noise level, one batch built with a constant liar. ``portfolio`` gives every parameter its own
-length scale (automatic relevance determination), because in a kernel space a few parameters
-decide most of the time and the rest barely matter: one shared scale is too short for the idle
-ones (the model sees noise) or too long for the decisive ones (it sees a plateau);
-``bayes_opt`` keeps one scale for all. The scales are fitted by marginal likelihood, one
-parameter at a time on a small grid, so a fit costs a few dozen Cholesky factorisations of at
-most a few hundred rows.
+noise level, a batch built with a constant liar. ``portfolio`` gives every
+parameter its own length scale (automatic relevance determination). In a kernel space a few
+parameters decide most of the time and the rest barely matter. One shared scale is too short
+for the idle ones: the model sees noise. Or it is too long for the decisive ones: it sees a
+plateau. ``bayes_opt`` keeps one scale for all. The scales are fitted by marginal likelihood,
+one parameter at a time on a small grid. So a fit costs a few dozen Cholesky factorisations of
+at most a few hundred rows.
 
-In ``portfolio`` failures do not enter the GP (a made-up time would bend the surface near them);
-a kernel estimate of the failure rate around each candidate, on the same scales, multiplies the
-acquisition instead, so the search stops spending evaluations where configurations fail.
+In ``portfolio`` failures do not enter the GP: a made-up time would bend the surface near them.
+Instead, a kernel estimate of the failure rate around each candidate multiplies the acquisition.
+It uses the same scales. So the search stops spending evaluations where configurations fail.
 
-``PriorUse`` is how ``portfolio`` uses times measured elsewhere (a prior, ``model/prior.py``)
-and how it stops trusting them (docs/strategies.md, "How the default uses a prior"). A rank test
-comes first: once ``PRIOR_TEST_MIN`` told results of the shared design are configurations the
-prior knows, Kendall's tau between their order and the prior's must exceed ``PRIOR_TEST_TAU``,
-or the prior is dropped for good; until then, and after a drop, the search is exactly the one
-without a prior, so a prior the design contradicts costs nothing (a reversed prior's first
-picks, the worst configurations of the space, used to bend the fit: up to 0.056 at 100
-evaluations). Once it passed: ``PRIOR_FIRST`` picks of its diverse best open the next model
-batch, the model's mean is ``c0 + beta * p(x)`` with the trust ``beta`` refitted by generalised
-least squares at every model batch (at 0 the model is the one without a prior), and its best
-unseen configurations join the candidates while it is trusted. Everything is a function of the
-prior and of what was told: a resumed run given the same prior rebuilds the same search.
+``PriorUse`` is how ``portfolio`` uses times measured elsewhere (a prior, ``model/prior.py``).
+It is also how it stops trusting them (docs/strategies.md, "How the default uses a prior"). A
+rank test comes first. It waits for ``PRIOR_TEST_MIN`` told results of the shared design that
+the prior knows. Kendall's tau between their order and the prior's must then exceed
+``PRIOR_TEST_TAU``. Else the prior is dropped for good. Until then, and after a drop, the search
+is exactly the one without a prior. So a prior the design contradicts costs nothing.
+Once the prior passed, ``PRIOR_FIRST`` picks of its diverse best open the next model batch. The
+model's mean is ``c0 + beta * p(x)``. The trust ``beta`` is refitted by generalised least
+squares at every model batch. At 0 the model is the one without a prior. While the prior is
+trusted, its best unseen configurations join the candidates. Everything is a function of the
+prior and of what was told. So a resumed run given the same prior rebuilds the same search.
 """
 
 from __future__ import annotations
@@ -86,11 +85,12 @@ MODEL_OPTIONS = (
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager[object]:
-    """The matrices here are small (a few hundred rows): BLAS threads gain nothing on them,
-    and while the other ranks of an MPI run poll for their next batch on the same cores
-    (more ranks than cores, as in a replay on a laptop), they make each ask up to ten times
-    slower. So asking uses one BLAS thread when threadpoolctl is installed. Its libraries are
-    found once per process (``_blas``): finding them took 1.7 ms, once per ask."""
+    """Ask with one BLAS thread, when threadpoolctl is installed.
+    The matrices here are small, a few hundred rows, so BLAS threads gain nothing on them. The
+    other ranks of an MPI run may poll for their next batch on the same cores. That happens with
+    more ranks than cores, as in a replay on a laptop. Then BLAS threads make each ask much
+    slower (docs/strategies.md has the figures). The libraries are found once per process
+    (``_blas``), not once per ask (docs/performance.md)."""
     controller = _blas()
     return controller.limit(limits=1) if controller is not None else contextlib.nullcontext()
 
@@ -102,8 +102,9 @@ def _blas() -> Any:
 
 
 def observations(ranked: list[int], most: int, rng: np.random.Generator) -> np.ndarray:
-    """What a model learns from, of the told ids ``ranked`` best first: all of them, or the best
-    half of ``most`` plus a seeded random share of the rest, to bound the cubic cost of a fit."""
+    """What a model learns from, of the told ids ``ranked`` best first.
+    That is all of them, or the best half of ``most`` plus a seeded random share of the rest.
+    The cap bounds the cubic cost of a fit."""
     if len(ranked) <= most:
         return np.array(ranked)
     keep = most // 2
@@ -141,9 +142,9 @@ def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> float:
 
 
 class LengthScales:
-    """A model's length scales, refitted only when the results grew by ``REFIT_GROWTH`` since the
-    last fit: they barely move in between, and a fit is most of what an ask costs. Per parameter
-    (``portfolio``), a refit starts from the last fit; isotropic (``bayes_opt``), it is the best
+    """A model's length scales, refitted only when the results grew by ``REFIT_GROWTH``.
+    They barely move in between, and a fit is most of what an ask costs. Per parameter
+    (``portfolio``), a refit starts from the last fit. Isotropic (``bayes_opt``), it is the best
     scale of the grid."""
 
     def __init__(self, per_parameter: bool):
@@ -162,9 +163,9 @@ class LengthScales:
 
 
 def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None, sweeps: int = SWEEPS) -> np.ndarray:
-    """Per-parameter length scales of high marginal likelihood: the best isotropic scale of the
-    grid (or ``start``, the last fit's), then ``sweeps`` passes of coordinate moves by
-    ``SCALE_STEPS``."""
+    """Per-parameter length scales of high marginal likelihood.
+    The fit starts at the best isotropic scale of the grid, or at ``start`` (the last fit's). Then
+    come ``sweeps`` passes of coordinate moves by ``SCALE_STEPS``."""
     d = x.shape[1]
     if start is None:
         grid = [np.full(d, s * math.sqrt(d)) for s in BASE_SCALES]
@@ -193,20 +194,19 @@ def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> Fit:
 
 
 def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The observations plus a constant lie at each point in flight (handed out, not told): the
-    mean of ``y``, as the batch's own liar uses, so a batch asked while the previous one is out
-    spreads away from it instead of proposing its near twins, and the best and the mean of the
-    observations stay what they were. (Lying the model's own prediction there, a kriging
-    believer, scored lower on the development caches: 0.908 / 0.949 / 0.979 at 50 / 100 / 200
-    against 0.901 / 0.960 / 0.985.)"""
+    """The observations plus a constant lie at each point in flight (handed out, not told).
+    The lie is the mean of ``y``, as the batch's own liar uses. So a batch asked while the
+    previous one is out spreads away from it. It does not propose its near twins. The best and
+    the mean of the observations stay what they were. Lying the model's own prediction there
+    (a kriging believer) scored lower on the development caches (docs/strategies.md)."""
     if not len(pending):
         return x, y
     return np.vstack([x, pending]), np.concatenate([y, np.full(len(pending), float(y.mean()))])
 
 
 def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Kernel-weighted share of failures among the observed points near each candidate, shrunk
-    towards the overall rate: near zero far from any failure, near one inside a failing region."""
+    """Kernel-weighted share of failures among the observed points near each candidate.
+    Shrunk towards the overall rate: near zero far from any failure, near one in a failing region."""
     if not failed.any():
         return np.zeros(len(cand))
     weights = matern(cand, x, scales)
@@ -225,13 +225,13 @@ def choose_batch(
     n_local: int = 0,
     offset: np.ndarray | None = None,
 ) -> list[int]:
-    """Indices into ``cand`` of ``n`` points by expected improvement times the chance to be
-    valid, one at a time with a constant liar: each chosen point is added as a fake observation
-    at the mean (an exact rank-one update of the candidates' posterior), which shrinks the
-    uncertainty around it, so the next pick goes elsewhere. The first ``n_local`` picks are
-    taken among the candidates where the mask ``local`` is True, while there are any. ``offset``:
-    a mean function's value at the candidates, where ``fit`` models what is left of ``fit.y``
-    around it (``alpha`` from the residuals; ``fit.y``, its best and its mean as measured)."""
+    """Indices into ``cand`` of ``n`` points by expected improvement times the chance to be valid.
+    Points are picked one at a time with a constant liar. Each chosen point is added as a fake
+    observation at the mean. That is an exact rank-one update of the candidates' posterior. It
+    shrinks the uncertainty around the point, so the next pick goes elsewhere. The first
+    ``n_local`` picks are taken where the mask ``local`` is True, while there are any.
+    ``offset`` is a mean function's value at the candidates. Then ``fit`` models what is left of
+    ``fit.y`` around it: ``alpha`` from the residuals, ``fit.y``, its best and its mean as measured."""
     k_xc = matern(fit.x, cand, fit.scales)
     whitened = np.linalg.solve(fit.chol, k_xc)
     mean = k_xc.T @ fit.alpha
@@ -283,8 +283,8 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
-    """Kendall's tau-a of two equally long arrays: (concordant - discordant pairs) / all pairs;
-    a tie in either counts as neither."""
+    """Kendall's tau-a of two equally long arrays: (concordant - discordant pairs) / all pairs.
+    A tie in either counts as neither."""
     n = len(a)
     if n < 2:
         return 0.0
@@ -336,10 +336,11 @@ class PriorUse:
         return self.agreed is True and bool((self.beta > 0).any())
 
     def judge(self, values: dict[int, float]) -> bool | None:
-        """Once: whether the order of the told results (``values``, lower is better; failures
-        are not finite) agrees with the prior's, by Kendall's tau between the prior's mean
-        standardised time and the measured value over the results the prior knows, at the first
-        call with at least ``PRIOR_TEST_MIN`` of them. None until then."""
+        """Once: whether the order of the told results agrees with the prior's.
+        ``values`` are the told results: lower is better, and failures are not finite. The test
+        is Kendall's tau between the prior's mean standardised time and the measured value. It
+        runs over the results the prior knows. It is made at the first call with at least
+        ``PRIOR_TEST_MIN`` of them. None until then."""
         if self.agreed is None:
             ids = np.array([i for i, v in values.items() if math.isfinite(v)], dtype=np.int64)
             known = ids[np.isfinite(self.mean_z[ids])]
@@ -354,8 +355,8 @@ class PriorUse:
         return known
 
     def diverse_best(self, seen: set[int], n: int) -> list[int]:
-        """Up to ``n`` unseen ids down the prior's order, each differing from every one taken in
-        at least ``PRIOR_DIVERSITY`` parameters (fewer when the space has fewer)."""
+        """Up to ``n`` unseen ids down the prior's order, each unlike every one taken before.
+        Each differs in at least ``PRIOR_DIVERSITY`` parameters, fewer when the space has fewer."""
         need = min(PRIOR_DIVERSITY, len(self.space.names))
         indices = self.space.indices
         taken: list[int] = []
@@ -374,10 +375,11 @@ class PriorUse:
         return best
 
     def refit(self, x: np.ndarray, y: np.ndarray, p: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        """The prior's mean at the observations ``x`` (standardised log times ``y``, prior
-        features ``p``): ``c0 + beta . p`` by generalised least squares under the process's
-        covariance, with Gaussian priors on the coefficients; ``beta`` clipped at 0 per source (a
-        prior whose order disagrees is ignored, not reversed). Zero when no source is trusted."""
+        """The prior's mean at the observations ``x``: ``c0 + beta . p``.
+        ``y`` holds standardised log times, ``p`` prior features. The fit is generalised least
+        squares under the process's covariance, with Gaussian priors on the coefficients.
+        ``beta`` is clipped at 0 per source. So a prior whose order disagrees is ignored, not
+        reversed. Zero when no source is trusted."""
         design = np.column_stack([np.ones(len(y)), p])
         precision = np.diag([PRIOR_INTERCEPT_SD**-2] + [PRIOR_BETA_SD**-2] * p.shape[1])
         centre = np.concatenate([[0.0], np.full(p.shape[1], PRIOR_BETA)])
