@@ -5,10 +5,10 @@
     from mpitune.observers import NVMLObserver
     observers = [NVMLObserver(["nvml_energy", "temperature"])]
 
-It only describes the measurement: it holds no NVML handle, so it pickles and travels to the
-worker processes, and creating it needs neither pynvml nor a GPU. The backend measures with
-``nvml_sampler.PowerSampler`` and turns the window it returns into a configuration's values
-with ``NVMLObserver.values``. See docs/cupy-backend.md, "Power, energy and clocks".
+It only describes the measurement and holds no NVML handle. So it pickles and travels to the
+worker processes. Creating it needs neither pynvml nor a GPU. The backend measures with
+``nvml_sampler.PowerSampler``. ``NVMLObserver.values`` turns the window it returns into a
+configuration's values. See docs/cupy-backend.md, "Power, energy and clocks".
 """
 
 from __future__ import annotations
@@ -41,17 +41,17 @@ class NVMLObserver:
     """Power, energy, clocks and temperature per configuration, measured with NVML.
 
     ``observables`` takes Kernel Tuner's names (all five when None). The backend runs the
-    kernel back to back for at least ``continuous_duration`` seconds while NVML is sampled,
-    because NVML's power and energy readings are refreshed far less often than a kernel
-    runs: only a window of about a second holds enough of them.
+    kernel back to back for at least ``continuous_duration`` seconds while NVML is sampled.
+    NVML refreshes its power and energy readings far less often than a kernel runs. Only a
+    window of about a second holds enough of them.
 
     Kernel Tuner's other arguments are accepted, so that its specs load, and ignored:
 
-    - ``device``: every rank measures its own GPU, which the backend names by PCI bus id; one
+    - ``device``: every rank measures its own GPU, which the backend names by PCI bus id. One
       fixed NVML index would be the wrong GPU on all ranks but one.
     - ``save_all``: the cache keeps one value per configuration and observable.
-    - ``nvidia_smi_fallback``: mpitune never runs ``sudo nvidia-smi``; without the permission
-      to set clocks the run stops with an error instead.
+    - ``nvidia_smi_fallback``: mpitune never runs ``sudo nvidia-smi``. Without the permission
+      to set clocks, the run stops with an error instead.
     - ``use_locked_clocks``: ``nvml_gr_clock`` and ``nvml_mem_clock`` set application clocks.
     """
 
@@ -92,9 +92,10 @@ class NVMLObserver:
         return f"NVMLObserver({self.observables!r}, continuous_duration={self.continuous_duration!r})"
 
     def value_names(self) -> dict[str, str]:
-        """The values recorded per configuration, with the Kernel Tuner name of each:
-        ``{"energy_j": "nvml_energy", ...}``. A metric ported from Kernel Tuner reads
-        ``p["nvml_energy"]``; results and reports use ``energy_j``."""
+        """The values recorded per configuration, with the Kernel Tuner name of each.
+
+        For example ``{"energy_j": "nvml_energy", ...}``. A metric ported from Kernel Tuner reads
+        ``p["nvml_energy"]``. Results and reports use ``energy_j``."""
         return {RECORDED[name]: name for name in self.observables}
 
     def launches(self, kernel_time_ms: float) -> int:
@@ -104,8 +105,10 @@ class NVMLObserver:
         return max(1, math.ceil(self.continuous_duration * 1e3 / kernel_time_ms))
 
     def values(self, window: Mapping[str, float], launches: int) -> dict[str, float]:
-        """This observer's values for one configuration from a sampler window of ``launches``
-        kernel executions; energy becomes energy per execution, as Kernel Tuner's nvml_energy."""
+        """This observer's values for one configuration, from a sampler window.
+
+        The window holds ``launches`` kernel executions. Energy becomes energy per execution,
+        as Kernel Tuner's nvml_energy is."""
         window = dict(window, energy_j=energy_per_launch_j(window["energy_j"], launches))
         return {name: float(window[name]) for name in self.value_names()}
 

@@ -1,15 +1,15 @@
 """Sets a GPU's application clocks and power limit from tunable parameters, and puts them back.
 
-The tunable parameters have Kernel Tuner's names: ``nvml_gr_clock`` and ``nvml_mem_clock``
-(MHz, application clocks, set together) and ``nvml_pwr_limit`` (W). Setting them needs
-permission: the power limit needs root, application clocks need root unless an
-administrator ran ``nvidia-smi -acp UNRESTRICTED``. A run without it stops at its first
-configuration, before anything is measured, with one line saying what is missing; it must
-not go on measuring at clocks that are not the ones its results claim.
+The tunable parameters have Kernel Tuner's names. ``nvml_gr_clock`` and ``nvml_mem_clock``
+are application clocks in MHz, set together. ``nvml_pwr_limit`` is the power limit in W.
+Setting them needs permission. The power limit needs root. Application clocks need root unless
+an administrator ran ``nvidia-smi -acp UNRESTRICTED``. A run without permission stops at its
+first configuration, before anything is measured. One line says what is missing. It must not
+go on measuring at clocks that are not the ones its results claim.
 
-The settings in force before the first change are saved to a restore file first
-(restore_file.py); ``close()`` puts them back and deletes it. A run that dies before that
-leaves the file, and the next run calls ``recover()`` at start-up.
+The settings in force before the first change are first saved to a restore file
+(restore_file.py). ``close()`` puts them back and deletes it. A run that dies before that
+leaves the file. The next run calls ``recover()`` at start-up.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ PERMISSION = {
 class ClockControl:
     """Application clocks and power limit of the GPU at ``pci_bus_id``, as configurations ask.
 
-    ``tune_params`` are the spec's; all values of the ``nvml_*`` parameters are checked
-    against what the GPU supports when the control is created. ``restore_path`` is where the
-    original settings are saved (``restore_file.path_for``).
+    ``tune_params`` are the spec's. Creating the control checks all values of the ``nvml_*``
+    parameters against what the GPU supports. ``restore_path`` is where the original settings
+    are saved (``restore_file.path_for``).
     """
 
     def __init__(self, pci_bus_id: str, tune_params: Mapping[str, Sequence], restore_path: str):
@@ -113,8 +113,8 @@ class ClockControl:
     def apply(self, config: Mapping) -> None:
         """Set what ``config`` asks for where it differs from what is in force.
 
-        The first call saves the original settings and then sets them again unchanged, which
-        asks NVML for permission without changing anything; without permission it raises the
+        The first call saves the original settings and then sets them again unchanged. That asks
+        NVML for permission without changing anything. Without permission it raises the
         UserError and leaves no restore file.
         """
         saved = self._saved or self._save_and_probe()
@@ -181,8 +181,10 @@ class ClockControl:
 
 
 def put_back(device: NVMLDevice, saved: SavedSettings) -> None:
-    """Set the saved settings where they differ from what is in force. Application clocks that
-    were the defaults are reset rather than set, so the GPU is left as it was before any run."""
+    """Set the saved settings where they differ from what is in force.
+
+    Application clocks that were the defaults are reset rather than set. So the GPU is left as
+    it was before any run."""
     nvml = device.nvml
     if saved.graphics_clock_mhz is not None:
         wanted = (saved.graphics_clock_mhz, saved.mem_clock_mhz)
@@ -211,8 +213,8 @@ def put_back(device: NVMLDevice, saved: SavedSettings) -> None:
 def recover(restore_path: str) -> bool:
     """At start-up: put back the settings a run that died left in ``restore_path``.
 
-    True when it restored something. A file written on another node is left alone (with a
-    warning): its GPU is not this node's.
+    True when it restored something. A file written on another node is left alone, with a
+    warning. Its GPU is not this node's.
     """
     saved = restore_file.read(restore_path)
     if saved is None:

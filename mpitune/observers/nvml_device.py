@@ -1,11 +1,11 @@
 """One GPU as NVML sees it, found by PCI bus id; the only place that imports pynvml.
 
-CUDA numbers the GPUs a process can see (after CUDA_VISIBLE_DEVICES, in its own order), NVML
-numbers all GPUs of the node: the same index names different GPUs in the two. The PCI bus id
-is the same in both, so that is how the backend tells NVML which GPU it measures.
+CUDA numbers the GPUs a process can see, after CUDA_VISIBLE_DEVICES and in its own order.
+NVML numbers all GPUs of the node. So the same index names different GPUs in the two. The PCI
+bus id is the same in both. That is how the backend tells NVML which GPU it measures.
 
 pynvml (the ``nvidia-ml-py`` package) is imported when a device is opened, never at import
-time, so specs, checks and the offline verbs need neither the package nor a driver.
+time. So specs, checks and the offline verbs need neither the package nor a driver.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def unavailable(reason: str) -> UserError:
 def nvml_bus_id(pci_bus_id: str) -> str:
     """A PCI bus id in NVML's spelling, ``00000000:19:00.0``.
 
-    CUDA and CuPy write the domain with 4 digits (``0000:19:00.0``), NVML with 8, and some tools
-    leave it out; all of them name the same GPU.
+    CUDA and CuPy write the domain with 4 digits (``0000:19:00.0``), NVML with 8. Some tools
+    leave it out. All of them name the same GPU.
     """
     match = _BUS_ID.match(pci_bus_id.strip())
     if not match:
@@ -69,7 +69,9 @@ class NVMLDevice:
         log.debug("NVML opened the GPU at PCI %s", self.bus_id)
 
     def close(self) -> None:
-        """End this session; NVML stays initialised while other sessions of the process are open."""
+        """End this session.
+
+        NVML stays initialised while other sessions of the process are open."""
         if self.handle is not None:
             self.handle = None
             self.nvml.nvmlShutdown()

@@ -1,19 +1,18 @@
 """Samples one GPU's power, clocks and temperature in a background thread around a window.
 
-The backend calls ``start()``, launches the kernel back to back for the observer's
-continuous duration, synchronizes and calls ``stop()``, which returns the window's values.
+The backend calls ``start()`` and launches the kernel back to back for the observer's
+continuous duration. It then synchronizes and calls ``stop()``, which returns the window's values.
 
-NVML refreshes its readings far less often than this thread asks (every few milliseconds):
-power every 20 to 100 ms depending on the GPU, temperature about once a second, the energy
-counter every few tens of milliseconds. Most samples therefore repeat the previous reading;
-``samples`` counts reads, not fresh readings, and windows shorter than about a second say
-little. Power is read from NVML's instantaneous power field where the GPU has it, because
-``nvmlDeviceGetPowerUsage`` averages over the last second on recent GPUs (Ampere and later,
-except GA100), which would mix the idle time before the window into it.
+This thread asks every few milliseconds. NVML refreshes its readings far less often. Power is
+refreshed every 20 to 100 ms depending on the GPU. Temperature is refreshed about once a second,
+the energy counter every few tens of milliseconds. So most samples repeat the previous reading.
+``samples`` counts reads, not fresh readings. Windows shorter than about a second say little.
+Power is read from NVML's instantaneous power field where the GPU has it. On recent GPUs
+(Ampere and later, except GA100) ``nvmlDeviceGetPowerUsage`` averages over the last second. That
+would mix the idle time before the window into it.
 
-Energy comes from the GPU's total-energy counter (mJ since the driver loaded) read at both
-ends of the window, where the GPU has one; otherwise it is the power samples integrated
-over time.
+Energy comes from the GPU's total-energy counter, read at both ends of the window. The counter
+holds mJ since the driver loaded. A GPU without one integrates the power samples over time.
 """
 
 from __future__ import annotations
@@ -115,8 +114,10 @@ class PowerSampler:
         self._thread.start()
 
     def stop(self) -> dict[str, float]:
-        """End the window; its mean power (W), energy (J), mean SM and memory clocks (MHz),
-        highest temperature (°C), length (s) and number of samples."""
+        """End the window and return its values.
+
+        They are the mean power (W), energy (J), mean SM and memory clocks (MHz), highest
+        temperature (°C), length (s) and number of samples."""
         if self._thread is None:
             raise RuntimeError("stop() without start()")
         self._stopping.set()

@@ -1,11 +1,11 @@
 """The file that keeps a GPU's clock and power settings from before a run changed them.
 
-It is written before the first change, so a run killed at any moment leaves the originals
-behind; the next run on that node finds the file at start-up and puts them back
-(``nvml_control.recover``). Writing is atomic and exclusive: the settings go to a temporary
-file that is then hard-linked to the final name, which fails if the name exists, so a
-reader never sees half a file and originals saved earlier are never overwritten by
-settings that are already changed. Nothing here calls NVML.
+It is written before the first change. So a run killed at any moment leaves the originals
+behind. The next run on that node finds the file at start-up and puts them back
+(``nvml_control.recover``). Writing is atomic and exclusive. The settings go to a temporary
+file that is then hard-linked to the final name. The link fails if the name exists. So a
+reader never sees half a file. And settings that are already changed never overwrite
+originals saved earlier. Nothing here calls NVML.
 """
 
 from __future__ import annotations
@@ -57,7 +57,9 @@ def write_new(path: str, settings: SavedSettings) -> None:
 
 
 def read(path: str) -> SavedSettings | None:
-    """The saved settings, None when there is no file; UserError naming a file that is not one."""
+    """The saved settings, None when there is no file.
+
+    A file that is not a restore file raises a UserError naming it."""
     try:
         with open(path) as f:
             data = json.load(f)

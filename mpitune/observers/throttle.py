@@ -1,16 +1,16 @@
 """Whether a GPU held its clocks while a configuration was timed, from NVML.
 
-A GPU that throttles (too hot, at its power cap, or slowed down by the board) runs every kernel
-slower for a while, so a configuration timed then is measured slower than it is; among
-configurations a few percent apart that is enough to lose the best. NVML says so in two ways:
-the clock event reasons in force now (a bit per cause), and per policy a counter of the
-nanoseconds the clocks were held down (power, thermal). The backend reads both around a
-configuration's timed launches: a reason in force at the end, or a counter that moved during
-them, means the launches were throttled, and the backend times the configuration once more.
+A GPU throttles when too hot, at its power cap, or slowed down by the board. It then runs
+every kernel slower for a while. So a configuration timed then is measured slower than it is.
+Among configurations a few percent apart, that is enough to lose the best. NVML says so in two
+ways. The clock event reasons in force now hold a bit per cause. Per policy (power, thermal), a
+counter holds the nanoseconds the clocks were held down. The backend reads both around a
+configuration's timed launches. A reason in force at the end, or a counter that moved, means
+the launches were throttled. The backend then times the configuration once more.
 
-Opening the watch needs pynvml and a driver; without them the backend times without it, as
-before. The reasons that are not a slowdown (the GPU idle, application clocks as set, sync
-boost, the display) are left out.
+Opening the watch needs pynvml and a driver. Without them the backend times without it, as
+before. Reasons that are not a slowdown are left out: the GPU idle, application clocks as set,
+sync boost, the display.
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ class ThrottleWatch:
 
     @classmethod
     def open(cls, pci_bus_id: str) -> ThrottleWatch | None:
-        """The watch of the GPU at ``pci_bus_id``; None where NVML cannot say (said once, in the debug log)."""
+        """The watch of the GPU at ``pci_bus_id``.
+
+        None where NVML cannot say; that is said once, in the debug log."""
         try:
             return cls(NVMLDevice(pci_bus_id))
         except (UserError, AttributeError) as exc:
