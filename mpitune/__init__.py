@@ -1,10 +1,10 @@
 """mpitune: batch auto-tuning of GPU (and C) kernels over MPI ranks.
 
-Importing the package touches neither MPI nor a GPU: mpi4py is imported by the
-scheduling layer when a run starts, and CuPy only by the CuPy backend. The Python API
-(``mpitune.tune_kernel``, ``mpitune.run_kernel``, and Kernel Tuner's integration calls
-``mpitune.store_results``, ``mpitune.TuneResults`` and ``mpitune.create_device_targets``, in
-mpitune/api/) is imported on first use, for the same reason.
+Importing the package touches neither MPI nor a GPU. The scheduling layer imports mpi4py
+when a run starts. Only the CuPy backend imports CuPy. For the same reason the Python API is
+imported on first use. It lives in mpitune/api/: ``mpitune.tune_kernel``, ``mpitune.run_kernel``,
+and Kernel Tuner's integration calls. Those are ``mpitune.store_results``, ``mpitune.TuneResults``
+and ``mpitune.create_device_targets``.
 """
 
 import importlib

@@ -1,6 +1,8 @@
-"""Errors a user can act on (the exit codes are in exits.py). Everything else is a bug and keeps
-its traceback. Also the one check of a number a user sets, and of a file a user names for mpitune to
-read, which every room refuses alike."""
+"""Errors a user can act on; the exit codes are in exits.py.
+
+Everything else is a bug and keeps its traceback. This module also holds the one check of a
+number a user sets. It holds the one check of a file a user names for mpitune to read. Every room
+refuses these alike."""
 
 from __future__ import annotations
 
@@ -31,11 +33,12 @@ class CacheMismatchError(UserError):
 
 
 def checked_number(value: str | SupportsFloat, zero_ok: bool = False) -> float:
-    """The one check of a number a user sets (a flag, an environment variable, a spec's field):
-    seconds, intervals and margins are finite, and greater than 0, or at least 0 where 0 means
-    something ("none", "off"). ``float()`` takes "nan" and "inf", and a NaN passes no comparison
-    so it would silently skip every check after it. Raises ValueError with the reason, in a
-    line the caller prefixes with the setting's name."""
+    """The one check of a number a user sets: a flag, an environment variable, a spec's field.
+
+    Seconds, intervals and margins are finite. They are greater than 0, or at least 0 where 0
+    means something ("none", "off"). ``float()`` takes "nan" and "inf". A NaN passes no
+    comparison, so it would silently skip every check after it. Raises ValueError with the
+    reason. The caller prefixes that line with the setting's name."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -48,8 +51,10 @@ def checked_number(value: str | SupportsFloat, zero_ok: bool = False) -> float:
 
 
 def number_flag(zero_ok: bool = False) -> Callable[[str], float]:
-    """``checked_number`` as an argparse ``type``: its reason becomes the flag's one error line
-    (argparse says only "invalid value" for a ValueError)."""
+    """``checked_number`` as an argparse ``type``.
+
+    Its reason becomes the flag's one error line. For a ValueError argparse says only "invalid
+    value"."""
 
     def number(text: str) -> float:
         try:
@@ -63,8 +68,10 @@ def number_flag(zero_ok: bool = False) -> Callable[[str], float]:
 def environment_number(
     variable: str, default: float, zero_ok: bool = False, environ: Mapping[str, str] | None = None
 ) -> float:
-    """``variable``'s number, else ``default`` where it is unset or empty; a value that is no
-    such number is refused in one line naming the variable, never replaced by the default."""
+    """``variable``'s number, else ``default`` where it is unset or empty.
+
+    A value that is no such number is refused in one line naming the variable. It is never
+    replaced by the default."""
     text = (os.environ if environ is None else environ).get(variable, "").strip()
     if not text:
         return default
@@ -85,11 +92,13 @@ _NOT_REGULAR = (
 
 
 def not_a_file(path: str) -> str | None:
-    """Why a file a user names for mpitune to read (a spec, its kernel source, a prior, measured
-    data) is not one, as the end of a line ("is a directory, not a regular file"); None for a
-    regular file, and for nothing at all, which each caller words as "not found" in its own way.
-    The one check every room refuses alike. From ``os.stat`` alone: opening a named pipe waits
-    for a writer, forever, and reading a device never ends."""
+    """Why a file a user names for mpitune to read is not one, as the end of a line.
+
+    Such a file is a spec, its kernel source, a prior or measured data. The reason reads like
+    "is a directory, not a regular file". None for a regular file, and for nothing at all. Each
+    caller words "not found" in its own way. This is the one check every room refuses alike. It
+    uses ``os.stat`` alone. Opening a named pipe waits for a writer, forever. Reading a device
+    never ends."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:

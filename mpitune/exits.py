@@ -1,11 +1,13 @@
-"""The exit codes of mpitune: every command, every rank of a job and the ``job`` verb that
-requeues read them from this one table, and docs/reliability.md shows it (a test holds the two
-together).
+"""The exit codes of mpitune, in one table.
 
-The values are the ones a shell or a batch system already reads: 2 for input the user can fix,
-as argparse and most Unix tools; sysexits.h for a write the system refused (``EX_IOERR``) and for
-a stop that a rerun continues (``EX_TEMPFAIL``, "try again later"); 128 + the signal's number
-for an interrupt and a closed pipe, as a shell reports a process the signal ended.
+Every command, every rank of a job and the ``job`` verb that requeues read them from here.
+docs/reliability.md shows the table, and a test holds the two together.
+
+The values are the ones a shell or a batch system already reads. Input the user can fix exits
+2, as with argparse and most Unix tools. A write the system refused exits ``EX_IOERR`` of
+sysexits.h. A stop that a rerun continues exits ``EX_TEMPFAIL``, "try again later". An interrupt
+and a closed pipe exit 128 + the signal's number. That is how a shell reports a process the
+signal ended.
 """
 
 from __future__ import annotations
