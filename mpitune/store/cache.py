@@ -1,16 +1,19 @@
 """Writing the HDF5 file: results, timeline and runs of one tuning problem.
 
-It is the resume cache and the data for analysis at once. Only rank 0 writes it. Each write is
-kept in memory at once (custody.Kept) and written out to the file, with everything before it,
-and flushed: at once, or for the frequent writes of a run (reports, hand-outs, timeline rows)
-``write_within_s`` after the oldest write not yet written at the latest (``write_pending``; a
-run's rank 0 also writes them before it waits and at every stop, scheduling/rounds.py), so that a
-killed run loses only what was in flight and what rank 0 recorded in that last moment, and a
-busy rank 0 resizes and flushes each dataset once per moment rather than once per report. It is written in HDF5's
-single-writer/multiple-reader mode (SWMR), so reports, plots and ``watch`` read it while the run
-goes on; SWMR readers cannot follow variable-length data, hence fixed-length UTF-8 strings. The
-layout comes from mpitune/model/schema.py (docs/cache-format.md): plain compound datasets,
-readable with nothing but h5py (reader.py reads it for mpitune's own verbs).
+It is the resume cache and the data for analysis at once. Only rank 0 writes it.
+
+Each write is kept in memory at once (custody.Kept). It is then written out to the file, with
+everything before it, and flushed. Most writes go out at once. The frequent writes of a run
+(reports, hand-outs, timeline rows) wait at most ``write_within_s`` after the oldest write not yet
+written (``write_pending``). A run's rank 0 also writes them before it waits and at every stop
+(scheduling/rounds.py). So a killed run loses only what was in flight and what rank 0 recorded in
+that last moment. And a busy rank 0 resizes and flushes each dataset once per moment, not once
+per report.
+
+It is written in HDF5's single-writer/multiple-reader mode (SWMR). So reports, plots and ``watch``
+read it while the run goes on. SWMR readers cannot follow variable-length data, hence fixed-length
+UTF-8 strings. The layout comes from mpitune/model/schema.py (docs/cache-format.md). It is plain
+compound datasets, readable with nothing but h5py. reader.py reads it for mpitune's own verbs.
 """
 
 from __future__ import annotations
@@ -66,9 +69,11 @@ WRITE_WITHIN_S = 0.5
 
 
 class Cache:
-    """Writer side, used by rank 0 only. ``objective`` names the metrics kept beside the
-    results (recomputed for every recorded row by ``rewrite_metrics`` when a run resumes).
-    ``write_within_s``: how long the frequent writes may wait in memory (0: written at once)."""
+    """Writer side, used by rank 0 only.
+
+    ``objective`` names the metrics kept beside the results. ``rewrite_metrics`` recomputes them
+    for every recorded row when a run resumes. ``write_within_s`` is how long the frequent writes
+    may wait in memory (0: written at once)."""
 
     def __init__(
         self,
@@ -120,8 +125,10 @@ class Cache:
         self._adopt(path)
 
     def _adopt(self, path: str) -> None:
-        """Write ``self.file``, which ``path`` names, from here on: no dataset or attribute may be
-        created any more, only appended to and written, each write through ``Kept``."""
+        """Write ``self.file``, which ``path`` names, from here on.
+
+        No dataset or attribute may be created any more. Datasets are only appended to and written,
+        each write through ``Kept``."""
         self.results = self.file["results"]
         self.in_flight = self.file["in_flight"]
         self.metrics = self.file.get("metrics")
@@ -134,8 +141,10 @@ class Cache:
 
     @contextmanager
     def _writing(self, deferred: bool = False) -> Iterator[None]:
-        """One write, to memory (``Kept``); then written out with every write before it, at once
-        or, where ``deferred``, once it is due (``write_pending``)."""
+        """One write, to memory (``Kept``).
+
+        It is then written out with every write before it. That happens at once or, where ``deferred``,
+        once it is due (``write_pending``)."""
         assert self._custody is not None, "the file is closed"
         yield
         if self._unwritten_since is None:
@@ -148,10 +157,11 @@ class Cache:
         return self._unwritten_since is not None
 
     def write_pending(self, now: bool = True) -> None:
-        """Write out what memory holds and the file does not, and flush: now, or (``now`` False)
-        if ``write_within_s`` have passed since the oldest such write. First, whether the path
-        still names the file as this writer left it (custody.py): if not, everything recorded
-        goes to a new file beside the path, which is written from then on."""
+        """Write out what memory holds and the file does not, and flush.
+
+        That happens now, or (``now`` False) once ``write_within_s`` have passed since the oldest such
+        write. First comes a check that the path still names the file as this writer left it (custody.py).
+        If not, everything recorded goes to a new file beside the path. That file is written from then on."""
         since = self._unwritten_since
         if since is None or (not now and time.monotonic() - since < self.write_within_s):
             return
@@ -176,13 +186,14 @@ class Cache:
 
     @property
     def lost(self) -> CustodyLost | None:
-        """Why the rows are not at ``path`` but beside it, and where (None: they are at ``path``)."""
+        """Why the rows are not at ``path`` but beside it, and where. None: they are at ``path``."""
         return None if self._loss is None else self._loss.error(self._kept.count("results"))
 
     def _create(self, identity: ProblemIdentity, iterations: int) -> WriterLock | None:
-        """Build the file under a name of its own, lock it and link it into place: a run killed
-        while creating it leaves no half-made cache behind, and of two runs creating the same
-        file at once one writes it and the other finds it locked. None if another run made the
+        """Build the file under a name of its own, lock it and link it into place.
+
+        So a run killed while creating it leaves no half-made cache behind. Of two runs creating the
+        same file at once, one writes it and the other finds it locked. None if another run made the
         file first. The name of its own is a temporary one of ``files.claim_temporary``."""
         partial, new = claim_temporary(self.path, lambda temporary: create_hdf5(temporary, self.path))
         try:
@@ -199,9 +210,10 @@ class Cache:
             discard(partial)
 
     def _describe_objective(self) -> None:
-        """Record this run's objective, and lay out the metrics dataset for its metrics: the
-        old one is replaced if the names differ (the values are derived, ``rewrite_metrics``
-        recomputes them). Before SWMR mode, which allows no new datasets or attributes."""
+        """Record this run's objective, and lay out the metrics dataset for its metrics.
+
+        The old dataset is replaced if the names differ. Its values are derived: ``rewrite_metrics``
+        recomputes them. This runs before SWMR mode, which allows no new datasets or attributes."""
         self.file.attrs["objective"] = json.dumps(self.objective.record())
         names = self.objective.metric_names
         if value_names(self.file, "metrics") != names:
@@ -217,8 +229,8 @@ class Cache:
         return rows_as_results(rows, [dict(zip(self.observed_names, map(float, values))) for values in observed])
 
     def rewrite_metrics(self, results: Sequence[Scored]) -> None:
-        """The metrics of every recorded row, ``results`` in row order as ``recorded`` gave them
-        and evaluated by this run's objective: a resumed run may define other metrics."""
+        """The metrics of every recorded row, evaluated by this run's objective. ``results`` are in
+        row order, as ``recorded`` gave them. A resumed run may define other metrics."""
         if self.metrics is not None:
             with self._writing():
                 self._kept.replace("metrics", values_table(self.objective.metric_names, [r.metrics for r in results]))
@@ -231,8 +243,8 @@ class Cache:
         pids: Sequence[int],
         details: Sequence[str] = (),
     ) -> int:
-        """Record a new run and where its ranks are; ``details`` says which device exactly
-        (index, PCI bus, UUID of a GPU), one per rank."""
+        """Record a new run and where its ranks are. ``details`` says which device exactly, one per
+        rank: index, PCI bus, UUID of a GPU."""
         self.run = self._kept.count("runs")
         row, ranks = run_row(self.run, info), rank_rows(self.run, hosts, devices, pids, details)
         with self._writing():
@@ -250,8 +262,10 @@ class Cache:
         done_batch: int | None = None,
         done_rank: int | None = None,
     ) -> None:
-        """Write one batch (its scored results and the ranks' timeline rows) and flush; the batch
-        ``done_batch`` (None: every one) is no longer in flight, or its chunk of ``done_rank``."""
+        """Write one batch and flush: its scored results and the ranks' timeline rows.
+
+        The batch ``done_batch`` is then no longer in flight (None: every one), or its chunk of
+        ``done_rank`` is not."""
         rows = result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run)
         with self._writing(deferred=True):
             self._kept.append("results", rows)
@@ -269,24 +283,29 @@ class Cache:
     def hand_out(
         self, batch: int, chunks: Sequence[Sequence[int]], requested: int, asked: Sequence[int], told: int | None = None
     ) -> None:
-        """Record which rank holds which configurations until their results are appended (after a
-        crash the file says what was lost and where), and the ask that made the hand-out (``asked``,
-        in the strategy's order, for ``requested`` ids, once ``told`` of this run's rows were told)."""
+        """Record which rank holds which configurations until their results are appended.
+
+        After a crash the file says what was lost and where. The ask that made the hand-out is recorded
+        too. ``asked`` is in the strategy's order, for ``requested`` ids, once ``told`` of this run's
+        rows were told."""
         with self._writing(deferred=True):
             self._hold(batch, list(enumerate(chunks)))
             for name, rows in ask_rows(self.run, batch, requested, asked, told).items():
                 self._kept.append(name, rows)
 
     def still_in_flight(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
-        """Record again, after ``append`` of the batch cleared its record, the chunks (rank, ids)
-        whose results never came: a rank that stopped answering held them, and ``check`` names
-        them as it names what a killed run held."""
+        """Record again the chunks (rank, ids) whose results never came.
+
+        ``append`` of the batch cleared their record. A rank that stopped answering held them. ``check``
+        names them as it names what a killed run held."""
         with self._writing():
             self._hold(batch, chunks)
 
     def _hold(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
-        """Add a batch's chunks to the record; what a killed run before this one left there was
-        reported when the file was opened (``interrupted``) and goes."""
+        """Add a batch's chunks to the record.
+
+        What a killed run before this one left there goes. It was reported when the file was opened
+        (``interrupted``)."""
         held = self._kept.rows("in_flight")
         rows = np.array([(self.run, batch, rank, i) for rank, ids in chunks for i in ids], dtype=IN_FLIGHT_DTYPE)
         self._kept.replace("in_flight", np.concatenate([held[held["run"] == self.run], rows]))
@@ -296,8 +315,8 @@ class Cache:
             self._kept.append("timeline", phase_rows(self.run, phases))
 
     def finish_run(self, wall_s: float, status: str, measured: int) -> None:
-        """Record how the run ended and, with several objectives, the Pareto front of every
-        configuration the file holds."""
+        """Record how the run ended. With several objectives, record the Pareto front of every
+        configuration the file holds too."""
         row = self._kept.rows("runs")[self.run].copy()
         row["wall_s"], row["status"], row["measured"] = wall_s, fixed_text(status, SHORT_TEXT), measured
         with self._writing():
@@ -324,8 +343,10 @@ class Cache:
         return {name: table[:, j] for j, name in enumerate(names)}
 
     def end_search(self, key: str, continuable: bool) -> None:
-        """Record that this run's search ended cleanly: the next run with the same ``key``
-        (strategy, seed, options, objective) continues it, if ``continuable``."""
+        """Record that this run's search ended cleanly.
+
+        If ``continuable``, the next run with the same ``key`` continues it. The key is the strategy,
+        seed, options and objective."""
         row = np.array([(self.run, search_digest(key).encode(), continuable)], SEARCH_DTYPE)
         with self._writing():
             self._kept.append("searches", row)
@@ -365,8 +386,10 @@ class Cache:
         return read_history(self.file)
 
     def close(self) -> None:
-        """Close the file and release its lock; first, if the run is writing it, whether the
-        path still names it (if not, the rows go beside it, as on any write: ``lost`` says where)."""
+        """Close the file and release its lock.
+
+        If the run is writing it, first check that the path still names it. If not, the rows go beside
+        it, as on any write; ``lost`` says where."""
         if self._custody is not None:
             self._unwritten_since = self._unwritten_since or time.monotonic()
             self.write_pending()

@@ -1,24 +1,25 @@
 """Whether the results path still names the file rank 0 writes, and what is kept when it does not.
 
-Rank 0 holds the file open for the whole run, and another process may meanwhile remove its name
+Rank 0 holds the file open for the whole run. Meanwhile another process may remove its name
 (``rm``), give the name to another file (``mv other.h5 run.h5``) or truncate it (``: > run.h5``).
-HDF5 notices none of it: it writes on into a file no name leads to, or into the holes of a
-truncated one, and the run would end saying its results are where they are not. So after each
-flush the writer notes the file's size, and before its next write it asks whether the path
-still names the file it holds (device and inode), whether the file still has a name (its link
-count) and whether it still has the size the writer left it at (``Custody``). If not, what the
-writer wrote goes to a new file beside the path, never over anything, and the writer goes on
-in that file (store/cache.py), so that a run can finish the batches it has handed out.
+HDF5 notices none of it. It writes on into a file no name leads to, or into the holes of a
+truncated one. The run would end saying its results are where they are not.
 
-The copy cannot come from the file (a truncated file's bytes are gone), so every write goes
-through ``Kept``, to memory at once and to the file when the writer writes out what memory holds
-(store/cache.py says when), and what the writer reads back while it writes (the configurations in
-flight, the run's row) comes from memory too. Once the file is lost (``Kept.detach``) nothing
-more goes to it, so that what was recorded since the last write-out is kept with the rest.
-The cost is the file's rows once more in rank 0's memory, uncompressed: about 2.5 KB per
-configuration (a results row of 1.4 KB, most of it the error field, and a dozen timeline rows).
+So after each flush the writer notes the file's size (``Custody``). Before its next write it asks
+three things. Does the path still name the file it holds (device and inode)? Does the file still
+have a name (its link count)? Does it still have the size the writer left it at? If not, what the
+writer wrote goes to a new file beside the path, never over anything. The writer goes on in that
+file (store/cache.py), so that a run can finish the batches it has handed out.
 
-A truncation within the few milliseconds of a flush itself can go unseen: the flush writes the
+The copy cannot come from the file: a truncated file's bytes are gone. So every write goes
+through ``Kept``. It goes to memory at once, and to the file when the writer writes out what
+memory holds (store/cache.py says when). What the writer reads back while it writes comes from
+memory too: the configurations in flight, the run's row. Once the file is lost (``Kept.detach``)
+nothing more goes to it. So what was recorded since the last write-out is kept with the rest.
+The cost is the file's rows once more in rank 0's memory, uncompressed. That is about 2.5 KB per
+configuration: a results row of 1.4 KB, most of it the error field, and a dozen timeline rows.
+
+A truncation within the few milliseconds of a flush itself can go unseen. The flush writes the
 file back to its full size.
 """
 
@@ -41,8 +42,10 @@ log = logging.getLogger(__name__)
 
 
 class CustodyLost(Exception):
-    """The results path no longer names the file this run writes; the message is the one line
-    that says what happened and where the rows went (or why they could not be kept)."""
+    """The results path no longer names the file this run writes.
+
+    The message is the one line that says what happened and where the rows went. Or it says why
+    they could not be kept."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,12 @@ class _Layout:
 
 
 class Kept:
-    """The datasets of an open file (in SWMR mode: no dataset is added from here on), by name,
-    written through ``append``, ``replace`` and ``put``, and read back with ``rows``. Each of
-    those changes memory at once and the file at the next ``write_out``: the rows appended to a
-    dataset since then in one resize and one write, a dataset replaced once, whatever number of
-    times it was replaced meanwhile."""
+    """The datasets of an open file, by name.
+
+    The file is in SWMR mode: no dataset is added from here on. The datasets are written through
+    ``append``, ``replace`` and ``put``, and read back with ``rows``. Each of those changes memory
+    at once and the file at the next ``write_out``. The rows appended to a dataset since then go in
+    one resize and one write. A dataset replaced several times meanwhile is written once."""
 
     def __init__(self, f: h5py.File):
         self._attrs = dict(f.attrs)
@@ -143,7 +147,9 @@ class Kept:
         return sum(len(p) for p in self._rows[name])
 
     def write(self, f: h5py.File) -> None:
-        """Lay everything out in the new file ``f``, as it was in the file it was kept from."""
+        """Lay everything out in the new file ``f``.
+
+        It is laid out as it was in the file it was kept from."""
         f.attrs.update(self._attrs)
         for name, layout in self._layouts.items():
             rows = self.rows(name)
@@ -176,7 +182,9 @@ class Custody:
         self.size_bytes = self._lock.stat().st_size
 
     def lost(self) -> str | None:
-        """What became of the path since the last ``stamp``, in words; None: it names the file still."""
+        """What became of the path since the last ``stamp``, in words.
+
+        None: it names the file still."""
         held = self._lock.stat()
         try:
             named: os.stat_result | None = os.stat(self.path)
@@ -195,8 +203,9 @@ class Custody:
         return None
 
     def rescue(self, what: str, kept: Kept) -> tuple[Loss, WriterLock]:
-        """Write what ``kept`` holds to a new file beside the path, locked for this writer to go on
-        with; CustodyLost if it cannot be written."""
+        """Write what ``kept`` holds to a new file beside the path.
+
+        The file is locked for this writer to go on with. CustodyLost if it cannot be written."""
         folder = os.path.dirname(os.path.abspath(self.path))
         try:
             rescued, lock = _write_new(self.path, kept, self._lock.stat().st_mode & 0o777)
@@ -228,9 +237,11 @@ class Loss:
 
 
 def let_go(f: h5py.File) -> None:
-    """Close ``f`` without writing another byte to the file: HDF5's descriptor is pointed at an
-    anonymous memory file first, so that what closing flushes goes there and not into a file
-    that is another's now (a truncated file may hold someone else's bytes by then)."""
+    """Close ``f`` without writing another byte to the file.
+
+    HDF5's descriptor is pointed at an anonymous memory file first. So what closing flushes goes
+    there, not into a file that is another's now. A truncated file may hold someone else's bytes by
+    then."""
     try:
         handle = f.id.get_vfd_handle()
         spare = os.memfd_create("mpitune-let-go")
@@ -242,9 +253,11 @@ def let_go(f: h5py.File) -> None:
 
 
 def _write_new(path: str, kept: Kept, mode: int) -> tuple[str, WriterLock]:
-    """Write the kept rows into a file beside ``path`` named ``PATH.rescued-PID`` (``-2``, ``-3``
-    ... after it if taken), with the lost file's permissions ``mode``, and lock it: made under a
-    name of its own and linked into place, as a new cache is, so that nothing is ever overwritten."""
+    """Write the kept rows into a file beside ``path`` named ``PATH.rescued-PID``.
+
+    If that is taken, ``-2``, ``-3`` ... go after it. The file gets the lost file's permissions
+    ``mode`` and is locked. It is made under a name of its own and linked into place, as a new cache
+    is. So nothing is ever overwritten."""
     partial, new = claim_temporary(path, lambda temporary: create_hdf5(temporary, path))
     try:
         with new as f:

@@ -1,15 +1,18 @@
-"""The rows of how the ranks' devices compare, which the writer (cache.py) appends to the file:
-every launch of a calibration or a confirmation (``retimed``), the verdict on each confirmed
-candidate (``confirmed``) and each rank's device factor (``device_factors``), as tables of their
-own beside the search's rows, which they leave untouched: the search's medians stay what the
-search measured.
+"""The rows of how the ranks' devices compare, which the writer (cache.py) appends to the file.
 
-Rank 0 writes a confirmation after the last report of it came in, and flushes; a run killed
+There are three tables: every launch of a calibration or a confirmation (``retimed``), the verdict
+on each confirmed candidate (``confirmed``), and each rank's device factor (``device_factors``).
+They are tables of their own beside the search's rows, which they leave untouched. So the
+search's medians stay what the search measured.
+
+Rank 0 writes a confirmation after the last report of it came in, and flushes. A run killed
 before that leaves no part of it, and the next run confirms again. A confirmation a stop cut
-short is kept as far as it went: its launches, and a row of purpose ``unmade`` for each launch
-still owed, which a resumed run makes (``Pending``) before the verdict. A write cut short (a full
-disk) can leave rows of zeros at the end of these tables; a confirmed row without a positive
-median or a run without exactly one winner is no verdict, and is read as none.
+short is kept as far as it went. It keeps its launches, and a row of purpose ``unmade`` for each
+launch still owed. A resumed run makes those (``Pending``) before the verdict.
+
+A write cut short (a full disk) can leave rows of zeros at the end of these tables. Such rows are
+no verdict, and are read as none. A confirmed row without a positive median is one. A run
+without exactly one winner is another.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ CALIBRATE, CONFIRM, UNMADE = "calibrate", "confirm", "unmade"
 
 @dataclass(frozen=True)
 class Pending:
-    """A confirmation a stop cut short, as the file keeps it: every launch made, by every run
-    that worked on it (``launches``, (rank, launch)), and how many each candidate still owes
-    over all ranks (``owed``). A resumed run makes those, in rounds numbered from
-    ``next_round`` on so that every (rank, candidate, round) stays one launch, and judges them
-    all together."""
+    """A confirmation a stop cut short, as the file keeps it.
+
+    ``launches`` holds every launch made, as (rank, launch), by every run that worked on it.
+    ``owed`` says how many each candidate still owes over all ranks. A resumed run makes those, in
+    rounds numbered from ``next_round`` on. So every (rank, candidate, round) stays one launch. The
+    run judges them all together."""
 
     run: int  # the run of its latest part
     batch: int  # the batch that part went out as
@@ -104,8 +108,10 @@ def confirmations(rows: Callable[[str], np.ndarray]) -> Confirmations:
 
 
 def verdict_rows(confirmed: np.ndarray) -> np.ndarray:
-    """The ``confirmed`` rows of the latest run with a verdict: real rows (a positive median),
-    exactly one of them the winner, winner first; empty when there is none."""
+    """The ``confirmed`` rows of the latest run with a verdict, winner first.
+
+    They are real rows (a positive median), exactly one of them the winner. Empty when there is
+    none."""
     real: np.ndarray = confirmed[np.isfinite(confirmed["median_ms"]) & (confirmed["median_ms"] > 0)]
     for run in dict.fromkeys(int(r) for r in real["run"][::-1]):
         mine: np.ndarray = real[real["run"] == run]
@@ -116,8 +122,10 @@ def verdict_rows(confirmed: np.ndarray) -> np.ndarray:
 
 
 def latest_verdict(confirmed: np.ndarray, factors: np.ndarray) -> Verdict | None:
-    """The file's latest verdict as confirmation made it (``verdict_rows``), with its run's
-    device factors from it; None without one. A run that does not confirm again says it."""
+    """The file's latest verdict as confirmation made it (``verdict_rows``).
+
+    It comes with its run's device factors. None without one. A run that does not confirm again
+    says it."""
     mine = verdict_rows(confirmed)
     if not len(mine):
         return None
@@ -142,11 +150,13 @@ def latest_verdict(confirmed: np.ndarray, factors: np.ndarray) -> Verdict | None
 
 
 def pending(retimed: np.ndarray, result_runs: np.ndarray) -> Pending | None:
-    """The confirmation a stop cut short, if the file's latest confirmation is one: its parts
-    (one per run that worked on it, each a (run, batch) of ``confirm`` and ``unmade`` rows) back
-    to the one that started it, whose rounds start at 0 (a resumed part's come after every
-    round before); the latest part's ``unmade`` rows are what is still owed. None when the
-    latest part owes nothing (it was judged, or lost a device: the next run confirms afresh)."""
+    """The confirmation a stop cut short, if the file's latest confirmation is one.
+
+    It holds its parts, one per run that worked on it, back to the one that started it. Each part is
+    a (run, batch) of ``confirm`` and ``unmade`` rows. The first part's rounds start at 0. A resumed
+    part's rounds come after every round before. The latest part's ``unmade`` rows are what is still
+    owed. None when the latest part owes nothing. Then it was judged, or lost a device, and the
+    next run confirms afresh."""
     purpose = np.char.decode(retimed["purpose"].astype("S"))
     rows = retimed[(purpose == CONFIRM) | (purpose == UNMADE)]
     unmade = purpose[(purpose == CONFIRM) | (purpose == UNMADE)] == UNMADE

@@ -1,29 +1,33 @@
-"""Every file mpitune writes, a run's results file and the offline verbs' outputs alike: never one
-of its inputs, never through a link someone planted, never half-written, whatever its name's length.
+"""Every file mpitune writes, a run's results file and the offline verbs' outputs alike.
 
-An output given as an input's path, or as any other path to the same file (``./x``, a symbolic or
-a hard link), would replace the data it is made from, so ``refuse_inputs`` refuses it, comparing
-device and inode. The file is then made under a temporary name in the output's folder and renamed
-(a new results file: linked) into place once complete, so a failure leaves any earlier file of
-that name as it was. The temporary name is short and random (``.mpitune-`` 16 hex digits
-``.tmp``), not the output's name with a suffix, which would not fit the system's limit on a name
-(NAME_MAX, 255 bytes) when the output's own name is that long. It is created exclusively
-(O_CREAT | O_EXCL, and O_NOFOLLOW): whatever is there already, a file or a symbolic link, is
-neither opened nor followed, and the next random name is tried, so a link planted at the name
-cannot send the write to its target.
+Such a file is never one of its inputs, never written through a link someone planted, and never
+half-written, whatever its name's length.
 
-When the system refuses a write all the same (a full disk, a read-only folder), ``refused_write``
-tells that from a bug: h5py reports it as an ``OSError`` or a ``RuntimeError`` whose text holds
-"errno = 28", plain Python writes as an ``OSError`` with ``errno`` set. Either way the data
-already recorded is intact (the cache is flushed per batch, outputs are renamed into place), so
-the user needs one line saying what the system said and what to do about it (``REASONS``: room
-for a full disk, another place for a read-only one), with ``ExitCode.CANNOT_WRITE``, not a
-traceback. Every error names the file as the user knows it, never a temporary beside it. A run
-asks ``refuse_unwritable`` before it starts: a file system mounted read-only is said as that,
-not as "permission denied", which is what a check of the permissions alone would say.
+An output may be given as an input's path, or as any other path to the same file (``./x``, a
+symbolic or a hard link). It would replace the data it is made from. So ``refuse_inputs`` refuses
+it, comparing device and inode. The file is then made under a temporary name in the output's
+folder. Once complete, it is renamed into place (a new results file: linked). So a failure leaves
+any earlier file of that name as it was.
 
-And the one bounded read of a file a user hands mpitune (``read_within``): a small gzip can expand a
-thousandfold, so it is expanded a block at a time and refused once past a cap, before it is held.
+The temporary name is short and random: ``.mpitune-``, 16 hex digits, ``.tmp``. The output's name
+with a suffix would not fit the system's limit on a name (NAME_MAX, 255 bytes) when the output's
+own name is that long. The file is created exclusively (O_CREAT | O_EXCL, and O_NOFOLLOW).
+Whatever is there already, a file or a symbolic link, is neither opened nor followed. The next
+random name is tried instead. So a link planted at the name cannot send the write to its target.
+
+The system may refuse a write all the same: a full disk, a read-only folder. ``refused_write``
+tells that from a bug. h5py reports it as an ``OSError`` or a ``RuntimeError`` whose text holds
+"errno = 28". Plain Python writes raise an ``OSError`` with ``errno`` set. Either way the data
+already recorded is intact: the cache is flushed per batch, and outputs are renamed into place.
+So the user needs one line, not a traceback, with ``ExitCode.CANNOT_WRITE``. The line says what
+the system said and what to do about it (``REASONS``). That is room for a full disk, another
+place for a read-only one. Every error names the file as the user knows it, never a temporary
+beside it. A run asks ``refuse_unwritable`` before it starts. A file system mounted read-only is
+said as that. A check of the permissions alone would say "permission denied".
+
+And here is the one bounded read of a file a user hands mpitune (``read_within``). A small gzip
+can expand a thousandfold. So it is expanded a block at a time, and refused once past a cap,
+before it is held.
 """
 
 from __future__ import annotations
@@ -109,8 +113,10 @@ def refuse_inputs(out: str, *inputs: str) -> None:
 
 
 def read_within(path: str, cap_mb: float, setting: str) -> bytes:
-    """The bytes of ``path`` (gunzipped where its name ends in .gz), refused in one line naming the
-    cap, and the ``setting`` that sets it, when there are more than ``cap_mb`` MiB of them."""
+    """The bytes of ``path``, gunzipped where its name ends in .gz.
+
+    More than ``cap_mb`` MiB of them are refused in one line. It names the cap and the ``setting``
+    that sets it."""
     cap = int(cap_mb * (1 << 20))
     gz = path.endswith(".gz")
     try:
@@ -134,15 +140,18 @@ def folder_of(path: str) -> str:
 
 
 def create_exclusive(path: str) -> int:
-    """A new, empty file at ``path``, open for writing, with the permissions ``open`` gives
-    (0666 less the umask); ``FileExistsError`` if anything is there, a symbolic link included."""
+    """A new, empty file at ``path``, open for writing.
+
+    It has the permissions ``open`` gives: 0666 less the umask. ``FileExistsError`` if anything is
+    there, a symbolic link included."""
     return os.open(path, _EXCLUSIVE, 0o666)
 
 
 def create_hdf5(path: str, known_as: str | None = None) -> h5py.File:
-    """A new HDF5 file at ``path``, made as ``create_exclusive`` makes one (HDF5's exclusive
-    create is O_CREAT | O_EXCL, which follows no link either); where the file system has no
-    locks, the error names ``known_as``, the file as the user knows it (store/lock.py)."""
+    """A new HDF5 file at ``path``, made as ``create_exclusive`` makes one.
+
+    HDF5's exclusive create is O_CREAT | O_EXCL, which follows no link either. Where the file system
+    has no locks, the error names ``known_as``, the file as the user knows it (store/lock.py)."""
     from mpitune.store.lock import h5_file  # only for the results file: the text outputs need no HDF5
 
     try:
@@ -152,10 +161,11 @@ def create_hdf5(path: str, known_as: str | None = None) -> h5py.File:
 
 
 def claim_temporary(destination: str, create: Callable[[str], Made]) -> tuple[str, Made]:
-    """A temporary name in ``destination``'s folder and what ``create`` made there. ``create``
-    must create exclusively, raising ``FileExistsError`` where the name is taken. A ``create``
-    that fails after making the file (HDF5 makes it, then finds that the file system refuses
-    its lock) leaves nothing behind."""
+    """A temporary name in ``destination``'s folder and what ``create`` made there.
+
+    ``create`` must create exclusively, raising ``FileExistsError`` where the name is taken. A
+    ``create`` may fail after making the file. HDF5 does: it makes the file, then finds that the
+    file system refuses its lock. Such a failure leaves nothing behind."""
     directory = folder_of(destination)
     for _ in range(_TRIES):
         temporary = os.path.join(directory, f"{TEMPORARY_PREFIX}{os.urandom(8).hex()}{TEMPORARY_SUFFIX}")
@@ -170,9 +180,11 @@ def claim_temporary(destination: str, create: Callable[[str], Made]) -> tuple[st
 
 
 def discard(temporary: str) -> None:
-    """Remove a temporary file (the name itself: a link there is not followed) if it is there.
-    On a read-only file system, where unlink answers EROFS even for a name that is not there,
-    nothing of this run's can be removed: the error that led here is the one to report."""
+    """Remove a temporary file if it is there.
+
+    The name itself is removed: a link there is not followed. On a read-only file system, unlink
+    answers EROFS even for a name that is not there. Nothing of this run's can be removed there. The
+    error that led here is the one to report."""
     try:
         os.unlink(temporary)
     except FileNotFoundError:
@@ -184,8 +196,10 @@ def discard(temporary: str) -> None:
 
 @contextmanager
 def written_whole(path: str) -> Iterator[IO[bytes]]:
-    """A binary file that replaces ``path`` only once complete and on disk. The system's refusal
-    (a full disk, a read-only folder) is an ``OSError`` naming ``path``, not the temporary."""
+    """A binary file that replaces ``path`` only once complete and on disk.
+
+    The system's refusal (a full disk, a read-only folder) is an ``OSError`` naming ``path``, not
+    the temporary."""
     try:
         temporary, fd = claim_temporary(path, create_exclusive)
     except OSError as exc:
@@ -205,7 +219,9 @@ def written_whole(path: str) -> Iterator[IO[bytes]]:
 
 
 def _refused_errno(exc: BaseException) -> int:
-    """The errno of a write the system refused (Python's, or the one h5py's text holds); 0 if none."""
+    """The errno of a write the system refused; 0 if none.
+
+    It is Python's errno, or the one h5py's text holds."""
     if not isinstance(exc, (OSError, RuntimeError)):
         return 0
     found = _H5_ERRNO.search(str(exc))
@@ -230,16 +246,18 @@ def cannot_write(exc: BaseException) -> str | None:
 
 
 def as_known(exc: BaseException, known_as: str) -> BaseException:
-    """A write the system refused, as an ``OSError`` naming ``known_as`` (the file as the user
-    knows it, not the temporary beside it); anything else as it is."""
+    """A write the system refused, as an ``OSError`` naming ``known_as``; anything else as it is.
+
+    ``known_as`` is the file as the user knows it, not the temporary beside it."""
     code = _refused_errno(exc)
     return OSError(code, os.strerror(code), known_as) if code else exc
 
 
 def refuse_unwritable(path: str) -> None:
-    """Raise the ``OSError`` a write to ``path`` would meet (the existing file, else its folder),
-    before a run starts rather than after: EROFS where the file system is mounted read-only
-    (the permissions may well allow the write), else EACCES. Writes nothing."""
+    """Raise the ``OSError`` a write to ``path`` would meet, before a run starts rather than after.
+
+    It checks the existing file, else its folder. EROFS where the file system is mounted read-only:
+    the permissions may well allow the write. Else EACCES. Writes nothing."""
     target = path if os.path.lexists(path) else os.path.dirname(os.path.abspath(path))
     if os.access(target, os.W_OK):
         return

@@ -1,9 +1,10 @@
-"""The search's history as the file records it: every ask of every run, in order, and how each
-run that ended left its search.
+"""The search's history as the file records it.
 
-A resumed run rebuilds its strategy by asking and telling a fresh one the same again (see
-mpitune/scheduling/resume.py), so the file never holds anything that is executed when read:
-a strategy's pickled state once was, and a crafted file could run any code on resume.
+It holds every ask of every run, in order, and how each run that ended left its search.
+
+A resumed run rebuilds its strategy by asking and telling a fresh one the same again
+(mpitune/scheduling/resume.py). So the file never holds anything that is executed when read. A
+strategy's pickled state once was, and a crafted file could run any code on resume.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ def search_digest(key: str) -> str:
 
 @dataclass(frozen=True)
 class Ask:
-    """One ``strategy.ask(requested)`` that made batch ``batch`` of run ``run``, and what it
-    answered; ``told``: how many of the run's results rows the strategy had been told when it was
-    asked, or None where the batch rule says it (``History.ranks``)."""
+    """One ``strategy.ask(requested)`` that made batch ``batch`` of run ``run``, and what it answered.
+
+    ``told`` is how many of the run's results rows the strategy had been told when it was asked.
+    None where the batch rule says it (``History.ranks``)."""
 
     run: int
     batch: int
@@ -40,8 +42,10 @@ class Ask:
 
 @dataclass(frozen=True)
 class SearchEnd:
-    """How run ``run`` left its search: ``continuable`` unless ids it handed out came back
-    unmeasured (the strategy counts them as seen and would never propose them again)."""
+    """How run ``run`` left its search.
+
+    It is ``continuable`` unless ids it handed out came back unmeasured. The strategy counts those as
+    seen and would never propose them again."""
 
     run: int
     digest: str
@@ -50,10 +54,12 @@ class SearchEnd:
 
 @dataclass(frozen=True)
 class History:
-    """``row_runs``, ``row_batches`` and ``row_ranks``: the run, batch and rank of every results
-    row, in row order (consecutive rows of one batch and rank are one report, told at once);
-    ``ranks``: how many ranks each run had, which says how its asks and tells interleaved where
-    the asks do not record it (scheduling/batching.py, ``pipeline_depth``)."""
+    """The search's history, with the run, batch and rank of every results row.
+
+    ``row_runs``, ``row_batches`` and ``row_ranks`` are in row order. Consecutive rows of one batch and
+    rank are one report, told at once. ``ranks`` is how many ranks each run had. It says how its
+    asks and tells interleaved where the asks do not record it (scheduling/batching.py,
+    ``pipeline_depth``)."""
 
     asks: list[Ask]
     ends: list[SearchEnd]
@@ -88,8 +94,10 @@ def schedule_rows(run: int, schedule: str) -> np.ndarray:
 
 
 def ask_rows(run: int, batch: int, requested: int, ids: Sequence[int], told: int | None) -> dict[str, np.ndarray]:
-    """The rows one ask adds, by dataset: ``asked``, one per id answered, and ``told`` unless
-    ``told`` is None (the batch rule says what was told, and nothing is written)."""
+    """The rows one ask adds, by dataset.
+
+    ``asked`` has one per id answered. ``told`` has one unless ``told`` is None. Then the batch rule
+    says what was told, and nothing is written."""
     rows = {"asked": np.array([(run, batch, requested, i) for i in ids], dtype=ASKED_DTYPE)}
     if told is not None:
         rows["told"] = np.array([(run, batch, told)], dtype=TOLD_DTYPE)
@@ -97,8 +105,10 @@ def ask_rows(run: int, batch: int, requested: int, ids: Sequence[int], told: int
 
 
 def read_history(f: h5py.File) -> History:
-    """Everything recorded; empty lists for a file written before the history existed, and asks
-    without ``told`` where the file has no row of it (written before it existed, or by the batch rule)."""
+    """Everything recorded.
+
+    A file written before the history existed gives empty lists. Asks have no ``told`` where the
+    file has no row of it. That row is missing when written before it existed, or by the batch rule."""
     asks: list[Ask] = []
     told = {(int(r["run"]), int(r["batch"])): int(r["rows"]) for r in (f["told"][...] if "told" in f else [])}
     if "asked" in f and len(f["asked"]):

@@ -1,14 +1,15 @@
 """Checking and repairing a cache file after a crash, and telling a crash from damage.
 
-A run killed at any moment leaves a file that h5py opens (SWMR writes are ordered for that),
-but it may hold the rows of a batch whose writing was cut short (rows resized in but never
-filled: their status or phase is empty), a run whose row still says "running", and the batch
-that was in flight. ``repair`` fixes the first two in place; ``findings`` reports everything,
-including what no repair can fix (a configuration recorded twice, unknown statuses).
+A run killed at any moment leaves a file that h5py opens: SWMR writes are ordered for that. But
+it may hold three things. One is the rows of a batch whose writing was cut short: rows resized
+in but never filled, with an empty status or phase. Another is a run whose row still says
+"running". The last is the batch that was in flight. ``repair`` fixes the first two in place.
+``findings`` reports everything. That includes what no repair can fix: a configuration recorded
+twice, unknown statuses.
 
-Damage (flipped or missing bytes) is another matter: ``examine`` reads the whole file back
-from an in-memory copy, repaired there as a resume would repair it, so that a damaged file is
-found before anything writes to it; no verb but ``check --salvage`` changes a damaged file.
+Damage (flipped or missing bytes) is another matter. ``examine`` reads the whole file back from
+an in-memory copy, repaired there as a resume would repair it. So a damaged file is found before
+anything writes to it. No verb but ``check --salvage`` changes a damaged file.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ _FILLED = {"results": "status", "timeline": "phase", "retimed": "purpose", "devi
 
 
 def repair(f: h5py.File) -> list[str]:
-    """Fix, in a file open for writing (not yet in SWMR mode), what a killed writer left."""
+    """Fix what a killed writer left, in a file open for writing (not yet in SWMR mode)."""
     if any(name not in f for name in ("results", "timeline", "runs")):
         return []  # not an mpitune cache: findings says so
     done = []
@@ -74,8 +75,9 @@ def repair(f: h5py.File) -> list[str]:
 
 
 def in_flight(f: h5py.File) -> str:
-    """Which configurations each rank held when the last run was killed, '' if none: per batch,
-    since on several ranks two batches are in flight at once (scheduling/manager.py)."""
+    """Which configurations each rank held when the last run was killed, '' if none.
+
+    It is per batch, since on several ranks two batches are in flight at once (scheduling/manager.py)."""
     if "in_flight" not in f or not len(f["in_flight"]):
         return ""
     rows = f["in_flight"][...]
@@ -147,8 +149,10 @@ class Inspection:
 
 
 def examine(path: str) -> Inspection:
-    """Everything about a file no run is writing, found on an in-memory copy repaired as a resume
-    would repair it: the file itself is not changed. Reads every dataset in full."""
+    """Everything about a file no run is writing.
+
+    It is found on an in-memory copy, repaired as a resume would repair it. The file itself is not
+    changed. Reads every dataset in full."""
     found = Inspection()
     try:
         f = image(path, writable=True)
@@ -176,10 +180,10 @@ def examine(path: str) -> Inspection:
 def verify(path: str) -> None:
     """Refuse a damaged file with one line (DamagedFileError), changing nothing.
 
-    A resume verifies its file twice: before start-up, so that a damaged file is refused before
-    any rank starts work, and again once it holds the writer lock. Reading the whole file back
-    costs time in proportion to its size, so a file this process found sound is not read again while it
-    is the same file (device, inode) with the same size and modification time."""
+    A resume verifies its file twice. It does so before start-up, so that a damaged file is refused
+    before any rank starts work. It does so again once it holds the writer lock. Reading the whole
+    file back costs time in proportion to its size. So a file this process found sound is not read
+    again while it is the same file. That is the same device and inode, size and modification time."""
     state = _state(path)
     if state in _SOUND:
         return
@@ -204,8 +208,9 @@ def _state(path: str) -> tuple[int, int, int, int]:
 
 
 def inspect(path: str, fix: bool = True) -> Inspection:
-    """Check a cache file no run is writing; repair in place what a crash left unless told not
-    to, and only if the file is not damaged."""
+    """Check a cache file no run is writing.
+
+    Repair in place what a crash left, unless told not to, and only if the file is not damaged."""
     if writer_alive(path):
         raise UserError(f"{path}: a run is writing it now; check it when the run has ended")
     found = examine(path)
@@ -220,12 +225,14 @@ def inspect(path: str, fix: bool = True) -> Inspection:
 
 
 def refuse_unusable(path: str, *inputs: str) -> None:
-    """Refuse a results path that can never become a cache, or a damaged one, or one of the run's
-    ``inputs`` (its spec, the measured data a replay answers from) under any name, before any rank
-    starts: found at start-up instead, it would cost every rank's start-up and end the job with an
-    error, and a damaged file opened for writing may hang the writer in HDF5 or be changed by it.
-    Reads the whole file once (``verify``), changing nothing. A path the system will not let
-    this run write (read-only, no permission) raises its ``OSError`` (files.py, ``refused_write``)."""
+    """Refuse a results path that cannot serve, before any rank starts.
+
+    That is a path that can never become a cache, or a damaged one. It is also one of the run's
+    ``inputs`` under any name: its spec, the measured data a replay answers from. Found at start-up
+    instead, it would cost every rank's start-up and end the job with an error. And a damaged file
+    opened for writing may hang the writer in HDF5 or be changed by it. Reads the whole file once
+    (``verify``), changing nothing. A path the system will not let this run write raises its
+    ``OSError`` (files.py, ``refused_write``). That is a read-only path, or one without permission."""
     refuse_inputs(path, *inputs)
     try:
         usable = not os.path.exists(path) or (os.path.isfile(path) and is_hdf5(path))

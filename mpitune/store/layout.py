@@ -1,14 +1,14 @@
 """The datasets of a new cache file, laid out from the results schema (mpitune/model/schema.py).
 
-The compound datasets grow by appending rows and are chunked and compressed so that an
-append after every batch stays cheap; ``metrics`` and ``observed`` are float64 tables beside
-``results``, one row per results row. Every chunk carries a Fletcher-32 checksum, so that a
-flipped byte in the data is an error when it is read instead of a wrong number (HDF5 checksums
-its own metadata already). docs/cache-format.md describes what each holds.
+The compound datasets grow by appending rows. They are chunked and compressed, so that an append
+after every batch stays cheap. ``metrics`` and ``observed`` are float64 tables beside ``results``,
+one row per results row. Every chunk carries a Fletcher-32 checksum. So a flipped byte in the
+data is an error when it is read, instead of a wrong number. HDF5 checksums its own metadata
+already. docs/cache-format.md describes what each holds.
 
 The version a file records (``schema_version``) is judged here once, for every verb
-(``layout_version``): this version's and earlier ones are read and written, a later one is read
-with a warning and never written, and a missing or garbled one is damage.
+(``layout_version``). This version's and earlier ones are read and written. A later one is read
+with a warning and never written. A missing or garbled one is damage.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def _chunk_rows(dtype: np.dtype) -> int:
 
 
 def lay_out(f: h5py.File, identity: ProblemIdentity, tune_params: dict[str, list[Any]], iterations: int) -> None:
-    """Every dataset and attribute of a new file, empty; ``metrics`` is left to the writer, which
-    lays it out for each run's objective."""
+    """Every dataset and attribute of a new file, empty.
+
+    ``metrics`` is left to the writer, which lays it out for each run's objective."""
     f.attrs["schema_version"] = schema.SCHEMA_VERSION
     f.attrs["problem_hash"] = identity.digest()
     f.attrs["problem"] = identity.to_json()
@@ -85,24 +86,29 @@ class Layout(enum.Enum):
 
 @dataclass(frozen=True)
 class LayoutVersion:
-    """A file's layout version, classified once here for every verb: the one rule of which files
-    this mpitune reads and which it writes."""
+    """A file's layout version, classified once here for every verb.
+
+    It is the one rule of which files this mpitune reads and which it writes."""
 
     layout: Layout
     number: int  # 0 when lost
     damage: str = ""  # why it is lost: a finding, as ``check`` prints it
 
     def refuse_newer(self, path: str, outcome: str = _NOT_WRITTEN) -> None:
-        """A file of a newer layout is never written, nor called sound: its writer holds it to
-        rules this version does not know, and a resume would mix two layouts in one file."""
+        """A file of a newer layout is never written, nor called sound.
+
+        Its writer holds it to rules this version does not know. And a resume would mix two layouts in
+        one file."""
         if self.layout is Layout.NEWER:
             raise UserError(
                 f"{path} has layout version {self.number}, newer than this mpitune's {schema.SCHEMA_VERSION}: {outcome}"
             )
 
     def readable(self, path: str) -> int:
-        """The version, for a reader: a lost one refused in one line, a newer one read with a
-        warning (once per path), since its tables may mean what this mpitune cannot know."""
+        """The version, for a reader.
+
+        A lost one is refused in one line. A newer one is read with a warning, once per path. Its tables
+        may mean what this mpitune cannot know."""
         if self.layout is Layout.LOST:
             raise UserError(f"{path} is damaged: {self.damage} (python -m mpitune check {path} says more)")
         if self.layout is Layout.NEWER and path not in _WARNED:
@@ -122,8 +128,10 @@ _WARNED: set[str] = set()
 
 
 def layout_version(f: h5py.File) -> LayoutVersion:
-    """Classify the file's ``schema_version``: an integer from 1 (docs/cache-format.md lists each
-    version) up; anything else, or none, is damage rather than a guess."""
+    """Classify the file's ``schema_version``.
+
+    It is an integer from 1 up; docs/cache-format.md lists each version. Anything else, or none, is
+    damage rather than a guess."""
     if "schema_version" not in f.attrs:
         return LayoutVersion(Layout.LOST, 0, "attribute schema_version is missing")
     value = f.attrs["schema_version"]
@@ -142,9 +150,10 @@ _ADDED = ((2, "launches"), (3, "throttled"), (4, "priors"), (5, "told"), (6, "sc
 
 
 def shown_version(f: h5py.File) -> int:
-    """The version a file's own datasets show, for ``check --salvage`` of a file whose version was
-    lost: the latest whose additions it holds. The readers go by what a file holds, so a version
-    that is a floor reads it whole."""
+    """The version a file's own datasets show: the latest whose additions it holds.
+
+    It serves ``check --salvage`` of a file whose version was lost. The readers go by what a file
+    holds, so a version that is a floor reads it whole."""
     names = f["results"].dtype.names or () if "results" in f else ()
     return max([1, *(version for version, added in _ADDED if added in names or added in f)])
 
@@ -169,8 +178,10 @@ def add_history(f: h5py.File) -> None:
 
 
 def set_front(f: h5py.File, several: bool) -> None:
-    """The ``front`` dataset for a run with several objectives (written when it ends), and none
-    for a run of one: a front left by an earlier run would describe other objectives."""
+    """The ``front`` dataset for a run with several objectives, written when it ends.
+
+    A run of one objective gets none: a front left by an earlier run would describe other
+    objectives."""
     if several and "front" not in f:
         _table(f, "front", schema.FRONT_DTYPE, compress=False)
     elif not several and "front" in f:
@@ -178,8 +189,9 @@ def set_front(f: h5py.File, several: bool) -> None:
 
 
 def values_dataset(f: h5py.File, name: str, names: Sequence[str], rows: int) -> None:
-    """``metrics`` or ``observed``: float64 (rows, len(names)), names in the attribute ``names``;
-    absent when there are no names (HDF5 chunks cannot be empty)."""
+    """``metrics`` or ``observed``: float64 (rows, len(names)), names in the attribute ``names``.
+
+    Absent when there are no names, since HDF5 chunks cannot be empty."""
     if names:
         ds = f.create_dataset(
             name,

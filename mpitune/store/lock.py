@@ -1,20 +1,23 @@
-"""Who writes a cache file now: an open-file-description lock on the file itself, held for as long
-as a writer lives; and how the store opens HDF5 files on a file system that has no locks.
+"""Who writes a cache file now, and how the store opens HDF5 files where there are no locks.
 
-HDF5 drops its own file lock in SWMR mode, and its open-for-write mark outlives a killed
-writer, so only this lock tells a live writer from a dead one: the kernel releases it when the
-writer's process ends, however it ends. It is taken on the file's inode, not on a name, so a
-second writer through a symbolic or hard link is refused too, and no lock file is left beside
-the cache. An OFD lock (``F_OFD_SETLK``) rather than ``flock``: HDF5 takes ``flock`` locks of its
-own on the same file (Linux keeps the two kinds apart), and unlike classic POSIX locks it is not
-dropped when the same process closes another descriptor of the file (a reader, a check).
+The writer is told by an open-file-description lock on the file itself. It is held for as long
+as a writer lives.
 
-Some file systems have no locks at all (Lustre mounted without ``flock``, NFS without its lock
-daemon): every lock call fails with ENOLCK, ENOSYS or EOPNOTSUPP, HDF5's and this module's
-alike. That is not "another run is writing" (EAGAIN): it is said as what it is, with what to do,
-``HDF5_USE_FILE_LOCKING=FALSE`` (the setting HPC users know, which HDF5 reads too) or
-``MPITUNE_FILE_LOCKING=off``. Under either, nothing is locked, by HDF5 or by mpitune, and a
-second writer goes unseen: said once per process.
+HDF5 drops its own file lock in SWMR mode. Its open-for-write mark outlives a killed writer.
+So only this lock tells a live writer from a dead one. The kernel releases it when the writer's
+process ends, however it ends. It is taken on the file's inode, not on a name. So a second writer
+through a symbolic or hard link is refused too, and no lock file is left beside the cache.
+
+It is an OFD lock (``F_OFD_SETLK``) rather than ``flock``. HDF5 takes ``flock`` locks of its own
+on the same file, and Linux keeps the two kinds apart. Unlike classic POSIX locks, an OFD lock
+is not dropped when the same process closes another descriptor of the file (a reader, a check).
+
+Some file systems have no locks at all: Lustre mounted without ``flock``, NFS without its lock
+daemon. Every lock call fails there with ENOLCK, ENOSYS or EOPNOTSUPP, HDF5's and this module's
+alike. That is not "another run is writing" (EAGAIN). It is said as what it is, with what to do.
+The fix is ``HDF5_USE_FILE_LOCKING=FALSE``, the setting HPC users know, which HDF5 reads too. Or
+it is ``MPITUNE_FILE_LOCKING=off``. Under either, nothing is locked, by HDF5 or by mpitune. A
+second writer then goes unseen, which is said once per process.
 """
 
 from __future__ import annotations
@@ -57,8 +60,11 @@ class Locking:
 
 
 def locking(environ: Mapping[str, str] | None = None) -> Locking:
-    """``MPITUNE_FILE_LOCKING`` (on/off) if set to either, else ``HDF5_USE_FILE_LOCKING`` (FALSE
-    or 0 is off, as for HDF5, in any case), else on; a value that is neither is not a setting."""
+    """The locking setting.
+
+    ``MPITUNE_FILE_LOCKING`` (on/off) counts if set to either. Else ``HDF5_USE_FILE_LOCKING`` counts:
+    FALSE or 0 is off, as for HDF5, in any case. Else locking is on. A value that is neither is not
+    a setting."""
     env = os.environ if environ is None else environ
     for variable, off, on in ((LOCKING_VARIABLE, _OFF, _ON), (HDF5_LOCKING_VARIABLE, ("false", "0"), ())):
         value = env.get(variable, "").strip()
@@ -97,9 +103,10 @@ def unlocked() -> bool:
 
 
 def h5_file(path: str, mode: str, known_as: str | None = None, **kwargs: Any) -> h5py.File:
-    """``h5py.File(path, mode, ...)``, without HDF5's own locks where locking is off; a file
-    system that refuses them raises ``LocksUnsupportedError`` (naming ``known_as``, the file as
-    the user knows it, if PATH is a temporary beside it) rather than HDF5's traceback."""
+    """``h5py.File(path, mode, ...)``, without HDF5's own locks where locking is off.
+
+    A file system that refuses the locks raises ``LocksUnsupportedError``, not HDF5's traceback.
+    It names ``known_as``, the file as the user knows it, if PATH is a temporary beside it."""
     if unlocked():
         kwargs["locking"] = False
     try:
@@ -139,10 +146,11 @@ class WriterLock:
 
 
 def lock_file(path: str, refused: str, known_as: str | None = None) -> WriterLock:
-    """Lock the file PATH names now, or raise UserError(refused) if another writer holds it;
-    ``known_as``: the file as the user knows it, if PATH is a temporary beside it. A file the
-    system will not open for writing (a read-only file system, no permission) is its ``OSError``,
-    naming that file, for the caller's one line (files.py, ``refused_write``)."""
+    """Lock the file PATH names now, or raise UserError(refused) if another writer holds it.
+
+    ``known_as`` is the file as the user knows it, if PATH is a temporary beside it. The system may
+    not open the file for writing: a read-only file system, no permission. Then its ``OSError``
+    names that file, for the caller's one line (files.py, ``refused_write``)."""
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError as exc:
@@ -162,7 +170,9 @@ def lock_file(path: str, refused: str, known_as: str | None = None) -> WriterLoc
 
 
 def hold_writer_lock(path: str) -> WriterLock:
-    """Take the writer lock of the existing file PATH, or refuse a second writer, under any of its names."""
+    """Take the writer lock of the existing file PATH, or refuse a second writer.
+
+    The lock holds under any of the file's names."""
     refused = f"another mpitune run is writing {path} (under this or another name); wait for it or use another --out"
     while True:
         lock = lock_file(path, refused)
@@ -172,8 +182,9 @@ def hold_writer_lock(path: str) -> WriterLock:
 
 
 def writer_alive(path: str) -> bool:
-    """Whether a run is writing the file PATH names now (it holds the writer lock); takes nothing.
-    With locking off no run can be seen: False."""
+    """Whether a run is writing the file PATH names now: it holds the writer lock.
+
+    Takes nothing. With locking off no run can be seen: False."""
     if unlocked():
         return False
     try:

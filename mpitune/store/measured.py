@@ -1,17 +1,17 @@
-"""Measured results from earlier tuning, as one table: Kernel Tuner JSON caches (plain or
-gzipped) and mpitune HDF5 files. Used to replay a search without a device, to import, and as a
-prior that a search starts from (model/prior.py).
+"""Measured results from earlier tuning, as one table. They come from Kernel Tuner JSON
+caches (plain or gzipped) and mpitune HDF5 files. They replay a search without a device, feed an
+import, and give a prior that a search starts from (model/prior.py).
 
-Kernel Tuner writes its cache incrementally and never closes it when a run dies, so a file
-may end in a dangling ``},``; that is repaired. Kernel Tuner's error markers become mpitune
-statuses, in either of its layouts: in place of the time (older releases) or as ``__error__``
-(1.5.0, without a time). Its ``time`` is the mean of ``times``; it is kept as it is, not made the
-median mpitune measures, so that a replay here ranks configurations as Kernel Tuner did. Its
-durations are in ms; here they are in s, as everywhere in mpitune except kernel times (ms).
+Kernel Tuner writes its cache incrementally and never closes it when a run dies. So a file may
+end in a dangling ``},``, which is repaired. Kernel Tuner's error markers become mpitune statuses,
+in either of its layouts. Older releases put them in place of the time. Release 1.5.0 uses
+``__error__``, without a time. Its ``time`` is the mean of ``times``. It is kept as it is, not made
+the median mpitune measures. So a replay here ranks configurations as Kernel Tuner did. Its
+durations are in ms. Here they are in s, as everywhere in mpitune except kernel times (ms).
 
-Numbers an entry holds besides the parameters and Kernel Tuner's own bookkeeping (its
-metrics such as GFLOP/s, its observers' power or energy) become observed values, as do an
-mpitune file's observed values and metrics: a replay can optimise them.
+An entry may hold numbers besides the parameters and Kernel Tuner's own bookkeeping: its metrics
+such as GFLOP/s, its observers' power or energy. They become observed values, as do an mpitune
+file's observed values and metrics. So a replay can optimise them.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ class Measurement:
 
 @dataclass(frozen=True)
 class Searched:
-    """An mpitune file's valid configurations and how its last run ended (``runs.status``;
-    ``running``: killed), so that a plan from a run stopped short can say it holds part of it."""
+    """An mpitune file's valid configurations and how its last run ended (``runs.status``). A
+    status of ``running`` means killed. So a plan from a run stopped short can say it holds part of it."""
 
     space_size: int
     status: str
@@ -118,8 +118,8 @@ _SHARED: dict[tuple[str, int, int, int], MeasuredData] = {}  # the file last loa
 
 
 def load_shared(path: str) -> MeasuredData:
-    """``load(path)`` once per process while the file is unchanged, one object that no caller may
-    change: a replay's rank 0 reads it twice, ``plan`` once per simulated rank (256: minutes)."""
+    """``load(path)`` once per process while the file is unchanged, one object no caller may
+    change. A replay's rank 0 reads it twice, and ``plan`` once per simulated rank (256: minutes)."""
     if not os.path.isfile(path):
         return load(path)  # which says why
     stat = os.stat(path)
@@ -131,9 +131,9 @@ def load_shared(path: str) -> MeasuredData:
 
 
 def read_kt_json(path: str) -> dict[str, Any]:
-    """Parse a Kernel Tuner cache, repairing a file its writer never closed. What it may expand to is
-    bounded: 256 MiB (MPITUNE_KT_JSON_MAX_MB), 16 times the largest measured one (GEMM on an RTX 3090,
-    17,956 configurations, 16.5 MB); a gzip of 1.5 MB can hold 1.5 GB."""
+    """Parse a Kernel Tuner cache, repairing a file its writer never closed. What it may
+    expand to is bounded: 256 MiB (MPITUNE_KT_JSON_MAX_MB). That is 16 times the largest one known,
+    GEMM on an RTX 3090: 17,956 configurations, 16.5 MB. A gzip of 1.5 MB can hold 1.5 GB."""
     try:
         text = read_within(path, environment_number(_CAP, 256), _CAP).decode("utf-8")
         document: dict[str, Any] = json.loads(text)
@@ -226,9 +226,9 @@ def from_kt_document(path: str, doc: dict[str, Any]) -> MeasuredData:
 
 
 def _checked_params(path: str, doc: dict[str, Any]) -> dict[str, list[Any]]:
-    """The header's parameters, held to the rules a spec's ``tune_params`` are (identifiers that
-    no result column shadows, lists of finite numbers or of strings, without repeats), so that
-    the file an import writes works with every verb; the first breach is one line."""
+    """The header's parameters, held to the rules a spec's ``tune_params`` are. They must be
+    identifiers that no result column shadows. Each is a list of finite numbers or of strings, without
+    repeats. So the file an import writes works with every verb. The first breach is one line."""
     params = doc["tune_params"]
     if not isinstance(params, dict) or not params:
         raise UserError(f"{path}: tune_params: must be an object of parameter name -> list of values")
@@ -265,8 +265,8 @@ _Kinds = tuple[tuple[int, ...], ...]  # the positions of a configuration's numbe
 
 
 def _checked_entry(path: str, key: str, entry: Any, params: dict[str, list[Any]], kinds: _Kinds) -> tuple[Any, ...]:
-    """One cache entry's configuration, once its values and numbers are of the kinds they must be
-    (``kinds``); JSON's own numbers are told at C speed (``_finite``)."""
+    """One cache entry's configuration, once its values and numbers are of the kinds they
+    must be (``kinds``). JSON's own numbers are told at C speed (``_finite``)."""
     if not isinstance(entry, dict):
         raise UserError(f"{path}: entry {str(key)[:60]!r}: must be an object, not {type(entry).__name__}")
     config = tuple([entry.get(name) for name in params])  # None: of no kind
@@ -285,7 +285,7 @@ def _checked_entry(path: str, key: str, entry: Any, params: dict[str, list[Any]]
 
 
 def _refuse_entry(path: str, key: str, entry: dict[str, Any], tune_params: dict[str, list[Any]]) -> None:
-    """Raise the error of the first parameter ``entry`` lacks or holds a value of the wrong kind of."""
+    """Raise the error of the first parameter ``entry`` lacks, or holds a value of the wrong kind of."""
     where = f"{path}: entry {str(key)[:60]!r}"
     for name, values in tune_params.items():
         if name not in entry:
@@ -314,7 +314,7 @@ def _number(value: Any) -> bool:
 
 
 def _kind(value: Any) -> type | None:
-    """``float`` for a finite number (bools are numbers, as in a spec), ``str`` for text, else None."""
+    """``float`` for a finite number, ``str`` for text, else None. Bools are numbers, as in a spec."""
     if isinstance(value, str):
         return str
     if isinstance(value, (int, float)) and math.isfinite(value):

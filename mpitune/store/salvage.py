@@ -1,9 +1,9 @@
 """``check --salvage``: what is readable of a damaged cache file, in a new file in its place.
 
-The damaged file is kept beside it (``PATH.damaged``), unchanged: the one change mpitune makes
-to a damaged file is this explicit one, and it can be undone. Rows are copied a chunk at a time,
-so a flipped byte costs the rows of its chunk (and their metrics); a file whose attributes or
-index cannot be read has nothing to salvage.
+The damaged file is kept beside it (``PATH.damaged``), unchanged. This explicit change is the one
+change mpitune makes to a damaged file, and it can be undone. Rows are copied a chunk at a time.
+So a flipped byte costs the rows of its chunk, and their metrics. A file whose attributes or index
+cannot be read has nothing to salvage.
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def _copy(src: h5py.Dataset, dst: h5py.File, rows: np.ndarray) -> None:
 
 
 def _every_run(runs: np.ndarray, results: np.ndarray) -> np.ndarray:
-    """One row per run, row ``i`` for run ``i``: a run whose row was lost gets a row marked killed,
-    so that the results it measured are kept."""
+    """One row per run, row ``i`` for run ``i``.
+
+    A run whose row was lost gets a row marked killed, so that the results it measured are kept."""
     count = max([len(runs), *(int(r) + 1 for r in results["run"]), *(int(r) + 1 for r in runs["run"])])
     out = np.zeros(count, runs.dtype)
     out["run"], out["status"], out["wall_s"] = np.arange(count), b"killed", np.nan
@@ -99,9 +100,10 @@ def salvage(path: str) -> Salvaged:
 
 
 def _tables(src: h5py.File, path: str) -> dict[str, h5py.Dataset]:
-    """The file's tables, as its root group lists them, each opened. Where that list, or a table's
-    own header (its columns), no longer reads, the file cannot say what a salvaged copy should
-    hold, and nothing is salvaged: the file stays as it is."""
+    """The file's tables, as its root group lists them, each opened.
+
+    That list, or a table's own header (its columns), may no longer read. Then the file cannot say
+    what a salvaged copy should hold. Nothing is salvaged: the file stays as it is."""
     try:
         return {name: src[name] for name in src}
     except (OSError, RuntimeError, KeyError, ValueError) as exc:
@@ -110,9 +112,10 @@ def _tables(src: h5py.File, path: str) -> dict[str, h5py.Dataset]:
 
 
 def _copy_readable(src: dict[str, h5py.Dataset], dst: h5py.File) -> tuple[int, int]:
-    """Copy what reads back of every table; the results rows kept and the rows lost. Every table
-    the file holds, not a list of them: a table added to the layout (the priors, the devices
-    compared, the front) is kept without salvage having to know of it."""
+    """Copy what reads back of every table; the results rows kept and the rows lost.
+
+    It copies every table the file holds, not a list of them. So a table added to the layout is kept
+    without salvage having to know of it: the priors, the devices compared, the front."""
     lost, kept = 0, 0
     result_rows, read = None, {}
     for name in (n for n in src if n not in _BESIDE):

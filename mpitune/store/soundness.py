@@ -1,11 +1,11 @@
 """Opening a cache file for reading without ever hanging on damage, and reading it back whole.
 
-HDF5 in SWMR mode retries a metadata read whose checksum fails, with growing sleeps, for
-minutes: right while a writer may be halfway through a write, wrong for a damaged file. So
-SWMR is used only while a writer is alive; a file a killed writer left marked as being written
-is read from an image in memory with the mark cleared there, and the file itself is not touched.
-Every chunk of a file written since checksums were added carries a Fletcher-32 checksum, so
-reading every dataset in full finds flipped bytes in the data as well as in HDF5's metadata.
+HDF5 in SWMR mode retries a metadata read whose checksum fails, with growing sleeps, for minutes.
+That is right while a writer may be halfway through a write, and wrong for a damaged file. So
+SWMR is used only while a writer is alive. A killed writer may leave a file marked as being
+written. It is read from an image in memory with the mark cleared there. The file itself is not
+touched. Every chunk of a file written since checksums were added carries a Fletcher-32 checksum.
+So reading every dataset in full finds flipped bytes in the data, as well as in HDF5's metadata.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from mpitune.store.superblock import clear_flags_in
 
 
 def image(path: str, writable: bool = False) -> h5py.File:
-    """The file as an in-memory copy with HDF5's open-for-write mark cleared: what a crash repair
-    would start from. ``writable``: changes go to the copy only."""
+    """The file as an in-memory copy with HDF5's open-for-write mark cleared.
+
+    It is what a crash repair would start from. ``writable``: changes go to the copy only."""
     with open(path, "rb") as fh:
         data = bytearray(fh.read())
     clear_flags_in(data)
@@ -28,8 +29,10 @@ def image(path: str, writable: bool = False) -> h5py.File:
 
 
 def open_for_reading(path: str) -> h5py.File:
-    """As an SWMR reader while a run writes the file, else plainly (a plain reader refuses damage
-    at once); a file a killed writer left marked is read from an image (see ``image``)."""
+    """Open the file as an SWMR reader while a run writes it, else plainly.
+
+    A plain reader refuses damage at once. A file a killed writer left marked is read from an image
+    (see ``image``)."""
     if writer_alive(path):
         return h5_file(path, "r", libver="latest", swmr=True)
     try:
@@ -43,8 +46,8 @@ def open_for_reading(path: str) -> h5py.File:
 def read_back(f: h5py.File) -> list[str]:
     """Read every attribute and every dataset in full; what could not be read, as lines.
 
-    Any exception here comes from HDF5 decoding damaged bytes (a checksum, a filter, a broken
-    header or B-tree), whatever its type, so every one is a finding rather than a crash."""
+    Any exception here comes from HDF5 decoding damaged bytes, whatever its type. The cause is a
+    checksum, a filter, a broken header or B-tree. So every one is a finding rather than a crash."""
     problems: list[str] = []
     objects: list[h5py.HLObject] = [f]
 

@@ -1,11 +1,11 @@
 """Clearing the "open for write" mark a killed writer leaves in an HDF5 file.
 
-A file written in SWMR mode carries flags in its superblock while a writer has it open; a
-writer killed with SIGKILL never clears them, and HDF5 then refuses to open the file for
-writing again ("may use h5clear"). The data is intact (SWMR orders its writes for exactly
-this case), so a resumed run clears the flags itself instead of asking users for HDF5's
-command-line tools. Only superblock versions 2 and 3 (what ``libver="latest"`` writes)
-are handled; they end in a lookup3 checksum, recomputed here.
+A file written in SWMR mode carries flags in its superblock while a writer has it open. A writer
+killed with SIGKILL never clears them. HDF5 then refuses to open the file for writing again
+("may use h5clear"). The data is intact, since SWMR orders its writes for exactly this case. So
+a resumed run clears the flags itself, instead of asking users for HDF5's command-line tools.
+Only superblock versions 2 and 3 are handled; ``libver="latest"`` writes those. They end in a
+lookup3 checksum, recomputed here.
 """
 
 from __future__ import annotations
@@ -89,8 +89,9 @@ def is_hdf5(path: str) -> bool:
 
 
 def clear_flags_in(head: bytearray) -> bool:
-    """Clear the open-for-write flags in the file's first bytes (at least its superblock),
-    recomputing the superblock's checksum; False if there were none to clear."""
+    """Clear the open-for-write flags in the file's first bytes, at least its superblock.
+
+    The superblock's checksum is recomputed. False if there were no flags to clear."""
     if bytes(head[:8]) != SIGNATURE:
         raise ValueError("not an HDF5 file")
     if len(head) < 12 or head[8] not in (2, 3) or head[11] == 0:
@@ -104,9 +105,9 @@ def clear_flags_in(head: bytearray) -> bool:
 
 
 def clear_write_flags(path: str) -> bool:
-    """Clear the superblock's open-for-write flags in the file; False if there were none to clear.
+    """Clear the superblock's open-for-write flags in the file; False if there were none.
 
-    Call it only when no process is writing the file (mpitune holds a lock on it for that).
+    Call it only when no process is writing the file. mpitune holds a lock on it for that.
     """
     with open(path, "r+b") as fh:
         head = bytearray(fh.read(_SUPERBLOCK_MAX))
