@@ -17,10 +17,10 @@ from test_compare import MESSAGES
 
 from mpitune.backends.cupy import create
 from mpitune.backends.cupy.compiling import nvrtc_options
-from mpitune.backends.cupy.device_errors import Failure, KernelLimits, classify, context_lost, launch_limits
-from mpitune.backends.cupy.device_start import select_device
-from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
+from mpitune.backends.cupy.device_errors import classify
 from mpitune.backends.cupy.verification import ROW, GpuCheck
+from mpitune.backends.gpu.failures import Failure, KernelLimits, context_lost, launch_limits, select_device
+from mpitune.backends.gpu.geometry import block_dims, grid_dims, kernel_code, template_name
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Timeline
@@ -411,7 +411,7 @@ def test_device_follows_the_local_rank(cp, tmp_path):
 ILLEGAL_ADDRESS = textwrap.dedent(r"""
     import numpy as np
     from mpitune.backends.cupy import create
-    from mpitune.backends.cupy.device_errors import DeviceLostError
+    from mpitune.backends.gpu.failures import DeviceLostError
     from mpitune.model.problem import Problem
     from mpitune.model.timeline import Timeline
     from mpitune.model.work import Work

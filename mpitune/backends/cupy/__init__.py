@@ -1,16 +1,14 @@
-"""CUDA kernels on one GPU per rank: NVRTC compiles each configuration through CuPy, CuPy
-events time it. See docs/cupy-backend.md.
+"""CUDA kernels on one GPU per rank, through CuPy. See docs/cupy-backend.md.
 
-- geometry.py: block and grid dimensions, the source with its defines (pure)
+NVRTC compiles each configuration; CuPy events time it. The measuring is gpu/backend.py's.
+
 - compiling.py: NVRTC, in any process, without a GPU
 - verification.py: outputs compared with their answers on the GPU
-- device_errors.py: what a CUDA failure means for the configuration and the rank, and what a
-  compiled kernel allows
+- device_errors.py: which CUDA errors refuse a launch or lose the context
 - device_start.py: CuPy imported, the GPU chosen, its context opened (the driver started ahead)
-- backend.py: the GPU of this rank, its data, loading, measuring, NVML, and the best candidates
-  loaded at once and timed again in turn (confirmation, calibration)
+- backend.py: ``GpuBackend``'s hooks through CuPy
 
-Nothing here imports CuPy until a backend is created or a compile worker warms up, so that
+Nothing here imports CuPy until a backend is created or a compile worker warms up. So
 ``check`` and the rest of the package work on machines without a GPU.
 """
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpitune.backends.base import Compiled, shorten, timed
-from mpitune.backends.cupy.device_errors import library_text
-from mpitune.backends.cupy.geometry import block_dims, grid_dims, kernel_code, template_name
+from mpitune.backends.gpu.failures import library_text
+from mpitune.backends.gpu.geometry import Geometry, configured
 from mpitune.model.result import Status
 from mpitune.model.work import Work
 
@@ -84,16 +84,9 @@ class NvrtcCompiler:
         return self._nvrtc(work.config_id, *prepared)
 
     def _prepared(self, work: Work) -> tuple[str, str] | str:
-        """(the source after its defines, the kernel's name expression), or why the launch
-        geometry cannot be computed."""
-        config, derived = work.config, work.derived
-        try:
-            block = block_dims(config, self.block_size_names)
-            grid = grid_dims(self.problem_size, config, self.grid_div, self.block_size_names)
-        except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
-            return f"cannot compute the launch geometry: {exc}"
-        code = kernel_code(self.source, config, block, grid, derived.defines if derived else None)
-        return code, template_name(self.kernel_name, config)
+        """(the source after its defines, the name expression), or why there is none."""
+        geometry = Geometry(self.problem_size, self.grid_div, self.block_size_names)
+        return configured(self.source, self.kernel_name, work, geometry)
 
     def cache_key(self, work: Work) -> tuple[str | bytes, ...] | None:
         """What NVRTC is given for this configuration: the options (the architecture among them),

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mpitune.backends.gpu.failures import select_device
 from mpitune.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -25,13 +26,6 @@ log = logging.getLogger(__name__)
 DRIVER_LIBRARY = "libcuda.so.1"
 CUDA_SUCCESS = 0
 INSTALL_HINT = "lang='cupy' needs CuPy: pip install cupy-cuda12x (or the wheel matching your CUDA)"
-
-
-def select_device(rank_on_node: int, device_count: int) -> int:
-    """One GPU per rank: the node-local rank modulo the GPUs this process can see."""
-    if device_count < 1:
-        raise ValueError("no GPU visible")
-    return rank_on_node % device_count
 
 
 class DriverStart:

@@ -5,7 +5,7 @@ GPU, which cannot be made to throttle on purpose without changing its settings).
 from __future__ import annotations
 
 from mpitune.backends.base import Draft
-from mpitune.backends.cupy.throttling import watched
+from mpitune.backends.gpu.throttling import watched
 
 
 class Scripted:

@@ -1,17 +1,21 @@
-"""How a configuration is launched and what NVRTC is given for it: block and grid dimensions
-with Kernel Tuner's conventions, the source with its ``#define`` lines, the template instance.
-Pure functions, so compile workers use them without a GPU and tests check them anywhere."""
+"""How a configuration is launched, and the source a GPU compiler is given for it.
+
+Block and grid follow Kernel Tuner's conventions. The source gets its ``#define`` lines, the
+kernel's name its template arguments. Pure functions: compile workers use them without a GPU.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mpitune.model.kernel_extras import substitute
 from mpitune.model.restrictions import evaluate
+from mpitune.model.work import Work
 
 AXES = "xyz"
 
@@ -87,3 +91,31 @@ def template_name(kernel_name: str, config: Mapping[str, Any]) -> str:
     their values (``name<float, 4>``): the instance NVRTC is asked for."""
     base, bracket, args = kernel_name.partition("<")
     return base + bracket + substitute(args, config) if bracket else kernel_name
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A problem's launch rules: its size, ``grid_div`` and block size names."""
+
+    problem_size: tuple[int, ...]
+    grid_div: Mapping[str, Any]
+    block_size_names: tuple[str, ...]
+
+    def dims(self, config: Mapping[str, Any]) -> tuple[Dims, Dims]:
+        """(grid, block) of ``config``; raises where a divisor is not positive."""
+        block = block_dims(config, self.block_size_names)
+        return grid_dims(self.problem_size, config, self.grid_div, self.block_size_names), block
+
+
+def configured(source: str, kernel_name: str, work: Work, geometry: Geometry) -> tuple[str, str] | str:
+    """(the source after its defines, the kernel's name expression) of one configuration.
+
+    A string alone says why its launch geometry cannot be computed.
+    """
+    config, derived = work.config, work.derived
+    try:
+        grid, block = geometry.dims(config)
+    except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
+        return f"cannot compute the launch geometry: {exc}"
+    code = kernel_code(source, config, block, grid, derived.defines if derived else None)
+    return code, template_name(kernel_name, config)
