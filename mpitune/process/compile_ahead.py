@@ -1,16 +1,16 @@
 """Compiling configurations ahead of the device, in a pool of processes per rank.
 
-NVRTC takes hundreds of milliseconds per configuration where timing it takes a few, and a
-tuning node has many cores per GPU. So each rank hands the configurations of its chunk (and,
-where the strategy can say them in advance, of its next chunk) to compile workers as soon as
-it gets them, and its device measures them in order as they come out. The workers compile to
-an image in memory (a cubin) and never touch the GPU: nothing but the measuring process uses
-the device or its stream.
+NVRTC takes hundreds of milliseconds per configuration where timing it takes a few. A tuning
+node has many cores per GPU. So each rank hands the configurations of its chunk to compile
+workers as soon as it gets them. Where the strategy can say its next chunk in advance, that
+goes too. The device measures them in order as they come out. The workers compile to an image
+in memory (a cubin) and never touch the GPU. Only the measuring process uses the device or its
+stream.
 
-The rank waits for a compile only when the pool has fallen behind; that wait is the rank's
-``compile`` phase. The compile itself, done in the background, is recorded as phase
-``compile_ahead`` (on the same clock), which overlaps the rank's other phases and is
-therefore kept out of its wall-time accounting (timeline.BACKGROUND_PHASES).
+The rank waits for a compile only when the pool has fallen behind. That wait is the rank's
+``compile`` phase. The compile itself runs in the background. It is recorded as phase
+``compile_ahead``, on the same clock. It overlaps the rank's other phases. So it is kept out of
+the rank's wall-time accounting (timeline.BACKGROUND_PHASES).
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ NICE = 10
 def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None, warn: bool = True) -> int:
     """Compile workers for one rank: the cores it was given, less one for itself.
 
-    Slurm says how many cores a task has (``SLURM_CPUS_PER_TASK``); otherwise the process'
-    CPU affinity does, shared among the node's ranks when every rank sees the whole machine
-    (``mpirun --bind-to none``). A rank bound to a single core gets one worker, and a warning
-    unless ``warn`` is off (a guess before MPI, which the loop makes again, and says then).
+    Slurm says how many cores a task has (``SLURM_CPUS_PER_TASK``). Otherwise the process' CPU
+    affinity does. It is shared among the node's ranks when every rank sees the whole machine
+    (``mpirun --bind-to none``). A rank bound to a single core gets one worker. It also gets a
+    warning unless ``warn`` is off. ``warn`` is off for a guess before MPI; the loop guesses
+    again and warns then.
     """
     given = (os.environ if environ is None else environ).get("SLURM_CPUS_PER_TASK", "")
     if given.isdigit() and int(given) > 0:
@@ -61,8 +62,10 @@ def default_workers(ranks_on_node: int, environ: Mapping[str, str] | None = None
 
 
 class CompilePool(Protocol):
-    """What a rank asks of its compile workers: ``CompileAhead``'s processes, or a replay's
-    workers on its simulated clock (simulated_compile.py)."""
+    """What a rank asks of its compile workers.
+
+    They are ``CompileAhead``'s processes, or a replay's workers on its simulated clock
+    (simulated_compile.py)."""
 
     workers: int
     compiler: Compiler | None
@@ -76,8 +79,9 @@ class CompilePool(Protocol):
 
 @dataclass(frozen=True)
 class CompileTask:
-    """One configuration for a compile worker, with the compiler to run it (known only once
-    the rank's device is)."""
+    """One configuration for a compile worker, with the compiler to run it.
+
+    The compiler is known only once the rank's device is."""
 
     compiler: Compiler
     work: Work
@@ -107,8 +111,8 @@ def _serve(tasks: Queue, results: Queue, warm_up: Callable[[], None] | None) -> 
 class CompileAhead:
     """A rank's compile workers and the configurations handed to them, by config id.
 
-    The workers start at once (a rank starts them before its device is ready, which takes
-    longer); ``compiler`` is given when known and travels with every task."""
+    The workers start at once. A rank starts them before its device is ready, which takes
+    longer. ``compiler`` is given when known and travels with every task."""
 
     def __init__(
         self, workers: int, clock: Clock, compiler: Compiler | None = None, warm_up: Callable[[], None] | None = None
@@ -124,8 +128,10 @@ class CompileAhead:
         self._pool.start(self._tasks, self._results, self.warm_up)
 
     def submit(self, items: Iterable[Work], since_s: float | None = None) -> None:
-        """Queue configurations in order; one already queued is not queued twice. ``since_s``
-        (when rank 0 dealt them) is for a simulated clock: real compiles start when queued."""
+        """Queue configurations in order; one already queued is not queued twice.
+
+        ``since_s`` is when rank 0 dealt them. It is for a simulated clock: real compiles start
+        when queued."""
         for work in items:
             if work.config_id not in self._queued:
                 self._queued[work.config_id] = work
@@ -133,8 +139,9 @@ class CompileAhead:
                 self._tasks.put(CompileTask(self.compiler, work))
 
     def keep_only(self, config_ids: Iterable[int]) -> None:
-        """Forget configurations that will not be measured (a prediction that did not come
-        true); their compiles still run, and their results are dropped when they arrive."""
+        """Forget configurations that will not be measured: a prediction that did not come true.
+
+        Their compiles still run. Their results are dropped when they arrive."""
         keep = set(config_ids)
         for config_id in [c for c in self._queued if c not in keep]:
             del self._queued[config_id]
@@ -143,7 +150,7 @@ class CompileAhead:
     def take(self, work: Work, deadline_s: float | None) -> Compiled:
         """The compiled configuration, waiting for it if need be (queued now if it was not).
 
-        A compile that outlasts ``deadline_s`` is a ``timeout``; a worker that dies loses the
+        A compile that outlasts ``deadline_s`` is a ``timeout``. A worker that dies loses the
         compile it held, which becomes a ``runtime_error``. Either way the workers are
         restarted and what was queued is queued again.
         """

@@ -1,7 +1,8 @@
-"""How long one configuration may take before its rank's supervisor ends it as a timeout: the one
-rule, which the supervised worker (isolation.py) applies to each configuration and rank 0 adds to
-each batch's deadline (scheduling/faults/deadlines.py), so that a configuration that hangs until
-its own timeout is not mistaken for a lost rank.
+"""How long one configuration may take before its rank's supervisor ends it as a timeout.
+
+This is the one rule. The supervised worker (isolation.py) applies it to each configuration.
+Rank 0 adds it to each batch's deadline (scheduling/faults/deadlines.py). So a configuration that
+hangs until its own timeout is not mistaken for a lost rank.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ LAUNCH_ALLOWANCE_S = 1e-3
 
 
 def config_limit_s(timeout_s: float | None, config_s: Durations | Iterable[float], iterations: int = 1) -> float:
-    """The spec's ``timeout_s``, else ``TIMEOUT_FACTOR`` times the median of ``config_s`` (how
-    long the configurations measured so far took), at least ``config_floor_s(iterations)``."""
+    """The spec's ``timeout_s``, else ``TIMEOUT_FACTOR`` times the median of ``config_s``.
+
+    ``config_s`` is how long the configurations measured so far took. The limit is at least
+    ``config_floor_s(iterations)``."""
     if timeout_s is not None:
         return timeout_s
     if not isinstance(config_s, Durations):  # a few seconds listed (tests, one-off callers)
@@ -33,19 +36,22 @@ def config_limit_s(timeout_s: float | None, config_s: Durations | Iterable[float
 
 
 def config_floor_s(iterations: int) -> float:
-    """The least a configuration of ``iterations`` timed launches is given:
-    ``TIMEOUT_FLOOR_S``, or ``LAUNCH_ALLOWANCE_S`` per launch where that is more (beyond 30,000
-    launches: 100 s at 10^5, 1,000 s at the most a spec may ask, 10^6)."""
+    """The least a configuration of ``iterations`` timed launches is given.
+
+    It is ``TIMEOUT_FLOOR_S``, or ``LAUNCH_ALLOWANCE_S`` per launch where that is more. The
+    allowance is more beyond 30,000 launches. It gives 100 s at 10^5 launches. At 10^6, the most
+    a spec may ask, it gives 1,000 s."""
     return max(TIMEOUT_FLOOR_S, iterations * LAUNCH_ALLOWANCE_S)
 
 
 class Durations:
-    """How long the configurations measured so far took, as the limit needs them: their median,
-    kept in two heaps (the lower half a max-heap, the upper a min-heap). Rank 0 asks for the
-    median of every configuration of the run at each hand-out and a worker at each
-    configuration; adding one costs O(log n) and the median O(1), where partitioning the growing
-    list each time made the cost per configuration grow with the run. A NaN duration tells
-    nothing and is left out."""
+    """How long the configurations measured so far took, as the limit needs them: their median.
+
+    They are kept in two heaps: the lower half a max-heap, the upper a min-heap. Rank 0 asks for
+    the median of every configuration of the run at each hand-out. A worker asks at each
+    configuration. Adding one costs O(log n) and the median O(1). Partitioning the growing list
+    each time made the cost per configuration grow with the run. A NaN duration tells nothing
+    and is left out."""
 
     def __init__(self, seconds: Iterable[float] = ()):
         self._lower: list[float] = []  # negated: heapq keeps a min-heap

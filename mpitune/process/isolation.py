@@ -1,18 +1,18 @@
 """Runs a rank's backend in a worker process it supervises, with a deadline per configuration.
 
-A kernel under tuning may hang, crash its process (a segfault in C, an illegal address on a
-GPU) or poison its CUDA context. Run in the rank's own process, any of these would stop the
-rank, and with it the job. Here the backend lives in a supervised child process
-(supervisor.py), started once and reused; the rank sends it one configuration at a time and
-waits with a deadline. A configuration that overruns it is
-recorded as ``timeout``, one whose worker dies as ``runtime_error``, and the worker is
-restarted (arguments uploaded again) before the rank goes on.
+A kernel under tuning may hang, crash its process or poison its CUDA context. A crash is a
+segfault in C, or an illegal address on a GPU. Run in the rank's own process, any of these would
+stop the rank, and with it the job. Here the backend lives in a supervised child process
+(supervisor.py), started once and reused. The rank sends it one configuration at a time and
+waits with a deadline. A configuration that overruns it is a ``timeout``, one whose worker
+dies a ``runtime_error``. The worker is restarted (arguments uploaded again) before the rank
+goes on.
 
-Starting a worker costs a fresh Python, its imports and, on a GPU, CuPy and the CUDA context:
-seconds, none of which needs the problem. So a worker is spawned for a backend and a device
-alone (prewarm.py), warms them up (``backends.prewarm``) and only then waits for its problem;
-a rank may spawn it long before the problem exists (scheduling/early.py starts it before MPI),
-and the problem travels through the pipe while the worker still warms up.
+Starting a worker costs a fresh Python, its imports and, on a GPU, CuPy and the CUDA context.
+That takes seconds, and none of it needs the problem. So a worker is spawned for a backend and a
+device alone (prewarm.py). It warms them up (``backends.prewarm``) and only then waits for its
+problem. A rank may spawn it long before the problem exists: scheduling/early.py starts it
+before MPI. The problem travels through the pipe while the worker still warms up.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class Start:
 
 @dataclass(frozen=True)
 class Warm:
-    """The worker is up, its backend imported and its device context made (``at``: its
-    ``time.perf_counter()`` then; the monotonic clock is one per machine)."""
+    """The worker is up, its backend imported and its device context made.
+    ``at`` is its ``time.perf_counter()`` then; the monotonic clock is one per machine."""
 
     pid: int
     at: float
@@ -117,8 +117,8 @@ class Cut:
 
 @dataclass(frozen=True)
 class Measured:
-    """One configuration's result and the timeline rows it produced in the worker;
-    ``fatal_error`` set when the worker's device can no longer be trusted."""
+    """One configuration's result and the timeline rows it produced in the worker.
+    ``fatal_error`` is set when the worker's device can no longer be trusted."""
 
     result: Result
     rows: list[PhaseRow]
@@ -127,8 +127,8 @@ class Measured:
 
 @dataclass(frozen=True)
 class Confirmed:
-    """The launches of a ``Confirm``, the timeline rows they produced in the worker, and
-    ``fatal_error`` as in ``Measured``."""
+    """The launches of a ``Confirm`` and the timeline rows they produced in the worker.
+    ``fatal_error`` is as in ``Measured``."""
 
     launches: list[Launch]
     rows: list[PhaseRow]
@@ -136,9 +136,10 @@ class Confirmed:
 
 
 def worker_loop(conn: Connection, lang: str, local_rank: int | None) -> None:
-    """The worker (prewarm.py spawns it): warm up the backend ``lang`` names (on the device of
-    ``local_rank``; None: no device yet) while its problem may still be on its way, build the
-    backend once, then measure what the rank sends until told to stop."""
+    """The worker, which prewarm.py spawns.
+    It warms up the backend ``lang`` names on the device of ``local_rank`` (None: no device
+    yet). Meanwhile its problem may still be on its way. It builds the backend once. Then it
+    measures what the rank sends until told to stop."""
     inbox: queue.Queue = queue.Queue(maxsize=1)
     # The problem (arrays of hundreds of MB) is read while the device warms up; the warm-up
     # stays in the main thread, whose current CUDA device is the one the backend uses.
@@ -201,9 +202,9 @@ def _receive_start(conn: Connection, inbox: queue.Queue) -> None:
 
 
 def _send_quietly(conn: Connection, pickled: bytes, shared: Shared | None) -> None:
-    """Send from a thread of its own, so that the rank waits for the worker with a deadline
-    meanwhile: a worker that dies or is killed first closes the pipe. The memory file's
-    descriptor follows the pickle and is closed here once sent (the worker holds its own)."""
+    """Send from a thread of its own, so the rank meanwhile waits for the worker with a deadline.
+    A worker that dies or is killed first closes the pipe. The memory file's descriptor follows
+    the pickle. It is closed here once sent; the worker holds its own."""
     try:
         conn.send_bytes(pickled)  # what ``conn.send`` writes, read by the worker's ``recv``
         if shared is not None:
@@ -228,9 +229,9 @@ class IsolatedBackend(Backend):
         spawned: Spawned | None = None,
         timeline: Timeline | None = None,
     ):
-        """``spawned``: a worker started early for this problem's backend and device
-        (scheduling/early.py decides that it is), given the problem now; None: one is spawned
-        here. The worker's own start goes to ``timeline`` as a background phase."""
+        """``spawned``: a worker started early for this problem's backend and device.
+        scheduling/early.py decides that it is, and it is given the problem now. None: one is
+        spawned here. The worker's own start goes to ``timeline`` as a background phase."""
         self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s
         self.config_s = Durations()  # how long measured configurations took, for the deadline
@@ -326,12 +327,12 @@ class IsolatedBackend(Backend):
         compiled: Mapping[int, Compiled] | None = None,
         stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
-        """Forwarded to the worker, whose deadline is the per-configuration limit once per
-        candidate (each is compiled, loaded and launched a few times, as one configuration
-        is). A worker that overruns it or dies costs every launch (NaN) and is restarted, as a
-        configuration's would be: which candidate hung cannot be told from here. Once
-        ``stopping()`` says the run is ending (asked every ``CUT_LOOK_S``), the worker is told
-        to ``Cut``, and answers with the launches it made."""
+        """Forwarded to the worker, whose deadline is the per-configuration limit per candidate.
+        Each candidate is compiled, loaded and launched a few times, as one configuration is. A
+        worker that overruns or dies costs every launch (NaN). It is restarted, as a
+        configuration's would be. Which candidate hung cannot be told from here. ``stopping()``
+        is asked every ``CUT_LOOK_S``. Once it says the run is ending, the worker is told to
+        ``Cut``. It answers with the launches it made."""
         deadline_s = self.deadline_s() * max(1, len(retime.work))
         start_s = self.clock.now()
         try:
@@ -354,8 +355,7 @@ class IsolatedBackend(Backend):
         return unlaunched(retime)
 
     def _confirmed(self, patience: Patience, stopping: Callable[[], bool] | None) -> Confirmed:
-        """The worker's answer to a ``Confirm``, within ``patience``; it is told to ``Cut`` once
-        ``stopping()`` says so."""
+        """The answer to a ``Confirm`` within ``patience``; the worker is told to ``Cut`` when ``stopping()``."""
         if stopping is None:
             return self.worker.receive(self.conn, patience)
         cut = False
@@ -389,9 +389,9 @@ class IsolatedBackend(Backend):
         self.conn.close()
 
     def close(self) -> None:
-        """Stop the worker, and kill it if it does not stop within ``STOP_WAIT_S``: one still
-        measuring (rank 0's lane, scheduling/rank.py, when the job ends for a silent rank) would
-        hold the rank past the point where its peers judge it lost."""
+        """Stop the worker, and kill it if it does not stop within ``STOP_WAIT_S``.
+        A worker may still be measuring when the job ends for a silent rank (rank 0's lane,
+        scheduling/rank.py). It would hold the rank past the point where its peers judge it lost."""
         try:
             self.conn.send(Stop())
             self.worker.join(STOP_WAIT_S)

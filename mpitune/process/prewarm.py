@@ -1,10 +1,10 @@
 """Spawning a rank's measuring worker before its problem exists, at the cost of nothing heavy.
 
-The worker (isolation.py) needs its problem only after its own start (a fresh Python, numpy,
-the backend, on a GPU CuPy and the CUDA context), so a rank spawns it first, as early as it
-can: before MPI, before the spec (scheduling/early.py). This module is what that spawn costs
-the rank: the supervisor and nothing of numpy, the backends or the model; the worker imports
-those itself, in its own process, while the rank goes on.
+The worker (isolation.py) needs its problem only after its own start. That start is a fresh
+Python, numpy, the backend, and on a GPU CuPy and the CUDA context. So a rank spawns it first,
+as early as it can: before MPI, before the spec (scheduling/early.py). This module is what that
+spawn costs the rank. It is the supervisor and nothing of numpy, the backends or the model. The
+worker imports those itself, in its own process, while the rank goes on.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from mpitune.process.supervisor import SPAWN, Supervisor
 
 
 def _serve(conn: Connection, lang: str, local_rank: int | None) -> None:
-    """In the worker: the heavy imports happen here, not in the rank before its spawn. A rank
-    killed meanwhile (its MPI start watched out, a launcher's teardown) breaks the pipe: the
-    worker then has no one to answer and ends without a word, rather than with a traceback on
-    the job's stderr, where a launcher that leaves a rank's children running would show it."""
+    """In the worker: the heavy imports happen here, not in the rank before its spawn.
+
+    A rank may be killed meanwhile: its MPI start watched out, or a launcher's teardown. That
+    breaks the pipe. The worker then has no one to answer and ends without a word. A traceback
+    would land on the job's stderr, where a launcher that leaves a rank's children running
+    shows it."""
     from mpitune.process.isolation import worker_loop
 
     try:
@@ -44,14 +46,18 @@ class Spawned:
         return self.supervisor.pids[0] if self.supervisor.pids else 0
 
     def end(self) -> None:
-        """Kill it and reap it: it holds nothing that needs a goodbye (no problem, no kernel)."""
+        """Kill it and reap it.
+
+        It holds nothing that needs a goodbye: no problem, no kernel."""
         self.supervisor.kill()
         self.conn.close()
 
 
 def spawn_worker(lang: str, local_rank: int | None) -> Spawned:
-    """Start a worker that warms up the backend ``lang`` names on the device of ``local_rank``
-    (None: imports only) and then waits for its problem; returns at once."""
+    """Start a worker that warms up the backend ``lang`` names, and return at once.
+
+    It warms up on the device of ``local_rank`` (None: imports only). Then it waits for its
+    problem."""
     ours, theirs = SPAWN.Pipe()
     supervisor = Supervisor(_serve, ["mpitune-worker"])
     spawned_at = time.perf_counter()

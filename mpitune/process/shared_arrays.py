@@ -1,15 +1,14 @@
 """A problem's large arrays handed to a rank's worker in shared memory, not through its pipe.
 
-Pickled through the pipe, an array is copied four times (into the pickle, through the pipe,
-out of it, out of the pickle): for the 256 MB of the examples' 4096 x 4096 matmul that was
-about a second of a rank's start-up on one NVIDIA H200 with 16 cores, half of it the pickling.
-Here the rank copies each large array once, in a few threads, into an anonymous memory file
-(``memfd_create``) whose descriptor goes to the worker over the pipe's socket. The worker maps
-it copy-on-write, so a backend may write to its arguments (the C backend's outputs) without
-the rank seeing it; the file has no name, so a rank killed at any moment leaves nothing
-behind, and its memory is freed with the last mapping. Small arrays, arrays of Python
-objects, arrays that are not contiguous, and every array where no memory file can be made,
-travel in the pickle as before.
+Pickled through the pipe, an array is copied four times. It goes into the pickle, through the
+pipe, out of it, and out of the pickle. For large arrays that is a noticeable share of a rank's
+start-up (docs/performance.md, "Start-up"). Here the rank copies each large array once, in a
+few threads. It copies into an anonymous memory file (``memfd_create``). The file's descriptor
+goes to the worker over the pipe's socket. The worker maps it copy-on-write. So a backend may
+write to its arguments (the C backend's outputs) without the rank seeing it. The file has no
+name, so a rank killed at any moment leaves nothing behind. Its memory is freed with the last
+mapping. Some arrays travel in the pickle as before: small ones, those of Python objects, those
+that are not contiguous, and all where no memory file can be made.
 """
 
 from __future__ import annotations
@@ -83,9 +82,10 @@ def _place(arrays: list[Any], offset: int, placed: list[tuple[np.ndarray, Shared
 
 
 def share(problem: Problem) -> tuple[Problem, Shared | None]:
-    """The problem with its large arrays moved into a new memory file (their places standing in
-    for them), and the file; ``(problem, None)`` when nothing is large enough or no memory file
-    can be made here, and the pickle carries everything."""
+    """The problem with its large arrays moved into a new memory file, and the file.
+
+    Their places stand in for them in the problem. ``(problem, None)`` when nothing is large
+    enough or no memory file can be made here. The pickle then carries everything."""
     placed: list[tuple[np.ndarray, SharedArray]] = []
     arguments, size = _place(list(problem.arguments), 0, placed)
     answer, size = _place(list(problem.answer), size, placed) if problem.answer is not None else (None, size)
@@ -108,8 +108,10 @@ def share(problem: Problem) -> tuple[Problem, Shared | None]:
 
 
 def _copy_in(view: mmap.mmap, placed: list[tuple[np.ndarray, SharedArray]]) -> None:
-    """Copy each array to its place, in chunks spread over a few threads: touching fresh
-    pages, not copying bytes, is most of the cost, and the kernel does that in parallel."""
+    """Copy each array to its place, in chunks spread over a few threads.
+
+    Touching fresh pages, not copying bytes, is most of the cost. The kernel does that in
+    parallel."""
     jobs = []
     for a, ref in placed:
         flat = a.reshape(-1, order="F" if ref.fortran else "C").view(np.uint8)
@@ -125,8 +127,9 @@ def _copy_chunk(dst: np.ndarray, src: np.ndarray, start: int, end: int) -> None:
 
 
 def attach(problem: Problem, fd: int, size: int) -> Problem:
-    """In the worker: the problem with each place in the file replaced by its array, mapped
-    copy-on-write (pages read ahead); the descriptor is closed here."""
+    """In the worker: the problem with each place in the file replaced by its array.
+
+    Arrays are mapped copy-on-write, pages read ahead. The descriptor is closed here."""
     try:
         flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
         view = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)

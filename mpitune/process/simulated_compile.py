@@ -1,12 +1,13 @@
-"""A rank's compile workers on a replay's simulated clock: what compile_ahead.py does with
-processes, done with numbers, so that a replay charges a rank the compiles it would have waited
-for and no others.
+"""A rank's compile workers on a replay's simulated clock.
 
-``workers`` workers take what the rank queues, in order, each as soon as one is free, and each
-compile takes its recorded time (the backend's ``compiler`` says it: backends/replay.py), and
-compiling a configuration again takes what the replayed run's repeated compiles did. The
-rank waits for a configuration only when its compile ends after the rank wants it; that wait is
-the rank's ``compile`` phase, and the compile itself is phase ``compile_ahead``, as in a run.
+This does with numbers what compile_ahead.py does with processes. So a replay charges a rank the
+compiles it would have waited for, and no others.
+
+``workers`` workers take what the rank queues, in order, each as soon as one is free. Each
+compile takes its recorded time; the backend's ``compiler`` says it (backends/replay.py).
+Compiling a configuration again takes what the replayed run's repeated compiles did. The rank
+waits for a configuration only when its compile ends after the rank wants it. That wait is the
+rank's ``compile`` phase. The compile itself is phase ``compile_ahead``, as in a run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ class SimulatedCompileAhead:
         recompile_s: float | None = None,
         ready_s: float = 0.0,
     ):
-        """``ready_s``: when the workers can first compile (a cold worker's start, as recorded)."""
+        """``ready_s``: when the workers can first compile.
+
+        That is a cold worker's start, as recorded."""
         self.workers, self.clock, self.compiler = workers, clock, compiler
         self.recompile_s = recompile_s  # a compile repeated on this rank (None: as long as the first)
         self._free_s = [ready_s] * workers  # when each worker is next free, as a heap
@@ -41,11 +44,12 @@ class SimulatedCompileAhead:
         self._compiled: set[int] = set()  # compiled on this rank before
 
     def submit(self, items: Iterable[Work], since_s: float | None = None) -> None:
-        """Queue configurations in order: each goes to the worker free first, from now, or,
-        for an order rank 0 dealt at ``since_s``, from the first time this rank took a
-        configuration after that: a real rank queues an order it got once it takes its next
-        configuration, while it measures the one before, but a replayed rank sees the order only
-        when it replays to it, which may be later on its clock."""
+        """Queue configurations in order; each goes to the worker free first.
+
+        It goes from now, or from a later time for an order rank 0 dealt at ``since_s``. That
+        time is when this rank first took a configuration after ``since_s``. A real rank queues
+        an order once it takes its next configuration, while it measures the one before. But a
+        replayed rank sees the order only when it replays to it. That may be later on its clock."""
         from_s = self.clock.now()
         if since_s is not None:
             at = bisect.bisect_left(self._looks_s, since_s)
@@ -65,14 +69,18 @@ class SimulatedCompileAhead:
             self._queued[work.config_id] = dataclasses.replace(compiled, started=started_s, finished=finished_s)
 
     def keep_only(self, config_ids: Iterable[int]) -> None:
-        """Forget what will not be measured; as with processes, the workers' time on it is spent."""
+        """Forget what will not be measured.
+
+        As with processes, the workers' time on it is spent."""
         keep = set(config_ids)
         for config_id in [c for c in self._queued if c not in keep]:
             del self._queued[config_id]
 
     def take(self, work: Work, deadline_s: float | None) -> Compiled:
-        """The configuration compiled, the clock advanced to the end of its compile if that is
-        later (the rank waited for it); a recorded timeout or failure is its status."""
+        """The configuration compiled.
+
+        The clock advances to the end of its compile if that is later: the rank waited for it.
+        A recorded timeout or failure is its status."""
         self.submit([work])
         compiled = self._queued.pop(work.config_id)
         self.clock.advance(max(compiled.finished - self.clock.now(), 0.0))

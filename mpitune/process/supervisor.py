@@ -1,18 +1,18 @@
 """Child processes a rank supervises: spawned, waited for with a deadline, killed, restarted.
 
-A rank hands work that may hang or crash (a kernel, a compiler) to child processes so that
-the failure costs the child, not the rank. What every such child needs is the same:
+A rank hands work that may hang or crash (a kernel, a compiler) to child processes. Then the
+failure costs the child, not the rank. What every such child needs is the same:
 
-- it is started with "spawn": fork is unsafe once MPI and CUDA are initialised;
-- it ignores the signals Slurm sends before a job ends (SIGINT, SIGTERM, SIGUSR1): stopping
-  is the rank's decision, and a child that died of them would turn the work it held into a
-  failure the kernel did not cause;
-- it ends by itself when its rank is gone (SIGKILLed, say), even while busy or stuck in a
-  kernel, rather than hold a GPU or cores until the job's time limit;
-- the rank waits for its reply with a deadline and tells a hang (nothing within the
-  deadline) from a death (the child is gone: how, from its exit code or signal);
-- it starts even when the rank's working folder was deleted during the run (a scratch folder
-  cleaned up): a restart must not end the rank that holds the run's results.
+- It is started with "spawn". Fork is unsafe once MPI and CUDA are initialised.
+- It ignores the signals Slurm sends before a job ends (SIGINT, SIGTERM, SIGUSR1). Stopping is
+  the rank's decision. A child that died of them would turn its work into a failure the kernel
+  did not cause.
+- It ends by itself when its rank is gone (SIGKILLed, say), even while busy or stuck in a
+  kernel. It must not hold a GPU or cores until the job's time limit.
+- The rank waits for its reply with a deadline. It tells a hang (nothing within the deadline)
+  from a death. For a death, the exit code or signal says how the child went.
+- It starts even when the rank's working folder was deleted during the run (a scratch folder
+  cleaned up). A restart must not end the rank that holds the run's results.
 """
 
 from __future__ import annotations
@@ -62,9 +62,10 @@ class Death(Lost):
 
 @dataclass
 class Patience:
-    """A deadline on silence: how long, in all, a rank may wait without hearing from its
-    children. Shared by several waits when one answer is awaited among others (a pool whose
-    other results keep coming in is not hung)."""
+    """A deadline on silence: how long, in all, a rank may wait without hearing from its children.
+
+    Several waits share it when one answer is awaited among others. A pool whose other results
+    keep coming in is not hung."""
 
     limit_s: float | None
     waited_s: float = 0.0
@@ -83,8 +84,9 @@ def exit_description(exitcode: int | None) -> str:
 
 
 def _exit_when_orphaned(parent_pid: int) -> None:
-    """Once the parent is gone the child is adopted by another process: end at once, whatever
-    the main thread is doing (a kernel that never returns included)."""
+    """End at once when the parent is gone, whatever the main thread is doing.
+
+    The child is then adopted by another process. A kernel that never returns is no obstacle."""
     while os.getppid() == parent_pid:
         time.sleep(POLL_S)
     os._exit(ExitCode.OK)
@@ -99,10 +101,12 @@ def _bootstrap(parent_pid: int, target: Callable[..., None], args: tuple) -> Non
 
 @contextmanager
 def _existing_folder() -> Iterator[None]:
-    """A spawn hands the child the parent's working folder (``os.getcwd()``), which raises once
-    that folder was deleted. Then the rank steps into ``SPAWN_FOLDER`` for the spawn and back
-    into its own folder after, so that nothing else about the rank changes (a relative path
-    still fails rather than name another file)."""
+    """Spawn from ``SPAWN_FOLDER`` where the rank's working folder is gone.
+
+    A spawn hands the child the parent's working folder (``os.getcwd()``). That raises once the
+    folder was deleted. Then the rank steps into ``SPAWN_FOLDER`` for the spawn and back after.
+    So nothing else about the rank changes. A relative path still fails rather than name another
+    file."""
     try:
         os.getcwd()
     except FileNotFoundError:
@@ -121,10 +125,11 @@ def _existing_folder() -> Iterator[None]:
 
 
 def _spawn_below(processes: list[BaseProcess], nice: int) -> None:
-    """Start ``processes`` from a thread that first lowers its own priority by ``nice``: on
-    Linux a thread's nice value is its own and a child inherits its parent thread's, so they
-    run at the lower priority from their first instruction (a Python's start and imports are
-    the CPU they spend first) while the calling thread keeps its own."""
+    """Start ``processes`` from a thread that first lowers its own priority by ``nice``.
+
+    On Linux a thread's nice value is its own. A child inherits its parent thread's. So the
+    children run at the lower priority from their first instruction. A Python's start and
+    imports are the CPU they spend first. The calling thread keeps its own priority."""
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -147,9 +152,11 @@ def _spawn_below(processes: list[BaseProcess], nice: int) -> None:
 
 
 class Supervisor:
-    """A group of children run from one target with the same arguments (the channels they
-    share with the rank), one per name, started, waited for and killed together; the owner
-    starts them again, on fresh channels, after a hang or a death."""
+    """A group of children run from one target with the same arguments, one per name.
+
+    The arguments are the channels they share with the rank. The children are started, waited
+    for and killed together. After a hang or a death the owner starts them again, on fresh
+    channels."""
 
     def __init__(self, target: Callable[..., None], names: Sequence[str], nice: int = 0):
         """``nice``: how much lower than the spawning thread's the children's priority is."""
@@ -187,8 +194,9 @@ class Supervisor:
         return exit_description(None)
 
     def receive(self, source: Connection | Queue, patience: Patience) -> Any:
-        """The next message from the children on ``source``, waiting no longer than ``patience``
-        allows; raises ``Hang`` when it runs out, ``Death`` when a child is gone first."""
+        """The next message from the children on ``source``, within ``patience``.
+
+        Raises ``Hang`` when patience runs out, ``Death`` when a child is gone first."""
         get = _reader(source)
         while True:
             wait_s = patience.slice_s()
