@@ -19,8 +19,8 @@ from mpitune.backends.cupy import create
 from mpitune.backends.cupy.compiling import nvrtc_options
 from mpitune.backends.cupy.device_errors import classify
 from mpitune.backends.cupy.verification import ROW, GpuCheck
-from mpitune.backends.gpu.failures import Failure, KernelLimits, context_lost, launch_limits, select_device
-from mpitune.backends.gpu.geometry import block_dims, grid_dims, kernel_code, template_name
+from mpitune.backends.gpu.failures import Failure
+from mpitune.backends.gpu.geometry import block_dims, grid_dims
 from mpitune.errors import UserError
 from mpitune.model.problem import Problem
 from mpitune.model.timeline import Timeline
@@ -55,67 +55,6 @@ def problem(
 # ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "size, config, grid_div, names, expected",
-    [
-        ((1000,), {"block_size_x": 256}, NO_DIV, DEFAULT_NAMES, (4, 1, 1)),
-        ((1024, 300), {"block_size_x": 32, "block_size_y": 4}, NO_DIV, DEFAULT_NAMES, (32, 75, 1)),
-        ((1000,), {"other": 7}, NO_DIV, DEFAULT_NAMES, (1000, 1, 1)),  # block size not tuned: divisor 1
-        (
-            (1000, 300),
-            {"block_size_x": 32, "tile": 4},
-            {"x": ["block_size_x", "tile"], "y": None, "z": None},
-            DEFAULT_NAMES,
-            (8, 300, 1),
-        ),
-        (
-            (1000, 300),
-            {"block_size_y": 4, "tile": 4},
-            {"x": None, "y": "block_size_y*tile*2", "z": None},
-            DEFAULT_NAMES,
-            (1000, 10, 1),
-        ),
-        ((1000,), {"block_size_x": 32}, {"x": "block_size_x / 2.5", "y": None, "z": None}, DEFAULT_NAMES, (79, 1, 1)),
-        ((64, 64, 10), {"bx": 16, "by": 8}, NO_DIV, ["bx", "by"], (4, 8, 10)),
-    ],
-)
-def test_grid_follows_kernel_tuner_conventions(size, config, grid_div, names, expected):
-    assert grid_dims(size, config, grid_div, names) == expected
-
-
-def test_grid_refuses_a_zero_divisor():
-    with pytest.raises(ValueError, match="positive"):
-        grid_dims((10,), {"t": 0}, {"x": "t", "y": None, "z": None}, DEFAULT_NAMES)
-
-
-def test_block_takes_named_parameters_and_defaults_to_one():
-    assert block_dims({"block_size_x": 64, "x": 3}, DEFAULT_NAMES) == (64, 1, 1)
-    assert block_dims({"bx": 8, "by": 4}, ["bx", "by"]) == (8, 4, 1)
-
-
-def test_source_gets_defines_before_the_users_first_line():
-    code = kernel_code("__global__ void k() {}", {"block_size_x": 128, "T": "float", "F": True}, (128, 1, 1), (8, 1, 1))
-    head, body = code.split("#line 1\n")
-    assert body == "__global__ void k() {}"
-    lines = head.splitlines()
-    assert "#define block_size_x 128" in lines and "#define T float" in lines
-    assert "#define F 1" in lines and "#define grid_size_x 8" in lines
-    assert "#define block_size_z 1" in lines and "#define grid_size_z 1" in lines
-    assert sum(line.startswith("#define block_size_x ") for line in lines) == 1
-
-
-def test_device_is_local_rank_modulo_visible_gpus():
-    assert [select_device(r, 2) for r in range(5)] == [0, 1, 0, 1, 0]
-    assert select_device(3, 1) == 0
-    with pytest.raises(ValueError):
-        select_device(0, 0)
-
-
-def test_template_arguments_take_the_configurations_values():
-    assert template_name("axpb<float, tile>", {"tile": 4, "block_size_x": 64}) == "axpb<float, 4>"
-    assert template_name("vadd", {"tile": 4}) == "vadd"
-
-
 def test_nvrtc_makes_a_cubin_for_a_known_gpu_and_ptx_for_a_newer_one():
     assert nvrtc_options([], 90, (80, 90), "/inc") == (("-arch=sm_90", "-ftz=true", "-I/inc"), "cubin")
     assert nvrtc_options([], 100, (80, 90), "/inc") == (("-arch=compute_90", "-ftz=true", "-I/inc"), "ptx")
@@ -142,20 +81,6 @@ def test_cuda_failures_are_classified_by_their_code_and_a_round_trip():
     assert classify(CudaError(701, "too many resources"), lambda: False) is Failure.CONTEXT_LOST
     assert classify(RuntimeError("odd"), lambda: True) is Failure.RUNTIME
     assert [f.status for f in Failure] == ["runtime_error", "launch_error", "runtime_error"]
-
-
-def test_launch_errors_name_the_geometry_and_the_kernels_limits():
-    assert launch_limits((4, 1, 1), (2048, 1, 1), 0, None) == "grid (4, 1, 1), block (2048, 1, 1) = 2048 threads"
-    assert launch_limits((4, 1, 1), (32, 32, 1), 1 << 20, KernelLimits(896, 72, 0)) == (
-        "grid (4, 1, 1), block (32, 32, 1) = 1024 threads; this kernel allows at most 896 threads per block "
-        "with 72 registers per thread and 0 bytes of static shared memory and 1048576 of dynamic"
-    )
-
-
-def test_a_lost_context_says_where_and_what_follows():
-    message = context_lost("GPU 1 (NVIDIA H200)", "the verify run", CudaError(700, "an illegal memory access"))
-    assert message.startswith("GPU 1 (NVIDIA H200) failed during the verify run: CudaError: an illegal memory access. ")
-    assert "recorded as runtime_error and a rerun resumes after it" in message
 
 
 def _vadd_problem(**kw) -> Problem:
