@@ -1,23 +1,22 @@
 """The run's objective and the user's metrics, evaluated on rank 0 after every gather.
 
-A Kernel Tuner spec names ``metrics`` (functions of a dict ``p`` of what is known about one
-configuration), an ``objective`` (``"time"``, a metric or an observed value) and whether
-higher is better. Metric functions are the spec's own lambdas and closures: they cannot
-travel to other ranks, so everything here runs on rank 0, on the results of a batch once
-they are gathered. Scoring makes a new record, ``Scored``, of each result; strategies never see
-metrics, they minimise ``Scored.score``.
+A Kernel Tuner spec names ``metrics``, an ``objective`` and whether higher is better. A metric
+is a function of a dict ``p`` of what is known about one configuration. ``Goal`` records what
+the run optimises. The store writes and reads it; ``report`` and the HTML page show it.
 
-A run may name several objectives (Kernel Tuner's ``objective = ["time", "energy"]`` with a list
-of directions): every scored result then holds ``Scored.scores``, one score per objective, which
-multi-objective strategies (nsga2) compare by Pareto dominance; ``Scored.score`` and
-``Scored.objective`` are those of the first, which every single-objective strategy, the
-progress line and "best" follow.
+Metric functions are the spec's own lambdas and closures, which cannot travel to other ranks.
+So ``Objective`` scores on rank 0, on each batch once it is gathered. Scoring makes a
+``Scored`` record of each result; strategies never see metrics, they minimise ``Scored.score``.
 
-The score of a lower-is-better objective is its value; that of a higher-is-better one is
-``1 / value``. Not ``-value``: the strategies compare configurations by ratio (simulated
-annealing accepts by log ratio, Bayesian optimisation fits log values), which needs
-positive scores; and for a rate such as GFLOP/s, ``1 / rate`` is proportional to the time
-of the fixed work it measures, so the search behaves as it does on time.
+A run may name several objectives, each with its direction (Kernel Tuner's
+``objective = ["time", "energy"]``). Each scored result then holds ``Scored.scores``, one per
+objective; nsga2 compares them by Pareto dominance. ``Scored.score`` is the first one's. Every
+single-objective strategy, the progress line and "best" follow it.
+
+A lower-is-better objective scores its value; a higher-is-better one ``1 / value``. Not
+``-value``: strategies compare scores by ratio, which needs them positive. Simulated annealing
+accepts by log ratio; Bayesian optimisation fits log values. And for a rate such as GFLOP/s,
+``1 / rate`` is proportional to the time of its fixed work. So the search behaves as on time.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mpitune.model.result import Result, Scored
@@ -89,8 +88,93 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real)
 
 
+@dataclass(frozen=True)
+class Goal:
+    """What a run optimises: each objective's name and direction, and the metrics' definitions.
+
+    The one record of the objective: the file holds it, the reader gives it back, and ``report``
+    and the HTML page show it. A file written before metrics existed reads as the default: time,
+    lower is better.
+    """
+
+    names: tuple[str, ...] = (TIME,)
+    directions: tuple[bool, ...] = (False,)  # per objective: whether higher is better
+    metrics: Mapping[str, str] = field(default_factory=dict)  # name -> its expression or source
+
+    def __post_init__(self) -> None:
+        if not self.names or len(self.directions) != len(self.names):
+            raise ValueError(f"objectives {self.names} and directions {self.directions} do not pair up")
+
+    @classmethod
+    def of(cls, name: str | Sequence[str], higher_is_better: bool | Sequence[bool], metrics: Mapping[str, str]) -> Goal:
+        """One objective or several, with one direction for all or one each.
+
+        Args:
+            name: an objective's name, or several names.
+            higher_is_better: one bool (numpy's too) for every objective, or one per objective.
+            metrics: each metric's name and definition.
+
+        Returns:
+            The goal.
+        """
+        names = (name,) if isinstance(name, str) else tuple(name)
+        if isinstance(higher_is_better, Sequence):
+            directions = tuple(bool(d) for d in higher_is_better)
+        else:
+            directions = (bool(higher_is_better),) * len(names)
+        return cls(names, directions, dict(metrics))
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Goal:
+        """The goal as ``record`` writes it (the file's attribute ``objective``)."""
+        several = "objectives" in record
+        return cls.of(
+            [str(n) for n in record["objectives"]] if several else str(record["objective"]),
+            [bool(d) for d in record["objectives_higher_is_better"]] if several else bool(record["higher_is_better"]),
+            {str(k): str(v) for k, v in record.get("metrics", {}).items()},
+        )
+
+    @property
+    def name(self) -> str:
+        """The first objective: what single-objective strategies minimise."""
+        return self.names[0]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.directions[0]
+
+    @property
+    def several(self) -> bool:
+        """Whether the run has several objectives (a Pareto front) rather than one best."""
+        return len(self.names) > 1
+
+    @property
+    def is_kernel_time(self) -> bool:
+        """Whether the run minimises the kernel time alone. Only then may slower configurations be
+        raced (model/judging/racing.py); with a second objective a slow one can be on the front."""
+        return self.names == (TIME,) and not self.higher_is_better
+
+    def key(self) -> list[Any]:
+        """What of the goal a saved search depends on, as it holds scores. That is the first
+        objective and its direction, and all of them when there are several."""
+        key: list[Any] = [self.name, self.higher_is_better]
+        return key + [list(self.names), list(self.directions)] if self.several else key
+
+    def record(self) -> dict[str, Any]:
+        """As the file holds it (JSON), and the pandas tables' ``attrs["objective"]``."""
+        record: dict[str, Any] = {
+            "objective": self.name,
+            "higher_is_better": self.higher_is_better,
+            "metrics": dict(self.metrics),
+        }
+        if self.several:  # absent with one objective, so such files stay as they were
+            record["objectives"] = list(self.names)
+            record["objectives_higher_is_better"] = list(self.directions)
+        return record
+
+
 class Objective:
-    """What a run optimises, and the metrics computed for every configuration."""
+    """Scores every configuration for the run's ``goal``, computing the metrics on the way."""
 
     def __init__(
         self,
@@ -100,16 +184,8 @@ class Objective:
         observed_names: Iterable[str] = (),
         aliases: Mapping[str, str] | None = None,
     ):
-        self.names = (name,) if isinstance(name, str) else tuple(name)
-        if isinstance(higher_is_better, Sequence):
-            self.directions = tuple(bool(d) for d in higher_is_better)
-        else:  # one bool (numpy's too) for every objective
-            self.directions = (bool(higher_is_better),) * len(self.names)
-        if not self.names or len(self.directions) != len(self.names):
-            raise ValueError(f"objectives {self.names} and directions {self.directions} do not pair up")
-        self.name = self.names[0]  # the first objective: what single-objective strategies minimise
-        self.higher_is_better = self.directions[0]
         self.metrics = list(metrics)
+        self.goal = Goal.of(name, higher_is_better, {m.name: m.text for m in self.metrics})
         self.observed_names = list(observed_names)
         self.aliases = dict(aliases or {})  # Kernel Tuner's name of an observed value -> ours
         self._warned: Counter[str] = Counter()
@@ -124,45 +200,41 @@ class Objective:
             problem.observed_aliases,
         )
 
+    # The goal's parts, which the run's manager and the file writer read.
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.goal.names
+
+    @property
+    def directions(self) -> tuple[bool, ...]:
+        return self.goal.directions
+
     @property
     def several(self) -> bool:
-        """Whether the run has several objectives (a Pareto front) rather than one best."""
-        return len(self.names) > 1
+        return self.goal.several
 
     @property
     def is_kernel_time(self) -> bool:
-        """Whether the run minimises the kernel time alone: only then may slower configurations be
-        raced (model/judging/racing.py); with a second objective a slow one can be on the front."""
-        return self.names == (TIME,) and not self.higher_is_better
+        return self.goal.is_kernel_time
 
     def key(self) -> list[Any]:
-        """What of the objective a saved search depends on (it holds scores): the first
-        objective and its direction, and all of them when there are several."""
-        key: list[Any] = [self.name, self.higher_is_better]
-        return key + [list(self.names), list(self.directions)] if self.several else key
+        return self.goal.key()
+
+    def record(self) -> dict[str, Any]:
+        return self.goal.record()
 
     @property
     def metric_names(self) -> list[str]:
         return [m.name for m in self.metrics]
 
-    def record(self) -> dict[str, Any]:
-        """How the file describes the objective and the metrics (JSON)."""
-        record = {
-            "objective": self.name,
-            "higher_is_better": self.higher_is_better,
-            "metrics": {m.name: m.text for m in self.metrics},
-        }
-        if self.several:  # absent with one objective, so such files stay as they were
-            record["objectives"] = list(self.names)
-            record["objectives_higher_is_better"] = list(self.directions)
-        return record
-
     def evaluate(self, result: Result, config: Mapping[str, Any]) -> Scored:
-        """``result`` scored, with its configuration, metrics and objective value. A failure gets
-        NaN metrics and infinite scores; a metric that raises gets NaN and a warning."""
-        metrics = {m.name: math.nan for m in self.metrics}
+        """``result`` scored, with its configuration, metrics and objective value.
+
+        A failure gets NaN metrics and infinite scores. A metric that raises gets NaN and a warning.
+        """
+        goal, metrics = self.goal, {m.name: math.nan for m in self.metrics}
         if not result.ok:
-            return _scored(result, config, metrics, math.nan, (math.inf,) * len(self.names))
+            return _scored(result, config, metrics, math.nan, (math.inf,) * len(goal.names))
         p = {
             **config,
             TIME: result.time_ms,
@@ -173,19 +245,21 @@ class Objective:
         p.update({alias: p[name] for alias, name in self.aliases.items()})
         for m in self.metrics:
             p[m.name] = metrics[m.name] = self._metric(m, p, config)
-        values = [float(p[name]) if name in p else math.nan for name in self.names]
-        scores = tuple(self.score(v, hib) for v, hib in zip(values, self.directions))
-        for name, hib, value, score in zip(self.names, self.directions, values, scores):
+        values = [float(p[name]) if name in p else math.nan for name in goal.names]
+        scores = tuple(self.score(v, hib) for v, hib in zip(values, goal.directions))
+        for name, hib, value, score in zip(goal.names, goal.directions, values, scores):
             if math.isinf(score) and not math.isnan(value):
                 self._unrankable(name, hib, value, config)
         return _scored(result, config, metrics, values[0], scores)
 
     def _unrankable(self, name: str, higher_is_better: bool, value: float, config: Mapping[str, Any]) -> None:
-        """A configuration that ran and verified but whose objective cannot be ranked (infinite,
-        or not positive where higher is better, see ``score``) stays recorded with its status and
-        value, and cannot be the best; said once per run, as a run where every configuration is
-        like this would otherwise end with only "no configuration passed". (NaN, from a metric
-        that failed, was already warned of.)"""
+        """Says once per run that a configuration's objective cannot be ranked.
+
+        Such a value is infinite, or not positive where higher is better (see ``score``). The
+        configuration stays recorded with its status and value, and cannot be the best. Without
+        this line, a run where every configuration is like this ends with "no configuration
+        passed". NaN comes from a failed metric, which was warned of already.
+        """
         if self._warned[f"objective {name}"]:
             return
         self._warned[f"objective {name}"] += 1
@@ -223,19 +297,21 @@ class Objective:
             return math.nan
 
     def score(self, value: float, higher_is_better: bool | None = None) -> float:
-        """What strategies minimise for a value of an objective of that direction (the first
-        objective's by default; see the module's docstring)."""
+        """What strategies minimise for a value of an objective of that direction.
+
+        The direction is the first objective's by default; the module's docstring says why.
+        """
         if not math.isfinite(value):
             return math.inf
-        if not (self.higher_is_better if higher_is_better is None else higher_is_better):
+        if not (self.goal.higher_is_better if higher_is_better is None else higher_is_better):
             return value
         return 1.0 / value if value > 0 else math.inf
 
     def describe(self, result: Scored) -> str:
         """The objective of a result for a progress line: '1.234 ms' or 'GFLOP/s 567.8 (1.234 ms)'."""
-        if self.name == TIME:
+        if self.goal.name == TIME:
             return f"{result.time_ms:.4g} ms"
-        return f"{self.name} {result.objective:.4g} ({result.time_ms:.4g} ms)"
+        return f"{self.goal.name} {result.objective:.4g} ({result.time_ms:.4g} ms)"
 
 
 def _scored(

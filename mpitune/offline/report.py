@@ -4,7 +4,6 @@ whose keys are the summary's field names."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 from mpitune.model.problem import Dealing, Schedule
 from mpitune.offline import confirmation, front
@@ -19,7 +18,7 @@ def render(path: str, as_json: bool = False, top: int = 5) -> str:
     with streamed(path) as rows:
         summary = summarize_rows(rows, top)
     if as_json:
-        return json.dumps(asdict(summary), indent=2)
+        return json.dumps(summary.as_json(), indent=2)
     return as_text(path, summary)
 
 
@@ -82,7 +81,7 @@ def _result_lines(s: Summary) -> list[str]:
         + "".join(f", {k} {v}" for k, v in s.failed.items())
     ]
     o, b = s.objective, s.best
-    if b and o.name == "time" and s.median_ms is not None and s.worst_ms is not None:
+    if b and o.goal.name == "time" and s.median_ms is not None and s.worst_ms is not None:
         lines.append(
             f"  best {b.time_ms:.4g} ms; median {s.median_ms:.4g} ms "
             f"({s.median_ms / b.time_ms:.2f}x the best), worst {s.worst_ms:.4g} ms "
@@ -90,7 +89,7 @@ def _result_lines(s: Summary) -> list[str]:
         )
     elif b and o.median is not None and o.worst is not None:
         lines.append(
-            f"  objective {o.name} ({'higher' if o.higher_is_better else 'lower'} is better): "
+            f"  objective {o.goal.name} ({'higher' if o.goal.higher_is_better else 'lower'} is better): "
             f"best {b.objective:.4g} ({b.time_ms:.4g} ms); median {o.median:.4g}, "
             f"worst {o.worst:.4g}"
         )
@@ -102,8 +101,8 @@ def _top_lines(s: Summary) -> list[str]:
     if not s.best:
         return []
     o = s.objective
-    extra = [n for n in o.metrics + o.observed if n != o.name]
-    columns = ("objective in ms" if o.name == "time" else f"objective {o.name}, time in ms") + "".join(
+    extra = [n for n in o.metrics + o.observed if n != o.goal.name]
+    columns = ("objective in ms" if o.goal.name == "time" else f"objective {o.goal.name}, time in ms") + "".join(
         f", {n}" for n in extra
     )
     lines = [f"\n  top {len(s.top)} ({columns}; spread of the timed iterations: [min, max] and standard deviation):"]
@@ -111,7 +110,7 @@ def _top_lines(s: Summary) -> list[str]:
         cfg = ", ".join(f"{k}={v}" for k, v in t.config.items())
         spread = f"[{t.min_ms:.4g}, {t.max_ms:.4g}] ±{t.std_ms:.2g}"
         values = {**t.metrics, **t.observed}
-        shown = ([] if o.name == "time" else [t.objective]) + [t.time_ms] + [values[n] for n in extra]
+        shown = ([] if o.goal.name == "time" else [t.objective]) + [t.time_ms] + [values[n] for n in extra]
         lines.append(f"  {i:>3}. {' '.join(f'{v:10.4g}' for v in shown)}  {spread:<28} {cfg}")
     return lines
 

@@ -1,9 +1,11 @@
-"""What ``report`` says of a cache file, as typed records: ``report`` formats them as text, and
-``report --json`` writes them field by field (the JSON keys are the field names, in their order).
+"""What ``report`` says of a cache file, as typed records.
 
-Every time figure comes from the recorded timeline (intervals on one clock per run), so wall time
-is measured, never a sum over configurations, and for every rank the busy and idle time add up to
-its wall time.
+``report`` formats them as text. ``report --json`` writes them field by field (``Summary.as_json``): the
+JSON keys are the field names, in their order.
+
+Every time figure comes from the recorded timeline: intervals on one clock per run. So wall time
+is measured, never a sum over configurations. For every rank, busy and idle time add up to its
+wall time.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 from mpitune.model.judging.pareto import front_rows
+from mpitune.model.objective import Goal
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.offline import confirmation as confirmed
@@ -63,15 +66,24 @@ class TopEntry(Ranked):
 
 
 @dataclass(frozen=True)
-class ObjectiveSummary:
-    """The objective the file records, and its median and worst among the ranked rows."""
+class ObjectiveValues:
+    """The objective the file records, the values its rows hold, and the ranked rows' spread."""
 
-    name: str
-    higher_is_better: bool
-    metrics: list[str]
-    observed: list[str]
-    median: float | None
+    goal: Goal
+    metrics: list[str]  # the names of the metrics each row holds
+    observed: list[str]  # the names of the observed values each row holds
+    median: float | None  # among the ranked rows
     worst: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        """As ``report --json`` has written it since before several objectives: the first one's
+        name and direction (``pareto`` lists them all)."""
+        goal = self.goal
+        return {
+            "name": goal.name,
+            "higher_is_better": goal.higher_is_better,
+            **{k: v for k, v in asdict(self).items() if k != "goal"},
+        }
 
 
 @dataclass(frozen=True)
@@ -118,8 +130,11 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class RunPrior:
-    """A prior a run started from: measurements made elsewhere (``problem_size`` as its file gave
-    it), the parameters it shares with this space and how many of its configurations it matched."""
+    """A prior a run started from: measurements made elsewhere.
+
+    ``problem_size`` is as its file gave it. ``shared`` holds the parameters it shares with this
+    space, ``matched`` how many of its configurations it matched.
+    """
 
     run: int
     path: str
@@ -140,8 +155,11 @@ class RunPrior:
 
 @dataclass(frozen=True)
 class Summary:
-    """The whole report. ``failed`` counts each status but ok; ``efficiency`` is the share of the
-    ranks' wall time spent measuring (None without wall time); ``pareto`` is None with one objective."""
+    """The whole report.
+
+    ``failed`` counts each status but ok. ``efficiency`` is the share of the ranks' wall time spent
+    measuring; None without wall time. ``pareto`` is None with one objective.
+    """
 
     kernel: str
     lang: str
@@ -150,7 +168,7 @@ class Summary:
     ok: int
     failed: dict[str, int]
     best: Ranked | None
-    objective: ObjectiveSummary
+    objective: ObjectiveValues
     top: list[TopEntry]
     median_ms: float | None
     worst_ms: float | None
@@ -172,6 +190,10 @@ class Summary:
     throttled: list[Throttled]  # configurations timed again because their GPU was throttled
     prior: list[RunPrior]  # what each run's search started from, run by run
 
+    def as_json(self) -> dict[str, Any]:
+        """As ``report --json`` writes it: the fields, in their order."""
+        return {**asdict(self), "objective": self.objective.as_json()}
+
 
 def summarize(data: CacheData, top: int = 5) -> Summary:
     """The summary of a file read whole (``read``)."""
@@ -179,9 +201,11 @@ def summarize(data: CacheData, top: int = 5) -> Summary:
 
 
 def summarize_rows(rows: Rows, top: int = 5) -> Summary:
-    """The summary of a file's rows as they stream past (``reader.streamed``): what it holds is
-    a slice of rows and a few numbers per row (``Tally``), whatever the file's size; the rows it
-    shows (the best, the front, the confirmation's) are read again by index."""
+    """The summary of a file's rows as they stream past (``reader.streamed``).
+
+    It holds a slice of rows and a few numbers per row (``Tally``), whatever the file's size. The
+    rows it shows are read again by index: the best, the front and the confirmation's.
+    """
     data = rows.tables
     tally, totals, waits = Tally(), PhaseTotals(), BatchWaits()
     for part in rows.results():
@@ -247,8 +271,10 @@ def _confirmation_batches(data: CacheData) -> np.ndarray:
 
 
 def _front(rows: Rows, tally: Tally) -> FrontSummary | None:
-    """The Pareto front of every row, from the objectives the tally kept: its rows read again,
-    whose own front they are."""
+    """The Pareto front of every row, from the objectives the tally kept.
+
+    Its rows are read again; the front is also their own.
+    """
     objective = rows.tables.objective
     if not objective.several:
         return None
@@ -280,11 +306,10 @@ def _prior(row: np.void) -> RunPrior:
     )
 
 
-def _objective(data: CacheData, ranked_values: np.ndarray) -> ObjectiveSummary:
+def _objective(data: CacheData, ranked_values: np.ndarray) -> ObjectiveValues:
     """``ranked_values``: the objective's values, best first."""
-    return ObjectiveSummary(
-        name=data.objective.name,
-        higher_is_better=data.objective.higher_is_better,
+    return ObjectiveValues(
+        goal=data.objective,
         metrics=data.metric_names,
         observed=data.observed_names,
         median=float(np.median(ranked_values)) if len(ranked_values) else None,

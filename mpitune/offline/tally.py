@@ -1,8 +1,9 @@
-"""What ``report`` keeps of a file's results rows as they stream past, a slice at a time: counts,
-and a few numbers per row (the objective, whether it counts, the id, the time where it passed),
-from which the best, the median and the rows worth reading again are found once all have
-passed. A row's text (its error, host and device: most of its 1.5 KB) is never kept, so a
-report of 200,000 configurations holds a slice of rows and about 40 bytes per row.
+"""What ``report`` keeps of a file's results rows as they stream past, a slice at a time.
+
+It keeps counts and a few numbers per row: the objective, whether it counts, the id, the time
+where it passed. Once all rows have passed, these give the best, the median and the rows worth
+reading again. A row's text (its error, host and device) is most of its 1.5 KB and is never
+kept. So a report of 200,000 configurations holds a slice of rows and about 40 bytes per row.
 """
 
 from __future__ import annotations
@@ -14,14 +15,8 @@ import numpy as np
 from mpitune.model.result import Status
 from mpitune.offline import confirmation as confirmed
 from mpitune.offline.confirmation import Throttled
-from mpitune.offline.ranking import objective_column, usable
+from mpitune.offline.ranking import usable
 from mpitune.store.reader import CacheData
-
-
-def objective_values(data: CacheData) -> np.ndarray:
-    """The value of the file's objective for every results row (NaN where there is none)."""
-    column = objective_column(data.objective.name, data.metric_names, data.observed_names)
-    return np.asarray(data.column(column), dtype=float)
 
 
 class Tally:
@@ -42,7 +37,8 @@ class Tally:
     def add(self, part: CacheData) -> None:
         results = part.results
         ok = results["status"] == Status.OK
-        values = objective_values(part).copy()  # not a view, which would keep the whole slice
+        every = part.objective_values()  # a new array: it keeps nothing of the slice
+        values = every[:, 0].copy()
         self.statuses.update(results["status"])
         self.measured.update(results["rank"].tolist())
         self.throttled += confirmed.throttled(part)
@@ -55,7 +51,7 @@ class Tally:
         self._ids.append(results["config_id"].astype(np.int64))
         self._ok_ms.append(results["time_ms"][ok])
         if part.objective.several:
-            self._objectives.append(part.objective_values())
+            self._objectives.append(every)
 
     @property
     def values(self) -> np.ndarray:
@@ -78,9 +74,11 @@ class Tally:
         return np.concatenate(self._objectives) if self._objectives else np.zeros((0, count))
 
     def first_rows(self, config_ids: set[int]) -> list[int]:
-        """The first row of each of ``config_ids`` that the file holds, and the first of the
-        latest run (whether a search followed a confirmation), in row order: the rows the
-        confirmation's summary reads (``confirmation.latest``)."""
+        """The rows the confirmation's summary reads (``confirmation.latest``), in row order.
+
+        These are the first row of each of ``config_ids`` that the file holds, and the first of
+        the latest run: whether a search followed a confirmation.
+        """
         ids = self.config_ids
         rows = {int(np.flatnonzero(ids == i)[0]) for i in config_ids if (ids == i).any()}
         return sorted(rows | ({self._last_run[1]} if self._last_run[1] >= 0 else set()))

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import h5py
 import numpy as np
@@ -21,56 +21,11 @@ from mpitune.errors import UserError
 from mpitune.model import schema
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.judging.pareto import front_rows
-from mpitune.model.objective import Objective
+from mpitune.model.objective import Goal
 from mpitune.model.result import Status
 from mpitune.store.layout import layout_version, value_names
 from mpitune.store.rows import objective_values
 from mpitune.store.soundness import open_for_reading
-
-
-@dataclass(frozen=True)
-class RecordedObjective:
-    """The objective the file's latest run optimised (its attribute ``objective``); a file written
-    before metrics existed records none and reads as time, lower is better. ``names`` and
-    ``directions`` hold every objective of a multi-objective run (the first is ``name``), and only
-    that one otherwise."""
-
-    name: str
-    higher_is_better: bool
-    metrics: dict[str, str]  # name -> definition (the expression, or the function's source)
-    names: tuple[str, ...] = ()
-    directions: tuple[bool, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.names:
-            object.__setattr__(self, "names", (self.name,))
-            object.__setattr__(self, "directions", (self.higher_is_better,))
-
-    @property
-    def several(self) -> bool:
-        return len(self.names) > 1
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> RecordedObjective:
-        return cls(
-            str(record["objective"]),
-            bool(record["higher_is_better"]),
-            dict(record.get("metrics", {})),
-            tuple(str(n) for n in record.get("objectives", ())),
-            tuple(bool(d) for d in record.get("objectives_higher_is_better", ())),
-        )
-
-    def record(self) -> dict[str, Any]:
-        """As the file holds it (and the pandas tables' ``attrs["objective"]``)."""
-        record: dict[str, Any] = {
-            "objective": self.name,
-            "higher_is_better": self.higher_is_better,
-            "metrics": dict(self.metrics),
-        }
-        if self.several:
-            record["objectives"] = list(self.names)
-            record["objectives_higher_is_better"] = list(self.directions)
-        return record
 
 
 @dataclass(frozen=True)
@@ -82,7 +37,7 @@ class CacheData:
     schema_version: int
     problem: ProblemIdentity
     param_names: list[str]
-    objective: RecordedObjective
+    objective: Goal  # the latest run's; time, lower is better, in a file before metrics
     results: np.ndarray
     timeline: np.ndarray
     runs: np.ndarray
@@ -142,13 +97,12 @@ def read(path: str) -> CacheData:
 def _data(f: h5py.File, path: str, results: np.ndarray, start: int, timeline: np.ndarray) -> CacheData:
     """The file with ``results``, its rows from ``start`` on (their metrics and observed values
     aligned), and ``timeline``; every other table whole."""
-    objective = json.loads(f.attrs["objective"]) if "objective" in f.attrs else Objective().record()
     metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
     return CacheData(
         schema_version=layout_version(f).readable(path),
         problem=ProblemIdentity.from_json(f.attrs["problem"]),
         param_names=json.loads(f.attrs["param_names"]),
-        objective=RecordedObjective.from_record(objective),
+        objective=Goal.from_record(json.loads(f.attrs["objective"])) if "objective" in f.attrs else Goal(),
         results=results,
         timeline=timeline,
         runs=_decoded(f["runs"][...]),

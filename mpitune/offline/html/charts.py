@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mpitune.model.result import Status
-from mpitune.offline.html.view import View, hover_text, sample, wide
+from mpitune.offline.html.view import View, hover_text, sampled_rows, wide
 
 POINTS = "#6baed6"
 BEST = "#e6550d"
@@ -60,7 +60,7 @@ def _points(v: View) -> tuple[np.ndarray, str]:
     """The usable rows drawn as points, and a note when they are a sample."""
     usable = np.flatnonzero(v.objective.usable)
     best = v.objective.ranked()[: v.limits.top]
-    rows = sample(usable, v.limits.points, best)
+    rows = sampled_rows(usable, v.limits.points, best)
     note = (
         ""
         if len(rows) == len(usable)
@@ -202,7 +202,7 @@ def distribution(v: View) -> Chart:
                 hovertemplate="%{y} configurations in [%{customdata[0]:.4g}, %{customdata[1]:.4g})<extra></extra>",
             )
         )
-        best = float(values.max() if obj.higher_is_better else values.min())
+        best = float(values.max() if obj.goal.higher_is_better else values.min())
         for x, name, color in ((best, "best", BEST), (float(np.median(values)), "median", "#636363")):
             fig.add_vline(x=x, line=dict(color=color, dash="dash"), annotation_text=f"{name} {x:.4g}")
     failed = int((v.results["status"] != Status.OK).sum())
@@ -247,7 +247,7 @@ def parameters(v: View) -> Chart:
         order = _ordered(ok[name].tolist())
         stats = groups.describe().reindex(order)
         labels = [str(x) for x in order]
-        best = groups.max() if obj.higher_is_better else groups.min()
+        best = groups.max() if obj.goal.higher_is_better else groups.min()
         fig.add_trace(
             go.Box(
                 x=labels,

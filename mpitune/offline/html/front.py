@@ -1,7 +1,8 @@
-"""The report's Pareto chart, for a file of several objectives: objective 1 against objective 2,
-every configuration with values as a point and the front highlighted, joined as the boundary of
-what it dominates. The front is computed by the rule the run records it with (store/rows.py for
-the values, model/judging/pareto.py for the front), so page, ``report`` and the file agree."""
+"""The report's Pareto chart, for a file of several objectives: objective 1 against objective 2.
+
+Every configuration with values is a point. The front is highlighted, joined as the boundary of
+what it dominates. It is computed by the rule the run records it with: store/rows.py for the
+values, model/judging/pareto.py for the front. So page, ``report`` and the file agree."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ import plotly.graph_objects as go
 
 from mpitune.model.judging.pareto import front_rows
 from mpitune.model.objective import TIME
-from mpitune.model.result import Status
 from mpitune.offline.html.charts import BEST, LAYOUT, POINTS, Chart
-from mpitune.offline.html.view import View, hover_text, sample, wide
-from mpitune.store.rows import objective_values
+from mpitune.offline.html.view import View, hover_text, sampled_rows, wide
 
 
 def several(v: View) -> bool:
     """Whether the file records several objectives, and so the page has a Pareto chart."""
-    return len(v.record.get("objectives", ())) > 1
+    return v.objective.goal.several
 
 
 def _title(name: str, higher_is_better: bool) -> str:
@@ -26,15 +25,13 @@ def _title(name: str, higher_is_better: bool) -> str:
 
 
 def pareto(v: View) -> Chart:
-    names, directions = list(v.record["objectives"]), list(v.record["objectives_higher_is_better"])
-    res = v.results
-    values = objective_values(names, lambda n: res[n].to_numpy(float), res["status"].to_numpy() == Status.OK)
+    names, directions, values = v.objective.goal.names, v.objective.goal.directions, v.objective.every
     front = front_rows(values, directions)
     front = front[np.argsort(values[front, 0], kind="stable")]
     drawn = np.flatnonzero(np.isfinite(values[:, :2]).all(axis=1))
-    rows = np.setdiff1d(sample(drawn, v.limits.points, front), front)
+    rows = np.setdiff1d(sampled_rows(drawn, v.limits.points, front), front)
 
-    def text(at: np.ndarray) -> list[str]:
+    def hovered(at: np.ndarray) -> list[str]:
         extra = [", ".join(f"{n} {values[i, j]:.4g}" for j, n in enumerate(names)) for i in at]
         return [f"{t}<br>{e}" for t, e in zip(hover_text(v, at), extra)]
 
@@ -46,7 +43,7 @@ def pareto(v: View) -> Chart:
             mode="markers",
             name="each configuration",
             marker=dict(color=POINTS, size=6, opacity=0.7),
-            text=text(rows),
+            text=hovered(rows),
             hovertemplate="%{text}<extra></extra>",
             meta="points",
         )
@@ -59,7 +56,7 @@ def pareto(v: View) -> Chart:
             name=f"Pareto front: {len(front)}",
             line=dict(color=BEST, width=1.5, shape=("vh" if directions[0] else "hv") if len(names) == 2 else "linear"),
             marker=dict(color=BEST, size=9),
-            text=text(front),
+            text=hovered(front),
             hovertemplate="%{text}<extra></extra>",
             meta="front",
         )

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 from plotly.io.json import to_json_plotly
 
+from mpitune.model.objective import TIME
 from mpitune.model.result import Status
 from mpitune.offline.analysis import Tables, load
 from mpitune.offline.html import charts, front
 from mpitune.offline.html.timeline import timeline
-from mpitune.offline.html.view import TIME, Limits, View, view
+from mpitune.offline.html.view import Limits, View, view
 from mpitune.offline.summary import RunPrior
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ CHARTS = (charts.convergence, charts.distribution, charts.parameters, timeline, 
 
 
 @dataclass
-class Summary:
+class Header:
     """The page's header: what was tuned, how far it got, and the best, as ``report`` says."""
 
     kernel: str
@@ -70,12 +71,12 @@ def _source(v: View) -> str:
     return f"tuning run ({', '.join(dict.fromkeys(strategies))})"
 
 
-def summary(v: View) -> Summary:
+def header(v: View) -> Header:
     res, obj = v.results, v.objective
     ranked = obj.ranked()
     statuses = res["status"].value_counts()
     runs = v.runs
-    s = Summary(
+    s = Header(
         kernel=v.problem.kernel_name,
         lang=v.problem.lang,
         source=_source(v),
@@ -124,7 +125,7 @@ def table(v: View) -> Table:
     res, obj = v.results, v.objective
     ranked = obj.ranked()
     top = ranked[: v.limits.top]
-    extra = [] if obj.name == TIME else [obj.name]
+    extra = [] if obj.goal.name == TIME else [obj.goal.name]
     columns = ["#", *extra, "time_ms", *v.param_names, "iterations", "std_ms", "run", "rank", "host", "device"]
     picked = res.iloc[top]
     cells = [picked[c].tolist() for c in columns[1 + len(extra) :]]
@@ -150,7 +151,7 @@ def build(tables: Tables, path: str, limits: Limits | None = None, version: str 
     out = {
         "version": version,
         "path": path,
-        "summary": asdict(summary(v)),
+        "summary": asdict(header(v)),
         "charts": [asdict(c) for c in built],
         "table": asdict(table(v)),
     }

@@ -1,9 +1,9 @@
-"""What every chart of the HTML report starts from: the loader's tables in evaluation order,
-the objective with its direction, and the limits that keep a page of 100,000 configurations
-responsive.
+"""What every chart of the HTML report starts from.
 
-The best configuration is chosen exactly as ``report`` chooses it (offline/report.py): an
-``ok`` row with a finite objective, which must be positive when higher is better.
+That is the loader's tables in evaluation order, the objective's values with its goal, and the
+limits that keep a page of 100,000 configurations responsive. The best configuration is chosen
+as ``report`` chooses it (offline/ranking.py). It is an ``ok`` row with a finite objective,
+which must be positive when higher is better.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 
 from mpitune.model.identity import ProblemIdentity
+from mpitune.model.objective import TIME, Goal
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
 from mpitune.offline.rank_time import run_walls
+from mpitune.offline.ranking import best_first, running_best, usable
 from mpitune.offline.summary import RunPrior
-
-TIME = "time"  # the objective's name for the median kernel time (time_ms)
+from mpitune.store.rows import objective_values
 
 
 @dataclass(frozen=True)
@@ -36,51 +37,51 @@ class Limits:
 
 
 @dataclass(frozen=True, eq=False)
-class Objective:
-    """The run's objective for every results row (NaN where there is none) and its direction."""
+class Ranking:
+    """The file's goal and each results row's objective values; rows without one hold NaN."""
 
-    name: str
-    higher_is_better: bool
-    values: np.ndarray
+    goal: Goal
+    every: np.ndarray  # (rows, objectives): each objective's value
     usable: np.ndarray  # rows that can be ranked: ok, finite, and positive when higher is better
 
     @property
+    def values(self) -> np.ndarray:
+        """The first objective's value per row: what the charts rank by."""
+        return self.every[:, 0]
+
+    @property
     def label(self) -> str:
-        return "kernel time (ms)" if self.name == TIME else self.name
+        return "kernel time (ms)" if self.goal.name == TIME else self.goal.name
 
     @property
     def direction(self) -> str:
-        return "higher is better" if self.higher_is_better else "lower is better"
+        return "higher is better" if self.goal.higher_is_better else "lower is better"
 
     def ranked(self) -> np.ndarray:
         """Indices of the usable rows, best first (stable, as report ranks them)."""
-        rows = np.flatnonzero(self.usable)
-        key = -self.values[rows] if self.higher_is_better else self.values[rows]
-        return rows[np.argsort(key, kind="stable")]
+        return best_first(self.values, self.usable, self.goal.higher_is_better)
 
     def best_so_far(self) -> np.ndarray:
-        """The running best in row order: a running maximum when higher is better; NaN
-        until the first usable row."""
-        worst = -np.inf if self.higher_is_better else np.inf
-        masked = np.where(self.usable, self.values, worst)
-        running = np.maximum.accumulate(masked) if self.higher_is_better else np.minimum.accumulate(masked)
-        return np.where(np.isfinite(running), running, np.nan)
+        """The running best in row order; NaN until the first usable row."""
+        return running_best(self.values, self.usable, self.goal.higher_is_better)
 
 
 @dataclass(eq=False)
 class View:
-    """The file as the charts read it. ``results`` is in evaluation order: by run, then the
-    time each configuration finished on its run's clock."""
+    """The file as the charts read it.
+
+    ``results`` is in evaluation order: by run, then by when each configuration finished on its
+    run's clock.
+    """
 
     results: Any  # pandas.DataFrame
     timeline: Any  # pandas.DataFrame, background phases (compile workers) left out
-    objective: Objective
+    objective: Ranking
     param_names: list[str]
     problem: ProblemIdentity
     runs: Any  # pandas.DataFrame, one row per run
     run_offsets: dict[int, float]  # where each run starts when the runs are laid end to end (s)
     limits: Limits = field(default_factory=Limits)
-    record: dict[str, Any] = field(default_factory=dict)  # the file's objective attribute, all objectives in it
     confirmation: dict[str, Any] | None = None  # the latest confirmation, as report --json has it
     priors: list[RunPrior] = field(default_factory=list)  # what each run's search started from
 
@@ -96,15 +97,11 @@ class View:
         return len(self.run_offsets) > 1
 
 
-def objective_of(results: Any, record: dict[str, Any]) -> Objective:
-    """The objective ``record`` (``attrs["objective"]``) names, read from its column."""
-    name = str(record.get("objective", TIME))
-    higher = bool(record.get("higher_is_better", False))
-    column = name if name != TIME and name in results.columns else "time_ms"
-    values = results[column].to_numpy(float)
-    with np.errstate(invalid="ignore"):
-        usable = (results["status"].to_numpy() == Status.OK) & np.isfinite(values) & ((values > 0) if higher else True)
-    return Objective(name, higher, values, usable)
+def ranking(results: Any, goal: Goal) -> Ranking:
+    """The values of ``goal``'s objectives, each read from its column of ``results``."""
+    ok = results["status"].to_numpy() == Status.OK
+    every = objective_values(goal.names, lambda n: results[n].to_numpy(float), ok)
+    return Ranking(goal, every, usable(ok, every[:, 0], goal.higher_is_better))
 
 
 def view(tables: Tables, limits: Limits | None = None) -> View:
@@ -126,21 +123,22 @@ def view(tables: Tables, limits: Limits | None = None) -> View:
     return View(
         results=results,
         timeline=timeline,
-        objective=objective_of(results, attrs["objective"]),
+        objective=ranking(results, Goal.from_record(attrs["objective"])),
         param_names=list(attrs["param_names"]),
         problem=ProblemIdentity.from_record(attrs["problem"]),
         runs=runs,
         run_offsets=offsets,
         limits=limits or Limits(),
-        record=dict(attrs["objective"]),
         confirmation=attrs.get("confirmation"),
         priors=[RunPrior(**p) for p in attrs["priors"]],
     )
 
 
-def sample(rows: np.ndarray, limit: int, keep: np.ndarray) -> np.ndarray:
-    """At most ``limit`` of ``rows`` (sorted), always with those in ``keep``; a seeded sample,
-    so a page drawn twice from the same file looks the same."""
+def sampled_rows(rows: np.ndarray, limit: int, keep: np.ndarray) -> np.ndarray:
+    """At most ``limit`` of ``rows`` (sorted), always with those in ``keep``.
+
+    The sample is seeded, so a page drawn twice from the same file looks the same.
+    """
     if len(rows) <= limit:
         return rows
     keep = np.intersect1d(keep, rows)[:limit]
@@ -150,8 +148,11 @@ def sample(rows: np.ndarray, limit: int, keep: np.ndarray) -> np.ndarray:
 
 
 def hover_text(v: View, rows: np.ndarray) -> list[str]:
-    """What a point says when hovered: its configuration, objective, status, iterations and
-    the rank, host and device that measured it."""
+    """What a point says when hovered.
+
+    That is its configuration, objective, status and iterations, and the rank, host and device
+    that measured it.
+    """
     res = v.results
     cols = {
         n: res[n].to_numpy()[rows]
@@ -161,7 +162,7 @@ def hover_text(v: View, rows: np.ndarray) -> list[str]:
     out = []
     for k in range(len(rows)):
         config = ", ".join(f"{n}={plain(cols[n][k])}" for n in v.param_names)
-        objective = "" if v.objective.name == TIME else f"{v.objective.name} {values[k]:.4g}, "
+        objective = "" if v.objective.goal.name == TIME else f"{v.objective.goal.name} {values[k]:.4g}, "
         out.append(
             f"<b>{config}</b><br>{objective}time {cols['time_ms'][k]:.4g} ms<br>"
             f"status {cols['status'][k]}, {int(cols['iterations'][k])} iterations<br>"
