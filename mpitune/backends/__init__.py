@@ -63,25 +63,33 @@ def selectable() -> list[str]:
 
 
 def warm_up(lang: str) -> Callable[[], None] | None:
-    """What a compile worker can run before its first configuration, so that loading the
-    compiler is not on the device's critical path; None if nothing."""
+    """What a compile worker can run before its first configuration; None if nothing.
+
+    Loading the compiler is then off the device's critical path.
+    """
     return getattr(_module(capabilities(lang).module), "warm_up", None)
 
 
 def prewarm(lang: str, local_rank: int | None) -> None:
-    """Import the backend of ``lang`` and warm up what needs no problem (on a GPU: CuPy, and
-    the CUDA context of the device of ``local_rank``; None: not yet known, no device), so that
-    ``create`` and ``prepare`` find it done. A backend module says how in its ``prewarm``."""
+    """Import the backend of ``lang`` and warm up what needs no problem.
+
+    On a GPU that is CuPy, and the CUDA context of the device of ``local_rank``. None: not yet
+    known, no device. ``create`` and ``prepare`` then find it done. A backend module says how
+    in its ``prewarm``.
+    """
     warm = getattr(_module(capabilities(lang).module), "prewarm", None)
     if warm is not None:
         warm(local_rank)
 
 
 def create(problem: Any, workdir: str, local_rank: int, rank: int | None = None) -> Backend:
-    """This rank's backend; ``local_rank`` is its place among the ranks of its node (which GPU),
-    ``rank`` its place in the whole job (None: ``local_rank``, as on one node). A simulated
-    device has no GPU to tell it apart but its rank, so it alone is given ``rank``: a biased
-    replay gives each rank its own device's factor."""
+    """This rank's backend.
+
+    ``local_rank`` is its place among the ranks of its node: which GPU. ``rank`` is its place in
+    the whole job (None: ``local_rank``, as on one node). A simulated device has no GPU to tell
+    it apart but its rank, so it alone is given ``rank``. A biased replay gives each rank its
+    own device's factor.
+    """
     caps = capabilities(problem.lang)
     if caps.simulated_clock:
         return _module(caps.module).create(problem, workdir, local_rank, local_rank if rank is None else rank)

@@ -22,8 +22,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Compiled:
-    """One configuration compiled, in whichever process did it (a compile worker or the one
-    that measures): what to load, or why there is nothing to load."""
+    """One configuration compiled: what to load, or why there is nothing to load.
+
+    A compile worker or the process that measures may have made it.
+    """
 
     config_id: int
     artifact: bytes | str = b""  # a CUDA image (cubin or PTX), or a shared library's path
@@ -46,9 +48,11 @@ Compiler = Callable[[Work], Compiled]
 
 @dataclass
 class Draft:
-    """What a backend learns of one configuration while it measures it, step by step (compile,
-    verify, time): the one mutable form of a result, kept inside the backend and frozen into the
-    ``Result`` that ``run`` returns."""
+    """What a backend learns of one configuration while it measures it: compile, verify, time.
+
+    It is the one mutable form of a result. It stays inside the backend, and ``run`` returns
+    it frozen as a ``Result``.
+    """
 
     config_id: int
     status: Status = Status.OK
@@ -75,8 +79,11 @@ class Draft:
         self.times_ms, self.raced, self.time_ms = times_ms, raced, median_ms(times_ms)
 
     def result(self) -> Result:
-        """The frozen result, field by field by name: a field is declared here as in ``Result``
-        (tests/backends/test_draft.py holds the two together), lists and dicts copied as tuples and dicts."""
+        """The frozen result, field by field by name; lists and dicts copied as tuples and dicts.
+
+        A field is declared here as in ``Result`` (tests/backends/test_draft.py holds the two
+        together).
+        """
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["times_ms"], values["observed"] = tuple(self.times_ms), dict(self.observed)
         return Result(**values)
@@ -93,14 +100,14 @@ def timed(compile_one: Callable[[], Compiled]) -> Compiled:
 class Backend(ABC):
     """One device, owned by one rank.
 
-    ``prepare`` runs once per run (upload arguments, find the device); ``run`` compiles,
-    verifies and times one configuration and never raises for a bad configuration: failures
-    come back as a ``Result`` status. A configuration costs 1 + ``iterations`` launches: the
-    first, on freshly reset outputs, is the one verified and is also the warm-up, timed on its
-    own (``Result.first_ms``) and not one of ``times_ms``; with a ``race``, timing stops early
-    for a configuration that is clearly slower than the best (model/judging/racing.py), under the
-    default rule on that first launch already (``timed_launches``). Work is recorded as phases
-    on the timeline it is given, which also fills ``compile_s``/``verify_s``/``benchmark_s``.
+    ``prepare`` runs once per run: it uploads the arguments and finds the device. ``run``
+    compiles, verifies and times one configuration. It never raises for a bad configuration:
+    failures come back as a ``Result`` status. A configuration costs 1 + ``iterations``
+    launches. The first, on freshly reset outputs, is verified and is also the warm-up. It is
+    timed on its own (``Result.first_ms``), not among ``times_ms``. With a ``race``, timing
+    stops early for a configuration clearly slower than the best (model/judging/racing.py).
+    Under the default rule that may be on the first launch already (``timed_launches``). Work
+    is recorded as phases on the given timeline, which also fills the ``*_s`` fields.
     """
 
     device_name: str = "unknown"  # the model: part of what defines a problem's results
@@ -190,11 +197,14 @@ def shorten(text: str, max_lines: int = 12, max_chars: int = 2000) -> str:
 def timed_launches(
     launch_ms: Callable[[], float], iterations: int, race: Race | None, first_ms: float = math.nan
 ) -> tuple[list[float], bool]:
-    """Up to ``iterations`` timings of ``launch_ms`` (one launch, its time in ms) and whether the
-    race stopped them early; a configuration that lost on its last launch got them all. One
-    whose verified launch (``first_ms``) already lost (``Race.lost_first``) gets none: its one
-    time is that launch's, so that what the file and the strategies see is above the bound. The
-    race's verdict after each launch costs the same however many came before (``Standing``)."""
+    """Up to ``iterations`` timings of ``launch_ms``, and whether the race stopped them early.
+
+    ``launch_ms`` makes one launch and gives its time in ms. A configuration that lost on its
+    last launch got them all. One whose verified launch (``first_ms``) already lost gets none
+    (``Race.lost_first``). Its one time is then that launch's, so the file and the strategies
+    see it above the bound. The race's verdict after each launch costs the same however many
+    came before (``Standing``).
+    """
     if race is not None and race.lost_first(first_ms):
         return [first_ms], True
     standing = None if race is None else race.standing(iterations)
@@ -216,14 +226,16 @@ DROP_MARGIN = 1.05
 def interleaved(
     ids: Sequence[int], rounds: int, launch_ms: Callable[[int], float], stopping: Callable[[], bool] | None = None
 ) -> list[Launch]:
-    """``rounds`` rounds of one launch per candidate, round r in the order of ``ids`` rotated by
-    r (so that no candidate always follows the same one, nor always comes first after a pause);
+    """``rounds`` rounds of one launch per candidate, round r in the order of ``ids`` rotated by r.
+
+    So no candidate always follows the same one, nor always comes first after a pause.
     ``launch_ms(i)`` launches the candidate ``ids[i]`` once and gives its time. A candidate whose
-    launch raises gets NaN for it and is not launched again (NaN for the rest): one bad
-    candidate must not cost the others their confirmation. One that is clearly slower than the
-    fastest (``clearly_slower``) gets NaN for the rounds left, unlaunched. Ends early, with the
-    launches made so far, once ``stopping()`` says so (asked before each launch): a stop near a
-    job's time limit must not wait for every round."""
+    launch raises gets NaN for it and for the rest: it is not launched again. One bad candidate
+    must not cost the others their confirmation. One clearly slower than the fastest gets NaN
+    for the rounds left, unlaunched (``clearly_slower``). ``stopping()`` is asked before each
+    launch. Once it says so, the launches made so far are returned: a stop near a job's time
+    limit must not wait for every round.
+    """
     failed: set[int] = set()
     done: dict[int, list[float]] = {i: [] for i in range(len(ids))}
     launches: list[Launch] = []
@@ -248,11 +260,13 @@ def interleaved(
 
 
 def clearly_slower(done: Mapping[int, Sequence[float]]) -> set[int]:
-    """The candidates every launch of which took longer than ``DROP_MARGIN`` x the slowest
-    launch of the candidate with the lowest median, on this one device: no interval of theirs
-    could reach the winner's, so their remaining rounds would only cost device time: where most
-    candidates are clearly slower, their rounds are most of the confirmation's cost
-    (docs/performance.md, "Confirmation")."""
+    """The candidates whose every launch took longer than the fastest's slowest, with a margin.
+
+    The fastest is the candidate with the lowest median on this device; the margin is
+    ``DROP_MARGIN``. No interval of theirs could reach the winner's. So their remaining rounds
+    would only cost device time. Where most candidates are clearly slower, their rounds are most
+    of the confirmation's cost (docs/performance.md, "Confirmation").
+    """
     times = {i: [t for t in ts if math.isfinite(t)] for i, ts in done.items()}
     timed = {i: ts for i, ts in times.items() if ts and len(ts) == len(done[i])}
     if not timed:
@@ -263,15 +277,19 @@ def clearly_slower(done: Mapping[int, Sequence[float]]) -> set[int]:
 
 
 def unlaunched(retime: Retime) -> list[Launch]:
-    """Every launch of ``retime`` NaN, in the order it would have been made: what a backend
-    answers when it could launch none (its device lost, its worker gone)."""
+    """Every launch of ``retime`` NaN, in the order it would have been made.
+
+    A backend answers so when it could launch none: its device lost, its worker gone.
+    """
     return interleaved(retime.ids, retime.rounds, lambda i: math.nan)
 
 
 def median_ms(times_ms: Sequence[float]) -> float:
-    """``np.median`` of the launches (NaN if any is, or none were made), by sorting them in
-    Python: a configuration's few dozen launches take a tenth of ``np.median``'s overhead, which
-    a replay paid per configuration. The middle two are averaged as ``np.median`` does."""
+    """``np.median`` of the launches, by sorting them in Python; NaN if any is, or none were made.
+
+    A configuration's few dozen launches sort faster than ``np.median`` starts, and a replay
+    paid that per configuration. The middle two are averaged as ``np.median`` does.
+    """
     n = len(times_ms)
     if not n or any(t != t for t in times_ms):
         return float("nan")

@@ -109,9 +109,11 @@ class GccCompiler:
         return os.path.join(self.workdir, f"config{work.config_id}.so")
 
     def cache_key(self, work: Work) -> tuple[str | bytes, ...] | None:
-        """The command and the defines as gcc gets them, and the source as it is now in the file
-        gcc reads (the run's own copy, which ``prepare`` writes); not the paths of the run's
-        working folder, which differ from run to run and do not change the library."""
+        """The command and the defines as gcc gets them, and the source as the file gcc reads has it.
+
+        That file is the run's own copy, which ``prepare`` writes. The paths of the run's working
+        folder are no part of it: they differ from run to run and do not change the library.
+        """
         try:
             with open(self.source_path, "rb") as fh:
                 source = fh.read()
@@ -121,9 +123,12 @@ class GccCompiler:
 
 
 def gcc_identity(command: Sequence[str]) -> str | None:
-    """What the compiler is, for the kernel cache's key: its resolved path and its ``--version``,
-    and what the library is built for (this machine's architecture and CPU model: an option such
-    as ``-march=native`` makes the library the CPU's own). None when it cannot say."""
+    """What the compiler is, for the kernel cache's key; None when it cannot say.
+
+    That is its resolved path and its ``--version``, and what the library is built for: this
+    machine's architecture and CPU model. An option such as ``-march=native`` makes the library
+    the CPU's own.
+    """
     found = shutil.which(command[0])
     if found is None:
         return None
@@ -139,11 +144,12 @@ def gcc_identity(command: Sequence[str]) -> str | None:
 def run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
     """Run the compiler in a process group of its own, which ends with the process that started it.
 
-    A compile that hangs (an ``#include`` of a FIFO) is ended by the worker's deadline, with
-    SIGKILL, which leaves no chance to clean up: gcc and the cc1 and as it started would live on.
-    So a small shell starts the compiler beside a watcher that holds the read end of a pipe whose
-    only write end this process holds; once this process is gone (killed, or exiting) the read
-    sees end-of-file and the watcher kills the whole group."""
+    The worker's deadline ends a compile that hangs (an ``#include`` of a FIFO) with SIGKILL.
+    That leaves no chance to clean up: gcc, and the cc1 and as it started, would live on. So a
+    small shell starts the compiler beside a watcher. The watcher holds the read end of a pipe;
+    only this process holds its write end. Once this process is gone, killed or exiting, the
+    read sees end-of-file. The watcher then kills the whole group.
+    """
     read, write = os.pipe()
     guard = (
         'exec 3<&0 </dev/null; "$@" 3<&- & c=$!; (read _ <&3; kill -KILL 0) >/dev/null 2>&1 & w=$!; '
@@ -269,10 +275,13 @@ class CBackend(Backend):
                     _remove(ready[work.config_id])
 
     def _confirm(self, retime: Retime, fns: list, stopping: Callable[[], bool] | None) -> list[Launch]:
-        """The warm-ups, then the interleaved rounds; a candidate that cannot be loaded or whose
-        warm-up raises (ctypes turns some faults into exceptions) is launched no more. They share
-        one copy of the arguments, as the search's timed launches of one configuration reuse
-        theirs: a copy per candidate would give each launch caches that the others' data filled."""
+        """The warm-ups, then the interleaved rounds.
+
+        A candidate that cannot be loaded, or whose warm-up raises, is launched no more (ctypes
+        turns some faults into exceptions). They share one copy of the arguments, as the timed
+        launches of one configuration do in the search. A copy per candidate would give each
+        launch caches that the others' data filled.
+        """
         fresh = self._fresh_arrays()  # alive as long as the pointers into it
         args = self._call_args(fresh)
         warm: list[bool] = []
@@ -345,9 +354,12 @@ def _remove(compiled: Compiled) -> None:
 
 
 def create(problem, workdir: str, local_rank: int = 0) -> Backend:
-    """The CPU needs no choosing, but the file records the GPU a GPU backend would take on
-    this rank (its node-local rank within CUDA_VISIBLE_DEVICES, as Slurm sets it), so that
-    the placement of ranks on nodes and GPUs can be checked without a GPU."""
+    """The CPU backend of this rank, with the GPU a GPU backend would take for the record.
+
+    The CPU needs no choosing. But the file records the rank's GPU: its node-local rank within
+    CUDA_VISIBLE_DEVICES, as Slurm sets it. So the placement of ranks on nodes and GPUs can be
+    checked without a GPU.
+    """
     backend = CBackend(problem, workdir, local_rank)
     backend.device_detail = gpu_placement(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return backend

@@ -1,9 +1,8 @@
 """What "an output matches its answer" means, written once for every backend.
 
-The rule is written against an array module (``xp``: numpy on the host, CuPy on the GPU), so
-the C backend compares its outputs with numpy and the CuPy backend compares them where they
-are, on the GPU, fusing the count into one reduction (cupy/verification.py); both report a
-mismatch with the same message.
+The rule is written against an array module, ``xp``: numpy on the host, CuPy on the GPU. So the
+C backend compares its outputs with numpy. The CuPy backend compares them where they are, on
+the GPU, in one fused reduction (cupy/verification.py). Both report a mismatch in the same words.
 """
 
 from __future__ import annotations

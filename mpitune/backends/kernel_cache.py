@@ -1,27 +1,26 @@
 """Compiled kernels that outlive the run: a folder of images, keyed by everything that changes one.
 
-A rerun, a resumed run, ``--confirm`` and calibration compile candidates that an earlier run (or
-an earlier part of this one) compiled already, and so does another strategy on the same space:
-NVRTC takes hundreds of milliseconds per configuration, gcc tens. So both backends wrap their
-compiler (``Backend.compiler()``, which the compile workers, ``run`` and ``retime`` all call) in
-``cached``: before compiling, it looks for the image under a digest of the compiler's identity
-(its path and version, the driver's, the target architecture) and of the compiler's inputs for
-this configuration (the source after its defines, the defines, the options); after compiling, it
-keeps what was made.
+Reruns, resumed runs, ``--confirm`` and calibration compile candidates compiled before. So does
+another strategy on the same space. Compiling is the largest share of a rank's time
+(docs/cupy-backend.md). So both backends wrap their compiler in ``cached``. The compile workers,
+``run`` and ``retime`` all call it. It looks for the image under a digest of two things. One is
+the compiler's identity: its path and version, the driver's, the target architecture. The other
+is the compiler's inputs for this configuration: the source after its defines, the options.
+After a compile, it keeps what was made.
 
-The folder is shared by every rank and compile worker of a node, and by runs that may be killed
-at any moment, so an entry is written whole to a temporary file beside it and renamed into place
-(a reader sees the old entry or the new one, never half of one), and every entry carries its
-digest and a SHA-256 of itself: a truncated, damaged or foreign entry is compiled again and
-replaced, never loaded. Loading a cached image runs its code, so the folder must be the user's
-own and writable by no one else; a folder that is not, or cannot be written, means no cache, with
-one warning per node, and the run goes on. Only images are kept: a configuration that fails to
-compile is compiled again (its failure may be the environment's: a killed compiler, a full disk).
+Every rank and compile worker of a node shares the folder, and a run may be killed at any
+moment. So an entry is written whole to a temporary file and renamed into place. A reader sees
+the old entry or the new one, never half of one. Every entry carries its digest and a SHA-256
+of itself. A truncated, damaged or foreign entry is compiled again and replaced, never loaded.
+Loading a cached image runs its code, so the folder must be the user's own, writable by no one
+else. A folder that is not, or cannot be written, means no cache: one warning per node, and the
+run goes on. Only images are kept. A configuration that failed to compile is compiled again:
+its failure may be the environment's (a killed compiler, a full disk).
 
-The entries keep to ``MPITUNE_KERNEL_CACHE_MAX_MB`` (2048 MiB; 0: no bound), or a disk fills with
-the images of spaces long tuned: a write that takes them past it removes the least recently used
-(loading an entry touches it), and the scans that find them remove the temporary files of writers
-killed an hour or more ago (kernel_cache_upkeep.py).
+The entries keep to ``MPITUNE_KERNEL_CACHE_MAX_MB`` (2048 MiB; 0: no bound). Else a disk fills
+with the images of spaces long tuned. A write that takes them past it removes the least recently
+used; loading an entry touches it. The scans also remove the temporary files of writers killed
+an hour or more ago (kernel_cache_upkeep.py).
 """
 
 from __future__ import annotations
@@ -79,9 +78,11 @@ def cache_folder(environ: Mapping[str, str] | None = None) -> str:
 
 
 def max_bytes(environ: Mapping[str, str] | None = None) -> int:
-    """The bound ``MPITUNE_KERNEL_CACHE_MAX_MB`` sets, in bytes (0: none). A value that is no
-    number of 0 or more is refused in one line (``UserError``), as every variable of a run is:
-    the command line checks it before MPI starts (cli/running.py)."""
+    """The bound ``MPITUNE_KERNEL_CACHE_MAX_MB`` sets, in bytes (0: none).
+
+    A value that is no number of 0 or more is refused in one line (``UserError``). So is every
+    variable of a run: the command line checks it before MPI starts (cli/running.py).
+    """
     return int(environment_number(MAX_MB_VARIABLE, DEFAULT_MAX_MB, zero_ok=True, environ=environ) * (1 << 20))
 
 
@@ -100,9 +101,11 @@ class Image:
 
 
 def encode(digest: str, image: Image) -> bytes:
-    """An entry's bytes: MAGIC, the SHA-256 of the rest, the header's length, the header (its
-    digest, so that an entry copied under another name is refused, and the image's metadata),
-    the image."""
+    """An entry's bytes: MAGIC, the SHA-256 of the rest, the header's length, the header, the image.
+
+    The header holds the entry's digest, so that an entry copied under another name is refused.
+    It also holds the image's metadata.
+    """
     meta = {"digest": digest, "entry": image.entry, "symbols": image.symbols, "file": image.as_file}
     header = json.dumps({**meta, "bytes": len(image.data)}).encode()
     body = _LENGTH.pack(len(header)) + header + image.data
@@ -173,10 +176,12 @@ class KernelCache:
             os.close(fd)
 
     def store(self, digest: str, image: Image) -> None:
-        """Write the entry whole under a temporary name in its own folder, then rename it into
-        place: an entry is either absent, the old one or the new one, whoever reads it and
-        whenever this process is killed; then the folder is kept within its bound
-        (kernel_cache_upkeep.py). Never raises: a cache that cannot be written is no cache."""
+        """Write the entry whole under a temporary name in its folder, then rename it into place.
+
+        An entry is then absent, the old one or the new one, whoever reads it and whenever this
+        process is killed. Then the folder is kept within its bound (kernel_cache_upkeep.py).
+        Never raises: a cache that cannot be written is no cache.
+        """
         path = self.path(digest)
         data = encode(digest, image)
         tmp = ""
@@ -202,9 +207,11 @@ class KeyedCompiler(Protocol):
     def __call__(self, work: Work) -> Compiled: ...
 
     def cache_key(self, work: Work) -> Sequence[str | bytes] | None:
-        """Everything of this configuration's compile, besides the compiler's identity, that
-        changes its image (the source after defines, the defines, the options); None when it
-        is not to be cached (it cannot compile)."""
+        """What of this configuration's compile changes its image, besides the compiler's identity.
+
+        That is the source after defines, the defines, the options. None when it is not to be
+        cached: it cannot compile.
+        """
         ...
 
     def image_path(self, work: Work) -> str | None:
@@ -273,10 +280,13 @@ class CachedCompiler:
 
 
 def cached(compiler: KeyedCompiler, identity: Callable[[], str | None], local_rank: int = 0) -> Compiler:
-    """``compiler`` behind the cache ``MPITUNE_KERNEL_CACHE`` names, or ``compiler`` itself when
-    the cache is off, its folder cannot be made private and writable, or the compiler cannot say
-    what it is (``identity()`` None). The warning for a folder that cannot serve is given by the
-    node's first rank (``local_rank`` 0), the others say it at debug level: one line per node."""
+    """``compiler`` behind the cache ``MPITUNE_KERNEL_CACHE`` names, or ``compiler`` itself.
+
+    It is itself when the cache is off, or its folder cannot be made private and writable. So
+    it is when the compiler cannot say what it is (``identity()`` None). The node's first rank
+    (``local_rank`` 0) warns of a folder that cannot serve. The others say it at debug level:
+    one line per node.
+    """
     folder = cache_folder()
     if not folder:
         return compiler
@@ -293,9 +303,11 @@ def cached(compiler: KeyedCompiler, identity: Callable[[], str | None], local_ra
 
 
 def unusable(folder: str) -> str:
-    """Why ``folder`` cannot hold the cache ('' if it can): made where missing (private), it must
-    be a folder of this user's, writable by no one else (a kernel loaded from it runs), and
-    writable by this process."""
+    """Why ``folder`` cannot hold the cache; '' if it can.
+
+    It is made where missing, private. It must be this user's folder, writable by no one else:
+    a kernel loaded from it runs. And this process must be able to write it.
+    """
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         info = os.stat(folder)

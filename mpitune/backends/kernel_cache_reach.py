@@ -1,13 +1,12 @@
 """How far the kernel cache reaches (kernel_cache.py): off, the ranks of one node, or every node.
 
-What the ranks compile a second time (the candidates of a confirmation, the reference of each
-calibration) was compiled once already in the run, by some rank: its image is in the kernel
-cache folder of that rank's node. Where every node sees the same folder (the default one is in
-the home folder, which most clusters serve to every node over a network file system), every
-rank finds it there and loads it in milliseconds instead of compiling it again for a second or
-more; where the folder is the node's own, only that node's ranks do. A replay of data that does
-not record what those compiles cost (a Kernel Tuner cache) needs to know which, to charge them
-(spec/replay.py); it asks here, and says what it assumed.
+Some rank already compiled what the ranks compile a second time: a confirmation's candidates,
+each calibration's reference. Its image is in the kernel cache folder of that rank's node.
+Every node may see the same folder: the default one is in the home folder, which most clusters
+share. Then every rank loads it from there instead of compiling it again. Where the folder is
+the node's own, only that node's ranks do. A replay of data that does not record those
+compiles' cost (a Kernel Tuner cache) must know which, to charge them (spec/replay.py). It asks
+here, and says what it assumed.
 """
 
 from __future__ import annotations

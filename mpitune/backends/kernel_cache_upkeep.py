@@ -1,13 +1,14 @@
-"""Keeping the kernel cache's folder within its bound: past it, the least recently used entries
-go, and so do the temporary files of writers killed before they renamed them into place.
+"""Keeping the kernel cache's folder within its bound.
 
-An entry's mtime is its last use (written, or touched when loaded), so eviction needs no index
-that every rank and compile worker of a node would have to share and keep whole. Any of them may
-scan and remove at the same moment: a file gone under a scan or a removal was removed by another,
-and a reader whose entry went compiles again. A scan stats every entry (tens of thousands take a
-fraction of a second), so a process scans at its first write, then only when its running estimate
-(its last scan's total plus its own writes since) passes the bound or every ``SCAN_EVERY_WRITES``
-writes, since the others write too.
+Past it, the least recently used entries go. So do the temporary files of writers killed before
+they renamed them into place.
+
+An entry's mtime is its last use: written, or touched when loaded. So eviction needs no index
+that every rank and compile worker of a node would share. Any of them may scan and remove at
+the same moment. A file gone under a scan or a removal was removed by another. A reader whose
+entry went compiles again. A scan stats every entry, so a process scans at its first write.
+After that it scans when its running estimate passes the bound: its last scan's total plus its
+own writes since. It also scans every ``SCAN_EVERY_WRITES`` writes, since the others write too.
 """
 
 from __future__ import annotations
@@ -64,9 +65,12 @@ def wrote(folder: str, size_bytes: int, bound_bytes: int) -> None:
 
 
 def upkeep(folder: str, bound_bytes: int) -> int:
-    """Remove temporary files older than ``STALE_TEMP_S`` and, when the entries take more than
-    ``bound_bytes`` (0: no bound), the least recently used ones until they take at most
-    ``KEEP_FRACTION`` of it; the bytes the entries left take."""
+    """Remove stale temporary files, and the least recently used entries past the bound.
+
+    Temporary files are stale after ``STALE_TEMP_S``. Entries go when they take more than
+    ``bound_bytes`` (0: no bound), until they take at most ``KEEP_FRACTION`` of it. Returns the
+    bytes the entries left take.
+    """
     entries = _scan(folder)
     total_bytes = sum(entry.size_bytes for entry in entries)
     if not bound_bytes or total_bytes <= bound_bytes:

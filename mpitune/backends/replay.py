@@ -1,19 +1,18 @@
 """Answers each configuration from measured data instead of running a kernel.
 
-Time is emulated: the rank's simulated clock advances by the recorded compile, verify and
-benchmark durations, and by what the recorded run spent besides them (model/replay_clock.py,
-``RecordedRun``: start-up, rank 0's own work, the gaps between phases; compiles go to the
-simulated compile workers, process/simulated_compile.py), so a replay on N ranks reports the
-wall time the real run would have taken, and a time limit applies in that simulated time.
-Strategies can thus be compared on real search spaces in seconds, with the parallelism they
-would really get.
+Time is emulated. The rank's simulated clock advances by the recorded compile, verify and
+benchmark durations. It also advances by what the recorded run spent besides them: start-up,
+rank 0's own work, the gaps between phases (model/replay_clock.py, ``RecordedRun``). Compiles go
+to the simulated compile workers (process/simulated_compile.py). So a replay on N ranks reports
+the wall time the real run would have taken. A time limit applies in that simulated time.
+Strategies are thus compared on real search spaces in seconds, with their real parallelism.
 
-Every rank replays the same recorded device, which real ranks never are: each GPU of a model
-is a little faster or slower than the next, and each timing is one draw of its noise. So a
-replay can be biased (each rank's times scaled by its own factor, ``bias_factor``) and, when
-candidates are timed again (``retime``), noisy: each launch is drawn anew from the recorded
-ones. What must cope with both (confirmation) can then be tried, and its answer checked,
-on real data with a known truth; see docs/analysis.md.
+Every rank replays the same recorded device, which real ranks never are. Each GPU of a model is
+a little faster or slower than the next, and each timing is one draw of its noise. So a replay
+can be biased: each rank's times scaled by its own factor (``bias_factor``). And candidates
+timed again (``retime``) can be noisy: each launch is drawn anew from the recorded ones. What
+must cope with both (confirmation) is then tried on real data with a known truth; see
+docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -38,10 +37,13 @@ _BIAS_STREAM, _RETIME_STREAM = 0, 1
 
 
 def bias_factor(problem, rank: int) -> float:
-    """What rank ``rank``'s recorded times are multiplied by: its given factor, or one drawn
-    for it from N(1, sd) with the run's seed (redrawn while not positive, as no device runs in
-    no time), 1.0 without bias. Drawn per rank, from the seed and the rank alone, so that every
-    rank finds its own without knowing how many there are, and a run is reproducible."""
+    """What rank ``rank``'s recorded times are multiplied by.
+
+    That is its given factor, or one drawn for it from N(1, sd) with the run's seed. A draw is
+    redrawn while not positive: no device runs in no time. Without bias it is 1.0. The draw
+    takes the seed and the rank alone. So every rank finds its own without knowing how many
+    there are, and a run is reproducible.
+    """
     if problem.device_bias:
         return float(problem.device_bias[rank % len(problem.device_bias)])
     if not problem.device_bias_sd:
@@ -53,8 +55,10 @@ def bias_factor(problem, rank: int) -> float:
 
 
 class _Loaded:
-    """Measured data as every rank's backend reads it (shared: ``measured.load_shared``), with
-    its lookup by configuration, made once for them all."""
+    """Measured data as every rank's backend reads it, with its lookup by configuration.
+
+    Both are made once for all ranks (``measured.load_shared``).
+    """
 
     def __init__(self, data: MeasuredData):
         self.data, self.lookup = data, data.lookup()
@@ -102,10 +106,12 @@ class ReplayBackend(Backend):
         self._retimes_taken: dict[tuple[str, tuple], int] = {}  # of ``retimed``, how many launches so far
 
     def compiler(self) -> Compiler:
-        """The recorded compile: its time (``Compiled.compile_s``) and whether it failed, for
-        the compile workers a replay simulates (process/simulated_compile.py). A configuration
-        timed again (``Work.again``) takes what such compiles took (``retime_compile_s``) where
-        that is known: from the kernel cache, a load."""
+        """The recorded compile: its time (``Compiled.compile_s``) and whether it failed.
+
+        The simulated compile workers take it (process/simulated_compile.py). A configuration
+        timed again (``Work.again``) takes what such compiles took, where known
+        (``retime_compile_s``). From the kernel cache, that is a load.
+        """
         return self._recorded_compile
 
     def _recorded_compile(self, work: Work) -> Compiled:
@@ -122,11 +128,13 @@ class ReplayBackend(Backend):
         return self.lookup.get(tuple(work.config[n] for n in self.names))
 
     def run(self, work: Work, timeline: Timeline, compiled: Compiled | None = None, race: Race | None = None) -> Result:
-        """The recorded outcome. A configuration compiled ahead (``compiled``, by the simulated
-        compile workers) costs no compile here: the rank waited for it already, if at all.
-        Replaying a run that raced, each configuration gets the launches it got then; else,
-        with a ``race``, the recorded launches are raced in the order they were timed and only
-        the benchmark time of the launches made is spent."""
+        """The recorded outcome.
+
+        One compiled ahead (``compiled``, by the simulated workers) costs no compile here: the
+        rank waited for it already, if at all. Replaying a run that raced, each configuration
+        gets the launches it got then. Else, with a ``race``, the recorded launches are raced in
+        the order they were timed. Only the benchmark time of the launches made is spent.
+        """
         config_id = work.config_id
         m = self._measurement(work)
         if m is None:
@@ -176,11 +184,13 @@ class ReplayBackend(Backend):
         return benchmark_s
 
     def _recorded_launches(self, draft: Draft, m: Measurement, race: Race | None) -> float:
-        """As the replayed run raced: the launches the configuration got then, and their
-        benchmark seconds. Its first launch is not recorded (but where it lost on it), so the
-        run's race cannot be run again; what it decided is replayed instead. A chunk's first
-        pass (``Race.defers_all``) defers, at a first launch no bound stops, exactly those the
-        run measured twice, and keeps the rest as they were recorded."""
+        """As the replayed run raced: the launches the configuration got then, and their seconds.
+
+        Its first launch is not recorded, except where it lost on it. So the run's race cannot
+        be run again; what it decided is replayed instead. A chunk's first pass
+        (``Race.defers_all``) defers exactly those the run measured twice. It keeps the rest as
+        they were recorded.
+        """
         factor = self.factor
         if race is not None and race.defers_all and m.twice:
             draft.first_ms = 0.0
@@ -198,26 +208,30 @@ class ReplayBackend(Backend):
         compiled: Mapping[int, Compiled] | None = None,
         stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
-        """Each candidate launched once per round, interleaved. Where the replayed run timed it
-        again on this rank for the same purpose, its launches are those it made then, in order
-        (a calibration or confirmation replayed as it went, on the device's own noise of that
-        moment); else each launch is drawn from its search's recorded ones (its recorded time
-        where none were kept). Either way they are scaled by this rank's factor:
-        noise as a real device's, around the truth the data records. A round draws one place
-        in the recorded runs of launches and every candidate takes its launch from there: the
-        recorded launches are in the order they were timed, so the same place stands for the
-        same moment of a drifting device (a clock that stepped partway through), which hits
-        every candidate of a round alike, as interleaving makes it on a device. A candidate not
-        in the data, or not ok in it, has NaN launches. The draws are seeded from the run's
-        seed, this rank, how many orders it has retimed before and the candidates, so that a
-        replay repeats itself exactly, and an order retimed again (the same reference, calibrated
-        batch after batch) is timed anew, as a device would, not a copy of its first launches
-        that would look like independent evidence to the statistics. Simulated time: the
-        compiles of the candidates not in ``compiled`` (phase compile: each as long as the
-        replayed run's such compiles took per candidate, else as its recorded compile), then the
-        launches and each candidate's loading and warm-up launch (``_warm_up_s``), in one phase
-        of the order's name (``Retime.phase``). ``stopping`` is not asked: the launches are
-        numbers, made at once, whatever simulated time they stand for."""
+        """Each candidate launched once per round, interleaved.
+
+        The replayed run may have timed it again on this rank, for the same purpose. Its
+        launches are then those it made, in order: the device's own noise of that moment. Else
+        each launch is drawn from its search's recorded ones (its recorded time where none were
+        kept). Either way this rank's factor scales them: a real device's noise around the
+        data's truth.
+
+        A round draws one place in the recorded launches, and every candidate takes its launch
+        from there. The recorded launches are in the order they were timed. So one place stands
+        for one moment of a drifting device, which hits every candidate of a round alike. On a
+        device, interleaving does the same. A candidate not in the data, or not ok in it, has
+        NaN launches.
+
+        The draws are seeded from the run's seed, this rank, its orders retimed so far and the
+        candidates. So a replay repeats itself exactly. And an order retimed again is timed
+        anew, as a device would: a copy of its first launches would look like new evidence.
+
+        Simulated time first takes the compiles of the candidates not in ``compiled`` (phase
+        compile). Each is as long as the replayed run's such compiles, else its recorded one.
+        Then come the launches and each candidate's loading and warm-up (``_warm_up_s``), in
+        one phase named for the order (``Retime.phase``). ``stopping`` is not asked: the
+        launches are numbers, made at once.
+        """
         compiled = compiled or {}
         rng = np.random.default_rng([self.seed, self.rank, _RETIME_STREAM, self.retimes, *retime.ids])
         self.retimes += 1
@@ -246,19 +260,23 @@ class ReplayBackend(Backend):
         return launches
 
     def _warm_up_s(self, m: Measurement) -> float:
-        """A candidate's loading and warm-up launch before it is timed again: as long as its
-        recorded verification (an mpitune run verifies on the device: a launch and a compare),
-        but no longer than one launch where the verification also checked the answer on the host
-        (``RecordedRun.host_verified``: Kernel Tuner's, a quarter of a second a configuration of
-        the shared GEMM cache, which timing it again does not repeat)."""
+        """A candidate's loading and warm-up launch before it is timed again.
+
+        It is as long as its recorded verification: an mpitune run verifies on the device, a
+        launch and a compare. Kernel Tuner's verification also checks the answer on the host
+        (``RecordedRun.host_verified``), which timing again does not repeat. There it is no
+        longer than one launch (docs/performance.md, "How work is handed out").
+        """
         if not self.host_verified:
             return m.verify_s
         launch_ms = m.times_ms[0] if m.times_ms else m.time_ms
         return min(m.verify_s, launch_ms * self.factor / 1e3) if math.isfinite(launch_ms) else m.verify_s
 
     def _recorded_retime(self, retime: Retime, work: Work) -> list[float]:
-        """The next ``retime.rounds`` launches this rank made of ``work`` for the same purpose in
-        the replayed run, scaled by its factor; [] when it made no more."""
+        """The next launches this rank made of ``work`` for the same purpose, scaled by its factor.
+
+        There are ``retime.rounds`` of them; [] when the replayed run made no more.
+        """
         key = (retime.phase, tuple(work.config[n] for n in self.names))
         taken = self._retimes_taken.get(key, 0)
         recorded = self.retimed.get(key, [])[taken : taken + retime.rounds]
@@ -268,8 +286,10 @@ class ReplayBackend(Backend):
         return [t * self.factor for t in recorded]
 
     def _draws(self, m: Measurement | None, places: np.ndarray) -> Sequence[float]:
-        """One launch of the configuration ``m`` records per round, at each round's place in its
-        recorded launches (a fraction of the way through them); NaN where it has no time."""
+        """One launch of ``m``'s records per round, at each round's place in them; NaN where none.
+
+        A place is a fraction of the way through the recorded launches.
+        """
         if m is None or m.status != Status.OK:
             return [math.nan] * len(places)
         recorded = np.asarray(m.times_ms or [m.time_ms], dtype=float)
@@ -291,6 +311,8 @@ CAPABILITIES = Capabilities(
 
 
 def create(problem, workdir: str, local_rank: int = 0, rank: int | None = None) -> Backend:
-    """Measured data answers: ``workdir`` is not used, and no device is chosen; ``rank``, the
-    simulated device's place in the job (None: ``local_rank``), picks its bias."""
+    """Measured data answers: ``workdir`` is not used, and no device is chosen.
+
+    ``rank``, the simulated device's place in the job, picks its bias (None: ``local_rank``).
+    """
     return ReplayBackend(problem, local_rank if rank is None else rank)

@@ -2,11 +2,11 @@
 
 NVRTC compiles each configuration; CuPy events time it. The measuring is gpu/backend.py's.
 
-- compiling.py: NVRTC, in any process, without a GPU
-- verification.py: outputs compared with their answers on the GPU
-- device_errors.py: which CUDA errors refuse a launch or lose the context
-- device_start.py: CuPy imported, the GPU chosen, its context opened (the driver started ahead)
-- backend.py: ``GpuBackend``'s hooks through CuPy
+- compiling.py: NVRTC, in any process, without a GPU.
+- verification.py: outputs compared with their answers on the GPU.
+- device_errors.py: which CUDA errors refuse a launch or lose the context.
+- device_start.py: CuPy imported, the GPU chosen, its context opened (the driver started ahead).
+- backend.py: ``GpuBackend``'s hooks through CuPy.
 
 Nothing here imports CuPy until a backend is created or a compile worker warms up. So
 ``check`` and the rest of the package work on machines without a GPU.

@@ -19,9 +19,10 @@ def nvrtc_options(
 ) -> tuple[tuple[str, ...], str]:
     """The options NVRTC gets and whether it makes a cubin or PTX.
 
-    As CuPy's RawModule does (and Kernel Tuner through it): machine code for the GPU's own
-    architecture when this NVRTC knows it, else PTX for the newest it knows, which the driver
-    compiles at load; ``-ftz=true`` unless the user chose; CuPy's headers on the include path.
+    It does as CuPy's RawModule does, and Kernel Tuner through it. It asks for machine code for
+    the GPU's own architecture when this NVRTC knows it. Else it asks for PTX for the newest it
+    knows, which the driver compiles at load. ``-ftz=true`` unless the user chose. CuPy's
+    headers are on the include path.
     """
     options = list(user)
     arch = next((o for o in options if o.startswith(("-arch", "--gpu-architecture"))), None)
@@ -39,8 +40,11 @@ def nvrtc_options(
 
 
 def warm_up() -> None:
-    """Load NVRTC and compile an empty kernel: the first compile in a process costs about a
-    second more than the next, and a compile worker pays that while its GPU starts up."""
+    """Load NVRTC and compile an empty kernel.
+
+    The first compile in a process costs more than the next (docs/performance.md, "Where a cold
+    compile's time goes"). A compile worker pays that while its GPU starts up.
+    """
     from cupy_backends.cuda.libs import nvrtc
 
     program = nvrtc.createProgram("__global__ void mpitune_warm_up() {}", "warm_up.cu", [], [])
@@ -51,9 +55,11 @@ def warm_up() -> None:
 
 
 def nvrtc_identity(capability: int, driver_version: int, cupy_version: str) -> str:
-    """What compiles and loads, for the kernel cache's key: NVRTC's version, the driver's (which
-    compiles a PTX image at load) and CuPy's (whose headers are on the include path), and the
-    GPU's architecture."""
+    """What compiles and loads, for the kernel cache's key.
+
+    That is NVRTC's version, the driver's (it compiles a PTX image at load) and CuPy's (its
+    headers are on the include path). And the GPU's architecture.
+    """
     from cupy_backends.cuda.libs import nvrtc
 
     major, minor = nvrtc.getVersion()
@@ -62,8 +68,11 @@ def nvrtc_identity(capability: int, driver_version: int, cupy_version: str) -> s
 
 @dataclass(frozen=True)
 class NvrtcCompiler:
-    """Compiles one configuration to a CUDA image. Picklable and GPU-free, so any process
-    can run it; the backend that measures only loads what it made."""
+    """Compiles one configuration to a CUDA image.
+
+    Picklable and GPU-free, so any process can run it. The backend that measures only loads
+    what it made.
+    """
 
     source: str
     kernel_name: str
@@ -89,9 +98,11 @@ class NvrtcCompiler:
         return configured(self.source, self.kernel_name, work, geometry)
 
     def cache_key(self, work: Work) -> tuple[str | bytes, ...] | None:
-        """What NVRTC is given for this configuration: the options (the architecture among them),
-        the image asked for, the name expressions and the source after its defines; None where
-        there is nothing to compile."""
+        """What NVRTC is given for this configuration; None where there is nothing to compile.
+
+        That is the options (the architecture among them), the image asked for, the name
+        expressions and the source after its defines.
+        """
         prepared = self._prepared(work)
         if isinstance(prepared, str):
             return None

@@ -1,12 +1,11 @@
-"""CuPy imported, the rank's GPU chosen and its CUDA context opened, with the driver started on
-it beside CuPy's import.
+"""CuPy imported, the rank's GPU chosen and its CUDA context opened.
 
-CuPy's import and the driver's own start with the GPU's primary context (``cuInit`` and
-``cuDevicePrimaryCtxRetain``) need nothing of each other (docs/performance.md, "Start-up", has
-their times), and a call through ctypes leaves the interpreter to the import.
-So a worker starts the driver in a thread, through the driver's library, while it imports
-CuPy; CuPy's runtime then finds that primary context made and takes it. A failure here costs
-only the head start: CuPy meets the same problem and the backend reports it.
+The driver starts on the GPU beside CuPy's import. The two need nothing of each other: the
+driver's start is ``cuInit`` and the primary context (``cuDevicePrimaryCtxRetain``).
+docs/performance.md, "Start-up", has their times. A call through ctypes leaves the interpreter
+to the import. So a worker starts the driver in a thread, through its library, while it imports
+CuPy. CuPy's runtime then finds that primary context made and takes it. A failure here costs
+only the head start: CuPy meets the same problem, and the backend reports it.
 """
 
 from __future__ import annotations
@@ -72,10 +71,13 @@ def import_cupy() -> Any:
 
 
 def open_context(local_rank: int | None) -> None:
-    """What ``CupyBackend`` needs first and no problem decides: CuPy imported, and the CUDA
-    context of this rank's GPU (``select_device``, as the backend will choose it) made, with
-    its memory pool and a stream in use; the driver starts beside CuPy's import
-    (``DriverStart``). Errors are left to the backend, which says them."""
+    """What ``CupyBackend`` needs first and no problem decides.
+
+    That is CuPy imported, and the CUDA context of this rank's GPU made, with its memory pool
+    and a stream in use. The GPU is chosen as the backend will (``select_device``). The driver
+    starts beside CuPy's import (``DriverStart``). Errors are left to the backend, which says
+    them.
+    """
     if local_rank is None:
         import_cupy()
         return

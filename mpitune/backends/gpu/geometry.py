@@ -70,11 +70,12 @@ def kernel_code(
     grid: Sequence[int],
     defines: Mapping[str, str] | None = None,
 ) -> str:
-    """The source after its ``#define`` lines: by default one per parameter, for
-    block_size_x/y/z and grid_size_x/y/z, and ``kernel_tuner`` (kernels written for Kernel
-    Tuner test it); with the spec's ``defines``, exactly those, as in Kernel Tuner.
+    """The source after its ``#define`` lines.
 
-    ``#line 1`` keeps NVRTC's line numbers those of the user's file.
+    By default there is one per parameter, and for block_size_x/y/z and grid_size_x/y/z. There
+    is also ``kernel_tuner``, which kernels written for Kernel Tuner test. With the spec's
+    ``defines``, exactly those, as in Kernel Tuner. ``#line 1`` keeps the compiler's line
+    numbers those of the user's file.
     """
     if defines is None:
         lines = {k: _define_value(v) for k, v in config.items()}
