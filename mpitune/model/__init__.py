@@ -1,2 +1,4 @@
-"""The data and its meaning: problems, search spaces, restrictions, results, timelines, the objective
-and the results schema. Knows no MPI, GPU, HDF5 or files; every other room builds on it."""
+"""The data and its meaning.
+
+Problems, search spaces, restrictions, results, timelines, the objective and the results schema.
+It knows no MPI, GPU, HDF5 or files. Every other room builds on it."""

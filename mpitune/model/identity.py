@@ -1,11 +1,13 @@
-"""What defines a tuning problem: the record a results file keeps of it (attribute ``problem``,
-JSON) and hashes (``problem_hash``), so that a run resumes only on results of the same problem.
+"""What defines a tuning problem: the record a results file keeps of it, and its hash.
 
-The JSON is part of the file format (docs/cache-format.md): a file written by any earlier version
-must hash the same when its problem is tuned again, or a resume would see a different problem. So
-each field keeps its JSON name and form, and the fields a problem does not have are left out of
-the JSON instead of written empty: an imported Kernel Tuner cache records no launch settings, a
-file written before observers has no ``observed_names``.
+The record is the file's JSON attribute ``problem``; the hash is ``problem_hash``. So a run
+resumes only on results of the same problem.
+
+The JSON is part of the file format (docs/cache-format.md). A file written by any earlier version
+must hash the same when its problem is tuned again. Else a resume would see a different problem.
+So each field keeps its JSON name and form. The fields a problem does not have are left out of
+the JSON, not written empty. An imported Kernel Tuner cache records no launch settings. A file
+written before observers has no ``observed_names``.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ProblemIdentity:
-    """Everything that, when it changes, invalidates measured results. Metrics and the objective
-    are not in it: they are derived from what was measured."""
+    """Everything that, when it changes, invalidates measured results.
+
+    Metrics and the objective are not in it: they are derived from what was measured."""
 
     kernel_name: str
     kernel_source: str
@@ -50,8 +53,9 @@ class ProblemIdentity:
     imported_from: str | None = None  # the Kernel Tuner cache's file name, for an import
 
     def record(self) -> dict[str, Any]:
-        """As the file holds it, parsed: lists and dicts, every key in sorted order, the fields a
-        problem lacks left out (the pandas tables' ``attrs["problem"]``)."""
+        """As the file holds it, parsed: lists and dicts, every key in sorted order.
+
+        The fields a problem lacks are left out. This is the pandas tables' ``attrs["problem"]``."""
         record: dict[str, Any] = json.loads(self.to_json())
         return record
 
@@ -93,15 +97,18 @@ class ProblemIdentity:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def differing(self, recorded_json: str) -> list[str]:
-        """The names of the fields in which a file's ``problem`` attribute differs from this
-        identity, including fields only one of them has."""
+        """The names of the fields in which a file's ``problem`` attribute differs from this one.
+
+        Fields only one of them has are included."""
         stored, mine = json.loads(recorded_json), self.record()
         return sorted(k for k in set(stored) | set(mine) if stored.get(k) != mine.get(k))
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ProblemIdentity:
-        """From the JSON form (``record``, or a file's attribute parsed); a field the record lacks
-        takes its empty value, and names this version does not know are passed over."""
+        """From the JSON form: ``record``, or a file's attribute parsed.
+
+        A field the record lacks takes its empty value. Names this version does not know are
+        passed over."""
         lacking = [f.name for f in fields(cls) if f.default is None]  # the fields a problem may lack
         optional = {k: record[k] for k in lacking if record.get(k) is not None}
         for name in ("block_size_names", "compiler_options", "devices", "device_bias"):

@@ -2,10 +2,10 @@
 
 A spec may make a preprocessor definition or the dynamic shared memory size a function of the
 configuration (``lambda p: p["block_size_x"] * 4``). Such callables live in the spec, on rank 0
-alone: they cannot travel to the ranks (a lambda does not pickle). So rank 0 resolves them,
-per configuration, into plain values (``Derived``) that travel with the batch; the worker
-ranks never see a callable. Constant memory (``cmem_args``) is data, and travels with the
-problem like the arguments.
+alone. They cannot travel to the ranks: a lambda does not pickle. So rank 0 resolves them per
+configuration into plain values (``Derived``) that travel with the batch. The worker ranks never
+see a callable. Constant memory (``cmem_args``) is data. It travels with the problem like the
+arguments.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ MAX_DEFINE_BYTES = 100_000
 
 @dataclass(frozen=True)
 class Derived:
-    """What rank 0 resolved for one configuration: the preprocessor definitions the kernel
-    gets instead of the default ones (None: the default, every parameter and the block and
-    grid sizes), and the dynamic shared memory in bytes."""
+    """What rank 0 resolved for one configuration.
+
+    ``defines`` are the preprocessor definitions the kernel gets instead of the default ones.
+    None means the default: every parameter and the block and grid sizes. The dynamic shared
+    memory is in bytes."""
 
     defines: dict[str, str] | None = None
     smem_bytes: int = 0
@@ -72,8 +74,9 @@ class KernelExtras:
 
 
 def substitute(text: str, config: Mapping[str, Any]) -> str:
-    """Replace every whole-word parameter name in ``text`` by its value, as Kernel Tuner does
-    in string-valued defines and in template arguments of a kernel name."""
+    """Replace every whole-word parameter name in ``text`` by its value.
+
+    Kernel Tuner does so in string-valued defines and in template arguments of a kernel name."""
 
     def value(match: re.Match[str]) -> str:
         name = match.group(0)
@@ -131,9 +134,10 @@ def _text(value: Any) -> str:
 def parse(
     defines: Any, smem_args: Any, cmem_args: Any, sample: Mapping[str, Any], fail: Callable[[str, str], None]
 ) -> KernelExtras | None:
-    """Check the three spec entries; ``fail(field, message)`` raises. ``sample`` is one
-    configuration, on which every callable and expression is tried so that a typo is found
-    before any rank compiles anything. None when the spec uses none of them."""
+    """Check the three spec entries; ``fail(field, message)`` raises.
+
+    ``sample`` is one configuration. Every callable and expression is tried on it. So a typo is
+    found before any rank compiles anything. None when the spec uses none of them."""
     if defines is None and smem_args is None and cmem_args is None:
         return None
     extras = KernelExtras()

@@ -1,12 +1,13 @@
-"""Times measured elsewhere (another GPU, another problem size, an earlier version of the kernel),
-put on this run's configuration ids so that a strategy can start from them.
+"""Times measured elsewhere, put on this run's configuration ids so a strategy can start from them.
 
-A prior and the space it informs rarely have the same parameters or values: a parameter may be
-new, dropped, or given other values. Configurations are therefore matched on the parameters both
-share, and only on the values both have: every configuration of this space gets the best valid
-time among the prior's configurations that agree with it on every shared parameter, or NaN when
-there is none. The best, not the mean, because a parameter the prior had and this space lacks was
-tuned there too: what a shared setting promises is the best the prior reached with it.
+Elsewhere is another GPU, another problem size, or an earlier version of the kernel.
+
+A prior and the space it informs rarely have the same parameters or values. A parameter may be
+new, dropped, or given other values. So configurations are matched on the parameters both share,
+and only on the values both have. Each configuration of this space gets the best valid time among
+the prior's configurations that agree with it on every shared parameter. It gets NaN when there
+is none. It is the best, not the mean. A parameter the prior had and this space lacks was tuned
+there too. What a shared setting promises is the best the prior reached with it.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ class PriorSource:
 
 @dataclass(frozen=True)
 class Prior:
-    """One or more priors on a space's ids: ``time_ms[k][i]`` is source k's time (ms, lower is
-    better) for configuration id i of the current space, NaN where it has none. Sources are kept
-    apart: their devices differ, so their times are on different scales."""
+    """One or more priors on a space's ids.
+
+    ``time_ms[k][i]`` is source k's time (ms, lower is better) for configuration id i of the
+    current space. It is NaN where the source has none. Sources are kept apart. Their devices
+    differ, so their times are on different scales."""
 
     sources: tuple[PriorSource, ...]
     time_ms: tuple[np.ndarray, ...]
@@ -59,8 +62,9 @@ def usable(time_ms: float) -> bool:
 
 
 def _no_usable_time(prior_time_ms: Sequence[float]) -> str:
-    """Why a prior gives nothing: a search told "times for 24 of 24" would otherwise start from
-    none of them without a word."""
+    """Why a prior gives nothing.
+
+    Otherwise a search told "times for 24 of 24" would start from none of them without a word."""
     at_most_zero = sum(1 for t in prior_time_ms if math.isfinite(t) and t <= 0)
     if at_most_zero:
         return f"it has no usable time: {at_most_zero} of its {len(prior_time_ms)} times are 0 or below"
@@ -73,13 +77,13 @@ def align(
     prior_configs: Sequence[tuple[Any, ...]],
     prior_time_ms: Sequence[float],
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """The parameters ``space`` shares with a prior, and the prior's time for each of the
-    space's configuration ids (NaN where it has none).
+    """The parameters ``space`` shares with a prior, and the prior's time for each id.
 
-    ``prior_configs`` are value tuples in ``prior_params`` order and ``prior_time_ms`` their
-    times, NaN (or inf) for a configuration that failed there. A time of 0 or below is no
-    measurement (a kernel takes time), so it is left out as a failure is. Raise ``NothingShared``
-    when no parameter, or no configuration, is shared, or when no time is usable.
+    The time is NaN for an id of the space the prior has none for. ``prior_configs`` are value
+    tuples in ``prior_params`` order. ``prior_time_ms`` are their times, NaN (or inf) for a
+    configuration that failed there. A time of 0 or below is no measurement: a kernel takes time.
+    So it is left out as a failure is. Raise ``NothingShared`` when no parameter, or no
+    configuration, is shared. Raise it too when no time is usable.
     """
     shared = tuple(name for name in space.names if name in prior_params)
     if not shared:

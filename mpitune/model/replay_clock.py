@@ -1,12 +1,13 @@
-"""What a replay's simulated clock charges beyond each configuration's own recorded durations. A
-replay (backends/replay.py) advances each rank's clock by the recorded compile, verify and
-benchmark seconds of the configurations it measures. A real run spends more than that, and less:
-rank 0 loads the spec and every rank starts up before the first batch, rank 0 asks the strategy
-and writes the file between batches, and compile workers compile ahead while the device
-measures, so that a rank waits for a compile only when they fell behind. ``RecordedRun`` is what
-the measured data says of those, taken once from the file (``recorded_run``) and carried to
-every rank with the problem; for a Kernel Tuner cache, which records none of it, it says which
-assumption fills each gap, and the replay prints that.
+"""What a replay's simulated clock charges beyond each configuration's own recorded durations.
+
+A replay (backends/replay.py) advances each rank's clock by the recorded compile, verify and
+benchmark seconds of the configurations it measures. A real run spends more than that, and less.
+Rank 0 loads the spec, and every rank starts up, before the first batch. Rank 0 asks the strategy
+and writes the file between batches. Compile workers compile ahead while the device measures. So
+a rank waits for a compile only when they fell behind. ``RecordedRun`` is what the measured data
+says of those. It is taken once from the file (``recorded_run``) and carried to every rank with
+the problem. A Kernel Tuner cache records none of it. For one, it says which assumption fills
+each gap, and the replay prints that.
 """
 
 from __future__ import annotations
@@ -29,30 +30,33 @@ class RecordedRun:
 
     ``spec_s``: rank 0 loading the spec, per run. ``startup_s``: each recorded rank's own
     start-up (phase ``startup``), per run, by rank. ``gap_s``: each recorded rank's time in no
-    named phase (bookkeeping, most of it in gaps too short to be recorded) per configuration
-    it measured. ``charges_s``: the mean seconds of one
-    entry into each of rank 0's phases ``RANK0_PHASES``. ``compile_workers``: the compile
-    workers a rank had, as the most compiles that overlapped on one rank's timeline (the
-    file does not record the count; a run that compiled in turn has none). ``recompile_s``:
-    what compiling a configuration again on the same rank took (a compiler's cache; None: as
-    long as the first time). ``compile_ready_s``: when each recorded rank's compile workers
-    first compiled, per run, by rank: workers started cold (a fresh process, its imports, the
-    compiler's first call) are ready only then, whenever the first order came.
-    ``retime_compile_s``: the seconds per candidate a rank spent compiling what it timed again
-    (calibration, confirmation) without compile workers (None: each in turn, as long as its
-    recorded compile). ``raced``: some
-    configuration was raced, so the replay gives each configuration the launches it got then
-    (racing as the run raced) rather than racing again on launches it does not have.
-    ``ranks``, ``dealt``: the run's ranks and the rank that measured each configuration (by its
-    parameter values), so that a replay on as many ranks deals each batch as the run did.
-    ``confirmed``: the candidates its confirmation timed again, which a replay confirms again
-    where it has them all (their choice rests on first launches the file does not keep).
-    ``schedule``: how the run handed out its work (refill or batches; '' where not recorded),
-    which a replay of it does too. ``host_verified``: the recorded verification includes a
-    check of the answer on the host that a candidate timed again does not repeat (Kernel
-    Tuner's), so its loading and warm-up are charged as one launch, not as its verification.
-    ``source``: what recorded it, for the line the replay prints;
-    ``assumptions``: what fills what the source does not record."""
+    named phase, per configuration it measured. That is bookkeeping, most of it in gaps too
+    short to be recorded. ``charges_s``: the mean seconds of one entry into each of rank 0's
+    phases ``RANK0_PHASES``.
+
+    ``compile_workers``: the compile workers a rank had. It is the most compiles that
+    overlapped on one rank's timeline. The file does not record the count. A run that compiled
+    in turn has none. ``recompile_s``: what compiling a configuration again on the same rank
+    took, thanks to a compiler's cache. None: as long as the first time. ``compile_ready_s``:
+    when each recorded rank's compile workers first compiled, per run, by rank. Workers started
+    cold are ready only then, whenever the first order came. A cold start is a fresh process,
+    its imports and the compiler's first call. ``retime_compile_s``: the seconds per candidate
+    a rank spent compiling, without compile workers, what it timed again. That is calibration
+    and confirmation. None: each in turn, as long as its recorded compile.
+
+    ``raced``: some configuration was raced. So the replay gives each configuration the
+    launches it got then, racing as the run raced. It does not race again on launches it does
+    not have. ``ranks``, ``dealt``: the run's ranks and the rank that measured each
+    configuration, by its parameter values. So a replay on as many ranks deals each batch as
+    the run did. ``confirmed``: the candidates its confirmation timed again. A replay confirms
+    them again where it has them all. Their choice rests on first launches the file does not
+    keep. ``schedule``: how the run handed out its work (refill or batches; '' where not
+    recorded). A replay of it does the same.
+
+    ``host_verified``: the recorded verification includes a check of the answer on the host
+    (Kernel Tuner's). A candidate timed again does not repeat it. So its loading and warm-up are
+    charged as one launch, not as its verification. ``source``: what recorded it, for the line
+    the replay prints. ``assumptions``: what fills what the source does not record."""
 
     source: str = "a Kernel Tuner cache"
     spec_s: float = 0.0
@@ -83,8 +87,10 @@ class RecordedRun:
         return not self.assumptions
 
     def rank_startup_s(self, rank: int) -> float:
-        """A simulated rank's start-up: the recorded rank's of the same number, the last
-        recorded one's for a rank the run did not have (a worker's, when there were several)."""
+        """A simulated rank's start-up: the recorded rank's of the same number.
+
+        A rank the run did not have takes the last recorded one's: a worker's, when there were
+        several."""
         if not self.startup_s:
             return 0.0
         return self.startup_s[rank] if rank < len(self.startup_s) else self.startup_s[-1]
@@ -102,8 +108,9 @@ class RecordedRun:
         return self.compile_ready_s[rank] if rank < len(self.compile_ready_s) else self.compile_ready_s[-1]
 
     def charge_start(self, timeline: Timeline, rank: int) -> None:
-        """The recorded spec loading (rank 0) and start-up as this rank's first phases on its
-        simulated clock, which ends up where they ended."""
+        """The recorded spec loading (rank 0) and start-up, as this rank's first phases.
+
+        The simulated clock ends up where they ended."""
         clock = timeline.clock
         start_s = clock.now()
         rows = []
@@ -137,10 +144,12 @@ def recorded_run(
     confirmed: frozenset[tuple[Any, ...]],
     schedule: str = "",
 ) -> RecordedRun:
-    """A file's runs as one recorded run, from its timeline and retimed launches (the store's
-    rows, text as text): phases per run (a resumed file's runs averaged). ``raced``: whether
-    any result was raced; ``dealt``: which rank measured each configuration; ``confirmed``:
-    the candidates confirmed; ``schedule``: how its last run handed out its work."""
+    """A file's runs as one recorded run, from its timeline and retimed launches.
+
+    These are the store's rows, text as text. Phases are per run; a resumed file's runs are
+    averaged. ``raced``: whether any result was raced. ``dealt``: which rank measured each
+    configuration. ``confirmed``: the candidates confirmed. ``schedule``: how its last run
+    handed out its work."""
     runs = max(len(np.unique(timeline["run"])), 1)
     ranks = range(int(timeline["rank"].max()) + 1 if len(timeline) else 0)
     by_rank = [timeline[timeline["rank"] == rank] for rank in ranks]  # each rank's rows, split once
@@ -171,8 +180,9 @@ def recorded_run(
 
 
 def gap_s(rows: np.ndarray) -> float:
-    """One rank's time in no phase but ``other`` (bookkeeping between phases, most of it in gaps
-    too short to be recorded) per configuration it measured, over its runs."""
+    """One rank's time in no phase but ``other``, per configuration it measured, over its runs.
+
+    That is bookkeeping between phases, most of it in gaps too short to be recorded."""
     own = rows[~np.isin(rows["phase"], BACKGROUND_PHASES)]
     measured = int((own["phase"] == "verify").sum())
     if not measured:
@@ -183,9 +193,10 @@ def gap_s(rows: np.ndarray) -> float:
 
 
 def retime_compile_s(timeline: np.ndarray, retimed: np.ndarray) -> float | None:
-    """The seconds a rank spent compiling per candidate it timed again (calibration,
-    confirmation) without compile workers: a backend compiles those side by side (the C
-    backend, on the rank's cores). None when no rank compiled any that way."""
+    """The seconds a rank spent compiling per candidate it timed again, without compile workers.
+
+    Candidates are timed again for calibration and confirmation. A backend compiles those side
+    by side: the C backend, on the rank's cores. None when no rank compiled any that way."""
     compiles = timeline[(timeline["phase"] == "compile") & (timeline["config_id"] < 0)]
     candidates = 0
     for run, rank, batch in {
@@ -197,16 +208,20 @@ def retime_compile_s(timeline: np.ndarray, retimed: np.ndarray) -> float | None:
 
 
 def twice_measured(timeline: np.ndarray) -> set[int]:
-    """The configurations verified more than once in a run: those whose first launch survived
-    a chunk's first pass, which were then measured whole (scheduling/rank.py, ``two_passes``)."""
+    """The configurations verified more than once in a run.
+
+    They are those whose first launch survived a chunk's first pass. They were then measured
+    whole (scheduling/rank.py, ``two_passes``)."""
     verified = timeline[(timeline["phase"] == "verify") & (timeline["config_id"] >= 0)]
     pairs, counts = np.unique(np.stack([verified["run"], verified["config_id"]]), axis=1, return_counts=True)
     return {int(c) for c in pairs[1][counts > 1]}
 
 
 def compile_workers(timeline: np.ndarray) -> int:
-    """The most background compiles that overlapped on one rank of one run: its compile workers,
-    when a chunk kept them all busy, as the first chunk of a run does when it is longer than them."""
+    """The most background compiles that overlapped on one rank of one run.
+
+    That is its compile workers, when a chunk kept them all busy. The first chunk of a run does,
+    when it is longer than them."""
     ahead = timeline[timeline["phase"] == "compile_ahead"]
     most = 0
     for run, rank in {(int(a), int(b)) for a, b in zip(ahead["run"], ahead["rank"])}:
@@ -220,9 +235,11 @@ def compile_workers(timeline: np.ndarray) -> int:
 
 
 def recompile_s(timeline: np.ndarray) -> float | None:
-    """The median time of compiling a configuration again on the rank that compiled it before
-    (a survivor of a first pass, a candidate confirmed): a compiler's cache answers it (CuPy's
-    on disk) in a fraction of the first compile's time. None when no compile was repeated."""
+    """The median time of compiling a configuration again on the rank that compiled it before.
+
+    Such a configuration survived a first pass, or is a candidate confirmed. A compiler's cache
+    (CuPy's on disk) answers in a fraction of the first compile's time. None when no compile
+    was repeated."""
     ahead = timeline[(timeline["phase"] == "compile_ahead") & (timeline["config_id"] >= 0)]
     ahead = ahead[np.lexsort((ahead["start_s"], ahead["config_id"], ahead["rank"], ahead["run"]))]
     keys = np.stack([ahead["run"], ahead["rank"], ahead["config_id"]])
@@ -246,8 +263,10 @@ def _total_s(rows: np.ndarray, *phases: str) -> float:
 
 
 def _entries(rank0: np.ndarray, phase: str) -> int:
-    """How many times rank 0 entered ``phase``: a piece of it, or of its ``BESIDE`` phase, that
-    begins where another ended is the same entry, cut where rank 0's own chunk began or ended."""
+    """How many times rank 0 entered ``phase``.
+
+    A piece of it, or of its ``BESIDE`` phase, that begins where another ended is the same entry.
+    That piece was cut where rank 0's own chunk began or ended."""
     mine = rank0[np.isin(rank0["phase"], (phase, BESIDE[phase]))]
     mine = mine[np.lexsort((mine["start_s"], mine["run"]))]
     same = (mine["run"][1:] == mine["run"][:-1]) & (mine["start_s"][1:] == mine["end_s"][:-1])

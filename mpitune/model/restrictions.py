@@ -1,10 +1,9 @@
 """Restriction strings, checked once and evaluated on whole columns of the search space.
 
-Kernel Tuner evaluates every restriction string with ``eval`` per configuration, which
-is what makes large spaces slow to build. Here a string is parsed once, its names are
-checked against the tunable parameters, and it is rewritten so that ``and``/``or``/``not``
-and chained comparisons work element-wise on numpy arrays: one call filters a million
-configurations.
+Kernel Tuner evaluates every restriction string with ``eval`` per configuration. That is what
+makes large spaces slow to build. Here a string is parsed once. Its names are checked against
+the tunable parameters. It is rewritten so that ``and``/``or``/``not`` and chained comparisons
+work element-wise on numpy arrays. So one call filters a million configurations.
 """
 
 from __future__ import annotations
@@ -31,10 +30,11 @@ _FUNCTIONS = {
 
 
 def _power(base: Any, exponent: Any) -> Any:
-    """``base ** exponent`` as Python (Kernel Tuner's ``eval``) has it, on columns: an integer to
-    a negative power is a float, not numpy's ValueError, 0 to one is a ZeroDivisionError, and an
-    integer power past 64 bits, which Python would compute (for hours, for ``x**(10**10)``) and
-    numpy would wrap around, is an OverflowError."""
+    """``base ** exponent`` on columns, as Python (Kernel Tuner's ``eval``) has it.
+
+    An integer to a negative power is a float, not numpy's ValueError. 0 to a negative power is
+    a ZeroDivisionError. An integer power past 64 bits is an OverflowError. Python would compute
+    it, for hours for ``x**(10**10)``. numpy would wrap it around."""
     if not isinstance(base, np.ndarray) and not isinstance(exponent, np.ndarray):
         return base**exponent  # constants: Python's numbers
     base, exponent = np.asarray(base), np.asarray(exponent)
@@ -128,8 +128,10 @@ _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.i
 
 
 class RestrictionError(ValueError):
-    """A restriction string that does not parse, uses names that are not parameters, would cost
-    too much to evaluate, or fails on some values."""
+    """A restriction string that cannot be used.
+
+    It does not parse, uses names that are not parameters, would cost too much to evaluate, or
+    fails on some values."""
 
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
@@ -178,9 +180,11 @@ class _Vectorise(ast.NodeTransformer):
 
 
 def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, list[str]]:
-    """Parse an expression over tunable parameters, refusing anything else: attributes,
-    subscripts, lambdas, calls other than a few numeric functions, unknown names. Also used
-    for grid_div expressions, so both accept the same language."""
+    """Parse an expression over tunable parameters, refusing anything else.
+
+    Refused are attributes, subscripts, lambdas, unknown names, and calls other than a few
+    numeric functions. grid_div expressions are parsed here too, so both accept the same
+    language."""
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
@@ -207,9 +211,10 @@ def parse_checked(text: str, param_names: list[str]) -> tuple[ast.Expression, li
 
 
 def _constant(node: ast.expr, text: str) -> Any:
-    """The value of ``node`` when it is arithmetic on constants alone, computed only when its
-    cost is bounded (RestrictionError otherwise); None when it names a parameter, calls a
-    function, or fails (the evaluation then says how)."""
+    """The value of ``node`` when it is arithmetic on constants alone.
+
+    It is computed only when its cost is bounded; otherwise RestrictionError. None when it names
+    a parameter, calls a function, or fails. The evaluation then says how."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
@@ -237,8 +242,9 @@ def _computed(op: Any, *operands: Any) -> Any:
 
 
 def _result_size(op: ast.operator, left: Any, right: Any) -> tuple[float, str]:
-    """About how large ``left op right`` is, before it is computed, and in what: only powers,
-    shifts and repeated strings grow much past their operands."""
+    """About how large ``left op right`` is, and in what, before it is computed.
+
+    Only powers, shifts and repeated strings grow much past their operands."""
     if isinstance(op, ast.Mult):
         text, times = (left, right) if isinstance(left, str) else (right, left)
         return (
@@ -265,8 +271,9 @@ def _compiled(text: str, names: tuple[str, ...]) -> CodeType:
 
 
 def evaluate(text: str, config: Mapping[str, Any]) -> Any:
-    """The value of an expression in this language for one configuration, parsed once per
-    text; RestrictionError when it names something that is not a parameter."""
+    """The value of an expression in this language for one configuration.
+
+    Each text is parsed once. RestrictionError when it names something that is not a parameter."""
     code = _compiled(text, tuple(config))
     return eval(code, {"__builtins__": {}, **_SCALAR_FUNCTIONS}, dict(config))
 
@@ -296,8 +303,10 @@ class Restriction:
         return np.broadcast_to(np.asarray(value, dtype=bool), (n,))
 
     def _failure(self, columns: Mapping[str, np.ndarray], n: int, exc: Exception) -> str:
-        """What failed, and on which values: the rows are halved to the first one that fails,
-        a few evaluations more, on the error's way only."""
+        """What failed, and on which values.
+
+        The rows are halved down to the first one that fails. That costs a few evaluations
+        more, on the error's way only."""
         lo, hi = 0, n
         while hi - lo > 1:
             mid = (lo + hi) // 2

@@ -1,9 +1,9 @@
 """The record of one measured configuration, shared by backends, strategies and the cache.
 
-A ``Result`` is what a rank measured; a ``Scored`` is that result as rank 0 judged it, with the
-run's objective and metrics. Both are frozen: each room that adds to a result makes a new
-record (the scheduler its place and times, the objective its scores), so that a record read
-anywhere is the one its maker made and nothing changes it behind a caller's back.
+A ``Result`` is what a rank measured. A ``Scored`` is that result as rank 0 judged it, with the
+run's objective and metrics. Both are frozen. Each room that adds to a result makes a new record:
+the scheduler its place and times, the objective its scores. So a record read anywhere is the one
+its maker made. Nothing changes it behind a caller's back.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from typing import Any, TypeVar
 
 
 class Status(str, enum.Enum):
-    """How a configuration ended. Failures are results, not exceptions: strategies penalise
-    them and the file records them so they are never re-run. The values are what files and
-    JSON hold; a member compares equal to its value and formats as it."""
+    """How a configuration ended.
+
+    Failures are results, not exceptions. Strategies penalise them. The file records them, so
+    they are never re-run. The values are what files and JSON hold. A member compares equal to
+    its value and formats as it."""
 
     OK = "ok"
     COMPILE_ERROR = "compile_error"
@@ -77,10 +79,11 @@ class Result:
 
 @dataclass(frozen=True)
 class Scored(Result):
-    """A result judged on rank 0 by the run's objective (model/objective.py): what strategies
-    are told and the file records. The metrics come from the spec's functions, which never
-    leave rank 0; ``scores`` holds one score per objective, each to minimise, ``inf`` for a
-    failure."""
+    """A result judged on rank 0 by the run's objective (model/objective.py).
+
+    It is what strategies are told and the file records. The metrics come from the spec's
+    functions, which never leave rank 0. ``scores`` holds one score per objective, each to
+    minimise, ``inf`` for a failure."""
 
     config: Mapping[str, Any] = field(default_factory=dict)
     metrics: Mapping[str, float] = field(default_factory=dict)
@@ -98,11 +101,13 @@ _FIELDS = {cls: frozenset(f.name for f in dataclasses.fields(cls)) for cls in (R
 
 
 def remade(record: R, **changes: Any) -> R:
-    """``dataclasses.replace(record, **changes)``, the same record, in a tenth of its time for a
-    ``Result`` or ``Scored`` (neither has an ``__init__`` or ``__post_init__`` of its own): rank 0
-    remakes results per report and rescores every leader per calibration, where ``replace``'s
-    call of ``__init__`` through all fields was most of its cost per configuration. Any other
-    class, or a name that is no field, goes through ``replace`` (which says what is wrong)."""
+    """``dataclasses.replace(record, **changes)``, the same record, made faster.
+
+    It is faster for a ``Result`` or ``Scored``, as neither has an ``__init__`` or
+    ``__post_init__`` of its own. Rank 0 remakes results per report. It rescores every leader
+    per calibration. There ``replace``'s call of ``__init__`` through all fields was most of its
+    cost per configuration (docs/performance.md). Any other class, or a name that is no field,
+    goes through ``replace``, which says what is wrong."""
     fields = _FIELDS.get(type(record))
     if fields is None or not fields.issuperset(changes):
         return dataclasses.replace(record, **changes)
@@ -113,7 +118,9 @@ def remade(record: R, **changes: Any) -> R:
 
 
 def in_ask_order(results: Iterable[R], asked: Iterable[int]) -> list[R]:
-    """``results`` in the order their ids were ``asked`` (one not asked last, in the order given):
-    a batch told so is told alike however it was dealt to the ranks."""
+    """``results`` in the order their ids were ``asked``.
+
+    One not asked comes last, in the order given. A batch told so is told alike however it was
+    dealt to the ranks."""
     place = {config_id: k for k, config_id in enumerate(asked)}
     return sorted(results, key=lambda r: place.get(r.config_id, len(place)))

@@ -1,8 +1,10 @@
-"""The results schema, defined once: the file's layout, the names a parameter may not take (and the
-values it may not hold) and the columns of the analysis tables all derive from these tables.
+"""The results schema, defined once.
 
-Every text column is fixed-length UTF-8 (HDF5's SWMR readers cannot follow variable-length data);
-the width is in bytes and longer text is cut.
+These tables give the file's layout and the columns of the analysis tables. They give the names
+a parameter may not take, and the values it may not hold.
+
+Every text column is fixed-length UTF-8: HDF5's SWMR readers cannot follow variable-length data.
+The width is in bytes, and longer text is cut.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ ITERATIONS = "iterations"
 
 @dataclass(frozen=True)
 class Column:
-    """One field of a dataset. ``doc`` is its meaning as docs/cache-format.md shows it (a test
-    holds each table there to these tables)."""
+    """One field of a dataset.
+
+    ``doc`` is its meaning as docs/cache-format.md shows it. A test holds each table there to
+    these tables."""
 
     name: str
     dtype: str  # a numpy dtype string, or ITERATIONS
@@ -295,9 +299,10 @@ def markdown_rows(columns: Sequence[Column]) -> list[str]:
 
 
 def outside_int64(value: Any) -> str | None:
-    """Why a parameter value is an integer no int64 column keeps, or None: such a value is refused
-    before it is measured, since writing it would fail (``param_dtype``; a float column would not
-    keep it faithfully either)."""
+    """Why a parameter value is an integer no int64 column keeps, or None.
+
+    Such a value is refused before it is measured, since writing it would fail (``param_dtype``).
+    A float column would not keep it faithfully either."""
     if not isinstance(value, int) or -(2**63) <= value < 2**63:
         return None
     shown = (
@@ -307,10 +312,11 @@ def outside_int64(value: Any) -> str | None:
 
 
 def unkept_text(value: Any) -> str | None:
-    """Why a text value would not reach the compiler, the file and Kernel Tuner's cache as it is
-    written, or None. A NUL cannot be in a compiler's argument and a line break cuts a
-    ``#define``; a value's bytes are bounded, as one argument of a command is; Kernel Tuner
-    reads its error markers as a failure wherever an entry holds them."""
+    """Why a text value would not reach the compiler, the file and Kernel Tuner's cache as written.
+
+    None where it would. A NUL cannot be in a compiler's argument. A line break cuts a
+    ``#define``. A value's bytes are bounded, as one argument of a command is. Kernel Tuner reads
+    its error markers as a failure wherever an entry holds them."""
     if not isinstance(value, str):
         return None
     shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
@@ -328,8 +334,10 @@ def unkept_text(value: Any) -> str | None:
 
 
 def unkept_in_floats(values: Sequence[Any]) -> str | None:
-    """Why a parameter mixing integers and floats loses one in its float column (``param_dtype``),
-    or None: two integers beyond 2**53 would read back as one value, two configurations as one."""
+    """Why a parameter mixing integers and floats loses one in its float column, or None.
+
+    The column is ``param_dtype``'s. Two integers beyond 2**53 would read back as one value. Two
+    configurations would become one."""
     if not any(isinstance(v, float) for v in values):
         return None
     lost = next((v for v in values if isinstance(v, int) and float(v) != v), None)
@@ -339,9 +347,11 @@ def unkept_in_floats(values: Sequence[Any]) -> str | None:
 
 
 def comma_clash(params: Mapping[str, Sequence[Any]]) -> str | None:
-    """Why two configurations could share a Kernel Tuner cache key (the values joined by commas),
-    or None. With commas in one parameter's values the key still splits one way, the others'
-    values having none; with two, ("a,b", "c") and ("a", "b,c") are both "a,b,c"."""
+    """Why two configurations could share a Kernel Tuner cache key, or None.
+
+    The key is the values joined by commas. With commas in one parameter's values, the key still
+    splits one way: the others' values have none. With two, ("a,b", "c") and ("a", "b,c") are
+    both "a,b,c"."""
     commas = [(n, next(v for v in vs if "," in str(v))) for n, vs in params.items() if any("," in str(v) for v in vs)]
     if len(commas) < 2:
         return None

@@ -1,9 +1,9 @@
 """The valid configurations of a problem, with stable integer ids.
 
-The space is held as one small integer matrix: row ``i`` is configuration id ``i`` and
-holds, per parameter, the index of its value in ``tune_params``. Rows are in
-Cartesian-product order (last parameter fastest, like ``itertools.product``), so the
-same problem always gives the same ids, on every rank and in every rerun.
+The space is held as one small integer matrix. Row ``i`` is configuration id ``i``. It holds,
+per parameter, the index of its value in ``tune_params``. Rows are in Cartesian-product order,
+last parameter fastest, like ``itertools.product``. So the same problem always gives the same
+ids, on every rank and in every rerun.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class SpaceTooLarge(ValueError):
 
 def too_large(sizes: Sequence[int]) -> str | None:
     """Why a product of parameters with ``sizes`` values each is too large to enumerate, or None.
+
     Restrictions cannot help: they filter the product, which is enumerated first."""
     total = math.prod(sizes)
     if total <= MAX_CONFIGURATIONS:
@@ -60,10 +61,9 @@ class SearchSpace:
     ) -> SearchSpace:
         """Enumerate the Cartesian product and keep the rows every restriction accepts.
 
-        The product is made and filtered by the restriction strings a block of rows at a
-        time, so the peak memory is the table of valid rows plus one block's temporaries,
-        not several int64 copies of the whole product (for 10 million configurations that is
-        the difference between about 100 MB and 550 MB)."""
+        The product is made and filtered by the restriction strings a block of rows at a time.
+        So the peak memory is the table of valid rows plus one block's temporaries. It is not
+        several int64 copies of the whole product. docs/performance.md has what that saves."""
         restrictions = list(restrictions)
         sizes = [len(v) for v in tune_params.values()]
         refusal = too_large(sizes)
@@ -95,8 +95,8 @@ class SearchSpace:
     def restricted(self, restrictions: Iterable[Restriction | Callable[..., bool]]) -> SearchSpace:
         """The configurations every restriction accepts, in the same order.
 
-        String restrictions run on whole columns (numpy), a block of rows at a time; callables,
-        which may do anything, run once per configuration that survived the strings, with the
+        String restrictions run on whole columns (numpy), a block of rows at a time. Callables
+        may do anything. They run once per configuration that survived the strings, with the
         config as a dict.
         """
         restrictions = list(restrictions)
@@ -121,8 +121,9 @@ class SearchSpace:
 
     @classmethod
     def from_configs(cls, tune_params: dict[str, list[Any]], configs: Iterable[tuple[Any, ...]]) -> SearchSpace:
-        """A space of exactly the given configurations (value tuples in ``tune_params`` order),
-        e.g. those present in measured data; ids follow Cartesian order as in ``build``."""
+        """A space of exactly the given configurations, value tuples in ``tune_params`` order.
+
+        They may be those present in measured data. Ids follow Cartesian order as in ``build``."""
         position = [{v: i for i, v in enumerate(values)} for values in tune_params.values()]
         dtype = _index_dtype(max(len(v) for v in tune_params.values()))
         rows = sorted({tuple(p[v] for p, v in zip(position, config)) for config in configs})
@@ -138,11 +139,13 @@ class SearchSpace:
         return {name: self.tune_params[name][int(i)] for name, i in zip(self.names, row)}
 
     def id_of(self, rows: np.ndarray) -> np.ndarray:
-        """Config id of each index row (one row or a matrix of them), -1 where a row is not a
-        valid configuration (a value index out of range, or a row the restrictions removed).
+        """Config id of each index row (one row or a matrix of them).
 
-        Rows are stored in Cartesian order, so their mixed-radix keys are already sorted and a
-        lookup is one ``searchsorted``; strategies map thousands of candidate rows per batch.
+        It is -1 where a row is not a valid configuration. Such a row has a value index out of
+        range, or the restrictions removed it.
+
+        Rows are stored in Cartesian order, so their mixed-radix keys are already sorted. So a
+        lookup is one ``searchsorted``. Strategies map thousands of candidate rows per batch.
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, len(self.names))
         inside = np.all((rows >= 0) & (rows < self.sizes), axis=1)
@@ -167,9 +170,10 @@ class SearchSpace:
         return keys
 
     def neighbours(self, config_id: int, adjacent: bool = False) -> np.ndarray:
-        """Ids of the valid configurations that differ from ``config_id`` in one parameter:
-        in any value (Hamming distance 1), or with ``adjacent`` only in the next value up or
-        down, for parameters whose values are ordered. Ascending per parameter."""
+        """Ids of the valid configurations that differ from ``config_id`` in one parameter.
+
+        They differ in any value (Hamming distance 1). With ``adjacent``, only the next value up
+        or down counts, for parameters whose values are ordered. Ascending per parameter."""
         row = self.indices[config_id].astype(np.int64)
         blocks = []
         for p, size in enumerate(self.sizes.tolist()):
@@ -184,11 +188,12 @@ class SearchSpace:
         return ids[ids >= 0]
 
     def unit_coordinates(self, ids: int | Sequence[int] | np.ndarray) -> np.ndarray:
-        """Configurations ``ids`` (an id or an array of them) as points in [0, 1]^n_params
-        (value index / (n_values - 1)), for strategies that move through a continuous space
-        and snap back to configurations. Computed from the index table on each call rather
-        than kept for the whole space: that would be 56 bytes per configuration with 7
-        parameters, more than half a gigabyte for 10 million."""
+        """Configurations ``ids`` (an id or an array of them) as points in [0, 1]^n_params.
+
+        A coordinate is value index / (n_values - 1). Strategies move through a continuous space
+        and snap back to configurations. The points are computed from the index table on each
+        call. Kept for the whole space, they would cost 56 bytes per configuration with 7
+        parameters. That is more than half a gigabyte for 10 million."""
         coordinates: np.ndarray = self.indices[ids].astype(np.float64) / self._scale
         return coordinates
 
@@ -199,8 +204,9 @@ def _value_columns(tune_params: dict[str, list[Any]]) -> dict[str, np.ndarray]:
 
 
 def _accepted(rows: np.ndarray, columns: dict[str, np.ndarray], restrictions: list[Any]) -> np.ndarray:
-    """Which of ``rows`` (value indices) every restriction string accepts; callables are
-    left to ``SearchSpace._with_callables``."""
+    """Which of ``rows`` (value indices) every restriction string accepts.
+
+    Callables are left to ``SearchSpace._with_callables``."""
     keep = np.ones(len(rows), dtype=bool)
     for r in restrictions:
         if isinstance(r, Restriction):

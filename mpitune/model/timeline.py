@@ -1,8 +1,8 @@
 """Phases of work on one rank, on the run's shared clock.
 
-Every figure mpitune reports (wall time, busy and idle time, efficiency) is derived from
-these intervals, never from sums of per-configuration durations. A replay's simulated clock
-also charges what its recorded run spent besides its configurations (model/replay_clock.py).
+Every figure mpitune reports is derived from these intervals: wall time, busy and idle time,
+efficiency. None comes from sums of per-configuration durations. A replay's simulated clock also
+charges what its recorded run spent besides its configurations (model/replay_clock.py).
 """
 
 from __future__ import annotations
@@ -76,11 +76,11 @@ GAP_S = 1e-3
 class Clock:
     """Seconds since the run started, on one rank.
 
-    Real: a monotonic clock counted from a moment all ranks share. Simulated (replay of
-    measured data): it stands still except where measured durations ``advance`` it, and at
-    every collective it ``sync``s to the latest rank, as waiting would make it in a real run;
-    each entry into a phase named in ``charges_s`` advances it by that many seconds (rank 0's
-    own work, at what the replayed run recorded: model/replay_clock.py).
+    Real: a monotonic clock counted from a moment all ranks share. Simulated, in a replay of
+    measured data: it stands still except where measured durations ``advance`` it. At every
+    collective it ``sync``s to the latest rank, as waiting would make it in a real run. Each
+    entry into a phase named in ``charges_s`` advances it by that many seconds. That is rank 0's
+    own work, at what the replayed run recorded (model/replay_clock.py).
     """
 
     def __init__(
@@ -93,8 +93,9 @@ class Clock:
 
     @property
     def origin(self) -> float:
-        """The ``time.perf_counter()`` reading that is 0 on this clock; the monotonic clock is
-        one per machine, so a worker process given it reads the same times."""
+        """The ``time.perf_counter()`` reading that is 0 on this clock.
+
+        The monotonic clock is one per machine. So a worker process given it reads the same times."""
         return self._t0
 
     def now(self) -> float:
@@ -139,6 +140,7 @@ class Timeline:
 
     def extend(self, rows: list[PhaseRow]) -> None:
         """Phases recorded elsewhere on this clock (a worker process), as part of this batch.
+
         Background phases stand beside this rank's own and leave its gap accounting alone."""
         for row in rows:
             row.batch = self.batch
@@ -148,8 +150,10 @@ class Timeline:
             self.rows.append(row)
 
     def idle_until(self, now_s: float) -> None:
-        """No gap row covers the time before ``now_s``: this timeline did no work then (rank 0's
-        measuring lane between its chunks, scheduling/lane.py), and another timeline covers it."""
+        """No gap row covers the time before ``now_s``.
+
+        This timeline did no work then, and another timeline covers it. An example is rank 0's
+        measuring lane between its chunks (scheduling/lane.py)."""
         self._last_end_s = max(self._last_end_s, now_s)
 
     def _fill_gap(self, start_s: float) -> None:
@@ -157,6 +161,6 @@ class Timeline:
             self.rows.append(PhaseRow(self.batch, -1, "other", self._last_end_s, start_s))
 
     def take(self) -> list[PhaseRow]:
-        """Hand over the rows recorded so far (to be sent to rank 0) and forget them."""
+        """Hand over the rows recorded so far, to be sent to rank 0, and forget them."""
         rows, self.rows = self.rows, []
         return rows

@@ -1,14 +1,16 @@
-"""What rank 0 hands a device: one configuration on its way (``Work``), or launches to time again
-after the search (``Retime``), and what each rank answers of those (``Launch``).
+"""What rank 0 hands a device, and what each rank answers.
 
-Rank 0 turns each id the strategy proposes into a ``Work`` once, when it hands the batch out;
-the order carries it to the rank, the rank to its compile workers and its measuring worker, and
-rank 0 keeps it beside the batch in flight to score the result that comes back. No room turns
-the id into a configuration again.
+Rank 0 hands one configuration on its way (``Work``), or launches to time again after the search
+(``Retime``). A rank answers those with ``Launch``.
 
-The search times each configuration once, on whichever rank it was dealt to, so its median
-carries that device's bias and one draw of noise. Confirmation (model/judging/confirmation.py) times
-the few candidates again in turn, round after round, on the same devices, so that slow drift
+Rank 0 turns each id the strategy proposes into a ``Work`` once, when it hands the batch out.
+The order carries it to the rank. The rank hands it to its compile workers and its measuring
+worker. Rank 0 keeps it beside the batch in flight, to score the result that comes back. No room
+turns the id into a configuration again.
+
+The search times each configuration once, on whichever rank it was dealt to. So its median
+carries that device's bias and one draw of noise. Confirmation (model/judging/confirmation.py)
+times the few candidates again in turn, round after round, on the same devices. So slow drift
 and a device's bias hit every candidate alike and can be taken out.
 """
 
@@ -38,8 +40,9 @@ MOST_CANDIDATES = 16  # at most this many: each costs a compile and its launches
 
 @dataclass(frozen=True)
 class Retime:
-    """Time each of ``work`` once per round, for ``rounds`` rounds, interleaved: round r
-    launches every candidate once, in an order rotated by r, so that no candidate always
+    """Time each of ``work`` once per round, for ``rounds`` rounds, interleaved.
+
+    Round r launches every candidate once, in an order rotated by r. So no candidate always
     follows the same one."""
 
     work: tuple[Work, ...]
@@ -58,8 +61,10 @@ class Retime:
 
 @dataclass(frozen=True)
 class Launch:
-    """One timed launch of a candidate: its round and its time, NaN when the candidate could
-    not be launched (it failed to compile or load here, or its launch failed)."""
+    """One timed launch of a candidate: its round and its time.
+
+    The time is NaN when the candidate could not be launched. It failed to compile or load
+    here, or its launch failed."""
 
     config_id: int
     round: int

@@ -1,62 +1,63 @@
 """The statistics of confirmation: which candidates to time again, and what their launches say.
 
-The search times each configuration once, on one device, so a median there carries that
-device's bias and one draw of noise; the best of thousands is then partly the luckiest. Rank 0
-therefore times a few candidates again, round-robin over several rounds, on every device
-(model/work.py), and this module turns those launches into a verdict. Numbers only: no I/O,
-no MPI, so that every step can be checked on numbers drawn from a seeded generator.
+The search times each configuration once, on one device. So a median there carries that
+device's bias and one draw of noise. The best of thousands is then partly the luckiest. So rank 0
+times a few candidates again, round-robin over several rounds, on every device (model/work.py).
+This module turns those launches into a verdict. It is numbers only, with no I/O and no MPI. So
+every step can be checked on numbers drawn from a seeded generator.
 
-Which candidates (``candidates``). The k best by their search median, and also any whose
-interval for the median overlaps the best's: the search cannot tell those from the best, so
+Which candidates (``candidates``). The k best by their search median join. So does any whose
+interval for the median overlaps the best's. The search cannot tell those from the best, so
 leaving them out would let its noise choose. The interval is the order-statistic one
-(``search_interval_ms``): it assumes nothing of the launches' distribution (kernel times are
-skewed, with rare slow launches), only that they are independent draws, so the count of launches
-below the true median is binomial(n, 1/2). A raced result has only the few launches that showed
-it slow: its median is biased upwards, so it joins if even its wide interval overlaps, or if it
-stopped near the race's bound (within ``NEAR_BOUND`` of it; the k nearest): the default race
-stops a configuration on its first launch alone, trusting that no first launch runs colder than
-the run has measured (model/judging/racing.py), and one that stopped just beyond the bound is the one a
-first launch a little colder than that could have stopped although it was the best. Only k of
-them: on real spaces many configurations stop just beyond the bound (a tenth of a percent
-beyond, on the replayed caches), and each candidate costs a compile and a slot in every round.
-With several devices the search's times are calibrated (scheduling/devices/calibrating.py): each
-divided by its rank's estimated factor, whose error moves every result of that rank alike. An
-interval for a calibrated median must carry that error too, or a factor estimated a few tenths
-of a percent high pushes the true best out of the candidates (or a slower one in) with intervals
-that look sure. Each side of an interval, in log time from the median, is therefore combined in
-quadrature with its factor's own half-width at the same confidence (``factor_sd``: the
-estimate's bootstrap standard error, relative): the launches' noise and the factor's error are
-independent, and for two intervals alike the overlap is then the same test as before on a
-difference whose variance has both factors' in it. Within one rank the factor's error cancels,
-and counting it there only errs towards one more candidate.
+(``search_interval_ms``). It assumes nothing of the launches' distribution: kernel times are
+skewed, with rare slow launches. It assumes only that they are independent draws. So the count
+of launches below the true median is binomial(n, 1/2). A raced result has only the few launches
+that showed it slow. Its median is biased upwards. So it joins if even its wide interval
+overlaps. It also joins if it stopped near the race's bound (within ``NEAR_BOUND``; the k
+nearest). The default race stops a configuration on its first launch alone. It trusts that no
+first launch runs colder than the run has measured (model/judging/racing.py). A first launch a
+little colder could stop the best just beyond the bound. Only k of those join. On real spaces
+many configurations stop just beyond the bound (docs/performance.md, "Racing"). Each candidate
+costs a compile and a slot in every round.
+With several devices, the search's times are calibrated (scheduling/devices/calibrating.py).
+Each is divided by its rank's estimated factor. The factor's error moves every result of that
+rank alike. An interval for a calibrated median must carry that error too. Else a factor a few
+tenths of a percent high pushes the true best out of the candidates, with intervals that look
+sure. It may push a slower one in, too. So each side of an interval, in log time from the
+median, is combined in quadrature with its factor's own half-width at the same confidence.
+``factor_sd`` is the estimate's relative bootstrap standard error. The launches' noise and the
+factor's error are independent. For two intervals alike, the overlap is then the same test as
+before. It is made on a difference whose variance has both factors' in it. Within one rank the
+factor's error cancels. Counting it there only errs towards one more candidate.
 
-Device factors. A device may be a few percent slower than another on every kernel (clocks,
-cooling, a neighbour), and the candidates' launches are spread over devices unevenly once some
-fail on one of them. The model is multiplicative, log t[d, c, r] = a_c + b_d + noise: a device
-speeds every kernel up by the same ratio. Each step takes medians, not means, so that one slow
-launch, one odd candidate or one odd device moves nothing: m[d, c] is the median over rounds,
-b_d the median over candidates of how far device d sits from the other devices on that
-candidate (m[d, c] minus the median over devices). Only candidates timed on every device count,
-so that each b_d is measured against the same set. The b are centred to mean 0 (factors of
-geometric mean 1): the model cannot tell a slow kernel from a slow fleet, and this choice keeps
+Device factors. A device may be a few percent slower than another on every kernel. Clocks,
+cooling or a neighbour can cause it. And the candidates' launches are spread over devices
+unevenly once some fail on one of them. The model is multiplicative: log t[d, c, r] = a_c + b_d
++ noise. A device speeds every kernel up by the same ratio. Each step takes medians, not means.
+So one slow launch, one odd candidate or one odd device moves nothing. m[d, c] is the median over
+rounds. b_d is the median over candidates of how far device d sits from the other devices on
+that candidate: m[d, c] minus the median over devices. Only candidates timed on every device
+count, so each b_d is measured against the same set. The b are centred to mean 0 (factors of
+geometric mean 1). The model cannot tell a slow kernel from a slow fleet. This choice keeps
 calibrated times in the units of a typical device. A launch is calibrated by dividing it by its
-device's factor and, in a confirmation, by its round's shift on that device (``_rounds_out``),
-and a candidate's time is the median of all its calibrated launches pooled.
+device's factor. In a confirmation it is also divided by its round's shift on that device
+(``_rounds_out``). A candidate's time is the median of all its calibrated launches pooled.
 
-Bootstrap. The unit resampled is the round on one device: the launches of a round ran next to
-each other in time, so drift (warming, throttling) hits them alike; resampling whole rounds keeps
-that pairing, and so the comparison of two candidates is as sharp as the interleaving made it.
+Bootstrap. The unit resampled is the round on one device. The launches of a round ran next to
+each other in time, so drift (warming, throttling) hits them alike. Resampling whole rounds keeps
+that pairing. So the comparison of two candidates is as sharp as the interleaving made it.
 Devices are resampled independently, since their noise is. Every resample recomputes the factors
-too, so the intervals carry the uncertainty of the calibration. A candidate's interval is the
-percentile interval of its resampled medians. The winner is the lowest median; a candidate is
-tied with it when the resampled ratio of their medians falls at or below 1 in at least
-(1 - confidence) / 2 of the resamples, i.e. the ratio's percentile interval includes 1: then the
-launches do not show that the winner is faster, and the report should say so instead of naming
-one. A device is flagged when its factor differs from the median device's by more than
-``flag_z`` standard errors plus ``flag_pct`` % (beyond noise over all devices: two each flagged
-3 to 7 of 256 alike ones; and beyond a remark's worth: a few % between devices of one kind is
-usual). Of two devices only the slower can be flagged: each differs from the other alike, and
-what sets a device apart (throttling, lower clocks, a host busy with other work) slows it.
+too. So the intervals carry the uncertainty of the calibration. A candidate's interval is the
+percentile interval of its resampled medians. The winner is the lowest median. A candidate is
+tied with it when the ratio of their medians falls at or below 1 in at least (1 - confidence) / 2
+of the resamples. That is, the ratio's percentile interval includes 1. Then the launches do not
+show that the winner is faster. The report should say so instead of naming one.
+A device is flagged when its factor differs from the median device's by enough. Enough is more
+than ``flag_z`` standard errors plus ``flag_pct`` %. The first term is beyond noise over all
+devices (docs/analysis.md says how often alike ones are flagged). The second is beyond a
+remark's worth: a few % between devices of one kind is usual. Of two devices only the slower can
+be flagged. Each differs from the other alike. What sets a device apart slows it: throttling,
+lower clocks, a host busy with other work.
 """
 
 from __future__ import annotations
@@ -101,8 +102,7 @@ class DeviceFactor:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What confirmation concludes: the winner, the candidates it cannot be told from, and the
-    devices' factors."""
+    """What confirmation concludes: the winner, the candidates it cannot be told from, the devices' factors."""
 
     winner: int  # config_id
     candidates: tuple[Candidate, ...]  # by median, winner first; a candidate with no finite launch left out
@@ -120,9 +120,9 @@ class Verdict:
 
 
 def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95, ready: bool = False) -> tuple[float, float]:
-    """An interval for the median of one configuration's search launches: the distribution-free
-    order-statistic (binomial) interval; with too few launches for that confidence, [min, max].
-    ``ready``: the launches are finite and sorted already."""
+    """An interval for the median of one configuration's search launches.
+    It is the distribution-free order-statistic (binomial) interval. With too few launches for
+    that confidence, it is [min, max]. ``ready``: the launches are finite and sorted already."""
     times = times_ms if ready else sorted(t for t in times_ms if math.isfinite(t))
     n = len(times)
     return (times[_rank(n, confidence) - 1], times[n - _rank(n, confidence)]) if n else (math.nan, math.nan)
@@ -161,17 +161,17 @@ def candidates(
     most: int = MOST_CANDIDATES,
     factor_sd: Mapping[int, float] | None = None,
 ) -> list[int]:
-    """Config ids to confirm: the k best ok results by the median of their launches (time_ms
-    where none is finite), which is what confirmation compares, among the full results and the
-    raced ones that stopped near the race's bound (a raced one beyond it is known slower); plus
-    every ok result whose search_interval_ms, widened by its rank's factor's error (``factor_sd``:
-    the standard error of each rank's factor, by rank; none: results in raw time), overlaps the
-    best's; plus the k fastest raced ones (r.raced) whose time is within ``NEAR_BOUND`` of the
-    race's bound not taken yet; at most `most`, best first; results whose time is not finite are
-    ignored. The bound is recomputed from the results (``Race.seen``: the best full median, the
-    largest spread and the largest first launch / median of the full ones), the bound as the
-    search ended: each raced result lost against the bound of its moment, of a best no better
-    and ratios no wider. Uses r.time_ms / r.times_ms / r.first_ms."""
+    """Config ids to confirm, at most `most`, best first; results not finite are ignored.
+    First the k best ok results by the median of their launches (time_ms where none is finite).
+    They come from the full results and the raced ones that stopped near the race's bound. A
+    raced one beyond it is known slower. Then every ok result whose search_interval_ms overlaps
+    the best's. The interval is widened by its rank's factor's error. ``factor_sd`` is each
+    rank's factor's standard error, by rank; none means results in raw time. Then the k fastest
+    raced ones (r.raced) not taken yet whose time is within ``NEAR_BOUND`` of the race's bound.
+    The bound is recomputed from the results (``Race.seen``): the best full median, the largest
+    spread and the largest first launch / median of the full ones. It is the bound as the search
+    ended. Each raced result lost against the bound of its moment, of a best no better and
+    ratios no wider. Uses r.time_ms / r.times_ms / r.first_ms."""
     finite = {id(r): sorted(t for t in r.times_ms if math.isfinite(t)) for r in results}  # each sorted once
     medians = {i: (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2 for i, t in finite.items() if t}  # as np.median
 
@@ -205,9 +205,9 @@ def candidates(
 
 
 def _nanmedian(a: np.ndarray, axis: int) -> np.ndarray:
-    """The median along ``axis`` of the finite values, NaN where there is none. numpy's own
-    nanmedian loops in Python over the other axes; sorting moves NaN last, so the middle of the
-    finite values can be picked for all of them at once."""
+    """The median along ``axis`` of the finite values, NaN where there is none.
+    numpy's own nanmedian loops in Python over the other axes. Sorting moves NaN last. So the
+    middle of the finite values can be picked for all of them at once."""
     s = np.sort(a, axis=axis)
     n = np.sum(np.isfinite(s), axis=axis, keepdims=True)
     lo = np.take_along_axis(s, np.maximum((n - 1) // 2, 0), axis=axis)
@@ -219,11 +219,11 @@ def _nanmedian(a: np.ndarray, axis: int) -> np.ndarray:
 def _grid(
     rank: np.ndarray, config_id: np.ndarray, round_: np.ndarray, time_ms: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ranks, config ids, t[device, candidate, round]): the launches as one array, NaN where a
-    launch failed or is missing. Times that are not finite and positive are failures (a log is
-    taken of each). A candidate, rank or round without a finite launch is left out: it tells
-    nothing, and a rank where everything failed would otherwise leave no candidate timed on
-    every device, and so no calibration of the others."""
+    """(ranks, config ids, t[device, candidate, round]): the launches as one array.
+    It is NaN where a launch failed or is missing. Times not finite and positive are failures;
+    a log is taken of each. A candidate, rank or round without a finite launch is left out. It
+    tells nothing. A rank where everything failed would otherwise leave no candidate timed on
+    every device. Then the others would have no calibration."""
     rank, config_id, round_ = (np.asarray(x).astype(np.int64) for x in (rank, config_id, round_))
     times = np.asarray(time_ms, dtype=np.float64)
     if not rank.shape == config_id.shape == round_.shape == times.shape or rank.ndim != 1:
@@ -241,9 +241,9 @@ def _grid(
 
 
 def _estimate(launches: np.ndarray, complete: np.ndarray, paired: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(log factors [sample, device], medians [sample, candidate]) of launches[sample, device,
-    candidate, round]: the model of the module docstring, for every sample at once; ``paired``:
-    each device's rounds are taken out too (``_rounds_out``)."""
+    """(log factors [sample, device], medians [sample, candidate]) of launches.
+    Launches are [sample, device, candidate, round]. This is the model of the module docstring,
+    for every sample at once. ``paired``: each device's rounds are taken out too (``_rounds_out``)."""
     samples, devices, count, rounds = launches.shape
     logs = np.log(launches)
     if devices > 1 and complete.any():
@@ -263,13 +263,13 @@ def _estimate(launches: np.ndarray, complete: np.ndarray, paired: bool = False) 
 
 
 def _rounds_out(logs: np.ndarray, medians: np.ndarray, complete: np.ndarray) -> np.ndarray:
-    """Calibrated log launches [sample, device, candidate, round] less each round's common shift
-    on its device: the median, over the candidates timed on every device, of how far the round's
+    """Calibrated log launches [sample, device, candidate, round] less each round's shift.
+    The shift is the median, over the candidates timed on every device, of how far the round's
     launch sits from the candidate's pooled median (``medians``, log). A round's launches ran
-    next to each other, so what moved the device then (a clock that stepped, a neighbour's
-    job) moved them alike; taken out, the candidates are compared within rounds, as the
-    interleaving paired them, and a candidate's median no longer hangs on how many of its
-    launches fell on either side of a step."""
+    next to each other. What moved the device then moved them alike: a clock that stepped, a
+    neighbour's job. With the shift out, candidates are compared within rounds, as the
+    interleaving paired them. A candidate's median no longer hangs on how many of its launches
+    fell on either side of a step."""
     apart = logs[:, :, complete, :] - medians[:, None, complete, None]
     shift = _nanmedian(apart, axis=2)  # [sample, device, round]
     return logs - np.where(np.isfinite(shift), shift, 0.0)[:, :, None, :]
@@ -278,8 +278,8 @@ def _rounds_out(logs: np.ndarray, medians: np.ndarray, complete: np.ndarray) -> 
 def _bootstrap(
     grid: np.ndarray, complete: np.ndarray, rng: np.random.Generator, resamples: int, paired: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The estimates of ``resamples`` resamples of rounds, each device's drawn on its own. All
-    draws are made first, so the chunking (for memory) does not change the numbers."""
+    """The estimates of ``resamples`` resamples of rounds, each device's drawn on its own.
+    All draws are made first. So the chunking, for memory, does not change the numbers."""
     devices, count, rounds = grid.shape
     picks = rng.integers(0, rounds, size=(resamples, devices, rounds))
     chunk = max(1, CHUNK_ELEMENTS // max(1, grid.size))
@@ -319,12 +319,12 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
 
 
 def _tied(order: np.ndarray, meds_boot: np.ndarray, confidence: float) -> tuple[int, ...]:
-    """The columns (of ``meds_boot``, in ``order`` after the winner ``order[0]``) of the
-    candidates the resamples cannot tell from the winner: their ratio to it is at or below 1 in
-    at least (1 - confidence) / 2 / (candidates - 1) of them. Naming the rest slower is one claim
-    on every comparison at once, of a winner picked as the least of them: Bonferroni's share
-    keeps the chance that any of them is wrong within 1 - confidence. A pair no resample could
-    compare (both medians never finite together) counts as tied."""
+    """The columns of the candidates the resamples cannot tell from the winner.
+    Columns are of ``meds_boot``, in ``order`` after the winner ``order[0]``. Such a candidate's
+    ratio to the winner is at or below 1 in at least (1 - confidence) / 2 / (candidates - 1) of
+    them. Naming the rest slower is one claim on every comparison at once. The winner was picked
+    as the least of them. Bonferroni's share keeps the chance that any is wrong within 1 -
+    confidence. A pair no resample could compare (never both finite) counts as tied."""
     w = order[0]
     tied = []
     level = (1.0 - confidence) / 2 / max(1, len(order) - 1)
@@ -349,11 +349,11 @@ def judge(
     paired: bool = True,
     intervals: bool = True,
 ) -> Verdict | None:
-    """One row per timed launch (parallel arrays; NaN times are failed launches and are left
-    out). None when no candidate has a finite launch. ``paired``: a round's launches on one
-    device ran together (confirmation's interleaving), so each round's shift is taken out;
-    not where the "candidates" were timed apart (calibration's references). Without
-    ``intervals`` the candidates' intervals are NaN and none is tied: the factors alone."""
+    """The verdict of one row per timed launch, in parallel arrays; NaN times (failed) left out.
+    None when no candidate has a finite launch. ``paired``: a round's launches on one device ran
+    together (confirmation's interleaving). So each round's shift is taken out. Not so where the
+    "candidates" were timed apart (calibration's references). Without ``intervals`` the
+    candidates' intervals are NaN and none is tied: the factors alone."""
     if not 0.0 < confidence < 1.0 or resamples < 1:
         raise ValueError(f"judge: confidence must be in (0, 1) and resamples >= 1, not {confidence}, {resamples}")
     ranks, ids, grid = _grid(rank, config_id, round_, time_ms)
