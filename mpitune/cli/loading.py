@@ -87,26 +87,11 @@ def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loadi
 
 
 def overrides(args: argparse.Namespace) -> Overrides:
+    """What the flags set (spec/settings_table.py), and the results file, ``--out``."""
     from mpitune.spec.settings import Overrides
+    from mpitune.spec.settings_table import from_flags
 
-    return Overrides(
-        strategy=args.strategy,
-        max_fevals=args.max_fevals,
-        time_limit_s=args.time_limit,
-        seed=args.seed,
-        cache_path=args.out,
-        batch_size=args.batch_size,
-        schedule=args.schedule,
-        compile_workers=args.compile_workers,
-        stop_file=args.stop_file or "",
-        allow_mixed_devices=args.allow_mixed_devices,
-        isolate=not args.no_isolation,
-        rank_deadline_floor_s=args.rank_deadline_floor,
-        confirm=args.confirm,
-        calibrate=False if args.no_calibrate else None,
-        prior=tuple(args.prior),
-        prior_any_kernel=args.prior_any_kernel,
-    )
+    return Overrides(**from_flags(args), cache_path=args.out)
 
 
 def not_python(path: str) -> str | None:

@@ -23,7 +23,7 @@ PLAN_HELP = (
 def refuse(message: str) -> int:
     """A user error before MPI starts: every rank exits 2, the first alone says why (each
     rank of a launcher that does not say which it is)."""
-    from mpitune.scheduling.early import launcher_world_rank
+    from mpitune.scheduling.before_mpi import launcher_world_rank
 
     if launcher_world_rank() in (0, None):
         print(f"mpitune: error: {message}", file=sys.stderr)
@@ -41,7 +41,7 @@ class Parser(argparse.ArgumentParser):
 def _subcommands() -> str:
     """Every subcommand with its one line, for the top-level ``--help``."""
     lines = {"tune": TUNE_HELP, "replay": REPLAY_HELP, "plan": PLAN_HELP}
-    lines.update({verb: commands.load(verb).HELP for verb in sorted(commands.available())})
+    lines.update({verb: commands.module_of(verb).HELP for verb in sorted(commands.verbs())})
     width = max(map(len, lines))
     return (
         "commands:\n"
@@ -81,88 +81,14 @@ def tune_parser() -> argparse.ArgumentParser:
 
 
 def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
-    """The flags that override a search's strategy, budget and batching. ``Schedule`` is imported
-    here, not above, as the strategies are in ``_strategies``: it loads numpy, which the offline
-    verbs never need."""
-    from mpitune.model.problem import Schedule
+    """The flags of the run settings, from their table (spec/settings_table.py), and what guards
+    a run against a lost rank. The table is imported here, not above, as the strategies are in
+    ``_strategies``: the offline verbs never need it."""
+    from mpitune.spec.settings_table import SETTINGS
 
-    p.add_argument(
-        "--strategy", help="search strategy, one of those below (default: as the spec says, see docs/spec.md)"
-    )
-    p.add_argument("--max-fevals", type=int, help="at most this many new configurations")
-    p.add_argument("--time-limit", type=number_flag(), metavar="S", help=f"stop handing out batches after S {seconds}")
-    p.add_argument("--seed", type=int, help="seed of the strategy's random numbers")
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        help="configurations per hand-out over all ranks (default: docs/performance.md, 'Chunks and batches')",
-    )
-    p.add_argument(
-        "--schedule",
-        choices=[s.value for s in Schedule],
-        help="how rank 0 hands out work on several ranks: refill (each rank refilled as it runs short: busier "
-        "ranks, but the search depends on timing), batches (whole batches, the same search for a seed) or auto "
-        "(refill; default: the spec's schedule, else auto; see docs/performance.md, 'How work is handed out')",
-    )
-    p.add_argument(
-        "--compile-workers",
-        type=int,
-        metavar="N",
-        help="processes per rank compiling ahead while the device measures "
-        "(default: the rank's cores minus one; 0: compile each configuration in turn)",
-    )
-    p.add_argument(
-        "--confirm",
-        type=int,
-        metavar="N",
-        help="once the search ends, time the N best candidates (and those tied with the best) again, "
-        "interleaved on every rank, and name the winner and its ties (default: the spec's confirm, else 5; "
-        "0: none; see docs/analysis.md, 'Confirmation')",
-    )
-    p.add_argument(
-        "--no-calibrate",
-        action="store_true",
-        help="do not time a reference configuration on every rank during the search to compare their devices "
-        "(see docs/analysis.md, 'Calibration')",
-    )
-    p.add_argument(
-        "--prior",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="start the search from measurements made elsewhere (another GPU, problem size or version): an "
-        "mpitune file or a Kernel Tuner cache of the same kernel, matched on the parameters it shares; "
-        "repeatable, added to the spec's prior (see docs/strategies.md, 'Priors')",
-    )
-    p.add_argument(
-        "--prior-any-kernel",
-        action="store_true",
-        help="take a prior whose kernel name differs from this run's (default: refuse it)",
-    )
-    _guard_flags(p)
-    common(p)
-
-
-def _guard_flags(p: argparse.ArgumentParser) -> None:
-    """The flags of what stops a run or guards it against a lost rank, a crash or mixed devices
-    (docs/reliability.md)."""
-    p.add_argument(
-        "--stop-file",
-        metavar="PATH",
-        help="stop as on SIGTERM once PATH exists (job scripts touch it when Slurm signals)",
-    )
-    p.add_argument(
-        "--no-isolation",
-        action="store_true",
-        help="measure in the rank's own process: no per-configuration deadline, a crash ends the job",
-    )
-    p.add_argument(
-        "--rank-deadline-floor",
-        type=number_flag(),
-        metavar="S",
-        help="wait at least S seconds for a rank's batch before calling the rank silent and ending the run "
-        "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
-    )
+    for setting in SETTINGS:
+        if setting.flag is not None:
+            setting.flag.add_to(p, seconds)
     p.add_argument(
         "--liveness-timeout",
         type=number_flag(zero_ok=True),
@@ -170,11 +96,7 @@ def _guard_flags(p: argparse.ArgumentParser) -> None:
         help="end the run when a rank has sent no heartbeat for S seconds, however long its batch "
         "(default 20, or $MPITUNE_LIVENESS_TIMEOUT_S; 0: no heartbeats; see docs/reliability.md)",
     )
-    p.add_argument(
-        "--allow-mixed-devices",
-        action="store_true",
-        help="run even when the ranks have different device models (their timings differ)",
-    )
+    common(p)
 
 
 def replay_parser() -> argparse.ArgumentParser:

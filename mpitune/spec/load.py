@@ -23,7 +23,7 @@ from mpitune.spec import fields, fit, metrics
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import DEFAULTS, KNOWN, UNSUPPORTED
 from mpitune.spec.replay import ReadMeasured, simulation
-from mpitune.spec.settings import Overrides, SearchFields, add_prior, run_settings
+from mpitune.spec.settings import Overrides, add_prior, run_settings
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +128,8 @@ def load_names(
             raise TypeError("load_spec of a simulation_mode spec needs read_measured")
         problem, settings = simulation(check, spec, names, overrides, read_measured)
     else:
-        problem = _problem(check, spec, names, base_dir, overrides.isolate)
-        settings = run_settings(check, SearchFields.of(spec), overrides)
+        problem = _problem(check, spec, names, base_dir, overrides.get("isolate"))
+        settings = run_settings(check, spec, overrides)
         problem.cache_path = settings.cache_path
     return problem, add_prior(check, spec["prior"], spec["prior_any_kernel"], base_dir, settings)
 

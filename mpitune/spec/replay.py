@@ -20,7 +20,8 @@ from mpitune.model.problem import Problem, RunSettings, Schedule
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.spec import fields, metrics
 from mpitune.spec.checker import Checker
-from mpitune.spec.settings import Overrides, SearchFields, run_settings, schedule_setting
+from mpitune.spec.settings import Overrides, run_settings, search_fields
+from mpitune.spec.settings_table import BY_NAME
 
 
 class _Timed(Protocol):
@@ -83,7 +84,7 @@ def replay_problem(
     schedule: Any = None,
     kernel_cache: str | None = None,
 ) -> tuple[Problem, RunSettings]:
-    """The results go to ``overrides.cache_path``, by default the data's name with .replay.h5.
+    """The results go to ``overrides``' ``cache_path``, by default the data's name with .replay.h5.
     ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``).
     ``racing`` None: as the data's run raced (an mpitune file that raced races as recorded, one
     that did not is not raced; a Kernel Tuner cache is raced by the default rule). ``schedule``:
@@ -112,10 +113,10 @@ def replay_problem(
         replay_run=kernel_cache_assumed(data.recorded, kernel_cache),
     )
     name = Path(data.source).name.split(".")[0]
-    search = SearchFields(
+    search = search_fields(
         strategy=strategy,
         strategy_options=strategy_options,
-        cache=overrides.cache_path or f"{name}.replay.h5",
+        cache=overrides.get("cache_path") or f"{name}.replay.h5",
         racing=_as_recorded(data.recorded) if racing is None else racing,
         schedule=schedule if schedule is not None else (data.recorded.schedule or Schedule.AUTO.value),
     )
@@ -163,14 +164,16 @@ def simulation(
     source = os.path.join(os.path.dirname(check.path), str(source))
     if not os.path.isfile(source):
         check.fail("cache", f"file {spec['cache']!r} {not_a_file(source) or 'not found'}")
-    output = overrides.cache_path or Path(check.path).stem + ".replay.h5"
+    output = overrides.get("cache_path") or Path(check.path).stem + ".replay.h5"
     problem, settings = replay_problem(
         read_measured(source),
-        replace(overrides, cache_path=output),
+        overrides.replaced(cache_path=output),
         spec["strategy"],
         spec["strategy_options"],
         spec["racing"],
-        schedule=schedule_setting(check, spec["schedule"]).value,  # a bad one named in the spec, not the data
+        schedule=BY_NAME["schedule"]
+        .checked(check, spec["schedule"])
+        .value,  # a bad one named in the spec, not the data
     )
     problem.spec_path = check.path
     problem.restrictions = fields.restrictions(check, spec["restrictions"], list(problem.tune_params))
