@@ -50,7 +50,7 @@ def test_help_lists_every_command_with_its_line():
     proc = offline(["--help"])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    for verb in ("tune", "replay", *commands.available()):
+    for verb in ("tune", "replay", *commands.verbs()):
         assert any(line.split()[:1] == [verb] and len(line.split()) > 3 for line in lines), verb
     assert "--out PATH, --cache PATH" in proc.stdout
 

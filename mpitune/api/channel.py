@@ -25,7 +25,7 @@ class _Unsendable(TypeError):
     pass
 
 
-def save(stem: str, names: Mapping[str, Any], origin: str) -> None:
+def save_call(stem: str, names: Mapping[str, Any], origin: str) -> None:
     """``stem.json`` and ``stem.npz`` holding ``names``; SpecError naming a value that is not plain data."""
     arrays: dict[str, np.ndarray] = {}
     encoded = {}
@@ -39,7 +39,7 @@ def save(stem: str, names: Mapping[str, Any], origin: str) -> None:
         json.dump(encoded, fh)
 
 
-def load(stem: str) -> dict[str, Any]:
+def load_call(stem: str) -> dict[str, Any]:
     with np.load(stem + _ARRAYS, allow_pickle=False) as npz:
         arrays = {key: npz[key] for key in npz.files}
     with open(stem + _VALUES, encoding="utf-8") as fh:

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         from mpitune.cli.planning import plan
 
         return plan(argv[1:])
-    if argv and argv[0] in commands.available():
+    if argv and argv[0] in commands.verbs():
         return _offline(argv[0], argv[1:])
     args = tune_parser().parse_args(argv[1:] if argv and argv[0] == "tune" else argv)
     refusal = not_python(args.spec)
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _offline(verb: str, argv: list[str]) -> int:
-    module = commands.load(verb)
+    module = commands.module_of(verb)
     parser = Parser(prog=f"python -m mpitune {verb}", description=module.HELP)
     module.add_arguments(parser)
     common(parser)

@@ -12,10 +12,10 @@ import pkgutil
 from types import ModuleType
 
 
-def available() -> dict[str, str]:
+def verbs() -> dict[str, str]:
     """verb -> module name, without importing the modules."""
     return {m.name.rstrip("_"): m.name for m in pkgutil.iter_modules(__path__)}
 
 
-def load(verb: str) -> ModuleType:
-    return importlib.import_module(f"{__name__}.{available()[verb]}")
+def module_of(verb: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{verbs()[verb]}")

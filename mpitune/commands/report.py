@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     if len(args.cache) > 1:
         if args.html:
             raise UserError("--html takes one file; several files are compared as text or --json")
-        from mpitune.offline.across_models import render as render_across
+        from mpitune.offline.across_models import render_across
 
         print(render_across(args.cache, as_json=args.json))
         return ExitCode.OK

@@ -216,7 +216,7 @@ def recover(restore_path: str) -> bool:
     True when it restored something. A file written on another node is left alone, with a
     warning. Its GPU is not this node's.
     """
-    saved = restore_file.read(restore_path)
+    saved = restore_file.read_saved(restore_path)
     if saved is None:
         return False
     if saved.host != socket.gethostname():

@@ -56,7 +56,7 @@ def write_new(path: str, settings: SavedSettings) -> None:
     _sync_directory(directory)
 
 
-def read(path: str) -> SavedSettings | None:
+def read_saved(path: str) -> SavedSettings | None:
     """The saved settings, None when there is no file.
 
     A file that is not a restore file raises a UserError naming it."""

@@ -135,7 +135,7 @@ def _config_text(config: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
-def render(paths: Sequence[str], as_json: bool = False) -> str:
+def render_across(paths: Sequence[str], as_json: bool = False) -> str:
     """``report`` of several files: text, or one JSON object (``as_json``)."""
     across = compare(paths)
     if as_json:

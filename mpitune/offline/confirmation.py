@@ -155,7 +155,7 @@ def _calibration(data: CacheData, run: int) -> list[DeviceCalibration]:
     ]
 
 
-def report_lines(
+def confirmation_lines(
     confirmation: Confirmation | None, cost: ConfirmationCost | None, calibration: list[DeviceCalibration]
 ) -> list[str]:
     """The report's lines on the confirmation and the device factors; none without either."""

@@ -85,7 +85,7 @@ def _named(name: str, higher_is_better: bool) -> str:
     return f"{name}{' in ms' if name == TIME else ''} ({'higher' if higher_is_better else 'lower'} is better)"
 
 
-def report_lines(p: FrontSummary) -> list[str]:
+def front_lines(p: FrontSummary) -> list[str]:
     """The report's lines for the front."""
     names = [o.name for o in p.objectives]
     described = [_named(o.name, o.higher_is_better) for o in p.objectives]

@@ -51,7 +51,7 @@ class Imported:
 
 
 @dataclass(frozen=True)
-class Entry:
+class CacheEntry:
     """One configuration of the cache as the file records it: its result, config, and when it
     finished (unix seconds) after how long (its durations, and Kernel Tuner's strategy before it)."""
 
@@ -114,7 +114,7 @@ def _identity(kt_path: str, measured: MeasuredData, iterations: int, device: str
     )
 
 
-def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, space: SearchSpace) -> list[Entry]:
+def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, space: SearchSpace) -> list[CacheEntry]:
     """Every configuration with its id in ``space`` and mpitune's status where an export from
     mpitune kept it (Kernel Tuner's markers lump failures together)."""
     position = [{v: i for i, v in enumerate(values)} for values in measured.tune_params.values()]
@@ -141,11 +141,11 @@ def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, sp
             k: v for k, v in asdict(m).items() if k not in ("launches", "twice")
         }  # the replay's, not a result's
         result = Result(config_id=cid, rank=0, **{**recorded, "status": status, "times_ms": tuple(m.times_ms)})
-        entries.append(Entry(result, dict(zip(names, config)), end, duration, before))
+        entries.append(CacheEntry(result, dict(zip(names, config)), end, duration, before))
     return entries
 
 
-def _write_run(cache: Cache, info: RunInfo, entries: Sequence[Entry], device: str) -> None:
+def _write_run(cache: Cache, info: RunInfo, entries: Sequence[CacheEntry], device: str) -> None:
     """One session as one run: on its own clock, which starts with the first entry's strategy time."""
     t0 = min(e.finished_unix - e.duration_s - e.strategy_s for e in entries)
     cache.start_run(replace(info, started_unix=t0), [HOST], [device], [0])
@@ -166,7 +166,7 @@ def _write_run(cache: Cache, info: RunInfo, entries: Sequence[Entry], device: st
     cache.finish_run(last, "finished", len(entries))
 
 
-def _phases(e: Entry, batch: int, last: float, start: float, end: float) -> list[tuple[int, PhaseRow]]:
+def _phases(e: CacheEntry, batch: int, last: float, start: float, end: float) -> list[tuple[int, PhaseRow]]:
     """The rank's phases from the end of the previous entry (``last``) to this one's ``end``:
     whatever filled the gap, Kernel Tuner's strategy time, then the recorded durations, squeezed
     into the time the timestamps leave for them (from ``start``)."""

@@ -17,7 +17,7 @@ def objective_column(name: str, metric_names: Sequence[str], observed_names: Seq
     return name if name in metric_names or name in observed_names else TIME_COLUMN
 
 
-def usable(ok: np.ndarray, values: np.ndarray, higher_is_better: bool) -> np.ndarray:
+def usable_rows(ok: np.ndarray, values: np.ndarray, higher_is_better: bool) -> np.ndarray:
     """Rows whose objective value counts, as the run's strategy saw them: measured fine, finite,
     and for a higher-is-better objective positive (see mpitune/model/objective.py)."""
     counts: np.ndarray = ok & np.isfinite(values)

@@ -25,10 +25,10 @@ def render(path: str, as_json: bool = False, top: int = 5) -> str:
 def as_text(path: str, s: Summary) -> str:
     """The report's lines, as ``report`` prints them."""
     lines = _problem_lines(path, s) + _run_lines(s) + _result_lines(s) + _top_lines(s)
-    lines += confirmation.report_lines(s.confirmation, s.confirmation_cost, s.calibration)
+    lines += confirmation.confirmation_lines(s.confirmation, s.confirmation_cost, s.calibration)
     lines += confirmation.throttled_text(s.throttled)
     if s.pareto:
-        lines += front.report_lines(s.pareto)
+        lines += front.front_lines(s.pareto)
     return "\n".join(lines + _rank_lines(s) + _overhead_lines(s))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from mpitune.model.result import Status
 from mpitune.offline import confirmation as confirmed
 from mpitune.offline.confirmation import Throttled
-from mpitune.offline.ranking import usable
+from mpitune.offline.ranking import usable_rows
 from mpitune.store.reader import CacheData
 
 
@@ -47,7 +47,7 @@ class Tally:
             self._last_run = (int(results["run"][latest]), self.rows + latest)
         self.rows += len(results)
         self._values.append(values)
-        self._usable.append(usable(ok, values, part.objective.higher_is_better))
+        self._usable.append(usable_rows(ok, values, part.objective.higher_is_better))
         self._ids.append(results["config_id"].astype(np.int64))
         self._ok_ms.append(results["time_ms"][ok])
         if part.objective.several:

@@ -69,7 +69,7 @@ class BayesOpt(Strategy):
     def _ask(self, n: int) -> list[int]:
         observed = surrogate.observations(self.best(len(self.values)), self.max_observations, self.rng)
         around = self.best(surrogate.SEEDS_FOR_NEIGHBOURS)
-        cand = geometry.candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
+        cand = geometry.acquisition_candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
         if not len(cand):
             return []
         unit = self.space.unit_coordinates

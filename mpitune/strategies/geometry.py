@@ -240,7 +240,7 @@ def best(values: Mapping[int, float], k: int = 1) -> list[int]:
     return heapq.nsmallest(k, values, key=lambda i: (values[i], i))  # = sorted(...)[:k], without the sort
 
 
-def candidates(
+def acquisition_candidates(
     space: SearchSpace, unseen: np.ndarray, around: Iterable[int], count: int, rng: np.random.Generator
 ) -> np.ndarray:
     """Where a model scores its acquisition.

@@ -171,7 +171,7 @@ class Portfolio(Strategy):
         values = np.array([self.values[i] for i in observed])
         ok = np.isfinite(values)
         around = self.best(surrogate.SEEDS_FOR_NEIGHBOURS)
-        cand = geometry.candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
+        cand = geometry.acquisition_candidates(self.space, ~self.seen_mask(), around, self.candidates, self.rng)
         if prior is not None and prior.trusted:  # the prior's best join the candidates
             extra = prior.best_unseen(~self.seen_mask(), surrogate.PRIOR_CANDIDATES)
             cand = np.concatenate([cand, extra[~np.isin(extra, cand)]])

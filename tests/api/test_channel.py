@@ -26,8 +26,8 @@ def test_every_kind_of_keyword_value_round_trips_as_data(tmp_path):
         "observers": [NVMLObserver(["nvml_energy"], continuous_duration=0.5)],
     }
     stem = str(tmp_path / "job")
-    channel.save(stem, names, "tune_kernel")
-    back = channel.load(stem)
+    channel.save_call(stem, names, "tune_kernel")
+    back = channel.load_call(stem)
     assert back.keys() == names.keys()
     assert back["arguments"][0].dtype == np.float32 and back["arguments"][1] == np.int32(7)
     assert type(back["arguments"][1]) is np.int32 and type(back["arguments"][2]) is np.float64
@@ -47,4 +47,4 @@ def test_every_kind_of_keyword_value_round_trips_as_data(tmp_path):
 @pytest.mark.parametrize("name, value", [("metrics", {"x": object()}), ("arguments", [np.array([None], object)])])
 def test_what_is_not_plain_data_is_refused_naming_the_keyword(tmp_path, name, value):
     with pytest.raises(SpecError, match=f"^tune_kernel: {name}: cannot be sent to the ranks"):
-        channel.save(str(tmp_path / "job"), {name: value}, "tune_kernel")
+        channel.save_call(str(tmp_path / "job"), {name: value}, "tune_kernel")

@@ -56,7 +56,7 @@ def test_recovery_leaves_another_nodes_file_alone(tmp_path: Path, caplog):
     restore_file.write_new(path, saved)
     with caplog.at_level(logging.WARNING):
         assert recover(path) is False
-    assert restore_file.read(path) == saved
+    assert restore_file.read_saved(path) == saved
     assert any("not on this node; left as it is" in r.getMessage() for r in caplog.records)
 
 
@@ -67,7 +67,7 @@ def test_recovery_without_nvml_stops_and_keeps_the_file_for_a_later_run(tmp_path
     restore_file.write_new(path, saved)
     with pytest.raises(UserError, match=r"^observers: NVML is not available: NVML Shared Library Not Found"):
         recover(path)
-    assert restore_file.read(path) == saved
+    assert restore_file.read_saved(path) == saved
 
 
 def test_a_control_needs_a_parameter_that_sets_the_gpu(tmp_path: Path):

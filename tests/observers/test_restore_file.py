@@ -22,7 +22,7 @@ SAVED = SavedSettings(
 def test_saved_settings_read_back_as_written(tmp_path: Path):
     path = str(tmp_path / "r.json")
     restore_file.write_new(path, SAVED)
-    assert restore_file.read(path) == SAVED
+    assert restore_file.read_saved(path) == SAVED
     assert os.listdir(tmp_path) == ["r.json"]  # the temporary file is gone
 
 
@@ -30,7 +30,7 @@ def test_settings_a_run_does_not_change_stay_none(tmp_path: Path):
     path = str(tmp_path / "r.json")
     power_only = SavedSettings(host="node07", pci_bus_id="00000000:19:00.0", power_limit_mw=500000)
     restore_file.write_new(path, power_only)
-    assert restore_file.read(path) == power_only
+    assert restore_file.read_saved(path) == power_only
 
 
 def test_saved_originals_are_never_overwritten(tmp_path: Path):
@@ -41,7 +41,7 @@ def test_saved_originals_are_never_overwritten(tmp_path: Path):
     )
     with pytest.raises(FileExistsError):
         restore_file.write_new(path, changed)
-    assert restore_file.read(path) == SAVED
+    assert restore_file.read_saved(path) == SAVED
     assert os.listdir(tmp_path) == ["r.json"]
 
 
@@ -70,12 +70,12 @@ def test_of_writers_racing_for_one_file_exactly_one_wins_whole(tmp_path: Path):
         p.join(timeout=60)
     winners = [c for c in outcome if c != -1]
     assert len(winners) == 1 and outcome.count(-1) == n - 1
-    assert restore_file.read(path).graphics_clock_mhz == winners[0]
+    assert restore_file.read_saved(path).graphics_clock_mhz == winners[0]
     assert os.listdir(tmp_path) == ["r.json"]
 
 
 def test_no_file_means_nothing_to_restore(tmp_path: Path):
-    assert restore_file.read(str(tmp_path / "absent.json")) is None
+    assert restore_file.read_saved(str(tmp_path / "absent.json")) is None
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_a_file_that_is_not_saved_settings_is_named(tmp_path: Path, text: str):
     path = tmp_path / "r.json"
     path.write_text(text)
     with pytest.raises(UserError, match=f"^observers: .*{path.name}"):
-        restore_file.read(str(path))
+        restore_file.read_saved(str(path))
 
 
 def test_remove_deletes_the_file(tmp_path: Path):

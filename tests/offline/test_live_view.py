@@ -139,7 +139,7 @@ def test_hosts_of_a_server_listening_everywhere():
 
 
 def test_the_served_json_is_strict(served):
-    from mpitune.offline.html.page import Live, render
+    from mpitune.offline.html.page import Live, page_html
 
     status, body = get(served, "/data.json", "localhost")
     assert status == 200 and strict(body)["summary"]["configs"] == 12  # failed rows: no NaN token
@@ -147,7 +147,7 @@ def test_the_served_json_is_strict(served):
     live = page.split(b'<script type="application/json" id="live">')[1].split(b"</script>")[0]
     assert status == 200 and strict(live) == {"endpoint": "data.json", "interval_s": 5.0}
     with pytest.raises(ValueError):
-        render("{}", "t", Live(interval_s=float("nan")))
+        page_html("{}", "t", Live(interval_s=float("nan")))
 
 
 def test_an_idle_connection_is_closed_while_others_are_served(served):

@@ -39,7 +39,7 @@ def _embedded(text: str) -> str:
     return text.replace("</", "<\\/")
 
 
-def render(payload_json: str, title: str, live: Live | None = None) -> str:
+def page_html(payload_json: str, title: str, live: Live | None = None) -> str:
     """The whole page for a payload already encoded as JSON (payload.to_json)."""
     live_json = json.dumps(
         asdict(live) if live else None, allow_nan=False
@@ -65,7 +65,7 @@ def write_report(cache: str, out: str) -> str:
 
     plotly_js()  # say what to install before reading a large file
     payload = build_from_file(cache)
-    page = render(to_json(payload), f"mpitune: {payload['summary']['kernel']}")
+    page = page_html(to_json(payload), f"mpitune: {payload['summary']['kernel']}")
     with atomic_text(out) as fh:
         fh.write(page)
     return out

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from mpitune.errors import UserError
-from mpitune.offline.html.page import Live, plotly_js, render
+from mpitune.offline.html.page import Live, page_html, plotly_js
 from mpitune.offline.html.payload import build_from_file, to_json
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ def handler(
             url = urlsplit(self.path)
             if url.path == "/":
                 snap = source.snapshot()
-                self._send(render(snap.json, snap.title, live).encode(), "text/html; charset=utf-8")
+                self._send(page_html(snap.json, snap.title, live).encode(), "text/html; charset=utf-8")
             elif url.path == "/" + live.endpoint:
                 snap = source.snapshot()
                 if parse_qs(url.query).get("have", [""])[0] == snap.version:

@@ -20,7 +20,7 @@ from mpitune.model.result import Status
 from mpitune.model.timeline import BACKGROUND_PHASES
 from mpitune.offline.analysis import Tables, run_table
 from mpitune.offline.rank_time import run_walls
-from mpitune.offline.ranking import best_first, running_best, usable
+from mpitune.offline.ranking import best_first, running_best, usable_rows
 from mpitune.offline.summary import RunPrior
 from mpitune.store.rows import objective_values
 
@@ -101,7 +101,7 @@ def ranking(results: Any, goal: Goal) -> Ranking:
     """The values of ``goal``'s objectives, each read from its column of ``results``."""
     ok = results["status"].to_numpy() == Status.OK
     every = objective_values(goal.names, lambda n: results[n].to_numpy(float), ok)
-    return Ranking(goal, every, usable(ok, every[:, 0], goal.higher_is_better))
+    return Ranking(goal, every, usable_rows(ok, every[:, 0], goal.higher_is_better))
 
 
 def view(tables: Tables, limits: Limits | None = None) -> View:

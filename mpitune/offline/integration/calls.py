@@ -100,7 +100,7 @@ def store_results(
         results, names, objective, higher, top, block, source
     )
     if os.path.isfile(results_filename):
-        old = rf.load(results_filename)
+        old = rf.read_results_file(results_filename)
         _refuse_mismatch(old, results_filename, kernel_name, names, objective, higher)
         kept = tuple(e for e in old.entries if e.block != block)
         new = ResultsFile(
@@ -147,7 +147,7 @@ class TuneResults:
         """
         if not os.path.isfile(results_filename):
             raise ResultsFileError(f"{results_filename}: no such results file")
-        self.results = rf.load(results_filename)
+        self.results = rf.read_results_file(results_filename)
         if not self.results.entries:
             raise ResultsFileError(f"{results_filename}: holds no entries")
         doc = rf.document(self.results)

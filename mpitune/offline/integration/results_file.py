@@ -111,17 +111,17 @@ def size_label(problem_size: Any) -> str:
     return "x".join(str(s) for s in sizes)
 
 
-def load(path: str) -> ResultsFile:
+def read_results_file(path: str) -> ResultsFile:
     """The results file at ``path`` (Kernel Tuner's or mpitune's), or a ``ResultsFileError``."""
     text = read_within(path, READ_CAP_MB, "the results file").decode("utf-8", errors="replace")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); not a results file") from None
-    return parse(doc, path)
+    return _parsed(doc, path)
 
 
-def parse(doc: Any, path: str) -> ResultsFile:
+def _parsed(doc: Any, path: str) -> ResultsFile:
     """A results file from its parsed JSON, checked as Kernel Tuner checks it and then some: each
     entry's value must be a number (Kernel Tuner compares them), and mpitune's keys as written."""
     if not isinstance(doc, dict) or "version_number" not in doc:

@@ -11,7 +11,7 @@ from mpitune.model.identity import ProblemIdentity
 from mpitune.model.result import Status
 from mpitune.offline.analysis import Tables, run_table
 from mpitune.offline.rank_time import run_walls
-from mpitune.offline.ranking import TIME_COLUMN, objective_column, usable
+from mpitune.offline.ranking import TIME_COLUMN, objective_column, usable_rows
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Axis:
         return values.min() if self.higher_is_better else values.max()
 
 
-def objective(t: Tables) -> tuple[Any, Axis]:
+def with_objective(t: Tables) -> tuple[Any, Axis]:
     """Results with the objective in column ``objective`` (a kernel time in the unit that reads
     best: µs for tiny kernels) and whether it counts in ``usable``; and how to draw it."""
     res = t.results.copy()
@@ -52,7 +52,7 @@ def objective(t: Tables) -> tuple[Any, Axis]:
     higher = bool(recorded["higher_is_better"])
     column = objective_column(recorded["objective"], res.attrs["metric_names"], res.attrs["observed_names"])
     values = res[column].to_numpy(float)
-    res["usable"] = usable((res["status"] == Status.OK).to_numpy(), values, higher)
+    res["usable"] = usable_rows((res["status"] == Status.OK).to_numpy(), values, higher)
     if column == TIME_COLUMN:
         ok = values[res["usable"].to_numpy()]
         factor, unit = (1e3, "µs") if len(ok) and ok.max() < 0.1 else (1.0, "ms")

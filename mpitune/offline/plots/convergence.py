@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mpitune.offline.analysis import Tables
-from mpitune.offline.plots.axes import Axis, needs_log, objective, time_unit, title, walls_by_run
+from mpitune.offline.plots.axes import Axis, needs_log, time_unit, title, walls_by_run, with_objective
 from mpitune.offline.ranking import running_best
 
 
@@ -54,7 +54,7 @@ def figure(t: Tables, plt: Any) -> Any:
 
 
 def _search(t: Tables) -> tuple[Search, Axis]:
-    res, axis = objective(t)
+    res, axis = with_objective(t)
     res = res.sort_values(["run", "finished_s", "config_id"], kind="stable").reset_index(drop=True)
     walls = walls_by_run(t)
     offsets, acc = {}, 0.0

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from mpitune.offline.analysis import Tables
-from mpitune.offline.plots.axes import needs_log, objective, title
+from mpitune.offline.plots.axes import needs_log, title, with_objective
 
 
 def figure(t: Tables, plt: Any) -> Any:
-    res, axis = objective(t)
+    res, axis = with_objective(t)
     ok = res.loc[res["usable"], "objective"].to_numpy(float)
     fig, ax = plt.subplots(figsize=(8, 4.6))
     failed = res.loc[~res["usable"], "status"].value_counts()

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mpitune.offline.analysis import Tables
-from mpitune.offline.plots.axes import needs_log, objective, title
+from mpitune.offline.plots.axes import needs_log, title, with_objective
 
 
 def _ticks(ax: Any, labels: list[str]) -> None:
@@ -23,7 +23,7 @@ def _ticks(ax: Any, labels: list[str]) -> None:
 
 
 def figure(t: Tables, plt: Any, seed: int = 0) -> Any:
-    res, axis = objective(t)
+    res, axis = with_objective(t)
     names = t.results.attrs["param_names"]
     ok = res[res["usable"]]
     varying = [n for n in names if ok[n].nunique() > 1] if len(ok) else []
