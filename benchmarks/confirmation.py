@@ -59,10 +59,10 @@ from mpitune.model.result import Status
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.offline.confirmation import latest
 from mpitune.scheduling.faults.liveness import Watch
-from mpitune.scheduling.lane import measuring_timeline
 from mpitune.scheduling.manager import Manager
+from mpitune.scheduling.prepare import prepare
+from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
-from mpitune.scheduling.session import prepare
 from mpitune.scheduling.transport import InProcessRanks
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides

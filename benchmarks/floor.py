@@ -132,7 +132,7 @@ def interference(spec: str, workers: int, repeats: int) -> dict:
     from mpitune import backends
     from mpitune.model.timeline import Clock, Timeline
     from mpitune.process.compile_ahead import CompileAhead
-    from mpitune.scheduling.session import prepare
+    from mpitune.scheduling.prepare import prepare
     from mpitune.spec.load import load_spec
     from mpitune.spec.settings import Overrides
 

@@ -27,7 +27,7 @@ import tempfile
 import numpy as np
 
 from mpitune.model.judging.racing import RaceRule
-from mpitune.scheduling.loop import tune
+from mpitune.scheduling.run import tune
 from mpitune.scheduling.transport import LocalTransport
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides

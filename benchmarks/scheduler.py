@@ -68,7 +68,7 @@ from mpitune.scheduling.costs import CostModel  # noqa: E402
 from mpitune.scheduling.handouts import Handouts  # noqa: E402
 from mpitune.scheduling.messages import Order  # noqa: E402
 from mpitune.scheduling.rank import carry_out  # noqa: E402
-from mpitune.scheduling.session import progress_line  # noqa: E402
+from mpitune.scheduling.run_record import progress_line  # noqa: E402
 from mpitune.store import measured  # noqa: E402
 from mpitune.store.reader import read  # noqa: E402
 

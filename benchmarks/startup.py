@@ -17,7 +17,7 @@ and splits each rank's time from the launch to its first configuration:
   file), and waiting for other ranks before the first batch;
 - the rank's measuring worker (phase ``worker_start``, beside the others): when it was spawned
   and when it was warm (its Python, its imports, on a GPU CuPy and the CUDA context), both from
-  the launch; spawned before the clock, it started before MPI and the spec (scheduling/early.py);
+  the launch; spawned before the clock, it started before MPI and the spec (scheduling/before_mpi.py);
 - the first configuration's compile phase, past the first configuration: compiling it, or
   waiting for a compile worker (on a GPU) that is still starting.
 
@@ -54,9 +54,9 @@ MEASURING = ("compile", "verify", "benchmark")
 WORKER_START = "worker_start"  # the background phase of a rank's measuring worker (process/isolation.py)
 GOAL_S = 1.0  # per-rank start-up beyond the spec's own loading
 # What a rank imports before MPI starts: the command line, and the loop (which imports mpi4py).
-RANK_IMPORTS = "import mpitune.cli, mpitune.scheduling.loop"
-# What a rank imports before it spawns its measuring worker (scheduling/early.py).
-BEFORE_SPAWN_IMPORTS = "import mpitune.cli, mpitune.scheduling.early"
+RANK_IMPORTS = "import mpitune.cli, mpitune.scheduling.run"
+# What a rank imports before it spawns its measuring worker (scheduling/before_mpi.py).
+BEFORE_SPAWN_IMPORTS = "import mpitune.cli, mpitune.scheduling.before_mpi"
 # What the worker imports before it warms up its device: the worker's module and the backend
 # (for CuPy: CuPy itself; ``prewarm`` with no device imports only).
 WORKER_IMPORTS = (

@@ -14,7 +14,7 @@ import pytest
 from conftest import kt_cache, mpi_env, mpitune, report_json, write_scale_spec
 
 from mpitune import __version__, backends, commands
-from mpitune.scheduling.session import cpu_oversubscribed
+from mpitune.scheduling.run import cpu_oversubscribed
 
 TWO_CONFIGS = '{"STEP": [1, 2], "MODE": [0]}'
 

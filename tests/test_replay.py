@@ -294,7 +294,7 @@ def test_a_replay_of_a_run_with_compile_workers_runs_its_clock(tmp_path, capsys)
     and for 3 until 1.52 s); the first pass as the run made it, 1 deferred and compiled again
     (as long as the run's repeated compile, 0.02 s) and measured whole; every configuration with
     the launches it got. Without compile workers, every compile in turn."""
-    from mpitune.scheduling.loop import tune
+    from mpitune.scheduling.run import tune
     from mpitune.scheduling.transport import LocalTransport
     from mpitune.store.reader import read
 
@@ -330,7 +330,7 @@ def test_a_kernel_tuner_cache_is_replayed_with_its_assumptions_and_any_compile_w
     """A Kernel Tuner cache records no start-up nor compile workers: none is charged, and it
     says so; with compile workers asked for, compiles overlap what the rank measures (every
     launch timed: racing would take two passes, compiling the survivors twice)."""
-    from mpitune.scheduling.loop import tune
+    from mpitune.scheduling.run import tune
     from mpitune.scheduling.transport import LocalTransport
 
     source = kt_cache(str(tmp_path / "c.json"))

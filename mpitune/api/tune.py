@@ -124,7 +124,7 @@ def _read_measured(path: str) -> MeasuredSpace:
 def _tune_here(problem: Problem, settings: RunSettings) -> None:
     """This process as the one rank of the run. Errors the run reports (an empty space, a cache
     of another problem) are raised instead of printed."""
-    from mpitune.scheduling import loop  # imports mpi4py, which initialises MPI: only when tuning
+    from mpitune.scheduling import run as loop  # imports mpi4py, which initialises MPI: only when tuning
 
     with _main_hidden_from_workers(), _errors_raised() as errors:
         exit_code = loop.tune(lambda: (problem, settings), command=f"mpitune.tune_kernel({problem.kernel_name!r})")

@@ -118,7 +118,7 @@ def _stopped(status: str) -> str:
 
 def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
     from mpitune.cli.predicted import fill_in
-    from mpitune.scheduling.session import prepare
+    from mpitune.scheduling.prepare import prepare
     from mpitune.spec.load import load_spec
     from mpitune.store import measured
 

@@ -1,5 +1,5 @@
 """``python -m mpitune plan FILE|SPEC.py --ranks 1,8,64``: how many GPUs and how long to ask Slurm for.
-Each rank count is a replay on the replay's simulated clock (scheduling/loop.py, ``simulate``), whose
+Each rank count is a replay on the replay's simulated clock (scheduling/run.py, ``simulate``), whose
 fidelity docs/performance.md measures: of a measured run's file, or of a spec's whole space and budget
 at the costs a short pilot on this machine, or a measured run of the same kernel elsewhere
 (``--prior``), gives its configurations (cli/plan_basis.py). The table says what the prediction
@@ -229,7 +229,7 @@ def _kept(args: argparse.Namespace) -> str:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from mpitune.scheduling.loop import simulate
+    from mpitune.scheduling.run import simulate
     from mpitune.spec.replay import replay_problem
 
     walls, measured = {}, {}

@@ -17,13 +17,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 # numpy and what needs it are imported where used: a tuning rank spawns its worker process
-# first (scheduling/early.py), and every import before that spawn delays the worker.
+# first (scheduling/before_mpi.py), and every import before that spawn delays the worker.
 from mpitune.cli.parsers import refuse
 
 if TYPE_CHECKING:
     from mpitune.model.problem import Problem, RunSettings
     from mpitune.scheduling.faults.guard import Guard
-    from mpitune.scheduling.session import Deadline
+    from mpitune.scheduling.prepare import Deadline
 
 
 def setup_logging(args, rank: int) -> None:
@@ -54,10 +54,10 @@ def tune(
     """``load()`` gives the problem and settings; it runs on rank 0 only. ``worker_lang``: the
     backend to start this rank's worker process (and compile workers, ``compile_workers`` of
     them, None: the default) for before MPI (None: none early). ``deadline`` runs the search
-    space's build (loop.py). ``warm``, on the other ranks, reads while MPI starts what they
+    space's build (scheduling/run.py). ``warm``, on the other ranks, reads while MPI starts what they
     read anyway once it is up (a replay's measured data)."""
     _calm_oversubscribed_mpich()
-    from mpitune.scheduling import early
+    from mpitune.scheduling import before_mpi as early
 
     early.start(worker_lang)  # before MPI and the spec: the loop claims it
     try:
@@ -75,7 +75,7 @@ def bad_environment() -> str | None:
     bad one ends each rank with one line, as a bad flag does, not with a traceback once MPI is
     up (or a watch silently off)."""
     from mpitune.errors import UserError
-    from mpitune.scheduling.early import check_backend_environment
+    from mpitune.scheduling.before_mpi import check_backend_environment
     from mpitune.scheduling.faults.deadlines import floor_s
     from mpitune.scheduling.faults.liveness import seconds_setting, timeout_s
     from mpitune.scheduling.faults.start_watch import START_TIMEOUT_S, START_TIMEOUT_VARIABLE
@@ -101,15 +101,15 @@ def _start_mpi(
     (a ``Guard``, faults/guard.py), and what the loop calls to load the spec: on the rank the
     launcher names 0, the spec loaded meanwhile, under the heartbeat once MPI is up; on the
     others, ``warm`` run meanwhile where given."""
-    from mpitune.scheduling import early
-    from mpitune.scheduling.early import load_while, warm_while
+    from mpitune.scheduling import before_mpi as early
+    from mpitune.scheduling.before_mpi import load_while, warm_while
     from mpitune.scheduling.faults.start_watch import StartWatch
 
     def start() -> tuple[ModuleType, Guard]:
         early.start_compile_workers(compile_workers)  # spawned before MPI initialises, as the worker
         watch = StartWatch(early.launcher_world_rank())
         try:
-            loop = importlib.import_module("mpitune.scheduling.loop")
+            loop = importlib.import_module("mpitune.scheduling.run")
         finally:
             watch.end()
         from mpitune.scheduling.faults.guard import guard
@@ -130,7 +130,7 @@ def _run(
     warm: Callable[[], object] | None = None,
 ) -> int:
     """The run on this rank, MPI's start included; an error that is not the user's ends the job."""
-    from mpitune.scheduling import early
+    from mpitune.scheduling import before_mpi as early
 
     (tuner, guard), load = _start_mpi(load, compile_workers, args.liveness_timeout, warm)
     from mpitune.scheduling.faults.aborting import abort_for, quiet_failed_writes  # MPI is up: free now

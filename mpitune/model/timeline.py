@@ -42,7 +42,7 @@ IDLE_PHASES = ("wait",)
 # before the clock's zero, when started early) to its backend imported and its device context
 # made (isolation.py). It overlaps them, so it is reported on its own and is no part of the
 # rank's wall time. So are rank 0's strategy and writes while its own chunk was measured beside
-# them (scheduling/lane.py): its measuring is its phase then, and these are ``BESIDE`` it.
+# them (scheduling/rank.py, ``Lane``): its measuring is its phase then, and these are ``BESIDE`` it.
 BESIDE = {"strategy": "strategy_beside", "write": "write_beside"}
 BACKGROUND_PHASES = ("compile_ahead", "worker_start", *BESIDE.values())
 # Every phase a file's timeline may hold.
@@ -153,7 +153,7 @@ class Timeline:
         """No gap row covers the time before ``now_s``.
 
         This timeline did no work then, and another timeline covers it. An example is rank 0's
-        measuring lane between its chunks (scheduling/lane.py)."""
+        measuring lane between its chunks (scheduling/rank.py)."""
         self._last_end_s = max(self._last_end_s, now_s)
 
     def _fill_gap(self, start_s: float) -> None:

@@ -11,7 +11,7 @@ goes on.
 Starting a worker costs a fresh Python, its imports and, on a GPU, CuPy and the CUDA context.
 That takes seconds, and none of it needs the problem. So a worker is spawned for a backend and a
 device alone (prewarm.py). It warms them up (``backends.prewarm``) and only then waits for its
-problem. A rank may spawn it long before the problem exists: scheduling/early.py starts it
+problem. A rank may spawn it long before the problem exists: scheduling/before_mpi.py starts it
 before MPI. The problem travels through the pipe while the worker still warms up.
 """
 
@@ -230,7 +230,7 @@ class IsolatedBackend(Backend):
         timeline: Timeline | None = None,
     ):
         """``spawned``: a worker started early for this problem's backend and device.
-        scheduling/early.py decides that it is, and it is given the problem now. None: one is
+        scheduling/before_mpi.py decides that it is, and it is given the problem now. None: one is
         spawned here. The worker's own start goes to ``timeline`` as a background phase."""
         self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
         self.timeout_s = timeout_s

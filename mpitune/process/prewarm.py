@@ -2,7 +2,7 @@
 
 The worker (isolation.py) needs its problem only after its own start. That start is a fresh
 Python, numpy, the backend, and on a GPU CuPy and the CUDA context. So a rank spawns it first,
-as early as it can: before MPI, before the spec (scheduling/early.py). This module is what that
+as early as it can: before MPI, before the spec (scheduling/before_mpi.py). This module is what that
 spawn costs the rank. It is the supervisor and nothing of numpy, the backends or the model. The
 worker imports those itself, in its own process, while the rank goes on.
 """

@@ -1,6 +1,6 @@
 """The MPI transport: collectives, the shared clock, broadcasting the problem.
 
-Only this module and the heartbeat thread (faults/heartbeat.py) import mpi4py; the loop (which
+Only this module and the heartbeat thread (faults/heartbeat.py) import mpi4py; run.py (which
 hands the MPI module to the command line), faults/guard.py and faults/aborting.py use it
 through this one.
 

@@ -3,7 +3,7 @@
 A worker takes an order at a time, measures it and reports it (``rounds``). Rank 0 hands out
 what the ranks want (handouts.py), takes each report as it comes, records it and tells the
 strategy as the policy says, until its own order to stop is next and every rank has reported
-(``Rank0Rounds``). Rank 0's own orders go to its lane (lane.py), which measures them beside the
+(``Rank0Rounds``). Rank 0's own orders go to its lane (rank.py), which measures them beside the
 hand-outs; where it cannot (a backend in rank 0's own process, or one rank), rank 0 measures an
 order of its own in its main thread whenever no report is waiting, and the workers go on with
 the next order each holds. A worker's order is due (faults/deadlines.py) from when the worker
@@ -28,15 +28,24 @@ from mpitune.scheduling.faults.deadlines import Deadlines, floor_s
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.silent_round import keep_last_rows, keep_reports
 from mpitune.scheduling.handouts import Handouts
-from mpitune.scheduling.lane import Lane, Merge, measures_beside
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Report, StopReason, interrupted
-from mpitune.scheduling.rank import carry_out
-from mpitune.scheduling.session import Rank0, progress_line, say
+from mpitune.scheduling.rank import Lane, Merge, carry_out, measures_beside
+from mpitune.scheduling.run_record import progress_line, say
 from mpitune.scheduling.transport import SilentRanks, Transport, pauses
 
 _LAST_LOOK_S = 1.0  # rank 0 still looks once for the last rows this long, whatever the deadline left
 _STOP_LOOK_S = 0.05  # how often rank 0, waiting for reports, asks whether a stop must go out
+
+
+@dataclass(frozen=True)
+class Rank0:
+    """What rank 0 carries through the rounds: the search, the deadlines of its orders, and the
+    watch its main thread shares with its heartbeat thread (faults/liveness.py)."""
+
+    manager: Manager
+    deadlines: Deadlines
+    watch: Watch
 
 
 def rounds(

@@ -1,4 +1,4 @@
-"""How the loop moves data between ranks, without naming MPI: ``Transport``, which
+"""How a run moves data between ranks, without naming MPI: ``Transport``, which
 ``comm.MpiTransport`` is in production; ``LocalTransport``, a world of one rank in this process
 (a whole run without mpiexec); ``InProcessRanks``, rank 0 of several in this process (the real
 rounds of a run on many ranks, timed on simulated clocks).

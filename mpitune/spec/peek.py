@@ -2,7 +2,7 @@
 
 Running a spec may take seconds (it may compute a reference answer) and happens on rank 0
 only; what a rank needs to know before (which backend to start its worker process for, see
-scheduling/early.py) is read here from the file's top-level assignments instead. A guess:
+scheduling/before_mpi.py) is read here from the file's top-level assignments instead. A guess:
 the spec's checks, once it has run, decide.
 """
 

@@ -17,7 +17,7 @@ from conftest import kt_cache, mpi_env, write_scale_spec
 from mpitune.cli import main
 from mpitune.cli.plan_basis import MAX_RANKS
 from mpitune.cli.planning import _terminable
-from mpitune.scheduling.loop import tune
+from mpitune.scheduling.run import tune
 from mpitune.scheduling.transport import LocalTransport
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides

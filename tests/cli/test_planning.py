@@ -13,7 +13,7 @@ from mpitune.cli import main
 from mpitune.cli.plan_basis import basis
 from mpitune.cli.planning import parser
 from mpitune.model.problem import Schedule
-from mpitune.scheduling.loop import tune
+from mpitune.scheduling.run import tune
 from mpitune.scheduling.transport import LocalTransport
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides

@@ -18,7 +18,7 @@ from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 from mpitune.process.isolation import WORKER_START_PHASE, IsolatedBackend
 from mpitune.process.prewarm import spawn_worker
-from mpitune.scheduling import early
+from mpitune.scheduling import before_mpi as early
 from mpitune.spec.load import load_spec
 from mpitune.spec.peek import named_lang
 

@@ -28,11 +28,12 @@ from mpitune.scheduling import batching
 from mpitune.scheduling import handouts as handouts_module
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.handouts import Handouts, Recorded
-from mpitune.scheduling.lane import measuring_timeline
 from mpitune.scheduling.manager import Manager
 from mpitune.scheduling.messages import Order, Placement, Report, StopReason
+from mpitune.scheduling.prepare import prepare
+from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
-from mpitune.scheduling.session import finish, open_run, prepare
+from mpitune.scheduling.run_record import finish, open_run
 from mpitune.scheduling.transport import InProcessRanks, LocalTransport
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
@@ -364,7 +365,7 @@ def test_a_cache_path_that_is_not_hdf5_is_refused_before_the_space_is_built(tmp_
 
 
 def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
-    from mpitune.scheduling.loop import tune
+    from mpitune.scheduling.run import tune
 
     source, out = write_measured(tmp_path / "measured.json"), tmp_path / "out.h5"
 
@@ -397,8 +398,8 @@ def test_the_whole_loop_runs_in_one_process_on_a_world_of_one(tmp_path, capsys):
 
 def test_rank_zero_and_a_rank_need_no_mpi():
     modules = (
-        "mpitune.scheduling.manager, mpitune.scheduling.session, mpitune.scheduling.rank, mpitune.scheduling.lane, "
-        "mpitune.scheduling.transport"
+        "mpitune.scheduling.manager, mpitune.scheduling.prepare, mpitune.scheduling.run_record, "
+        "mpitune.scheduling.rank, mpitune.scheduling.transport"
     )
     assert "mpi4py" not in heavy_imports(f"import {modules}")
 

@@ -15,7 +15,7 @@ import sys
 
 from conftest import mpi_env, mpitune, report_json, scale_prior, write_scale_spec
 
-from mpitune.scheduling.session import prepare
+from mpitune.scheduling.prepare import prepare
 from mpitune.spec.load import load_spec
 
 SPACE = '{"STEP": [1, 2, 4, 8], "MODE": [0, 1]}'

@@ -12,9 +12,8 @@ from mpitune.model.judging.racing import Race, RaceRule
 from mpitune.model.timeline import BACKGROUND_PHASES, Clock, PhaseRow, Timeline
 from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead
-from mpitune.scheduling.lane import Merge
 from mpitune.scheduling.messages import Order
-from mpitune.scheduling.rank import carry_out
+from mpitune.scheduling.rank import Merge, carry_out
 from mpitune.spec.load import load_names
 
 # Counts its launches per configuration in the test's own memory (the address travels as a

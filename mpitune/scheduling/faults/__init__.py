@@ -1,7 +1,7 @@
 """Faults: how a run that cannot go on ends, on every rank, and what it keeps.
 
 Start here to change what happens when a rank falls silent, a signal comes, a write fails or a
-rank crashes. The normal path (loop.py, rounds.py) calls in here and knows of faults only
+rank crashes. The normal path (run.py, rounds.py) calls in here and knows of faults only
 ``SilentRanks`` (transport.py) and the table of exit codes (mpitune/exits.py). It is the same
 whichever policy hands out the work (handouts.py: refill or batches): every order a worker
 holds is due on its own.

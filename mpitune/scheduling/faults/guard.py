@@ -19,7 +19,7 @@ from mpitune.scheduling.messages import StopReason
 @dataclass(frozen=True)
 class Guard:
     """A rank's liveness watch, started with MPI: on rank 0 before its spec is loaded, where
-    that happens beside MPI's start (early.py, ``load_while``), so that a rank lost meanwhile ends
+    that happens beside MPI's start (before_mpi.py, ``load_while``), so that a rank lost meanwhile ends
     the job as it would later."""
 
     watch: Watch

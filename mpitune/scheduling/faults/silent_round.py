@@ -11,11 +11,14 @@ the run itself (``watch.ending``: the heartbeat thread leaves the file alone).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from mpitune.scheduling.handouts import Handouts
 from mpitune.scheduling.messages import Order
-from mpitune.scheduling.session import Rank0
 from mpitune.scheduling.transport import SilentRanks
+
+if TYPE_CHECKING:
+    from mpitune.scheduling.rounds import Rank0
 
 
 def keep_reports(silent: SilentRanks, rank0: Rank0, handouts: Handouts, late: list[tuple[Order, float]]) -> None:

@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,24 +21,26 @@ from mpitune import backends
 from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
+from mpitune.exits import ExitCode
 from mpitune.model.problem import Problem, RunSettings
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompileAhead, CompilePool, default_workers
 from mpitune.process.isolation import IsolatedBackend
 from mpitune.process.simulated_compile import SimulatedCompileAhead
-from mpitune.scheduling import early
+from mpitune.scheduling import before_mpi
+from mpitune.scheduling.before_mpi import Preloaded
 from mpitune.scheduling.comm import MPI, MpiTransport
-from mpitune.scheduling.early import Preloaded
 from mpitune.scheduling.faults.ending import abandon
 from mpitune.scheduling.faults.guard import Guard, arm, guard
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.signals import stop_requests
-from mpitune.scheduling.lane import measuring_timeline
 from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
+from mpitune.scheduling.prepare import Deadline, prepare
+from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
-from mpitune.scheduling.session import Deadline, cpu_oversubscribed, finish, open_run, prepare, refuse
+from mpitune.scheduling.run_record import finish, open_run
 from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together
 
 __all__ = ["MPI", "simulate", "tune"]  # the command line reads the rank from MPI and aborts through it
@@ -91,7 +94,7 @@ def _tune(
     rank = transport.rank
     refused = transport.world_error()
     if refused:  # each process is its world's rank 0: the launcher's numbering says which speaks
-        return refuse(refused.task, refused.line)
+        return _refuse(refused.task, refused.line)
     timeline, started_unix = _begin(transport, load)
     setup, error = None, None
     if rank == 0:
@@ -99,7 +102,7 @@ def _tune(
     with timeline.phase("wait"):
         error, workers = transport.bcast((error, setup.settings.compile_workers if setup else None))
     if error:
-        return refuse(rank, error)
+        return _refuse(rank, error)
     with timeline.phase("startup"):
         problem = transport.bcast_problem(setup.problem if setup else None)
     caps = backends.capabilities(problem.lang)
@@ -120,7 +123,7 @@ def _tune(
     try:
         manager, error = _open(transport, setup, bench, timeline, watch, started_unix, command)
         if error:
-            return refuse(rank, error)
+            return _refuse(rank, error)
         caveat = cpu_oversubscribed(caps, transport.node_size, os.cpu_count() or 1)
         if manager and caveat:
             log.warning("%s", caveat)
@@ -132,9 +135,27 @@ def _tune(
             abandon(silent, rank, manager.cache.path if manager else "")
 
 
+def _refuse(rank: int, error: str) -> int:
+    """End this rank for an error the user can fix; rank 0 alone says why."""
+    if rank == 0:
+        print(f"mpitune: error: {error}", file=sys.stderr, flush=True)
+    return ExitCode.USER_ERROR
+
+
+def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> str | None:
+    """A warning when kernels timed on the CPU share too few cores: ranks then time each other's
+    load, and one configuration's iterations spread over a factor of 20. None when all is well."""
+    if ranks_on_node <= cores or caps.device is not DeviceKind.CPU:
+        return None
+    return (
+        f"{ranks_on_node} ranks on this node timed {caps.lang} kernels on {cores} core(s), so the ranks took "
+        f"cores from each other's timings; for times that mean something, run at most {cores} rank(s) per node"
+    )
+
+
 def _begin(transport: Transport, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Timeline, float]:
     """The run's timeline and its start in Unix time. With the spec loaded while MPI started
-    (early.py, ``load_while``), the run began when that did: rank 0's first rows are the spec's loading,
+    (before_mpi.py, ``load_while``), the run began when that did: rank 0's first rows are the spec's loading,
     then the start-up until MPI was up."""
     preloaded = load if isinstance(load, Preloaded) else None
     clock, started_unix = transport.start_clock(since=preloaded.started if preloaded else None)
@@ -187,7 +208,7 @@ class _Bench:
 def _equip(
     problem: Problem, caps: Capabilities, transport: Transport, workers: int | None, timeline: Timeline
 ) -> _Bench:
-    """This rank's bench: the worker the command line started (early.py) or a new one, isolated
+    """This rank's bench: the worker the command line started (before_mpi.py) or a new one, isolated
     where the problem and the backend allow, and the compile workers with its compiler."""
     clock = timeline.clock
     bench = _Bench(
@@ -195,7 +216,7 @@ def _equip(
         _compile_ahead(caps, transport.node_size, workers, clock, problem.replay_run, transport.rank),
     )
     isolate = problem.isolate and caps.isolate
-    spawned = early.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
+    spawned = before_mpi.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
     try:
         if isolate:
             bench.backend = IsolatedBackend(
@@ -301,7 +322,7 @@ def _compile_ahead(
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
     if caps.device is DeviceKind.NONE:
         workers = 0
-    started = early.compile_ahead(caps.lang, workers, clock)  # the command line's, if they fit
+    started = before_mpi.compile_ahead(caps.lang, workers, clock)  # the command line's, if they fit
     if started is not None or workers <= 0:
         return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))

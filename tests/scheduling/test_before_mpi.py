@@ -11,7 +11,7 @@ import pytest
 from conftest import mpitune, write_scale_spec
 
 from mpitune.errors import SpecError
-from mpitune.scheduling.early import Preloaded, load_while, warm_while
+from mpitune.scheduling.before_mpi import Preloaded, load_while, warm_while
 
 SLEEP_S = 1.5
 

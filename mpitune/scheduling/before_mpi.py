@@ -6,7 +6,7 @@ seconds and needs no problem, while the problem reaches a rank only after MPI's 
 0's loading of the spec and a broadcast. So the command line spawns the worker first, for the
 backend the spec names (read from its syntax, without running it) and the device of the
 node-local rank the launcher announces in the environment, then the compile workers (which
-load NVRTC for a second before their first configuration) at a lower priority. The loop claims
+load NVRTC for a second before their first configuration) at a lower priority. run.py claims
 them once the problem is there if they are what it and MPI's own node-local rank
 (``Split_type``) need, and ends them otherwise (``claim``, ``compile_ahead``); the command line
 ends what nothing claims (``end``). No MPI here: this runs before it.
@@ -117,7 +117,7 @@ def start_compile_workers(compile_workers: int | None = None) -> None:
     if workers is None and caps.device is DeviceKind.GPU:
         ranks_on_node = launcher_local_size()
         workers = None if ranks_on_node is None else default_workers(ranks_on_node, warn=False)
-    if workers:  # their clock is the run's, given when the loop takes them
+    if workers:  # their clock is the run's, given when run.py takes them
         _ahead = caps.lang, CompileAhead(workers, Clock(), warm_up=backends.warm_up(caps.lang))
 
 
@@ -151,7 +151,7 @@ def claim(lang: str, isolate: bool, local_rank: int) -> Spawned | None:
     spawned, _early = _early, None
     if spawned is None:
         return None
-    from mpitune import backends  # imported by the loop by now; not before the spawn
+    from mpitune import backends  # imported by run.py by now; not before the spawn
 
     ago_s = time.perf_counter() - spawned.spawned_at
     caps = backends.resolve(spawned.lang)
@@ -189,7 +189,7 @@ def end() -> None:
 # not overlap). When the launcher says that this
 # process is rank 0, the command line loads the spec in the main thread (where its load
 # deadline's alarm is delivered) while another thread starts MPI and this rank's heartbeat. The
-# loop then takes what the spec gave, or raises what it raised, as if it had loaded it itself,
+# run.py then takes what the spec gave, or raises what it raised, as if it had loaded it itself,
 # and the run's clock begins when the spec's loading did, on every rank (comm.start_clock).
 
 T = TypeVar("T")
@@ -208,11 +208,11 @@ class Preloaded:
     @classmethod
     def run(cls, load: Callable[[], tuple[Problem, RunSettings]]) -> Preloaded:
         """Call ``load`` now, keeping whatever it raises (a user's error, an interrupt) for the
-        loop to meet where it would have called ``load`` itself."""
+        run to meet where it would have called ``load`` itself."""
         started = time.perf_counter()
         try:
             loaded = load()
-        except BaseException as exc:  # re-raised by __call__, in the loop
+        except BaseException as exc:  # re-raised by __call__, in run.py
             return cls(started, time.perf_counter(), None, exc)
         return cls(started, time.perf_counter(), loaded, None)
 
@@ -226,7 +226,7 @@ class Preloaded:
 def load_while(start: Callable[[], T], load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[T, Preloaded]:
     """``start()`` (MPI's start) in a thread while ``load()`` runs in this one; both results,
     once both are done. What ``start`` raises is raised here; what ``load`` raises waits in the
-    record for the loop."""
+    record for run.py."""
     return _beside(start, lambda: Preloaded.run(load))
 
 

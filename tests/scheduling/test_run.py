@@ -325,7 +325,8 @@ def test_kill_9_mid_run_loses_at_most_the_batch_in_flight(tmp_path):
 def test_ranks_on_different_device_models_are_refused_unless_allowed(tmp_path):
     from mpitune.model.timeline import Clock
     from mpitune.scheduling.messages import Placement
-    from mpitune.scheduling.session import open_run, prepare
+    from mpitune.scheduling.prepare import prepare
+    from mpitune.scheduling.run_record import open_run
     from mpitune.spec.load import load_spec
     from mpitune.spec.settings import Overrides
 

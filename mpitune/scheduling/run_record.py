@@ -1,112 +1,28 @@
-"""Rank 0's start and end of a run: checking the input, opening the file and recording the
-run, what rank 0 carries through the rounds and records of each batch, and the closing lines.
-No MPI here: the loop gathers what these need."""
+"""The run's record in the file and the lines a person reads: rank 0 opens the file and records
+the run (``open_run``), says each hand-out's progress (``progress_line``), and records and says
+how the run ended (``finish``). No MPI here: run.py gathers what these need."""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from mpitune import __version__, strategies
-from mpitune.backends.capabilities import Capabilities, DeviceKind
-from mpitune.errors import SpecError, UserError
+from mpitune import __version__
+from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.model.objective import Objective
-from mpitune.model.prior import NothingShared, Prior, PriorSource, align
-from mpitune.model.problem import Problem, RunSettings
-from mpitune.model.restrictions import RestrictionError
-from mpitune.model.searchspace import SearchSpace, SpaceTooLarge
 from mpitune.model.timeline import Clock, Timeline
-from mpitune.scheduling.faults.deadlines import Deadlines
-from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.handouts import Policy
 from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.store.cache import WRITE_WITHIN_S, Cache, RunInfo
-from mpitune.store.integrity import refuse_unusable
 
 
 def say(*lines: str) -> None:
     """Progress for a person: rank 0 only, on stdout, separate from the diagnostic log; several
     lines in one write."""
     print("\n".join(f"mpitune: {line}" for line in lines), flush=True)
-
-
-def refuse(rank: int, error: str) -> int:
-    """End this rank for an error the user can fix; rank 0 alone says why."""
-    if rank == 0:
-        print(f"mpitune: error: {error}", file=sys.stderr, flush=True)
-    return ExitCode.USER_ERROR
-
-
-# What runs rank 0's ``prepare`` under a deadline (the command line's --load-timeout).
-Deadline = Callable[[Callable[[], Setup]], Setup]
-
-
-def prepare(problem: Problem, settings: RunSettings) -> Setup:
-    """Everything that can be wrong with the user's input is found here, on rank 0."""
-    try:
-        # Before building the space, which may take long: a file that can never be the cache.
-        refuse_unusable(settings.cache_path, problem.spec_path, problem.replay_source)
-    except UserError as exc:
-        raise SpecError(problem.spec_path, "cache", str(exc)) from None
-    try:
-        if problem.configs is None:
-            space = SearchSpace.build(problem.tune_params, problem.restrictions)
-        else:
-            space = SearchSpace.from_configs(problem.tune_params, problem.configs).restricted(problem.restrictions)
-    except RestrictionError as exc:  # a restriction that fails on some values
-        raise SpecError(problem.spec_path, "restrictions", str(exc)) from None
-    except SpaceTooLarge as exc:
-        raise SpecError(problem.spec_path, "tune_params", str(exc)) from None
-    if len(space) == 0:
-        raise SpecError(problem.spec_path, "restrictions", "no configuration satisfies the restrictions")
-    prior = read_prior(problem, settings, space)
-    try:
-        strategy = strategies.create(settings.strategy, space, settings.seed, settings.strategy_options, prior)
-    except ValueError as exc:
-        raise SpecError(problem.spec_path, "strategy_options", str(exc)) from None
-    return Setup(problem, settings, space, strategy, prior)
-
-
-def read_prior(problem: Problem, settings: RunSettings, space: SearchSpace) -> Prior | None:
-    """The priors the settings name, on this space's ids (None: none); a prior that cannot be
-    one is refused in one line naming its file: damaged, this run's own file, of another kernel
-    (unless ``prior_any_kernel``), or sharing no parameter or configuration with the space.
-    Reading one runs no code: it is data, read as a replay reads it."""
-    if not settings.prior:
-        return None
-    from mpitune.store.measured import file_sha256, load  # reads JSON or HDF5: only when a prior is given
-
-    sources, times = [], []
-    for path in settings.prior:
-        if path == settings.cache_path:
-            raise SpecError(problem.spec_path, "prior", f"{path} is this run's own results file, not a prior")
-        try:
-            data, digest = load(path), file_sha256(path)
-        except UserError as exc:
-            raise SpecError(problem.spec_path, "prior", str(exc)) from None
-        if data.kernel_name != problem.kernel_name and not settings.prior_any_kernel:
-            raise SpecError(
-                problem.spec_path,
-                "prior",
-                f"{path} measured kernel {data.kernel_name!r}, not {problem.kernel_name!r} "
-                "(prior_any_kernel = True, or --prior-any-kernel, takes it all the same)",
-            )
-        try:
-            shared, time_ms = align(space, data.tune_params, data.configs, data.prior_time_ms())
-        except NothingShared as exc:
-            raise SpecError(problem.spec_path, "prior", f"{path}: {exc}") from None
-        matched = int(np.isfinite(time_ms).sum())
-        size = json.dumps(data.problem_size, default=str)
-        sources.append(PriorSource(path, data.kernel_name, data.device_name, size, shared, matched, digest))
-        times.append(time_ms)
-    return Prior(tuple(sources), tuple(times))
 
 
 def open_run(
@@ -176,16 +92,6 @@ def open_run(
     return manager, None
 
 
-@dataclass(frozen=True)
-class Rank0:
-    """What rank 0 carries through the rounds: the search, the deadlines of its orders, and the
-    watch its main thread shares with its heartbeat thread (faults/liveness.py)."""
-
-    manager: Manager
-    deadlines: Deadlines
-    watch: Watch
-
-
 def _workers_text(workers: tuple[int, ...]) -> str:
     if not any(workers):
         return "compiling in turn"
@@ -223,17 +129,6 @@ def finish(manager: Manager, timeline: Timeline) -> None:
     if reason.resumable:
         resume = f"run the same command again to resume (exit code {ExitCode.RESUMABLE.value})"
         say(f"stopped early ({reason.value}); {resume}")
-
-
-def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> str | None:
-    """A warning when kernels timed on the CPU share too few cores: ranks then time each other's
-    load, and one configuration's iterations spread over a factor of 20. None when all is well."""
-    if ranks_on_node <= cores or caps.device is not DeviceKind.CPU:
-        return None
-    return (
-        f"{ranks_on_node} ranks on this node timed {caps.lang} kernels on {cores} core(s), so the ranks took "
-        f"cores from each other's timings; for times that mean something, run at most {cores} rank(s) per node"
-    )
 
 
 def describe_best(manager: Manager) -> str:
