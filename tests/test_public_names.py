@@ -2,7 +2,7 @@
 
 Two modules with one name make a reader ask which is meant, and an import by name pick the wrong
 one. The names shared on purpose are listed below, each with why. Run this file to list every
-shared name: ``python tests/test_names.py``.
+shared name: ``python tests/test_public_names.py``.
 """
 
 from __future__ import annotations
