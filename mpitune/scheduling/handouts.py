@@ -343,5 +343,5 @@ class Handouts:
         calibration.launches[rank] = report.calibration
         if len(calibration.launches) == self.ranks:
             reports = [Report((), (), math.nan, calibration=calibration.launches[r]) for r in range(self.ranks)]
-            self.manager.calibrated(calibration.batch, reports)
+            self.manager.record_calibration(calibration.batch, reports)
             self._calibration = None

@@ -6,7 +6,7 @@ moves the orders and reports, so that it can be driven in one process (tests, be
 Its state is its own: other modules read its fields but change them only through its methods,
 each of which says which thread may call it (tests/scheduling/test_manager_boundary.py holds
 every module to that). Rank 0's main thread makes every change but one: a stop is *requested*
-(``request_stop``, ``silenced``) from a signal handler or the heartbeat thread too.
+(``request_stop``, ``stop_for_silence``) from a signal handler or the heartbeat thread too.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class Manager:
         if self.stop_requested is None:
             self.stop_requested = reason
 
-    def silenced(self) -> None:
+    def stop_for_silence(self) -> None:
         """Ranks fell silent: the run ends as ``silent_rank``, whatever was asked before. Rank 0's
         main thread, or its heartbeat thread once the main thread cannot end the run."""
         self.stop_reason = self.stop_requested = StopReason.SILENT_RANK
@@ -256,7 +256,7 @@ class Manager:
         flight = self.in_flight[batch]
         scored = [self.objective.evaluate(r, flight.work[r.config_id].config) for r in report.results]
         self.cache.append(scored, [(rank, p) for p in report.phases], done_batch=batch, done_rank=rank)
-        return self._counted(scored, set(flight.chunks[rank]))
+        return self._count(scored, set(flight.chunks[rank]))
 
     def complete(self, batch: int) -> None:
         """Every rank has reported hand-out ``batch``. Main thread."""
@@ -271,7 +271,7 @@ class Manager:
         self.confirmed_last = True
         self.cache.append_phases([(rank, p) for rank, report in enumerate(reports) for p in report.phases])
 
-    def calibrated(self, batch: int, reports: Sequence[Report]) -> None:
+    def record_calibration(self, batch: int, reports: Sequence[Report]) -> None:
         """Learn from, and record, the reference's launches in ``reports`` (one per rank)."""
         calibration = [(rank, x) for rank, report in enumerate(reports) for x in report.calibration]
         estimate = self.calibrating.record(reports)
@@ -292,7 +292,7 @@ class Manager:
                 self.stop_reason = StopReason.DEVICE_ERROR
         return bool(lost)
 
-    def _counted(self, scored: list[Scored], handed: set[int]) -> list[Scored]:
+    def _count(self, scored: list[Scored], handed: set[int]) -> list[Scored]:
         """``scored``, just written, counted as measured (of the ``handed`` ids, those missing
         as unmeasured) and in calibrated time, for ``tell``."""
         self.notice_loss()
@@ -316,13 +316,13 @@ class Manager:
     def tell(self, results: list[Scored]) -> None:
         """``results`` as ``record`` gave them: scored in calibrated time (devices/calibrating.py)."""
         self.leaders.add(results)
-        self.calibrating.seen(results)
+        self.calibrating.observe(results)
         self.strategy.tell(results)
         if self.costs is not None:
             self.costs.learn(results)
         self.update_best(results)
         if self.race is not None:
-            self.race = self.race.seen([self.calibrating.raced(r) for r in results])
+            self.race = self.race.after([self.calibrating.raced(r) for r in results])
 
     def _start_race(self, known: list[Scored]) -> Race | None:
         """What the ranks race against, from what the file already holds; None when racing is off.
@@ -334,7 +334,7 @@ class Manager:
         if not self.objective.is_kernel_time:
             log.info("racing is off: the objective is %s, not the kernel time", ", ".join(self.objective.names))
             return None
-        return Race(rule=self.settings.race_rule).seen(known)
+        return Race(rule=self.settings.race_rule).after(known)
 
     def update_best(self, results: list[Scored]) -> None:
         for r in results:

@@ -147,7 +147,7 @@ class Chunk:
                 break
             results.append(self.measure(item, race))
             if race is not None:
-                race = race.seen(results[-1:])
+                race = race.after(results[-1:])
             if self.backend.fatal_error:
                 break
         return results
@@ -173,7 +173,7 @@ class Chunk:
         )
         deferred_ids = {r.config_id for r in deferred}
         final = {r.config_id: r for r in first if r.config_id not in deferred_ids}
-        race = race.seen(final.values())
+        race = race.after(final.values())
         work = {w.config_id: w for w in self.order.work}
         survivors = [work[r.config_id] for r in deferred if not race.lost_first(r.first_ms)]
         assert self.ahead is not None, "two passes need compile workers"
@@ -185,7 +185,7 @@ class Chunk:
                 final[r.config_id] = r
                 continue
             final[r.config_id] = self.measure(work[r.config_id], race)
-            race = race.seen([final[r.config_id]])
+            race = race.after([final[r.config_id]])
         return [final[w.config_id] for w in self.order.work if w.config_id in final]
 
     def measure(self, work: Work, race: Race | None) -> Result:

@@ -230,7 +230,7 @@ class Rank0Rounds:
                 dict(zip(h, rank0.deadlines.stamp(list(h.values()), depth))) for h in self.handouts.hand_outs()
             ]
         if hand_outs:
-            rank0.deadlines.turned(time.monotonic() - started_s)
+            rank0.deadlines.note_turnaround(time.monotonic() - started_s)
         with timeline.phase("wait"):
             for orders in hand_outs:
                 for rank, order in orders.items():

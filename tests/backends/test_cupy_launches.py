@@ -62,7 +62,7 @@ def test_the_default_race_stops_a_slow_configuration_on_its_verified_launch(cp, 
         fast = backend.run(Work(0, {"SPIN_NS": spins[0], "block_size_x": 32}), Timeline(), race=Race())
         assert fast.status == "ok" and not fast.raced and len(fast.times_ms) == 5, fast.error
         assert int(backend._args[0].get()[0]) == 1 + 5 and fast.first_ms >= 0.1  # it spins 0.1 ms at least
-        race = Race().seen([fast])
+        race = Race().after([fast])
         assert race.rule is RaceRule.FIRST and race.first_ratio >= RATIO_FLOOR
         slow = backend.run(Work(1, {"SPIN_NS": spins[1], "block_size_x": 32}), Timeline(), race=race)
         assert slow.status == "ok" and slow.raced, slow.error

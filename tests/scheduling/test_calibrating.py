@@ -74,7 +74,7 @@ def test_a_reference_is_due_once_a_result_passed_then_every_few_batches_while_it
     calibrating = Calibrating(2, wanted=True)
     work = lambda i: Work(i, {"x": i})
     assert calibrating.reference(0, 1.0, None, work) is None  # nothing passed yet
-    calibrating.seen([scored(7, 1.0, rank=1)])
+    calibrating.observe([scored(7, 1.0, rank=1)])
     first = calibrating.reference(2, 1.0, None, work)
     assert first is not None and first.ids == (7,)  # the first, however costly the run is so far
     calibrating.record(reports([1.0, 1.0], 1.0, np.random.default_rng(0)))
@@ -87,7 +87,7 @@ def test_a_reference_is_due_once_a_result_passed_then_every_few_batches_while_it
 
 def test_one_rank_and_another_objective_calibrate_nothing():
     for calibrating in (Calibrating(1, wanted=True), Calibrating(4, wanted=False)):
-        calibrating.seen([scored(7, 1.0, rank=0)])
+        calibrating.observe([scored(7, 1.0, rank=0)])
         assert calibrating.reference(8, 1e6, None, lambda i: Work(i, {})) is None
 
 

@@ -168,7 +168,7 @@ def candidates(
     the best's. The interval is widened by its rank's factor's error. ``factor_sd`` is each
     rank's factor's standard error, by rank; none means results in raw time. Then the k fastest
     raced ones (r.raced) not taken yet whose time is within ``NEAR_BOUND`` of the race's bound.
-    The bound is recomputed from the results (``Race.seen``): the best full median, the largest
+    The bound is recomputed from the results (``Race.after``): the best full median, the largest
     spread and the largest first launch / median of the full ones. It is the bound as the search
     ended. Each raced result lost against the bound of its moment, of a best no better and
     ratios no wider. Uses r.time_ms / r.times_ms / r.first_ms."""
@@ -195,7 +195,7 @@ def candidates(
         return (mid * math.exp(-below), mid * math.exp(above))
 
     best_lo, best_hi = interval(full[0])
-    near_ms = NEAR_BOUND * dataclasses.replace(Race().seen(full), best_ms=min(r.time_ms for r in full)).first_bound_ms
+    near_ms = NEAR_BOUND * dataclasses.replace(Race().after(full), best_ms=min(r.time_ms for r in full)).first_bound_ms
     near_set = {r.config_id for r in ok if r.raced and r.time_ms <= near_ms}
     chosen = {r.config_id for r in ([r for r in ok if not r.raced or r.config_id in near_set] or full)[:k]}
     chosen.update(r.config_id for r in ok if (lo_hi := interval(r))[0] <= best_hi and lo_hi[1] >= best_lo)

@@ -122,7 +122,7 @@ class Race:
         measures what it costs."""
         return dataclasses.replace(self, best_ms=0.0)
 
-    def seen(self, results: Iterable[Result]) -> Race:
+    def after(self, results: Iterable[Result]) -> Race:
         """This race after ``results``.
 
         Fully timed configurations lower the best median and may widen the ratios. A first

@@ -77,7 +77,7 @@ class Calibrating:
         self._spent_s += cost_s
         return Retime.of((work(ref.config_id),), ROUNDS, phase="calibrate")
 
-    def seen(self, results: Sequence[Scored]) -> None:
+    def observe(self, results: Sequence[Scored]) -> None:
         if self._first is None:
             self._first = next((r for r in results if r.ok and math.isfinite(r.time_ms) and r.rank >= 0), None)
 

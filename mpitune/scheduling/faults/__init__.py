@@ -14,7 +14,7 @@ too, and keeps the lost chunks in the file as in flight (``silent_round``); then
 its threads noticed first closes the file and ends every rank with ``ExitCode.RESUMABLE``
 (``ending``). ``guard`` starts the heartbeats with MPI and hands rank 0's heartbeat thread the
 file once it is open. Neither thread assigns the Manager's state: they ask its methods
-(``request_stop``, ``silenced``).
+(``request_stop``, ``stop_for_silence``).
 
 - a rank stopped or lost before MPI is up: a watcher process per rank (``start_watch``);
 - tasks that MPI does not see as one job (srun's plugin or a launcher not of the library, tasks

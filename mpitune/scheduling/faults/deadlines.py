@@ -120,6 +120,6 @@ class Deadlines:
             self.rates.append(max(0.0, (report.now_s - started_s) / len(order.ids)))
         self.config_s.extend(r.finished_s - r.started_s for r in report.results)
 
-    def turned(self, seconds: float) -> None:
+    def note_turnaround(self, seconds: float) -> None:
         """Rank 0 took ``seconds`` from the last report of a round to the next orders."""
         self.turnaround_s = max(self.turnaround_s, seconds)

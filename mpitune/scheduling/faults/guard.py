@@ -43,7 +43,7 @@ def arm(watch: Watch, manager: Manager, timeline: Timeline) -> None:
     search end is recorded, so the next run starts its strategy as after a killed run."""
 
     def close() -> None:
-        manager.silenced()
+        manager.stop_for_silence()
         manager.cache.finish_run(timeline.clock.now(), StopReason.SILENT_RANK.value, manager.measured)
         manager.cache.close()
         if manager.cache.lost is not None:  # the rows are beside the path: the line says where

@@ -30,7 +30,7 @@ def keep_reports(silent: SilentRanks, rank0: Rank0, handouts: Handouts, late: li
         order, sent_s = late[0]
         silent.waited_s, silent.expected_s = time.monotonic() - sent_s, order.expected_s
     with rank0.watch.writing:
-        rank0.manager.silenced()
+        rank0.manager.stop_for_silence()
         handouts.flush()
 
 

@@ -33,7 +33,7 @@ def test_a_raced_configuration_could_not_have_been_the_best_whatever_its_other_l
 
 
 def test_fully_timed_results_set_the_best_and_widen_the_ratio_and_others_do_not():
-    race = Race().seen(
+    race = Race().after(
         [
             Result(0, "ok", time_ms=2.0, times_ms=[2.0, 2.0, 3.0]),
             Result(1, "ok", time_ms=4.0, times_ms=[4.0, 4.1, 4.0]),
@@ -42,8 +42,8 @@ def test_fully_timed_results_set_the_best_and_widen_the_ratio_and_others_do_not(
         ]
     )
     assert race == Race(best_ms=2.0, ratio=1.5)
-    assert Race().seen([Result(0, "ok", time_ms=1.0, times_ms=[1.0, 1.01])]).ratio == RATIO_FLOOR
-    assert Race().seen([Result(0, "ok", time_ms=math.nan)]) == Race()
+    assert Race().after([Result(0, "ok", time_ms=1.0, times_ms=[1.0, 1.01])]).ratio == RATIO_FLOOR
+    assert Race().after([Result(0, "ok", time_ms=math.nan)]) == Race()
 
 
 def test_the_spread_rule_stops_on_the_first_launch_beyond_the_bound_and_never_on_a_fast_one():
@@ -51,7 +51,7 @@ def test_the_spread_rule_stops_on_the_first_launch_beyond_the_bound_and_never_on
     assert race.lost([1.31], iterations=7)  # the majority rule would need four such launches
     assert not race.lost([1.31, 1.29], iterations=7) and not race.lost([1.3], iterations=7)
     assert not race.lost([], iterations=7)
-    assert race.seen([Result(0, "ok", time_ms=0.5, times_ms=[0.5, 0.6, 0.5])]).rule is RaceRule.SPREAD
+    assert race.after([Result(0, "ok", time_ms=0.5, times_ms=[0.5, 0.6, 0.5])]).rule is RaceRule.SPREAD
 
 
 def test_under_the_spread_rule_a_raced_configuration_no_noisier_than_the_run_could_not_have_been_the_best():
@@ -86,7 +86,7 @@ def test_the_first_rule_is_the_default_and_stops_on_a_first_launch_beyond_the_fi
 
 
 def test_fully_timed_results_teach_the_first_ratio_and_raced_or_untimed_ones_do_not():
-    race = Race().seen(
+    race = Race().after(
         [
             Result(0, "ok", time_ms=2.0, times_ms=(2.0, 2.1, 2.0), first_ms=3.6),  # first launch 1.8 x its median
             Result(1, "ok", time_ms=4.0, times_ms=(4.0, 4.1, 4.0), first_ms=4.4),
@@ -96,9 +96,9 @@ def test_fully_timed_results_teach_the_first_ratio_and_raced_or_untimed_ones_do_
     )
     assert race.best_ms == 2.0 and race.first_ratio == pytest.approx(1.8) and race.ratio == RATIO_FLOOR
     assert race.first_bound_ms == pytest.approx(3.6)
-    assert Race().seen([Result(0, "ok", time_ms=1.0, times_ms=(1.0, 1.0), first_ms=1.1)]).first_ratio == RATIO_FLOOR
+    assert Race().after([Result(0, "ok", time_ms=1.0, times_ms=(1.0, 1.0), first_ms=1.1)]).first_ratio == RATIO_FLOOR
     # A rank's race learns it as it goes, and passes the rule and the ratio on.
-    assert race.seen([Result(4, "ok", time_ms=1.0, times_ms=(1.0, 1.0), first_ms=1.0)]) == Race(
+    assert race.after([Result(4, "ok", time_ms=1.0, times_ms=(1.0, 1.0), first_ms=1.0)]) == Race(
         best_ms=1.0, ratio=RATIO_FLOOR, first_ratio=pytest.approx(1.8)
     )
 

@@ -77,7 +77,7 @@ def test_rank_0_learns_the_slowest_ranks_time_per_configuration():
     # rank 0 took 1 s for its two, rank 1 took 3 s: 1.5 s per configuration
     deadlines.observe(0, orders[0], Report((_result(0, 10.0, 10.5), _result(1, 10.5, 11.0)), (), 11.0))
     deadlines.observe(1, orders[1], Report((_result(2, 10.0, 11.5), _result(3, 11.5, 13.0)), (), 13.0))
-    deadlines.turned(0.2)
+    deadlines.note_turnaround(0.2)
     nxt = deadlines.stamp([Order(13.0, 1, work(4, 5, 6)), Order(13.0, 1, work(7))], 1)
     assert nxt[0].expected_s == pytest.approx(4.5)  # the longest chunk, three configurations
     assert nxt[0].deadline_s == pytest.approx(SAFETY_FACTOR * 4.5 + 2.0)
