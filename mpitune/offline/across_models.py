@@ -1,13 +1,14 @@
-"""``report FILE FILE ...``: one kernel tuned on several device models, a file for each, side by
-side: each model's best, how it runs on the other models where they measured it, and the portable
-choice (offline/integration/choice.py, ``portable``: among the configurations every model
-measured, the one whose worst ratio to a model's best is smallest).
+"""``report FILE FILE ...``: one kernel tuned on several device models, a file for each, side by side.
 
-A user who runs one job per GPU model of a cluster gets the answer for each from its own file;
-what this adds is whether one configuration would do for all, and what each model's own winner
-costs on the others (the usual practice is to use one model's winner everywhere). A model's best
-is its confirmed winner where its file has a confirmation, else its best measured value; ratios
-compare measured values only, each to the best value its model measured.
+It shows each model's best, and how it runs on the other models where they measured it. It also
+shows the portable choice (offline/integration/choice.py, ``portable``). That is the one, among
+the configurations every model measured, whose worst ratio to a model's best is smallest.
+
+A user who runs one job per GPU model of a cluster gets the answer for each from its own file.
+What this adds is whether one configuration would do for all. It also shows what each model's
+own winner costs on the others; the usual practice is to use one model's winner everywhere. A
+model's best is its confirmed winner where its file has a confirmation. Else it is its best
+measured value. Ratios compare measured values only, each to the best value its model measured.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from mpitune.store.reader import CacheData, read
 
 @dataclass(frozen=True)
 class ModelBest:
-    """One device model's file: its best, and that configuration's ratio to each model's best
-    (None where that model did not measure it, or it failed there)."""
+    """One device model's file: its best, and that configuration's ratio to each model's best.
+
+    A ratio is None where that model did not measure it, or it failed there."""
 
     device: str
     path: str
@@ -54,8 +56,10 @@ class AcrossModels:
 
 
 def compare(paths: Sequence[str]) -> AcrossModels:
-    """The files at ``paths`` compared; files of other kernels or parameters, two files of one
-    device model, or a file measured on several models, are refused in one line (``UserError``).
+    """The files at ``paths`` compared.
+
+    Files of other kernels or parameters are refused in one line (``UserError``). So are two files of
+    one device model, and a file measured on several models.
 
     Args:
         paths: mpitune files, one per device model.

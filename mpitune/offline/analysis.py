@@ -4,8 +4,8 @@
     results, timeline = load("spec.h5")
     print(results[results.status == "ok"].nsmallest(5, "time_ms"))
 
-pandas is an optional dependency (``pip install pandas``, or ``pip install -e '.[analysis]'`` in a
-checkout); the file itself stays readable with nothing but h5py (docs/cache-format.md).
+pandas is an optional dependency: ``pip install pandas``, or ``pip install -e '.[analysis]'`` in a
+checkout. The file itself stays readable with nothing but h5py (docs/cache-format.md).
 """
 
 from __future__ import annotations
@@ -105,8 +105,10 @@ def frames(data: CacheData) -> Tables:
 
 
 def _records(table: np.ndarray) -> list[dict[str, Any]]:
-    """Rows as dicts of plain Python values. pandas compares the ``attrs`` of the frames an operation
-    combines (``results[results.status == "ok"]``); plain values compare, a DataFrame would raise."""
+    """Rows as dicts of plain Python values.
+
+    pandas compares the ``attrs`` of the frames an operation combines,
+    as in ``results[results.status == "ok"]``. Plain values compare; a DataFrame would raise."""
     return [{c.name: row[c.name].item() for c in RUN_COLUMNS} for row in table]
 
 

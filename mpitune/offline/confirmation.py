@@ -1,9 +1,12 @@
-"""What ``report`` says of the file's latest confirmation (scheduling/devices/confirming.py): the winner
-with its interval and the candidates tied with it, what confirming cost, and each rank's device
-factor; or, of one a stop cut short, what it made and what it still owes. ``report --json``
-writes these records field by field. Every figure comes from the rows of that one confirmation
-(store/devices.py reads them, rows a write cut short left as zeros aside), so that a file a full
-disk or a kill left in between says what it holds rather than mixing its tables."""
+"""What ``report`` says of the file's latest confirmation (scheduling/devices/confirming.py).
+
+It says the winner with its interval and the candidates tied with it. It says what confirming
+cost, and each rank's device factor. Of a confirmation a stop cut short, it says what it made and
+what it still owes. ``report --json`` writes these records field by field.
+
+Every figure comes from the rows of that one confirmation; store/devices.py reads them. Rows a
+write cut short left as zeros are set aside. So a file a full disk or a kill left in between
+says what it holds, rather than mixing its tables."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from mpitune.store.reader import CacheData
 
 @dataclass(frozen=True)
 class Confirmation:
-    """The winner and the configurations statistically tied with it, by their parameters; the
-    winner's median over every rank's launches (each divided by its rank's factor) and its
-    bootstrap confidence interval, in ms."""
+    """The winner and the configurations statistically tied with it, by their parameters.
+
+    It holds the winner's median over every rank's launches, each divided by its rank's factor. It
+    holds its bootstrap confidence interval too, in ms."""
 
     winner: dict[str, Any]
     winner_ms: float
@@ -32,8 +36,9 @@ class Confirmation:
 
 @dataclass(frozen=True)
 class ConfirmationCost:
-    """What the confirmation timed and how long it took, against its run's wall time; for one a
-    stop cut short, what it made so far and what it still ``owed``."""
+    """What the confirmation timed and how long it took, against its run's wall time.
+
+    For one a stop cut short: what it made so far and what it still ``owed``."""
 
     run: int
     candidates: int
@@ -55,9 +60,11 @@ class DeviceCalibration:
 
 
 def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | None, list[DeviceCalibration]]:
-    """The file's latest confirmation with a verdict and its cost, and the latest run's device
-    factors (from its confirmation, else from its last calibration during the search); or, when
-    the latest confirmation was cut short by a stop, no verdict and what it has (``owed``)."""
+    """The file's latest confirmation with a verdict and its cost, and the latest run's device factors.
+
+    The factors come from its confirmation, else from its last calibration during the search. The
+    latest confirmation may have been cut short by a stop. Then there is no verdict, only what it
+    has (``owed``)."""
     factors = data.device_factors[np.char.str_len(data.device_factors["source"].astype(str)) > 0]
     calibration = _calibration(data, int(factors["run"][-1])) if len(factors) else []
     pending = devices.pending(data.retimed, data.results["run"])
@@ -94,8 +101,10 @@ def latest(data: CacheData) -> tuple[Confirmation | None, ConfirmationCost | Non
 
 
 def _pending_cost(data: CacheData, pending: devices.Pending) -> ConfirmationCost:
-    """What a confirmation a stop cut short has: its launches made, what its latest part took
-    (its rows on the timeline), and what it still owes."""
+    """What a confirmation a stop cut short has.
+
+    That is its launches made, what its latest part took (its rows on the timeline), and what it
+    still owes."""
     rows = data.timeline[(data.timeline["run"] == pending.run) & (data.timeline["batch"] == pending.batch)]
     seconds = float(rows["end_s"].max() - rows["start_s"].min()) if len(rows) else 0.0
     walls = data.runs["wall_s"][data.runs["run"] == pending.run]
@@ -139,8 +148,10 @@ def _config(data: CacheData, config_id: int) -> dict[str, Any] | None:
 
 
 def _calibration(data: CacheData, run: int) -> list[DeviceCalibration]:
-    """``run``'s device factors: its confirmation's, which rest on the most launches, else its
-    latest estimate during the search; a device flagged by any estimate of the run stays flagged."""
+    """``run``'s device factors.
+
+    They are its confirmation's, which rest on the most launches. Else they are its latest estimate
+    during the search. A device flagged by any estimate of the run stays flagged."""
     mine = data.device_factors[data.device_factors["run"] == run]
     confirm = mine[mine["source"] == "confirm"]
     factors = confirm if len(confirm) else mine[mine["batch"] == mine["batch"].max()]

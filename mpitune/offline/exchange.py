@@ -7,16 +7,18 @@
 
 Units: Kernel Tuner's durations are in ms, mpitune's in s; kernel times are ms in both.
 
-The ``time`` written is the file's own: for what mpitune measured, the median of ``times``
-(Kernel Tuner's own is their mean); for what an import brought, Kernel Tuner's mean as it was.
-It is not remade, so that Kernel Tuner's replay ranks configurations as the tuner that measured
-them did (and a mean would be the worse ranking: one slow launch, such as a cold first one,
-moves a mean, not a median); ``times`` holds every launch for a reader who wants the other.
+The ``time`` written is the file's own. For what mpitune measured, it is the median of ``times``;
+Kernel Tuner's own is their mean. For what an import brought, it is Kernel Tuner's mean as it
+was. It is not remade, so that Kernel Tuner's replay ranks configurations as the tuner that
+measured them did. A mean would be the worse ranking anyway. One slow launch, such as a cold
+first one, moves a mean, not a median. ``times`` holds every launch, for a reader who wants the
+other.
 
-A Kernel Tuner cache holds a configuration as one flat object, the parameters beside Kernel
-Tuner's own keys, under its values joined with commas. A spec cannot name a parameter as those
-keys nor give values that make two keys one (model/schema.py); a file written before that rule is
-refused here in one line, never written with one configuration in place of another.
+A Kernel Tuner cache holds a configuration as one flat object, under its values joined with
+commas. The parameters sit beside Kernel Tuner's own keys. A spec cannot name a parameter as
+those keys (model/schema.py). Nor can it give values that make two keys one. A file written
+before that rule is refused here in one line. It is never written with one configuration in
+place of another.
 """
 
 from __future__ import annotations
@@ -56,8 +58,10 @@ T4_SCHEMA_VERSION = "1.0.0"
 
 
 def _measured_rows(data: CacheData) -> list[tuple[np.void, dict[str, float]]]:
-    """One row per configuration (the first measurement, as a resume never repeats one), with
-    its metrics and observed values by name (finite ones only: what a failure lacks)."""
+    """One row per configuration, with its metrics and observed values by name.
+
+    The row is the first measurement, as a resume never repeats one. Only finite values are kept:
+    what a failure lacks."""
     seen: set[int] = set()
     rows = []
     names = data.metric_names + data.observed_names
@@ -94,9 +98,10 @@ def kt_key(values: Iterable[Any]) -> str:
 
 
 def as_written(data: CacheData) -> dict[str, dict[Any, Any]]:
-    """Each parameter's values as its ``tune_params`` lists them, by the value a column reads
-    back: Kernel Tuner looks a configuration up by ``str()`` of the value its user wrote, so a 2
-    in ``[0.5, 1.0, 2]`` must stay ``"2"``, not become the ``"2.0"`` of a float column."""
+    """Each parameter's values as its ``tune_params`` lists them, by the value a column reads back.
+
+    Kernel Tuner looks a configuration up by ``str()`` of the value its user wrote. So a 2 in
+    ``[0.5, 1.0, 2]`` must stay ``"2"``, not become the ``"2.0"`` of a float column."""
     return {n: {v: v for v in data.problem.tune_params[n]} for n in data.param_names}
 
 
@@ -105,8 +110,10 @@ def config_of(row: np.void, written: dict[str, dict[Any, Any]]) -> dict[str, Any
 
 
 def _refuse_unkept(data: CacheData) -> None:
-    """Refuse a file whose configurations a Kernel Tuner cache cannot hold as they are: a spec
-    refuses such names and values (spec/fields.py), but a file written before it did may hold them."""
+    """Refuse a file whose configurations a Kernel Tuner cache cannot hold as they are.
+
+    A spec refuses such names and values (spec/fields.py). But a file written before it did may
+    hold them."""
     names = [*data.param_names, *data.metric_names, *data.observed_names]
     taken = next((n for n in names if n in (*KT_RESULT_KEYS, KT_STATUS_KEY)), None)
     if taken:

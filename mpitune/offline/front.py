@@ -1,9 +1,11 @@
-"""The Pareto front of a file with several objectives, for people: the table ``report`` lists
-(text and JSON) and the figure ``plot`` draws.
+"""The Pareto front of a file with several objectives, for people.
 
-Both take the front from ``CacheData.front_rows`` (model/judging/pareto.py over the stored rows), the
-rule the run used when it recorded its front, so report, plot, the HTML report and the file agree.
-The front is listed best first by the first objective, as every "best" of the file is ranked.
+It is the table ``report`` lists (text and JSON) and the figure ``plot`` draws.
+
+Both take the front from ``CacheData.front_rows`` (model/judging/pareto.py over the stored rows).
+That is the rule the run used when it recorded its front. So report, plot, the HTML report and
+the file agree. The front is listed best first by the first objective, as every "best" of the
+file is ranked.
 """
 
 from __future__ import annotations
@@ -49,8 +51,10 @@ class Member:
 
 @dataclass(frozen=True)
 class FrontSummary:
-    """The ``pareto`` entry of ``report --json``. ``recorded_config_ids`` is None while the run
-    has not recorded its front (still going, or killed); ``front`` is best first."""
+    """The ``pareto`` entry of ``report --json``.
+
+    ``recorded_config_ids`` is None while the run has not recorded its front: still going, or
+    killed. ``front`` is best first."""
 
     objectives: list[Direction]
     with_values: int  # configurations with a value for every objective
@@ -104,8 +108,10 @@ def front_lines(p: FrontSummary) -> list[str]:
 
 
 def figure(data: CacheData, plt: Any) -> Any:
-    """Objective 1 against objective 2, every configuration with values as a point and the front
-    highlighted and joined as the boundary of what it dominates."""
+    """Objective 1 against objective 2.
+
+    Every configuration with values is a point. The front is highlighted, and joined as the
+    boundary of what it dominates."""
     objective = data.objective
     if not objective.several:
         raise UserError("the pareto plot needs a file of several objectives; this one records one")

@@ -1,13 +1,14 @@
-"""A Kernel Tuner JSON cache (plain, gzipped, or never closed by a killed run) as a new mpitune
-HDF5 file, written through ``mpitune.store.cache.Cache`` exactly as a run writes it, with
-``runs.strategy = "import"``.
+"""A Kernel Tuner JSON cache as a new mpitune HDF5 file.
+
+The cache may be plain, gzipped, or never closed by a killed run. The file is written through
+``mpitune.store.cache.Cache`` exactly as a run writes it, with ``runs.strategy = "import"``.
 
 Kernel Tuner measures one configuration after another on one device, so the file gets one rank.
-Its timeline is rebuilt from what each entry records: the configuration's compile, verify and
-benchmark time ending at its timestamp, and Kernel Tuner's strategy time before it; the rest of a
-gap between two configurations is ``other``. Entries without timestamps are laid end to end. Each
-session (see SESSION_GAP_S) becomes a run. Kernel Tuner's metrics and observers' values (GFLOP/s,
-power, ...) become observed values (see mpitune/store/measured.py).
+Its timeline is rebuilt from what each entry records. The configuration's compile, verify and
+benchmark time end at its timestamp, with Kernel Tuner's strategy time before them. The rest of
+a gap between two configurations is ``other``. Entries without timestamps are laid end to end.
+Each session (see SESSION_GAP_S) becomes a run. Kernel Tuner's metrics and observers' values
+(GFLOP/s, power, ...) become observed values (see mpitune/store/measured.py).
 
 Units: Kernel Tuner's durations are in ms, mpitune's in s; kernel times are ms in both.
 """
@@ -52,8 +53,10 @@ class Imported:
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """One configuration of the cache as the file records it: its result, config, and when it
-    finished (unix seconds) after how long (its durations, and Kernel Tuner's strategy before it)."""
+    """One configuration of the cache as the file records it: its result and config.
+
+    It also holds when it finished (unix seconds) and after how long. That is its durations, and
+    Kernel Tuner's strategy time before it."""
 
     result: Result
     config: dict[str, Any]
@@ -115,8 +118,10 @@ def _identity(kt_path: str, measured: MeasuredData, iterations: int, device: str
 
 
 def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, space: SearchSpace) -> list[CacheEntry]:
-    """Every configuration with its id in ``space`` and mpitune's status where an export from
-    mpitune kept it (Kernel Tuner's markers lump failures together)."""
+    """Every configuration with its id in ``space``.
+
+    Each has mpitune's status where an export from mpitune kept it. Kernel Tuner's markers lump
+    failures together."""
     position = [{v: i for i, v in enumerate(values)} for values in measured.tune_params.values()]
     ids = {tuple(int(i) for i in row): cid for cid, row in enumerate(space.indices)}
     names = list(measured.tune_params)
@@ -146,7 +151,7 @@ def _entries(kt_path: str, raw: list[dict[str, Any]], measured: MeasuredData, sp
 
 
 def _write_run(cache: Cache, info: RunInfo, entries: Sequence[CacheEntry], device: str) -> None:
-    """One session as one run: on its own clock, which starts with the first entry's strategy time."""
+    """One session as one run, on its own clock. The clock starts with the first entry's strategy time."""
     t0 = min(e.finished_unix - e.duration_s - e.strategy_s for e in entries)
     cache.start_run(replace(info, started_unix=t0), [HOST], [device], [0])
     scored: list[Scored] = []
@@ -167,9 +172,10 @@ def _write_run(cache: Cache, info: RunInfo, entries: Sequence[CacheEntry], devic
 
 
 def _phases(e: CacheEntry, batch: int, last: float, start: float, end: float) -> list[tuple[int, PhaseRow]]:
-    """The rank's phases from the end of the previous entry (``last``) to this one's ``end``:
-    whatever filled the gap, Kernel Tuner's strategy time, then the recorded durations, squeezed
-    into the time the timestamps leave for them (from ``start``)."""
+    """The rank's phases from the end of the previous entry (``last``) to this one's ``end``.
+
+    First comes whatever filled the gap, then Kernel Tuner's strategy time, then the recorded
+    durations. They are squeezed into the time the timestamps leave for them (from ``start``)."""
     phases = []
     strategy_start = max(last, start - e.strategy_s)
     if strategy_start > last:

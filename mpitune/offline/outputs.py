@@ -1,6 +1,7 @@
-"""Text files the offline verbs write (an export, the HTML report): whole or not at all, through
-``mpitune.store.files``, which every file mpitune writes goes through (never an input, never
-through a planted link, a temporary name that fits whatever the output's name)."""
+"""Text files the offline verbs write (an export, the HTML report): whole or not at all.
+
+They go through ``mpitune.store.files``, as every file mpitune writes does. So an output is never
+an input and never goes through a planted link. Its temporary name fits, whatever the output's name."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Where each rank's time went, from the recorded timeline: the phase totals per rank, the waits
-at the end of each batch and the start-up, for ``report`` and the pages and plots that show it.
-Every second is a measured interval on the run's clock, so a rank's busy and idle time add up
-to its wall time.
+"""Where each rank's time went, from the recorded timeline.
+
+It gives the phase totals per rank, the waits at the end of each batch and the start-up. They are
+for ``report`` and the pages and plots that show it. Every second is a measured interval on the
+run's clock. So a rank's busy and idle time add up to its wall time.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ PHASE_COLUMNS = PHASES
 
 
 def run_walls(run: np.ndarray, wall_s: np.ndarray, timeline_run: np.ndarray, end_s: np.ndarray) -> list[float]:
-    """The wall time of each run (columns ``run`` and ``wall_s`` of runs; ``run`` and ``end_s``
-    of the timeline). A run that never finished (killed, or still running) has no wall_s; its
-    last recorded phase stands in."""
+    """The wall time of each run: ``run`` and ``wall_s`` of runs, ``run`` and ``end_s`` of the timeline.
+
+    A run that never finished (killed, or still running) has no wall_s. Its last recorded phase
+    stands in."""
     walls = []
     for number, wall in zip(run.tolist(), wall_s.tolist()):
         if math.isnan(wall):
@@ -37,9 +39,11 @@ def run_walls(run: np.ndarray, wall_s: np.ndarray, timeline_run: np.ndarray, end
 
 @dataclass(frozen=True)
 class RankTime:
-    """One rank's seconds over all runs. ``other_s`` is all busy time outside compile, verify and
-    benchmark (start-up, strategy, writing and unnamed gaps); ``phases`` splits every second by
-    phase name; ``compile_ahead_s`` went by in background workers beside the phases."""
+    """One rank's seconds over all runs.
+
+    ``other_s`` is all busy time outside compile, verify and benchmark. That is start-up, strategy,
+    writing and unnamed gaps. ``phases`` splits every second by phase name. ``compile_ahead_s`` went
+    by in background workers beside the phases."""
 
     rank: int
     host: str
@@ -83,11 +87,13 @@ class Startup:
 
 
 class PhaseTotals:
-    """Each rank's seconds per phase and wall time, summed over the timeline's rows as they come,
-    a chunk at a time (``report`` streams a file of any size), in the order one pass over the
-    rows sums them: runs in order, rows in the file's order, each rank's phases in the order
-    first seen. So a report of a file streamed and one of the file read whole agree to the last
-    digit. ``run_ends``: each run's last recorded end (background phases too)."""
+    """Each rank's seconds per phase and wall time, summed over the timeline's rows as they come.
+
+    They come a chunk at a time, since ``report`` streams a file of any size. They are summed in the
+    order one pass over the rows sums them. Runs go in order, rows in the file's order, and each
+    rank's phases in the order first seen. So a report of a file streamed and one of the file read
+    whole agree to the last digit. ``run_ends`` is each run's last recorded end, background phases
+    too."""
 
     def __init__(self) -> None:
         self._seconds: dict[int, dict[str, float]] = {}
@@ -114,8 +120,9 @@ class PhaseTotals:
             seconds.update(zip(names.tolist(), sums.tolist()))
 
     def totals(self) -> dict[int, defaultdict[str, float]]:
-        """By rank: ``wall_s`` (the sum over runs, in order, of its last end in each), then its
-        seconds per phase."""
+        """By rank: ``wall_s``, then its seconds per phase.
+
+        ``wall_s`` is the sum over runs, in order, of the rank's last end in each."""
         out: dict[int, defaultdict[str, float]] = {}
         for rank in sorted(self._seconds):
             t = out[rank] = defaultdict(float)
@@ -127,16 +134,18 @@ class PhaseTotals:
 
 
 def per_rank(data: CacheData) -> list[RankTime]:
-    """Phase totals per rank over all runs. A rank's wall time runs from the start of the
-    run's clock to its last recorded phase."""
+    """Phase totals per rank over all runs.
+
+    A rank's wall time runs from the start of the run's clock to its last recorded phase."""
     totals = PhaseTotals()
     totals.add(data.timeline)
     return rank_times(totals, data.ranks, Counter(data.results["rank"].tolist()))
 
 
 def rank_times(totals: PhaseTotals, ranks: np.ndarray, measured: Counter[int]) -> list[RankTime]:
-    """Each rank's time from the ``totals`` of the whole timeline, the ``ranks`` table and the
-    configurations each measured."""
+    """Each rank's time, from the ``totals`` of the whole timeline.
+
+    It also uses the ``ranks`` table and the configurations each rank measured."""
     by_rank = totals.totals()
     where = {int(r["rank"]): (r["host"], r["device"], r["device_detail"]) for r in ranks}  # latest run wins
     out = []
@@ -171,9 +180,11 @@ WAIT_SHARE = 0.1  # a rank "waited at the gather" when it idled this share of a 
 
 
 class BatchWaits:
-    """What ``gather_waits`` needs of the timeline's rows, taken a chunk at a time: each batch's
-    span and each rank's idle seconds in it (its idle rows' durations, in the file's order, so
-    that they sum as the rows read whole do). A few numbers per batch, however many rows."""
+    """What ``gather_waits`` needs of the timeline's rows, taken a chunk at a time.
+
+    That is each batch's span and each rank's idle seconds in it. The idle seconds are its idle rows'
+    durations, in the file's order, so that they sum as the rows read whole do. A few numbers per
+    batch, however many rows."""
 
     def __init__(self) -> None:
         self._spans: dict[tuple[int, int], tuple[float, float]] = {}  # (run, batch): first start, last end
@@ -215,17 +226,18 @@ class BatchWaits:
 def gather_waits(data: CacheData) -> GatherWaits:
     """How often ranks waited for others at the end of a batch.
 
-    Every rank waits while rank 0 writes and asks the strategy; what one rank waits beyond the
-    least-waiting rank of the same batch is time it stood idle because others were still
-    measuring. Counted per (rank, batch) where that exceeds ``WAIT_SHARE`` of the batch."""
+    Every rank waits while rank 0 writes and asks the strategy. Some ranks wait beyond the
+    least-waiting rank of the same batch. That extra is time they stood idle because others were
+    still measuring. Counted per (rank, batch) where that exceeds ``WAIT_SHARE`` of the batch."""
     waits = BatchWaits()
     waits.add(data.timeline)
     return waits.result()
 
 
 def startup(ranks: list[RankTime]) -> Startup:
-    """The spec's own loading (rank 0, all runs) apart from mpitune's start-up of each rank: a
-    spec may compute its reference answer for seconds, which no start-up work of mpitune's
-    can shorten. Python, imports and MPI start before the run's clock and are in neither."""
+    """The spec's own loading (rank 0, all runs), apart from mpitune's start-up of each rank.
+
+    A spec may compute its reference answer for seconds. No start-up work of mpitune's can shorten
+    that. Python, imports and MPI start before the run's clock and are in neither."""
     mpitune_s = [r.startup_s for r in ranks]
     return Startup(sum(r.spec_s for r in ranks), min(mpitune_s, default=0.0), max(mpitune_s, default=0.0))

@@ -1,5 +1,7 @@
-"""Which configuration is best, by the objective the file records: report, plots and their
-tables must agree on it, so the lookup of the objective's values and the ranking are here once.
+"""Which configuration is best, by the objective the file records.
+
+Report, plots and their tables must agree on it. So the lookup of the objective's values and the
+ranking are here once.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ TIME_COLUMN = "time_ms"  # what the objective "time" (Kernel Tuner's name) is in
 
 
 def objective_column(name: str, metric_names: Sequence[str], observed_names: Sequence[str]) -> str:
-    """The column holding objective ``name``: a metric or observed value under its own name
-    (in ``CacheData.column`` and the pandas results alike), else the kernel time."""
+    """The column holding objective ``name``.
+
+    A metric or observed value is under its own name, in ``CacheData.column`` and the pandas results
+    alike. Else it is the kernel time."""
     return name if name in metric_names or name in observed_names else TIME_COLUMN
 
 
 def usable_rows(ok: np.ndarray, values: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    """Rows whose objective value counts, as the run's strategy saw them: measured fine, finite,
-    and for a higher-is-better objective positive (see mpitune/model/objective.py)."""
+    """Rows whose objective value counts, as the run's strategy saw them.
+
+    They were measured fine and are finite. For a higher-is-better objective they are positive too
+    (see mpitune/model/objective.py)."""
     counts: np.ndarray = ok & np.isfinite(values)
     return counts & (values > 0) if higher_is_better else counts
 

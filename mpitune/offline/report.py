@@ -1,5 +1,6 @@
-"""A cache file's summary (summary.py) for people, as text, and for scripts, as one JSON object
-whose keys are the summary's field names."""
+"""A cache file's summary (summary.py) for people, as text, and for scripts, as one JSON object.
+
+The object's keys are the summary's field names."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from mpitune.store.reader import streamed
 
 
 def render(path: str, as_json: bool = False, top: int = 5) -> str:
-    """The report of the file at ``path``, read a slice of rows at a time (its memory is bounded
-    by a slice, not by the file's size)."""
+    """The report of the file at ``path``, read a slice of rows at a time.
+
+    Its memory is bounded by a slice, not by the file's size."""
     with streamed(path) as rows:
         summary = summarize_rows(rows, top)
     if as_json:

@@ -1,13 +1,15 @@
-"""Kernel Tuner's integration calls (``kernel_tuner.integration``, 1.5.0) with its signatures:
-``store_results``, ``TuneResults`` with ``get_best_config``, and ``create_device_targets``, on
-Kernel Tuner's results file (results_file.py), so that a script using them ports by changing
-its import and either tool reads the other's file.
+"""Kernel Tuner's integration calls (``kernel_tuner.integration``, 1.5.0) with its signatures.
 
-Where they differ from Kernel Tuner's, it is to take what Kernel Tuner's do not: results from
-either tool with failures among them (Kernel Tuner's ``store_results`` compares a failure's
-``"CompilationFailedConfig"`` with the times and raises ``TypeError``), mpitune's confirmed winner,
-and ``get_best_config`` returns the configuration's parameters in every case (Kernel Tuner's
-returns the whole entry for a device and problem size it has, the parameters inside it).
+They are ``store_results``, ``TuneResults`` with ``get_best_config``, and ``create_device_targets``.
+They work on Kernel Tuner's results file (results_file.py). So a script using them ports by
+changing its import, and either tool reads the other's file.
+
+Where they differ from Kernel Tuner's, it is to take what Kernel Tuner's do not. They take results
+from either tool with failures among them. Kernel Tuner's ``store_results`` compares a failure's
+``"CompilationFailedConfig"`` with the times and raises ``TypeError``. They take mpitune's
+confirmed winner. And ``get_best_config`` returns the configuration's parameters in every case.
+Kernel Tuner's returns the whole entry, parameters inside it, for a device and problem size it
+has.
 """
 
 from __future__ import annotations
@@ -66,10 +68,11 @@ def store_results(
     objective: str | None = None,
     objective_higher_is_better: bool | None = None,
 ) -> None:
-    """Keep the best configurations of one tuning run in a results file, for the device of
-    ``env["device_name"]`` and ``problem_size``; the file's entries for that device and problem
-    size are replaced, its others kept. Failed configurations (a marker instead of a number, a
-    ``status`` other than ``ok``, Kernel Tuner's ``__error__``) are passed over.
+    """Keep the best configurations of one tuning run in a results file.
+
+    They are for the device of ``env["device_name"]`` and ``problem_size``. The file's entries for
+    that device and problem size are replaced, its others kept. Failed configurations are passed
+    over: a marker instead of a number, a ``status`` other than ``ok``, Kernel Tuner's ``__error__``.
 
     Args:
         results_filename: the JSON file to write, or to add to when it exists (same kernel,
@@ -137,8 +140,10 @@ def _source_text(kernel_string: Any) -> str:
 
 
 class TuneResults:
-    """A results file, read (Kernel Tuner's or mpitune's): ``data`` holds its entries as the file
-    does, ``meta`` the rest; ``objective`` and ``objective_higher_is_better`` say how it ranks."""
+    """A results file, read: Kernel Tuner's or mpitune's.
+
+    ``data`` holds its entries as the file does, ``meta`` the rest. ``objective`` and
+    ``objective_higher_is_better`` say how it ranks."""
 
     def __init__(self, results_filename: str):
         """Args:
@@ -177,8 +182,9 @@ def create_device_targets(
     objective: str | None = None,
     objective_higher_is_better: bool | None = None,
 ) -> None:
-    """Write a header with each device's configuration from a results file (header.py): compile
-    with ``-DTARGET_<device>`` for a device's, with none for the default.
+    """Write a header with each device's configuration from a results file (header.py).
+
+    Compile with ``-DTARGET_<device>`` for a device's configuration, with none for the default.
 
     Args:
         header_filename: the header to write (replaced whole where it exists).

@@ -1,20 +1,24 @@
-"""Which configurations a tuning run's block of a results file keeps (``kept_entries``,
-``confirmed_entry``), and which one the file names: for a device and problem size, for a device,
-and the default for a device it does not know.
+"""Which configurations a tuning run's block of a results file keeps, and which one the file names.
 
-For a device and a problem size the file holds, it is that block's best entry; for a device
-alone, Kernel Tuner's rule: the configuration kept for most of the device's problem sizes, the
-best sum of values among those. These are ``kernel_tuner.integration``'s rules (1.5.0), so both
-tools name the same configuration from one file. Where a block holds a confirmation, mpitune
-writes its winner alone with the confirmed value, so the rules name the confirmed winner.
+``kept_entries`` and ``confirmed_entry`` say what a block keeps. The file names one configuration
+for a device and problem size, and one for a device. It names a default for a device it does not
+know.
 
-The default, for a header compiled for no device of the file (``default_choice``), is the
-configuration that does least badly everywhere: among the configurations kept for every
-(device, problem size) block, the one whose worst ratio to a block's best value is smallest
-(time over the best time; for a higher-is-better objective, the best over the value). Where no
-configuration is kept for every block, it is the first device's choice. The rule itself, over plain
-maps of a configuration's value per block, is ``portable``: benchmarks/portable.py applies it to
-whole caches of several GPU models.
+For a device and a problem size the file holds, it is that block's best entry. For a device
+alone, it is Kernel Tuner's rule: the configuration kept for most of the device's problem sizes.
+Among those, it is the one with the best sum of values. These are ``kernel_tuner.integration``'s
+rules (1.5.0), so both tools name the same configuration from one file. Where a block holds a
+confirmation, mpitune writes its winner alone with the confirmed value. So the rules name the
+confirmed winner.
+
+The default is for a header compiled for no device of the file (``default_choice``). It is the
+configuration that does least badly everywhere. The candidates are those kept for every
+(device, problem size) block. Of them, it is the one whose worst ratio to a block's best value is
+smallest. The ratio is time over the best time; for a higher-is-better objective, the best over
+the value.
+Where no configuration is kept for every block, it is the first device's choice. The rule itself,
+over plain maps of a configuration's value per block, is ``portable``. benchmarks/portable.py
+applies it to whole caches of several GPU models.
 """
 
 from __future__ import annotations
@@ -50,8 +54,9 @@ def best_entry(entries: Sequence[Entry], higher_is_better: bool) -> Entry:
 
 
 def common_best(entries: Sequence[Entry], names: Sequence[str], higher_is_better: bool) -> Entry:
-    """Kernel Tuner's choice across problem sizes: of the configurations with the most entries,
-    the best sum of values; its first entry."""
+    """Kernel Tuner's choice across problem sizes, as its first entry.
+
+    Of the configurations with the most entries, it is the one with the best sum of values."""
     counts: dict[str, int] = {}
     totals: dict[str, float] = {}
     first: dict[str, Entry] = {}
@@ -73,8 +78,10 @@ def device_choice(results: ResultsFile, device: str) -> Entry:
 
 
 def best_config(results: ResultsFile, gpu_name: str = "default", problem_size: Any = None) -> dict[str, Any]:
-    """``get_best_config``'s rule: the block's best for a device and problem size the file holds;
-    the device's choice across its problem sizes; else the choice across every entry."""
+    """``get_best_config``'s rule.
+
+    For a device and problem size the file holds, it is the block's best. Else it is the device's
+    choice across its problem sizes. Else it is the choice across every entry."""
     # Kernel Tuner's reading of the name, and the name as its store_results keeps it, which takes
     # env["device_name"] as it is ("AMD EPYC (replayed)" is kept as AMD_EPYC_replayed_).
     names_read = {gpu_name.replace("-", "_").replace(" ", "_"), device_label(gpu_name)}
@@ -89,8 +96,10 @@ def best_config(results: ResultsFile, gpu_name: str = "default", problem_size: A
 
 @dataclass(frozen=True)
 class DefaultChoice:
-    """The default configuration and why: ``worst_ratio`` is its largest ratio to a block's best
-    (None when it is the first device's choice because no configuration is in every block)."""
+    """The default configuration and why.
+
+    ``worst_ratio`` is its largest ratio to a block's best. It is None when no configuration is in
+    every block, so the default is the first device's choice."""
 
     params: dict[str, Any]
     worst_ratio: float | None
@@ -124,8 +133,9 @@ Block = TypeVar("Block", bound=Hashable)
 
 @dataclass(frozen=True)
 class Portable(Generic[Block]):
-    """``portable``'s answer: the configuration's key, its ratio to each block's best and the
-    worst of them, and how many configurations have a value in every block (its candidates)."""
+    """``portable``'s answer: the configuration's key, its ratio to each block's best and the worst of them.
+
+    It also counts the configurations that have a value in every block: its candidates."""
 
     key: str
     ratios: dict[Block, float]
@@ -134,12 +144,15 @@ class Portable(Generic[Block]):
 
 
 def portable(values: Mapping[Block, Mapping[str, float]], higher_is_better: bool) -> Portable[Block] | None:
-    """Of the configurations with a value in every block (``values``: block -> configuration key
-    -> its value there), the one whose worst ratio to a block's best value is smallest; the first
-    in the first block's order among equals. None where no configuration is in every block.
+    """The configuration whose worst ratio to a block's best value is smallest.
 
-    The one rule for a configuration that does least badly everywhere: the header's default over
-    a results file's (device, problem size) blocks, and the portable choice over GPU models."""
+    Only configurations with a value in every block count. ``values`` maps block -> configuration
+    key -> its value there. Among equals, the first in the first block's order wins. None where no
+    configuration is in every block.
+
+    This is the one rule for a configuration that does least badly everywhere. It gives the header's
+    default over a results file's (device, problem size) blocks. It gives the portable choice over
+    GPU models too."""
     if not values or not all(values.values()):
         return None
     pick = max if higher_is_better else min

@@ -1,13 +1,14 @@
-"""mpitune files as Kernel Tuner's results file, and as the header of device targets:
-``export --format kt-results FILE.h5 ... --out results.json`` and ``--format header ... --out
-kernel.h``, one file per device and problem size.
+"""mpitune files as Kernel Tuner's results file, and as the header of device targets.
 
-Each file gives the block of its device and problem size: where it holds a confirmation's verdict
-(objective time), the confirmed winner alone, with the confirmed median, its interval and the
-configurations tied with it; otherwise, as Kernel Tuner's ``store_results`` keeps them, every
-passing configuration within 3 % of the best, each with the interval of its median. The files must
-be of one kernel, with the same tunable parameters and objective, and name each (device, problem
-size) once; anything else is refused in one line.
+The commands are ``export --format kt-results FILE.h5 ... --out results.json`` and ``--format
+header ... --out kernel.h``, with one file per device and problem size.
+
+Each file gives the block of its device and problem size. Where it holds a confirmation's
+verdict (objective time), that is the confirmed winner alone. It comes with the confirmed median,
+its interval and the configurations tied with it. Otherwise the block is what Kernel Tuner's
+``store_results`` keeps. That is every passing configuration within 3 % of the best, each with the
+interval of its median. The files must be of one kernel, with the same tunable parameters and
+objective. They must name each (device, problem size) once. Anything else is refused in one line.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ TOP_PCT = 3.0  # Kernel Tuner's store_results keeps what is within 3 % of the be
 
 
 def device_of(data: CacheData, path: str) -> str:
-    """The one device model a file was measured on; a file of several is refused in one line."""
+    """The one device model a file was measured on. A file of several is refused in one line."""
     devices = data.problem.devices or tuple(sorted({str(d) for d in data.ranks["device"]}))
     if len(devices) != 1:
         named = ", ".join(devices) if devices else "none"
@@ -43,8 +44,10 @@ def device_of(data: CacheData, path: str) -> str:
 
 
 def _measured(data: CacheData, written: dict[str, dict[Any, Any]]) -> list[dict[str, Any]]:
-    """Each configuration's first measurement as ``tune_kernel`` lists it: its parameters (as its
-    spec wrote them), status, objective value where it passed, and launches."""
+    """Each configuration's first measurement as ``tune_kernel`` lists it.
+
+    It holds its parameters (as its spec wrote them), status, objective value where it passed, and
+    launches."""
     values = data.objective_values()[:, 0]
     seen: set[int] = set()
     out = []
@@ -91,8 +94,10 @@ def block_of(path: str) -> rf.ResultsFile:
 
 
 def results_of(paths: Sequence[str]) -> rf.ResultsFile:
-    """The files' blocks as one results file, in the order given; files that do not belong
-    together are refused, naming the first that differs from the first file."""
+    """The files' blocks as one results file, in the order given.
+
+    Files that do not belong together are refused. The error names the first that differs from the
+    first file."""
     first: rf.ResultsFile | None = None
     entries: list[rf.Entry] = []
     where: dict[tuple[str, str], str] = {}

@@ -1,16 +1,17 @@
-"""A C/C++/CUDA header with each device's configuration, from a results file: compile with
-``-DTARGET_<device>`` (the device's name as the results file keeps it) for that device's
-configuration, and with none for the default (choice.py says which).
+"""A C/C++/CUDA header with each device's configuration, from a results file.
 
-Kernel Tuner's ``create_device_targets`` writes the same blocks, but as ``#elif TARGET_x``; here
-every branch is ``defined(TARGET_x)``, so a target defined empty or as 0 still picks its block.
-As in Kernel Tuner, the whole is skipped where ``kernel_tuner`` is defined: while a tuner compiles
+Compile with ``-DTARGET_<device>`` for that device's configuration. The device's name is as the
+results file keeps it. Compile with none for the default (choice.py says which).
+
+Kernel Tuner's ``create_device_targets`` writes the same blocks, but as ``#elif TARGET_x``. Here
+every branch is ``defined(TARGET_x)``. So a target defined empty or as 0 still picks its block.
+As in Kernel Tuner, the whole is skipped where ``kernel_tuner`` is defined. While a tuner compiles
 the kernel, the configuration is the tuner's.
 
-A comment above each block says which file, device and problem size it came from, the value
-there, whether a confirmation named it, and the configurations tied with it. The header is C
-code made from data: every name and value is checked to be a plain identifier, number or word,
-and comments can hold nothing that ends them, so no results file can put code in it.
+A comment above each block says which file, device and problem size it came from. It gives the
+value there, whether a confirmation named it, and the configurations tied with it. The header is
+C code made from data. Every name and value is checked to be a plain identifier, number or word.
+Comments can hold nothing that ends them. So no results file can put code in it.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ _WORD = re.compile(r"[A-Za-z0-9_.+\-]+( [A-Za-z0-9_.+\-]+)*\Z")  # float, unsign
 
 
 def macro_value(name: str, value: Any) -> str:
-    """A parameter's value as the text of its ``#define``; a ``ResultsFileError`` for one that is
-    no number, boolean or plain word."""
+    """A parameter's value as the text of its ``#define``.
+
+    A ``ResultsFileError`` for one that is no number, boolean or plain word."""
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
@@ -63,7 +65,9 @@ def _defines(params: Mapping[str, Any]) -> list[str]:
 
 
 def _provenance(results: ResultsFile, device: str, chosen: Mapping[str, Any]) -> list[str]:
-    """One comment line per block of ``device``: where it came from and what it says of ``chosen``."""
+    """One comment line per block of ``device``.
+
+    It says where the block came from and what it says of ``chosen``."""
     names = results.tunable_parameters
     key = config_key(chosen, names)
     lines = []

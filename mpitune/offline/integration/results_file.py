@@ -1,20 +1,22 @@
-"""Kernel Tuner's results file (format 1.0, ``kernel_tuner.integration``): the best configurations
-of a kernel per device and problem size, as ``store_results`` writes them and
-``create_device_targets`` reads them; read and written here without running anything in it.
+"""Kernel Tuner's results file (format 1.0, ``kernel_tuner.integration``), read and written here.
+
+It holds the best configurations of a kernel per device and problem size. ``store_results`` writes
+them and ``create_device_targets`` reads them. Nothing in the file is run.
 
 A file holds the kernel's name (and source), its tunable parameters, the objective and its
-direction, and ``data``: one entry per configuration kept, each with ``device_name`` (the device's
-name, every run of characters other than letters and digits made one ``_``), ``problem_size``
-(its sizes joined by ``x``), ``tunable_parameters`` and the objective's value.
+direction. Its ``data`` has one entry per configuration kept. Each entry has ``device_name``,
+``problem_size``, ``tunable_parameters`` and the objective's value. ``device_name`` is the device's
+name, with every run of characters other than letters and digits made one ``_``.
+``problem_size`` is its sizes joined by ``x``.
 
-What Kernel Tuner's format cannot say, mpitune keeps in optional keys of an entry, which Kernel
-Tuner's reader passes over and its ``store_results`` keeps when it adds other devices' entries:
+What Kernel Tuner's format cannot say, mpitune keeps in optional keys of an entry. Kernel Tuner's
+reader passes over them. Its ``store_results`` keeps them when it adds other devices' entries.
 
-- ``mpitune_source``: the file the entry's measurements came from;
-- ``mpitune_confirmed``: true when the value is a confirmation's (the median of every rank's
-  launches of the winner, docs/analysis.md, "Confirmation"), not the search's;
-- ``mpitune_ci_ms``: ``[lo, hi]``, the value's 95 % interval in ms (the confirmation's bootstrap
-  interval, or the order-statistic interval of the median of the search's launches);
+- ``mpitune_source``: the file the entry's measurements came from.
+- ``mpitune_confirmed``: true when the value is a confirmation's, not the search's. That is the
+  median of every rank's launches of the winner (docs/analysis.md, "Confirmation").
+- ``mpitune_ci_ms``: ``[lo, hi]``, the value's 95 % interval in ms. It is the confirmation's
+  bootstrap interval, or the order-statistic interval of the median of the search's launches.
 - ``mpitune_tied``: the configurations the confirmation could not tell from this winner.
 """
 
@@ -51,9 +53,11 @@ READ_CAP_MB = 64  # a results file holds the few best configurations per device:
 
 
 class ResultsFileError(UserError, ValueError):
-    """A results file that cannot be read or added to: one line naming the file and what is wrong.
-    A ``ValueError``, as Kernel Tuner raises, and a ``UserError``, which the command line prints
-    as one line with exit code 2."""
+    """A results file that cannot be read or added to.
+
+    The message is one line naming the file and what is wrong. It is a ``ValueError``, as Kernel
+    Tuner raises. It is a ``UserError`` too, which the command line prints as one line with exit
+    code 2."""
 
 
 @dataclass(frozen=True)
@@ -122,8 +126,10 @@ def read_results_file(path: str) -> ResultsFile:
 
 
 def _parsed(doc: Any, path: str) -> ResultsFile:
-    """A results file from its parsed JSON, checked as Kernel Tuner checks it and then some: each
-    entry's value must be a number (Kernel Tuner compares them), and mpitune's keys as written."""
+    """A results file from its parsed JSON, checked as Kernel Tuner checks it and then some.
+
+    Each entry's value must be a number, since Kernel Tuner compares them. mpitune's keys must be as
+    written."""
     if not isinstance(doc, dict) or "version_number" not in doc:
         raise ResultsFileError(f"{path}: not a Kernel Tuner results file (no version_number)")
     if doc["version_number"] != VERSION:

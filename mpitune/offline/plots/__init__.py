@@ -2,14 +2,18 @@
 
     python -m mpitune plot spec.h5 --out plots/
 
-writes ``convergence.png`` (the best objective value so far against wall time and against
-evaluations), ``timeline.png`` (a Gantt chart of every rank's phases), ``distribution.png``
-(the objective over the measured configurations) and ``parameters.png`` (the objective against
-each tunable parameter); and for a file of several objectives ``pareto.png`` (objective 1
-against objective 2, the Pareto front highlighted; offline/front.py). Each is drawn by the
-``figure`` function of its module here. The objective is the one the file records (the first of
-several), with its direction, ranked as ``report`` ranks it (mpitune/offline/ranking.py), so plots
-and report name the same best.
+It writes four pictures:
+
+- ``convergence.png``: the best objective value so far, against wall time and against evaluations.
+- ``timeline.png``: a Gantt chart of every rank's phases.
+- ``distribution.png``: the objective over the measured configurations.
+- ``parameters.png``: the objective against each tunable parameter.
+
+A file of several objectives also gets ``pareto.png`` (offline/front.py). It draws objective 1
+against objective 2, with the Pareto front highlighted. Each is drawn by the ``figure`` function
+of its module here. The objective is the one the file records (the first of several), with its
+direction. It is ranked as ``report`` ranks it (mpitune/offline/ranking.py). So plots and report
+name the same best.
 """
 
 from __future__ import annotations
@@ -49,9 +53,11 @@ def pyplot() -> Any:
 
 
 def plot(path: str, out_dir: str, which: tuple[str, ...] | None = None, dpi: int = 100) -> list[str]:
-    """Write the chosen plots of a cache file into out_dir (by default every one that applies:
-    ``pareto`` only to a file of several objectives); returns the paths written. Refused at once,
-    before anything is read, when the folder or a picture it may hold is the file itself."""
+    """Write the chosen plots of a cache file into out_dir; returns the paths written.
+
+    By default every plot that applies is written: ``pareto`` only applies to a file of several
+    objectives. Refused at once, before anything is read, when the folder or a picture it may hold
+    is the file itself."""
     for target in (out_dir, *(picture(out_dir, name) for name in which or CHOICES)):
         refuse_inputs(target, path)
     plt = pyplot()

@@ -16,8 +16,9 @@ from mpitune.offline.ranking import TIME_COLUMN, objective_column, usable_rows
 
 @dataclass(frozen=True)
 class Axis:
-    """How the objective is drawn: its name on the axes and in titles, the unit beside values, and
-    its direction."""
+    """How the objective is drawn.
+
+    That is its name on the axes and in titles, the unit beside values, and its direction."""
 
     name: str  # "kernel time", "GFLOP/s"
     unit: str  # written after a value: "µs", "GFLOP/s"
@@ -45,8 +46,9 @@ class Axis:
 
 
 def with_objective(t: Tables) -> tuple[Any, Axis]:
-    """Results with the objective in column ``objective`` (a kernel time in the unit that reads
-    best: µs for tiny kernels) and whether it counts in ``usable``; and how to draw it."""
+    """Results with the objective in column ``objective``, whether it counts in ``usable``, and how to draw it.
+
+    A kernel time is in the unit that reads best: µs for tiny kernels."""
     res = t.results.copy()
     recorded = res.attrs["objective"]
     higher = bool(recorded["higher_is_better"])

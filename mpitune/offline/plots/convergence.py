@@ -1,5 +1,7 @@
-"""``convergence.png``: the best objective value so far, against wall time (the runs laid end to
-end) and against the configurations evaluated, each configuration a point."""
+"""``convergence.png``: the best objective value so far, each configuration a point.
+
+It is drawn against wall time, with the runs laid end to end. It is drawn against the
+configurations evaluated too."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from mpitune.offline.ranking import running_best
 
 @dataclass(frozen=True, eq=False)
 class Search:
-    """The rows in the order they finished: each one's wall time, objective and whether it counts,
-    the running best, and where each run starts (s, the runs end to end) of how long in all."""
+    """The rows in the order they finished.
+
+    It holds each row's wall time, objective and whether it counts, and the running best. It also
+    holds where each run starts (s, the runs end to end) and how long they take in all."""
 
     results: Any  # pandas.DataFrame, with ``objective`` and ``usable``
     wall_s: np.ndarray

@@ -1,5 +1,6 @@
-"""``distribution.png``: a histogram of the objective over the configurations that ran, with the
-best, the median and the worst marked."""
+"""``distribution.png``: a histogram of the objective over the configurations that ran.
+
+The best, the median and the worst are marked."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``parameters.png``: the objective against each tunable parameter that varies, every
-configuration a point (spread sideways), with the median and the best per value."""
+"""``parameters.png``: the objective against each tunable parameter that varies.
+
+Every configuration is a point, spread sideways. The median and the best per value are marked."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``timeline.png``: a Gantt chart of what every rank did, run by run (the last three), coloured
-by phase; the HTML report draws its timeline in the same colours."""
+"""``timeline.png``: a Gantt chart of what every rank did, coloured by phase.
+
+It shows run by run, the last three. The HTML report draws its timeline in the same colours."""
 
 from __future__ import annotations
 
