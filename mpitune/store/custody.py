@@ -1,7 +1,7 @@
 """Whether the results path still names the file rank 0 writes, and what is kept when it does not.
 
 Rank 0 holds the file open for the whole run. Meanwhile another process may remove its name
-(``rm``), give the name to another file (``mv other.h5 run.h5``) or truncate it (``: > run.h5``).
+(``rm``). It may give the name to another file (``mv other.h5 run.h5``) or truncate it (``: > run.h5``).
 HDF5 notices none of it. It writes on into a file no name leads to, or into the holes of a
 truncated one. The run would end saying its results are where they are not.
 
@@ -16,8 +16,8 @@ through ``Kept``. It goes to memory at once, and to the file when the writer wri
 memory holds (store/cache.py says when). What the writer reads back while it writes comes from
 memory too: the configurations in flight, the run's row. Once the file is lost (``Kept.detach``)
 nothing more goes to it. So what was recorded since the last write-out is kept with the rest.
-The cost is the file's rows once more in rank 0's memory, uncompressed. That is about 2.5 KB per
-configuration: a results row of 1.4 KB, most of it the error field, and a dozen timeline rows.
+The cost is the file's rows once more in rank 0's memory, uncompressed. Most of a row's bytes
+are its error field. docs/reliability.md gives the size per configuration.
 
 A truncation within the few milliseconds of a flush itself can go unseen. The flush writes the
 file back to its full size.

@@ -1,7 +1,8 @@
 """The rows of how the ranks' devices compare, which the writer (cache.py) appends to the file.
 
-There are three tables: every launch of a calibration or a confirmation (``retimed``), the verdict
-on each confirmed candidate (``confirmed``), and each rank's device factor (``device_factors``).
+There are three tables. ``retimed`` holds every launch of a calibration or a confirmation.
+``confirmed`` holds the verdict on each confirmed candidate. ``device_factors`` holds each rank's
+device factor.
 They are tables of their own beside the search's rows, which they leave untouched. So the
 search's medians stay what the search measured.
 

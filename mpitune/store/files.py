@@ -1,17 +1,17 @@
 """Every file mpitune writes, a run's results file and the offline verbs' outputs alike.
 
-Such a file is never one of its inputs, never written through a link someone planted, and never
-half-written, whatever its name's length.
+Such a file is never one of its inputs and never written through a link someone planted. It is
+never half-written, whatever its name's length.
 
-An output may be given as an input's path, or as any other path to the same file (``./x``, a
-symbolic or a hard link). It would replace the data it is made from. So ``refuse_inputs`` refuses
+An output may be given as an input's path, or as another path to the same file. That path may
+be ``./x``, a symbolic or a hard link. It would replace the data it is made from. So ``refuse_inputs`` refuses
 it, comparing device and inode. The file is then made under a temporary name in the output's
 folder. Once complete, it is renamed into place (a new results file: linked). So a failure leaves
 any earlier file of that name as it was.
 
-The temporary name is short and random: ``.mpitune-``, 16 hex digits, ``.tmp``. The output's name
-with a suffix would not fit the system's limit on a name (NAME_MAX, 255 bytes) when the output's
-own name is that long. The file is created exclusively (O_CREAT | O_EXCL, and O_NOFOLLOW).
+The temporary name is short and random: ``.mpitune-``, 16 hex digits, ``.tmp``. The output's
+name with a suffix would not do. The system limits a name to NAME_MAX, 255 bytes, and the
+output's own name may be that long. The file is created exclusively (O_CREAT | O_EXCL, and O_NOFOLLOW).
 Whatever is there already, a file or a symbolic link, is neither opened nor followed. The next
 random name is tried instead. So a link planted at the name cannot send the write to its target.
 

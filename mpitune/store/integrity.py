@@ -1,8 +1,8 @@
 """Checking and repairing a cache file after a crash, and telling a crash from damage.
 
 A run killed at any moment leaves a file that h5py opens: SWMR writes are ordered for that. But
-it may hold three things. One is the rows of a batch whose writing was cut short: rows resized
-in but never filled, with an empty status or phase. Another is a run whose row still says
+it may hold three things. One is the rows of a batch whose writing was cut short. They were
+resized in but never filled, so their status or phase is empty. Another is a run whose row still says
 "running". The last is the batch that was in flight. ``repair`` fixes the first two in place.
 ``findings`` reports everything. That includes what no repair can fix: a configuration recorded
 twice, unknown statuses.

@@ -9,8 +9,8 @@ process ends, however it ends. It is taken on the file's inode, not on a name. S
 through a symbolic or hard link is refused too, and no lock file is left beside the cache.
 
 It is an OFD lock (``F_OFD_SETLK``) rather than ``flock``. HDF5 takes ``flock`` locks of its own
-on the same file, and Linux keeps the two kinds apart. Unlike classic POSIX locks, an OFD lock
-is not dropped when the same process closes another descriptor of the file (a reader, a check).
+on the same file, and Linux keeps the two kinds apart. A classic POSIX lock is dropped when the
+same process closes another descriptor of the file (a reader, a check). An OFD lock is not.
 
 Some file systems have no locks at all: Lustre mounted without ``flock``, NFS without its lock
 daemon. Every lock call fails there with ENOLCK, ENOSYS or EOPNOTSUPP, HDF5's and this module's

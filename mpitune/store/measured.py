@@ -9,8 +9,8 @@ in either of its layouts. Older releases put them in place of the time. Release 
 the median mpitune measures. So a replay here ranks configurations as Kernel Tuner did. Its
 durations are in ms. Here they are in s, as everywhere in mpitune except kernel times (ms).
 
-An entry may hold numbers besides the parameters and Kernel Tuner's own bookkeeping: its metrics
-such as GFLOP/s, its observers' power or energy. They become observed values, as do an mpitune
+An entry may hold numbers besides the parameters and Kernel Tuner's own bookkeeping. They are its
+metrics such as GFLOP/s, and its observers' power or energy. They become observed values, as do an mpitune
 file's observed values and metrics. So a replay can optimise them.
 """
 
@@ -132,8 +132,8 @@ def load_shared(path: str) -> MeasuredData:
 
 def read_kt_json(path: str) -> dict[str, Any]:
     """Parse a Kernel Tuner cache, repairing a file its writer never closed. What it may
-    expand to is bounded: 256 MiB (MPITUNE_KT_JSON_MAX_MB). That is 16 times the largest one known,
-    GEMM on an RTX 3090: 17,956 configurations, 16.5 MB. A gzip of 1.5 MB can hold 1.5 GB."""
+    expand to is bounded: 256 MiB (MPITUNE_KT_JSON_MAX_MB). That is 16 times the largest cache known,
+    which docs/strategies.md names. A gzip of 1.5 MB can hold 1.5 GB."""
     try:
         text = read_within(path, environment_number(_CAP, 256), _CAP).decode("utf-8")
         document: dict[str, Any] = json.loads(text)
