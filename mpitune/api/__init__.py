@@ -1,6 +1,9 @@
-"""Kernel Tuner's Python interface over mpitune: ``tune_kernel`` for scripts and notebooks,
-``run_kernel`` for a kernel's unit tests, and the integration calls on Kernel Tuner's results
-file, ``store_results``, ``TuneResults`` and ``create_device_targets`` (docs/python-api.md)."""
+"""Kernel Tuner's Python interface over mpitune (docs/python-api.md).
+
+``tune_kernel`` serves scripts and notebooks, ``run_kernel`` a kernel's unit tests. The
+integration calls work on Kernel Tuner's results file: ``store_results``, ``TuneResults`` and
+``create_device_targets``.
+"""
 
 from mpitune.api.run import run_kernel
 from mpitune.api.tune import tune_kernel

@@ -1,9 +1,9 @@
 """The values of a ``tune_kernel`` call, carried to the ranks of an MPI job as plain data.
 
-Nothing mpitune reads may make it run code, so the call's keyword values travel as JSON plus one
-``.npz`` of the arrays (read with ``allow_pickle=False``), not as a pickle: dicts, lists, tuples,
-strings, numbers, booleans, None, numpy arrays and scalars, and NVML observers by their settings.
-Anything else is refused, naming the keyword.
+Nothing mpitune reads may make it run code. So the call's keyword values travel as JSON plus
+one ``.npz`` of the arrays, read with ``allow_pickle=False``, never as a pickle. They may be
+dicts, lists, tuples, strings, numbers, booleans, None, numpy arrays and scalars. NVML observers
+travel by their settings. Anything else is refused, naming the keyword.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""``tune_kernel(..., ranks=N)`` for N > 1: the problem becomes a spec file that an MPI job of N
-ranks of ``python -m mpitune`` tunes, exactly as from the command line.
+"""``tune_kernel(..., ranks=N)`` for N > 1: the problem becomes a spec file.
 
-The generated spec holds no code of the caller's: its names are the call's keyword values,
-saved beside it as plain data (channel.py: JSON and an .npz of the arrays, never a pickle), and
-it restores them as module-level names. That is why functions cannot go
-(``names.refuse_callables``): they are code. Everything else (arrays, observers, strings in place
-of functions) arrives as it was given.
+An MPI job of N ranks of ``python -m mpitune`` tunes it, exactly as from the command line.
+
+The generated spec holds no code of the caller's. Its names are the call's keyword values,
+saved beside it as plain data: JSON and an .npz of the arrays, never a pickle (channel.py).
+The spec restores them as module-level names. That is why functions cannot go: they are code
+(``names.refuse_callables``). Everything else arrives as it was given: arrays, observers, and
+strings in place of functions.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ globals().update(load_call(__file__[:-3]))
 
 
 def write_spec(directory: str, names: Mapping[str, Any], problem: Problem, origin: str) -> str:
-    """The spec file for the job; ``problem`` is the call's, checked here already: its kernel
-    source travels as text, so that a relative path need not resolve the same way in the job."""
+    """The spec file for the job; ``problem`` is the call's, checked here already.
+
+    Its kernel source travels as text, so a relative path need not resolve the same way in the job.
+    """
     names = {**names, "kernel_source": problem.kernel_source}
     path = os.path.join(directory, SPEC_NAME)
     channel.save_call(path[:-3], names, origin)
@@ -44,9 +47,11 @@ def write_spec(directory: str, names: Mapping[str, Any], problem: Problem, origi
 
 
 def run_job(ranks: int, names: Mapping[str, Any], problem: Problem, settings: RunSettings, origin: str) -> int:
-    """Tune on ``ranks`` ranks into ``settings.cache_path``; the job's exit code (0, or 75 when it
-    stopped early and a rerun resumes). Its errors are raised here, naming ``origin`` rather
-    than the generated file."""
+    """Tune on ``ranks`` ranks into ``settings.cache_path``, and return the job's exit code.
+
+    That is 0, or 75 when it stopped early and a rerun resumes. The job's errors are raised
+    here, naming ``origin`` rather than the generated file.
+    """
     with tempfile.TemporaryDirectory(prefix="mpitune-job-") as directory:
         spec = write_spec(directory, names, problem, origin)
         args = [spec, "--cache", settings.cache_path]

@@ -1,13 +1,15 @@
-"""Starting an MPI job of ``python -m mpitune`` from a Python process that is not one: what
-``mpitune.tune_kernel(..., ranks=N)`` does for N > 1.
+"""Starting an MPI job of ``python -m mpitune`` from a Python process that is not one.
 
-The job is an ``mpiexec`` of the same MPI library as this Python's mpi4py (the venv's
-``bin/mpiexec``, which the ``mpich`` wheel installs, else the one on PATH; ``MPITUNE_MPIEXEC``
-overrides it and may add options, e.g. ``mpirun --bind-to none``). A separate job, rather than
-``MPI.COMM_SELF.Spawn``, works the same with MPICH and Open MPI, under Slurm too, and leaves the
+That is what ``mpitune.tune_kernel(..., ranks=N)`` does for N > 1.
+
+The job is an ``mpiexec`` of the same MPI library as this Python's mpi4py. That is the venv's
+``bin/mpiexec``, which the ``mpich`` wheel installs, else the one on PATH. ``MPITUNE_MPIEXEC``
+overrides it and may add options, e.g. ``mpirun --bind-to none``. A separate job works the same
+with MPICH and Open MPI, under Slurm too; ``MPI.COMM_SELF.Spawn`` would not. It also leaves the
 calling process free of MPI. The job's progress lines reach the caller's stdout as they come.
-Calling it from a process that is itself a rank of a job (a script run by mpiexec or srun) is
-not supported: the launcher's variables in its environment would confuse the new job's.
+
+A caller that is itself a rank of a job (a script run by mpiexec or srun) is not supported.
+The launcher's variables in its environment would confuse the new job's.
 """
 
 from __future__ import annotations
@@ -63,8 +65,11 @@ def job_environment(pythonpath: str) -> dict[str, str]:
 
 
 def run_mpitune(ranks: int, args: Sequence[str], cwd: str, pythonpath: str, progress: Callable[[str], None]) -> JobEnd:
-    """``mpiexec -n RANKS python -m mpitune ARGS``; each line of its stdout goes to ``progress``
-    as it comes, its stderr to this process' stderr, except the error lines, which are returned."""
+    """``mpiexec -n RANKS python -m mpitune ARGS``, returning its error lines.
+
+    Each line of its stdout goes to ``progress`` as it comes. Its stderr goes to this process'
+    stderr, but for the error lines.
+    """
     command = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpitune", *args]
     try:
         job = subprocess.Popen(

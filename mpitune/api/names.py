@@ -1,5 +1,8 @@
-"""The arguments of ``tune_kernel`` and ``run_kernel`` as the names of a spec, so that the spec
-loader's checks (mpitune/spec/load.py) are the only checks, whichever way a problem comes in."""
+"""The arguments of ``tune_kernel`` and ``run_kernel`` as the names of a spec.
+
+So the spec loader's checks (mpitune/spec/load.py) are the only checks, whichever way a problem
+comes in.
+"""
 
 from __future__ import annotations
 
@@ -48,8 +51,10 @@ def spec_names(
 
 
 def one_configuration(origin: str, params: Any, keywords: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """``run_kernel``'s ``params`` as ``tune_params``: one configuration is a space of one, each
-    parameter with its one value; its keywords are checked to be ``run_kernel``'s."""
+    """``run_kernel``'s ``params`` as ``tune_params``: a space of one configuration.
+
+    Each parameter has its one value. The keywords are checked to be ``run_kernel``'s.
+    """
     for name in keywords:
         if name not in RUN_KERNEL_KEYWORDS:
             raise SpecError(
@@ -61,8 +66,11 @@ def one_configuration(origin: str, params: Any, keywords: Mapping[str, Any]) -> 
 
 
 def callable_in(value: Any, where: str) -> str | None:
-    """Where in ``value`` (a keyword's value: dicts, lists and tuples of plain values) the first
-    callable is, as an expression (``metrics['GFLOP/s']``); None if there is none."""
+    """Where the first callable in ``value`` is, as an expression: ``metrics['GFLOP/s']``.
+
+    ``value`` is a keyword's value: dicts, lists and tuples of plain values. None if it holds no
+    callable.
+    """
     if callable(value):
         return where
     if isinstance(value, Mapping):
@@ -75,9 +83,11 @@ def callable_in(value: Any, where: str) -> str | None:
 
 
 def refuse_callables(names: Mapping[str, Any], origin: str) -> None:
-    """Functions cannot reach the ranks of a job started for ``ranks`` > 1: a lambda or a local
-    function does not pickle, and one of the calling script pickles as a reference to a module
-    the job's ranks do not have. Strings do the same work and travel."""
+    """Refuses functions, which cannot reach the ranks of a job started for ``ranks`` > 1.
+
+    A lambda or a local function does not pickle. One of the calling script pickles as a
+    reference to a module the job's ranks do not have. Strings do the same work and travel.
+    """
     for name, value in names.items():
         found = callable_in(value, name)
         if found:

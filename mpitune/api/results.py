@@ -1,16 +1,16 @@
 """A results file as Kernel Tuner's ``tune_kernel`` returns its results: ``(results, env)``.
 
 ``results`` holds one dict per configuration in the order they were measured, as Kernel Tuner
-lists them: the parameters, ``time`` (ms) and ``times`` (every timed run, ms), the metrics,
-the observed values (under mpitune's names with units and Kernel Tuner's, ``energy_j`` and
-``nvml_energy``), ``compile_time``, ``verification_time`` and ``benchmark_time`` (ms), and
-``timestamp``. A failed configuration has Kernel Tuner's marker as its ``time``
-(``"CompilationFailedConfig"``, ``"RuntimeFailedConfig"``) and no times or metrics. Every entry
-also has mpitune's ``status``, and a failed one its ``error``, which Kernel Tuner lacks.
+lists them. Each holds the parameters, ``time`` (ms), ``times`` (every timed run, ms) and the
+metrics. It holds the observed values under mpitune's names with units and under Kernel
+Tuner's, such as ``energy_j`` and ``nvml_energy``. It holds ``compile_time``,
+``verification_time`` and ``benchmark_time`` (ms), and ``timestamp``. A failed configuration
+has Kernel Tuner's marker as its ``time``, such as ``"CompilationFailedConfig"``, and no times
+or metrics. Every entry also has mpitune's ``status``, and a failed one its ``error``.
 
-``env`` describes the device, the problem and where the time of the call's run went, with
-Kernel Tuner's keys (``device_name``, ``best_config``, ``total_compile_time``, ... in ms) and a
-few of mpitune's (``ranks``, ``stop_reason``, ``cache``).
+``env`` describes the device, the problem and where the time of the call's run went. It has
+Kernel Tuner's keys (``device_name``, ``best_config``, ``total_compile_time``, ... in ms). It
+also has a few of mpitune's: ``ranks``, ``stop_reason`` and ``cache``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ _TOTALS = {
 
 
 def kt_results(data: CacheData, problem: Problem) -> list[dict[str, Any]]:
-    """One entry per configuration, the first measurement of each (a resumed run never measures one
-    again); ``problem`` gives Kernel Tuner's names of the observed values."""
+    """One entry per configuration: the first measurement of each.
+
+    A resumed run never measures one again. ``problem`` gives Kernel Tuner's names of the
+    observed values.
+    """
     aliases = {name: alias for alias, name in problem.observed_aliases.items()}
     started = dict(zip(data.runs["run"].tolist(), data.runs["started_unix"].tolist()))
     values = np.hstack([data.metrics, data.observed])
@@ -82,8 +85,10 @@ def kt_results(data: CacheData, problem: Problem) -> list[dict[str, Any]]:
 
 
 def kt_env(data: CacheData, problem: Problem, results: list[dict[str, Any]], cache: str) -> dict[str, Any]:
-    """The device and the problem, and the totals of the latest run (the call's) from its timeline:
-    per phase summed over its ranks, in ms, as Kernel Tuner sums its per-configuration times."""
+    """The device and the problem, and the totals of the latest run (the call's) from its timeline.
+
+    Each phase is summed over the ranks, in ms, as Kernel Tuner sums its per-configuration times.
+    """
     run = data.runs[-1]
     rows = data.timeline[(data.timeline["run"] == run["run"]) & ~np.isin(data.timeline["phase"], BACKGROUND_PHASES)]
     seconds = rows["end_s"] - rows["start_s"]

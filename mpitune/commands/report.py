@@ -1,7 +1,8 @@
-"""``report CACHE``: a readable summary of a cache file, one JSON object, or an HTML page (``--html``).
+"""``report CACHE``: a readable summary of a cache file, one JSON object or an HTML page.
 
 ``report CACHE CACHE ...`` shows one kernel's files of several device models side by side
-(offline/across_models.py)."""
+(offline/across_models.py).
+"""
 
 from __future__ import annotations
 

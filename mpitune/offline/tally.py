@@ -1,9 +1,9 @@
 """What ``report`` keeps of a file's results rows as they stream past, a slice at a time.
 
-It keeps counts and a few numbers per row: the objective, whether it counts, the id, the time
-where it passed. Once all rows have passed, these give the best, the median and the rows worth
-reading again. A row's text (its error, host and device) is most of its 1.5 KB and is never
-kept. So a report of 200,000 configurations holds a slice of rows and about 40 bytes per row.
+It keeps counts and a few numbers per row. These are the objective, whether it counts, the id
+and the time where it passed. Once all rows have passed, they give the best and the median. They
+also name the rows worth reading again. A row's text (error, host, device) is most of its
+1.5 KB and is never kept. A report of 200,000 configurations holds about 40 bytes per row.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class Tally:
     def first_rows(self, config_ids: set[int]) -> list[int]:
         """The rows the confirmation's summary reads (``confirmation.latest``), in row order.
 
-        These are the first row of each of ``config_ids`` that the file holds, and the first of
-        the latest run: whether a search followed a confirmation.
+        These are the first row of each of ``config_ids`` that the file holds. The first row of
+        the latest run says whether a search followed a confirmation.
         """
         ids = self.config_ids
         rows = {int(np.flatnonzero(ids == i)[0]) for i in config_ids if (ids == i).any()}

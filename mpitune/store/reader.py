@@ -1,9 +1,9 @@
-"""Reading a cache file whole, as numpy arrays with their text decoded: what report, plots,
-exports, ``watch`` and the pandas loader work on.
+"""Reading a cache file whole, as numpy arrays with their text decoded.
 
-A file may be read while a run writes it (HDF5 SWMR), so every dataset is read as it stands
-and ``metrics``/``observed`` are aligned to ``results`` here. A damaged file is an error of one
-line (soundness.py says how it never hangs).
+Report, plots, exports, ``watch`` and the pandas loader work on what it reads. A run may write
+the file meanwhile (HDF5 SWMR). So every dataset is read as it stands, and ``metrics`` and
+``observed`` are aligned to ``results`` here. A damaged file is an error of one line;
+soundness.py says how reading it never hangs.
 """
 
 from __future__ import annotations
@@ -30,9 +30,12 @@ from mpitune.store.soundness import open_for_reading
 
 @dataclass(frozen=True)
 class CacheData:
-    """Everything in a cache file. The structured arrays have every text field as numpy str;
-    ``metrics`` and ``observed`` are float64 with one row per results row (NaN where a row has no
-    value) and one column per name in ``metric_names`` / ``observed_names``."""
+    """Everything in a cache file.
+
+    The structured arrays hold every text field as numpy str. ``metrics`` and ``observed`` are
+    float64, one row per results row and one column per name in ``metric_names`` or
+    ``observed_names``. They hold NaN where a row has no value.
+    """
 
     schema_version: int
     problem: ProblemIdentity
@@ -62,22 +65,28 @@ class CacheData:
     told: np.ndarray = field(default_factory=lambda: np.zeros(0, schema.TOLD_DTYPE))
 
     def schedule_of(self, run: int) -> str:
-        """How run ``run`` handed out its work: as recorded; in a file written before that was,
-        ``refill`` where the run recorded what each ask knew (only refilled runs did), else
-        ``batches``."""
+        """How run ``run`` handed out its work, as recorded.
+
+        A file written before that was recorded says it another way. Only refilled runs recorded
+        what each ask knew: such a run is ``refill``, any other ``batches``.
+        """
         recorded = self.schedules["schedule"][self.schedules["run"] == run]
         if len(recorded):
             return str(recorded[0])
         return "refill" if bool((self.told["run"] == run).any()) else "batches"
 
     def objective_values(self) -> np.ndarray:
-        """(rows, objectives): the value of each recorded objective per results row, NaN where a
-        configuration did not pass."""
+        """(rows, objectives): each objective's value per results row.
+
+        A configuration that did not pass holds NaN.
+        """
         return objective_values(self.objective.names, self.column, self.results["status"] == Status.OK)
 
     def front_rows(self) -> np.ndarray:
-        """The results rows on the Pareto front of the recorded objectives, computed from the
-        rows as they stand (the same rule as the front a run records when it ends)."""
+        """The results rows on the Pareto front of the recorded objectives.
+
+        It is computed from the rows as they stand, by the rule of the front a run records.
+        """
         return front_rows(self.objective_values(), self.objective.directions)
 
     def column(self, name: str) -> np.ndarray:
@@ -95,8 +104,10 @@ def read(path: str) -> CacheData:
 
 
 def _data(f: h5py.File, path: str, results: np.ndarray, start: int, timeline: np.ndarray) -> CacheData:
-    """The file with ``results``, its rows from ``start`` on (their metrics and observed values
-    aligned), and ``timeline``; every other table whole."""
+    """The file with ``results`` (its rows from ``start`` on) and ``timeline``.
+
+    The rows' metrics and observed values are aligned to them. Every other table is whole.
+    """
     metric_names, observed_names = value_names(f, "metrics"), value_names(f, "observed")
     return CacheData(
         schema_version=layout_version(f).readable(path),
@@ -152,8 +163,11 @@ _LATER_TABLES = (
 
 
 def _rows(f: h5py.File, name: str, start: int, n: int, columns: int) -> np.ndarray:
-    """Dataset ``name``'s ``n`` rows from ``start`` on: an SWMR reader may see the results of a
-    batch before its metrics, or after; missing rows are NaN, and so is an absent dataset."""
+    """Dataset ``name``'s ``n`` rows from ``start`` on.
+
+    An SWMR reader may see a batch's results before its metrics, or after. Missing rows are NaN,
+    and so is an absent dataset.
+    """
     values = f[name][start : start + n] if name in f else np.zeros((0, 0))
     out = np.full((n, columns), np.nan)
     out[: min(n, len(values))] = values[:n]
@@ -161,10 +175,12 @@ def _rows(f: h5py.File, name: str, start: int, n: int, columns: int) -> np.ndarr
 
 
 def with_defaults(results: np.ndarray) -> np.ndarray:
-    """The results of a file written before schema version 3 with the columns it lacks: before
-    version 2 ``launches`` (the timed launches it holds) and ``raced`` (0: racing did not exist),
-    before version 3 ``throttled`` (empty: nothing watched the GPU's clocks); every consumer then
-    sees one set of columns."""
+    """The results of a file written before schema version 3, with the columns it lacks.
+
+    Before version 2 these are ``launches``, the timed launches it holds, and ``raced``: 0, as
+    racing did not exist. Before version 3 it is ``throttled``: empty, as nothing watched the
+    GPU's clocks. Every consumer then sees one set of columns.
+    """
     names = results.dtype.names or ()
     if "throttled" in names:
         return results
@@ -198,9 +214,11 @@ CHUNK_ROWS = 4096  # results rows a streamed reader holds at once: 6 MB as store
 
 
 class Rows(Protocol):
-    """A file's rows for what reads every one but keeps little of each (``report``): ``tables``
-    is the file without the rows of ``results`` and ``timeline`` (every other table whole), which
-    come a slice at a time; ``rows`` gives a few results rows by index."""
+    """A file's rows, for what reads every one but keeps little of each (``report``).
+
+    ``tables`` is the file without the rows of ``results`` and ``timeline``, which come a slice
+    at a time. Every other table is whole. ``rows`` gives a few results rows by index.
+    """
 
     @property
     def tables(self) -> CacheData: ...
@@ -229,8 +247,11 @@ class Whole:
 
 
 class Streamed:
-    """``Rows`` of an open file, ``CHUNK_ROWS`` at a time: what a reader holds is a slice, whatever
-    the file's size. The rows are those the file held when it was opened (a run may be adding more)."""
+    """``Rows`` of an open file, ``CHUNK_ROWS`` at a time.
+
+    A reader holds a slice, whatever the file's size. The rows are those the file held when it
+    was opened; a run may be adding more.
+    """
 
     def __init__(self, f: h5py.File, path: str):
         self._f, self._path = f, path

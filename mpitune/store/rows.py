@@ -1,7 +1,9 @@
-"""The rows the writer appends: one batch of scored results as rows of the file's results
-dataset, timeline rows, a run's row and its ranks'; and the objective values of the rows, by one
-rule for the writer and the reader, so that the front a run records and the front a reader
-computes from the same rows are the same."""
+"""The rows the writer appends, and the objective values of the rows.
+
+The writer appends a batch of scored results as rows of the results dataset. It also appends
+timeline rows, a run's row and its ranks'. The objective values follow one rule for writer and
+reader. So the front a run records is the front a reader computes from the same rows.
+"""
 
 from __future__ import annotations
 
@@ -38,8 +40,10 @@ class RunInfo:
 
 
 def run_row(run: int, info: RunInfo) -> np.ndarray:
-    """The ``runs`` row of a run that starts now: running, nothing measured yet; filled by
-    column name, a column named as a field of ``info`` from it."""
+    """The ``runs`` row of a run that starts now: running, nothing measured yet.
+
+    It is filled by column name; a column named as a field of ``info`` comes from it.
+    """
     made: dict[str, Any] = {
         "run": run,
         "wall_s": math.nan,
@@ -92,11 +96,13 @@ def result_rows(
     placed: tuple[Sequence[str], Sequence[str]],
     run: int,
 ) -> np.ndarray:
-    """The rows of ``scored`` in the layout ``dtype`` of the file at hand, filled by column
-    name: a file of an older schema version lacks the newer columns and keeps its layout.
-    A column named as a field of the results holds that field (text cut to its width); the
-    others are made here. ``placed`` holds each rank's host and device, as the run's start
-    recorded them. Filled a column at a time: one numpy assignment per column, not one per value."""
+    """The rows of ``scored`` in the layout ``dtype`` of the file at hand, filled by column name.
+
+    A file of an older schema version lacks the newer columns and keeps its layout. A column
+    named as a field of the results holds that field, text cut to its width. The others are
+    made here. ``placed`` holds each rank's host and device, as the run's start recorded them.
+    Each column takes one numpy assignment, not one per value.
+    """
     hosts, devices = placed
     rows = np.zeros(len(scored), dtype)
     if not scored:
@@ -126,8 +132,11 @@ def _field(scored: Sequence[Scored], name: str, column: np.dtype) -> list[Any]:
 
 
 def _as_column(values: list[Any], column: np.dtype) -> list[Any]:
-    """Values as ``column`` holds them: text (a status too) encoded once per distinct value and
-    cut to the column's width; anything else as it is."""
+    """Values as ``column`` holds them.
+
+    Text, a status too, is encoded once per distinct value and cut to the column's width.
+    Anything else stays as it is.
+    """
     if column.kind != "S":
         return values
     encoded = {v: fixed_text(v, column) for v in set(values)}
@@ -142,10 +151,12 @@ _READ_BACK = frozenset(f.name for f in dataclasses.fields(Result)) - _PLACE_AND_
 
 
 def rows_as_results(rows: np.ndarray, observed: Sequence[Mapping[str, float]]) -> list[Result]:
-    """Results rows read back as ``Result`` records, filled by column name: each column named as
-    a field of ``Result`` (not where and when it was measured) sets that field; ``observed``
-    holds each row's observed values. A file of an older schema version lacks the newer columns,
-    whose fields keep their defaults."""
+    """Results rows read back as ``Result`` records, filled by column name.
+
+    Each column named as a field of ``Result`` sets that field, but for where and when it was
+    measured. ``observed`` holds each row's observed values. A file of an older schema version
+    lacks the newer columns, whose fields keep their defaults.
+    """
     names = [n for n in rows.dtype.names or () if n in _READ_BACK]
     columns = {n: _column(rows[n], n) for n in names}
     return [Result(**{n: columns[n][i] for n in names}, observed=observed[i]) for i in range(len(rows))]
@@ -170,9 +181,13 @@ def _param(value: object, width: np.dtype) -> object:
 
 
 def objective_values(names: Sequence[str], column: Callable[[str], np.ndarray], ok: np.ndarray) -> np.ndarray:
-    """(rows, len(names)) float64: each objective's value per row, from ``column`` (a results
-    field, metric or observed value by name; the kernel time is ``time_ms``), NaN where a row
-    did not pass (its metrics are NaN already, its time may not be)."""
+    """(rows, len(names)) float64: each objective's value per row.
+
+    The one rule for a row's objective values, for writer, reader, report and the HTML page.
+    ``column`` gives a results field, metric or observed value by name; the kernel time is
+    ``time_ms``. A row that did not pass holds NaN: its metrics are NaN already, its time may
+    not be.
+    """
     values = np.column_stack([np.asarray(column("time_ms" if n == TIME else n), dtype=np.float64) for n in names])
     values[~np.asarray(ok, dtype=bool)] = np.nan
     return values.reshape(len(ok), len(names))

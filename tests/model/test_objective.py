@@ -13,7 +13,7 @@ import pytest
 from conftest import mpitune, report_json, write_scale_spec
 
 from mpitune.analysis import load
-from mpitune.model.objective import Metric, Objective, expression, first_mistake, sample
+from mpitune.model.objective import Goal, Metric, Objective, expression, first_mistake, sample
 from mpitune.model.result import Result
 from mpitune.offline.exchange import export_t4, kt_document
 from mpitune.store.reader import read
@@ -24,6 +24,22 @@ GFLOPS = {"GFLOP/s": lambda p: N / 1e9 / (p["time"] / 1e3)}
 
 def metric(name, fn):
     return Metric(name, fn, name)
+
+
+def test_the_goal_reads_back_from_the_record_the_file_holds():
+    """One record of the objective: what the writer records is what the reader's ``Goal`` is."""
+    one = Objective("GFLOP/s", True, [metric("GFLOP/s", GFLOPS["GFLOP/s"])])
+    two = Objective(["time", "GFLOP/s"], [False, True], [metric("GFLOP/s", GFLOPS["GFLOP/s"])])
+    for objective in (one, two):
+        record = json.loads(json.dumps(objective.record()))  # as the file's attribute holds it
+        assert Goal.from_record(record) == objective.goal
+    assert "objectives" not in one.record() and two.goal.several and two.goal.directions == (False, True)
+    assert one.goal.metrics == {"GFLOP/s": "GFLOP/s"} and not one.goal.is_kernel_time
+    # A file written before metrics existed records none: time, lower is better.
+    assert Goal() == Goal.from_record({"objective": "time", "higher_is_better": False})
+    assert Goal().is_kernel_time and Goal().key() == ["time", False]
+    with pytest.raises(ValueError, match="do not pair up"):
+        Goal(("time", "energy"), (False,))
 
 
 def test_p_holds_params_times_observed_and_earlier_metrics():

@@ -1,6 +1,6 @@
 """The interactive HTML report (``report CACHE --html OUT``) and its live view (``watch CACHE --html``).
 
-view.py reads the loader's tables into what the charts need; charts.py and timeline.py draw
-them as plotly figures; payload.py gathers the page's content as JSON; page.py assembles one
-self-contained page; server.py serves it live on loopback, rereading the file as it grows.
+view.py reads the loader's tables into what the charts need. charts.py and timeline.py draw
+them as plotly figures. payload.py gathers the page's content as JSON. page.py assembles one
+self-contained page. server.py serves it live on loopback, rereading the file as it grows.
 """

@@ -1,7 +1,7 @@
-"""The page's style and script, embedded in every page (nothing is fetched from a network).
+"""The page's style and script, embedded in every page: nothing is fetched from a network.
 
-The script renders a payload (payload.py) into the page: the header, one section per chart
-(drawn with plotly.js, also embedded) and the sortable table. A live page then asks the
+The script renders a payload (payload.py) into the page. That is the header, one section per
+chart and the sortable table. plotly.js, also embedded, draws the charts. A live page asks the
 server for a newer payload every few seconds and renders it in place.
 """
 

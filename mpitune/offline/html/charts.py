@@ -1,10 +1,9 @@
 """The report's charts as plotly figures, from a ``View``.
 
-Every chart is built here in Python and travels to the page as plotly JSON, so the static
-file and the live page draw the same thing. Charts stay small whatever the file holds:
-scatter charts draw at most ``Limits.points`` configurations (the best always among them);
-the distribution, each parameter's effect and the failures are aggregated before they
-reach the browser.
+Every chart is built here in Python and travels to the page as plotly JSON. So the static
+file and the live page draw the same thing. Charts stay small whatever the file holds. A
+scatter chart draws at most ``Limits.points`` configurations, the best always among them. The
+distribution, each parameter's effect and the failures are aggregated before the browser.
 """
 
 from __future__ import annotations
@@ -42,8 +41,10 @@ LAYOUT = dict(
 
 @dataclass
 class Chart:
-    """One chart of the page: where it goes (``key`` is its element's id), its plotly figure
-    and, when it shows less than everything, a note that says what it shows."""
+    """One chart of the page: where it goes, its plotly figure and a note.
+
+    ``key`` is its element's id. The note says what it shows when it shows less than everything.
+    """
 
     key: str
     title: str
@@ -73,8 +74,10 @@ def _points(v: View) -> tuple[np.ndarray, str]:
 
 
 def _best_steps(v: View, x: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The best-so-far line over ``rows`` (a contiguous run of results): its value where it
-    changes and at the end, drawn as steps."""
+    """The best-so-far line over ``rows``, a contiguous run of results, drawn as steps.
+
+    It holds its value where it changes and at the end.
+    """
     best = v.objective.best_so_far()[rows]
     known = np.isfinite(best)
     if not known.any():
@@ -233,8 +236,10 @@ def _grid(n: int) -> tuple[int, int]:
 
 
 def parameters(v: View) -> Chart:
-    """Each parameter's effect: per value, the spread of the objective as a box (quartiles and
-    range computed here, so the browser gets a handful of numbers per value) and the best."""
+    """Each parameter's effect: per value, the objective's spread as a box, and the best.
+
+    Quartiles and range are computed here, so the browser gets a few numbers per value.
+    """
     obj, names = v.objective, v.param_names
     ok = v.results[obj.usable].assign(_objective=obj.values[obj.usable])
     rows, cols = _grid(len(names))

@@ -1,7 +1,7 @@
 """The HTML page: plotly.js, the style, the payload and the script, in one file.
 
-Everything the page needs is inside it (plotly.js from the installed plotly package), so a
-report opens offline, from a cluster's disk or an e-mail attachment alike.
+Everything the page needs is inside it; plotly.js comes from the installed plotly package.
+So a report opens offline, from a cluster's disk or an e-mail attachment alike.
 """
 
 from __future__ import annotations

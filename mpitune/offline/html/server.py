@@ -1,15 +1,15 @@
 """The live view: the report's page served over HTTP while a run writes its file.
 
-``GET /`` is the page with the newest data embedded; ``GET /data.json?have=V`` is the newest
-payload, or 204 when the page already has version V. The file is read again (with the pandas
-loader, which reads as an SWMR reader while a writer holds the file) only when its size or
-modification time changed, however many pages poll. It listens on loopback unless told
-otherwise: a cluster's head node is shared, and ``ssh -L`` reaches loopback.
+``GET /`` is the page with the newest data embedded. ``GET /data.json?have=V`` is the newest
+payload, or 204 when the page already has version V. The file is read again only when its size
+or modification time changed, however many pages poll. The pandas loader reads it as an SWMR
+reader while a writer holds it. The server listens on loopback unless told otherwise. A
+cluster's head node is shared, and ``ssh -L`` reaches loopback.
 
-A page of another site can reach loopback too, through a name of its own that it points at
-127.0.0.1 (DNS rebinding): its requests then carry that name in ``Host``, so any other name
-than loopback's (or the address the server was told to listen on) is refused with 403. A
-connection that sends nothing for ``IDLE_TIMEOUT_S`` is closed: each holds a thread.
+A page of another site can reach loopback too, through a name it points at 127.0.0.1 (DNS
+rebinding). Its requests then carry that name in ``Host``. So a name other than loopback's,
+or the address the server listens on, is refused with 403. A connection that sends nothing
+for ``IDLE_TIMEOUT_S`` is closed, as each holds a thread.
 """
 
 from __future__ import annotations
@@ -82,8 +82,10 @@ def host_name(header: str) -> str:
 @dataclass(frozen=True)
 class Hosts:
     """The names a request's ``Host`` may give: loopback's, and the address the server listens on.
-    Listening on every address (0.0.0.0, ::) on a network one trusts, any IP address and this
-    machine's name too: an address is no name another site can point at loopback."""
+
+    A server on every address (0.0.0.0, ::) is on a network one trusts. It also takes any IP
+    address and this machine's name. Another site cannot point an address at loopback.
+    """
 
     names: frozenset[str]
     any_address: bool
@@ -158,7 +160,7 @@ class _Server(ThreadingHTTPServer):
 def listen(
     cache: str, host: str = "127.0.0.1", port: int = 0, interval_s: float = 5.0, idle_timeout_s: float = IDLE_TIMEOUT_S
 ) -> ThreadingHTTPServer:
-    """The live report's server of ``cache``, bound but not yet serving; port 0 picks a free one."""
+    """The live report's server of ``cache``, bound but not yet serving. Port 0 picks a free one."""
     plotly_js()  # say what to install before anything else
     source = Source(cache)
     source.snapshot()  # a file that cannot be read fails here, with one line

@@ -1,9 +1,9 @@
 """The per-rank timeline as a Gantt chart: one row per rank, one bar per phase, waiting in red.
 
-A long run records several phases per configuration, far more bars than a browser draws
-fluidly; beyond ``Limits.bars`` each rank's time is cut into equal bins and every bin is drawn
-in the phase that filled most of it, with the shares of all phases on hover. Adjacent bars of
-the same phase are merged either way. Runs are laid end to end, as in the convergence chart.
+A long run records several phases per configuration: more bars than a browser draws fluidly.
+Beyond ``Limits.bars``, each rank's time is cut into equal bins. Each bin is drawn in the phase
+that filled most of it, with every phase's share on hover. Adjacent bars of one phase are
+merged either way. Runs are laid end to end, as in the convergence chart.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ MERGE_GAP_S = 1e-6  # bars of one phase closer than this are one bar
 
 @dataclass
 class Bars:
-    """Bars of one rank, as arrays: start and end (s, runs end to end), phase and hover text."""
+    """Bars of one rank, as arrays: start and end, phase and hover text.
+
+    Start and end are in seconds, with the runs laid end to end.
+    """
 
     rank: int
     start: np.ndarray
@@ -33,8 +36,10 @@ class Bars:
 
 
 def _merge(start: np.ndarray, end: np.ndarray, phase: np.ndarray) -> np.ndarray:
-    """Indices of the bars that begin a merged bar (sorted input); each lasts to the end of
-    the last bar of its group."""
+    """Indices of the bars that begin a merged bar, from sorted bars.
+
+    Each lasts to the end of the last bar of its group.
+    """
     if not len(start):
         return np.array([], dtype=int)
     new = np.r_[True, (phase[1:] != phase[:-1]) | (start[1:] - end[:-1] > MERGE_GAP_S)]

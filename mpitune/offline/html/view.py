@@ -1,9 +1,9 @@
 """What every chart of the HTML report starts from.
 
-That is the loader's tables in evaluation order, the objective's values with its goal, and the
-limits that keep a page of 100,000 configurations responsive. The best configuration is chosen
-as ``report`` chooses it (offline/ranking.py). It is an ``ok`` row with a finite objective,
-which must be positive when higher is better.
+That is the loader's tables in evaluation order and the objective's values with its goal. It
+is also the limits that keep a page of 100,000 configurations responsive. The best is chosen as
+``report`` chooses it (offline/ranking.py). It is an ``ok`` row with a finite objective, which
+must be positive when higher is better.
 """
 
 from __future__ import annotations
