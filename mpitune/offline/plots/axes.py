@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mpitune.model.identity import ProblemIdentity
+from mpitune.model.objective import Goal
 from mpitune.model.result import Status
 from mpitune.offline.analysis import Tables, run_table
 from mpitune.offline.rank_time import run_walls
@@ -18,11 +19,13 @@ from mpitune.offline.ranking import TIME_COLUMN, objective_column, usable_rows
 class Axis:
     """How the objective is drawn.
 
-    That is its name on the axes and in titles, the unit beside values, and its direction."""
+    That is its name on the axes and in titles and the unit beside values. Its direction is the
+    file's goal's.
+    """
 
     name: str  # "kernel time", "GFLOP/s"
     unit: str  # written after a value: "µs", "GFLOP/s"
-    higher_is_better: bool
+    goal: Goal
 
     @property
     def label(self) -> str:
@@ -31,7 +34,7 @@ class Axis:
 
     @property
     def direction(self) -> str:
-        return "higher is better" if self.higher_is_better else "lower is better"
+        return "higher is better" if self.goal.higher_is_better else "lower is better"
 
     @property
     def title(self) -> str:
@@ -39,10 +42,10 @@ class Axis:
 
     def best(self, values: Any) -> Any:
         """The best of ``values`` (numpy or pandas), by the objective's direction."""
-        return values.max() if self.higher_is_better else values.min()
+        return values.max() if self.goal.higher_is_better else values.min()
 
     def worst(self, values: Any) -> Any:
-        return values.min() if self.higher_is_better else values.max()
+        return values.min() if self.goal.higher_is_better else values.max()
 
 
 def with_objective(t: Tables) -> tuple[Any, Axis]:
@@ -50,18 +53,17 @@ def with_objective(t: Tables) -> tuple[Any, Axis]:
 
     A kernel time is in the unit that reads best: µs for tiny kernels."""
     res = t.results.copy()
-    recorded = res.attrs["objective"]
-    higher = bool(recorded["higher_is_better"])
-    column = objective_column(recorded["objective"], res.attrs["metric_names"], res.attrs["observed_names"])
+    goal = Goal.from_record(res.attrs["objective"])
+    column = objective_column(goal.name, res.attrs["metric_names"], res.attrs["observed_names"])
     values = res[column].to_numpy(float)
-    res["usable"] = usable_rows((res["status"] == Status.OK).to_numpy(), values, higher)
+    res["usable"] = usable_rows((res["status"] == Status.OK).to_numpy(), values, goal.higher_is_better)
     if column == TIME_COLUMN:
         ok = values[res["usable"].to_numpy()]
         factor, unit = (1e3, "µs") if len(ok) and ok.max() < 0.1 else (1.0, "ms")
-        axis = Axis("kernel time", unit, higher)
+        axis = Axis("kernel time", unit, goal)
     else:
         factor = 1.0
-        axis = Axis(column, column, higher)
+        axis = Axis(column, column, goal)
     res["objective"] = values * factor
     return res, axis
 

@@ -49,7 +49,7 @@ def figure(t: Tables, plt: Any) -> Any:
     axes[0].set_ylabel(f"{axis.label}, {axis.direction}")
     axes[0].set_xlim(left=0)
     axes[1].set_xlim(left=0)
-    axes[1].legend(loc="lower right" if axis.higher_is_better else "upper right")
+    axes[1].legend(loc="lower right" if axis.goal.higher_is_better else "upper right")
     failed = int((~search.ok).sum())
     note = f"; {failed} failed configuration(s) not drawn" if failed else ""
     fig.suptitle(f"Convergence of the search: {title(t)}, {len(search.results)} configurations{note}")
@@ -67,7 +67,7 @@ def _search(t: Tables) -> tuple[Search, Axis]:
     wall = res["finished_s"].to_numpy(float) + res["run"].map(offsets).to_numpy(float)
     ok = res["usable"].to_numpy()
     values = res["objective"].to_numpy(float)
-    best = running_best(values, ok, axis.higher_is_better)
+    best = running_best(values, ok, axis.goal.higher_is_better)
     return Search(res, wall, values, ok, best, offsets, acc), axis
 
 

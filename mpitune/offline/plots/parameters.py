@@ -49,7 +49,7 @@ def figure(t: Tables, plt: Any, seed: int = 0) -> Any:
             rasterized=True,
         )
         grouped = ok.groupby(name)["objective"]
-        best, median = grouped.max() if axis.higher_is_better else grouped.min(), grouped.median()
+        best, median = grouped.max() if axis.goal.higher_is_better else grouped.min(), grouped.median()
         xs = [position[v] for v in best.index]
         ax.plot(xs, median.to_numpy(), color="black", marker="s", ms=4, lw=1.2, label="median per value")
         ax.plot(xs, best.to_numpy(), color="#e6550d", marker="o", ms=4, lw=1.5, label="best per value")
