@@ -137,3 +137,27 @@ def test_the_html_report_fills_its_pareto_place(tuned):
     finally:
         chromium.close()
         pw.stop()
+
+
+def test_the_reader_report_page_and_plots_hold_the_goal_the_file_records(tuned):
+    """One record of the objective: the goal the run wrote is the one every reader holds, and the
+    page's values are the reader's, by the one rule of store/rows.py."""
+    from mpitune.analysis import load
+    from mpitune.model.objective import Goal
+    from mpitune.offline.html.view import view
+    from mpitune.offline.plots.axes import with_objective
+    from mpitune.offline.summary import summarize
+    from mpitune.store.reader import read
+
+    with h5py.File(tuned) as f:
+        written = Goal.from_record(json.loads(f.attrs["objective"]))
+    assert written.names == ("time", "trips") and written.metrics == {"trips": "n / STEP"}
+    data, tables = read(str(tuned)), load(str(tuned))
+    page = view(tables)
+    assert data.objective == summarize(data).objective.goal == page.objective.goal == written
+    assert with_objective(tables)[1].goal == written
+    values = data.objective_values()
+    passed = np.isfinite(values).all(axis=1)
+    assert passed.any() and not passed.all()  # MODE 1 fails to compile: those rows hold NaN
+    on_page = page.objective.every
+    assert sorted(map(tuple, on_page[np.isfinite(on_page).all(axis=1)])) == sorted(map(tuple, values[passed]))
