@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from mpitune import backends
@@ -55,8 +56,8 @@ def run_kernel(
     """
     tune_params = one_configuration(ORIGIN, params, kwargs)
     names = spec_names(kernel_name, kernel_source, problem_size, arguments, tune_params, kwargs)
-    problem = load_problem(names, ORIGIN, os.getcwd(), strict=True)
-    problem.iterations = 1  # the run that counts is the untimed first one; time it once, no more
+    # The run that counts is the untimed first one: timed once, no more.
+    problem = replace(load_problem(names, ORIGIN, os.getcwd(), strict=True), iterations=1)
     config = {name: values[0] for name, values in problem.tune_params.items()}
     try:
         derived = problem.extras.derive(config) if problem.extras is not None and problem.extras.varies else None

@@ -28,12 +28,9 @@ import numbers
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mpitune.model.result import Result, Scored
-
-if TYPE_CHECKING:  # the problem holds an objective's parts, so it cannot be imported here
-    from mpitune.model.problem import Problem
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +83,26 @@ def first_mistake(metrics: Iterable[Metric], p: dict[str, Any]) -> tuple[str, st
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real)
+
+
+class Aimed(Protocol):
+    """What ``Objective.of`` reads of a problem. Named here, not imported: the problem holds
+    an objective's parts (its metrics), so problem.py imports this module."""
+
+    @property
+    def objective(self) -> str: ...
+    @property
+    def objective_higher_is_better(self) -> bool: ...
+    @property
+    def objectives(self) -> tuple[str, ...]: ...
+    @property
+    def objectives_higher_is_better(self) -> tuple[bool, ...]: ...
+    @property
+    def metrics(self) -> Sequence[Metric]: ...
+    @property
+    def observed_names(self) -> Sequence[str]: ...
+    @property
+    def observed_aliases(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -191,7 +208,8 @@ class Objective:
         self._warned: Counter[str] = Counter()
 
     @classmethod
-    def of(cls, problem: Problem) -> Objective:
+    def of(cls, problem: Aimed) -> Objective:
+        """The objective a problem (model/problem.py) names."""
         return cls(
             problem.objectives or problem.objective,
             problem.objectives_higher_is_better or problem.objective_higher_is_better,

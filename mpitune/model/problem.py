@@ -19,9 +19,11 @@ from mpitune.model.restrictions import Restriction
 from mpitune.model.work import DEFAULT_CANDIDATES
 
 
-@dataclass
+@dataclass(frozen=True)
 class Problem:
-    """What is tuned. Everything a worker rank needs, and (on rank 0) the restrictions."""
+    """What is tuned. Everything a worker rank needs, and (on rank 0) the restrictions.
+    Frozen: the spec loader makes it once (spec/load.py, spec/replay.py), and every rank reads
+    the same."""
 
     spec_path: str
     kernel_name: str

@@ -15,6 +15,7 @@ import os
 import runpy
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from mpitune.errors import SpecError, not_a_file
@@ -130,7 +131,7 @@ def load_names(
     else:
         problem = _problem(check, spec, names, base_dir, overrides.get("isolate"))
         settings = run_settings(check, spec, overrides)
-        problem.cache_path = settings.cache_path
+        problem = replace(problem, cache_path=settings.cache_path)
     return problem, add_prior(check, spec["prior"], spec["prior_any_kernel"], base_dir, settings)
 
 
@@ -189,9 +190,8 @@ def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_d
         extras=extras,
     )
     fit.problem(problem, caps, check.fail)
-    _observers(fit.observers(spec["observers"], tune_params, caps, check.fail), problem)
-    metrics.attach(check, spec, names, problem)
-    return problem
+    problem = _observed(fit.observers(spec["observers"], tune_params, caps, check.fail), problem)
+    return metrics.attach(check, spec, names, problem)
 
 
 def _iterations(check: Checker, value: Any) -> int:
@@ -210,11 +210,11 @@ def _iterations(check: Checker, value: Any) -> int:
     return iterations
 
 
-def _observers(observers: list[Any], problem: Problem) -> None:
-    """What the observers record becomes the problem's observed names (and their Kernel Tuner aliases)."""
+def _observed(observers: list[Any], problem: Problem) -> Problem:
+    """``problem`` with the observers, and what they record as its observed names (and their
+    Kernel Tuner aliases)."""
     if not observers:
-        return
+        return problem
     names = observers[0].value_names()
-    problem.observers = observers
-    problem.observed_names = list(names)
-    problem.observed_aliases = {alias: name for name, alias in names.items()}
+    aliases = {alias: name for name, alias in names.items()}
+    return replace(problem, observers=observers, observed_names=list(names), observed_aliases=aliases)

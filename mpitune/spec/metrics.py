@@ -8,6 +8,7 @@ observed value 1) so that a misspelled name fails here rather than on every resu
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,15 +19,21 @@ from mpitune.model.schema import RESERVED
 from mpitune.spec.checker import Checker
 
 
-def attach(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, Any], problem: Problem) -> None:
-    """Into ``problem``, which already knows its parameters and observed values (names a
-    metric may not take). ``namespace`` is the spec module's: expression metrics see its names."""
-    _metrics(check, spec["metrics"], namespace, problem)
+def attach(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, Any], problem: Problem) -> Problem:
+    """``problem``, which already knows its parameters and observed values (names a metric may
+    not take), with the spec's metrics and objectives. ``namespace`` is the spec module's:
+    expression metrics see its names."""
+    problem = replace(problem, metrics=_metrics(check, spec["metrics"], namespace, problem))
     names = _objective_names(check, spec["objective"], problem)
     directions = _directions(check, spec["objective_higher_is_better"], len(names))
-    problem.objective, problem.objective_higher_is_better = names[0], directions[0]
-    if len(names) > 1:
-        problem.objectives, problem.objectives_higher_is_better = tuple(names), tuple(directions)
+    several = len(names) > 1
+    return replace(
+        problem,
+        objective=names[0],
+        objective_higher_is_better=directions[0],
+        objectives=tuple(names) if several else (),
+        objectives_higher_is_better=tuple(directions) if several else (),
+    )
 
 
 def _objective_names(check: Checker, given: Any, problem: Problem) -> list[str]:
@@ -72,7 +79,9 @@ def _directions(check: Checker, given: Any, count: int) -> list[bool]:
     return [bool(v) for v in given]
 
 
-def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], problem: Problem) -> None:
+def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], problem: Problem) -> list[Metric]:
+    """Each metric checked, and tried on a sample configuration."""
+    made: list[Metric] = []
     metrics = metrics or {}
     if not isinstance(metrics, dict):
         check.fail("metrics", f"must be a dict of name -> function of p (or expression string), got {metrics!r}")
@@ -93,14 +102,15 @@ def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], problem
         taken.add(name)
         if isinstance(definition, str):
             try:
-                problem.metrics.append(expression(name, definition, namespace))
+                made.append(expression(name, definition, namespace))
             except SyntaxError as exc:
                 check.fail("metrics", f"{name!r}: invalid expression {definition!r}: {exc.msg}")
         elif callable(definition):
-            problem.metrics.append(Metric(name, definition, callable_text(definition)))
+            made.append(Metric(name, definition, callable_text(definition)))
         else:
             check.fail("metrics", f"{name!r} must be a function of p or an expression string, got {definition!r}")
     first = {k: values[0] for k, values in problem.tune_params.items()}
-    mistake = first_mistake(problem.metrics, sample(first, [*problem.observed_names, *problem.observed_aliases]))
+    mistake = first_mistake(made, sample(first, [*problem.observed_names, *problem.observed_aliases]))
     if mistake:
         check.fail("metrics", f"{mistake[0]!r} fails on a sample configuration {first}: {mistake[1]}")
+    return made

@@ -94,6 +94,15 @@ def replay_problem(
     factors, spread = _bias(check, device_bias, device_bias_sd)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
     iterations = max((len(m.times_ms) for m in data.measurements), default=1) or 1
+    name = Path(data.source).name.split(".")[0]
+    search = search_fields(
+        strategy=strategy,
+        strategy_options=strategy_options,
+        cache=overrides.get("cache_path") or f"{name}.replay.h5",
+        racing=_as_recorded(data.recorded) if racing is None else racing,
+        schedule=schedule if schedule is not None else (data.recorded.schedule or Schedule.AUTO.value),
+    )
+    settings = run_settings(check, search, overrides)
     problem = Problem(
         spec_path=os.path.abspath(data.source),
         kernel_name=data.kernel_name or "replay",
@@ -110,18 +119,9 @@ def replay_problem(
         configs=data.configs,
         device_bias=factors,
         device_bias_sd=spread,
+        replay_seed=settings.seed,  # the workers draw with it: they never see the settings
         replay_run=kernel_cache_assumed(data.recorded, kernel_cache),
     )
-    name = Path(data.source).name.split(".")[0]
-    search = search_fields(
-        strategy=strategy,
-        strategy_options=strategy_options,
-        cache=overrides.get("cache_path") or f"{name}.replay.h5",
-        racing=_as_recorded(data.recorded) if racing is None else racing,
-        schedule=schedule if schedule is not None else (data.recorded.schedule or Schedule.AUTO.value),
-    )
-    settings = run_settings(check, search, overrides)
-    problem.replay_seed = settings.seed  # the workers draw with it: they never see the settings
     return problem, settings
 
 
@@ -175,7 +175,6 @@ def simulation(
         .checked(check, spec["schedule"])
         .value,  # a bad one named in the spec, not the data
     )
-    problem.spec_path = check.path
-    problem.restrictions = fields.restrictions(check, spec["restrictions"], list(problem.tune_params))
-    metrics.attach(check, spec, namespace, problem)
-    return problem, settings
+    restrictions = fields.restrictions(check, spec["restrictions"], list(problem.tune_params))
+    problem = replace(problem, spec_path=check.path, restrictions=restrictions)
+    return metrics.attach(check, spec, namespace, problem), settings

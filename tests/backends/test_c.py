@@ -1,6 +1,7 @@
 """The C backend, compiling real kernels with gcc."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -48,12 +49,12 @@ def test_wrong_answer_is_verify_failed_and_not_benchmarked(backend):
 def test_output_left_by_a_previous_configuration_cannot_pass(backend):
     """A kernel that writes nothing must fail even right after a correct one."""
     assert backend.run(Work(0, {"STEP": 1, "MODE": 0}), Timeline()).status == "ok"
-    backend.problem.kernel_source = "void scale(float *y, const float *x, int n) {}"
+    backend.problem = replace(backend.problem, kernel_source="void scale(float *y, const float *x, int n) {}")
     backend.prepare()
     assert backend.run(Work(1, {"STEP": 1, "MODE": 0}), Timeline()).status == "verify_failed"
 
 
 def test_missing_symbol_is_a_compile_error(backend):
-    backend.problem.kernel_name = "not_there"
+    backend.problem = replace(backend.problem, kernel_name="not_there")
     r = backend.run(Work(0, {"STEP": 1, "MODE": 0}), Timeline())
     assert r.status == "compile_error" and "not_there" in r.error

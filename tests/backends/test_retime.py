@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def backend(tmp_path, monkeypatch):
 
 def make_backend(tmp_path, monkeypatch):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
-    problem.kernel_source = ORDER_C
+    problem = replace(problem, kernel_source=ORDER_C)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.setenv("MPITUNE_RETIME_LOG", str(tmp_path / "order.log"))
@@ -96,7 +97,7 @@ def test_a_candidate_that_does_not_compile_gets_nan_and_the_others_are_timed(bac
 
 
 def test_a_missing_symbol_gets_nan_and_its_library_is_unloaded(backend):
-    backend.problem.kernel_name = "not_there"
+    backend.problem = replace(backend.problem, kernel_name="not_there")
     launches = backend.retime(Retime(candidates(0, 0), rounds=2), Timeline())
     assert len(launches) == 4 and all(math.isnan(x.time_ms) for x in launches)
     assert libraries_mapped(backend.workdir) == []

@@ -4,6 +4,7 @@ search asks; the front the run records is the one computed from its rows."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from test_manager import Ranks
@@ -17,9 +18,10 @@ from mpitune.store.reader import read
 def two_objectives(tmp_path: Path) -> Ranks:
     """The replayed 40 configurations, time = 100 / (x * y), against x + y, both lower is better."""
     ranks = Ranks(tmp_path, 2, strategy="nsga2", seed=5, batch_size=2)
-    problem = ranks.setup.problem
-    problem.metrics = [expression("size", "x + y", {})]
-    problem.objectives, problem.objectives_higher_is_better = ("time", "size"), (False, False)
+    size = [expression("size", "x + y", {})]
+    ranks.setup.problem = replace(
+        ranks.setup.problem, metrics=size, objectives=("time", "size"), objectives_higher_is_better=(False, False)
+    )
     return ranks
 
 
@@ -46,7 +48,7 @@ def test_a_search_of_other_objectives_is_not_continued(tmp_path, caplog):
     first = two_objectives(tmp_path)
     assert stopped_after(first, 2) is StopReason.SIGNAL
     second = two_objectives(tmp_path)
-    second.setup.problem.objectives_higher_is_better = (False, True)  # size now to maximise
+    second.setup.problem = replace(second.setup.problem, objectives_higher_is_better=(False, True))  # size maximised
     assert second.run(second.open()) is StopReason.FINISHED
     assert "resuming the saved state" not in caplog.text
     assert sorted(i for b in first.batches + second.batches for i in b) == list(range(40))
