@@ -73,15 +73,15 @@ class Flag:
 @dataclass(frozen=True)
 class Setting:
     """One run setting. ``name``: its field in ``RunSettings`` and its keyword in ``Overrides``;
-    ``field``: the name a spec and ``tune_kernel`` set it by, which error lines name;
-    ``default``: the spec's, as a spec writes it. ``budget``: also an entry of
+    ``field``: the name a spec and ``tune_kernel`` set it by, which error lines name (``name``
+    where not given); ``default``: the spec's, as a spec writes it. ``budget``: also an entry of
     ``strategy_options``, where Kernel Tuner keeps the budget. ``check``: the value
     ``RunSettings`` holds, of ``fills`` where it fills several fields; None where settings.py
     merges it by hand. ``meaning`` and ``shown_default`` are docs/spec.md's."""
 
     name: str
-    field: str
     default: Any = None
+    field: str = ""
     spec: bool = True  # False: the command line's alone
     budget: bool = False
     flag: Flag | None = None
@@ -89,6 +89,10 @@ class Setting:
     fills: tuple[str, ...] = ()
     meaning: str = ""
     shown_default: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.field:
+            object.__setattr__(self, "field", self.name)
 
     def checked(self, check: Checker, value: Any) -> Any:
         """``value`` as ``RunSettings`` holds it; a ``SpecError`` naming ``field`` if it is wrong."""
@@ -137,20 +141,17 @@ _SCHEDULE = (
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "strategy",
-        "strategy",
         flag=Flag("--strategy", "search strategy, one of those below (default: as the spec says, see docs/spec.md)"),
         meaning="a search strategy (see docs/strategies.md; Kernel Tuner's `diff_evo` is `differential_evolution`)",
         shown_default='`"portfolio"` with a budget (`max_fevals` or `time_limit`), else `"brute_force"`',
     ),
     Setting(
         "strategy_options",
-        "strategy_options",
         meaning="dict: `max_fevals`, `time_limit` (s), `seed`, and the strategy's own options (mpitune's names, "
         "e.g. `population`, not Kernel Tuner's `popsize`)",
         shown_default="`{}`",
     ),
     Setting(
-        "max_fevals",
         "max_fevals",
         spec=False,
         budget=True,
@@ -159,14 +160,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "time_limit_s",
-        "time_limit",
+        field="time_limit",
         spec=False,
         budget=True,
         flag=Flag("--time-limit", "stop handing out batches after S {seconds}", type=number_flag(), metavar="S"),
         check=checks.optional(checks.seconds),
     ),
     Setting(
-        "seed",
         "seed",
         budget=True,
         flag=Flag("--seed", "seed of the strategy's random numbers", type=int),
@@ -175,7 +175,6 @@ SETTINGS: tuple[Setting, ...] = (
         shown_default="`0`",
     ),
     Setting(
-        "schedule",
         "schedule",
         "auto",
         flag=Flag(
@@ -191,7 +190,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "batch_size",
-        "batch_size",
         spec=False,
         flag=Flag(
             "--batch-size",
@@ -201,7 +199,6 @@ SETTINGS: tuple[Setting, ...] = (
         check=checks.at_least(1),
     ),
     Setting(
-        "compile_workers",
         "compile_workers",
         flag=Flag(
             "--compile-workers",
@@ -217,7 +214,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "racing",
-        "racing",
         True,
         check=checks.racing,
         fills=("racing", "race_rule"),
@@ -225,7 +221,6 @@ SETTINGS: tuple[Setting, ...] = (
         shown_default="`True`",
     ),
     Setting(
-        "confirm",
         "confirm",
         True,
         flag=Flag(
@@ -246,7 +241,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "calibrate",
-        "calibrate",
         True,
         flag=Flag(
             "--no-calibrate",
@@ -262,7 +256,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "device_margin",
-        "device_margin",
         0.02,
         check=checks.margin,
         meaning="how far (a fraction) a rank's device factor may be from the median rank's, beyond its noise, "
@@ -271,7 +264,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "rank_deadline_floor_s",
-        "rank_deadline_floor",
+        field="rank_deadline_floor",
         spec=False,
         flag=Flag(
             "--rank-deadline-floor",
@@ -284,14 +277,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "cache_path",
-        "cache",
+        field="cache",
         check=checks.cache,
         meaning="path of the HDF5 results file, relative to the current directory, in a directory that exists; a "
         "file already there must be HDF5; `--out PATH` overrides",
         shown_default="the spec's name with `.h5`, in the current directory",
     ),
     Setting(
-        "prior",
         "prior",
         flag=Flag(
             "--prior",
@@ -309,7 +301,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "prior_any_kernel",
-        "prior_any_kernel",
         False,
         flag=Flag(
             "--prior-any-kernel",
@@ -322,7 +313,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "stop_file",
-        "stop_file",
         "",
         spec=False,
         flag=Flag(
@@ -334,7 +324,6 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "isolate",
-        "isolate",
         True,
         spec=False,
         flag=Flag(
@@ -344,7 +333,6 @@ SETTINGS: tuple[Setting, ...] = (
         ),
     ),
     Setting(
-        "allow_mixed_devices",
         "allow_mixed_devices",
         False,
         spec=False,
