@@ -175,6 +175,16 @@ SETTINGS: tuple[Setting, ...] = (
         shown_default="`0`",
     ),
     Setting(
+        "batch_size",
+        spec=False,
+        flag=Flag(
+            "--batch-size",
+            "configurations per hand-out over all ranks (default: docs/performance.md, 'Chunks and batches')",
+            type=int,
+        ),
+        check=checks.at_least(1),
+    ),
+    Setting(
         "schedule",
         "auto",
         flag=Flag(
@@ -187,16 +197,6 @@ SETTINGS: tuple[Setting, ...] = (
         check=checks.schedule,
         meaning=_SCHEDULE,
         shown_default='`"auto"`',
-    ),
-    Setting(
-        "batch_size",
-        spec=False,
-        flag=Flag(
-            "--batch-size",
-            "configurations per hand-out over all ranks (default: docs/performance.md, 'Chunks and batches')",
-            type=int,
-        ),
-        check=checks.at_least(1),
     ),
     Setting(
         "compile_workers",
@@ -263,19 +263,6 @@ SETTINGS: tuple[Setting, ...] = (
         shown_default="`0.02`",
     ),
     Setting(
-        "rank_deadline_floor_s",
-        field="rank_deadline_floor",
-        spec=False,
-        flag=Flag(
-            "--rank-deadline-floor",
-            "wait at least S seconds for a rank's batch before calling the rank silent and ending the run "
-            "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
-            type=number_flag(),
-            metavar="S",
-        ),
-        check=checks.optional(checks.seconds),
-    ),
-    Setting(
         "cache_path",
         field="cache",
         check=checks.cache,
@@ -331,6 +318,19 @@ SETTINGS: tuple[Setting, ...] = (
             "measure in the rank's own process: no per-configuration deadline, a crash ends the job",
             negates=True,
         ),
+    ),
+    Setting(
+        "rank_deadline_floor_s",
+        field="rank_deadline_floor",
+        spec=False,
+        flag=Flag(
+            "--rank-deadline-floor",
+            "wait at least S seconds for a rank's batch before calling the rank silent and ending the run "
+            "(default 45, or $MPITUNE_RANK_DEADLINE_FLOOR_S; see docs/reliability.md)",
+            type=number_flag(),
+            metavar="S",
+        ),
+        check=checks.optional(checks.seconds),
     ),
     Setting(
         "allow_mixed_devices",
