@@ -173,7 +173,8 @@ class Rank0Rounds:
                 rank, report = got
                 if rank == 0:
                     order = self.own.popleft().order
-                    report = dataclasses.replace(report, phases=tuple(self._merged(report)))
+                    merged = self.merge.rows(self.timeline.take(), report.phases, report.now_s)
+                    report = dataclasses.replace(report, phases=tuple(merged))
                 else:
                     order = self.sent[rank].popleft()[0]
                     self.reported_s[rank] = time.monotonic()
@@ -216,10 +217,6 @@ class Rank0Rounds:
     def last_rows(self) -> list[PhaseRow]:
         """Rank 0's rows not yet written: its main thread's, merged with its lane's, which is done."""
         return self.merge.rows(self.timeline.take(), [], None) if self.lane else self.timeline.take()
-
-    def _merged(self, report: Report) -> list[PhaseRow]:
-        """The lane's rows of ``report`` with rank 0's main rows until then (lane.Merge)."""
-        return self.merge.rows(self.timeline.take(), report.phases, report.now_s)
 
     def _hand_out(self) -> None:
         rank0, timeline = self.rank0, self.timeline

@@ -110,8 +110,7 @@ def _tune(
         # A replay's time is the measured time of the real run it stands for; the start-up
         # of the replay itself is no part of that, the recorded one is (model/replay_clock.py, ``RecordedRun``).
         recorded = problem.replay_run or RecordedRun()
-        timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
-        recorded.charge_start(timeline, rank)
+        timeline = _replay_timeline(recorded, rank)
         workers = recorded.compile_workers if workers is None else workers
     # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
     lane = rank == 0 and transport.size > 1
@@ -311,13 +310,7 @@ def _compile_ahead(
     compiling beside them would disturb. A replay's compile nothing: they are numbers on its
     simulated clock, as many as asked, else as the replayed run had."""
     if caps.simulated_clock:
-        recorded = recorded or RecordedRun()
-        ready_s = recorded.rank_compile_ready_s(rank)
-        return (
-            SimulatedCompileAhead(workers, clock, recompile_s=recorded.recompile_s, ready_s=ready_s)
-            if workers
-            else None
-        )
+        return _simulated_ahead(recorded or RecordedRun(), workers, clock, rank)
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
     if caps.device is DeviceKind.NONE:
@@ -326,6 +319,22 @@ def _compile_ahead(
     if started is not None or workers <= 0:
         return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
+
+
+def _replay_timeline(recorded: RecordedRun, rank: int) -> Timeline:
+    """A replayed rank's timeline: charged as the recorded run was, from its recorded start-up."""
+    timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
+    recorded.charge_start(timeline, rank)
+    return timeline
+
+
+def _simulated_ahead(recorded: RecordedRun, workers: int | None, clock: Clock, rank: int) -> CompilePool | None:
+    """A replayed rank's compile workers: numbers on its simulated clock (none for no workers)."""
+    if not workers:
+        return None
+    return SimulatedCompileAhead(
+        workers, clock, recompile_s=recorded.recompile_s, ready_s=recorded.rank_compile_ready_s(rank)
+    )
 
 
 @dataclass(frozen=True)
@@ -351,17 +360,14 @@ def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) 
     benches = []
     measuring: Timeline | None = None  # rank 0's own, on several ranks (rank.py)
     for rank in range(ranks):
-        timelines.append(Timeline(Clock(simulated=True, charges_s=recorded.charges_s)))
-        recorded.charge_start(timelines[-1], rank)
+        timelines.append(_replay_timeline(recorded, rank))
         benches.append(backends.create(problem.for_workers(), workdir, 0, rank))
-        compiler = benches[-1].compiler()
         if rank == 0 and ranks > 1:
             measuring = measuring_timeline(timelines[0])
         clock = measuring.clock if rank == 0 and measuring is not None else timelines[-1].clock
-        ready_s = recorded.rank_compile_ready_s(rank)
-        aheads.append(
-            SimulatedCompileAhead(workers, clock, compiler, recorded.recompile_s, ready_s) if workers else None
-        )
+        aheads.append(_simulated_ahead(recorded, workers, clock, rank))
+        if aheads[-1] is not None:
+            aheads[-1].compiler = benches[-1].compiler()
     world = InProcessRanks(benches, timelines, aheads)
     placements = [Placement("simulated", b.device_name, "", 0, workers) for b in benches]
     with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
