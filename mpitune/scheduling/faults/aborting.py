@@ -1,12 +1,7 @@
-"""Ending every rank at once with one last line: what each ``MPI_Abort`` of mpitune goes through,
-and which exit code each failure of a rank's run ends the job with.
-
-The launcher forwards a rank's stderr on its own schedule, and ``MPI_Abort`` has it kill the
-job; a line written just before the abort is lost unless the launcher is given a moment to pass
-it on (MPICH's mpiexec dropped one about one time in three, Open MPI's mpirun the second
-Ctrl-C's line on a loaded machine). Then this rank's stderr goes to /dev/null, so that the MPI
-library's own report of the abort does not follow the one line.
-"""
+"""Ending every rank at once with one last line, and the exit code of each failure of a rank's run.
+A line written just before ``MPI_Abort`` is lost unless the launcher gets a moment to forward it
+(MPICH's mpiexec often dropped it). Then stderr goes to /dev/null, so that the MPI library's own
+report of the abort does not follow the one line."""
 
 from __future__ import annotations
 
@@ -30,8 +25,8 @@ ABORT_WAIT_S = 5.0
 
 
 def abort_job(code: int, line: str | None = None) -> NoReturn:
-    """Write ``line`` (if any) on stderr, give the launcher ``FORWARD_S`` to forward it and what
-    came before, and end every rank with exit code ``code``."""
+    """Write ``line`` (if any) on stderr and end every rank with exit code ``code``. The launcher
+    first gets ``FORWARD_S`` to forward it and what came before."""
     if line is not None:
         print(line, file=sys.stderr, flush=True)
     sys.stdout.flush()
@@ -44,11 +39,9 @@ def abort_job(code: int, line: str | None = None) -> NoReturn:
 
 
 def abort_for(exc: BaseException, rank: int) -> NoReturn:
-    """End every rank for what ended this rank's run: a Ctrl-C outside the rounds (start-up, the
-    last write), where nothing is in flight to drain; a write the system refused (a full disk, a
-    read-only folder), every batch recorded before being on disk; a results file removed, replaced
-    or truncated under the run, its rows written beside it (store/custody.py); anything else is a
-    bug or a crash on this rank, and the others would wait for it forever in the next collective."""
+    """End every rank for what ended this rank's run: a Ctrl-C outside the rounds, a write the
+    system refused, a results file lost to other hands (store/custody.py), each with its line and
+    exit code. Anything else is a bug or a crash: the others would wait for it forever."""
     if isinstance(exc, CustodyLost):
         abort_job(ExitCode.CANNOT_WRITE, f"mpitune: error: {exc} (exit code {ExitCode.CANNOT_WRITE.value})")
     if isinstance(exc, KeyboardInterrupt):
@@ -69,9 +62,9 @@ def abort_for(exc: BaseException, rank: int) -> NoReturn:
 
 
 def quiet_failed_writes(unraisable: Any) -> None:
-    """A ``sys.unraisablehook``: h5py's objects, freed after a failed write (a full disk), repeat
-    the failure from their destructors; that failure is reported once, in one line
-    (``abort_for``), so these go to the debug log."""
+    """A ``sys.unraisablehook`` that sends h5py's repeats of a failed write to the debug log. After
+    a full disk, h5py's freed objects repeat the failure from their destructors. ``abort_for``
+    reports that failure once, in one line."""
     if cannot_write(unraisable.exc_value):
         logging.getLogger("mpitune").debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
     else:

@@ -1,23 +1,16 @@
 """How long rank 0 waits for a round's reports, and a worker for its next order.
 
-Besides the heartbeats (liveness.py says why a silent rank must be noticed), rank 0 notices a
-rank that stops answering with a deadline per batch, derived from what the batch should take:
+Besides the heartbeats (liveness.py), rank 0 notices a silent rank by a deadline per batch. It is
+the slowest rank's seconds per configuration over the last ``HISTORY_ROUNDS`` rounds, times the
+batch's longest chunk and ``SAFETY_FACTOR``. Added is one configuration's own limit (the spec's
+``timeout_s``, else process/deadline.py), so a configuration hanging until its timeout is no lost
+rank. It is at least the floor (``--rank-deadline-floor``, ``MPITUNE_RANK_DEADLINE_FLOOR_S``, else
+``DEFAULT_FLOOR_S``): a slow first compile is no dead rank. The first batch has no history: each
+configuration may take its whole limit.
 
-- what similar work took so far in this run: of the last ``HISTORY_ROUNDS`` rounds, the slowest
-  rank's chunk time divided by its chunk length, times the longest chunk of this batch;
-- times ``SAFETY_FACTOR``, plus what one configuration may take before its rank's supervisor
-  ends it (``timeout_s`` from the spec, else the rule of process/deadline.py), so that a
-  configuration that hangs until its own timeout is not mistaken for a lost rank;
-- never less than the floor (``--rank-deadline-floor``, ``MPITUNE_RANK_DEADLINE_FLOOR_S``,
-  else ``DEFAULT_FLOOR_S``): a slow first compile, a cold file system or a busy node are not
-  a dead rank. The first batch has no history: each configuration of its longest chunk may
-  take its whole per-configuration limit.
-
-A worker waits for its next order at most the batch's deadline plus rank 0's own turnaround
-(writing the file, asking the strategy), which can be long: ``TURNAROUND_FACTOR`` times the
-longest seen, and at least the floor.
-
-Pure arithmetic on what rank 0 observed; no MPI, no clock of its own.
+A worker waits for its next order at most the batch's deadline plus rank 0's turnaround (writing,
+asking the strategy): ``TURNAROUND_FACTOR`` times the longest seen, at least the floor. Pure
+arithmetic on what rank 0 observed: no MPI, no clock.
 """
 
 from __future__ import annotations
@@ -37,8 +30,8 @@ TURNAROUND_FACTOR = 10.0
 
 @dataclass(frozen=True)
 class Allowance:
-    """What one batch may take: rank 0 gives up on a report ``deadline_s`` after sending the
-    orders; a worker gives up on rank 0 ``next_order_within_s`` after sending its report."""
+    """What one batch may take. Rank 0 gives up on a report ``deadline_s`` after sending the orders;
+    a worker gives up on rank 0 ``next_order_within_s`` after sending its report."""
 
     expected_s: float | None  # what the batch should take; None: no history yet
     deadline_s: float
@@ -57,9 +50,9 @@ def allowance(
     floor_s: float,
     turnaround_s: float = 0.0,
 ) -> Allowance:
-    """The allowance of a batch whose longest chunk holds ``longest_chunk`` configurations,
-    when a configuration took at most ``seconds_per_config`` so far (None: nothing measured
-    yet) and may take ``limit_s`` before its rank gives up on it."""
+    """The allowance of a batch whose longest chunk holds ``longest_chunk`` configurations.
+    ``seconds_per_config``: the most a configuration took so far (None: nothing measured yet).
+    ``limit_s``: what one may take before its rank gives up on it."""
     if seconds_per_config is None:
         expected_s = None
         deadline_s = max(floor_s, longest_chunk * limit_s)
@@ -82,13 +75,9 @@ class Deadlines:
         self.longest_s = 0.0  # the longest deadline stamped on a hand-out
 
     def stamp(self, orders: list[Order], depth: int) -> list[Order]:
-        """The orders of one hand-out, each carrying its allowance (a stop's: the floor, for the
-        last rows). A worker that has reported all it holds waits for rank 0, which may first
-        wait for other ranks' orders, each due by the deadline it was stamped with (those
-        stamped earlier can be longer), and once the search is over, for all ``depth`` orders
-        one rank holds: so a worker waits for that many of the longest deadline stamped in this
-        run, lest it take rank 0 for lost while rank 0 waits, within their deadlines, for a rank
-        that is slow or silent."""
+        """The orders of one hand-out, each with its allowance (a stop's: the floor, for the last
+        rows). A worker waits for rank 0 ``depth`` times the longest deadline stamped in this run:
+        rank 0 may first wait, within their deadlines, for a slow or silent rank's orders."""
         rates = self.rates[-self.window :]
         if orders[0].stop is not None:
             limit = allowance(0, 0.0, 0.0, self.floor_s, self.turnaround_s)
@@ -110,10 +99,9 @@ class Deadlines:
         ]
 
     def observe(self, rank: int, order: Order, report: Report) -> None:
-        """Learn from one rank's report: its time per configuration, from when it could start
-        the order (rank 0 sent it, and the rank had reported its order before) to its report,
-        counts as a round's slowest would; a deadline rests on as many reports as
-        ``HISTORY_ROUNDS`` rounds of every rank hold (``window``)."""
+        """Learn one rank's time per configuration from its report. It counts from when the rank
+        could start the order (sent, and the order before reported), as a round's slowest would. A
+        deadline rests on the last ``window`` reports: ``HISTORY_ROUNDS`` rounds of every rank."""
         started_s = max(order.now_s, self._reported_s.get(rank, order.now_s))
         self._reported_s[rank] = report.now_s
         if order.ids:

@@ -1,21 +1,15 @@
-"""Ending the job when a rank stops answering: one line, the file closed where that is safe,
-and ``MPI_Abort`` with ``ExitCode.RESUMABLE`` (a rank that does not answer cannot take part in a
-clean stop, and the launcher would wait for it).
+"""Ending the job when a rank stops answering: one line, the file closed where that is safe, and
+``MPI_Abort`` with ``ExitCode.RESUMABLE``. A silent rank cannot take part in a clean stop, and the
+launcher would wait for it.
 
-Two threads of rank 0 can notice a silent rank: the main thread, when a batch's deadline passes
-(deadlines.py) or when it waits in a gather and the heartbeat thread has raised the alarm; and
-the heartbeat thread itself (heartbeat.py), while the main thread is busy elsewhere, measuring
-rank 0's own chunk of a long batch above all. They share a ``liveness.Watch``:
+Two threads of rank 0 can notice, sharing a ``liveness.Watch``. The main thread notices a passed
+deadline, or the heartbeat thread's alarm while it waits in a gather; it then records what arrived,
+closes the file and aborts (``abandon``). Otherwise the heartbeat thread (heartbeat.py) waits up to
+``WRITE_WAIT_S`` for the main thread's write, then closes the file as guard.py's ``arm`` says.
+Should the lock stay held, it aborts without closing the file: every batch flushed before is kept,
+and the next run repairs the run's row.
 
-- the main thread, in a gather, ends the run itself: it records the reports that arrived, keeps
-  the silent ranks' chunks in the file as in flight (silent_round.py), closes the file and
-  aborts (``abandon``);
-- otherwise the heartbeat thread waits for the main thread to finish what it is writing (the
-  ``writing`` lock, ``WRITE_WAIT_S`` at most) and closes the file as guard.py's ``arm`` says.
-  Should the main thread hold the lock longer, it aborts without closing the file: every batch
-  flushed before is kept, and the next run (or ``check``) repairs the run's row, as after a crash.
-
-Whoever ends the job writes the one line; the other then only waits for the abort.
+Whoever ends the job writes the one line; the other only waits for the abort.
 """
 
 from __future__ import annotations
@@ -77,8 +71,8 @@ def rank0_line(silent: SilentRanks, path: str) -> str:
 
 
 def abandon(silent: SilentRanks, rank: int, path: str) -> NoReturn:
-    """The main thread ends every rank for a silent one: rank 0's line on stderr, a worker's in
-    its log."""
+    """The main thread ends every rank for a silent one: rank 0's line on stderr, a worker's in its
+    log."""
     if rank == 0:
         line = rank0_line(silent, path)
     else:
@@ -92,8 +86,8 @@ def abandon(silent: SilentRanks, rank: int, path: str) -> NoReturn:
 
 
 def on_rank0(watch: Watch, abort: Callable[[str], None] | None = None) -> Callable[[Silence], None]:
-    """What rank 0's heartbeat thread does when a worker is silent (see the module's docstring).
-    ``abort(line)`` ends the job (tests pass their own)."""
+    """What rank 0's heartbeat thread does when a worker is silent (the module's docstring says
+    how). ``abort(line)`` ends the job; tests pass their own."""
     finish = abort or _end
 
     def alarm(silence: Silence) -> None:
@@ -127,8 +121,8 @@ def rank0_silence_line(silence: Silence, watch: Watch) -> str:
 
 
 def on_worker(silence: Silence) -> None:
-    """What a worker's heartbeat thread does when rank 0 is silent: one line in its log, and
-    the job ends (rank 0's node lost or rank 0 stopped: nothing would tell this rank more)."""
+    """What a worker's heartbeat thread does when rank 0 is silent: one line in its log, and the job
+    ends. Rank 0's node is lost or rank 0 stopped: nothing would tell this rank more."""
     _end(f"{heard_nothing(silence)}: {_ENDING}", False)
 
 
@@ -143,9 +137,9 @@ def _within(limit_s: float, done: Callable[[], bool]) -> bool:
 
 
 def _end(line: str, on_stderr: bool = True) -> NoReturn:
-    """Write ``line`` (on stderr: rank 0's; else in this rank's log) and end every rank with
-    ``ExitCode.RESUMABLE``, unless another thread of this rank is already ending the job, in which
-    case wait for its abort."""
+    """Write ``line`` (rank 0's on stderr, else in this rank's log) and end every rank with
+    ``ExitCode.RESUMABLE``. Where another thread of this rank is already ending the job, wait for
+    its abort instead."""
     if not _ONE_LINE.acquire(blocking=False):
         time.sleep(HANDOVER_S + WRITE_WAIT_S)  # the other thread's abort ends this process first
         os._exit(ExitCode.RESUMABLE)

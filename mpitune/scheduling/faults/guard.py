@@ -1,7 +1,6 @@
-"""A rank's watch on its peers, from MPI's start to the run's end: every rank's heartbeat, and on
-rank 0 the ``Watch`` its main thread shares with the heartbeat thread, armed once the file is
-open so that the heartbeat thread can close it for a silent rank (ending.py says who ends the
-job, and how)."""
+"""A rank's watch on its peers, from MPI's start to the run's end. Every rank beats; rank 0's main
+thread shares a ``Watch`` with its heartbeat thread. Armed once the file is open, that thread can
+close the file for a silent rank (ending.py says who ends the job, and how)."""
 
 from __future__ import annotations
 
@@ -18,17 +17,17 @@ from mpitune.scheduling.messages import StopReason
 
 @dataclass(frozen=True)
 class Guard:
-    """A rank's liveness watch, started with MPI: on rank 0 before its spec is loaded, where
-    that happens beside MPI's start (before_mpi.py, ``load_while``), so that a rank lost meanwhile ends
-    the job as it would later."""
+    """A rank's liveness watch, started with MPI. On rank 0 that is before its spec is loaded, where
+    the load runs beside MPI's start (before_mpi.py, ``load_while``). A rank lost meanwhile then
+    ends the job as it would later."""
 
     watch: Watch
     heartbeat: Heartbeat | None
 
 
 def guard(liveness_timeout_s: float | None = None) -> Guard:
-    """Start this rank's heartbeat on COMM_WORLD (heartbeat.py; ``liveness_timeout_s``: None for
-    the environment's or the default, 0 for none). Collective."""
+    """Start this rank's heartbeat on COMM_WORLD (heartbeat.py). ``liveness_timeout_s``: None for
+    the environment's or the default, 0 for none. Collective."""
     comm = MPI.COMM_WORLD
     watch = Watch()
     beat = Heartbeat.start(comm, timeout_s(liveness_timeout_s), on_rank0(watch) if comm.rank == 0 else on_worker)
@@ -36,11 +35,9 @@ def guard(liveness_timeout_s: float | None = None) -> Guard:
 
 
 def arm(watch: Watch, manager: Manager, timeline: Timeline) -> None:
-    """Give rank 0's heartbeat thread the file, once it is open (with ``watch.writing`` held).
-    The thread closes it, with ``watch.writing`` held, to end a run the main thread cannot end
-    (it is measuring): the run is marked ``silent_rank`` and the file closed, its lock released.
-    What is in flight stays recorded as in flight (``check`` names it, a rerun measures it); no
-    search end is recorded, so the next run starts its strategy as after a killed run."""
+    """Give rank 0's heartbeat thread the file once it is open (``watch.writing`` held). It closes
+    it to end a run the main thread cannot end: the run is marked ``silent_rank``, what is in flight
+    stays in flight, and no search end is recorded, as after a killed run."""
 
     def close() -> None:
         manager.stop_for_silence()

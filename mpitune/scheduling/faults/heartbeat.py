@@ -1,30 +1,19 @@
-"""Every rank's heartbeat thread: a tiny message to its peers every few seconds, and the alarm
-when a peer has sent none for the liveness timeout (liveness.py says why and how long).
+"""Every rank's heartbeat thread: a tiny message to its peers every few seconds, and the alarm when
+a peer sent none for the liveness timeout (liveness.py says why and how long).
 
-A thread, because the rank's main thread is often busy for long: measuring its chunk (rank 0
-too), writing the file, asking the strategy, or blocked in a start-up collective. The main
-thread's blocking MPI calls and sleeps release Python's GIL, so this thread runs meanwhile.
+A thread, because the main thread is often busy for long; its blocking MPI calls and sleeps release
+the GIL. Workers beat to rank 0 and rank 0 to every worker, on a duplicate of COMM_WORLD. There no
+beat is taken for a round's message, and none left unreceived troubles COMM_WORLD: MPICH 5.0's
+``MPI_Finalize`` failed on such unmatched messages. A beat carries its host's name, to name a silent
+peer's host before the start-up exchange.
 
-Workers beat to rank 0 and rank 0 to every worker, on a communicator of their own (a
-duplicate of COMM_WORLD, made right after MPI is up), so that no heartbeat is ever taken for a
-round's order or report (comm.py) and none left unreceived when the ranks leave one by one
-troubles COMM_WORLD: MPICH 5.0's ``MPI_Finalize`` failed on COMM_WORLD ("being freed has 1
-unmatched message(s)"), and its launcher then killed the job, after matched probes of
-heartbeats there. A heartbeat is (Unix time, host name): the host, so that a rank names a
-silent peer's host before the start-up exchange has told it.
+Each look takes in every beat that arrived, probing until several in a row find none. MPICH moves at
+most one message into the probed queue per empty probe, and beats left unread had a live rank named
+silent (docs/reliability.md, "Heartbeats").
 
-Each look takes in every beat that has arrived, not only those MPI has already matched: MPICH
-moves at most one message into the queue a probe searches per probe that finds nothing, and
-looks that stopped at the first empty probe let the beats pile up unread while rank 0's main
-thread made no MPI call: on a busy node, a live rank was named silent beside a stopped one
-(docs/reliability.md, "Heartbeats").
-
-A second thread, the watchdog, makes no MPI call: it raises the same alarm once a peer has been
-silent for ``WATCHDOG_FACTOR`` timeouts. When a peer's node vanishes, MPI's TCP transport can
-hold every thread that calls into MPI (the heartbeat thread and the main thread alike) while it
-retries the lost connection, so the heartbeat thread never judges the silence; a worker
-holding two batches (it was not waiting on rank 0 when rank 0's node went) was held so for
-minutes.
+A second thread, the watchdog, makes no MPI call. It raises the alarm once a peer has been silent
+for ``WATCHDOG_FACTOR`` timeouts: when a peer's node vanishes, MPI's TCP transport can hold every
+thread that calls into MPI for minutes.
 """
 
 from __future__ import annotations
@@ -50,9 +39,8 @@ log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    """This rank's heartbeat thread on ``comm`` (its own communicator); ``on_silence`` is called
-    once, in the thread, when a peer has been silent for longer than ``timeout_s`` (and is
-    expected to end the job)."""
+    """This rank's heartbeat thread on ``comm``, a communicator of its own. ``on_silence`` is called
+    once, in the thread, when a peer was silent longer than ``timeout_s``; it should end the job."""
 
     def __init__(self, comm: MPI.Comm, timeout_s: float, on_silence: Callable[[Silence], None]):
         self.comm, self.timeout_s, self.on_silence = comm, timeout_s, on_silence
@@ -77,12 +65,12 @@ class Heartbeat:
         on_silence: Callable[[Silence], None],
         thread_level: int | None = None,
     ) -> Heartbeat | None:
-        """The running heartbeat of this rank, on a duplicate of ``comm``; None for a world of
-        one rank, a timeout of 0 (turned off), or an MPI library that gives less than
-        ``MPI_THREAD_MULTIPLE`` (``thread_level``: what it gives, as ``MPI.Query_thread()`` says
-        unless told; mpi4py asks for it by default), where the per-batch deadline alone catches
-        a silent rank. Collective, unless it returns None on every rank (the same settings and
-        library on every rank); the duplicate is never freed, which MPI_Finalize allows."""
+        """The running heartbeat of this rank, on a duplicate of ``comm``.
+
+        None for a world of one rank, a timeout of 0 (off), or a library below
+        ``MPI_THREAD_MULTIPLE`` (``thread_level``, else ``MPI.Query_thread()``). Then the per-batch
+        deadline alone catches a silent rank. Collective, unless it returns None on every rank. The
+        duplicate is never freed, which MPI_Finalize allows."""
         if comm.size == 1 or timeout_s <= 0:
             return None
         provided = MPI.Query_thread() if thread_level is None else thread_level
@@ -104,8 +92,8 @@ class Heartbeat:
         self.liveness.know_hosts(hosts)
 
     def stop(self) -> None:
-        """No more heartbeats, sent or expected: the run is ending cleanly, and the ranks leave
-        at different moments. Waits for the thread unless it is raising its alarm."""
+        """No more heartbeats, sent or expected: the run ends cleanly, and the ranks leave at
+        different moments. Waits for the thread unless it is raising its alarm."""
         with self._lock:
             first, self._stopping = not self._stopping, True
             alarmed = self._alarmed
@@ -143,8 +131,8 @@ class Heartbeat:
                 return
 
     def _alarm(self, silence: Silence | None) -> bool:
-        """Call ``on_silence`` once, from whichever thread finds the silence first; whether
-        this thread is done (the alarm is raised, or the heartbeats are stopping)."""
+        """Call ``on_silence`` once, from whichever thread finds the silence first. Returns whether
+        this thread is done: the alarm is raised, or the heartbeats are stopping."""
         if silence is None:
             return False
         with self._lock:
@@ -155,17 +143,17 @@ class Heartbeat:
         return True
 
     def beat(self) -> None:
-        """Send each peer this rank's heartbeat, without waiting: one to a stopped peer stays
-        queued (a few small messages until the timeout passes)."""
+        """Send each peer this rank's heartbeat, without waiting. One to a stopped peer stays
+        queued: a few small messages until the timeout passes."""
         self._sending = [r for r in self._sending if not r.Test()]
         heartbeat = (time.time(), self._host)
         for peer in self.peers:
             self._sending.append(self.comm.isend(heartbeat, dest=peer, tag=_HEARTBEAT_TAG))
 
     def listen(self) -> int:
-        """Take in every heartbeat that has arrived, before the silence is judged; how many.
-        Probes until ``quiet_probes`` in a row find none: one empty probe is no proof that none
-        has arrived (the module's docstring says why)."""
+        """Take in every heartbeat that has arrived, before the silence is judged; returns how many.
+        It probes until ``quiet_probes`` in a row find none: one empty probe proves nothing (see the
+        module's docstring)."""
         status = MPI.Status()
         source = MPI.ANY_SOURCE if self.comm.rank == 0 else 0
         taken = quiet = 0

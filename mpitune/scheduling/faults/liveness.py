@@ -1,20 +1,12 @@
 """Whether the other ranks are alive, from the heartbeats they send: pure bookkeeping.
 
-A rank can stop answering without dying (SIGSTOP, a node whose link went down or whose
-processes were killed without MPI hearing of it), and Slurm notices a lost node only after
-``SlurmdTimeout``, 300 s by default. The per-batch deadline (deadlines.py) notices too, but only
-once the batch is overdue, minutes later when batches are long, and not at all during start-up.
-So every rank has a thread (heartbeat.py) that sends a tiny message to rank 0 every
-``interval_s``, and rank 0's thread sends one to every worker: a peer that has sent nothing for
-the liveness timeout is silent, however long its batch.
-
-The timeout must exceed what can hold a healthy rank's heartbeat thread back: the thread needs
-Python's GIL, which a long HDF5 write or a strategy's ask in C code may hold for seconds, and a
-node busy with other work deschedules a process for a while. It must also leave room, within
-the 60 s in which a job with a lost node should end, for rank 0 to close the file and for the
-launcher to tear the job down. Hence ``DEFAULT_TIMEOUT_S`` = 20 s (docs/reliability.md).
-
-No MPI and no clock of its own: the thread passes its monotonic clock's readings in.
+A rank can stop answering without dying (SIGSTOP, a lost link). Slurm notices a lost node only after
+``SlurmdTimeout`` (300 s by default), and the per-batch deadline only once the batch is overdue. So
+every rank beats to rank 0, and rank 0 to every worker (heartbeat.py). A peer that sent nothing for
+the liveness timeout is silent, however long its batch. The timeout must exceed what holds back a
+healthy thread: a long HDF5 write or a strategy's ask may hold the GIL for seconds. It must also
+leave room to close the file and end the job within 60 s. Hence ``DEFAULT_TIMEOUT_S`` = 20 s
+(docs/reliability.md). No MPI and no clock of its own.
 """
 
 from __future__ import annotations
@@ -37,18 +29,18 @@ UNKNOWN_HOST = "an unknown host"
 def seconds_setting(
     setting: float | None, variable: str, default_s: float, environ: dict[str, str] | None, zero_ok: bool = True
 ) -> float:
-    """Seconds the command line gives, else the environment variable's, else the default. A
-    variable set to no such number (``nan``, ``-1``, ``soon``) is refused in one line
-    (``UserError``): falling back to the default would hide it, and ``nan`` would turn the
-    watch it sets off. The command line checks the variables before MPI starts (cli/)."""
+    """Seconds the command line gives, else the environment variable's, else the default. A variable
+    set to no such number (``nan``, ``-1``, ``soon``) is refused in one line (``UserError``). A
+    fallback to the default would hide it, and ``nan`` would turn its watch off. The command line
+    checks the variables before MPI starts (cli/)."""
     if setting is not None:
         return setting
     return environment_number(variable, default_s, zero_ok, environ)
 
 
 def timeout_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
-    """The liveness timeout the command line gives, else the environment's, else the default;
-    0 turns the heartbeats off, leaving the per-batch deadline alone."""
+    """The liveness timeout: the command line's, else the environment's, else the default. 0 turns
+    the heartbeats off, leaving the per-batch deadline alone."""
     return seconds_setting(setting, TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S, environ)
 
 
@@ -59,8 +51,8 @@ def interval_s(timeout_s: float) -> float:
 
 @dataclass(frozen=True)
 class Silence:
-    """Peers that sent no heartbeat for longer than ``timeout_s``: by rank, their hosts and
-    how long each has been silent."""
+    """Peers that sent no heartbeat for longer than ``timeout_s``: their ranks, hosts and how long
+    each has been silent."""
 
     ranks: tuple[int, ...]
     hosts: tuple[str, ...]
@@ -73,9 +65,9 @@ class Silence:
 
 
 class Liveness:
-    """When each peer was last heard from, on the caller's monotonic clock. A peer never heard
-    from counts from ``now_s`` at construction: the ranks start their heartbeats within moments
-    of each other, right after MPI is up, so a rank that stopped during start-up is silent too."""
+    """When each peer was last heard from, on the caller's monotonic clock. A peer never heard from
+    counts from ``now_s`` at construction. The ranks start beating moments after MPI is up, so a
+    rank that stopped during start-up is silent too."""
 
     def __init__(self, peers: Sequence[int], timeout_s: float, now_s: float):
         self.timeout_s = timeout_s
@@ -92,15 +84,15 @@ class Liveness:
                 self.hosts[peer] = host
 
     def know_hosts(self, hosts: Sequence[str]) -> None:
-        """Every rank's host, once the start-up exchange gave them: a peer that stops before its
-        first heartbeat is named by host too."""
+        """Every rank's host, from the start-up exchange: a peer that stops before its first beat is
+        named by host too."""
         for peer in self.heard_s:
             self.hosts.setdefault(peer, hosts[peer])
 
     def silence(self, now_s: float) -> Silence | None:
-        """The peers silent for longer than the timeout at ``now_s``; None while all are heard.
-        The caller takes in every heartbeat that has arrived before asking, so that its own
-        late turn (a thread held back) is not mistaken for its peers' silence."""
+        """The peers silent for longer than the timeout at ``now_s``; None while all are heard. The
+        caller first takes in every beat that arrived, so that its own late turn is not taken for
+        its peers' silence."""
         for peer, heard in self.heard_s.items():
             self.longest_s[peer] = max(self.longest_s[peer], now_s - heard)
         silent = sorted((peer, now_s - heard) for peer, heard in self.heard_s.items() if now_s - heard > self.timeout_s)
@@ -115,14 +107,10 @@ class Liveness:
 
 
 class Watch:
-    """What rank 0's main thread and its heartbeat thread share, so that whichever notices a
-    silent rank first ends the run, and the file is closed by one of them only.
-
-    The main thread holds ``writing`` while it writes the file, sets ``polling`` while it waits
-    in a gather (where it can take the heartbeat thread's ``silence`` and end the run itself,
-    recording the reports that did arrive), and ``ending`` once it ends the run for a silent
-    rank. ``close`` (set once the file is open) marks the run ``silent_rank`` and closes the
-    file, and is called with ``writing`` held; ``closed`` says it was closed."""
+    """What rank 0's main thread and its heartbeat thread share, so that whichever notices a silent
+    rank first ends the run, and one of them closes the file. The main thread holds ``writing``
+    while it writes, sets ``polling`` while it waits in a gather, and ``ending`` once it ends the
+    run. ``close``, set once the file is open, closes it (``writing`` held); ``closed`` says so."""
 
     def __init__(self) -> None:
         self.writing = threading.Lock()

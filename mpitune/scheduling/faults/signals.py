@@ -22,11 +22,10 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def stop_requests(manager: Manager | None) -> Iterator[None]:
-    """SIGINT (Ctrl-C), SIGTERM and SIGUSR1 (what Slurm sends before a job's end, with ``--signal``)
-    ask rank 0 to stop handing out work (``Manager.request_stop``; the handler asks, it assigns
-    nothing); each rank finishes the configuration it measures, and what comes back is recorded.
-    Other ranks ignore them so that they can finish it and hear the stop from rank 0. A second
-    Ctrl-C on rank 0 stops at once (see ``_SecondInterrupt``)."""
+    """SIGINT, SIGTERM and SIGUSR1 (Slurm's, with ``--signal``) ask rank 0 to stop handing out work
+    (``Manager.request_stop``). Each rank finishes the configuration it measures, and what comes
+    back is recorded. Other ranks ignore them, to hear the stop from rank 0. A second Ctrl-C on rank
+    0 stops at once (``_SecondInterrupt``)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if manager:
@@ -49,12 +48,10 @@ def stop_requests(manager: Manager | None) -> Iterator[None]:
 
 
 class _SecondInterrupt:
-    """Rank 0 spends most of a batch inside MPI calls, where Python's signal handlers do not run
-    until the call returns; so a thread watches the signal wakeup socket and, on a second SIGINT,
-    ends the job at once with ``ExitCode.INTERRUPTED``. Every report recorded so far is on disk (the
-    file is flushed per write); what is in flight is lost and the next run (or ``check``) marks
-    the run killed. SIGINTs within ``SAME_PRESS_S`` of the first count as one: a Ctrl-C in a
-    terminal reaches rank 0 from the terminal and again from the launcher forwarding it."""
+    """A thread that ends the job at once on a second SIGINT (``ExitCode.INTERRUPTED``). Rank 0
+    spends most of a batch in MPI calls, where Python's signal handlers wait, so it watches the
+    signal wakeup socket. What is in flight is lost; the next run marks the run killed. SIGINTs
+    within ``SAME_PRESS_S`` count as one: the terminal and the launcher both forward a Ctrl-C."""
 
     SAME_PRESS_S = 0.5
 

@@ -1,12 +1,7 @@
-"""Ranks that did not answer: what rank 0 records before the job ends (ending.py).
-
-When rank 0's wait for reports raises ``SilentRanks`` (rounds.py), every report that came is
-measured work and goes into the file, a whole hand-out's held reports too (``Handouts.flush``).
-Each report clears its own chunk only, so the chunks whose reports did not come stay recorded
-as in flight, and ``check`` names them, as it does after rank 0 was killed. The run is marked
-``silent_rank``, a resumed run's strategy starts afresh from the file, and the main thread ends
-the run itself (``watch.ending``: the heartbeat thread leaves the file alone).
-"""
+"""Ranks that did not answer: what rank 0 records before the job ends (ending.py). Every report that
+came is measured work and goes into the file (``Handouts.flush``). The chunks whose reports did not
+come stay in flight, for ``check`` to name. The run is marked ``silent_rank``, and the main thread
+ends it itself (``watch.ending``)."""
 
 from __future__ import annotations
 
@@ -22,9 +17,8 @@ if TYPE_CHECKING:
 
 
 def keep_reports(silent: SilentRanks, rank0: Rank0, handouts: Handouts, late: list[tuple[Order, float]]) -> None:
-    """Record what came before ``silent`` was raised; ``late``: the orders of the silent ranks
-    that were due, each with when it went out (rank 0's monotonic clock). The caller raises
-    ``silent`` on."""
+    """Record what came before ``silent`` was raised; the caller raises it on. ``late``: the silent
+    ranks' orders that were due, each with when it went out (rank 0's monotonic clock)."""
     rank0.watch.ending = True
     if silent.heartbeat is None and late:  # a deadline passed: the line says how long was waited for what
         order, sent_s = late[0]
@@ -35,9 +29,8 @@ def keep_reports(silent: SilentRanks, rank0: Rank0, handouts: Handouts, late: li
 
 
 def keep_last_rows(silent: SilentRanks, rank0: Rank0, sent_s: float) -> None:
-    """The search is over and recorded when the last gather (every rank's last timeline rows)
-    finds ranks silent: only their rows are missing. Record the rows that arrived; the caller
-    raises ``silent`` on."""
+    """Record the last rows that arrived when the last gather finds ranks silent. The search is over
+    and recorded: only their rows are missing. The caller raises ``silent`` on."""
     silent.waited_s, silent.expected_s = time.monotonic() - sent_s, 0.0
     rows = silent.received
     with rank0.watch.writing:

@@ -1,15 +1,12 @@
-"""A watch on MPI's start, from outside the rank: a rank stopped or lost before ``MPI_Init``
-holds every other rank in theirs, forever.
+"""A watch on MPI's start, from outside the rank: a rank stopped or lost before ``MPI_Init`` holds
+every other rank in theirs, forever.
 
-Nothing inside a waiting rank can end it: ``MPI_Init`` holds the interpreter (mpi4py does not
-release it there), so neither a thread nor a Python signal handler of the rank runs, and the
-heartbeats (heartbeat.py) start only once MPI is up. So before MPI starts each rank spawns a
-small watcher process, which waits on a pipe: the rank writes to it once ``MPI_Init`` has
-returned, and a rank that dies closes it, either of which ends the watcher. Should neither
-happen within the limit (``START_TIMEOUT_S``, or ``MPITUNE_MPI_START_TIMEOUT_S``; 0 turns the
-watch off), the watcher kills its rank, which has the launcher end the job: on the rank the
-launcher names 0 it first writes one line that says why. Rank 0's watcher does so even when
-rank 0 itself is the stopped one, since the watcher is not. No MPI here: this runs before it.
+``MPI_Init`` holds the interpreter, so no thread or signal handler of a waiting rank runs, and the
+heartbeats start only once MPI is up. So each rank first spawns a small watcher process on a pipe.
+The rank writes to it once ``MPI_Init`` returned; a rank that dies closes it. Should neither happen
+within ``START_TIMEOUT_S`` (``MPITUNE_MPI_START_TIMEOUT_S``; 0: off), the watcher kills its rank,
+and the launcher ends the job. Rank 0's watcher first says why, even when rank 0 is the stopped one.
+No MPI here: this runs before it.
 """
 
 from __future__ import annotations
@@ -63,7 +60,7 @@ class StartWatch:
         )
 
     def end(self) -> None:
-        """MPI is up (or its start failed, which the rank reports itself): the watcher leaves."""
+        """MPI is up, or its start failed (the rank reports that itself): the watcher leaves."""
         if self._process is None:
             return
         assert self._process.stdin is not None

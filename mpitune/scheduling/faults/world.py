@@ -1,25 +1,19 @@
-"""Processes started as several tasks that MPI does not see as one job: each is a world of one
-rank, tunes the whole space by itself, and all but one then fail on the file, for a cause
-("another mpitune run is writing") that is not the real one.
+"""Processes started as several tasks that MPI does not see as one job. Each is a world of one rank
+and tunes the whole space; all but one then fail on the file, for a cause ("another mpitune run is
+writing") that is not the real one.
 
-MPI cannot tell: a process no launcher of its library started is a world of one. What started
-it can: the launcher's own variables (``PMI_SIZE`` from MPICH's Hydra and from srun's pmi2,
-``OMPI_COMM_WORLD_SIZE`` from Open MPI's mpirun) give the world it meant, and Slurm's give the
-step's tasks (``SLURM_STEP_NUM_TASKS``, set by srun) or, without a step, the job's
-(``SLURM_NTASKS``, with this task's ``SLURM_PROCID``). So, in a world of one rank:
+MPI cannot tell, but the launcher's variables give the world it meant (``PMI_SIZE``,
+``OMPI_COMM_WORLD_SIZE``), and Slurm's give the step's or the job's tasks. In a world of one:
 
-- a launcher that meant one rank (``mpirun -n 1``, even in an allocation of many tasks) is
-  what the user asked for;
-- an srun step of several tasks, or a launcher that meant several, is a launcher that does
-  not belong to the library: every task refuses, the first says why;
-- no step, and a job of several tasks: a task other than 0 refuses (started by hand beside
-  task 0, or by a script run on every task) and says why, before anything is written, while
-  task 0 (a batch script that runs ``python -m mpitune`` itself) tunes with a warning that the
-  other tasks' GPUs sit idle.
+- A launcher that meant one rank (``mpirun -n 1``) is what was asked.
+- An srun step of several tasks, or a launcher that meant several, does not belong to the
+  library: every task refuses, the first says why.
+- No step, and a job of several tasks: a task other than 0 refuses before anything is
+  written. Task 0 (a batch script running ``python -m mpitune``) tunes, warning that the other
+  GPUs sit idle.
 
-A world of several ranks is never refused, whatever Slurm allocated: ``mpirun -n 2`` in an
-allocation of 8 tasks is the user's choice. Pure: the environment and the world's size in, a
-verdict out (comm.py asks it, with the library's name).
+A world of several ranks is never refused: ``mpirun -n 2`` in 8 tasks is the user's choice. Pure:
+the environment and the world's size in, a verdict out (comm.py asks).
 """
 
 from __future__ import annotations
@@ -41,8 +35,8 @@ _HOW = (
 
 @dataclass(frozen=True)
 class WorldError:
-    """Why this process cannot be a rank of a tuning job: ``line``, which the process numbered
-    ``task`` 0 among those refused together says (the others end without a word)."""
+    """Why this process cannot be a rank of a tuning job. Of the processes refused together, the one
+    numbered ``task`` 0 says ``line``; the others end without a word."""
 
     line: str
     task: int
@@ -64,8 +58,8 @@ def _count(env: Mapping[str, str], name: str) -> int | None:
 
 
 def check_world(size: int, env: Mapping[str, str], library: str) -> WorldCheck:
-    """Whether a world of ``size`` ranks is the job its launcher started (module docstring);
-    ``library``: the MPI library's name, for the line that says it does not match."""
+    """Whether a world of ``size`` ranks is the job its launcher started (the module's docstring
+    says how). ``library``: the MPI library's name, for the line that says it does not match."""
     if size > 1:
         return WorldCheck()
     meant = next(((s, r) for s, r in _LAUNCHERS if (_count(env, s) or 0) > 0), None)
