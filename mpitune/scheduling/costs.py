@@ -1,18 +1,12 @@
 """What a configuration will cost a rank, predicted from the configurations measured so far.
 
-Rank 0 deals a batch so that every rank's chunk takes about as long (batching.deal_by_cost):
-the whole batch waits for its slowest rank, and measured durations of neighbouring
-configurations differ by up to ten times. The cost of a configuration is the seconds its rank
-spends on it: compile + verify + benchmark (a failed compile costs only its compile).
-
-The model is a ridge regression of log seconds on the parameter values, one indicator per
-value of every parameter that varies, and one per pair of values of two parameters (as many
-parameters and pairs as ``MAX_FEATURES`` allows, in parameter order): costs are products of
-factors (work per thread, threads per block, vector width), so logs add, and the pairs catch what two
-parameters do together (a tile size and the block it is spread over). Its sufficient
-statistics (FᵀF and Fᵀy) are summed as results come, so learning costs the same whatever was
-measured before, and the weights are solved once per batch. No MPI, no clock, no randomness:
-the same results give the same predictions.
+Rank 0 deals a batch so that every chunk takes about as long (batching.deal_by_cost): the batch
+waits for its slowest rank. A cost is its rank's compile + verify + benchmark seconds. The model is
+a ridge regression of log seconds on indicators of each varying parameter's values, and of pairs of
+values, up to ``MAX_FEATURES``. Costs are products of factors, so logs add; the pairs catch what two
+parameters do together. Its sufficient statistics (FᵀF, Fᵀy) are summed as results come, and the
+weights solved once per batch. No MPI, clock or randomness: the same results give the same
+predictions.
 """
 
 from __future__ import annotations
@@ -79,8 +73,8 @@ class CostModel:
         return self._counted
 
     def _count_codes(self) -> None:
-        """Count the pairs of the results learned since the last count into ``_counted``, in one
-        go: a table of (features + 1)² per report was the larger part of learning. Counts, so the
+        """Count the pairs of the results learned since the last count into ``_counted``, in one go.
+        A table of (features + 1)² per report was the larger part of learning. Counts add, so the
         sum is the same in any grouping."""
         if self._codes:
             width = self.features + 1
@@ -89,14 +83,10 @@ class CostModel:
             self._codes.clear()
 
     def _active(self, ids: Sequence[int]) -> np.ndarray:
-        """The indicators set for each id, one row each, one column per parameter and pair, as
-        indicator numbers; an unset one is ``features`` (a column past the last, dropped).
-
-        Indices rather than a 0/1 matrix, and sums by ``bincount`` rather than matrix products:
-        on a node whose cores the ranks and their compile workers keep busy, the BLAS threads
-        of a 512 x 238 product took 37 ms instead of 1. Every column at once (a single is a
-        pair with a parameter that is always 1 of 2 values): rank 0 asks this for each chunk
-        it deals, and a loop over the columns cost a millisecond each time."""
+        """The indicators set for each id: a row each, a column per parameter and pair, as indicator
+        numbers (``features``: unset, a column past the last). Indices and ``bincount``, not a 0/1
+        matrix: BLAS threads on busy cores were far slower (docs/performance.md, "Scheduler cost and
+        scaling"). Every column at once: rank 0 asks this for each chunk it deals."""
         rows = self.space.indices[np.asarray(ids, dtype=np.int64)].astype(np.int64)
         if self._columns is None:
             sizes = [int(size) for size in self.space.sizes]
@@ -119,9 +109,9 @@ class CostModel:
         self.learn_values([r.config_id for r in results], [result_cost_s(r) for r in results])
 
     def learn_values(self, ids: Sequence[int], values: Sequence[float], floor: float = FLOOR_S) -> None:
-        """Add the values of the given ids, each at least ``floor``: seconds of what a
-        configuration costs, or of one phase of it, or its kernel time (``plan`` predicts each
-        for the configurations a pilot did not measure, with a model of each)."""
+        """Add the values of the given ids, each at least ``floor``. They are seconds of a
+        configuration's cost or of one phase of it, or its kernel time: ``plan`` predicts each for
+        the configurations a pilot did not measure, with a model of each."""
         if not len(ids):
             return
         active = self._active(ids)
@@ -150,8 +140,8 @@ class CostModel:
         return predicted_s
 
     def chunks_s(self, chunks: Sequence[Sequence[int]]) -> np.ndarray | None:
-        """Predicted seconds of each chunk of a dealt batch (one per rank); None before any
-        result was learned."""
+        """Predicted seconds of each chunk of a dealt batch, one per rank; None before any result
+        was learned."""
         ids = [i for chunk in chunks for i in chunk]
         predicted_s = self.predict_s(ids) if ids else np.zeros(0)
         if predicted_s is None:
@@ -162,11 +152,10 @@ class CostModel:
 
 
 def _pair_codes(active: np.ndarray, width: int) -> np.ndarray:
-    """Each pair of indicators (i <= j) set together in a row of ``active`` (indicator numbers,
-    ``width - 1`` where unset), as i * width + j: counted (``bincount``), FᵀF's upper triangle
-    and diagonal. Most are unset (71 % of the gemm cache's), so each row's set indicators are
-    sorted to its front and rows are taken together by how many are set, so that only set pairs
-    are listed: 1 µs per row, where all pairs of all columns took 20."""
+    """Each pair of indicators (i <= j) set together in a row of ``active``, as i * width + j, for
+    ``bincount`` to count FᵀF's upper triangle. ``width - 1`` marks an unset indicator. Most are
+    unset, so each row's set indicators are sorted to its front, and rows are taken together by how
+    many are set: only set pairs are listed (docs/performance.md, "Scheduler cost and scaling")."""
     ordered = np.sort(active, axis=1)
     counts = (ordered < width - 1).sum(axis=1)
     codes = [np.zeros(0, dtype=np.int64)]
@@ -178,11 +167,10 @@ def _pair_codes(active: np.ndarray, width: int) -> np.ndarray:
 
 
 def _conjugate_gradient(a: np.ndarray, b: np.ndarray, tolerance: float = 1e-10) -> np.ndarray:
-    """x with a @ x = b, for a symmetric positive definite (FᵀF plus the ridge), by conjugate
-    gradients preconditioned with a's diagonal, from x = 0 so that the answer depends on a and
-    b alone. Products by einsum, which uses no BLAS: LAPACK's solve of a 238 x 238 system took
-    1 ms on a quiet core and 275 ms with its threads on two busy ones, as rank 0's cores are
-    beside compile workers; this takes a few ms either way."""
+    """x with a @ x = b for a symmetric positive definite a (FᵀF plus the ridge), by conjugate
+    gradients preconditioned with a's diagonal. It starts from x = 0, so the answer depends on a and
+    b alone. Products by einsum, which uses no BLAS: LAPACK's threads on rank 0's busy cores made a
+    solve hundreds of times slower (docs/performance.md, "Scheduler cost and scaling")."""
     inverse_diagonal = 1.0 / np.diagonal(a)
     x = np.zeros_like(b)
     residual = b.copy()

@@ -1,25 +1,17 @@
-"""Calibration during the search: every rank times one reference configuration now and then,
-from which rank 0 estimates each rank's device factor, so that the search compares times
-measured on different devices as if on one.
+"""Calibration during the search: every rank times one reference configuration now and then, from
+which rank 0 estimates each rank's device factor.
 
-Devices of one model differ by a few percent (clocks, cooling, a host busy with other work), and
-a configuration's search median carries the bias of whichever rank measured it; among
-configurations within a few percent of each other, the bias then picks the best. Each rank times
-the reference (the first configuration that passed, later the best so far) a few times before
-its chunk; each calibration gives every rank's time of the same configuration at about the same
-moment, and the factors come from all of them together (model/judging/confirmation.py ``judge``, each
-calibration standing in for a candidate). Strategies, racing and the best so far then compare
-calibrated times (a time divided by its rank's factor); the file keeps the raw times, the
-launches and every estimate of the factors. A rank whose factor stands out, or drifts from the
-first half of the calibrations to the second, is flagged once in the log.
+Devices of one model differ by a few percent, and a configuration's median carries its rank's bias:
+among configurations a few percent apart, the bias picks the best. Each calibration is every rank's
+time of the reference (the first configuration that passed, later the best so far) at about one
+moment. The factors come from all of them (model/judging/confirmation.py, ``judge``). Strategies,
+racing and the best so far compare calibrated times (a time over its rank's factor); the file keeps
+the raw times, the launches and every estimate.
 
-A calibration costs each rank a compile and ``ROUNDS`` launches of the reference: the first
-comes once a configuration has passed, the next ones at most every ``EVERY_BATCHES`` batches and
-only while calibrations cost at most ``SHARE_OF_RUN`` of the run. An estimate of the factors
-costs in proportion to the calibrations so far, so they are estimated again only once those
-have grown by ``REESTIMATE_GROWTH`` (docs/analysis.md): a constant time per calibration. One
-rank has nothing to compare; results read back from the file (a resumed run) stay as measured,
-since their ranks' devices are not this run's.
+A calibration costs each rank a compile and ``ROUNDS`` launches. Later ones come at most every
+``EVERY_BATCHES`` batches, while they cost at most ``SHARE_OF_RUN`` of the run. An estimate is
+redone once the calibrations grew by ``REESTIMATE_GROWTH`` (docs/analysis.md). Results read back
+from the file stay as measured: their devices are not this run's.
 """
 
 from __future__ import annotations
@@ -82,9 +74,9 @@ class Calibrating:
             self._first = next((r for r in results if r.ok and math.isfinite(r.time_ms) and r.rank >= 0), None)
 
     def record(self, reports: Sequence[Report]) -> tuple[DeviceFactor, ...]:
-        """Learn from the reference's launches that came with one batch's reports; the new
-        estimate of the factors, or none when these launches leave it as it was (no
-        calibration, not every rank's launches, or too few calibrations since the last estimate)."""
+        """Learn from the reference's launches in one batch's reports. Returns the new estimate of
+        the factors, or none where it stands: no calibration, not every rank's launches, or too few
+        calibrations since the last estimate."""
         launches = [(rank, x) for rank, report in enumerate(reports) for x in report.calibration]
         if not launches or {rank for rank, x in launches if math.isfinite(x.time_ms)} != set(range(self.ranks)):
             return ()
@@ -123,10 +115,10 @@ class Calibrating:
         return verdict.factors if verdict is not None else ()
 
     def _drifted(self) -> None:
-        """Flag a rank whose factor moved, between the first and the second half of the
-        calibrations, by more than their noise plus what flagging a device takes. Each half's
-        factors are taken relative to their median: one device that slows down moves the
-        common time, and with it every other device's factor, a little."""
+        """Flag a rank whose factor moved between the first and the second half of the calibrations.
+        It must move by more than their noise plus what flagging a device takes. Each half's factors
+        are taken relative to their median: one device that slows down moves the common time, and so
+        every other factor a little."""
         if len(self._events) < _DRIFT_AFTER:
             return
         half = len(self._events) // 2
@@ -152,22 +144,21 @@ class Calibrating:
         self.estimate = tuple(dataclasses.replace(f, flagged=f.flagged or f.rank in drifted) for f in self.estimate)
 
     def factor_sd(self) -> dict[int, float]:
-        """Each rank's factor's standard error relative to the factor, by rank, as the latest
-        estimate has it: what a time calibrated by it is uncertain by, besides its own noise
-        (empty before the first estimate, when times are as measured)."""
+        """Each rank's factor's standard error relative to the factor, from the latest estimate. A
+        time calibrated by it is uncertain by this besides its own noise. Empty before the first
+        estimate, while times are as measured."""
         return {f.rank: f.sd / f.factor for f in self.estimate if f.factor > 0}
 
     def scored(self, result: Scored) -> Scored:
-        """``result`` scored in calibrated time (its time over its rank's factor), for the
-        strategy and the best so far; its raw times stay as measured, for the file."""
+        """``result`` scored in calibrated time (its time over its rank's factor), for the strategy
+        and the best so far. Its raw times stay as measured, for the file."""
         if not self.wanted or not result.ok:
             return result
         time_ms = result.time_ms / self._of(result)  # from the raw time: scoring twice changes nothing
         return remade(result, objective=time_ms, scores=(time_ms, *result.scores[1:]))
 
     def raced(self, result: R) -> R:
-        """``result`` in calibrated time, for what the ranks race against and what confirmation
-        picks its candidates from."""
+        """``result`` in calibrated time: what the ranks race against and confirmation picks from."""
         f = self._of(result)
         if f == 1.0:
             return result

@@ -1,21 +1,14 @@
-"""Rank 0's confirmation: once the search has ended by itself, the best candidates are timed
-again, interleaved round after round on the ranks, and judged (model/judging/confirmation.py).
+"""Rank 0's confirmation: once the search has ended by itself, the best candidates are timed again,
+interleaved round after round on the ranks, and judged (model/judging/confirmation.py).
 
 The search's best is the smallest of many noisy medians, each measured once on one device: among
-configurations within noise of each other it is a draw, and on several devices each median also
-carries its device's bias. Timing the few candidates again on every device, in turn, gives each
-the same devices and the same drift, from which the devices' factors come out and the candidates'
-medians can be compared; the winner is then named with the candidates it cannot be told from.
+configurations within noise of each other it is a draw. Timed again on every device in turn, the
+candidates share devices and drift; the devices' factors come out, and the winner is named with the
+candidates it cannot be told from. On many ranks the two best (``ANCHORS``) go to every rank, for
+the factors, and the others are spread (``spread``).
 
-On many ranks every candidate on every rank would be far more launches than a median needs, and
-a slow candidate would hold every rank: there the two best (``ANCHORS``) go to every rank, which
-is what the devices' factors rest on, and the others are spread, each to as few ranks as still
-give it ``LAUNCHES_PER_CANDIDATE`` launches (``spread``).
-
-Only a search that ended on its own (``FINISHED``, ``MAX_FEVALS``) is confirmed: one cut short
-is resumed, and confirmed when it ends. A stop (a signal, the stop file) during the
-confirmation cuts it short between two launches, and the resumed run makes only what it still
-owes (``record``); a stop once every launch is made costs nothing: the verdict stands.
+Only a search that ended on its own (``FINISHED``, ``MAX_FEVALS``) is confirmed. A stop during the
+confirmation cuts it short, and the resumed run makes only what is owed (``record``).
 """
 
 from __future__ import annotations
@@ -46,9 +39,9 @@ ANCHORS = 2  # the best candidates, timed on every rank: the devices' factors re
 
 
 def rounds_for(ranks: int, round_s: float = 0.0, run_s: float = math.inf) -> int:
-    """Rounds per rank: the launches per candidate shared over the ranks, fewer if one round
-    (``round_s``: every candidate launched once) would make the confirmation cost more than
-    ``SHARE_OF_RUN`` of the ``run_s`` seconds the run has taken; at least ``MIN_ROUNDS``."""
+    """Rounds per rank: the launches per candidate shared over the ranks, at least ``MIN_ROUNDS``.
+    Fewer where one round (``round_s``: every candidate once) would cost more than ``SHARE_OF_RUN``
+    of the ``run_s`` seconds the run took."""
     rounds = math.ceil(LAUNCHES_PER_CANDIDATE / ranks)
     if round_s > 0 and math.isfinite(run_s):
         rounds = min(rounds, math.floor(SHARE_OF_RUN * run_s / round_s))
@@ -56,10 +49,10 @@ def rounds_for(ranks: int, round_s: float = 0.0, run_s: float = math.inf) -> int
 
 
 def spread(ids: Sequence[int], ranks: int, rounds: int) -> list[tuple[int, ...]]:
-    """Each rank's candidates, of ``ids`` (best first): the ``ANCHORS`` best on every rank, the
-    others in consecutive runs, each rank as many as give every one of them at least
-    ``LAUNCHES_PER_CANDIDATE`` launches in ``rounds`` rounds. Every candidate on every rank
-    where that would not at least halve the others' launches.
+    """Each rank's candidates: the ``ANCHORS`` best on every rank, the others in consecutive runs.
+    Each rank gets as many as give every candidate ``LAUNCHES_PER_CANDIDATE`` launches in ``rounds``
+    rounds. Every candidate goes to every rank where that would not at least halve the others'
+    launches.
 
     Args:
         ids: the candidates, best first.
@@ -79,9 +72,8 @@ def spread(ids: Sequence[int], ranks: int, rounds: int) -> list[tuple[int, ...]]
 class Confirming:
     """What rank 0 needs to confirm: the timed results that may be candidates, then the verdict.
 
-    ``k`` is how many of the best to confirm (0: none); confirmation needs the objective to be
-    the kernel time, as racing does: only then is the candidate with the smallest median of its
-    launches the best."""
+    ``k`` is how many of the best to confirm (0: none). Confirmation needs the objective to be the
+    kernel time, as racing does: only then is the smallest median of launches the best."""
 
     def __init__(
         self, k: int, ranks: int, kernel_time: bool, cache: Cache, recorded: frozenset[tuple[Any, ...]] = frozenset()
@@ -109,10 +101,9 @@ class Confirming:
         work: Callable[[list[int]], dict[int, Work]],
         factor_sd: Mapping[int, float] | None = None,
     ) -> list[Order] | None:
-        """The orders of the confirmation, once, when the search stopped for ``stop``, of
-        candidates among ``leaders`` (devices/leaders.py, in calibrated time, with ``factor_sd``
-        the relative error of each rank's factor: ``Calibrating.factor_sd``); None when there
-        is nothing to confirm (then or already)."""
+        """The confirmation's orders, once, when the search stopped for ``stop``. The candidates
+        come from ``leaders`` (devices/leaders.py, in calibrated time). ``factor_sd`` is each rank's
+        factor's relative error (``Calibrating.factor_sd``). None when there is nothing to confirm."""
         if not self.wanted or self._asked or stop not in CONFIRMABLE:
             return None
         self._asked = True
@@ -136,7 +127,7 @@ class Confirming:
     def _finish(
         self, pending: Pending, now_s: float, batch: int, work: Callable[[list[int]], dict[int, Work]]
     ) -> list[Order]:
-        """The orders that make what a confirmation cut short still owes, over this run's ranks."""
+        """The orders that make what a cut-short confirmation still owes, over this run's ranks."""
         self.earlier, self.owed = pending, dict(pending.owed)
         rounds = max(1, math.ceil(max(pending.owed.values()) / self.ranks))
         log.info(
@@ -175,20 +166,17 @@ class Confirming:
         return [Order(now_s, batch, retime=share) for share in self.shares]
 
     def _recorded(self, leaders: Sequence[Scored]) -> list[int]:
-        """A replay's candidates: those its run confirmed, best first, when all are among the
-        ``leaders`` (their choice rests on the run's first launches, which a file does not
-        keep, so a replay could not choose them again); else none."""
+        """A replay's candidates: those its run confirmed, best first, if all are among ``leaders``;
+        else none. Their choice rests on the run's first launches, which a file does not keep."""
         chosen = [r for r in leaders if tuple(r.config.values()) in self.recorded]
         if not self.recorded or len({r.config_id for r in chosen}) != len(self.recorded):
             return []
         return list(dict.fromkeys(r.config_id for r in sorted(chosen, key=lambda r: (r.time_ms, r.config_id))))
 
     def record(self, reports: Sequence[Report], now_s: float, trusted: bool, seed: int, margin: float) -> None:
-        """The launches of every rank (``reports``, in rank order) into the file. Judged with
-        those of the runs before (``earlier``) once nothing is owed and every device can be
-        ``trusted``; a part that a stop cut short is kept with what it still owes (store/devices.py,
-        ``Pending``), which the next run makes in rounds numbered after these; one with a lost
-        device is no verdict, and the next run confirms again."""
+        """Record every rank's launches (``reports``, in rank order). Judged with the earlier runs'
+        once nothing is owed and every device is ``trusted``. A part cut short is kept with what it
+        owes (store/devices.py, ``Pending``); one with a lost device is no verdict."""
         offset = self.earlier.next_round if self.earlier is not None else 0
         mine = [
             (rank, Launch(x.config_id, x.round + offset, x.time_ms))
@@ -211,7 +199,7 @@ class Confirming:
 
     def _unmade(self, mine: Sequence[tuple[int, Launch]], offset: int) -> list[tuple[int, Launch]]:
         """The launches of this run's part not made, as many of each candidate as it still owes
-        (``left``): NaN launches at the places of the plan they would have had."""
+        (``left``). Each is a NaN launch at its place in the plan."""
         done = {(rank, x.config_id, x.round) for rank, x in mine}
         slots = [
             (rank, Launch(c, offset + r, math.nan))

@@ -1,8 +1,7 @@
-"""The results near the best, kept as measured: calibration may reorder them as its factors
-change, and confirmation picks its candidates from them. Only results that passed with a finite
-time count, and of those only the ones within ``KEEP_WITHIN`` times the best raw time once
-there are many: no device factor is that large, so a slower one can be neither best nor candidate.
-"""
+"""The results near the best, kept as measured: calibration may reorder them as its factors change,
+and confirmation picks its candidates from them. Only results that passed with a finite time count.
+Once there are many, only those within ``KEEP_WITHIN`` times the best raw time stay: no device
+factor is that large, so a slower one can be neither best nor candidate."""
 
 from __future__ import annotations
 
@@ -16,9 +15,9 @@ _PRUNE_AT = 4096
 
 
 class Leaders:
-    """Pruned once the list has doubled since the last pruning (at least ``_PRUNE_AT``), so that
-    adding a report costs the same early and late in a run: pruning at every report once many
-    were within ``KEEP_WITHIN`` of the best rebuilt the whole list each time."""
+    """Pruned once the list has doubled since the last pruning (at least ``_PRUNE_AT``). Adding a
+    report then costs the same early and late in a run. Pruning at every report, once many were near
+    the best, rebuilt the whole list each time."""
 
     def __init__(self) -> None:
         self.results: list[Scored] = []
