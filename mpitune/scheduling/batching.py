@@ -11,24 +11,21 @@ from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.searchspace import SearchSpace
 from mpitune.strategies.base import Strategy
 
-# Configurations per rank in a batch by default: a strategy that knows its order in advance
-# (brute force) gets chunks long enough for compile workers to stay ahead and for few rounds,
-# each of which waits for the slowest rank (docs/performance.md, "Chunks and batches"); one that
-# learns from every result gets one each, to learn soonest.
+# Configurations per rank in a batch by default for a strategy that knows its order in advance:
+# enough for compile workers to stay ahead, in few rounds (docs/performance.md, "Chunks and
+# batches"). One that learns from every result gets one each, to learn soonest.
 PER_RANK_PREDICTABLE = 32
-# Refilled ranks that compile in turn get shorter chunks on many ranks: a chunk is raced against
-# the best known when it was dealt, and a short one is dealt later, against a fresher best. About
-# this many configurations in all per hand-out round, 4 to 32 a rank (docs/performance.md);
-# ranks with compile workers keep 32: shorter chunks starve their workers. Such a rank holds one
-# chunk at a time (``Dealing.depth``), so a short one costs it no wait but rank 0's answer.
+# Refilled ranks that compile in turn get shorter chunks on many ranks, dealt later against a
+# fresher best; they hold one at a time (``Dealing.depth``). This many configurations a round,
+# 4 to 32 a rank (docs/performance.md). Ranks with compile workers keep 32: less starves them.
 IN_TURN_ROUND = 256
 IN_TURN_PER_RANK = (4, PER_RANK_PREDICTABLE)
 
 
 def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
-    """One chunk per rank: interleaved, so that neighbouring (similarly costly)
-    configurations spread out, and rotated by batch, so that a parameter that alternates in
-    id order (a cheap and a costly value) does not always land on the same rank."""
+    """One chunk per rank, interleaved and rotated by batch. Interleaving spreads neighbouring,
+    similarly costly configurations. Rotating keeps a parameter that alternates in id order (a cheap
+    and a costly value) off always the same rank."""
     chunks = [ids[r::ranks] for r in range(ranks)]
     shift = batch % ranks
     return chunks[shift:] + chunks[:shift]
@@ -37,10 +34,10 @@ def deal(ids: list[int], ranks: int, batch: int) -> list[list[int]]:
 def deal_as_recorded(
     ids: list[int], ranks: int, space: SearchSpace, recorded: RecordedRun | None
 ) -> list[list[int]] | None:
-    """One chunk per rank as the replayed run dealt it: a replay of a run on as many ranks
-    measures each configuration on the rank that did, so that each rank's time is the one the
-    run recorded, which dealing by predicted cost again (on the replay's own clock) need not
-    give. None when this is no such replay, or a configuration was never dealt in it."""
+    """One chunk per rank as the replayed run dealt it. A replay on as many ranks measures each
+    configuration on the rank that did, so each rank's time is the recorded one. Dealing by cost
+    again, on the replay's own clock, need not give that. None when this is no such replay, or a
+    configuration was never dealt in it."""
     if recorded is None or recorded.ranks != ranks or not recorded.dealt:
         return None
     chunks: list[list[int]] = [[] for _ in range(ranks)]
@@ -58,19 +55,13 @@ def deal_by_cost(
     ranks: int,
     busy_s: Sequence[float] | np.ndarray | None = None,
 ) -> list[list[int]]:
-    """One chunk per rank, so that the ranks finish their predicted seconds (``cost_s``,
-    aligned with ``ids``) as evenly as can be: the batch waits for its slowest rank.
-    ``busy_s`` is what each rank still has to do before it can start this batch (None:
-    nothing; handouts.py predicts it), so that the costliest configurations go to the ranks
-    that will be free first.
+    """One chunk per rank, so that the ranks finish their predicted seconds as evenly as can be.
 
-    Each block of ``ranks`` consecutive ids (in the strategy's order) is dealt one id per rank,
-    as ``deal`` does, so that what a prediction misses about neighbouring configurations (a
-    parameter value never measured before makes all of them costlier) still spreads over the
-    ranks; within a block the costliest id goes to the rank with the least predicted work so
-    far. Longest-first dealing of the whole batch balances the predictions better but puts the
-    neighbours, and their common error, together: on replays of measured data it did worse.
-    Ties go to the lower rank and the earlier id, so the same predictions deal the same way."""
+    ``cost_s`` is aligned with ``ids``; ``busy_s`` is what each rank must still do first (None:
+    nothing). Each block of ``ranks`` consecutive ids is dealt one per rank, as ``deal`` does, the
+    costliest to the least loaded rank. What a prediction misses about neighbours then still spreads
+    over the ranks; longest-first over the whole batch put them together, and did worse on replays.
+    Ties go to the lower rank and the earlier id: the same predictions deal the same way."""
     cost = np.asarray(cost_s, dtype=np.float64)
     loads_s = np.zeros(ranks) if busy_s is None else np.array(busy_s, dtype=np.float64)
     chunks: list[list[int]] = [[] for _ in range(ranks)]
@@ -85,18 +76,17 @@ def deal_by_cost(
 
 
 def pipeline_depth(ranks: int) -> int:
-    """How many batches are in flight under the ``batches`` policy (handouts.py): on several
-    ranks two, so that each rank holds its next chunk when it finishes one and waits only when
-    it is a whole batch ahead of the slowest (batch b is handed out once batch b - 2 is
-    recorded); on one rank one, since a rank measures its chunks in turn anyway and a strategy
-    learns soonest that way. Files written before each ask recorded what was told before it
-    are resumed by this rule (resume.py): change it only with that replay."""
+    """How many batches are in flight under the ``batches`` policy (handouts.py). On several ranks
+    two: a rank holds its next chunk when it finishes one, and waits only when a whole batch ahead
+    of the slowest. On one rank one: it measures its chunks in turn anyway, and a strategy learns
+    soonest. Old files, recorded before asks kept what was told, resume by this rule (resume.py):
+    change it only with that replay."""
     return 2 if ranks > 1 else 1
 
 
 def default_batch_size(ranks: int, strategy: Strategy, refilled_in_turn: bool = False) -> int:
-    """Configurations per hand-out round for all ranks, as the constants above say
-    (``refilled_in_turn``: many refilled ranks that compile in turn)."""
+    """Configurations per hand-out round for all ranks, as the constants above say.
+    ``refilled_in_turn``: many refilled ranks that compile in turn."""
     if type(strategy).upcoming is Strategy.upcoming:
         return ranks
     if not refilled_in_turn:
@@ -107,15 +97,10 @@ def default_batch_size(ranks: int, strategy: Strategy, refilled_in_turn: bool = 
 
 @dataclass(frozen=True)
 class Batching:
-    """The batch size of a run, and whether its first batch is short.
-
-    Guided (the default where batches are longer than one configuration per rank): until a
-    configuration's cost is known the batch is one configuration per rank, so that the first
-    long batch is dealt by predicted cost (``deal_by_cost``) rather than blind. Batches do not
-    shrink towards the end of the search: with chunks dealt by predicted cost, every extra
-    round adds its slowest rank's lead, and halving the batches over the last half of the
-    configurations cost 0.3 points of efficiency on 64 replayed ranks and 2.8 on 256.
-    """
+    """The batch size of a run, and whether its first batch is short. Guided (the default where
+    batches hold several configurations a rank): one configuration per rank until a cost is known,
+    so the first long batch is dealt by cost, not blind. Batches do not shrink towards the end:
+    every extra round adds its slowest rank's lead (docs/performance.md)."""
 
     ranks: int
     size: int
@@ -123,14 +108,14 @@ class Batching:
 
     @classmethod
     def of(cls, ranks: int, strategy: Strategy, requested: int | None, refilled_in_turn: bool = False) -> Batching:
-        """``requested`` is the user's batch size (None: the default, guided on several ranks;
-        one rank has nothing to deal by cost); ``refilled_in_turn``: the run is refilled and its
-        ranks compile in turn (``default_batch_size``)."""
+        """``requested`` is the user's batch size. None: the default, guided on several ranks (one
+        rank has nothing to deal by cost). ``refilled_in_turn``: refilled ranks that compile in
+        turn."""
         size = requested or default_batch_size(ranks, strategy, refilled_in_turn)
         return cls(ranks, size, requested is None and size > ranks > 1)
 
     def next_size(self, budget_left: int | None, costs_known: bool) -> int:
-        """Configurations in the next batch with ``budget_left`` more allowed (None: no budget),
-        and whether any configuration's cost was measured yet (``costs_known``)."""
+        """Configurations in the next batch. ``budget_left``: how many more are allowed (None: no
+        budget). ``costs_known``: whether any configuration's cost was measured yet."""
         n = self.size if costs_known or not self.guided else self.ranks
         return n if budget_left is None else min(n, budget_left)

@@ -1,15 +1,11 @@
-"""What a rank starts before MPI is up: its measuring worker process (process/isolation.py)
-and, on a GPU, its compile workers (process/compile_ahead.py).
+"""What a rank starts before MPI is up: its measuring worker (process/isolation.py) and, on a GPU,
+its compile workers (process/compile_ahead.py); on rank 0, the spec's loading.
 
-A worker's own start (a fresh Python, its imports, on a GPU CuPy and the CUDA context) takes
-seconds and needs no problem, while the problem reaches a rank only after MPI's start, rank
-0's loading of the spec and a broadcast. So the command line spawns the worker first, for the
-backend the spec names (read from its syntax, without running it) and the device of the
-node-local rank the launcher announces in the environment, then the compile workers (which
-load NVRTC for a second before their first configuration) at a lower priority. run.py claims
-them once the problem is there if they are what it and MPI's own node-local rank
-(``Split_type``) need, and ends them otherwise (``claim``, ``compile_ahead``); the command line
-ends what nothing claims (``end``). No MPI here: this runs before it.
+A worker's start (a fresh Python, CuPy, the CUDA context) takes seconds and needs no problem, which
+reaches a rank only after MPI's start, the spec and a broadcast. So the command line spawns it
+first, for the backend the spec's syntax names and the launcher's node-local rank. run.py claims the
+workers if they fit the problem and MPI's node-local rank, else ends them (``claim``,
+``compile_ahead``); the command line ends what nothing claims (``end``).
 """
 
 from __future__ import annotations
@@ -29,9 +25,8 @@ if TYPE_CHECKING:
     from mpitune.model.timeline import Clock
     from mpitune.process.compile_ahead import CompileAhead
 
-# The node-local rank as launchers announce it, before MPI is initialised: Open MPI, MPICH's
-# Hydra, PMI launchers (Cray, MVAPICH), then Slurm's, which an ``mpirun`` inside a batch job
-# inherits from the batch step and so is right only under ``srun``.
+# The node-local rank as launchers announce it before MPI is up: Open MPI, MPICH's Hydra, PMI
+# launchers, then Slurm's, which an ``mpirun`` in a batch job inherits (right only under srun).
 LOCAL_RANK_VARIABLES = (
     "OMPI_COMM_WORLD_LOCAL_RANK",
     "MPI_LOCALRANKID",
@@ -39,8 +34,7 @@ LOCAL_RANK_VARIABLES = (
     "MV2_COMM_WORLD_LOCAL_RANK",
     "SLURM_LOCALID",
 )
-# The rank in the whole job as launchers announce it: MPICH's Hydra and PMI launchers, Open
-# MPI, PMIx, then Slurm's (inherited from the batch step by an ``mpirun`` inside a job, so last).
+# The rank in the whole job as launchers announce it; Slurm's last, for the same reason.
 WORLD_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 # How many ranks the launcher started on this node: Open MPI, MPICH's Hydra.
 LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
@@ -54,8 +48,9 @@ _ahead: tuple[str, CompileAhead] | None = None  # its compile workers, and the b
 
 
 def _announced(names: tuple[str, ...], environ: Mapping[str, str] | None, alone: int = 0) -> int | None:
-    """The first of ``names`` the launcher set to a number of at least ``alone``; ``alone`` for a
-    process no launcher started (MPI makes it a world of one); None for a launcher that does not say."""
+    """The first of ``names`` the launcher set to a number of at least ``alone``. ``alone`` for a
+    process no launcher started (MPI makes it a world of one); None for a launcher that does not
+    say."""
     env = os.environ if environ is None else environ
     for name in names:
         text = env.get(name, "").strip()
@@ -88,19 +83,18 @@ def check_backend_environment() -> None:
 
 
 def start(lang_text: str | None) -> None:
-    """Spawn this rank's worker now for the backend a spec's ``lang`` names (None: not known
-    without running the spec, or no isolation asked for: none is started). Nothing heavy is
-    imported before the worker's spawn, so that it starts as soon as the rank's Python does."""
+    """Spawn this rank's worker now, for the backend a spec's ``lang`` names. None: not known
+    without running the spec, or no isolation asked for; none starts. Nothing heavy is imported
+    before the spawn, so the worker starts as soon as the rank's Python does."""
     global _early
     if _early is None and lang_text:
         _early = spawn_worker(lang_text, launcher_local_rank())
 
 
 def start_compile_workers(compile_workers: int | None = None) -> None:
-    """After ``start``: spawn the compile workers for the early worker's backend
-    (``compile_workers``: the command line's count; None: the default). Fifteen spawns take a
-    few tenths of a second, which the command line spends beside the spec's loading, on MPI's
-    side of it, not before it."""
+    """After ``start``: spawn the compile workers for the early worker's backend.
+    ``compile_workers``: the command line's count (None: the default). The spawns take a few tenths
+    of a second, spent beside the spec's loading."""
     global _ahead
     if _early is None or _ahead is not None:
         return
@@ -123,7 +117,7 @@ def start_compile_workers(compile_workers: int | None = None) -> None:
 
 def compile_ahead(lang: str, workers: int, clock: Clock) -> CompileAhead | None:
     """The early compile workers, on the run's ``clock``, if they are ``workers`` for backend
-    ``lang``; otherwise they are ended (None: the caller starts its own)."""
+    ``lang``. Otherwise they are ended; None: the caller starts its own."""
     global _ahead
     early, _ahead = _ahead, None
     if early is None:
@@ -145,8 +139,8 @@ def compile_ahead(lang: str, workers: int, clock: Clock) -> CompileAhead | None:
 
 
 def claim(lang: str, isolate: bool, local_rank: int) -> Spawned | None:
-    """The early worker, if it warmed up what a problem of ``lang`` on MPI's ``local_rank``
-    needs; otherwise it is ended (None: the caller starts a worker itself if it needs one)."""
+    """The early worker, if it warmed up what a problem of ``lang`` on MPI's ``local_rank`` needs.
+    Otherwise it is ended; None: the caller starts one itself if it needs one."""
     global _early
     spawned, _early = _early, None
     if spawned is None:
@@ -170,8 +164,8 @@ def claim(lang: str, isolate: bool, local_rank: int) -> Spawned | None:
 
 
 def end() -> None:
-    """End the early worker and compile workers that nothing claimed (the spec refused, MPI
-    failed); at once."""
+    """End the early worker and compile workers that nothing claimed (the spec refused, MPI failed),
+    at once."""
     global _early, _ahead
     spawned, _early = _early, None
     if spawned is not None:
@@ -183,14 +177,9 @@ def end() -> None:
         early[1].close()
 
 
-# A spec loaded on rank 0 while MPI starts beside it, before the run's clock exists: MPI's start
-# and the spec's own code need nothing of each other, and the spec's heavy part, numpy, leaves
-# the interpreter free (docs/performance.md, "Start-up", says how long each takes and what does
-# not overlap). When the launcher says that this
-# process is rank 0, the command line loads the spec in the main thread (where its load
-# deadline's alarm is delivered) while another thread starts MPI and this rank's heartbeat. The
-# run.py then takes what the spec gave, or raises what it raised, as if it had loaded it itself,
-# and the run's clock begins when the spec's loading did, on every rank (comm.start_clock).
+# Rank 0 loads its spec in the main thread (where its deadline's alarm comes) while MPI starts
+# beside it: neither needs the other (docs/performance.md, "Start-up"). The run's clock begins
+# when the loading did, on every rank (comm.start_clock).
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -207,8 +196,8 @@ class Preloaded:
 
     @classmethod
     def run(cls, load: Callable[[], tuple[Problem, RunSettings]]) -> Preloaded:
-        """Call ``load`` now, keeping whatever it raises (a user's error, an interrupt) for the
-        run to meet where it would have called ``load`` itself."""
+        """Call ``load`` now, keeping whatever it raises (a user's error, an interrupt) for run.py
+        to meet where it would have called ``load`` itself."""
         started = time.perf_counter()
         try:
             loaded = load()
@@ -224,17 +213,15 @@ class Preloaded:
 
 
 def load_while(start: Callable[[], T], load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[T, Preloaded]:
-    """``start()`` (MPI's start) in a thread while ``load()`` runs in this one; both results,
-    once both are done. What ``start`` raises is raised here; what ``load`` raises waits in the
-    record for run.py."""
+    """``start()`` (MPI's start) in a thread while ``load()`` runs in this one; both results, once
+    both are done. What ``start`` raises is raised here; what ``load`` raises waits in the record."""
     return _beside(start, lambda: Preloaded.run(load))
 
 
 def warm_while(start: Callable[[], T], warm: Callable[[], object]) -> T:
     """On a rank other than 0: ``start()`` in a thread while ``warm()`` reads here what this rank
-    needs once MPI is up (a replay's measured data, ``measured.load_shared``, parsed beside MPI's
-    start rather than after it while rank 0 waits). What ``warm`` raises is let go, as rank 0
-    reads the same input and says what is wrong with it; an interrupt is not."""
+    needs once MPI is up (a replay's data, ``measured.load_shared``). What ``warm`` raises is let
+    go: rank 0 reads the same input and says what is wrong. An interrupt is not."""
 
     def here() -> None:
         try:

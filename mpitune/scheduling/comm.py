@@ -1,16 +1,11 @@
-"""The MPI transport: collectives, the shared clock, broadcasting the problem.
+"""The MPI transport: collectives, the shared clock, broadcasting the problem. Only this module and
+faults/heartbeat.py import mpi4py.
 
-Only this module and the heartbeat thread (faults/heartbeat.py) import mpi4py; run.py (which
-hands the MPI module to the command line), faults/guard.py and faults/aborting.py use it
-through this one.
-
-A round's orders and reports travel point to point (one tagged message per worker each way)
-rather than by ``MPI_Scatter``/``MPI_Gather``: a collective cannot be given up on, so a rank that
-stops answering would hold rank 0 in it for good. Here the receiver looks for the message
-(``improbe``, then ``Message.recv``, which takes a pickled message of any size) between pauses,
-until it comes or the caller's deadline passes. A worker may answer two orders before rank 0
-takes the first: MPI keeps each sender's messages of one tag in order, and rank 0 keeps what
-arrived early for the gather it belongs to.
+A round's orders and reports travel point to point, one tagged message per worker each way: a
+collective cannot be given up on, so a silent rank would hold rank 0 in it for good. The receiver
+looks for the message (``improbe``) between pauses, until it comes or the deadline passes. MPI keeps
+each sender's messages of one tag in order, and rank 0 keeps what arrived early for the gather it
+belongs to.
 """
 
 from __future__ import annotations
@@ -48,13 +43,10 @@ _REPORT_TAG = 12  # worker -> rank 0: what it measured (or, at the end, its last
 def start_clock(comm: MPI.Comm, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
     """One clock for every rank's timeline, and the run's start in Unix time.
 
-    Each rank counts with its own monotonic clock from a barrier, then corrects for when it
-    left the barrier (an oversubscribed node can deschedule a rank for milliseconds) by a
-    few ping-pongs with rank 0, keeping the offset measured with the shortest round trip:
-    its error is at most half that round trip, microseconds on one node. ``since``: rank 0's
-    ``time.perf_counter()`` when the run began before the barrier (it loaded the spec while
-    MPI started); every rank's clock then counts from that moment.
-    """
+    Each rank counts from a barrier, then corrects for when it left it by a few ping-pongs with rank
+    0. The offset of the shortest round trip is kept: its error is at most half that trip.
+    ``since``: rank 0's ``time.perf_counter()`` when the run began before the barrier; every clock
+    then counts from it."""
     comm.Barrier()
     clock = Clock(simulated)
     if comm.rank == 0:
@@ -95,9 +87,8 @@ def bcast_arrays(comm: MPI.Comm, arrays: list[np.ndarray] | None) -> list[np.nda
 
 
 def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Problem:
-    """Send the problem (without restrictions) once: arrays travel as buffers; the rest is
-    small and pickled. The search space stays on rank 0, which sends each configuration with
-    the order that holds it."""
+    """Send the problem (without restrictions) once: arrays as buffers, the small rest pickled. The
+    search space stays on rank 0, which sends each configuration with its order."""
     arrays: list[np.ndarray] = []
     skeleton = None
     if comm.rank == 0:
@@ -129,9 +120,8 @@ def _error_text(exc: MPI.Exception) -> str:
 class MpiTransport:
     """The ranks of an MPI communicator (COMM_WORLD in a run); see transport.Transport.
 
-    ``watch`` is what rank 0's main thread shares with its heartbeat thread (faults/liveness.py): a
-    gather also ends when the heartbeats found a worker silent, however much of its deadline
-    is left."""
+    ``watch`` is what rank 0's main thread shares with its heartbeat thread (faults/liveness.py). A
+    gather also ends when the heartbeats found a worker silent, whatever is left of its deadline."""
 
     def __init__(self, comm: MPI.Comm, watch: Watch | None = None):
         self.comm = comm
@@ -289,7 +279,8 @@ class MpiTransport:
         raise AssertionError("not reached")
 
     def _send(self, value: T, deadline_s: float | None) -> None:
-        """A worker's report to rank 0; a small one leaves at once, a large one once rank 0 takes it."""
+        """A worker's report to rank 0. A small one leaves at once, a large one once rank 0 takes
+        it."""
         # First a look for orders: where rank 0's process is gone, MPI says so here at once,
         # while a send could hold this rank retrying a lost connection.
         self.waiting()

@@ -1,25 +1,18 @@
 """Rank 0's hand-outs: which ranks get work when, how much, and when their reports are told.
 
-Every run hands out work on this one path. Each rank holds the order it is measuring and at
-most ``depth - 1`` more; whenever enough ranks (``quorum``) hold fewer, rank 0 asks the strategy
-for their chunks, knowing every report recorded so far, and deals them by predicted cost, the
-costliest to the rank predicted to be free first. A ``Policy`` says how many, how big and when
-results are told:
+Every run hands out work on this one path. Each rank holds the order it measures and at most ``depth
+- 1`` more. Once ``quorum`` ranks hold fewer, rank 0 asks the strategy for their chunks, knowing
+every report recorded so far. It deals them by predicted cost, the costliest to the rank free first.
+A ``Policy`` says how many, how big, and when results are told:
 
-- ``refill`` (the default on several ranks): a quorum of some of the ranks (``Dealing.quorum``),
-  chunks that shrink towards the end (``_size``), and each report written and told as it
-  arrives. Replaying brute force on many ranks it keeps more of them busy than batches do
-  (docs/performance.md, "How work is handed out"). What the strategy knew at each ask depends
-  on when reports came, so a rerun need not
-  make the same search.
-- ``batches``: every rank must want work, a batch holds the run's batch size, and a batch's
-  reports are written together once all have come, in rank order, and told in one call, in the
-  order the strategy asked for them: the same search for a seed, also after a resume, which
-  deals the batches to the ranks otherwise.
+- ``refill`` (the default on several ranks): some ranks make a quorum, chunks shrink towards
+  the end (``_size``), and each report is written and told as it arrives. It keeps more ranks
+  busy (docs/performance.md, "How work is handed out"), but a rerun need not search the same.
+- ``batches``: every rank must want work. A batch's reports are written together, in rank
+  order, and told in one call, in the order asked: a seed makes the same search, resumed too.
 
-Either way a resumed run replays what each ask knew (resume.py). The confirmation goes to every
-rank at once, once the search's hand-outs are recorded. No MPI here: rounds.py moves the orders
-and the reports.
+A resumed run replays what each ask knew (resume.py). The confirmation goes to every rank at once.
+No MPI here: rounds.py moves the orders and the reports.
 """
 
 from __future__ import annotations
@@ -41,18 +34,17 @@ from mpitune.scheduling.messages import Order, Report, StopReason
 @dataclass(frozen=True)
 class Policy:
     """How rank 0 hands out work: what ``dealing`` says (model/problem.py), and the orders a rank
-    holds at most (``depth``); ``of`` resolves the settings' ``schedule`` for a run."""
+    holds at most (``depth``)."""
 
     dealing: Dealing
     depth: int
 
     @classmethod
     def of(cls, settings: RunSettings, ranks: int, batch_size: int, in_turn: bool = False) -> Policy:
-        """The settings' ``schedule`` resolved for a run (refill on several ranks unless they say
-        ``batches``; ``in_turn``: no rank has compile workers, ``Dealing.depth``). On one rank a
-        strategy that names its order in advance has its next hand-out out too, so that it
-        compiles while the rank measures the one before; one that learns from every result is
-        asked only once it was told everything."""
+        """The settings' ``schedule`` resolved for a run: refill on several ranks unless they say
+        ``batches``. ``in_turn``: no rank has compile workers (``Dealing.depth``). On one rank, a
+        strategy that names its order in advance has its next hand-out out too, to compile while the
+        rank measures. One that learns from every result is asked only once told everything."""
         dealing = Dealing.of(settings.schedule, ranks, batch_size, in_turn)
         refilled = dealing.schedule is Schedule.REFILL
         return cls(dealing, dealing.depth if refilled or dealing.per_rank > 1 else pipeline_depth(ranks))
@@ -63,9 +55,9 @@ class Policy:
         return self.dealing.schedule is Schedule.BATCHES
 
     def demand(self, left: int, ranks: int) -> tuple[int, int]:
-        """Orders a rank may hold and the quorum, with ``left`` configurations still to hand out.
-        At a refilled run's end, a rank's second order, queued behind a long one, is what the
-        others would wait for: a rank gets work only once it holds none, as soon as it does."""
+        """Orders a rank may hold, and the quorum, with ``left`` configurations still to hand out.
+        At a refilled run's end, a second order queued behind a long one is what the others would
+        wait for. So a rank then gets work only once it holds none, as soon as it does."""
         if not self.whole and left < self.depth * ranks:
             return 1, 1
         return self.depth, self.dealing.quorum
@@ -73,8 +65,8 @@ class Policy:
 
 @dataclass(frozen=True)
 class Recorded:
-    """What one report gave: the results to tell the strategy, in one call (none while a whole
-    hand-out waits for its other reports), and whether it completed its hand-out."""
+    """What one report gave: the results to tell the strategy in one call, and whether it completed
+    its hand-out. A whole hand-out tells nothing until its other reports are in."""
 
     told: list[Scored]
     completed: bool
@@ -110,9 +102,9 @@ class Handouts:
         return any(self.held)
 
     def hand_outs(self) -> list[dict[int, Order]]:
-        """The orders to send now, by rank, one dict per hand-out: chunks for the ranks that want
-        work (once enough do), the confirmation for every rank once the search's hand-outs are
-        recorded, or the order to stop for every rank, which goes out once."""
+        """The orders to send now, by rank, one dict per hand-out. These are chunks for the ranks
+        that want work (once enough do), the confirmation once the search's hand-outs are recorded,
+        or the order to stop, which goes out once."""
         manager = self.manager
         out: list[dict[int, Order]] = []
         while not manager.stop_sent:
@@ -138,9 +130,9 @@ class Handouts:
         return out
 
     def _search(self, wanting: list[int]) -> dict[int, Order] | None:
-        """A chunk for each rank in ``wanting``; None once the search stops (the manager's
-        ``stop_reason`` says why), a spec's callable fails, or no rank can end a chunk within
-        the time limit while some are busy."""
+        """A chunk for each rank in ``wanting``. None once the search stops (the manager's
+        ``stop_reason`` says why), a spec's callable fails, or no rank can end a chunk within the
+        time limit while some are busy."""
         manager = self.manager
         now_s = manager.clock.now()
         left = self._left()
@@ -187,10 +179,9 @@ class Handouts:
 
     def _size(self, left: int, wanting: int) -> tuple[int, int]:
         """Configurations in the next hand-out to ``wanting`` ranks, and per rank. One per rank
-        while no cost is known, so that long chunks are dealt by predicted cost, not blind. Then
-        a batch holds the run's batch size; a refilled chunk ``per_rank``, fewer towards the end,
-        so that the last chunks, which nothing can hide behind, end together (guided
-        self-scheduling: what is left shared over ``DEPTH`` orders of every rank)."""
+        while no cost is known; then a batch's size, or a refilled ``per_rank`` that shrinks towards
+        the end so that the last chunks end together (guided self-scheduling over ``DEPTH`` orders a
+        rank)."""
         costs = self.manager.costs
         costs_known = costs is None or costs.learned > 0
         if self.policy.whole:
@@ -202,10 +193,10 @@ class Handouts:
         return min(left, wanting * size), size
 
     def _within(self, left_s: float, wanting: list[int], n: int, size: int, now_s: float) -> tuple[list[int], int]:
-        """The time limit's rule: of ``wanting``, the ranks that can end a configuration within
-        ``left_s`` after the orders they hold, and how many of the ``n`` configurations (at most
-        ``size`` a rank) they can end in it, at what a configuration took lately; so that a
-        hand-out shrinks to fit the time left, and none goes out that would end after it."""
+        """The time limit's rule: the ranks of ``wanting`` that can end a configuration within
+        ``left_s``, after the orders they hold, and how many of the ``n`` they can end (``size`` a
+        rank at most). A configuration takes what one took lately. A hand-out shrinks to fit the
+        time left, and none goes out that would end after it."""
         typical_s = self._typical_config_s(n)
         if typical_s <= 0:
             return wanting, n
@@ -227,9 +218,9 @@ class Handouts:
         self.waiting[batch] = set(ranks)
 
     def _deal(self, ids: list[int], wanting: list[int], batch: int, now_s: float) -> list[list[int]]:
-        """One chunk per rank (empty for the ranks not wanting work): as the replayed run dealt it
-        (batching.deal_as_recorded) where the ranks that measured these configurations then want
-        work now; else by predicted cost (batching.deal_by_cost); else interleaved (batching.deal)."""
+        """One chunk per rank, empty for the ranks not wanting work. As the replayed run dealt it
+        where the ranks that measured these then want work now (``deal_as_recorded``); else by
+        predicted cost (``deal_by_cost``); else interleaved (``deal``)."""
         manager = self.manager
         recorded = deal_as_recorded(ids, self.ranks, manager.space, manager.setup.problem.replay_run)
         if recorded is not None and all(not chunk or rank in wanting for rank, chunk in enumerate(recorded)):
@@ -260,10 +251,9 @@ class Handouts:
         return left_s
 
     def _typical_config_s(self, n: int) -> float:
-        """Seconds a configuration took lately on a rank: what one more order will take; before
-        this run's first report, what the next ``n`` are predicted to take where the strategy
-        names them in advance and the file's results taught the cost model (a resumed run);
-        else 0: nothing is known."""
+        """Seconds a configuration took lately on a rank: what one more order will take. Before this
+        run's first report, what the next ``n`` are predicted to take (a resumed run's cost model
+        and a strategy that names them in advance). Else 0: nothing is known."""
         if self.config_s:
             return float(np.median(self.config_s))
         costs = self.manager.costs
@@ -272,7 +262,7 @@ class Handouts:
         return float(np.median(predicted)) if predicted is not None else 0.0
 
     def _calibrate(self, batch: int, now_s: float, work: dict[int, Work]) -> None:
-        """Start a calibration when one is due and none is under way: the reference goes to each
+        """Start a calibration when one is due and none is under way. The reference goes to each
         rank with its next order."""
         manager = self.manager
         if self._calibration is not None:
@@ -289,8 +279,8 @@ class Handouts:
         return self._calibration.retime
 
     def record(self, rank: int, report: Report) -> Recorded:
-        """``rank``'s report of the oldest order it holds: written to the file at once, or, in a
-        whole hand-out (batches, the confirmation), with the rest of it once all have come."""
+        """``rank``'s report of the oldest order it holds, written to the file at once. In a whole
+        hand-out (batches, the confirmation) it waits for the rest, and is written with them."""
         manager = self.manager
         batch = self.held[rank].popleft()
         self.started_s[rank] = report.now_s
@@ -317,8 +307,8 @@ class Handouts:
         return Recorded(told, not waiting)
 
     def flush(self) -> None:
-        """Write the reports of whole hand-outs that will not complete (ranks fell silent): they
-        are measured work; what did not come stays in flight in the file."""
+        """Write the reports of whole hand-outs that will not complete (ranks fell silent). They are
+        measured work; what did not come stays in flight in the file."""
         for batch, reports in sorted(self._reports.items()):
             if self.manager.in_flight[batch].retime is None:
                 for rank in sorted(reports):

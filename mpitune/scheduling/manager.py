@@ -1,12 +1,10 @@
-"""Rank 0's search: budget, strategy, cache, the hand-outs in flight and the progress a person reads.
+"""Rank 0's search: budget, strategy, cache, hand-outs in flight, and the progress lines.
 
-The Manager never talks to other ranks: handouts.py decides who gets what and when, rounds.py
-moves the orders and reports, so that it can be driven in one process (tests, benchmarks).
-
-Its state is its own: other modules read its fields but change them only through its methods,
-each of which says which thread may call it (tests/scheduling/test_manager_boundary.py holds
-every module to that). Rank 0's main thread makes every change but one: a stop is *requested*
-(``request_stop``, ``stop_for_silence``) from a signal handler or the heartbeat thread too.
+The Manager never talks to other ranks (handouts.py deals, rounds.py moves the messages), so it can
+be driven in one process. Its state is its own: other modules read its fields and change them only
+through its methods, each saying which thread may call it (tests/scheduling/test_manager_boundary.py
+checks). Rank 0's main thread makes every change but one: a signal handler or the heartbeat thread
+may *request* a stop.
 """
 
 from __future__ import annotations
@@ -52,8 +50,8 @@ class Setup:
 
 @dataclass
 class Flight:
-    """One hand-out not yet recorded: its configurations by id (what scores the results that
-    come back) and its chunks, rank by rank."""
+    """One hand-out not yet recorded: its configurations by id, which score the results that come
+    back, and its chunks, rank by rank."""
 
     work: dict[int, Work]
     chunks: list[list[int]] = field(default_factory=list)
@@ -61,7 +59,8 @@ class Flight:
 
 
 class Manager:
-    """Hands out configurations until the strategy is done or the budget is spent, and records what comes back."""
+    """Hands out configurations until the strategy is done or the budget is spent, and records what
+    comes back."""
 
     def __init__(
         self,
@@ -73,9 +72,8 @@ class Manager:
         cost_model: Callable[[SearchSpace], CostModel | None] = CostModel,
         compiles_in_turn: bool = False,
     ):
-        """``cost_model`` makes what predicts a configuration's seconds (benchmarks compare
-        dealing by cost with dealing blind: a model that never predicts, or None);
-        ``compiles_in_turn``: no rank has compile workers (batching.py, ``IN_TURN_ROUND``)."""
+        """``cost_model`` makes what predicts a configuration's seconds; benchmarks compare dealing
+        by cost with dealing blind. ``compiles_in_turn``: no rank has compile workers (batching.py)."""
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
@@ -103,9 +101,8 @@ class Manager:
         self.known = len(known)
         self.best: Scored | None = None
         self.update_best(known)
-        # Dealing by cost evens out chunks of several configurations, and on several ranks it
-        # gives the costliest configurations to the ranks that will be free first (handouts.py);
-        # one rank with one configuration per hand-out has nothing to deal.
+        # Dealing by cost evens out chunks and gives the costliest to the ranks free first
+        # (handouts.py); one configuration a hand-out has nothing to deal.
         self.costs = cost_model(self.space) if self.batching.size > 1 else None
         if self.costs is not None:
             self.costs.learn(known)
@@ -132,9 +129,9 @@ class Manager:
         return strategy_key(self.settings, self.objective.key(), self.setup.prior)
 
     def _resume_strategy(self, known: list[Scored]) -> None:
-        """Continue the search of the runs before (population, RNG, ...), if they ran the same
-        strategy with the same seed, options and priors, by replaying their recorded asks and
-        tells into a fresh strategy (resume.py); else start afresh knowing the cache."""
+        """Continue the search of the runs before, if they ran the same strategy with the same seed,
+        options and priors. Their recorded asks and tells are replayed into a fresh strategy
+        (resume.py); else it starts afresh, knowing the cache."""
         settings, prior, history = self.settings, self.setup.prior, self.cache.history()
 
         def fresh() -> Strategy:
@@ -147,24 +144,24 @@ class Manager:
             log.warning("%s", changed)
 
     def save_strategy(self) -> None:
-        """Record that this run's search ended cleanly, for a resumed run to continue it, unless
-        configurations it handed out came back unmeasured (a rank lost its device mid-chunk or
-        stopped answering): the strategy counts them as seen and would never propose them again,
-        so a resumed run starts it afresh from the cache. Main thread."""
+        """Record that this run's search ended cleanly, for a resumed run to continue it. Not where
+        handed-out configurations came back unmeasured (a lost device, a silent rank): the strategy
+        counts them as seen and would never propose them again. A resumed run then starts it afresh
+        from the cache. Main thread."""
         self.cache.end_search(self._strategy_key(), continuable=not self.unmeasured and not self.in_flight)
 
     def tell_held(self, depth: int | None) -> None:
         """Tell the strategy what the last run told after its last ask, as an uninterrupted run
-        would have told it by now: with ``depth`` hand-outs kept in flight (batches), one
-        hand-out as each goes out, until fewer than ``depth`` are in flight or held; all at once
-        where ``depth`` is None (refill). Main thread."""
+        would have by now. With ``depth`` hand-outs in flight (batches), one held hand-out as each
+        goes out, until fewer than ``depth`` are in flight or held. All at once where ``depth`` is
+        None (refill). Main thread."""
         while self._held and (depth is None or len(self.in_flight) + len(self._held) >= depth):
             for report in self._held.popleft():
                 self.strategy.tell(report)
 
     def request_stop(self, reason: StopReason) -> None:
-        """Ask the run to stop handing out work for ``reason`` (a signal, the stop file, a lost
-        device or file); the first request stands. Any thread: a signal handler calls it."""
+        """Ask the run to stop handing out work for ``reason``; the first request stands. Any
+        thread: a signal handler calls it."""
         if self.stop_requested is None:
             self.stop_requested = reason
 
@@ -174,9 +171,8 @@ class Manager:
         self.stop_reason = self.stop_requested = StopReason.SILENT_RANK
 
     def poll_stop(self) -> StopReason | None:
-        """Why the search has stopped, if it has: a stop asked for from outside (a signal, the
-        stop file, a lost device or file) becomes the reason, else the reason the search gave.
-        Main thread."""
+        """Why the search has stopped, if it has. A stop asked for from outside (a signal, the stop
+        file, a lost device or file) becomes the reason, else the search's own. Main thread."""
         if self.stop_requested is None and self.settings.stop_file and os.path.exists(self.settings.stop_file):
             self.request_stop(StopReason.SIGNAL)
             log.warning("found %s: finishing, then stopping", self.settings.stop_file)
@@ -186,9 +182,8 @@ class Manager:
         return self.stop_reason
 
     def stop_unsent(self) -> bool:
-        """Whether a stop was asked for (a signal, the stop file, a lost file) and its orders
-        have not gone out: rank 0 then stops waiting for reports and sends them, so that every
-        rank hears it while it measures. Main thread."""
+        """Whether a stop was asked for and its orders have not gone out. Rank 0 then stops waiting
+        for reports and sends them, so that every rank hears it while it measures. Main thread."""
         return not self.stop_sent and self.poll_stop() is not None and self.stop_requested is not None
 
     def end_search(self, reason: StopReason) -> None:
@@ -203,10 +198,10 @@ class Manager:
         return ids
 
     def hand_out(self, ids: list[int], requested: int, chunks: list[list[int]], told: int) -> dict[int, Work] | None:
-        """Hand-out ``batch + 1``: ``ids`` (the strategy's answer when asked for ``requested``)
-        dealt in ``chunks``, one per rank, recorded in the file as in flight and as asked with
-        ``told`` results rows told before; its configurations by id, or None (and a spec_error
-        stop) if a spec's callable fails on one of them. Main thread."""
+        """Record hand-out ``batch + 1`` in the file: ``ids`` (the answer to an ask for
+        ``requested``) dealt in ``chunks``, ``told`` rows told before the ask. Returns its
+        configurations by id. None, with a ``spec_error`` stop, if a spec's callable fails on one of
+        them. Main thread."""
         self.handed_out += len(ids)
         self.batch += 1
         self.cache.hand_out(self.batch, chunks, requested, ids, told=told)
@@ -221,8 +216,8 @@ class Manager:
         return work
 
     def work(self, ids: list[int], made: dict[int, Work]) -> dict[int, Work]:
-        """Each id as a configuration with what the spec's per-configuration callables give for
-        it (ValueError if one fails); one already ``made`` (by a hand-out) is reused."""
+        """Each id as a configuration, with what the spec's per-configuration callables give for it
+        (ValueError if one fails). One already ``made`` by a hand-out is reused."""
         work = {}
         for i in ids:
             if i in made:
@@ -233,7 +228,7 @@ class Manager:
         return work
 
     def end_orders(self, now_s: float) -> list[Order] | None:
-        """Once the search has stopped: the confirmation for every rank once the search's
+        """The orders once the search has stopped: the confirmation for every rank once the search's
         hand-outs are recorded (None until then), or stop, which goes out once. Main thread."""
         assert self.stop_reason is not None
         if self.stop_requested is None and self.confirming.wanted:
@@ -251,8 +246,8 @@ class Manager:
         return [Order(now_s, stop=self.stop_reason)] * self.ranks
 
     def write(self, batch: int, rank: int, report: Report) -> list[Scored]:
-        """``rank``'s report of hand-out ``batch`` into the file; its results scored in
-        calibrated time, for ``tell``. Main thread."""
+        """``rank``'s report of hand-out ``batch`` into the file. Returns its results in calibrated
+        time, for ``tell``. Main thread."""
         flight = self.in_flight[batch]
         scored = [self.objective.evaluate(r, flight.work[r.config_id].config) for r in report.results]
         self.cache.append(scored, [(rank, p) for p in report.phases], done_batch=batch, done_rank=rank)
@@ -264,7 +259,8 @@ class Manager:
         self.completed += 1
 
     def record_confirmation(self, batch: int, reports: Sequence[Report]) -> None:
-        """The confirmation's reports (one per rank, in rank order) into the file, and its verdict. Main thread."""
+        """The confirmation's reports (one per rank, in rank order) into the file, with its verdict.
+        Main thread."""
         self.complete(batch)
         trusted = len(reports) == self.ranks and not self.lost_devices(enumerate(reports))
         self.confirming.record(reports, self.clock.now(), trusted, self.settings.seed, self.settings.device_margin)
@@ -281,8 +277,8 @@ class Manager:
             self.update_best([self.calibrating.scored(r) for r in self.leaders.fastest.values()])
 
     def lost_devices(self, reports: Iterable[tuple[int, Report]]) -> bool:
-        """Whether a rank reported its device lost: the run then stops after what is in flight
-        (``device_error``), also when the order to stop had gone out for another reason."""
+        """Whether a rank reported its device lost. The run then stops after what is in flight
+        (``device_error``), also where the order to stop went out for another reason."""
         lost = [(rank, report.fatal_error) for rank, report in reports if report.fatal_error]
         if lost:
             rank, fatal = lost[0]
@@ -293,23 +289,23 @@ class Manager:
         return bool(lost)
 
     def _count(self, scored: list[Scored], handed: set[int]) -> list[Scored]:
-        """``scored``, just written, counted as measured (of the ``handed`` ids, those missing
-        as unmeasured) and in calibrated time, for ``tell``."""
+        """Count ``scored``, just written, as measured; the ``handed`` ids missing from it as
+        unmeasured. Returns it in calibrated time, for ``tell``."""
         self.notice_loss()
         self.measured += len(scored)
         self.unmeasured |= handed - {r.config_id for r in scored}
         return [self.calibrating.scored(s) for s in scored]
 
     def write_pending(self, now: bool = False) -> None:
-        """Write out what the file was given and has not written (store/cache.py): now, else once
-        it is due, and at once whenever a stop was asked for, so that every row recorded before
-        a second Ctrl-C, which ends the job at once, is on disk. Main thread, ``watch.writing`` held."""
+        """Write out what the file was given and has not written (store/cache.py): now, else once it
+        is due. At once whenever a stop was asked for: a second Ctrl-C ends the job at once, and
+        every row recorded before it is then on disk. Main thread, ``watch.writing`` held."""
         self.cache.write_pending(now or self.stop_requested is not None)
         self.notice_loss()
 
     def notice_loss(self) -> None:
-        """The file was lost to other hands by the last write: it goes on beside the path
-        (store/custody.py), and the run stops as for a signal, finishing what the ranks hold."""
+        """The last write found the file lost to other hands (store/custody.py). The run goes on
+        beside the path and stops as for a signal, finishing what the ranks hold."""
         if self.cache.lost is not None:
             self.request_stop(StopReason.FILE_LOST)
 
@@ -326,9 +322,9 @@ class Manager:
 
     def _start_race(self, known: list[Scored]) -> Race | None:
         """What the ranks race against, from what the file already holds; None when racing is off.
-        Only the kernel time can be raced: a metric is the spec's function, evaluated on rank 0
-        alone and not necessarily monotonic in time (GFLOP/s of work that depends on the
-        configuration), and an observed value (energy) is not what the launches time."""
+        Only the kernel time can be raced. A metric is the spec's function, evaluated on rank 0
+        alone and not necessarily monotonic in time. An observed value (energy) is not what the
+        launches time."""
         if not self.settings.racing:
             return None
         if not self.objective.is_kernel_time:

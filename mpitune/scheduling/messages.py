@@ -1,7 +1,7 @@
 """What travels between rank 0 and the other ranks, and why a run stopped.
 
-Each round rank 0 sends every rank an ``Order`` and every rank answers with a ``Report``;
-both are pickled by the transport, so they hold plain values only.
+Each round rank 0 sends every rank an ``Order``, and every rank answers with a ``Report``. The
+transport pickles both, so they hold plain values only.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ class StopReason(enum.Enum):
 
     @property
     def interrupts(self) -> bool:
-        """Whether it comes from outside the search (a signal or the stop file, a lost device,
-        a silent rank, a lost results file), so that the ranks stop before their next configuration instead of
-        finishing the batches in flight, which a search that ended on its own does."""
+        """Whether it comes from outside the search: a signal or the stop file, a lost device, a
+        silent rank, a lost results file. The ranks then stop before their next configuration. A
+        search that ended on its own finishes the batches in flight."""
         return self in (StopReason.SIGNAL, StopReason.DEVICE_ERROR, StopReason.SILENT_RANK, StopReason.FILE_LOST)
 
     @property
@@ -80,20 +80,20 @@ class Order:
     @property
     def size(self) -> int:
         """The configurations this order has the rank compile and launch: its chunk's, or the
-        candidates it times again (each costs about what one configuration of the search did)."""
+        candidates it times again (each costs about one configuration of the search)."""
         return sum(len(r.work) for r in (self.retime, self.calibrate) if r is not None) + len(self.work)
 
 
 def interrupted(pending: Iterable[Any]) -> bool:
-    """Whether an order to stop from outside the search (``StopReason.interrupts``) waits among
-    what a worker has received and not yet carried out: it then ends its chunk early."""
+    """Whether an order to stop from outside the search (``StopReason.interrupts``) waits among what
+    a worker received and has not carried out. It then ends its chunk early."""
     return any(isinstance(o, Order) and o.stop is not None and o.stop.interrupts for o in pending)
 
 
 @dataclass(frozen=True)
 class Report:
-    """One rank's answer to an order: what it measured, what it did meanwhile, its clock,
-    and why its device can no longer be trusted ('' while it can)."""
+    """One rank's answer to an order: what it measured, what it did meanwhile, its clock, and why
+    its device can no longer be trusted ('' while it can)."""
 
     results: tuple[Result, ...]
     phases: tuple[PhaseRow, ...]

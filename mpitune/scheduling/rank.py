@@ -1,14 +1,11 @@
 """What every rank does with an order: its chunk measured (``carry_out``, ``Chunk``), or the
 candidates timed again, into a report. No MPI here: rounds.py moves the messages.
 
-On several ranks rank 0 measures its own orders in a thread of their own (``Lane``), which
-drives its measuring worker while the main thread hands out and records. While rank 0 measured
-an order in its main thread, it refilled no one, and a worker that ran out of orders waited for
-it. The lane's thread mostly waits on a pipe to its measuring worker, a process of its own
-(process/isolation.py); a backend that measures in the rank's own process keeps its device in
-the main thread, which then measures as before (``measures_beside``). The lane has a timeline
-of its own (``measuring_timeline``), and ``Merge`` makes one row set of rank 0's two timelines,
-so that its phases still add up to its wall time.
+On several ranks rank 0 measures its own orders in a thread (``Lane``) while the main thread hands
+out and records; measuring in the main thread, it refilled no one meanwhile. The lane mostly waits
+on its worker process (process/isolation.py); a backend in the rank's own process measures in the
+main thread (``measures_beside``). ``Merge`` makes one row set of rank 0's two timelines, so that
+its phases still add up to its wall time.
 """
 
 from __future__ import annotations
@@ -38,32 +35,21 @@ def carry_out(
     stopping: Callable[[], bool] | None = None,
     held: Callable[[], Sequence[Order]] | None = None,
 ) -> Report:
-    """Carry out one order (not a stop): measure each configuration of its chunk in turn, and
-    report them with the phases recorded since the last report and this rank's clock. Failures
-    are statuses, never exceptions.
+    """Carry out one order (not a stop) into a report: each configuration of its chunk measured in
+    turn, the phases since the last report, and this rank's clock. Failures are statuses.
 
-    With compile workers (``ahead``), the whole chunk, then what the orders this rank already
-    ``held`` beyond this one hold (its next order, which comes while it measures), is queued
-    for compiling first, so that the device measures one configuration while the next ones
-    compile; each with when rank 0 dealt it (what a replay's simulated workers need: there an
-    order is seen when its rank replays to it, not when it came).
-
-    Stops early when the backend reports its device lost (``backend.fatal_error``): what it
-    measured so far is reported, and nothing after it is trusted, nor anything of a chunk that
-    was already on its way; and, after at least one configuration, once ``stopping()`` says the
-    run is ending: the rest comes back unmeasured. That keeps a chunk of a single configuration
-    (a searching strategy's) whole, so that its search stays continuable.
-
-    With a ``race`` in the order (None: racing is off), each configuration races against the
-    best known at rank 0 when the batch was dealt and the ones this rank has measured since;
-    under the first-launch rule, with compile workers, in two passes (``Chunk.two_passes``).
-    """
+    With compile workers (``ahead``) the chunk, then the orders the rank ``held``, are queued for
+    compiling first: the device measures one configuration while the next ones compile. A lost
+    device (``backend.fatal_error``) stops the chunk; nothing after it is trusted. After one
+    configuration, ``stopping()`` ends it too, the rest unmeasured: a chunk of one (a searching
+    strategy's) stays whole, its search continuable. With a ``race`` (None: racing is off), each
+    configuration races against the best known; under the first-launch rule with compile workers, in
+    two passes (``Chunk.two_passes``)."""
     timeline.batch = order.batch
     if backend.fatal_error:  # lost with the chunk before: nothing measured here could be trusted
         return Report((), tuple(timeline.take()), timeline.clock.now(), backend.fatal_error)
-    if order.retime is not None:  # confirmation: all compiled before the first launch, so that compiling
-        # does not load the device's host between the interleaved launches; what the workers still
-        # had queued of the search is dropped; a stop ends it between two compiles or two launches
+    if order.retime is not None:  # confirmation: all compiled first, so that no compile loads the host
+        # between the interleaved launches; the search's queued compiles are dropped
         if ahead is not None:
             ahead.keep_only(order.retime.ids)
         compiled = _compiled_ahead(order.retime, backend, timeline, ahead, stopping)
@@ -93,8 +79,8 @@ def _compiled_ahead(
     ahead: CompilePool | None,
     stopping: Callable[[], bool] | None = None,
 ) -> dict[int, Compiled]:
-    """The order's configurations compiled by the compile workers (none without them), with
-    their background compiles on the timeline; fewer once ``stopping()`` says so."""
+    """The order's configurations from the compile workers (none without them), their compiles on
+    the timeline; fewer once ``stopping()`` says so."""
     compiled: dict[int, Compiled] = {}
     if ahead is not None:
         ahead.submit(retime.work)
@@ -112,8 +98,7 @@ def _queue(ahead: CompilePool, orders: Sequence[Order]) -> None:
 
 
 def _take(ahead: CompilePool, work: Work, backend: Backend, timeline: Timeline) -> Compiled:
-    """``work`` from the compile workers, the device waiting for it, with their background
-    compile on the timeline."""
+    """``work`` from the compile workers, the device waiting for it; its compile on the timeline."""
     with timeline.phase("compile", work.config_id):
         compiled = ahead.take(work, backend.deadline_s())
     row = ahead.row(compiled, timeline.batch)
@@ -139,8 +124,8 @@ class Chunk:
         self.ahead, self.stopping, self.held = ahead, stopping, held
 
     def in_order(self, work: Sequence[Work], race: Race | None) -> list[Result]:
-        """Each configuration in turn, racing against the best known and the ones measured since;
-        stops early as ``carry_out`` says."""
+        """Each configuration in turn, racing against the best known and those measured since. Stops
+        early as ``carry_out`` says."""
         results: list[Result] = []
         for item in work:
             if results and self.stopping is not None and self.stopping():
@@ -153,20 +138,13 @@ class Chunk:
         return results
 
     def two_passes(self, race: Race) -> list[Result]:
-        """First every configuration's verified first launch, then timed launches for those whose
-        first launch, fastest first, is within the bound of the best known by then.
+        """First every configuration's first launch; then timed launches for those whose first
+        launch, fastest first, is within the bound of the best known by then.
 
-        Why: in the order the chunk came in, each configuration faster than the best so far
-        lowers the bound only a little, and all of them get every launch. Taken fastest first,
-        the first one timed is about the chunk's best, and the rest mostly lose on the first
-        launch they already made. A survivor is compiled again by the workers (a library file
-        is gone once loaded; one that then loses to a best found in this pass was compiled for
-        nothing, which costs a worker, not the device) and measured whole, its verification
-        included, so that its result is exactly what one pass would have made of it; one that
-        loses keeps its first pass's result, the one-launch result the first-launch rule gives.
-        A chunk that must end early (the run is ending, the device is lost) drops the
-        configurations still deferred: they come back unmeasured rather than stopped by a bound
-        that was no one's best."""
+        In the chunk's order, each configuration a little faster than the best lowers the bound only
+        a little, and all get every launch. Fastest first, the rest mostly lose on the launch they
+        made. A survivor is compiled again and measured whole, as one pass would. A chunk that must
+        end early drops what is deferred: it comes back unmeasured, not stopped by no one's best."""
         first = self.in_order(self.order.work, race.first_pass())
         deferred = sorted(
             (r for r in first if r.ok and r.raced and math.isfinite(r.first_ms)), key=lambda r: r.first_ms
@@ -189,8 +167,8 @@ class Chunk:
         return [final[w.config_id] for w in self.order.work if w.config_id in final]
 
     def measure(self, work: Work, race: Race | None) -> Result:
-        """One configuration, compiled ahead where there are compile workers, as a result of this
-        rank and batch with its place on the rank's clock."""
+        """One configuration, compiled ahead where there are compile workers: a result of this rank
+        and batch, placed on the rank's clock."""
         timeline = self.timeline
         started_s = timeline.clock.now()
         compiled = None
@@ -205,8 +183,8 @@ class Chunk:
 
 
 def measuring_timeline(timeline: Timeline) -> Timeline:
-    """Rank 0's measuring timeline beside its main one (``timeline``): the same clock on a real
-    run; on a simulated one, a clock of its own from the same moment."""
+    """Rank 0's measuring timeline beside its main one: the same clock on a real run; on a simulated
+    one, a clock of its own from the same moment."""
     clock = timeline.clock
     if not clock.simulated:
         return Timeline(clock)
@@ -216,14 +194,13 @@ def measuring_timeline(timeline: Timeline) -> Timeline:
 
 
 def measures_beside(backend: Backend, clock: Clock) -> bool:
-    """Whether rank 0 can measure beside its hand-outs: where its measuring is elsewhere, in a
-    worker process or as numbers on a simulated clock."""
+    """Whether rank 0 can measure beside its hand-outs: its measuring is in a worker process, or
+    numbers on a simulated clock."""
     return isinstance(backend, IsolatedBackend) or clock.simulated
 
 
 class Lane:
-    """Rank 0's own orders, measured in turn on its backend and ``timeline`` (its measuring one)
-    by a thread of their own."""
+    """Rank 0's own orders, measured in turn by a thread on its backend and measuring timeline."""
 
     def __init__(self, backend: Backend, timeline: Timeline, ahead: CompilePool | None, stopping: Callable[[], bool]):
         self.backend, self.timeline, self.ahead, self.stopping = backend, timeline, ahead, stopping
@@ -252,26 +229,24 @@ class Lane:
         return list(self._pending)
 
     def close(self) -> None:
-        """No more orders: those not started are dropped, and one still measured (the rounds
-        left early: a silent rank, an error) ends after its current configuration, unwaited for:
-        the job is ending."""
+        """No more orders: those not started are dropped. One still measured (the rounds left early)
+        ends after its current configuration, unwaited for: the job is ending."""
         self._closing = True
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class Merge:
-    """Rank 0's rows as one timeline: its lane's rows as they are, and its main thread's rows
-    where the lane did not work. Where it did, the main thread's waiting was no wait and is
-    dropped; its strategy and writes go on as background phases (``timeline.BESIDE``), which
-    stand beside the rank's own as compiling ahead does. Every second of rank 0's wall time is
-    then in exactly one phase."""
+    """Rank 0's rows as one timeline: the lane's rows as they are, and the main thread's where the
+    lane did not work. Where it did, the main thread's waiting was no wait and is dropped. Its
+    strategy and writes stay as background phases (``timeline.BESIDE``), as compiling ahead does.
+    Every second of rank 0's wall time is then in exactly one phase."""
 
     def __init__(self) -> None:
         self._main: list[PhaseRow] = []  # main rows after the last cut, not yet merged
 
     def rows(self, main: list[PhaseRow], lane: Sequence[PhaseRow], cut_s: float | None) -> list[PhaseRow]:
-        """The merged rows up to ``cut_s`` (the end of the lane's rows given: later main rows may
-        still overlap rows of its next order; None: the lane is done, merge everything)."""
+        """The merged rows up to ``cut_s``, the end of the lane's rows given. Later main rows may
+        still overlap the lane's next order. None: the lane is done, merge everything."""
         self._main.extend(main)
         busy = sorted((r.start_s, r.end_s) for r in lane if r.phase not in BACKGROUND_PHASES)
         out = list(lane)
@@ -289,8 +264,8 @@ class Merge:
 
 
 def _outside(row: PhaseRow, busy: list[tuple[float, float]]) -> list[PhaseRow]:
-    """``row`` cut to the times outside the ``busy`` intervals (sorted); what they cover of a
-    strategy or write row as its background phase, of any other phase nothing."""
+    """``row`` cut to the times outside the sorted ``busy`` intervals. What they cover of a strategy
+    or write row becomes its background phase; of any other phase, nothing."""
     if row.phase in BACKGROUND_PHASES:
         return [row]
     pieces, start_s = [], row.start_s

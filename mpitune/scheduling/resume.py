@@ -1,24 +1,17 @@
 """Rebuilding a resumed run's strategy from the search the file records.
 
-The file keeps every ask (its size and the ids answered, in order) and the results in the
-order they were told, so a fresh strategy with the same seed and options, asked and told the
-same again, is in the state the stopped run left: strategies are deterministic for a seed and
-a sequence of asks and tells. Every run records with each ask how many of its results rows had
-been told (``Ask.told``), whichever policy handed out its work (handouts.py): rows are written
-in the order they are told, one report at a time, so a run is replayed by those counts, one
-tell per report; a run of whole batches told each batch in one call, in the order the strategy
-asked for it (so that how a batch was dealt to the ranks, which a resumed run does otherwise,
-changes nothing the strategy sees), and is replayed so. A file written before that record
-existed is replayed by its batches' rule (batch b asked once batch b - depth was told,
-``batching.pipeline_depth``). Nothing executable is stored, so no file can make a resume run
-code. A rebuilt strategy that asks otherwise than the file says (another version of mpitune, a
-changed metric) is not trusted: the run starts afresh, knowing everything the file holds.
+Strategies are deterministic for a seed and a sequence of asks and tells. The file keeps every ask
+and the results in the order they were told. Asked and told the same again, a fresh strategy is in
+the state the stopped run left. Each ask records how many results rows had been told before it
+(``Ask.told``), so a run replays by those counts, one tell per report. A run of whole batches told
+each in one call, in the order asked, and replays so. Older files replay by their batches' rule
+(``batching.pipeline_depth``). Nothing executable is stored, so no file can make a resume run code.
+A strategy that asks otherwise than the file says is not trusted: the run starts afresh, knowing
+everything the file holds.
 
-Which runs to replay follows how a stopped run hands its search on: a run that ended cleanly
-(``SearchEnd``) with the same key passes its search to the next run; a killed run passes
-nothing (the next one continues from the last run that ended); a run whose handed-out ids
-came back unmeasured is not continuable. So the runs to replay are the longest tail of ended,
-continuable runs with this run's key; the first of them started fresh.
+A run that ended cleanly (``SearchEnd``) with the same key passes its search to the next run. A
+killed run passes nothing; one whose handed-out ids came back unmeasured is not continuable. So the
+runs to replay are the longest tail of ended, continuable runs with this run's key.
 """
 
 from __future__ import annotations
@@ -41,9 +34,8 @@ log = logging.getLogger(__name__)
 
 def strategy_key(settings: RunSettings, objective_key: Sequence[Any], prior: Prior | None) -> str:
     """What a recorded search is continued only with the same of: the strategy, its seed and
-    options, the objective, and the digests of the priors it started from (which the strategy's
-    state depends on). Without priors the key is as it was before they existed, so that a file
-    written then still resumes its search."""
+    options, the objective, and the digests of its priors. Without priors the key is as before they
+    existed, so that a file written then still resumes its search."""
     key: list[Any] = [settings.strategy, settings.seed, settings.strategy_options, *objective_key]
     if prior is not None:
         key.append(prior.digests())
@@ -51,8 +43,8 @@ def strategy_key(settings: RunSettings, objective_key: Sequence[Any], prior: Pri
 
 
 def priors_changed(history: History, prior: Prior | None) -> str | None:
-    """Why the last run's search is not continued when this run's priors differ from those it
-    started from (a file changed, added or dropped), or None when they are the same."""
+    """Why the last run's search is not continued: this run's priors differ from those it started
+    from (a file changed, added or dropped). None when they are the same."""
     if not history.ranks:
         return None
     last = max(history.ranks)
@@ -84,11 +76,10 @@ Held = list[list[list[Scored]]]
 def rebuild(
     fresh: Callable[[], Strategy], history: History, known: Sequence[Scored], key: str, name: str
 ) -> tuple[Strategy, Held]:
-    """The strategy of this run, told everything in ``known`` (the results rows, in row order)
-    but what is held: the recorded search replayed, or else a fresh one; and the hand-outs it is
-    told only as this run's first hand-outs go out. A stopped run told its hand-outs in flight at
-    its stop before any further ask, where an uninterrupted run in batches would have asked for
-    one more first: held back, they keep the resumed search the one an uninterrupted run makes."""
+    """This run's strategy, told everything in ``known`` but what is held, and the held hand-outs. A
+    stopped run told its hand-outs in flight before asking again, where an uninterrupted run in
+    batches would have asked first: held back until this run's hand-outs go out, they keep the
+    search the one an uninterrupted run makes."""
     chain = runs_to_replay(history, key)
     strategy = fresh()
     held: Held = []
@@ -105,9 +96,9 @@ def rebuild(
 
 
 def _replay(strategy: Strategy, chain: list[int], history: History, known: Sequence[Scored]) -> tuple[int, Held] | None:
-    """Ask and tell ``strategy`` what the runs in ``chain`` did; the number of asks and what the
-    last run told after its last ask, held back (``rebuild``), or None (with a warning) as soon
-    as it answers an ask otherwise than recorded."""
+    """Ask and tell ``strategy`` what the runs in ``chain`` did. Returns the number of asks and what
+    the last run told after its last ask, held back (``rebuild``). None, with a warning, as soon as
+    it answers an ask otherwise than recorded."""
     replayed = 0
     held: Held = []
     for run in chain:
@@ -136,8 +127,8 @@ def _replay(strategy: Strategy, chain: list[int], history: History, known: Seque
 def _replay_batches(
     strategy: Strategy, asks: list[Ask], mine: list[tuple[int, int, Scored]], ranks: int
 ) -> tuple[int, Held] | None:
-    """The asks of a run written before files recorded what was told before each (schema 4 and
-    older), by the rule of its batches; what is left held, a batch told in one call."""
+    """The asks of a run from before files recorded what each ask knew (schema 4 and older), by its
+    batches' rule. What is left is held, a batch told in one call."""
     rows: dict[int, list[Scored]] = defaultdict(list)
     for batch, _, result in mine:
         rows[batch].append(result)
@@ -154,8 +145,8 @@ def _replay_batches(
 def _replay_told(
     strategy: Strategy, run: int, asks: list[Ask], mine: list[tuple[int, int, Scored]], whole: bool
 ) -> tuple[int, Held] | None:
-    """The asks of run ``run`` as their ``told`` counts say: before each, the run's rows up to
-    that count, one tell per report (``whole``: per batch); what it told after the last, held."""
+    """The asks of run ``run`` as their ``told`` counts say. Before each, the run's rows up to that
+    count, one tell per report (``whole``: per batch). What it told after the last is held."""
     if any(a.told is None for a in asks):
         log.warning(
             "the recorded search does not replay (run %d records what was told before some of its asks only); "
@@ -203,8 +194,8 @@ def _whole_batches(
 
 
 def _asks_as_recorded(strategy: Strategy, ask: Ask) -> bool:
-    """Whether ``strategy`` answers ``ask`` as recorded; if not, a warning says the search is
-    started afresh."""
+    """Whether ``strategy`` answers ``ask`` as recorded; if not, a warning says the search starts
+    afresh."""
     if tuple(strategy.ask(ask.requested)) == ask.ids:
         return True
     log.warning(

@@ -1,13 +1,10 @@
 """The rounds of a run, on every rank, until rank 0 says stop.
 
-A worker takes an order at a time, measures it and reports it (``rounds``). Rank 0 hands out
-what the ranks want (handouts.py), takes each report as it comes, records it and tells the
-strategy as the policy says, until its own order to stop is next and every rank has reported
-(``Rank0Rounds``). Rank 0's own orders go to its lane (rank.py), which measures them beside the
-hand-outs; where it cannot (a backend in rank 0's own process, or one rank), rank 0 measures an
-order of its own in its main thread whenever no report is waiting, and the workers go on with
-the next order each holds. A worker's order is due (faults/deadlines.py) from when the worker
-could start it (``Rank0Rounds._due``).
+A worker takes an order at a time, measures it and reports it (``rounds``). Rank 0 hands out what
+the ranks want (handouts.py), records each report as it comes and tells the strategy as the policy
+says (``Rank0Rounds``). Its own orders go to its lane (rank.py); without one, it measures an order
+of its own whenever no report waits. A worker's order is due (faults/deadlines.py) from when the
+worker could start it (``Rank0Rounds._due``).
 """
 
 from __future__ import annotations
@@ -40,8 +37,8 @@ _STOP_LOOK_S = 0.05  # how often rank 0, waiting for reports, asks whether a sto
 
 @dataclass(frozen=True)
 class Rank0:
-    """What rank 0 carries through the rounds: the search, the deadlines of its orders, and the
-    watch its main thread shares with its heartbeat thread (faults/liveness.py)."""
+    """What rank 0 carries through the rounds: the search, its orders' deadlines, and the watch its
+    main thread shares with its heartbeat thread (faults/liveness.py)."""
 
     manager: Manager
     deadlines: Deadlines
@@ -58,13 +55,13 @@ def rounds(
     stop_beating: Callable[[], None],
     measuring: Timeline | None = None,
 ) -> StopReason:
-    """Rounds until rank 0 says stop; returns why it did. Rank 0 (the rank with the
-    ``manager``) measures its own orders on ``measuring`` (None: ``timeline``).
+    """Rounds until rank 0 says stop; returns why it did. Rank 0 (the rank with the ``manager``)
+    measures its own orders on ``measuring`` (None: ``timeline``).
 
-    Every exchange has a deadline (faults/deadlines.py) except a worker's wait for its first
-    order, which the heartbeats cover, as they cover the start-up collectives. ``SilentRanks``
-    leaves here on every rank, on rank 0 once faults/silent_round.py has recorded what did
-    arrive. The heartbeats stop with the order to stop: from there on the ranks leave one by one."""
+    Every exchange has a deadline (faults/deadlines.py), except a worker's wait for its first order:
+    the heartbeats cover it, as they cover the start-up collectives. ``SilentRanks`` leaves here on
+    every rank; on rank 0 once faults/silent_round.py recorded what did arrive. The heartbeats stop
+    with the order to stop: from there on the ranks leave one by one."""
     if manager is not None:
         floor = floor_s(manager.settings.rank_deadline_floor_s)
         problem = manager.setup.problem
@@ -112,8 +109,8 @@ def _last_rows(transport: Transport, rank0: Rank0, order: Order, sent_s: float, 
 
 
 class _Due(enum.Enum):
-    """What rank 0's wait gives instead of a report: a stop must go out before any report comes,
-    or (on a real clock) it found no report and has rows to write."""
+    """What rank 0's wait gives instead of a report: a stop must go out first, or (on a real clock)
+    it found no report and has rows to write."""
 
     STOP = enum.auto()
     WRITE = enum.auto()
@@ -187,8 +184,8 @@ class Rank0Rounds:
                 self.lane.close()
 
     def write_pending(self, now: bool = False) -> None:
-        """What the file was given and has not written, written out now or once due (the
-        manager's ``write_pending``); not once the heartbeat thread closed the file."""
+        """Write what the file was given and has not written, now or once due (the manager's
+        ``write_pending``); not once the heartbeat thread closed the file."""
         watch = self.rank0.watch
         with watch.writing:
             if not watch.closed:
@@ -196,8 +193,8 @@ class Rank0Rounds:
                 self._say_written()
 
     def write_phase(self) -> None:
-        """What waits written out now, as a ``write`` phase of its own on a real clock (on a
-        simulated one a phase of its own would change the replay's timeline and charges)."""
+        """Write what waits now, on a real clock as a ``write`` phase of its own. On a simulated
+        clock a phase of its own would change the replay's timeline and charges."""
         if self.timeline.clock.simulated or not self.rank0.manager.cache.unwritten:
             self.write_pending(now=True)
             return
@@ -215,7 +212,7 @@ class Rank0Rounds:
         return [own.order for own in self.own]
 
     def last_rows(self) -> list[PhaseRow]:
-        """Rank 0's rows not yet written: its main thread's, merged with its lane's, which is done."""
+        """Rank 0's rows not yet written: its main thread's, merged with its finished lane's."""
         return self.merge.rows(self.timeline.take(), [], None) if self.lane else self.timeline.take()
 
     def _hand_out(self) -> None:
@@ -250,8 +247,8 @@ class Rank0Rounds:
         return self.own[0].report if self.own else None
 
     def _next_report(self) -> tuple[int, Report] | _Due | None:
-        """The next report, rank 0's own (from its lane) as rank 0's; None when rank 0 is to
-        measure an order of its own in its main thread."""
+        """The next report, rank 0's own (from its lane) as rank 0's. None when rank 0 is to measure
+        an order of its own in its main thread."""
         due = self._due()
         in_main = bool(self.own) and self.own[0].order.stop is None and self.own[0].report is None
         if not due and self._lane_head() is None:
@@ -277,10 +274,10 @@ class Rank0Rounds:
             self.write_phase()  # rank 0 waits: what it recorded goes to disk first
 
     def _first(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | _Due | None:
-        """On a real clock, the first report to arrive: the lane's or a worker's; ``_Due.STOP``
-        once a stop was asked for (a signal, the stop file) and its orders have not gone out:
-        the ranks hear it while they measure, so that a long order (the confirmation's rounds,
-        a chunk of slow configurations) ends within one configuration or launch, not whole."""
+        """On a real clock, the first report to arrive, the lane's or a worker's. ``_Due.STOP`` once
+        a stop was asked for (a signal, the stop file) and its orders have not gone out. The ranks
+        then hear it while they measure, so that a long order ends within one configuration or
+        launch."""
         lane, watch = self._lane_head(), self.rank0.watch
         look_s = time.monotonic() + _STOP_LOOK_S
         for pause_s in pauses():  # between looks at the workers and the lane
@@ -303,10 +300,10 @@ class Rank0Rounds:
         raise AssertionError("not reached")
 
     def _earliest(self, due: dict[int, float], wait: bool) -> tuple[int, Report] | None:
-        """On a simulated clock (a replay) a report arrives as fast as its rank replays it, not
-        when its clock says: rank 0 takes each waited-for rank's next report, and its lane's, and
-        hands on the earliest by its clock; without waiting, only one its own clock has reached,
-        as a real rank 0 would have found them."""
+        """On a simulated clock (a replay), the earliest report by its clock. A report arrives as
+        fast as its rank replays it, not when its clock says. So rank 0 takes each waited-for rank's
+        next report, and its lane's, and hands on the earliest. Without waiting, only one its own
+        clock has reached, as a real rank 0 would have found them."""
         stash = self.stash
         while missing := [r for r in due if not stash[r]]:
             self.write_pending()  # what is due goes to disk before rank 0 may wait
@@ -325,8 +322,8 @@ class Rank0Rounds:
         return (0, lane.result()) if rank == 0 and lane is not None else (rank, stash[rank].popleft())
 
     def _record(self, rank: int, order: Order, report: Report) -> None:
-        """One report into the file and the strategy, as the policy says; the progress line once
-        its hand-out is complete."""
+        """One report into the file and the strategy, as the policy says; the progress line once its
+        hand-out is complete."""
         rank0, timeline = self.rank0, self.timeline
         rank0.deadlines.observe(rank, order, report)
         with rank0.watch.writing:

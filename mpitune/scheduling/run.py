@@ -1,8 +1,7 @@
-"""The scheduler: rank 0 manages the search, every rank (rank 0 too) measures. This module runs a
-rank from start-up to the file's last write; the rounds themselves are rounds.py. An order to
-stop ends every rank, with the exit code of its reason; a rank that stops answering ends the
-job with ``ExitCode.RESUMABLE``, keeping what the file holds (faults/, its ``__init__`` says how).
-"""
+"""The scheduler's run on one rank, from start-up to the file's last write; rank 0 manages the
+search, every rank measures. The rounds themselves are rounds.py. An order to stop ends every rank
+with its reason's exit code. A rank that stops answering ends the job with ``ExitCode.RESUMABLE``,
+keeping what the file holds (faults/__init__.py says how)."""
 
 from __future__ import annotations
 
@@ -57,14 +56,13 @@ def tune(
     guarded: Guard | None = None,
     deadline: Deadline | None = None,
 ) -> int:
-    """Run one tuning job on every rank of the transport (COMM_WORLD unless given); returns the exit code.
+    """Run one tuning job on every rank of the transport (COMM_WORLD unless given); returns the exit
+    code.
 
-    ``load`` is called on rank 0 only and returns the checked problem and settings (from a
-    spec file, or from measured data to replay). On COMM_WORLD every rank first starts its
-    heartbeat (faults/guard.py, unless ``guarded`` says it has started), so that a rank lost at
-    any point, start-up included, ends the job. ``deadline``, where given, runs the build of the
-    search space (its restrictions' evaluation), which can take as long as the spec's own code.
-    """
+    ``load`` is called on rank 0 only. It returns the checked problem and settings, from a spec file
+    or from measured data to replay. On COMM_WORLD every rank first starts its heartbeat
+    (faults/guard.py, unless ``guarded`` has), so that a rank lost at any point ends the job.
+    ``deadline``, where given, runs the search space's build, which runs the spec's restrictions."""
     watch = Watch()
     heartbeat = None
     if transport is None:
@@ -89,8 +87,8 @@ def _tune(
     stop_beating: Callable[[], None],
     deadline: Deadline | None = None,
 ) -> int:
-    """``tune`` on one transport; rank 0's main thread holds ``watch.writing`` while it writes
-    the file, so that its heartbeat thread can close it safely (faults/ending.py)."""
+    """``tune`` on one transport. Rank 0's main thread holds ``watch.writing`` while it writes the
+    file, so that its heartbeat thread can close it safely (faults/ending.py)."""
     rank = transport.rank
     refused = transport.world_error()
     if refused:  # each process is its world's rank 0: the launcher's numbering says which speaks
@@ -107,8 +105,7 @@ def _tune(
         problem = transport.bcast_problem(setup.problem if setup else None)
     caps = backends.capabilities(problem.lang)
     if caps.simulated_clock:
-        # A replay's time is the measured time of the real run it stands for; the start-up
-        # of the replay itself is no part of that, the recorded one is (model/replay_clock.py, ``RecordedRun``).
+        # A replay's time is the recorded run's: its own start-up is no part of that (model/replay_clock.py).
         recorded = problem.replay_run or RecordedRun()
         timeline = _replay_timeline(recorded, rank)
         workers = recorded.compile_workers if workers is None else workers
@@ -142,8 +139,8 @@ def _refuse(rank: int, error: str) -> int:
 
 
 def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> str | None:
-    """A warning when kernels timed on the CPU share too few cores: ranks then time each other's
-    load, and one configuration's iterations spread over a factor of 20. None when all is well."""
+    """A warning when kernels timed on the CPU share too few cores. The ranks then time each other's
+    load, and a configuration's launches spread widely. None when all is well."""
     if ranks_on_node <= cores or caps.device is not DeviceKind.CPU:
         return None
     return (
@@ -154,8 +151,8 @@ def cpu_oversubscribed(caps: Capabilities, ranks_on_node: int, cores: int) -> st
 
 def _begin(transport: Transport, load: Callable[[], tuple[Problem, RunSettings]]) -> tuple[Timeline, float]:
     """The run's timeline and its start in Unix time. With the spec loaded while MPI started
-    (before_mpi.py, ``load_while``), the run began when that did: rank 0's first rows are the spec's loading,
-    then the start-up until MPI was up."""
+    (before_mpi.py, ``load_while``), the run began when the loading did. Rank 0's first rows are
+    then the spec's loading and the start-up until MPI was up."""
     preloaded = load if isinstance(load, Preloaded) else None
     clock, started_unix = transport.start_clock(since=preloaded.started if preloaded else None)
     timeline = Timeline(clock)
@@ -188,8 +185,8 @@ def _load(
 
 @dataclass
 class _Bench:
-    """What a rank measures with: its working folder, its compile workers and its backend
-    (None when it could not be made; ``error`` says why)."""
+    """What a rank measures with: its working folder, compile workers and backend. The backend is
+    None when it could not be made; ``error`` says why."""
 
     workdir: str
     ahead: CompilePool | None
@@ -208,7 +205,7 @@ def _equip(
     problem: Problem, caps: Capabilities, transport: Transport, workers: int | None, timeline: Timeline
 ) -> _Bench:
     """This rank's bench: the worker the command line started (before_mpi.py) or a new one, isolated
-    where the problem and the backend allow, and the compile workers with its compiler."""
+    where the problem and backend allow, and the compile workers with its compiler."""
     clock = timeline.clock
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
@@ -240,9 +237,8 @@ def _open(
     started_unix: float,
     command: str,
 ) -> tuple[Manager | None, str | None]:
-    """Every rank's placement to rank 0, which opens the file, records the run and arms the
-    watch with it (faults/guard.py); rank 0's Manager, and on every rank the first error of
-    any rank."""
+    """Every rank's placement to rank 0, which opens the file, records the run and arms the watch
+    (faults/guard.py). Returns rank 0's Manager, and on every rank the first error of any rank."""
     backend, ahead = bench.backend, bench.ahead
     with timeline.phase("wait"):
         error = first_error(transport, bench.error)
@@ -276,8 +272,8 @@ def _search(
     watch: Watch,
     stop_beating: Callable[[], None],
 ) -> tuple[StopReason, SilentRanks | None]:
-    """The rounds, under the stop requests (faults/signals.py), and the file's last write; then
-    the ranks leave together, unless ranks fell silent (returned: the job is to be ended).
+    """The rounds, under the stop requests (faults/signals.py), and the file's last write. Then the
+    ranks leave together, unless ranks fell silent: those are returned, for the job to end.
     ``timelines``: the rank's, and the one it measures on (rank 0's own on several ranks)."""
     assert bench.backend is not None  # every rank has one once no rank has an error
     silent = None
@@ -305,10 +301,10 @@ def _compile_ahead(
     recorded: RecordedRun | None = None,
     rank: int = 0,
 ) -> CompilePool | None:
-    """This rank's compile workers, started before its device is ready: as many as asked,
-    else as its cores allow; none by default where kernels run on the CPU, whose timings
-    compiling beside them would disturb. A replay's compile nothing: they are numbers on its
-    simulated clock, as many as asked, else as the replayed run had."""
+    """This rank's compile workers, started before its device is ready: as many as asked, else as
+    its cores allow. None by default where kernels run on the CPU: compiling beside them would
+    disturb their timings. A replay's compile nothing; they are numbers on its simulated clock, as
+    many as asked, else as the replayed run had."""
     if caps.simulated_clock:
         return _simulated_ahead(recorded or RecordedRun(), workers, clock, rank)
     if workers is None:
@@ -347,10 +343,10 @@ class Simulated:
 
 
 def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) -> Simulated:
-    """The replay of ``problem`` (a replay problem) on ``ranks`` ranks, all in this process, into
-    a file in ``workdir``, for ``python -m mpitune plan``: the real rounds over ``InProcessRanks``,
-    each simulated rank with its own replay backend, clock, recorded start-up and simulated
-    compile workers, as a replay under mpiexec has them. Its progress lines are not printed."""
+    """The replay of ``problem`` on ``ranks`` ranks, all in this process, into a file in
+    ``workdir``, for ``python -m mpitune plan``. The real rounds run over ``InProcessRanks``. Each
+    rank has its own replay backend, clock, recorded start-up and simulated compile workers, as
+    under mpiexec. Its progress lines are not printed."""
     recorded = problem.replay_run or RecordedRun()
     workers = recorded.compile_workers if settings.compile_workers is None else settings.compile_workers
     settings = replace(settings, cache_path=os.path.join(workdir, f"plan-{ranks}.h5"))

@@ -20,8 +20,8 @@ from mpitune.store.cache import WRITE_WITHIN_S, Cache, RunInfo
 
 
 def say(*lines: str) -> None:
-    """Progress for a person: rank 0 only, on stdout, separate from the diagnostic log; several
-    lines in one write."""
+    """Progress for a person: rank 0 only, on stdout, apart from the diagnostic log; several lines
+    in one write."""
     print("\n".join(f"mpitune: {line}" for line in lines), flush=True)
 
 
@@ -139,7 +139,7 @@ def describe_best(manager: Manager) -> str:
 
 
 def progress_line(manager: Manager) -> str:
-    """What a person reads after each hand-out: how far, the best so far and the rate; after the
+    """What a person reads after each hand-out: how far, the best so far and the rate. After the
     confirmation, its verdict."""
     if manager.confirmed_last:
         return manager.confirming.describe(lambda i: format_config(manager.space.config(i)))

@@ -1,12 +1,10 @@
-"""How a run moves data between ranks, without naming MPI: ``Transport``, which
-``comm.MpiTransport`` is in production; ``LocalTransport``, a world of one rank in this process
-(a whole run without mpiexec); ``InProcessRanks``, rank 0 of several in this process (the real
-rounds of a run on many ranks, timed on simulated clocks).
+"""How a run moves data between ranks, without naming MPI: the ``Transport`` interface
+(``comm.MpiTransport`` in production), ``LocalTransport`` (a world of one rank, no mpiexec) and
+``InProcessRanks`` (rank 0 of several in this process, on simulated clocks).
 
-Each wait takes a deadline: a rank can stop answering without dying (faults/liveness.py), and a
-collective would then wait for it until Slurm notices, minutes later, with the file locked.
-``SilentRanks`` is what a rank learns instead, naming who did not answer, so that rank 0 can
-save what arrived and end the job.
+Each wait takes a deadline. A rank can stop answering without dying (faults/liveness.py), and a
+collective would wait for it, with the file locked, until Slurm notices. Instead a rank learns
+``SilentRanks``, naming who did not answer: rank 0 saves what arrived and ends the job.
 """
 
 from __future__ import annotations
@@ -32,11 +30,10 @@ T = TypeVar("T")
 
 class SilentRanks(Exception):
     """Ranks that did not answer within a deadline: on rank 0 the workers whose reports did not
-    arrive, on a worker rank 0 itself. ``received`` holds, by rank, what did arrive (rank 0
-    records those reports: they are measured work). ``expected_s`` is what the batch should
-    have taken (None: unknown), for the line that reports it; ``error`` what MPI said when it
-    found a peer gone before any deadline passed ('' when none did); ``heartbeat`` the silence
-    the heartbeats found, when it was they that ended the wait (None: a deadline or MPI)."""
+    arrive, on a worker rank 0 itself. ``received`` holds, by rank, what did arrive; rank 0 records
+    those reports. ``expected_s``: what the batch should have taken (None: unknown). ``error``: what
+    MPI said when it found a peer gone before any deadline passed. ``heartbeat``: the silence the
+    heartbeats found, when they ended the wait."""
 
     def __init__(
         self,
@@ -54,9 +51,8 @@ class SilentRanks(Exception):
 
 
 # Between two looks for a message a rank sleeps from _FIRST_PAUSE_S, doubling up to _MAX_PAUSE_S:
-# a message that comes at once costs microseconds, one that comes after a long batch at most
-# _MAX_PAUSE_S late, and a rank that waits minutes uses next to no CPU (a blocking MPICH receive
-# spins a core, which ranks sharing a node's cores with the kernels notice).
+# a message is at most that late, and a rank that waits minutes uses next to no CPU (a blocking
+# MPICH receive spins a core that the kernels share).
 _FIRST_PAUSE_S = 20e-6
 _MAX_PAUSE_S = 1e-3
 
@@ -77,8 +73,8 @@ def who(ranks: Sequence[int], hosts: Sequence[str]) -> str:
 
 
 class Transport(Protocol):
-    """Collectives over the ranks of one job, rooted at rank 0; every rank calls each of them
-    in the same order, or the job hangs."""
+    """Collectives over the ranks of one job, rooted at rank 0. Every rank calls each of them in the
+    same order, or the job hangs."""
 
     rank: int
     size: int
@@ -123,14 +119,13 @@ class Transport(Protocol):
             On rank 0 every rank's value; None elsewhere.
 
         Raises:
-            SilentRanks: on rank 0 naming the ranks whose value has not come in time; on a
-                worker naming rank 0, when rank 0 has not taken its value in time.
+            SilentRanks: on rank 0 naming the ranks whose value is late; on a worker naming rank 0,
+                when rank 0 has not taken its value in time.
         """
         ...
 
     def send(self, rank: int, value: Any) -> None:
-        """Rank 0's value to one worker, which takes it as its next ``scatter`` does
-        (handouts.py hands out work rank by rank). Never waits for the worker.
+        """Rank 0's value to one worker, which takes it as its next ``scatter`` does. Never waits.
 
         Args:
             rank: the worker.
@@ -142,7 +137,7 @@ class Transport(Protocol):
         """On rank 0, the next value a worker's ``gather`` sent, from any worker.
 
         Args:
-            due: each worker rank 0 waits for, and when (``time.monotonic()``) its value is due.
+            due: each worker waited for, and when (``time.monotonic()``) its value is due.
             wait: whether to wait for one; else look once.
 
         Returns:
@@ -154,16 +149,16 @@ class Transport(Protocol):
         ...
 
     def waiting(self) -> list[Any]:
-        """On a worker, what rank 0 sent that ``scatter`` has not yet returned, oldest first (an
-        order to stop may wait behind the next chunk); [] on rank 0. Never blocks; raises
+        """On a worker, what rank 0 sent that ``scatter`` has not yet returned, oldest first; [] on
+        rank 0. An order to stop may wait behind the next chunk. Never blocks. Raises
         ``SilentRanks`` naming rank 0 when MPI finds it gone."""
         ...
 
     def allgather(self, value: T) -> list[T]: ...
 
     def start_clock(self, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
-        """One clock for every rank's timeline, and the run's start in Unix time; from rank 0's
-        ``time.perf_counter()`` value ``since`` when the run began before this call."""
+        """One clock for every rank's timeline, and the run's start in Unix time. ``since``: rank
+        0's ``time.perf_counter()`` when the run began before this call."""
         ...
 
     def bcast_problem(self, problem: Problem | None) -> Problem:
@@ -171,8 +166,7 @@ class Transport(Protocol):
         ...
 
     def world_error(self) -> WorldError | None:
-        """Why this world cannot be one tuning job (a launcher that does not match the
-        library, tasks started apart: faults/world.py); None if it can."""
+        """Why this world cannot be one tuning job (faults/world.py); None if it can."""
         ...
 
 
@@ -190,11 +184,11 @@ CLOSE_WAIT_S = 60.0
 
 
 def leave_together(transport: Transport) -> None:
-    """Every rank leaves once rank 0 has closed the file (rank 0 calls this after closing it).
-    Under ``srun --wait=N`` (commands/job.py) the first task that exits starts srun's countdown
-    to killing the rest: workers that left as soon as they were told to stop gave rank 0 N
-    seconds for its last write, and on a loaded node srun killed it while it closed the file.
-    A rank 0 that never says so (lost, or ending the job itself) keeps a worker
+    """Every rank leaves once rank 0 has closed the file; rank 0 calls this after closing it.
+
+    Under ``srun --wait=N`` (commands/job.py) the first task to exit starts srun's countdown to
+    killing the rest. Workers that left at once gave rank 0 only N seconds for its last write; on a
+    loaded node srun killed it while it closed the file. A rank 0 that never says so keeps a worker
     ``CLOSE_WAIT_S`` at most; the launcher ends it sooner."""
     if transport.rank == 0:
         transport.scatter([None] * transport.size)
@@ -204,8 +198,7 @@ def leave_together(transport: Transport) -> None:
 
 
 class LocalTransport:
-    """A world of one rank in this process: every collective is a no-op, and no deadline can
-    pass, since there is no other rank to wait for."""
+    """A world of one rank in this process: every collective is a no-op, and no deadline can pass."""
 
     rank = 0
     size = 1
@@ -250,19 +243,13 @@ class LocalTransport:
 
 
 class InProcessRanks(LocalTransport):
-    """Rank 0 of a world of ``len(backends)`` ranks in this process. Rank r > 0 measures with
-    ``backends[r]`` on ``timelines[r]``, with compile workers ``aheads[r]`` (none if not given);
-    rank 0's own backend, timeline and compile workers are the caller's. What rank 0 scatters
-    waits in each rank's inbox, in order, as MPI keeps it; each gather is the moment the other
-    ranks carry out their oldest order (rank.carry_out, their clocks caught up with rank 0's when it
-    was sent) and answer, as a worker's side of rounds.py does. No deadline can pass.
+    """Rank 0 of a world of ``len(backends)`` ranks in this process; no deadline can pass.
 
-    An order ``send`` hands one rank is carried out at once, on that rank's clock (from when it
-    was sent or the rank's order before ended, the later): its answer waits in the rank's outbox
-    for the ``receive`` that takes it, the earliest report on the clocks of the ranks rank 0 waits
-    for first, and only once rank 0's clock has reached it when rank 0 does not wait. An order to
-    stop from outside the search that comes after it cannot end such a chunk early, as it ends a
-    chunk on a real rank."""
+    Rank r > 0 measures with ``backends[r]``, ``timelines[r]`` and ``aheads[r]``. What rank 0
+    scatters waits in each rank's inbox, in order, as MPI keeps it; each gather is when the ranks
+    carry out their oldest order. An order ``send`` hands one rank is carried out at once, on that
+    rank's clock; its answer waits for the ``receive`` that takes it, the earliest by the clocks. A
+    later stop cannot end such a chunk early, as it would on a real rank."""
 
     def __init__(
         self,
