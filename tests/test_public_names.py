@@ -37,12 +37,10 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     # about 50 callers across scheduling/, cli/, tests and benchmarks).
     "load": (("mpitune/offline/analysis.py", "mpitune/store/measured.py"), "analysis.load is public API"),
     # Being renamed with the rework of spec/, cli/ and scheduling/.
-    "attach": (("mpitune/process/shared_arrays.py", "mpitune/spec/*"), "spec/ is being reworked"),
     "kernel_name": (("mpitune/spec/*",), "spec/ is being reworked"),
     "load_spec": (("mpitune/cli/loading.py", "mpitune/spec/*"), "spec/ is being reworked"),
     "margin": (("mpitune/cli/planning.py", "mpitune/spec/*"), "spec/ is being reworked"),
     "seconds": (("mpitune/scheduling/*", "mpitune/spec/*"), "spec/ and scheduling/ are being reworked"),
-    "tune": (("mpitune/cli/running.py", "mpitune/scheduling/*"), "scheduling/ is being reworked"),
 }
 
 

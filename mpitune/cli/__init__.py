@@ -15,7 +15,7 @@ import sys
 from mpitune import commands
 from mpitune.cli.loading import load_spec, not_python, overrides, read_measured, unmixed, within
 from mpitune.cli.parsers import Parser, common, refuse, replay_parser, tune_parser
-from mpitune.cli.running import setup_logging, tune
+from mpitune.cli.running import setup_logging, tune_command
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.spec.peek import named_lang
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
 
         args = replay_parser().parse_args(argv[1:])
         settings = overrides(args)
-        return tune(
+        return tune_command(
             args,
             argv,
             lambda: unmixed(
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     refusal = not_python(args.spec)
     if refusal:
         return refuse(refusal)
-    return tune(
+    return tune_command(
         args,
         argv,
         lambda: within(args.load_timeout, args.spec, lambda: load_spec(args)),

@@ -42,7 +42,7 @@ def _calm_oversubscribed_mpich() -> None:
         os.environ.setdefault("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "16")
 
 
-def tune(
+def tune_command(
     args: argparse.Namespace,
     argv: list[str],
     load: Callable[[], tuple[Problem, RunSettings]],

@@ -38,7 +38,7 @@ from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.process.deadline import Durations, config_limit_s
 from mpitune.process.prewarm import Spawned, spawn_worker
-from mpitune.process.shared_arrays import Shared, attach, share
+from mpitune.process.shared_arrays import Shared, attach_arrays, share
 from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
 
 log = logging.getLogger(__name__)
@@ -193,7 +193,7 @@ def _receive_start(conn: Connection, inbox: queue.Queue) -> None:
         message = conn.recv()
         if isinstance(message, Start) and message.shared_bytes:
             fd = recv_handle(conn)
-            message = replace(message, problem=attach(message.problem, fd, message.shared_bytes))
+            message = replace(message, problem=attach_arrays(message.problem, fd, message.shared_bytes))
         inbox.put(message)
     except EOFError:
         inbox.put(Stop())

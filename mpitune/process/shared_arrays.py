@@ -126,7 +126,7 @@ def _copy_chunk(dst: np.ndarray, src: np.ndarray, start: int, end: int) -> None:
     dst[start:end] = src[start:end]
 
 
-def attach(problem: Problem, fd: int, size: int) -> Problem:
+def attach_arrays(problem: Problem, fd: int, size: int) -> Problem:
     """In the worker: the problem with each place in the file replaced by its array.
 
     Arrays are mapped copy-on-write, pages read ahead. The descriptor is closed here."""

@@ -13,7 +13,7 @@ from mpitune.model.timeline import Clock, Timeline
 from mpitune.model.work import Work
 from mpitune.process import shared_arrays
 from mpitune.process.isolation import IsolatedBackend
-from mpitune.process.shared_arrays import SharedArray, attach, share
+from mpitune.process.shared_arrays import SharedArray, attach_arrays, share
 from mpitune.spec.load import load_spec
 
 
@@ -41,8 +41,8 @@ def test_large_arrays_keep_values_and_layout_and_writes_stay_private():
     assert all(offset % shared_arrays.ALIGN_BYTES == 0 for offset in offsets)
     assert shared.size >= sum(a.nbytes for a in (c_order, fortran, record, answer[0]))
 
-    first = attach(slim, os.dup(shared.fd), shared.size)
-    second = attach(slim, os.dup(shared.fd), shared.size)
+    first = attach_arrays(slim, os.dup(shared.fd), shared.size)
+    second = attach_arrays(slim, os.dup(shared.fd), shared.size)
     shared.close()
     got = first.arguments
     np.testing.assert_array_equal(got[0], c_order)
