@@ -19,8 +19,8 @@ PACKAGE = REPO / "mpitune"
 # name -> (the modules that may define it, as path patterns from the repository; why).
 ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     # A plugin's interface: its package finds the module by name and calls these.
-    "add_arguments": (("mpitune/commands/*.py",), "each command's arguments; cli/ adds them by verb"),
-    "run": (("mpitune/commands/*.py",), "each command's body; cli/ runs it by verb"),
+    "add_arguments": (("mpitune/commands/*.py", "mpitune/cli/job.py"), "each verb module's arguments; cli/ adds them"),
+    "run": (("mpitune/commands/*.py", "mpitune/cli/job.py"), "each verb module's body; cli/ runs it by verb"),
     "create": (
         ("mpitune/strategies/*.py", "mpitune/backends/*.py", "mpitune/backends/*/__init__.py"),
         "each strategy's and backend's factory; the package's own picks one by name",

@@ -1,6 +1,8 @@
-"""Command line: ``python -m mpitune [tune] SPEC [flags]`` tunes under MPI, ``replay DATA`` replays
-measured data, and ``python -m mpitune VERB ...`` runs an offline verb from ``mpitune.commands``
-(report, ...), which needs neither MPI nor a GPU.
+"""Command line: ``python -m mpitune [tune] SPEC [flags]`` tunes under MPI, and
+``python -m mpitune VERB ...`` runs any other verb of the table in verbs.py.
+
+The verbs that tune (``replay``, ``plan``, ``job``) live here. The verbs that read a results
+file (``report``, ...) are ``mpitune.commands``' modules, which need neither MPI nor a GPU.
 
 Errors the user can fix end every rank with one line on stderr and ``ExitCode.USER_ERROR``;
 ``--debug`` shows the traceback behind it. Every output path is ``--out``; the older ``--cache``
@@ -11,11 +13,12 @@ from __future__ import annotations
 
 import os
 import sys
+from types import ModuleType
 
-from mpitune import commands
 from mpitune.cli.loading import load_spec, not_python, overrides, read_measured, unmixed, within
 from mpitune.cli.parsers import Parser, common, refuse, replay_parser, tune_parser
 from mpitune.cli.running import setup_logging, tune_command
+from mpitune.cli.verbs import verb_module
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.spec.peek import named_lang
@@ -49,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         from mpitune.cli.planning import plan
 
         return plan(argv[1:])
-    if argv and argv[0] in commands.verbs():
-        return _offline(argv[0], argv[1:])
+    module = verb_module(argv[0]) if argv else None
+    if module is not None:
+        return _module_verb(argv[0], module, argv[1:])
     args = tune_parser().parse_args(argv[1:] if argv and argv[0] == "tune" else argv)
     refusal = not_python(args.spec)
     if refusal:
@@ -65,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
-def _offline(verb: str, argv: list[str]) -> int:
-    module = commands.module_of(verb)
+def _module_verb(verb: str, module: ModuleType, argv: list[str]) -> int:
+    """A verb that a module runs: ``job``, or one that reads a results file."""
     parser = Parser(prog=f"python -m mpitune {verb}", description=module.HELP)
     module.add_arguments(parser)
     common(parser)

@@ -6,18 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mpitune import __version__, commands
+from mpitune import __version__
+from mpitune.cli.verbs import every_verb
 from mpitune.errors import checked_number, number_flag
 from mpitune.exits import ExitCode
 
 LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass its checks)
-
-TUNE_HELP = "tune the kernel a spec file describes on every MPI rank (the default: python -m mpitune SPEC)"
-REPLAY_HELP = "replay a search on measured data (Kernel Tuner JSON cache or mpitune .h5) with simulated time"
-PLAN_HELP = (
-    "predict wall time, efficiency, jobs and the sbatch line on each number of ranks, "
-    "from a measured run or from a spec (a pilot on this machine)"
-)
 
 
 def refuse(message: str) -> int:
@@ -40,8 +34,7 @@ class Parser(argparse.ArgumentParser):
 
 def _subcommands() -> str:
     """Every subcommand with its one line, for the top-level ``--help``."""
-    lines = {"tune": TUNE_HELP, "replay": REPLAY_HELP, "plan": PLAN_HELP}
-    lines.update({verb: commands.module_of(verb).HELP for verb in sorted(commands.verbs())})
+    lines = every_verb()
     width = max(map(len, lines))
     return (
         "commands:\n"

@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import Any
 
-from mpitune.cli.parsers import PLAN_HELP, Parser, common, kernel_cache_flag
+from mpitune.cli.parsers import Parser, common, kernel_cache_flag
 from mpitune.cli.plan_basis import DEFAULT_RANKS, MAX_RANKS, PILOT_CONFIGS, basis
+from mpitune.cli.verbs import PLAN_HELP
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 from mpitune.model.problem import Schedule

@@ -1,4 +1,6 @@
-"""Offline verbs of ``python -m mpitune VERB``: one module each, no MPI, no GPU.
+"""The verbs that read a results file, one module each: no MPI, no GPU.
+
+The verbs that tune live in cli/; cli/verbs.py lists every verb.
 
 A verb module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
 The module name is the verb; a trailing underscore is dropped, so ``import_`` is ``import``.

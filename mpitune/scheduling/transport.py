@@ -186,7 +186,7 @@ CLOSE_WAIT_S = 60.0
 def leave_together(transport: Transport) -> None:
     """Every rank leaves once rank 0 has closed the file; rank 0 calls this after closing it.
 
-    Under ``srun --wait=N`` (commands/job.py) the first task to exit starts srun's countdown to
+    Under ``srun --wait=N`` (cli/job.py) the first task to exit starts srun's countdown to
     killing the rest. Workers that left at once gave rank 0 only N seconds for its last write; on a
     loaded node srun killed it while it closed the file. A rank 0 that never says so keeps a worker
     ``CLOSE_WAIT_S`` at most; the launcher ends it sooner."""

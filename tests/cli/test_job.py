@@ -7,7 +7,7 @@ import pytest
 from conftest import mpi_env
 
 from mpitune.cli import main
-from mpitune.commands.job import CANCELLED_ABOVE_S, seconds_left, srun_mpi_plugin, stop_cause
+from mpitune.cli.job import CANCELLED_ABOVE_S, seconds_left, srun_mpi_plugin, stop_cause
 from mpitune.exits import ExitCode
 
 
@@ -163,5 +163,5 @@ def test_the_margin_sets_the_time_limit_from_squeue(tmp_path):
 def test_a_margin_that_cannot_be_applied_is_a_warning_and_the_run_goes_on(tmp_path, squeue, why):
     proc = job(tmp_path, stand_ins(tmp_path, squeue) | {"MPITUNE_MARGIN_S": "60"})
     assert proc.returncode == 0, proc.stderr
-    assert f"WARNING mpitune.commands.job: --margin 60 s cannot be applied: {why}" in proc.stderr
+    assert f"WARNING mpitune.cli.job: --margin 60 s cannot be applied: {why}" in proc.stderr
     assert proc.stderr.count("\n") == 1 and "--time-limit" not in (tmp_path / "srun.log").read_text()
