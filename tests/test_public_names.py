@@ -36,11 +36,6 @@ ALLOWED: dict[str, tuple[tuple[str, ...], str]] = {
     # (mpitune.analysis.load, a name users import) and a replay's measured data (measured.load,
     # about 50 callers across scheduling/, cli/, tests and benchmarks).
     "load": (("mpitune/offline/analysis.py", "mpitune/store/measured.py"), "analysis.load is public API"),
-    # Being renamed with the rework of spec/, cli/ and scheduling/.
-    "kernel_name": (("mpitune/spec/*",), "spec/ is being reworked"),
-    "load_spec": (("mpitune/cli/loading.py", "mpitune/spec/*"), "spec/ is being reworked"),
-    "margin": (("mpitune/cli/planning.py", "mpitune/spec/*"), "spec/ is being reworked"),
-    "seconds": (("mpitune/scheduling/*", "mpitune/spec/*"), "spec/ and scheduling/ are being reworked"),
 }
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 from types import ModuleType
 
-from mpitune.cli.loading import load_spec, not_python, overrides, read_measured, unmixed, within
+from mpitune.cli.loading import not_python, overrides, problem_of_args, read_measured, unmixed, within
 from mpitune.cli.parsers import Parser, common, refuse, replay_parser, tune_parser
 from mpitune.cli.running import setup_logging, tune_command
 from mpitune.cli.verbs import verb_module
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     return tune_command(
         args,
         argv,
-        lambda: within(args.load_timeout, args.spec, lambda: load_spec(args)),
+        lambda: within(args.load_timeout, args.spec, lambda: problem_of_args(args)),
         None if args.no_isolation else named_lang(args.spec),
         args.compile_workers,
         lambda build: within(args.load_timeout, args.spec, build, "restrictions", hand_over=True),

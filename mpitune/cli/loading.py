@@ -25,7 +25,7 @@ T = TypeVar("T")
 _DATA_SUFFIXES = (".h5", ".hdf5", ".json", ".gz")
 
 
-def load_spec(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
+def problem_of_args(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
     from mpitune.spec import load
 
     return load.load_spec(args.spec, overrides(args), read_measured)

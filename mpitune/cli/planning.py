@@ -131,7 +131,7 @@ def _duration(text: str) -> float:
     return seconds
 
 
-def margin(error: float | None, predicted: bool) -> float:
+def time_margin(error: float | None, predicted: bool) -> float:
     """How many times the prediction ``--time`` asks for (and 5 minutes more): ``SAFETY``, and the
     cost model's cross-validated error on top where costs are predicted (double where it could not
     be told)."""
@@ -247,7 +247,7 @@ def _plan(args: argparse.Namespace) -> int:
             )
             simulated = simulate(problem, settings, ranks, workdir)
             walls[ranks], measured[ranks] = simulated.wall_s, simulated.measured
-    times = margin(rests.error, rests.predicted)
+    times = time_margin(rests.error, rests.predicted)
     usable_s = None if args.time_per_job is None else args.time_per_job - DRAIN_S
     rows = []
     for ranks in rests.ranks:

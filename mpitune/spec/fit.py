@@ -25,7 +25,7 @@ def language(text: Any, fail: Fail) -> Capabilities:
     return caps
 
 
-def kernel_name(name: str, caps: Capabilities, fail: Fail) -> None:
+def kernel_name_fits(name: str, caps: Capabilities, fail: Fail) -> None:
     if not caps.kernel_name.match(name):
         fail("kernel_name", f"{name!r} is not {caps.kernel_name_rule}")
 

@@ -157,7 +157,7 @@ def _known(check: Checker, names: dict[str, Any], strict: bool) -> dict[str, Any
 def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_dir: str, isolate: bool) -> Problem:
     caps = fit.language(spec["lang"], check.fail)
     kernel_name = fields.kernel_name(check, spec["kernel_name"])
-    fit.kernel_name(kernel_name, caps, check.fail)
+    fit.kernel_name_fits(kernel_name, caps, check.fail)
     kernel_source = fields.kernel_source(check, spec["kernel_source"], base_dir)
     tune_params = fields.tune_params(check, spec["tune_params"])
     arguments = fields.arguments(check, spec["arguments"])

@@ -25,7 +25,7 @@ def at_least(least: int) -> Check:
     return optional(lambda c, field, value: c.int_(field, value, least))
 
 
-def seconds(c: Checker, field: str, value: Any) -> float:
+def positive_seconds(c: Checker, field: str, value: Any) -> float:
     return c.number(field, value)
 
 
@@ -39,7 +39,7 @@ def text(c: Checker, field: str, value: Any) -> str:
     return str(value)
 
 
-def margin(c: Checker, field: str, value: Any) -> float:
+def fraction_margin(c: Checker, field: str, value: Any) -> float:
     margin = c.number(field, value, zero_ok=True)
     if not 0 <= margin < 1:
         c.fail(field, f"must be a fraction from 0 to below 1 (0.02: 2 %), got {margin!r}")

@@ -164,7 +164,7 @@ SETTINGS: tuple[Setting, ...] = (
         spec=False,
         budget=True,
         flag=Flag("--time-limit", "stop handing out batches after S {seconds}", type=number_flag(), metavar="S"),
-        check=checks.optional(checks.seconds),
+        check=checks.optional(checks.positive_seconds),
     ),
     Setting(
         "seed",
@@ -257,7 +257,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "device_margin",
         0.02,
-        check=checks.margin,
+        check=checks.fraction_margin,
         meaning="how far (a fraction) a rank's device factor may be from the median rank's, beyond its noise, "
         "before calibration and confirmation flag it",
         shown_default="`0.02`",
@@ -330,7 +330,7 @@ SETTINGS: tuple[Setting, ...] = (
             type=number_flag(),
             metavar="S",
         ),
-        check=checks.optional(checks.seconds),
+        check=checks.optional(checks.positive_seconds),
     ),
     Setting(
         "allow_mixed_devices",

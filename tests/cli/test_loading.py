@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import kt_cache, write_scale_spec
 
-from mpitune.cli.loading import load_spec, overrides, read_measured
+from mpitune.cli.loading import overrides, problem_of_args, read_measured
 from mpitune.cli.parsers import replay_parser, tune_parser
 from mpitune.model.problem import Schedule
 from mpitune.spec.replay import replay_problem
@@ -15,9 +15,9 @@ from mpitune.spec.replay import replay_problem
 def test_the_schedule_flag_overrides_the_spec_s(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     spec = str(write_scale_spec(tmp_path, extra="schedule = 'refill'\n"))
-    assert load_spec(tune_parser().parse_args([spec]))[1].schedule is Schedule.REFILL
+    assert problem_of_args(tune_parser().parse_args([spec]))[1].schedule is Schedule.REFILL
     flagged = tune_parser().parse_args([spec, "--schedule", "batches"])
-    assert load_spec(flagged)[1].schedule is Schedule.BATCHES
+    assert problem_of_args(flagged)[1].schedule is Schedule.BATCHES
     source = kt_cache(str(tmp_path / "c.json"))
     for flags, schedule in (([], Schedule.AUTO), (["--schedule", "refill"], Schedule.REFILL)):
         args = replay_parser().parse_args([source, *flags])

@@ -48,7 +48,7 @@ def cuda_problem(
 def refusal(p: Problem) -> SpecError | None:
     caps = backends.capabilities(p.lang)
     try:
-        fit.kernel_name(p.kernel_name, caps, fail)
+        fit.kernel_name_fits(p.kernel_name, caps, fail)
         fit.problem(p, caps, fail)
     except SpecError as exc:
         return exc
