@@ -60,7 +60,7 @@ BEFORE_SPAWN_IMPORTS = "import mpitune.cli, mpitune.scheduling.before_mpi"
 # What the worker imports before it warms up its device: the worker's module and the backend
 # (for CuPy: CuPy itself; ``prewarm`` with no device imports only).
 WORKER_IMPORTS = (
-    "import mpitune.process.isolation; from mpitune import backends; "
+    "import mpitune.process.worker; from mpitune import backends; "
     "backends.prewarm(backends.resolve({lang!r}).lang, None)"
 )
 

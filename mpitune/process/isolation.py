@@ -6,7 +6,7 @@ stop the rank, and with it the job. Here the backend lives in a supervised child
 (supervisor.py), started once and reused. The rank sends it one configuration at a time and
 waits with a deadline. A configuration that overruns it is a ``timeout``, one whose worker
 dies a ``runtime_error``. The worker is restarted (arguments uploaded again) before the rank
-goes on.
+goes on. This is the rank's side; the worker's loop and the messages between them are worker.py.
 
 Starting a worker costs a fresh Python, its imports and, on a GPU, CuPy and the CUDA context.
 That takes seconds, and none of it needs the problem. So a worker is spawned for a backend and a
@@ -18,17 +18,12 @@ before MPI. The problem travels through the pipe while the worker still warms up
 from __future__ import annotations
 
 import logging
-import os
-import queue
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import ForkingPickler, recv_handle, send_handle
+from multiprocessing.reduction import ForkingPickler, send_handle
 
-from mpitune import backends
 from mpitune.backends.base import Backend, Compiled, Compiler, unlaunched
 from mpitune.errors import UserError
 from mpitune.model.judging.racing import Race
@@ -38,8 +33,9 @@ from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work
 from mpitune.process.deadline import Durations, config_limit_s
 from mpitune.process.prewarm import Spawned, spawn_worker
-from mpitune.process.shared_arrays import Shared, attach_arrays, share
+from mpitune.process.shared_arrays import Shared, share
 from mpitune.process.supervisor import EXIT_CODE_S, Death, Hang, Patience
+from mpitune.process.worker import Confirm, Confirmed, Cut, Measure, Measured, Start, StartFailed, Stop, Warm
 
 log = logging.getLogger(__name__)
 
@@ -51,160 +47,12 @@ STARTUP_TIMEOUT_S = 300.0  # importing CuPy and uploading large arguments can ta
 WORKER_START_PHASE = "worker_start"
 
 
-@dataclass(frozen=True)
-class Start:
-    """The worker's problem, with what it needs to build its backend and share the rank's clock."""
-
-    problem: Problem
-    workdir: str
-    origin: float
-    local_rank: int
-    # The memory file holding the problem's large arrays (shared_arrays.py), whose descriptor
-    # follows this message; 0: every array is in the pickle.
-    shared_bytes: int = 0
-
-
-@dataclass(frozen=True)
-class Warm:
-    """The worker is up, its backend imported and its device context made.
-    ``at`` is its ``time.perf_counter()`` then; the monotonic clock is one per machine."""
-
-    pid: int
-    at: float
-
-
-@dataclass(frozen=True)
-class Ready:
-    """The worker's backend is prepared: what the rank reports about its device."""
-
-    device_name: str
-    device_detail: str
-    compiler: Compiler | None
-    pid: int
-
-
-@dataclass(frozen=True)
-class StartFailed:
-    """The backend could not be built or prepared: a user's message, or a traceback."""
-
-    error: str
-
-
-@dataclass(frozen=True)
-class Measure:
-    work: Work
-    compiled: Compiled | None
-    race: Race | None = None
-
-
-@dataclass(frozen=True)
-class Confirm:
-    """Time the candidates of ``retime`` again, interleaved (``Backend.retime``)."""
-
-    retime: Retime
-    compiled: Mapping[int, Compiled] | None = None
-
-
-@dataclass(frozen=True)
-class Stop:
-    pass
-
-
-@dataclass(frozen=True)
-class Cut:
-    """The run is ending: a worker that re-times answers with the launches made so far."""
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One configuration's result and the timeline rows it produced in the worker.
-    ``fatal_error`` is set when the worker's device can no longer be trusted."""
-
-    result: Result
-    rows: list[PhaseRow]
-    fatal_error: str
-
-
-@dataclass(frozen=True)
-class Confirmed:
-    """The launches of a ``Confirm`` and the timeline rows they produced in the worker.
-    ``fatal_error`` is as in ``Measured``."""
-
-    launches: list[Launch]
-    rows: list[PhaseRow]
-    fatal_error: str
-
-
-def worker_loop(conn: Connection, lang: str, local_rank: int | None) -> None:
-    """The worker, which prewarm.py spawns.
-    It warms up the backend ``lang`` names on the device of ``local_rank`` (None: no device
-    yet). Meanwhile its problem may still be on its way. It builds the backend once. Then it
-    measures what the rank sends until told to stop."""
-    inbox: queue.Queue = queue.Queue(maxsize=1)
-    # The problem (arrays of hundreds of MB) is read while the device warms up; the warm-up
-    # stays in the main thread, whose current CUDA device is the one the backend uses.
-    threading.Thread(target=_receive_start, args=(conn, inbox), name="mpitune-problem", daemon=True).start()
-    caps = backends.resolve(lang)
-    try:
-        if caps is not None:
-            backends.prewarm(caps.lang, local_rank)
-    except Exception:  # only a head start: creating the backend reports what is wrong
-        log.debug("warming up the %s backend failed", lang, exc_info=True)
-    conn.send(Warm(os.getpid(), time.perf_counter()))
-    start = inbox.get()
-    if isinstance(start, StartFailed):
-        conn.send(start)
-        return
-    if not isinstance(start, Start):  # the rank is gone, or ended the worker before its problem came
-        return
-    try:
-        backend = backends.create(start.problem, start.workdir, start.local_rank)
-        backend.prepare()
-    except UserError as exc:
-        conn.send(StartFailed(str(exc)))
-        return
-    except Exception:
-        conn.send(StartFailed(traceback.format_exc()))
-        return
-    conn.send(Ready(backend.device_name, backend.device_detail, backend.compiler(), os.getpid()))
-    timeline = Timeline(Clock(origin=start.origin), fill_gaps=False)
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:  # the rank is gone: nothing left to measure for
-            return
-        if isinstance(message, Stop):
-            break
-        if isinstance(message, Cut):  # came after the re-timing it would have cut had ended
-            continue
-        if isinstance(message, Confirm):  # whatever comes meanwhile (a Cut, a Stop) ends it
-            launches = backend.retime(message.retime, timeline, message.compiled, conn.poll)
-            conn.send(Confirmed(launches, timeline.take(), backend.fatal_error))
-        else:
-            result = backend.run(message.work, timeline, message.compiled, message.race)
-            conn.send(Measured(result, timeline.take(), backend.fatal_error))
-        if backend.fatal_error:
-            return  # its context is gone: the rank starts a fresh worker
-    backend.close()
-
-
-def _receive_start(conn: Connection, inbox: queue.Queue) -> None:
-    try:
-        message = conn.recv()
-        if isinstance(message, Start) and message.shared_bytes:
-            fd = recv_handle(conn)
-            message = replace(message, problem=attach_arrays(message.problem, fd, message.shared_bytes))
-        inbox.put(message)
-    except EOFError:
-        inbox.put(Stop())
-    except Exception:
-        inbox.put(StartFailed(traceback.format_exc()))
-
-
 def _send_quietly(conn: Connection, pickled: bytes, shared: Shared | None) -> None:
     """Send from a thread of its own, so the rank meanwhile waits for the worker with a deadline.
+
     A worker that dies or is killed first closes the pipe. The memory file's descriptor follows
-    the pickle. It is closed here once sent; the worker holds its own."""
+    the pickle. It is closed here once sent; the worker holds its own.
+    """
     try:
         conn.send_bytes(pickled)  # what ``conn.send`` writes, read by the worker's ``recv``
         if shared is not None:
@@ -230,9 +78,14 @@ class IsolatedBackend(Backend):
         timeline: Timeline | None = None,
     ):
         """``spawned``: a worker started early for this problem's backend and device.
+
         scheduling/before_mpi.py decides that it is, and it is given the problem now. None: one is
-        spawned here. The worker's own start goes to ``timeline`` as a background phase."""
-        self.problem, self.workdir, self.clock, self.local_rank = problem, workdir, clock, local_rank
+        spawned here. The worker's own start goes to ``timeline`` as a background phase.
+        """
+        self.problem = problem
+        self.workdir = workdir
+        self.clock = clock
+        self.local_rank = local_rank
         self.timeout_s = timeout_s
         self.config_s = Durations()  # how long measured configurations took, for the deadline
         self.restarts = 0
@@ -279,11 +132,9 @@ class IsolatedBackend(Backend):
             warm.at - spawned.spawned_at,
             message.device_detail or message.device_name,
         )
-        self.device_name, self.device_detail, self._compiler = (
-            message.device_name,
-            message.device_detail,
-            message.compiler,
-        )
+        self.device_name = message.device_name
+        self.device_detail = message.device_detail
+        self._compiler = message.compiler
 
     def compiler(self) -> Compiler | None:
         return self._compiler
@@ -328,11 +179,13 @@ class IsolatedBackend(Backend):
         stopping: Callable[[], bool] | None = None,
     ) -> list[Launch]:
         """Forwarded to the worker, whose deadline is the per-configuration limit per candidate.
+
         Each candidate is compiled, loaded and launched a few times, as one configuration is. A
         worker that overruns or dies costs every launch (NaN). It is restarted, as a
         configuration's would be. Which candidate hung cannot be told from here. ``stopping()``
         is asked every ``CUT_LOOK_S``. Once it says the run is ending, the worker is told to
-        ``Cut``. It answers with the launches it made."""
+        ``Cut``. It answers with the launches it made.
+        """
         deadline_s = self.deadline_s() * max(1, len(retime.work))
         start_s = self.clock.now()
         try:
@@ -390,8 +243,10 @@ class IsolatedBackend(Backend):
 
     def close(self) -> None:
         """Stop the worker, and kill it if it does not stop within ``STOP_WAIT_S``.
+
         A worker may still be measuring when the job ends for a silent rank (rank 0's lane,
-        scheduling/rank.py). It would hold the rank past the point where its peers judge it lost."""
+        scheduling/rank.py). It would hold the rank past the point where its peers judge it lost.
+        """
         try:
             self.conn.send(Stop())
             self.worker.join(STOP_WAIT_S)

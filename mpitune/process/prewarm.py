@@ -1,6 +1,6 @@
 """Spawning a rank's measuring worker before its problem exists, at the cost of nothing heavy.
 
-The worker (isolation.py) needs its problem only after its own start. That start is a fresh
+The worker (worker.py) needs its problem only after its own start. That start is a fresh
 Python, numpy, the backend, and on a GPU CuPy and the CUDA context. So a rank spawns it first,
 as early as it can: before MPI, before the spec (scheduling/before_mpi.py). This module is what that
 spawn costs the rank. It is the supervisor and nothing of numpy, the backends or the model. The
@@ -23,7 +23,7 @@ def _serve(conn: Connection, lang: str, local_rank: int | None) -> None:
     breaks the pipe. The worker then has no one to answer and ends without a word. A traceback
     would land on the job's stderr, where a launcher that leaves a rank's children running
     shows it."""
-    from mpitune.process.isolation import worker_loop
+    from mpitune.process.worker import worker_loop
 
     try:
         worker_loop(conn, lang, local_rank)
