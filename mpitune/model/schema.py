@@ -76,7 +76,7 @@ RESULT_COLUMNS: tuple[Column, ...] = (
 CONFIG_ID = Column(
     "config_id", "i8", "the configuration's row in the search space (Cartesian order, restrictions applied)"
 )
-# Kernel Tuner's cache (offline/exchange.py writes it, store/measured.py reads it) holds each
+# Kernel Tuner's cache (offline/exchange.py writes it, store/measured/kernel_tuner.py reads it) holds each
 # configuration as one flat object: the parameters beside these keys, Kernel Tuner 1.5.0's own
 # results (kernel_tuner/core.py) and the status an export adds. A parameter so named is lost there.
 KT_RESULT_KEYS: tuple[str, ...] = (

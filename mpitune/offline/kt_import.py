@@ -8,7 +8,7 @@ Its timeline is rebuilt from what each entry records. The configuration's compil
 benchmark time end at its timestamp, with Kernel Tuner's strategy time before them. The rest of
 a gap between two configurations is ``other``. Entries without timestamps are laid end to end.
 Each session (see SESSION_GAP_S) becomes a run. Kernel Tuner's metrics and observers' values
-(GFLOP/s, power, ...) become observed values (see mpitune/store/measured.py).
+(GFLOP/s, power, ...) become observed values (see mpitune/store/measured/kernel_tuner.py).
 
 Units: Kernel Tuner's durations are in ms, mpitune's in s; kernel times are ms in both.
 """
