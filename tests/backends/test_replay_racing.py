@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO, kt_cache
 
 from mpitune.backends import replay
-from mpitune.model.judging.confirmation import NEAR_BOUND
+from mpitune.model.judging.candidates import NEAR_BOUND
 from mpitune.model.judging.racing import Race, RaceRule
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.model.work import Work

@@ -1,34 +1,10 @@
-"""The statistics of confirmation: which candidates to time again, and what their launches say.
+"""The statistics of confirmation: what the launches of candidates timed again say.
 
 The search times each configuration once, on one device. So a median there carries that
 device's bias and one draw of noise. The best of thousands is then partly the luckiest. So rank 0
-times a few candidates again, round-robin over several rounds, on every device (model/work.py).
-This module turns those launches into a verdict. It is numbers only, with no I/O and no MPI. So
-every step can be checked on numbers drawn from a seeded generator.
-
-Which candidates (``candidates``). The k best by their search median join. So does any whose
-interval for the median overlaps the best's. The search cannot tell those from the best, so
-leaving them out would let its noise choose. The interval is the order-statistic one
-(``search_interval_ms``). It assumes nothing of the launches' distribution: kernel times are
-skewed, with rare slow launches. It assumes only that they are independent draws. So the count
-of launches below the true median is binomial(n, 1/2). A raced result has only the few launches
-that showed it slow. Its median is biased upwards. So it joins if even its wide interval
-overlaps. It also joins if it stopped near the race's bound (within ``NEAR_BOUND``; the k
-nearest). The default race stops a configuration on its first launch alone. It trusts that no
-first launch runs colder than the run has measured (model/judging/racing.py). A first launch a
-little colder could stop the best just beyond the bound. Only k of those join. On real spaces
-many configurations stop just beyond the bound (docs/performance.md, "Racing"). Each candidate
-costs a compile and a slot in every round.
-With several devices, the search's times are calibrated (scheduling/devices/calibrating.py).
-Each is divided by its rank's estimated factor. The factor's error moves every result of that
-rank alike. An interval for a calibrated median must carry that error too. Else a factor a few
-tenths of a percent high pushes the true best out of the candidates, with intervals that look
-sure. It may push a slower one in, too. So each side of an interval, in log time from the
-median, is combined in quadrature with its factor's own half-width at the same confidence.
-``factor_sd`` is the estimate's relative bootstrap standard error. The launches' noise and the
-factor's error are independent. For two intervals alike, the overlap is then the same test as
-before. It is made on a difference whose variance has both factors' in it. Within one rank the
-factor's error cancels. Counting it there only errs towards one more candidate.
+times a few candidates again, round-robin over several rounds, on every device (model/work.py;
+candidates.py chooses them). This module turns those launches into a verdict. It is numbers only,
+with no I/O and no MPI. So every step can be checked on numbers drawn from a seeded generator.
 
 Device factors. A device may be a few percent slower than another on every kernel. Clocks,
 cooling or a neighbour can cause it. And the candidates' launches are spread over devices
@@ -52,6 +28,7 @@ percentile interval of its resampled medians. The winner is the lowest median. A
 tied with it when the ratio of their medians falls at or below 1 in at least (1 - confidence) / 2
 of the resamples. That is, the ratio's percentile interval includes 1. Then the launches do not
 show that the winner is faster. The report should say so instead of naming one.
+
 A device is flagged when its factor differs from the median device's by enough. Enough is more
 than ``flag_z`` standard errors plus ``flag_pct`` %. The first term is beyond noise over all
 devices (docs/analysis.md says how often alike ones are flagged). The second is beyond a
@@ -62,19 +39,14 @@ lower clocks, a host busy with other work.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 
-from mpitune.model.judging.racing import Race
-from mpitune.model.result import Scored
-from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES, Launch
+from mpitune.model.work import Launch
 
 # Most elements of one chunk of resamples (resamples x devices x candidates x rounds): tens of MB.
 CHUNK_ELEMENTS = 4_000_000
@@ -119,95 +91,12 @@ class Verdict:
         return self.candidates[0].ci_ms
 
 
-def search_interval_ms(times_ms: Sequence[float], confidence: float = 0.95, ready: bool = False) -> tuple[float, float]:
-    """An interval for the median of one configuration's search launches.
-    It is the distribution-free order-statistic (binomial) interval. With too few launches for
-    that confidence, it is [min, max]. ``ready``: the launches are finite and sorted already."""
-    times = times_ms if ready else sorted(t for t in times_ms if math.isfinite(t))
-    n = len(times)
-    return (times[_rank(n, confidence) - 1], times[n - _rank(n, confidence)]) if n else (math.nan, math.nan)
-
-
-@functools.lru_cache(maxsize=256)
-def _rank(n: int, confidence: float) -> int:
-    """The interval's j (1-based): [x_(j), x_(n+1-j)] of ``n`` launches; once per count."""
-    alpha = (1.0 - confidence) / 2
-    # [x_(j), x_(n+1-j)] (1-based) misses the median with probability 2 P(B <= j - 1), B ~ binom(n, 1/2):
-    # take the largest j that keeps that within 1 - confidence; j = 1 is [min, max] in any case.
-    j, below = 1, 0.5**n  # below: P(B <= j - 1)
-    while j < (n + 1) // 2:
-        nxt = below + math.comb(n, j) * 0.5**n
-        if nxt > alpha:
-            break
-        j, below = j + 1, nxt
-    return j
-
-
-# Two medians whose 84 % intervals do not overlap differ at about the 5 % level (for intervals
-# of similar width); 95 % intervals, from 7 launches the whole range, would make nearly every
-# configuration with one slow launch a candidate.
-OVERLAP_CONFIDENCE = 0.84
-
-# A raced result whose time is within this factor of the race's bound (the first-launch bound of
-# the best and the noise the results show) joins the candidates: stopped near the threshold, it
-# is where a launch a little colder or noisier than the run had measured would have put the best.
-# Farther out, a first launch would have had to be that much colder than any the run measured.
-NEAR_BOUND = 1.05
-
-
-def candidates(
-    results: Sequence[Scored],
-    k: int = DEFAULT_CANDIDATES,
-    most: int = MOST_CANDIDATES,
-    factor_sd: Mapping[int, float] | None = None,
-) -> list[int]:
-    """Config ids to confirm, at most `most`, best first; results not finite are ignored.
-    First the k best ok results by the median of their launches (time_ms where none is finite).
-    They come from the full results and the raced ones that stopped near the race's bound. A
-    raced one beyond it is known slower. Then every ok result whose search_interval_ms overlaps
-    the best's. The interval is widened by its rank's factor's error. ``factor_sd`` is each
-    rank's factor's standard error, by rank; none means results in raw time. Then the k fastest
-    raced ones (r.raced) not taken yet whose time is within ``NEAR_BOUND`` of the race's bound.
-    The bound is recomputed from the results (``Race.after``): the best full median, the largest
-    spread and the largest first launch / median of the full ones. It is the bound as the search
-    ended. Each raced result lost against the bound of its moment, of a best no better and
-    ratios no wider. Uses r.time_ms / r.times_ms / r.first_ms."""
-    finite = {id(r): sorted(t for t in r.times_ms if math.isfinite(t)) for r in results}  # each sorted once
-    medians = {i: (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2 for i, t in finite.items() if t}  # as np.median
-
-    def median(r: Scored) -> float:  # time_ms is it, but not in data recorded elsewhere (a Kernel Tuner mean)
-        return medians.get(id(r), r.time_ms)
-
-    ok = sorted((r for r in results if r.ok and math.isfinite(r.time_ms)), key=lambda r: (median(r), r.config_id))
-    full = [r for r in ok if not r.raced] or ok  # only raced results: their times are all there is
-    if not full:
-        return []
-
-    z = NormalDist().inv_cdf((1 + OVERLAP_CONFIDENCE) / 2)
-    sds = factor_sd or {}
-
-    def interval(r: Scored) -> tuple[float, float]:
-        lo, hi = search_interval_ms(finite[id(r)], OVERLAP_CONFIDENCE, ready=True)
-        if not math.isfinite(lo):
-            return (r.time_ms, r.time_ms)
-        mid, factor = median(r), z * sds.get(r.rank, 0.0)
-        below, above = math.hypot(math.log(mid / lo), factor), math.hypot(math.log(hi / mid), factor)
-        return (mid * math.exp(-below), mid * math.exp(above))
-
-    best_lo, best_hi = interval(full[0])
-    near_ms = NEAR_BOUND * dataclasses.replace(Race().after(full), best_ms=min(r.time_ms for r in full)).first_bound_ms
-    near_set = {r.config_id for r in ok if r.raced and r.time_ms <= near_ms}
-    chosen = {r.config_id for r in ([r for r in ok if not r.raced or r.config_id in near_set] or full)[:k]}
-    chosen.update(r.config_id for r in ok if (lo_hi := interval(r))[0] <= best_hi and lo_hi[1] >= best_lo)
-    near = [r.config_id for r in ok if r.raced and r.time_ms <= near_ms and r.config_id not in chosen]
-    chosen.update(near[:k])  # the nearest k: many stop just beyond the bound, each costs a compile and a slot
-    return list(dict.fromkeys(r.config_id for r in ok if r.config_id in chosen))[:most]  # best first, once each
-
-
 def _nanmedian(a: np.ndarray, axis: int) -> np.ndarray:
     """The median along ``axis`` of the finite values, NaN where there is none.
+
     numpy's own nanmedian loops in Python over the other axes. Sorting moves NaN last. So the
-    middle of the finite values can be picked for all of them at once."""
+    middle of the finite values can be picked for all of them at once.
+    """
     s = np.sort(a, axis=axis)
     n = np.sum(np.isfinite(s), axis=axis, keepdims=True)
     lo = np.take_along_axis(s, np.maximum((n - 1) // 2, 0), axis=axis)
@@ -220,10 +109,12 @@ def _grid(
     rank: np.ndarray, config_id: np.ndarray, round_: np.ndarray, time_ms: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ranks, config ids, t[device, candidate, round]): the launches as one array.
+
     It is NaN where a launch failed or is missing. Times not finite and positive are failures;
     a log is taken of each. A candidate, rank or round without a finite launch is left out. It
     tells nothing. A rank where everything failed would otherwise leave no candidate timed on
-    every device. Then the others would have no calibration."""
+    every device. Then the others would have no calibration.
+    """
     rank, config_id, round_ = (np.asarray(x).astype(np.int64) for x in (rank, config_id, round_))
     times = np.asarray(time_ms, dtype=np.float64)
     if not rank.shape == config_id.shape == round_.shape == times.shape or rank.ndim != 1:
@@ -242,8 +133,10 @@ def _grid(
 
 def _estimate(launches: np.ndarray, complete: np.ndarray, paired: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(log factors [sample, device], medians [sample, candidate]) of launches.
+
     Launches are [sample, device, candidate, round]. This is the model of the module docstring,
-    for every sample at once. ``paired``: each device's rounds are taken out too (``_rounds_out``)."""
+    for every sample at once. ``paired``: each device's rounds are taken out too (``_rounds_out``).
+    """
     samples, devices, count, rounds = launches.shape
     logs = np.log(launches)
     if devices > 1 and complete.any():
@@ -264,12 +157,14 @@ def _estimate(launches: np.ndarray, complete: np.ndarray, paired: bool = False) 
 
 def _rounds_out(logs: np.ndarray, medians: np.ndarray, complete: np.ndarray) -> np.ndarray:
     """Calibrated log launches [sample, device, candidate, round] less each round's shift.
+
     The shift is the median, over the candidates timed on every device, of how far the round's
     launch sits from the candidate's pooled median (``medians``, log). A round's launches ran
     next to each other. What moved the device then moved them alike: a clock that stepped, a
     neighbour's job. With the shift out, candidates are compared within rounds, as the
     interleaving paired them. A candidate's median no longer hangs on how many of its launches
-    fell on either side of a step."""
+    fell on either side of a step.
+    """
     apart = logs[:, :, complete, :] - medians[:, None, complete, None]
     shift = _nanmedian(apart, axis=2)  # [sample, device, round]
     return logs - np.where(np.isfinite(shift), shift, 0.0)[:, :, None, :]
@@ -279,7 +174,9 @@ def _bootstrap(
     grid: np.ndarray, complete: np.ndarray, rng: np.random.Generator, resamples: int, paired: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """The estimates of ``resamples`` resamples of rounds, each device's drawn on its own.
-    All draws are made first. So the chunking, for memory, does not change the numbers."""
+
+    All draws are made first. So the chunking, for memory, does not change the numbers.
+    """
     devices, count, rounds = grid.shape
     picks = rng.integers(0, rounds, size=(resamples, devices, rounds))
     chunk = max(1, CHUNK_ELEMENTS // max(1, grid.size))
@@ -320,11 +217,13 @@ def _factors(ranks: np.ndarray, b: np.ndarray, b_boot: np.ndarray, flag_pct: flo
 
 def _tied(order: np.ndarray, meds_boot: np.ndarray, confidence: float) -> tuple[int, ...]:
     """The columns of the candidates the resamples cannot tell from the winner.
+
     Columns are of ``meds_boot``, in ``order`` after the winner ``order[0]``. Such a candidate's
     ratio to the winner is at or below 1 in at least (1 - confidence) / 2 / (candidates - 1) of
     them. Naming the rest slower is one claim on every comparison at once. The winner was picked
     as the least of them. Bonferroni's share keeps the chance that any is wrong within 1 -
-    confidence. A pair no resample could compare (never both finite) counts as tied."""
+    confidence. A pair no resample could compare (never both finite) counts as tied.
+    """
     w = order[0]
     tied = []
     level = (1.0 - confidence) / 2 / max(1, len(order) - 1)
@@ -350,10 +249,12 @@ def judge(
     intervals: bool = True,
 ) -> Verdict | None:
     """The verdict of one row per timed launch, in parallel arrays; NaN times (failed) left out.
+
     None when no candidate has a finite launch. ``paired``: a round's launches on one device ran
     together (confirmation's interleaving). So each round's shift is taken out. Not so where the
     "candidates" were timed apart (calibration's references). Without ``intervals`` the
-    candidates' intervals are NaN and none is tied: the factors alone."""
+    candidates' intervals are NaN and none is tied: the factors alone.
+    """
     if not 0.0 < confidence < 1.0 or resamples < 1:
         raise ValueError(f"judge: confidence must be in (0, 1) and resamples >= 1, not {confidence}, {resamples}")
     ranks, ids, grid = _grid(rank, config_id, round_, time_ms)

@@ -29,7 +29,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from mpitune.model.judging.confirmation import search_interval_ms
+from mpitune.model.judging.candidates import search_interval_ms
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.offline.integration.results_file import (

@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mpitune.model.judging.confirmation import Verdict, candidates, judge_launches
+from mpitune.model.judging.candidates import candidates
+from mpitune.model.judging.confirmation import Verdict, judge_launches
 from mpitune.model.result import Scored
 from mpitune.model.work import MOST_CANDIDATES, Launch, Retime, Work
 from mpitune.scheduling.messages import Order, Report, StopReason
