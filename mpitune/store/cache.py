@@ -1,5 +1,7 @@
 """Writing the HDF5 file: results, timeline and runs of one tuning problem.
 
+Longer than 400 lines: one writer, whose every record goes through the same custody and write-out.
+
 It is the resume cache and the data for analysis at once. Only rank 0 writes it.
 
 Each write is kept in memory at once (custody.Kept). It is then written out to the file, with
@@ -35,12 +37,7 @@ from mpitune.model.judging.confirmation import DeviceFactor, Verdict
 from mpitune.model.judging.pareto import front_rows
 from mpitune.model.objective import Objective
 from mpitune.model.result import Result, Scored, Status
-from mpitune.model.schema import (
-    FRONT_DTYPE,
-    IN_FLIGHT_DTYPE,
-    SEARCH_DTYPE,
-    SHORT_TEXT,
-)
+from mpitune.model.schema import FRONT_DTYPE, IN_FLIGHT_DTYPE, SEARCH_DTYPE, SHORT_TEXT
 from mpitune.model.timeline import PhaseRow
 from mpitune.model.work import Launch
 from mpitune.store import devices
@@ -73,7 +70,8 @@ class Cache:
 
     ``objective`` names the metrics kept beside the results. ``rewrite_metrics`` recomputes them
     for every recorded row when a run resumes. ``write_within_s`` is how long the frequent writes
-    may wait in memory (0: written at once)."""
+    may wait in memory (0: written at once).
+    """
 
     def __init__(
         self,
@@ -127,8 +125,9 @@ class Cache:
     def _adopt(self, path: str) -> None:
         """Write ``self.file``, which ``path`` names, from here on.
 
-        No dataset or attribute may be created any more. Datasets are only appended to and written,
-        each write through ``Kept``."""
+        No dataset or attribute may be created any more. Datasets are only appended to and
+        written, each write through ``Kept``.
+        """
         self.results = self.file["results"]
         self.in_flight = self.file["in_flight"]
         self.metrics = self.file.get("metrics")
@@ -143,8 +142,9 @@ class Cache:
     def _writing(self, deferred: bool = False) -> Iterator[None]:
         """One write, to memory (``Kept``).
 
-        It is then written out with every write before it. That happens at once or, where ``deferred``,
-        once it is due (``write_pending``)."""
+        It is then written out with every write before it. That happens at once or, where
+        ``deferred``, once it is due (``write_pending``).
+        """
         assert self._custody is not None, "the file is closed"
         yield
         if self._unwritten_since is None:
@@ -159,9 +159,11 @@ class Cache:
     def write_pending(self, now: bool = True) -> None:
         """Write out what memory holds and the file does not, and flush.
 
-        That happens now, or (``now`` False) once ``write_within_s`` have passed since the oldest such
-        write. First comes a check that the path still names the file as this writer left it (custody.py).
-        If not, everything recorded goes to a new file beside the path. That file is written from then on."""
+        That happens now, or (``now`` False) once ``write_within_s`` have passed since the oldest
+        such write. First comes a check that the path still names the file as this writer left it
+        (custody.py). If not, everything recorded goes to a new file beside the path. That file is
+        written from then on.
+        """
         since = self._unwritten_since
         if since is None or (not now and time.monotonic() - since < self.write_within_s):
             return
@@ -175,7 +177,8 @@ class Cache:
                 self._custody = None
                 let_go(self.file)
                 self._lock.close()
-            self._lock, self.file = lock, h5py.File(self._loss.kept_in, "a", libver="latest")
+            self._lock = lock
+            self.file = h5py.File(self._loss.kept_in, "a", libver="latest")
             self._adopt(self._loss.kept_in)
         else:
             self._kept.write_out()
@@ -192,9 +195,10 @@ class Cache:
     def _create(self, identity: ProblemIdentity, iterations: int) -> WriterLock | None:
         """Build the file under a name of its own, lock it and link it into place.
 
-        So a run killed while creating it leaves no half-made cache behind. Of two runs creating the
-        same file at once, one writes it and the other finds it locked. None if another run made the
-        file first. The name of its own is a temporary one of ``files.claim_temporary``."""
+        So a run killed while creating it leaves no half-made cache behind. Of two runs creating
+        the same file at once, one writes it and the other finds it locked. None if another run
+        made the file first. The name of its own is a temporary one of ``files.claim_temporary``.
+        """
         partial, new = claim_temporary(self.path, lambda temporary: create_hdf5(temporary, self.path))
         try:
             with new as f:
@@ -212,8 +216,10 @@ class Cache:
     def _describe_objective(self) -> None:
         """Record this run's objective, and lay out the metrics dataset for its metrics.
 
-        The old dataset is replaced if the names differ. Its values are derived: ``rewrite_metrics``
-        recomputes them. This runs before SWMR mode, which allows no new datasets or attributes."""
+        The old dataset is replaced if the names differ. Its values are derived:
+        ``rewrite_metrics`` recomputes them. This runs before SWMR mode, which allows no new
+        datasets or attributes.
+        """
         self.file.attrs["objective"] = json.dumps(self.objective.record())
         names = self.objective.metric_names
         if value_names(self.file, "metrics") != names:
@@ -229,8 +235,11 @@ class Cache:
         return rows_as_results(rows, [dict(zip(self.observed_names, map(float, values))) for values in observed])
 
     def rewrite_metrics(self, results: Sequence[Scored]) -> None:
-        """The metrics of every recorded row, evaluated by this run's objective. ``results`` are in
-        row order, as ``recorded`` gave them. A resumed run may define other metrics."""
+        """The metrics of every recorded row, evaluated by this run's objective.
+
+        ``results`` are in row order, as ``recorded`` gave them. A resumed run may define other
+        metrics.
+        """
         if self.metrics is not None:
             with self._writing():
                 self._kept.replace("metrics", values_table(self.objective.metric_names, [r.metrics for r in results]))
@@ -243,10 +252,13 @@ class Cache:
         pids: Sequence[int],
         details: Sequence[str] = (),
     ) -> int:
-        """Record a new run and where its ranks are. ``details`` says which device exactly, one per
-        rank: index, PCI bus, UUID of a GPU."""
+        """Record a new run and where its ranks are.
+
+        ``details`` says which device exactly, one per rank: index, PCI bus, UUID of a GPU.
+        """
         self.run = self._kept.count("runs")
-        row, ranks = run_row(self.run, info), rank_rows(self.run, hosts, devices, pids, details)
+        row = run_row(self.run, info)
+        ranks = rank_rows(self.run, hosts, devices, pids, details)
         with self._writing():
             self._kept.append("runs", row)
             self._kept.append("ranks", ranks)
@@ -265,7 +277,8 @@ class Cache:
         """Write one batch and flush: its scored results and the ranks' timeline rows.
 
         The batch ``done_batch`` is then no longer in flight (None: every one), or its chunk of
-        ``done_rank`` is not."""
+        ``done_rank`` is not.
+        """
         rows = result_rows(self.results.dtype, list(self.tune_params), scored, self._placed, self.run)
         with self._writing(deferred=True):
             self._kept.append("results", rows)
@@ -285,9 +298,10 @@ class Cache:
     ) -> None:
         """Record which rank holds which configurations until their results are appended.
 
-        After a crash the file says what was lost and where. The ask that made the hand-out is recorded
-        too. ``asked`` is in the strategy's order, for ``requested`` ids, once ``told`` of this run's
-        rows were told."""
+        After a crash the file says what was lost and where. The ask that made the hand-out is
+        recorded too. ``asked`` is in the strategy's order, for ``requested`` ids, once ``told`` of
+        this run's rows were told.
+        """
         with self._writing(deferred=True):
             self._hold(batch, list(enumerate(chunks)))
             for name, rows in ask_rows(self.run, batch, requested, asked, told).items():
@@ -296,8 +310,9 @@ class Cache:
     def still_in_flight(self, batch: int, chunks: Sequence[tuple[int, Sequence[int]]]) -> None:
         """Record again the chunks (rank, ids) whose results never came.
 
-        ``append`` of the batch cleared their record. A rank that stopped answering held them. ``check``
-        names them as it names what a killed run held."""
+        ``append`` of the batch cleared their record. A rank that stopped answering held them.
+        ``check`` names them as it names what a killed run held.
+        """
         with self._writing():
             self._hold(batch, chunks)
 
@@ -305,20 +320,26 @@ class Cache:
         """Add a batch's chunks to the record.
 
         What a killed run before this one left there goes. It was reported when the file was opened
-        (``interrupted``)."""
+        (``interrupted``).
+        """
         held = self._kept.rows("in_flight")
         rows = np.array([(self.run, batch, rank, i) for rank, ids in chunks for i in ids], dtype=IN_FLIGHT_DTYPE)
         self._kept.replace("in_flight", np.concatenate([held[held["run"] == self.run], rows]))
 
     def append_phases(self, phases: Iterable[tuple[int, PhaseRow]]) -> None:
+        """Write timeline rows on their own, with no results (``append`` writes those with them)."""
         with self._writing(deferred=True):
             self._kept.append("timeline", phase_rows(self.run, phases))
 
     def finish_run(self, wall_s: float, status: str, measured: int) -> None:
-        """Record how the run ended. With several objectives, record the Pareto front of every
-        configuration the file holds too."""
+        """Record how the run ended.
+
+        With several objectives, record the Pareto front of every configuration the file holds too.
+        """
         row = self._kept.rows("runs")[self.run].copy()
-        row["wall_s"], row["status"], row["measured"] = wall_s, fixed_text(status, SHORT_TEXT), measured
+        row["wall_s"] = wall_s
+        row["status"] = fixed_text(status, SHORT_TEXT)
+        row["measured"] = measured
         with self._writing():
             self._kept.put("runs", self.run, row)
             if self.front is not None:
@@ -345,8 +366,9 @@ class Cache:
     def end_search(self, key: str, continuable: bool) -> None:
         """Record that this run's search ended cleanly.
 
-        If ``continuable``, the next run with the same ``key`` continues it. The key is the strategy,
-        seed, options and objective."""
+        If ``continuable``, the next run with the same ``key`` continues it. The key is the
+        strategy, seed, options and objective.
+        """
         row = np.array([(self.run, search_digest(key).encode(), continuable)], SEARCH_DTYPE)
         with self._writing():
             self._kept.append("searches", row)
@@ -388,8 +410,9 @@ class Cache:
     def close(self) -> None:
         """Close the file and release its lock.
 
-        If the run is writing it, first check that the path still names it. If not, the rows go beside
-        it, as on any write; ``lost`` says where."""
+        If the run is writing it, first check that the path still names it. If not, the rows go
+        beside it, as on any write; ``lost`` says where.
+        """
         if self._custody is not None:
             self._unwritten_since = self._unwritten_since or time.monotonic()
             self.write_pending()
