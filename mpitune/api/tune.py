@@ -27,6 +27,7 @@ from mpitune.model.problem import Problem, RunSettings
 from mpitune.spec.load import load_names
 from mpitune.spec.replay import MeasuredSpace
 from mpitune.spec.settings import Overrides
+from mpitune.spec.settings_table import LIVENESS_TIMEOUT
 
 ORIGIN = "tune_kernel"  # what error messages name in place of a spec file
 _KT_CACHE_SUFFIXES = (".json", ".json.gz")
@@ -124,10 +125,11 @@ def _read_measured(path: str) -> MeasuredSpace:
 def _tune_here(problem: Problem, settings: RunSettings) -> None:
     """This process as the one rank of the run. Errors the run reports (an empty space, a cache
     of another problem) are raised instead of printed."""
-    from mpitune.scheduling import run as loop  # imports mpi4py, which initialises MPI: only when tuning
+    from mpitune.scheduling import run  # imports mpi4py, which initialises MPI: only when tuning
 
     with _main_hidden_from_workers(), _errors_raised() as errors:
-        exit_code = loop.tune(lambda: (problem, settings), command=f"mpitune.tune_kernel({problem.kernel_name!r})")
+        command = f"mpitune.tune_kernel({problem.kernel_name!r})"
+        exit_code = run.tune(lambda: (problem, settings), command, liveness_timeout_s=LIVENESS_TIMEOUT.merged(None))
     if errors:
         raise UserError("; ".join(errors))
     if exit_code not in (ExitCode.OK, ExitCode.RESUMABLE):

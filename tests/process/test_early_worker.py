@@ -18,7 +18,7 @@ from mpitune.model.work import Work
 from mpitune.process.compile_ahead import CompileAhead, default_workers
 from mpitune.process.isolation import WORKER_START_PHASE, IsolatedBackend
 from mpitune.process.prewarm import spawn_worker
-from mpitune.scheduling import before_mpi as early
+from mpitune.scheduling import before_mpi
 from mpitune.spec.load import load_spec
 from mpitune.spec.peek import named_lang
 
@@ -123,25 +123,25 @@ def test_a_missing_spec_starts_nothing(tmp_path):
 
 
 def test_the_launchers_local_rank_comes_first_and_slurms_last():
-    assert early.launcher_local_rank({}) == 0  # no launcher: MPI's world of one
-    assert early.launcher_local_rank({"PMI_RANK": "3"}) is None  # a launcher that does not say
-    assert early.launcher_local_rank({"SLURM_LOCALID": "0", "MPI_LOCALRANKID": "3"}) == 3
-    assert early.launcher_local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": "2", "MPI_LOCALRANKID": "3"}) == 2
-    assert early.launcher_local_rank({"SLURM_LOCALID": "1", "PMI_LOCAL_RANK": ""}) == 1
+    assert before_mpi.launcher_local_rank({}) == 0  # no launcher: MPI's world of one
+    assert before_mpi.launcher_local_rank({"PMI_RANK": "3"}) is None  # a launcher that does not say
+    assert before_mpi.launcher_local_rank({"SLURM_LOCALID": "0", "MPI_LOCALRANKID": "3"}) == 3
+    assert before_mpi.launcher_local_rank({"OMPI_COMM_WORLD_LOCAL_RANK": "2", "MPI_LOCALRANKID": "3"}) == 2
+    assert before_mpi.launcher_local_rank({"SLURM_LOCALID": "1", "PMI_LOCAL_RANK": ""}) == 1
 
 
 def test_the_job_wide_rank_comes_from_the_launcher_before_mpi():
-    assert early.launcher_world_rank({}) == 0  # no launcher: a world of one
-    assert early.launcher_world_rank({"PMI_RANK": "3", "SLURM_PROCID": "0"}) == 3  # mpirun in a batch job
-    assert early.launcher_world_rank({"OMPI_COMM_WORLD_RANK": "0"}) == 0
-    assert early.launcher_world_rank({"PMI_SIZE": "4"}) is None  # launched, but which rank is not said
+    assert before_mpi.launcher_world_rank({}) == 0  # no launcher: a world of one
+    assert before_mpi.launcher_world_rank({"PMI_RANK": "3", "SLURM_PROCID": "0"}) == 3  # mpirun in a batch job
+    assert before_mpi.launcher_world_rank({"OMPI_COMM_WORLD_RANK": "0"}) == 0
+    assert before_mpi.launcher_world_rank({"PMI_SIZE": "4"}) is None  # launched, but which rank is not said
 
 
 def test_the_ranks_on_a_node_come_from_the_launcher():
-    assert early.launcher_local_size({}) == 1
-    assert early.launcher_local_size({"PMI_RANK": "0", "MPI_LOCALNRANKS": "4"}) == 4
-    assert early.launcher_local_size({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MPI_LOCALNRANKS": "4"}) == 2
-    assert early.launcher_local_size({"SLURM_PROCID": "1"}) is None
+    assert before_mpi.launcher_local_size({}) == 1
+    assert before_mpi.launcher_local_size({"PMI_RANK": "0", "MPI_LOCALNRANKS": "4"}) == 4
+    assert before_mpi.launcher_local_size({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MPI_LOCALNRANKS": "4"}) == 2
+    assert before_mpi.launcher_local_size({"SLURM_PROCID": "1"}) is None
 
 
 # -- the worker, in this process's children ---------------------------------------------------
@@ -208,10 +208,10 @@ def test_an_early_worker_is_claimed_only_for_its_backend_and_local_rank(monkeypa
     monkeypatch.setenv("MPI_LOCALRANKID", "1")
     for key in ("OMPI_COMM_WORLD_LOCAL_RANK",):
         monkeypatch.delenv(key, raising=False)
-    early.start("c")  # a spec's spelling: the backend's recorded name is "C"
-    pid = early._early.pid if early._early else 0
+    before_mpi.start("c")  # a spec's spelling: the backend's recorded name is "C"
+    pid = before_mpi._early.pid if before_mpi._early else 0
     assert pid and alive(pid)
-    spawned = early.claim("C", True, 1)
+    spawned = before_mpi.claim("C", True, 1)
     assert spawned is not None and spawned.pid == pid
     spawned.end()
     assert not alive(pid)
@@ -223,17 +223,17 @@ def test_an_early_worker_is_claimed_only_for_its_backend_and_local_rank(monkeypa
         ("C", "C", False, 1),
         ("fortran", "C", True, 1),
     ]:
-        early.start(started)
-        pid = early._early.pid if early._early else 0
-        assert early.claim(lang, isolate, local_rank) is None
+        before_mpi.start(started)
+        pid = before_mpi._early.pid if before_mpi._early else 0
+        assert before_mpi.claim(lang, isolate, local_rank) is None
         assert not alive(pid), (started, lang, isolate, local_rank)  # ended at once, not left to its orphan watch
 
-    early.start("C")
-    pid = early._early.pid if early._early else 0
-    early.end()
-    assert early._early is None and not alive(pid)
-    early.start(None)  # the spec computes its lang, or no isolation was asked for
-    assert early._early is None
+    before_mpi.start("C")
+    pid = before_mpi._early.pid if before_mpi._early else 0
+    before_mpi.end()
+    assert before_mpi._early is None and not alive(pid)
+    before_mpi.start(None)  # the spec computes its lang, or no isolation was asked for
+    assert before_mpi._early is None
 
 
 def pool_alive(ahead: CompileAhead) -> bool:
@@ -244,37 +244,37 @@ def test_early_compile_workers_are_taken_only_as_many_and_for_the_backend_they_w
     monkeypatch.setenv("MPI_LOCALNRANKS", "2")
     monkeypatch.setenv("PMI_RANK", "0")
     clock = Clock()
-    early.start_compile_workers(1)  # without a worker started: none
-    assert early._ahead is None
-    early.start("C")
-    early.start_compile_workers(1)
-    assert early._ahead is not None
-    ahead = early.compile_ahead("C", 1, clock)
+    before_mpi.start_compile_workers(1)  # without a worker started: none
+    assert before_mpi._ahead is None
+    before_mpi.start("C")
+    before_mpi.start_compile_workers(1)
+    assert before_mpi._ahead is not None
+    ahead = before_mpi.compile_ahead("C", 1, clock)
     assert ahead is not None and ahead.clock is clock and ahead.workers == 1 and pool_alive(ahead)
-    early.end()  # the measuring worker, which nothing claimed here
+    before_mpi.end()  # the measuring worker, which nothing claimed here
     assert pool_alive(ahead)  # taken: the loop's to close
     ahead.close()
     assert not pool_alive(ahead)
 
     for started, workers, lang, wanted in [("C", 1, "C", 2), ("C", 1, "C", 0), ("C", 1, "cupy", 1)]:
-        early.start(started)
-        early.start_compile_workers(workers)
-        assert early._ahead is not None
-        pool = early._ahead[1]
-        assert early.compile_ahead(lang, wanted, clock) is None
+        before_mpi.start(started)
+        before_mpi.start_compile_workers(workers)
+        assert before_mpi._ahead is not None
+        pool = before_mpi._ahead[1]
+        assert before_mpi.compile_ahead(lang, wanted, clock) is None
         assert not pool_alive(pool), (started, workers, lang, wanted)
-        early.end()
+        before_mpi.end()
 
-    early.start("C")  # kernels on the CPU: no compile workers unless asked for
-    early.start_compile_workers()
-    assert early._ahead is None
-    early.end()
-    early.start("cupy")  # on a GPU: the default, from the ranks the launcher says share the node
-    early.start_compile_workers()
-    assert early._ahead is not None and early._ahead[1].workers == default_workers(2, warn=False)
-    pool = early._ahead[1]
-    early.end()
-    assert early._ahead is None and not pool_alive(pool)
+    before_mpi.start("C")  # kernels on the CPU: no compile workers unless asked for
+    before_mpi.start_compile_workers()
+    assert before_mpi._ahead is None
+    before_mpi.end()
+    before_mpi.start("cupy")  # on a GPU: the default, from the ranks the launcher says share the node
+    before_mpi.start_compile_workers()
+    assert before_mpi._ahead is not None and before_mpi._ahead[1].workers == default_workers(2, warn=False)
+    pool = before_mpi._ahead[1]
+    before_mpi.end()
+    assert before_mpi._ahead is None and not pool_alive(pool)
 
 
 # -- under mpiexec ----------------------------------------------------------------------------
