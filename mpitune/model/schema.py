@@ -1,5 +1,7 @@
 """The results schema, defined once.
 
+Longer than 400 lines: every dataset's columns and meanings, in the one place all readers share.
+
 These tables give the file's layout and the columns of the analysis tables. They give the names
 a parameter may not take, and the values it may not hold.
 
@@ -16,12 +18,15 @@ from typing import Any
 
 import numpy as np
 
-# The layout's version, in every file's attribute ``schema_version``: a change of layout must raise it.
-# 2: results gained launches and raced, the file its asks (asked, searches); 3: the ranks' devices
-# compared (retimed, confirmed, device_factors); 4: the priors each run started from (priors); 5: what
-# was told before each ask (told); 6: how each run handed out its work (schedules). Older versions read.
+# The layout's version, in every file's attribute ``schema_version``: a change of layout must
+# raise it. 2: results gained launches and raced, the file its asks (asked, searches); 3: the
+# ranks' devices compared (retimed, confirmed, device_factors); 4: the priors each run started from
+# (priors); 5: what was told before each ask (told); 6: how each run handed out its work
+# (schedules). Older versions read.
 SCHEMA_VERSION = 6
-SHORT_TEXT, NAME_TEXT, LONG_TEXT = "S16", "S96", "S1024"
+SHORT_TEXT = "S16"  # a status, a phase, a version
+NAME_TEXT = "S96"  # a host, a device, a strategy
+LONG_TEXT = "S1024"  # an error, a command line, a path
 # The per-iteration times: one float64 per timed launch, NaN where a configuration ran fewer.
 ITERATIONS = "iterations"
 
@@ -31,7 +36,8 @@ class Column:
     """One field of a dataset.
 
     ``doc`` is its meaning as docs/cache-format.md shows it. A test holds each table there to
-    these tables."""
+    these tables.
+    """
 
     name: str
     dtype: str  # a numpy dtype string, or ITERATIONS
@@ -76,9 +82,10 @@ RESULT_COLUMNS: tuple[Column, ...] = (
 CONFIG_ID = Column(
     "config_id", "i8", "the configuration's row in the search space (Cartesian order, restrictions applied)"
 )
-# Kernel Tuner's cache (offline/exchange.py writes it, store/measured/kernel_tuner.py reads it) holds each
-# configuration as one flat object: the parameters beside these keys, Kernel Tuner 1.5.0's own
-# results (kernel_tuner/core.py) and the status an export adds. A parameter so named is lost there.
+# Kernel Tuner's cache (offline/exchange.py writes it, store/measured/kernel_tuner.py reads it)
+# holds each configuration as one flat object: the parameters beside these keys, Kernel Tuner
+# 1.5.0's own results (kernel_tuner/core.py) and the status an export adds. A parameter so named
+# is lost there.
 KT_RESULT_KEYS: tuple[str, ...] = (
     "time",
     "times",
@@ -94,7 +101,8 @@ KT_STATUS_KEY = "mpitune_status"
 # Texts Kernel Tuner reads as a failed configuration under any key of an entry, parameters
 # included (kernel_tuner/util.py, read_cache).
 KT_ERROR_MARKERS: tuple[str, ...] = ("ErrorConfig", "InvalidConfig", "CompilationFailedConfig", "RuntimeFailedConfig")
-# Names of result fields, in the file and in Kernel Tuner's cache: a tunable parameter or a metric may not shadow them.
+# Names of result fields, in the file and in Kernel Tuner's cache: a tunable parameter or a metric
+# may not shadow them.
 RESERVED: tuple[str, ...] = (CONFIG_ID.name, *(c.name for c in RESULT_COLUMNS), *KT_RESULT_KEYS, KT_STATUS_KEY)
 MAX_NAME = 64  # characters in a parameter's name: a column of the file, a name in restrictions
 MAX_TEXT_BYTES = 1024  # a text value's UTF-8 bytes: one compiler argument each, printed in progress lines
@@ -302,7 +310,8 @@ def outside_int64(value: Any) -> str | None:
     """Why a parameter value is an integer no int64 column keeps, or None.
 
     Such a value is refused before it is measured, since writing it would fail (``param_dtype``).
-    A float column would not keep it faithfully either."""
+    A float column would not keep it faithfully either.
+    """
     if not isinstance(value, int) or -(2**63) <= value < 2**63:
         return None
     shown = (
@@ -316,7 +325,8 @@ def unkept_text(value: Any) -> str | None:
 
     None where it would. A NUL cannot be in a compiler's argument. A line break cuts a
     ``#define``. A value's bytes are bounded, as one argument of a command is. Kernel Tuner reads
-    its error markers as a failure wherever an entry holds them."""
+    its error markers as a failure wherever an entry holds them.
+    """
     if not isinstance(value, str):
         return None
     shown = repr(value[:40]) + ("..." if len(value) > 40 else "")
@@ -337,7 +347,8 @@ def unkept_in_floats(values: Sequence[Any]) -> str | None:
     """Why a parameter mixing integers and floats loses one in its float column, or None.
 
     The column is ``param_dtype``'s. Two integers beyond 2**53 would read back as one value. Two
-    configurations would become one."""
+    configurations would become one.
+    """
     if not any(isinstance(v, float) for v in values):
         return None
     lost = next((v for v in values if isinstance(v, int) and float(v) != v), None)
@@ -351,8 +362,13 @@ def comma_clash(params: Mapping[str, Sequence[Any]]) -> str | None:
 
     The key is the values joined by commas. With commas in one parameter's values, the key still
     splits one way: the others' values have none. With two, ("a,b", "c") and ("a", "b,c") are
-    both "a,b,c"."""
-    commas = [(n, next(v for v in vs if "," in str(v))) for n, vs in params.items() if any("," in str(v) for v in vs)]
+    both "a,b,c".
+    """
+    commas = []  # (parameter, its first value with a comma)
+    for name, values in params.items():
+        with_comma = [v for v in values if "," in str(v)]
+        if with_comma:
+            commas.append((name, with_comma[0]))
     if len(commas) < 2:
         return None
     (first, a), (second, b) = commas[:2]
@@ -375,6 +391,7 @@ def dtype(columns: tuple[Column, ...], iterations: int = 1) -> np.dtype:
 
 
 def results_dtype(tune_params: dict[str, list[Any]], iterations: int) -> np.dtype[np.void]:
+    """The results dataset's dtype: config_id, the tunable parameters, then ``RESULT_COLUMNS``."""
     params = tuple(Column(name, param_dtype(values), "tunable parameter") for name, values in tune_params.items())
     return dtype((CONFIG_ID, *params, *RESULT_COLUMNS), iterations)
 
