@@ -1,7 +1,9 @@
 """What ``report`` says of a cache file, as typed records.
 
-``report`` formats them as text. ``report --json`` writes them field by field (``Summary.as_json``): the
-JSON keys are the field names, in their order.
+Longer than 400 lines: the report's records and the one pass over a file's rows that fills them.
+
+``report`` formats them as text. ``report --json`` writes them field by field
+(``Summary.as_json``): the JSON keys are the field names, in their order.
 
 Every time figure comes from the recorded timeline: intervals on one clock per run. So wall time
 is measured, never a sum over configurations. For every rank, busy and idle time add up to its
@@ -76,8 +78,10 @@ class ObjectiveValues:
     worst: float | None
 
     def as_json(self) -> dict[str, Any]:
-        """As ``report --json`` has written it since before several objectives: the first one's
-        name and direction (``pareto`` lists them all)."""
+        """As ``report --json`` has written it since before several objectives.
+
+        That is the first objective's name and direction (``pareto`` lists them all).
+        """
         goal = self.goal
         return {
             "name": goal.name,
@@ -88,6 +92,8 @@ class ObjectiveValues:
 
 @dataclass(frozen=True)
 class ProblemSummary:
+    """The tuned problem, as the file records it."""
+
     kernel: str
     lang: str
     problem_size: tuple[Any, ...]
@@ -124,7 +130,9 @@ class RunSummary:
     measured: int
     command: str
     version: str
-    schedule: str  # how it handed out its work: refill or batches (last: the JSON keeps earlier keys' order)
+    # How it handed out its work: refill or batches (last, so that the JSON keeps the earlier keys'
+    # order).
+    schedule: str
     in_turn: bool  # no rank had compile workers (no background compile on its timeline)
 
 
@@ -207,7 +215,9 @@ def summarize_rows(rows: Rows, top: int = 5) -> Summary:
     rows it shows are read again by index: the best, the front and the confirmation's.
     """
     data = rows.tables
-    tally, totals, waits = Tally(), PhaseTotals(), BatchWaits()
+    tally = Tally()
+    totals = PhaseTotals()
+    waits = BatchWaits()
     for part in rows.results():
         tally.add(part)
     confirming = _confirmation_batches(data)
@@ -216,20 +226,23 @@ def summarize_rows(rows: Rows, top: int = 5) -> Summary:
         totals.add(chunk)
         waits.add(chunk)
         kept.append(chunk[np.isin(chunk["run"].astype(np.int64) * (1 << 32) + chunk["batch"], confirming)])
-    values, higher = tally.values, data.objective.higher_is_better
-    ranked = best_first(values, tally.usable, higher)  # indices, best first
+    values = tally.values
+    ranked = best_first(values, tally.usable, data.objective.higher_is_better)  # indices, best first
     shown = rows.rows(ranked[:top])
     ranks = rank_times(totals, data.ranks, tally.measured)
     runs = data.runs
     ends = totals.run_ends
-    walls = run_walls(runs["run"], runs["wall_s"], np.array(list(ends), np.int64), np.array(list(ends.values())))
+    end_runs = np.array(list(ends), np.int64)
+    walls = run_walls(runs["run"], runs["wall_s"], end_runs, np.array(list(ends.values())))
     # Every rank holds its device for the whole run, also when it has measured its last chunk
     # and left (with two batches in flight the fast ranks leave before the last batch is in).
     wall_rank_s = sum(int(n) * wall for n, wall in zip(runs["ranks"], walls))
     measuring_s = sum(r.compile_s + r.verify_s + r.benchmark_s for r in ranks)
     named = rows.rows(tally.first_rows({int(i) for i in data.confirmed["config_id"]}))
     confirmation, confirmation_cost, calibration = confirmed.latest(replace(named, timeline=np.concatenate(kept)))
-    statuses, ok_ms, top_values = tally.statuses, tally.ok_ms, values[ranked[:top]]
+    statuses = tally.statuses
+    ok_ms = tally.ok_ms
+    top_values = values[ranked[:top]]
     return Summary(
         kernel=data.problem.kernel_name,
         lang=data.problem.lang,
