@@ -1,5 +1,7 @@
 """A Gaussian-process surrogate for discrete search spaces, and a model of where they fail.
 
+Longer than 400 lines: one model, its length scales, batch, failure rate and prior mean together.
+
 Plain numpy, for ``bayes_opt`` and ``portfolio``'s model phase: one Matern-5/2 kernel, one
 noise level, a batch built with a constant liar. ``portfolio`` gives every
 parameter its own length scale (automatic relevance determination). In a kernel space a few
@@ -86,11 +88,13 @@ MODEL_OPTIONS = (
 
 def one_blas_thread() -> contextlib.AbstractContextManager[object]:
     """Ask with one BLAS thread, when threadpoolctl is installed.
+
     The matrices here are small, a few hundred rows, so BLAS threads gain nothing on them. The
     other ranks of an MPI run may poll for their next batch on the same cores. That happens with
     more ranks than cores, as in a replay on a laptop. Then BLAS threads make each ask much
     slower (docs/strategies.md has the figures). The libraries are found once per process
-    (``_blas``), not once per ask (docs/performance.md)."""
+    (``_blas``), not once per ask (docs/performance.md).
+    """
     controller = _blas()
     return controller.limit(limits=1) if controller is not None else contextlib.nullcontext()
 
@@ -103,8 +107,10 @@ def _blas() -> Any:
 
 def observations(ranked: list[int], most: int, rng: np.random.Generator) -> np.ndarray:
     """What a model learns from, of the told ids ``ranked`` best first.
+
     That is all of them, or the best half of ``most`` plus a seeded random share of the rest.
-    The cap bounds the cubic cost of a fit."""
+    The cap bounds the cubic cost of a fit.
+    """
     if len(ranked) <= most:
         return np.array(ranked)
     keep = most // 2
@@ -133,6 +139,7 @@ def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray) -> np.ndarray:
 
 
 def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> float:
+    """The log marginal likelihood of ``y`` at ``x`` under ``scales``, less its constant."""
     try:
         chol = np.linalg.cholesky(matern(x, x, scales) + NOISE * np.eye(len(x)))
     except np.linalg.LinAlgError:
@@ -143,9 +150,11 @@ def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> float:
 
 class LengthScales:
     """A model's length scales, refitted only when the results grew by ``REFIT_GROWTH``.
+
     They barely move in between, and a fit is most of what an ask costs. Per parameter
     (``portfolio``), a refit starts from the last fit. Isotropic (``bayes_opt``), it is the best
-    scale of the grid."""
+    scale of the grid.
+    """
 
     def __init__(self, per_parameter: bool):
         self.per_parameter = per_parameter
@@ -153,6 +162,7 @@ class LengthScales:
         self.fitted_on = 0  # results told at the last fit
 
     def fitted(self, x: np.ndarray, y: np.ndarray, told: int) -> np.ndarray:
+        """The scales for observations ``x``, ``y``, refitted if ``told`` grew enough."""
         if self.value is None or told >= REFIT_GROWTH * self.fitted_on:
             if self.per_parameter:
                 self.value = fit_scales(x, y, self.value)
@@ -164,8 +174,10 @@ class LengthScales:
 
 def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None, sweeps: int = SWEEPS) -> np.ndarray:
     """Per-parameter length scales of high marginal likelihood.
+
     The fit starts at the best isotropic scale of the grid, or at ``start`` (the last fit's). Then
-    come ``sweeps`` passes of coordinate moves by ``SCALE_STEPS``."""
+    come ``sweeps`` passes of coordinate moves by ``SCALE_STEPS``.
+    """
     d = x.shape[1]
     if start is None:
         grid = [np.full(d, s * math.sqrt(d)) for s in BASE_SCALES]
@@ -184,21 +196,25 @@ def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None, sw
                 trial[p] = min(max(current * step, MIN_SCALE), MAX_SCALE)
                 ll = _log_likelihood(x, y, trial)
                 if ll > best:
-                    best, scales = ll, trial
+                    best = ll
+                    scales = trial
     return scales
 
 
 def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> Fit:
+    """The GP conditioned on observations ``x``, ``y`` under ``scales``."""
     chol = np.linalg.cholesky(matern(x, x, scales) + NOISE * np.eye(len(x)))
     return Fit(x, y, scales, chol, np.linalg.solve(chol.T, np.linalg.solve(chol, y)))
 
 
 def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The observations plus a constant lie at each point in flight (handed out, not told).
+
     The lie is the mean of ``y``, as the batch's own liar uses. So a batch asked while the
     previous one is out spreads away from it. It does not propose its near twins. The best and
     the mean of the observations stay what they were. Lying the model's own prediction there
-    (a kriging believer) scored lower on the development caches (docs/strategies.md)."""
+    (a kriging believer) scored lower on the development caches (docs/strategies.md).
+    """
     if not len(pending):
         return x, y
     return np.vstack([x, pending]), np.concatenate([y, np.full(len(pending), float(y.mean()))])
@@ -206,7 +222,9 @@ def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.nda
 
 def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray) -> np.ndarray:
     """Kernel-weighted share of failures among the observed points near each candidate.
-    Shrunk towards the overall rate: near zero far from any failure, near one in a failing region."""
+
+    Shrunk towards the overall rate: near zero far from any failure, near one in a failing region.
+    """
     if not failed.any():
         return np.zeros(len(cand))
     weights = matern(cand, x, scales)
@@ -226,19 +244,22 @@ def choose_batch(
     offset: np.ndarray | None = None,
 ) -> list[int]:
     """Indices into ``cand`` of ``n`` points by expected improvement times the chance to be valid.
+
     Points are picked one at a time with a constant liar. Each chosen point is added as a fake
     observation at the mean. That is an exact rank-one update of the candidates' posterior. It
     shrinks the uncertainty around the point, so the next pick goes elsewhere. The first
     ``n_local`` picks are taken where the mask ``local`` is True, while there are any.
     ``offset`` is a mean function's value at the candidates. Then ``fit`` models what is left of
-    ``fit.y`` around it: ``alpha`` from the residuals, ``fit.y``, its best and its mean as measured."""
+    ``fit.y`` around it: ``alpha`` from the residuals, ``fit.y``, its best and its mean as measured.
+    """
     k_xc = matern(fit.x, cand, fit.scales)
     whitened = np.linalg.solve(fit.chol, k_xc)
     mean = k_xc.T @ fit.alpha
     if offset is not None:
         mean = mean + offset
     var = np.maximum(1.0 - np.einsum("ij,ij->j", whitened, whitened), 1e-12)
-    y_best, lie = float(fit.y.min()), float(fit.y.mean())
+    y_best = float(fit.y.min())
+    lie = float(fit.y.mean())
     updates: list[np.ndarray] = []
     chosen = np.zeros(len(cand), dtype=bool)
     picks: list[int] = []
@@ -284,7 +305,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
     """Kendall's tau-a of two equally long arrays: (concordant - discordant pairs) / all pairs.
-    A tie in either counts as neither."""
+
+    A tie in either counts as neither.
+    """
     n = len(a)
     if n < 2:
         return 0.0
@@ -297,7 +320,8 @@ PRIOR_DIVERSITY = 2  # parameters in which each of the prior's first picks diffe
 PRIOR_FIRST = 4  # the prior's first picks, once it passed the rank test: half a batch of 8 ranks
 PRIOR_TEST_MIN = 4  # told results the prior knows before the rank test judges it
 PRIOR_TEST_TAU = 0.0  # Kendall's tau above which the prior is used
-PRIOR_BETA = 0.5  # the trust in a prior before any measurement, in standardised log time per unit of p
+# The trust in a prior before any measurement, in standardised log time per unit of p.
+PRIOR_BETA = 0.5
 PRIOR_BETA_SD = 0.5  # how far measurements may move it before they are many
 PRIOR_INTERCEPT_SD = 10.0  # the mean's constant: left to the measurements
 PRIOR_CANDIDATES = 200  # the prior's best unseen configurations added to the model's candidates
@@ -333,14 +357,17 @@ class PriorUse:
 
     @property
     def trusted(self) -> bool:
+        """Whether the prior passed the rank test and some source keeps a positive trust."""
         return self.agreed is True and bool((self.beta > 0).any())
 
     def judge(self, values: dict[int, float]) -> bool | None:
         """Once: whether the order of the told results agrees with the prior's.
+
         ``values`` are the told results: lower is better, and failures are not finite. The test
         is Kendall's tau between the prior's mean standardised time and the measured value. It
         runs over the results the prior knows. It is made at the first call with at least
-        ``PRIOR_TEST_MIN`` of them. None until then."""
+        ``PRIOR_TEST_MIN`` of them. None until then.
+        """
         if self.agreed is None:
             ids = np.array([i for i, v in values.items() if math.isfinite(v)], dtype=np.int64)
             known = ids[np.isfinite(self.mean_z[ids])]
@@ -356,7 +383,9 @@ class PriorUse:
 
     def diverse_best(self, seen: set[int], n: int) -> list[int]:
         """Up to ``n`` unseen ids down the prior's order, each unlike every one taken before.
-        Each differs in at least ``PRIOR_DIVERSITY`` parameters, fewer when the space has fewer."""
+
+        Each differs in at least ``PRIOR_DIVERSITY`` parameters, fewer when the space has fewer.
+        """
         need = min(PRIOR_DIVERSITY, len(self.space.names))
         indices = self.space.indices
         taken: list[int] = []
@@ -376,10 +405,12 @@ class PriorUse:
 
     def refit(self, x: np.ndarray, y: np.ndarray, p: np.ndarray, scales: np.ndarray) -> np.ndarray:
         """The prior's mean at the observations ``x``: ``c0 + beta . p``.
+
         ``y`` holds standardised log times, ``p`` prior features. The fit is generalised least
         squares under the process's covariance, with Gaussian priors on the coefficients.
         ``beta`` is clipped at 0 per source. So a prior whose order disagrees is ignored, not
-        reversed. Zero when no source is trusted."""
+        reversed. Zero when no source is trusted.
+        """
         design = np.column_stack([np.ones(len(y)), p])
         precision = np.diag([PRIOR_INTERCEPT_SD**-2] + [PRIOR_BETA_SD**-2] * p.shape[1])
         centre = np.concatenate([[0.0], np.full(p.shape[1], PRIOR_BETA)])
@@ -387,7 +418,8 @@ class PriorUse:
         white_design = np.linalg.solve(chol, design)
         white_y = np.linalg.solve(chol, y)
         coef = np.linalg.solve(white_design.T @ white_design + precision, white_design.T @ white_y + precision @ centre)
-        self.intercept, self.beta = float(coef[0]), np.maximum(coef[1:], 0.0)
+        self.intercept = float(coef[0])
+        self.beta = np.maximum(coef[1:], 0.0)
         return self.mean(p)
 
     def mean(self, p: np.ndarray) -> np.ndarray:
