@@ -1,5 +1,5 @@
-"""The command line's flags: the tuning run's, ``replay``'s and those every verb shares. Under
-mpiexec every rank parses the same flags, so a bad one is refused on each rank alike."""
+"""The command line's flags: the tuning run's, ``replay``'s and those every verb shares.
+Under mpiexec every rank parses the same flags, so a bad one is refused on each rank alike."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ LOAD_TIMEOUT_S = 60.0  # how long a spec may take to load (run its module, pass 
 
 
 def refuse(message: str) -> int:
-    """A user error before MPI starts: every rank exits 2, the first alone says why (each
-    rank of a launcher that does not say which it is)."""
+    """A user error before MPI starts: every rank exits 2, and the first alone says why.
+    Under a launcher that does not say which rank is first, each rank says it."""
     from mpitune.scheduling.before_mpi import launcher_world_rank
 
     if launcher_world_rank() in (0, None):
@@ -25,8 +25,8 @@ def refuse(message: str) -> int:
 
 
 class Parser(argparse.ArgumentParser):
-    """Under mpiexec every rank parses the same flags: a bad one ends each rank with exit
-    code 2, and the first rank alone says why, in one line, as every other user error."""
+    """A parser whose bad flag ends each rank with exit code 2. Under mpiexec every rank parses
+    the same flags. The first rank alone says why, in one line, as for every other user error."""
 
     def error(self, message: str):
         self.exit(refuse(f"{message} (see {self.prog} --help)"))
@@ -74,21 +74,13 @@ def tune_parser() -> argparse.ArgumentParser:
 
 
 def _search_flags(p: argparse.ArgumentParser, seconds: str) -> None:
-    """The flags of the run settings, from their table (spec/settings_table.py), and what guards
-    a run against a lost rank. The table is imported here, not above, as the strategies are in
-    ``_strategies``: the offline verbs never need it."""
+    """The flags of the run settings, from their table (spec/settings_table.py). The table is
+    imported here, not above, as the strategies are: the offline verbs never need it."""
     from mpitune.spec.settings_table import SETTINGS
 
     for setting in SETTINGS:
         if setting.flag is not None:
-            setting.flag.add_to(p, seconds)
-    p.add_argument(
-        "--liveness-timeout",
-        type=number_flag(zero_ok=True),
-        metavar="S",
-        help="end the run when a rank has sent no heartbeat for S seconds, however long its batch "
-        "(default 20, or $MPITUNE_LIVENESS_TIMEOUT_S; 0: no heartbeats; see docs/reliability.md)",
-    )
+            setting.add_flag(p, seconds)
     common(p)
 
 
@@ -117,8 +109,8 @@ def replay_parser() -> argparse.ArgumentParser:
 
 
 def kernel_cache_flag(p: argparse.ArgumentParser) -> None:
-    """What a replay of data that does not record it (a Kernel Tuner cache) charges for
-    compiling a candidate again (spec/replay.py, ``kernel_cache_assumed``)."""
+    """What a replay charges for compiling a candidate again, where the data does not record it
+    (a Kernel Tuner cache). spec/replay.py's ``kernel_cache_assumed`` says how."""
     from mpitune.spec.replay import KERNEL_CACHE_REACHES  # with the replay, which needs it anyway
 
     p.add_argument(
@@ -131,8 +123,8 @@ def kernel_cache_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _bias_flags(p: argparse.ArgumentParser) -> None:
-    """A replay's simulated devices can disagree, as real ones do, so that what copes with a
-    biased device (confirmation) can be tried on measured data; see docs/analysis.md."""
+    """A replay's simulated devices can disagree, as real ones do. So what copes with a biased
+    device (the confirmation) can be tried on measured data (docs/analysis.md)."""
     bias = p.add_mutually_exclusive_group()
     bias.add_argument(
         "--device-bias",

@@ -20,6 +20,26 @@ from mpitune.model.work import DEFAULT_CANDIDATES
 
 
 @dataclass(frozen=True)
+class ReplaySource:
+    """What answers for the kernel in a replay: measured data, on simulated devices.
+
+    Made once by the spec loader (spec/replay.py). Every rank's replay backend reads it.
+    """
+
+    path: str  # the measured data: a Kernel Tuner cache or an mpitune file
+    # Each simulated device's bias on the recorded times (backends/replay.py), so that
+    # confirmation can be tried on devices that disagree. Given factors (rank r takes
+    # ``device_bias[r % len]``), or a factor per rank drawn from N(1, ``device_bias_sd``).
+    device_bias: tuple[float, ...] = ()
+    device_bias_sd: float = 0.0
+    # The run's seed: it draws the factors and the launches a replay times again. The workers
+    # never see the run's settings, so it travels here.
+    seed: int = 0
+    # What the simulated clock charges besides each configuration's durations.
+    run: RecordedRun = field(default_factory=RecordedRun)
+
+
+@dataclass(frozen=True)
 class Problem:
     """What is tuned. Everything a worker rank needs, and (on rank 0) the restrictions.
     Frozen: the spec loader makes it once (spec/load.py, spec/replay.py), and every rank reads
@@ -59,19 +79,10 @@ class Problem:
     isolate: bool = True  # measure in a supervised worker process (see isolation.py)
     # defines, smem_args and cmem_args (kernel_extras.py); None when the spec uses none of them.
     extras: KernelExtras | None = None
-    # Replays only: the measured data answering for the kernel, and the configurations in it,
-    # which are the whole space.
-    replay_source: str = ""
-    configs: list[tuple[Any, ...]] | None = None
-    # Replays only: each simulated device's bias on the recorded times (backends/replay.py), so
-    # that confirmation can be tried on devices that disagree. Given factors (rank r takes
-    # ``device_bias[r % len]``), or a factor per rank drawn from N(1, ``device_bias_sd``) with
-    # ``replay_seed``, the run's seed, which also seeds the launches a replay draws again.
-    device_bias: tuple[float, ...] = ()
-    device_bias_sd: float = 0.0
-    replay_seed: int = 0
-    # Replays only: what the simulated clock charges besides each configuration's durations.
-    replay_run: RecordedRun | None = None
+    # Replays only: the measured configurations, which are the whole space. Rank 0's alone: the
+    # workers receive the space's index table.
+    configs: tuple[tuple[Any, ...], ...] | None = None
+    replay: ReplaySource | None = None  # what answers for the kernel in a replay; None otherwise
 
     def for_workers(self) -> Problem:
         """A copy without what workers never need: restrictions and metrics (callables need
@@ -95,10 +106,10 @@ class Problem:
             grid_div={k: v if isinstance(v, (str, type(None))) else tuple(v) for k, v in self.grid_div.items()},
             block_size_names=tuple(self.block_size_names),
             compiler_options=tuple(self.compiler_options),
-            replay_source=self.replay_source,
+            replay_source=self.replay.path if self.replay else "",
             observed_names=tuple(self.observed_names),
-            device_bias=self.device_bias or None,
-            device_bias_sd=self.device_bias_sd or None,
+            device_bias=(self.replay.device_bias or None) if self.replay else None,
+            device_bias_sd=(self.replay.device_bias_sd or None) if self.replay else None,
             devices=None if devices is None else tuple(devices),
             **(self.extras.identity() if self.extras else {}),
         )
@@ -210,7 +221,7 @@ class RunSettings:
     # (compile_ahead.py); None: derived from the cores each rank has, 0: compile in turn.
     compile_workers: int | None = None
     # The least rank 0 waits for a batch's reports before it calls a rank silent and ends the
-    # run (scheduling/faults/deadlines.py); None: MPITUNE_RANK_DEADLINE_FLOOR_S, else 45 s.
+    # run (scheduling/faults/deadlines.py): the flag's, else MPITUNE_RANK_DEADLINE_FLOOR_S's; None: 45 s.
     rank_deadline_floor_s: float | None = None
     # Measurements made elsewhere that the search starts from (model/prior.py): absolute paths of
     # mpitune files or Kernel Tuner caches, and whether one of another kernel name is taken.

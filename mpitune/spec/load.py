@@ -1,9 +1,8 @@
-"""Loading a spec file (or the same names as a dict): the only place user input is checked.
+"""Loading a spec file, or the same names as a dict: the only place user input is checked.
 
-A spec is a Python file whose module-level names follow Kernel Tuner's ``tune_kernel``
-arguments, so a Kernel Tuner script ports by copying. Everything is checked here, once,
-on rank 0, before any rank compiles anything; every problem becomes a ``SpecError``
-naming the file and the field.
+A spec is a Python file. Its module-level names are Kernel Tuner's ``tune_kernel`` arguments, so
+a Kernel Tuner script ports by copying. Everything is checked here once, on rank 0, before any
+rank compiles anything. Every problem becomes a ``SpecError`` naming the file and the field.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import DEFAULTS, KNOWN, UNSUPPORTED
 from mpitune.spec.replay import ReadMeasured, simulation
 from mpitune.spec.settings import Overrides, add_prior, run_settings
+from mpitune.spec.settings_table import ISOLATE
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,13 @@ MAX_ITERATIONS = MAX_TIMES_BYTES // 8  # one float64 each: 1,000,000
 
 
 def read_spec_module(path: str) -> dict[str, Any]:
-    """Execute the spec file; any failure inside it is the spec's, reported with its line.
+    """Execute the spec file. Any failure inside it is the spec's, reported with its line.
 
-    A spec only defines names, so what would end or outlive the process is refused while it
-    loads: ``sys.exit`` and ``KeyboardInterrupt`` become the spec's error, ``os._exit``,
-    ``os.abort`` and ``os.fork`` raise instead of acting (a fork would run a second rank 0, or
-    hold the launch open until its child exits), and the working directory is put back, so
-    that a ``os.chdir`` in the spec cannot move the cache."""
+    A spec only defines names. So what would end or outlive the process is refused while it
+    loads. ``sys.exit`` and ``KeyboardInterrupt`` become the spec's error. ``os._exit``,
+    ``os.abort`` and ``os.fork`` raise instead of acting. (A fork would run a second rank 0, or
+    hold the launch open until its child exits.) The working directory is put back, so that an
+    ``os.chdir`` in the spec cannot move the cache."""
     if not os.path.isfile(path):
         raise SpecError(path, "spec", not_a_file(path) or "no such file")
 
@@ -87,9 +87,10 @@ def read_spec_module(path: str) -> dict[str, Any]:
 
 
 def _misspellings(names: dict[str, Any], strict: bool) -> list[tuple[str, str | None]]:
-    """Names close to one mpitune knows; any other name (a helper, a size) is the spec's own.
-    ``strict``: every name must be one mpitune knows (keyword arguments, not a module's names);
-    the second of each pair is the likely intended name, None when none is close."""
+    """Names close to one mpitune knows. Any other name (a helper, a size) is the spec's own.
+
+    ``strict``: every name must be one mpitune knows (keyword arguments, not a module's names).
+    The second of each pair is the likely intended name, None when none is close."""
     found: list[tuple[str, str | None]] = []
     for name, value in names.items():
         if name in KNOWN or (not strict and (name.startswith("_") or inspect.ismodule(value))):
@@ -103,7 +104,7 @@ def _misspellings(names: dict[str, Any], strict: bool) -> list[tuple[str, str | 
 def load_spec(
     path: str, overrides: Overrides | None = None, read_measured: ReadMeasured | None = None
 ) -> tuple[Problem, RunSettings]:
-    """Read, check and normalise a spec file; ``overrides`` come from the command line.
+    """Read, check and normalise a spec file. ``overrides`` come from the command line.
     ``read_measured`` reads the data a ``simulation_mode`` spec replays."""
     path = os.path.abspath(path)
     return load_names(read_spec_module(path), path, os.path.dirname(path), overrides, read_measured)
@@ -117,10 +118,11 @@ def load_names(
     read_measured: ReadMeasured | None = None,
     strict: bool = False,
 ) -> tuple[Problem, RunSettings]:
-    """The checks of ``load_spec`` on a dict of names: a spec module's, or the keyword arguments
-    of ``mpitune.tune_kernel`` (``strict``: no name of its own). ``origin`` names the input in
-    every error (the spec's path, or the function); ``base_dir`` is where a relative
-    ``kernel_source`` path is looked up."""
+    """The checks of ``load_spec`` on a dict of names.
+
+    The names are a spec module's, or the keyword arguments of ``mpitune.tune_kernel``
+    (``strict``: no name of its own). ``origin`` names the input in every error: the spec's path,
+    or the function. ``base_dir`` is where a relative ``kernel_source`` path is looked up."""
     overrides = overrides or Overrides()
     check = Checker(origin)
     spec = _known(check, names, strict)
@@ -129,21 +131,21 @@ def load_names(
             raise TypeError("load_spec of a simulation_mode spec needs read_measured")
         problem, settings = simulation(check, spec, names, overrides, read_measured)
     else:
-        problem = _problem(check, spec, names, base_dir, overrides.get("isolate"))
+        problem = _problem(check, spec, names, base_dir, overrides[ISOLATE])
         settings = run_settings(check, spec, overrides)
         problem = replace(problem, cache_path=settings.cache_path)
     return problem, add_prior(check, spec["prior"], spec["prior_any_kernel"], base_dir, settings)
 
 
 def load_problem(names: dict[str, Any], origin: str, base_dir: str, strict: bool = False) -> Problem:
-    """Only the problem of ``load_names``, for running one configuration (``mpitune.run_kernel``):
-    nothing is searched and no results file is written."""
+    """Only the problem of ``load_names``, to run one configuration (``mpitune.run_kernel``).
+    Nothing is searched and no results file is written."""
     check = Checker(origin)
     return _problem(check, _known(check, names, strict), names, base_dir, isolate=False)
 
 
 def _known(check: Checker, names: dict[str, Any], strict: bool) -> dict[str, Any]:
-    """Every name mpitune knows, with its default where ``names`` lacks it; misspelled and
+    """Every name mpitune knows, with its default where ``names`` lacks it. Misspelled and
     refused names fail."""
     unknown = "unknown keyword argument" if strict else "unknown name"
     for wrong, right in _misspellings(names, strict):
@@ -195,10 +197,12 @@ def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_d
 
 
 def _iterations(check: Checker, value: Any) -> int:
-    """Every timed launch's time is kept: 8 bytes of its configuration's row in the results file
-    (model/schema.py), and a Python float, four times that, on its rank and on rank 0 until the
-    row is written, for a whole chunk of configurations. ``MAX_TIMES_BYTES`` a row (10^6
-    launches: a row takes seconds to write, a chunk of 32 a GB to hold) is the most that fits."""
+    """The timed launches per configuration, at most ``MAX_ITERATIONS``.
+
+    Every timed launch's time is kept: 8 bytes of its configuration's row in the results file
+    (model/schema.py). Until the row is written it is also a Python float, four times that. Its
+    rank and rank 0 hold those floats for a whole chunk of configurations. ``MAX_TIMES_BYTES`` a
+    row (10^6 launches) is the most that fits: a chunk of 32 such rows holds about 1 GB."""
     iterations = check.int_("iterations", value, 1)
     if iterations > MAX_ITERATIONS:
         check.fail(
@@ -211,8 +215,8 @@ def _iterations(check: Checker, value: Any) -> int:
 
 
 def _observed(observers: list[Any], problem: Problem) -> Problem:
-    """``problem`` with the observers, and what they record as its observed names (and their
-    Kernel Tuner aliases)."""
+    """``problem`` with the observers. What they record become its observed names, with their
+    Kernel Tuner aliases."""
     if not observers:
         return problem
     names = observers[0].value_names()

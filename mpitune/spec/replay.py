@@ -1,8 +1,8 @@
-"""Problems answered from measured data (a Kernel Tuner cache or an mpitune file) instead of
-a kernel: the ``replay`` verb, and a spec with ``simulation_mode = True``.
+"""Problems answered from measured data, not a kernel: the ``replay`` verb, and a spec with
+``simulation_mode = True``. The data is a Kernel Tuner cache or an mpitune file.
 
-Reading the data is the store's job; the caller hands over its reader, so that this layer
-knows no file format."""
+Reading the data is the store's job. The caller hands over its reader, so this layer knows no
+file format."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from typing import Any, Protocol
 
 from mpitune.backends.kernel_cache_reach import LOAD_S, CacheReach, Reach, cache_reach
 from mpitune.errors import not_a_file
-from mpitune.model.problem import Problem, RunSettings, Schedule
+from mpitune.model.problem import Problem, ReplaySource, RunSettings, Schedule
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.spec import fields, metrics
 from mpitune.spec.checker import Checker
 from mpitune.spec.settings import Overrides, run_settings, search_fields
-from mpitune.spec.settings_table import BY_NAME
+from mpitune.spec.settings_table import CACHE_PATH, SCHEDULE
 
 
 class _Timed(Protocol):
@@ -56,13 +56,14 @@ KERNEL_CACHE_REACHES = tuple(r.value for r in Reach)  # --kernel-cache's choices
 
 
 def kernel_cache_assumed(recorded: RecordedRun, reach: str | None = None) -> RecordedRun:
-    """``recorded`` with what the candidates timed again (confirmation, calibration) cost to
-    compile, where the data does not record it (a Kernel Tuner cache): each was compiled once
-    in the run already, so where the kernel cache reaches every rank (``reach`` "shared", or
-    by default a folder on a file system the nodes share) it is loaded in ``LOAD_S``, by the
-    rank or by its compile workers; else (node, off) compiled again, as long as its recorded
-    compile (a rank of the same node that compiled it is not counted). Data of an mpitune run
-    is replayed as it recorded."""
+    """``recorded`` with what the candidates timed again cost to compile, where the data does not
+    record it (a Kernel Tuner cache). They are timed again by the confirmation and calibration.
+
+    Each was compiled once in the run already. Where the kernel cache reaches every rank, it is
+    loaded in ``LOAD_S``, by the rank or by its compile workers. That is ``reach`` "shared", or by
+    default a folder on a file system the nodes share. Else (node, off) it is compiled again, as
+    long as its recorded compile. A rank of the same node that compiled it is not counted. Data
+    of an mpitune run is replayed as it recorded."""
     if recorded.complete or recorded.retime_compile_s is not None:
         return recorded
     found = cache_reach() if reach is None else CacheReach(Reach(reach), f"--kernel-cache {reach}")
@@ -84,12 +85,15 @@ def replay_problem(
     schedule: Any = None,
     kernel_cache: str | None = None,
 ) -> tuple[Problem, RunSettings]:
-    """The results go to ``overrides``' ``cache_path``, by default the data's name with .replay.h5.
-    ``device_bias``, ``device_bias_sd``: the simulated devices' bias (see ``Problem.device_bias``).
-    ``racing`` None: as the data's run raced (an mpitune file that raced races as recorded, one
-    that did not is not raced; a Kernel Tuner cache is raced by the default rule). ``schedule``:
-    a spec's (``--schedule`` in ``overrides`` wins); None: as the data's run handed out its work,
-    else the default. ``kernel_cache``: how far the kernel cache reaches (``kernel_cache_assumed``)."""
+    """The problem and settings of a replay of ``data``.
+
+    The results go to ``overrides``' ``cache_path``, by default the data's name with .replay.h5.
+    ``device_bias``, ``device_bias_sd``: the simulated devices' bias (``ReplaySource``).
+    ``racing`` None: as the data's run raced. An mpitune file that raced races as recorded; one
+    that did not is not raced. A Kernel Tuner cache is raced by the default rule. ``schedule``: a
+    spec's, which ``--schedule`` in ``overrides`` overrides. None: as the data's run handed out
+    its work, else the default. ``kernel_cache``: how far the kernel cache reaches
+    (``kernel_cache_assumed``)."""
     check = Checker(data.source)
     factors, spread = _bias(check, device_bias, device_bias_sd)
     sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
@@ -98,7 +102,7 @@ def replay_problem(
     search = search_fields(
         strategy=strategy,
         strategy_options=strategy_options,
-        cache=overrides.get("cache_path") or f"{name}.replay.h5",
+        cache=overrides[CACHE_PATH] or f"{name}.replay.h5",
         racing=_as_recorded(data.recorded) if racing is None else racing,
         schedule=schedule if schedule is not None else (data.recorded.schedule or Schedule.AUTO.value),
     )
@@ -115,24 +119,26 @@ def replay_problem(
         tune_params=data.tune_params,
         iterations=iterations,
         observed_names=data.observed_names,
-        replay_source=os.path.abspath(data.source),
-        configs=data.configs,
-        device_bias=factors,
-        device_bias_sd=spread,
-        replay_seed=settings.seed,  # the workers draw with it: they never see the settings
-        replay_run=kernel_cache_assumed(data.recorded, kernel_cache),
+        configs=tuple(data.configs),
+        replay=ReplaySource(
+            path=os.path.abspath(data.source),
+            device_bias=factors,
+            device_bias_sd=spread,
+            seed=settings.seed,
+            run=kernel_cache_assumed(data.recorded, kernel_cache),
+        ),
     )
     return problem, settings
 
 
 def _as_recorded(recorded: RecordedRun) -> bool:
-    """Whether to race when not told: as the recorded run did, by default where nothing was recorded."""
+    """Whether to race when not told: as the recorded run did. Where nothing was recorded, yes."""
     return recorded.raced if recorded.complete else True
 
 
 def _bias(check: Checker, factors: Sequence[float], sd: float | None) -> tuple[tuple[float, ...], float]:
-    """The checked bias: a factor must be a positive finite number (a time scaled by 0 or inf
-    means nothing), a spread a finite one >= 0; one way of saying it, not both."""
+    """The checked bias. A factor must be a positive finite number: a time scaled by 0 or inf
+    means nothing. A spread must be a finite one >= 0. One way of saying it is given, not both."""
     if factors and sd is not None:
         check.fail("device_bias", "give the factors or their spread (--device-bias or --device-bias-sd), not both")
     for f in factors:
@@ -152,8 +158,8 @@ def simulation(
     overrides: Overrides,
     read_measured: ReadMeasured,
 ) -> tuple[Problem, RunSettings]:
-    """``simulation_mode = True``: as in Kernel Tuner, ``cache`` names the measured data to
-    replay; the results go to ``--cache`` (default: the spec's name with .replay.h5)."""
+    """``simulation_mode = True``: as in Kernel Tuner, ``cache`` names the measured data to replay.
+    The results go to ``--cache``, by default the spec's name with .replay.h5."""
     source = spec["cache"]
     if not isinstance(source, (str, Path)) or not str(source):
         check.fail(
@@ -164,16 +170,14 @@ def simulation(
     source = os.path.join(os.path.dirname(check.path), str(source))
     if not os.path.isfile(source):
         check.fail("cache", f"file {spec['cache']!r} {not_a_file(source) or 'not found'}")
-    output = overrides.get("cache_path") or Path(check.path).stem + ".replay.h5"
+    output = overrides[CACHE_PATH] or Path(check.path).stem + ".replay.h5"
     problem, settings = replay_problem(
         read_measured(source),
         overrides.replaced(cache_path=output),
         spec["strategy"],
         spec["strategy_options"],
         spec["racing"],
-        schedule=BY_NAME["schedule"]
-        .checked(check, spec["schedule"])
-        .value,  # a bad one named in the spec, not the data
+        schedule=SCHEDULE.checked(check, spec["schedule"]).value,  # a bad one named in the spec, not the data
     )
     restrictions = fields.restrictions(check, spec["restrictions"], list(problem.tune_params))
     problem = replace(problem, spec_path=check.path, restrictions=restrictions)

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 import pytest
 from conftest import REPO, mpirun, mpitune, recorded_ids, write_scale_spec
 
-from mpitune.scheduling.faults.liveness import DEFAULT_TIMEOUT_S, TIMEOUT_VARIABLE
+from mpitune.scheduling.faults.liveness import DEFAULT_TIMEOUT_S
+from mpitune.spec.settings_table import LIVENESS_TIMEOUT
 
 HOG_S = 120.0
 CORES = os.cpu_count() or 1
@@ -71,7 +72,7 @@ def test_only_the_stopped_rank_is_named_while_rank_0_makes_no_mpi_call(busy_core
 def test_a_node_with_every_core_busy_ends_no_job_at_the_default_liveness_timeout(busy_cores, tmp_path, monkeypatch):
     """A few whole runs, a compile worker per core beside the hogs: each ends cleanly, and no
     rank went unheard for half the default timeout."""
-    monkeypatch.delenv(TIMEOUT_VARIABLE, raising=False)
+    monkeypatch.delenv(LIVENESS_TIMEOUT.variable.name, raising=False)
     params = f'{{"STEP": list(range(1, {CONFIGS + 1})), "MODE": [0]}}'
     # Every launch timed, and nothing measured again after the search: the runs stay short.
     spec = write_scale_spec(tmp_path, params, extra="racing = False\nconfirm = False\ncalibrate = False\n")

@@ -1,8 +1,10 @@
-"""The run settings are declared once, in ``mpitune/spec/settings_table.py``: docs/spec.md's table of
-the search's settings follows the line ``<!-- run settings -->`` and is rendered from it, the
-parsers' flags and the spec's defaults are read from it, and ``RunSettings``' defaults are what
-its defaults give. ``python tests/spec/test_settings_docs.py`` rewrites the docs' table after a
-change of the table."""
+"""The run settings are declared once, in ``mpitune/spec/settings_table.py``.
+
+docs/spec.md's two tables are rendered from it: the spec's settings after the line
+``<!-- run settings -->``, the command line's alone (with their environment variables) after
+``<!-- command-line settings -->``. The parsers' flags and the spec's defaults are read from it,
+and ``RunSettings``' defaults are what its defaults give. ``python tests/spec/test_settings_docs.py``
+rewrites the docs' tables after a change of the table."""
 
 from __future__ import annotations
 
@@ -19,20 +21,26 @@ from mpitune.model.problem import RunSettings
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import DEFAULTS
 from mpitune.spec.settings import Overrides, run_settings, search_fields
-from mpitune.spec.settings_table import SETTINGS, SPEC_DEFAULTS
+from mpitune.spec.settings_table import CALIBRATE, MAX_FEVALS, PRIOR, SETTINGS, SPEC_DEFAULTS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 MARKER = "<!-- run settings -->"
-HEADER = ["| name | meaning | default | flag |", "|---|---|---|---|"]
+COMMAND_LINE = "<!-- command-line settings -->"
+TABLES = {
+    MARKER: ["| name | meaning | default | flag |", "|---|---|---|---|"],
+    COMMAND_LINE: ["| flag | environment variable | meaning |", "|---|---|---|"],
+}
 
 
-def expected() -> list[str]:
-    return HEADER + [setting.row() for setting in SETTINGS if setting.spec]
+def expected(marker: str = MARKER) -> list[str]:
+    if marker == MARKER:
+        return TABLES[marker] + [setting.row() for setting in SETTINGS if setting.spec]
+    return TABLES[marker] + [setting.command_line_row() for setting in SETTINGS if not setting.spec]
 
 
-def table_in(text: str) -> list[str]:
+def table_in(text: str, marker: str = MARKER) -> list[str]:
     lines = text.splitlines()
-    start = lines.index(MARKER) + 1
+    start = lines.index(marker) + 1
     rows = []
     for row in lines[start:]:
         if not row.startswith("|"):
@@ -48,20 +56,22 @@ def rewritten(text: str) -> str:
             continue
         skipping = False
         out.append(line)
-        if line == MARKER:
-            out += expected()
+        if line in TABLES:
+            out += expected(line)
             skipping = True
     return "\n".join(out) + "\n"
 
 
-def test_the_docs_table_is_the_settings_table():
-    assert table_in(DOC.read_text()) == expected(), "run python tests/spec/test_settings_docs.py"
+@pytest.mark.parametrize("marker", TABLES)
+def test_the_docs_tables_are_the_settings_table(marker):
+    assert table_in(DOC.read_text(), marker) == expected(marker), "run python tests/spec/test_settings_docs.py"
 
 
 def test_a_stale_table_is_found_and_rewritten():
-    text = DOC.read_text().replace("| `0.02` |", "| `0.05` |", 1)
-    assert table_in(text) != expected()
+    text = DOC.read_text().replace("| `0.02` |", "| `0.05` |", 1).replace("`MPITUNE_LIVENESS_TIMEOUT_S`", "", 1)
+    assert table_in(text) != expected() and table_in(text, COMMAND_LINE) != expected(COMMAND_LINE)
     assert table_in(rewritten(text)) == expected()
+    assert table_in(rewritten(text), COMMAND_LINE) == expected(COMMAND_LINE)
 
 
 def test_every_spec_setting_is_documented_once_and_known_to_the_spec():
@@ -88,8 +98,14 @@ def test_the_flags_become_the_overrides():
     args = tune_parser().parse_args(
         ["s.py", "--no-calibrate", "--prior", "a.h5", "--max-fevals", "3", "--no-isolation"]
     )
-    given = overrides(args).given
-    assert given == {"calibrate": False, "prior": ("a.h5",), "max_fevals": 3, "isolate": False}
+    given = overrides(args)
+    assert {row.name: value for row, value in given.given.items()} == {
+        "calibrate": False,
+        "prior": ("a.h5",),
+        "max_fevals": 3,
+        "isolate": False,
+    }
+    assert (given[CALIBRATE], given[PRIOR], given[MAX_FEVALS]) == (False, ("a.h5",), 3)
     assert overrides(tune_parser().parse_args(["s.py"])).given == {}
 
 

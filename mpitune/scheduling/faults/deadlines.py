@@ -4,9 +4,9 @@ Besides the heartbeats (liveness.py), rank 0 notices a silent rank by a deadline
 the slowest rank's seconds per configuration over the last ``HISTORY_ROUNDS`` rounds, times the
 batch's longest chunk and ``SAFETY_FACTOR``. Added is one configuration's own limit (the spec's
 ``timeout_s``, else process/deadline.py), so a configuration hanging until its timeout is no lost
-rank. It is at least the floor (``--rank-deadline-floor``, ``MPITUNE_RANK_DEADLINE_FLOOR_S``, else
-``DEFAULT_FLOOR_S``): a slow first compile is no dead rank. The first batch has no history: each
-configuration may take its whole limit.
+rank. It is at least the floor (the run setting ``rank_deadline_floor_s``: its flag's, else its
+variable's, spec/settings_table.py; else ``DEFAULT_FLOOR_S``): a slow first compile is no dead
+rank. The first batch has no history: each configuration may take its whole limit.
 
 A worker waits for its next order at most the batch's deadline plus rank 0's turnaround (writing,
 asking the strategy): ``TURNAROUND_FACTOR`` times the longest seen, at least the floor. Pure
@@ -18,11 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mpitune.process.deadline import Durations, config_limit_s
-from mpitune.scheduling.faults.liveness import seconds_setting
 from mpitune.scheduling.messages import Order, Report
 
 DEFAULT_FLOOR_S = 45.0  # see docs/reliability.md, "A rank that stops answering"
-FLOOR_VARIABLE = "MPITUNE_RANK_DEADLINE_FLOOR_S"
 SAFETY_FACTOR = 4.0
 HISTORY_ROUNDS = 5
 TURNAROUND_FACTOR = 10.0
@@ -38,9 +36,9 @@ class Allowance:
     next_order_within_s: float
 
 
-def floor_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
-    """The floor the command line gives, else the environment's, else the default."""
-    return seconds_setting(setting, FLOOR_VARIABLE, DEFAULT_FLOOR_S, environ, zero_ok=False)
+def floor_s(setting: float | None) -> float:
+    """The floor the run's settings give (the flag's, else the variable's), else the default."""
+    return DEFAULT_FLOOR_S if setting is None else setting
 
 
 def allowance(

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from mpitune.errors import environment_number
 
 DEFAULT_TIMEOUT_S = 20.0  # see the module's docstring and docs/reliability.md
-TIMEOUT_VARIABLE = "MPITUNE_LIVENESS_TIMEOUT_S"
 # A heartbeat every 2 s at most, and at least 5 per timeout, so that one late beat (a GIL held
 # for a second) is not taken for silence.
 MAX_INTERVAL_S = 2.0
@@ -38,10 +37,10 @@ def seconds_setting(
     return environment_number(variable, default_s, zero_ok, environ)
 
 
-def timeout_s(setting: float | None, environ: dict[str, str] | None = None) -> float:
-    """The liveness timeout: the command line's, else the environment's, else the default. 0 turns
-    the heartbeats off, leaving the per-batch deadline alone."""
-    return seconds_setting(setting, TIMEOUT_VARIABLE, DEFAULT_TIMEOUT_S, environ)
+def timeout_s(setting: float | None) -> float:
+    """The liveness timeout the run gives (its flag's, else its variable's: spec/settings_table.py),
+    else the default. 0 turns the heartbeats off, leaving the per-batch deadline alone."""
+    return DEFAULT_TIMEOUT_S if setting is None else setting
 
 
 def interval_s(timeout_s: float) -> float:

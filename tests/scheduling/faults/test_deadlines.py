@@ -6,13 +6,11 @@ import socket
 
 import pytest
 
-from mpitune.errors import UserError
 from mpitune.model.result import Result, Status
 from mpitune.model.work import Work
 from mpitune.process.deadline import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S, config_limit_s
 from mpitune.scheduling.faults.deadlines import (
     DEFAULT_FLOOR_S,
-    FLOOR_VARIABLE,
     SAFETY_FACTOR,
     Deadlines,
     allowance,
@@ -53,13 +51,10 @@ def test_a_batch_without_history_allows_each_configuration_the_supervisors_limit
     assert many[0].deadline_s == 2 * config_limit_s(None, [], 100_000) > 2 * TIMEOUT_FLOOR_S
 
 
-def test_the_floor_comes_from_the_command_line_then_the_environment():
-    assert floor_s(5.0, {FLOOR_VARIABLE: "9"}) == 5.0
-    assert floor_s(None, {FLOOR_VARIABLE: "9"}) == 9.0
-    assert floor_s(None, {}) == DEFAULT_FLOOR_S
-    for text in ("soon", "nan", "0", "-5"):  # a floor of 0 s would call every rank silent at once
-        with pytest.raises(UserError, match=f"^environment variable {FLOOR_VARIABLE}: "):
-            floor_s(None, {FLOOR_VARIABLE: text})
+def test_the_floor_is_the_run_s_else_the_default():
+    """The flag and the variable are merged into the run's settings (tests/spec/test_settings_environment.py)."""
+    assert floor_s(5.0) == 5.0
+    assert floor_s(None) == DEFAULT_FLOOR_S
 
 
 def work(*ids: int) -> tuple[Work, ...]:

@@ -9,12 +9,10 @@ import time
 
 import pytest
 
-from mpitune.errors import UserError
 from mpitune.scheduling.faults import ending
 from mpitune.scheduling.faults.liveness import (
     DEFAULT_TIMEOUT_S,
     MAX_INTERVAL_S,
-    TIMEOUT_VARIABLE,
     UNKNOWN_HOST,
     Liveness,
     Silence,
@@ -62,19 +60,11 @@ def test_the_longest_a_peer_went_unheard_is_kept_as_the_run_s_margin():
     assert live.longest_s == {1: 3.5, 2: 3.0}  # a shorter silence later leaves the longest
 
 
-def test_the_timeout_comes_from_the_command_line_then_the_environment():
-    assert timeout_s(5.0, {TIMEOUT_VARIABLE: "9"}) == 5.0
-    assert timeout_s(None, {TIMEOUT_VARIABLE: "9"}) == 9.0
-    assert timeout_s(None, {}) == DEFAULT_TIMEOUT_S == 20.0
-    assert timeout_s(0.0, {}) == 0.0  # off
-    assert timeout_s(None, {TIMEOUT_VARIABLE: "0"}) == 0.0
-
-
-@pytest.mark.parametrize("text", ["soon", "nan", "-1", "inf"])
-def test_a_timeout_variable_that_is_no_timeout_is_refused_not_replaced(text):
-    """nan passed every check and turned the heartbeats off; "soon" fell back to the default."""
-    with pytest.raises(UserError, match=f"^environment variable {TIMEOUT_VARIABLE}: .*'{text}'"):
-        timeout_s(None, {TIMEOUT_VARIABLE: text})
+def test_the_timeout_is_the_run_s_else_the_default():
+    """The flag and the variable are merged before MPI starts (tests/spec/test_settings_environment.py)."""
+    assert timeout_s(5.0) == 5.0
+    assert timeout_s(None) == DEFAULT_TIMEOUT_S == 20.0
+    assert timeout_s(0.0) == 0.0  # off
 
 
 def test_beats_come_five_times_per_timeout_and_at_least_every_two_seconds():
