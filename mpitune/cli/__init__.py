@@ -1,12 +1,12 @@
-"""Command line: ``python -m mpitune [tune] SPEC [flags]`` tunes under MPI, and
+"""Command line. ``python -m mpitune [tune] SPEC [flags]`` tunes under MPI.
 ``python -m mpitune VERB ...`` runs any other verb of the table in verbs.py.
 
 The verbs that tune (``replay``, ``plan``, ``job``) live here. The verbs that read a results
-file (``report``, ...) are ``mpitune.commands``' modules, which need neither MPI nor a GPU.
+file (``report``, ...) are ``mpitune.commands``' modules. They need neither MPI nor a GPU.
 
-Errors the user can fix end every rank with one line on stderr and ``ExitCode.USER_ERROR``;
-``--debug`` shows the traceback behind it. Every output path is ``--out``; the older ``--cache``
-(tune) and ``--output`` (replay) stay as aliases so that scripts keep working.
+An error the user can fix ends every rank with one line on stderr and ``ExitCode.USER_ERROR``.
+``--debug`` shows the traceback behind it. Every output path is ``--out``. The older ``--cache``
+(tune) and ``--output`` (replay) stay as aliases, so that scripts keep working.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
 def _slurm_count(env: Mapping[str, str], variable: str) -> str:
     """A Slurm variable that holds a count or an id: a whole number above 0, else refused.
 
-    It is passed on to mpirun, squeue and file names, which would carry 0, -1 or garbage further."""
+    It is passed on to mpirun, squeue and file names. They would carry 0, -1 or garbage further."""
     text = env.get(variable, "").strip()
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise UserError(f"environment variable {variable}: must be a whole number above 0, got {text!r}")

@@ -1,6 +1,7 @@
-"""Loading what a run tunes, on rank 0: a spec file under a deadline, or a replay's measured data,
-with the checks that refuse a mix-up (a results file given as the spec, a replay into another
-strategy's file) in one line."""
+"""Loading what a run tunes, on rank 0: a spec file under a deadline, or a replay's measured data.
+
+The checks here refuse a mix-up in one line: a results file given as the spec, or a replay into
+another strategy's file."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def problem_of_args(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
 
 
 class _LoadDeadline(BaseException):
-    """Raised by SIGALRM in whatever the spec was running; not an Exception, so that the spec's
+    """Raised by SIGALRM in whatever the spec was running. It is no Exception, so that the spec's
     own ``except Exception`` cannot swallow it."""
 
 
@@ -48,16 +49,18 @@ _LATE = {
 
 
 def within(seconds: float, spec: str, work: Callable[[], T], field: str = "loading", hand_over: bool = False) -> T:
-    """``work()`` (on rank 0, in the main thread) under a deadline: a spec that loops forever,
-    or a search space whose restrictions take as long, ends the job with one line rather than
-    hold every rank until the job's time limit. ``field``: the step, as the line names it.
+    """``work()`` under a deadline, on rank 0, in the main thread.
+
+    A spec that loops forever ends the job with one line. So does a search space whose
+    restrictions take as long. Else every rank would wait until the job's time limit.
+    ``field``: the step, as the line names it.
 
     With ``hand_over`` the alarm rings every ``_YIELD_S`` until the deadline. One Python
     operation on huge integers (``p["x"] ** 10**10`` in a callable restriction) holds the GIL
-    throughout, and the heartbeat thread with it, so that the other ranks would take rank 0 for
-    lost; but it checks for signals as it goes, and each ring gives the GIL up for a moment. Not
-    while the spec's own code runs: each ring interrupts a system call, which C code reading a
-    file with stdio (``np.fromfile``) does not retry."""
+    throughout. It holds the heartbeat thread too, so the other ranks would take rank 0 for lost.
+    But it checks for signals as it goes, and each ring gives the GIL up for a moment. There is
+    no hand-over while the spec's own code runs. Each ring interrupts a system call, and C code
+    reading a file with stdio (``np.fromfile``) does not retry it."""
     end_s = time.monotonic() + seconds
     rang_out = False
 
@@ -96,6 +99,7 @@ def overrides(args: argparse.Namespace) -> Overrides:
 
 def not_python(path: str) -> str | None:
     """Why SPEC is surely not a spec file (a results file, a Kernel Tuner cache), or None.
+
     Python would say "source code string cannot contain null bytes" about an HDF5 file."""
     if not os.path.isfile(path):
         return None  # the spec loader says "no such file", naming the field
@@ -108,12 +112,14 @@ def not_python(path: str) -> str | None:
 
 
 def unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem, RunSettings]:
-    """A replay into a file that holds another strategy's results would start knowing them; it
-    is refused unless ``append`` asks for it. A real run's file is its resume cache: never refused.
-    The measured data itself as the results file is refused first, whatever ``append`` says."""
+    """``loaded``, unless its replay would go into a file of another strategy's results.
+
+    Such a replay would start knowing them. It is refused unless ``append`` asks for it. A real
+    run's file is its resume cache: never refused. The measured data itself as the results file is
+    refused first, whatever ``append`` says."""
     problem, settings = loaded
-    refuse_inputs(settings.cache_path, problem.replay_source)
-    if problem.replay_source and not append and os.path.exists(settings.cache_path):
+    refuse_inputs(settings.cache_path, problem.replay.path if problem.replay else "")
+    if problem.replay and not append and os.path.exists(settings.cache_path):
         from mpitune.store.reader import read  # reads HDF5: only when there is a file to read
 
         try:

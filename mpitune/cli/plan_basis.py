@@ -1,8 +1,9 @@
-"""What ``python -m mpitune plan`` rests on: a measured run's file, or a spec and the costs of its
-configurations, from a short pilot on this machine or a measured run of the same kernel elsewhere
-(``--prior FILE``). From a spec, the replay covers its whole space and budget: what was not
-measured gets predicted costs (cli/predicted.py), and the table says how far they held
-on the measured ones."""
+"""What ``python -m mpitune plan`` rests on: a measured run's file, or a spec and its costs.
+
+A spec's costs come from a short pilot on this machine, or from a measured run of the same kernel
+elsewhere (``--prior FILE``). From a spec, the replay covers its whole space and budget. What was
+not measured gets predicted costs (cli/predicted.py). The table says how far they held on the
+measured ones."""
 
 from __future__ import annotations
 
@@ -34,11 +35,12 @@ PILOT_STOP_S = 10.0  # a pilot told to stop (SIGTERM) has this long to finish it
 
 @dataclass(frozen=True)
 class Basis:
-    """The measured (or filled-in) data to replay and its settings. ``rests_on``: the table's
-    line of what the prediction rests on; ``error``: the cost model's cross-validated error
-    (None: no model, or too few passed to tell); ``predicted``: whether any configuration's costs
-    are predicted; ``target``: what the sbatch line tunes; ``racing``: the spec's, where the data
-    does not record how its run raced (a Kernel Tuner cache)."""
+    """The measured (or filled-in) data to replay, and its settings.
+
+    ``rests_on``: the table's line of what the prediction rests on. ``error``: the cost model's
+    cross-validated error (None: no model, or too few passed to tell). ``predicted``: whether any
+    configuration's costs are predicted. ``target``: what the sbatch line tunes. ``racing``: the
+    spec's, where the data does not record how its run raced (a Kernel Tuner cache)."""
 
     data: MeasuredSpace
     given: Overrides
@@ -53,9 +55,11 @@ class Basis:
 
 
 def rank_counts(asked: list[tuple[int, ...]] | None, configurations: int, what: str) -> tuple[int, ...]:
-    """The rank counts to plan: those asked (``--ranks``), each at most the ``configurations``
-    the search hands out (a rank past them would measure nothing), else one line; or the
-    defaults not above them. ``what``: where the configurations come from, for that line."""
+    """The rank counts to plan: those asked (``--ranks``), else the defaults not above them.
+
+    Each asked count is at most the ``configurations`` the search hands out, else one line says
+    so. A rank past them would measure nothing. ``what``: where the configurations come from, for
+    that line."""
     if asked is None:
         return tuple(n for n in DEFAULT_RANKS if n <= configurations)
     counts = tuple(dict.fromkeys(n for part in asked for n in part))
@@ -86,11 +90,12 @@ def basis(args: argparse.Namespace, workdir: str) -> Basis:
 
 
 def _share(path: str, data: MeasuredSpace, max_fevals: int | None) -> str:
-    """What share of its search space a run's file holds, for the table's line ('' for all of it,
-    or a Kernel Tuner cache, which does not say). A run stopped short (a signal, its time limit,
-    killed) holds part of what its search was to measure, and a plan of that part alone would
-    ask for too little: it is refused, unless ``--max-fevals`` asks for a run of at most as many
-    as the file holds."""
+    """What share of its search space a run's file holds, for the table's line.
+
+    '' for all of it, or for a Kernel Tuner cache, which does not say. A run stopped short holds
+    part of what its search was to measure: by a signal, its time limit, or killed. A plan of that
+    part alone would ask for too little. So it is refused, unless ``--max-fevals`` asks for a run
+    of at most as many as the file holds."""
     searched = data.searched if isinstance(data, MeasuredData) else None
     held = len(data.configs)
     if searched is None or held >= searched.space_size:
@@ -126,8 +131,8 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         raise UserError("--prior gives the costs instead of a pilot: --pilot and --pilot-out go without it")
     asked = Overrides(strategy=args.strategy, max_fevals=args.max_fevals)
     problem, settings = load_spec(args.file, asked, read_measured)
-    if problem.replay_source:
-        raise UserError(f"{args.file} replays {problem.replay_source} (simulation_mode): plan from that file")
+    if problem.replay:
+        raise UserError(f"{args.file} replays {problem.replay.path} (simulation_mode): plan from that file")
     space = prepare(problem, settings).space
     configurations = min(len(space), settings.max_fevals or len(space))
     what = "of the spec's space" if configurations == len(space) else f"of its budget (max_fevals {configurations})"
@@ -172,8 +177,9 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
 
 
 def _piloted(source: str, kept: str | None) -> MeasuredData:
-    """What the pilot measured, of which one configuration at least passed; else one line that
-    says why none did (the first error), naming the pilot's file only where it is kept."""
+    """What the pilot measured, of which one configuration at least passed.
+
+    Else one line says why none did: the first error. It names the pilot's file only where it is kept."""
     from mpitune.store import measured
 
     data = measured.load(source)
@@ -193,8 +199,10 @@ def _piloted(source: str, kept: str | None) -> MeasuredData:
 
 
 def _pilot(spec: str, configs: int, strategy: str, out: str, kept: bool) -> str:
-    """Tune ``configs`` configurations of the spec on this machine (one rank, its real backend)
-    into ``out``, its progress lines on stderr; what it measured, for the table."""
+    """Tune ``configs`` configurations of the spec on this machine, into ``out``.
+
+    One rank runs, on its real backend, with its progress lines on stderr. Returns what it
+    measured, for the table."""
     if configs < 1:
         raise UserError(f"--pilot {configs}: a pilot measures at least 1 configuration")
     if os.path.exists(out):
@@ -227,8 +235,8 @@ def _pilot(spec: str, configs: int, strategy: str, out: str, kept: bool) -> str:
 
 
 def _stop(pilot: subprocess.Popen[str]) -> None:
-    """SIGTERM, as Slurm stops a run: it finishes its configuration and writes it; killed if it
-    has not ended within ``PILOT_STOP_S``."""
+    """SIGTERM, as Slurm stops a run: it finishes its configuration and writes it. It is killed
+    if it has not ended within ``PILOT_STOP_S``."""
     pilot.terminate()
     try:
         pilot.wait(PILOT_STOP_S)

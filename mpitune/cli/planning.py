@@ -1,14 +1,16 @@
-"""``python -m mpitune plan FILE|SPEC.py --ranks 1,8,64``: how many GPUs and how long to ask Slurm for.
-Each rank count is a replay on the replay's simulated clock (scheduling/run.py, ``simulate``), whose
-fidelity docs/performance.md measures: of a measured run's file, or of a spec's whole space and budget
-at the costs a short pilot on this machine, or a measured run of the same kernel elsewhere
-(``--prior``), gives its configurations (cli/plan_basis.py). The table says what the prediction
-rests on and how far to trust it, and its ``--time`` leaves a margin for that.
+"""``python -m mpitune plan FILE|SPEC.py --ranks 1,8,64``: how many GPUs, and how long, to ask
+Slurm for.
+
+Each rank count is a replay on the replay's simulated clock (scheduling/run.py, ``simulate``).
+docs/performance.md measures its fidelity. The replay is of a measured run's file, or of a spec's
+whole space and budget. A spec's configurations cost what a short pilot on this machine measured,
+or a measured run of the same kernel elsewhere (``--prior``; cli/plan_basis.py). The table says
+what the prediction rests on and how far to trust it. Its ``--time`` leaves a margin for that.
 
 Every simulated rank lives in this one process and shares one load of the measured data
-(``measured.load_shared``); what each costs beyond that grows with the rank count, so the counts
-are bounded (``MAX_RANKS``, and no more ranks than configurations to measure). Ctrl-C and SIGTERM
-end a plan with one line, its temporary folder removed and a pilot it started stopped.
+(``measured.load_shared``). What each costs beyond that grows with the rank count. So the counts
+are bounded: ``MAX_RANKS``, and no more ranks than configurations to measure. Ctrl-C and SIGTERM
+end a plan with one line. Its temporary folder is removed, and a pilot it started is stopped.
 """
 
 from __future__ import annotations
@@ -132,9 +134,10 @@ def _duration(text: str) -> float:
 
 
 def time_margin(error: float | None, predicted: bool) -> float:
-    """How many times the prediction ``--time`` asks for (and 5 minutes more): ``SAFETY``, and the
-    cost model's cross-validated error on top where costs are predicted (double where it could not
-    be told)."""
+    """How many times the prediction ``--time`` asks for, 5 minutes more aside.
+
+    It is ``SAFETY``. Where costs are predicted, the cost model's cross-validated error comes on
+    top. Where that error could not be told, the margin is doubled."""
     if not predicted:
         return SAFETY
     return SAFETY * (1 + (UNKNOWN_ERROR if error is None else error))
@@ -149,8 +152,8 @@ def sbatch(
     times: float = SAFETY,
     target: str = "SPEC",
 ) -> str:
-    """The sbatch line of one job: nodes, tasks and GPUs per node, and its time with the margin
-    (``times`` the prediction; the job's limit when the run needs several)."""
+    """The sbatch line of one job: nodes, tasks and GPUs per node, and its time with the margin.
+    The time is ``times`` the prediction, or the job's limit when the run needs several jobs."""
     per_node = min(ranks, gpus_per_node)
     ask_s = per_job_s if jobs > 1 and per_job_s else wall_s * times + SAFETY_S
     minutes = math.ceil(ask_s / 60)
@@ -161,15 +164,17 @@ def sbatch(
 
 
 class _Terminated(BaseException):
-    """SIGTERM, raised where the plan is, so that every ``finally`` (the temporary folder's
-    removal, a pilot's stop) runs; not an Exception, which code between could swallow."""
+    """SIGTERM, raised where the plan is, so that every ``finally`` runs: the temporary folder's
+    removal, a pilot's stop. It is no Exception, which code between could swallow."""
 
 
 @contextmanager
 def _terminable() -> Iterator[None]:
-    """SIGTERM raises ``_Terminated`` and SIGINT ``KeyboardInterrupt`` while the plan runs. One
-    that lands in a finaliser (a weak reference's callback) is only printed there, and the plan
-    would go on: it is delivered again, quietly, a moment later. The previous handlers are put back."""
+    """SIGTERM raises ``_Terminated`` and SIGINT ``KeyboardInterrupt`` while the plan runs.
+
+    One that lands in a finaliser (a weak reference's callback) is only printed there. The plan
+    would go on. So it is delivered again, quietly, a moment later. The previous handlers are put
+    back."""
     raised = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: _Terminated}
     active = threading.Event()
 
@@ -200,8 +205,8 @@ def _terminable() -> Iterator[None]:
 
 
 def plan(argv: list[str]) -> int:
-    """The plan, or one line: a user error (``USER_ERROR``), Ctrl-C (``INTERRUPTED``) or SIGTERM,
-    after which the process ends by SIGTERM itself, as a parent expects of a process it ended."""
+    """The plan, or one line: a user error (``USER_ERROR``), Ctrl-C (``INTERRUPTED``) or SIGTERM.
+    After SIGTERM the process ends by SIGTERM itself, as a parent expects of a process it ended."""
     args = parser().parse_args(argv)
     try:
         with _terminable():
@@ -273,9 +278,10 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _one_model(device: str) -> str:
-    """What the plan assumes of the ranks' devices: the file's model on every rank. A job over
-    other models runs at their speed, and a job over several at each one's, which no file of one
-    model tells."""
+    """What the plan assumes of the ranks' devices: the file's model on every rank.
+
+    A job over other models runs at their speed, and a job over several at each one's. No file of
+    one model tells that."""
     model = device or "the device the file was measured on"
     return f"; every rank is taken to be a {model}: on other or mixed device models the times differ"
 

@@ -1,15 +1,16 @@
 """A spec's whole search space at measured or predicted costs, for ``python -m mpitune plan SPEC``.
 
-A pilot (a few batches of the spec on this machine) or a prior file (the same kernel measured
-elsewhere) measured some of the space's configurations; the rest never ran. The replay's simulated
-clock needs every configuration's compile, verify and benchmark seconds, and the strategy a kernel
-time to search on, so that the replay covers the spec's whole space and budget, not only what was
-measured. A configuration measured keeps what was measured; every other one gets what a model of
-each phase, and one of the kernel times, predict from the measured ones (``costs.CostModel``: log
-seconds additive in the parameter values and pairs of them), and is assumed to pass.
+A pilot or a prior file measured some of the space's configurations; the rest never ran. A pilot
+is a few batches of the spec on this machine. A prior file is the same kernel measured elsewhere.
+The replay's simulated clock needs every configuration's compile, verify and benchmark seconds.
+The strategy needs a kernel time to search on. Then the replay covers the spec's whole space and
+budget, not only what was measured. A configuration measured keeps what was measured. Every other
+one gets what the models predict from the measured ones, and is assumed to pass. There is a model
+of each phase, and one of the kernel times (``costs.CostModel``). Each takes log seconds as
+additive in the parameter values and pairs of them.
 
-How far to trust the fill-in is measured, not assumed: the models are fitted again without each
-quarter of the measured configurations, and the summed cost of that quarter predicted.
+How far to trust the fill-in is measured, not assumed. The models are fitted again without each
+quarter of the measured configurations. Then the summed cost of that quarter is predicted.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ _MARKERS = {Status.INVALID: "InvalidConfig", Status.COMPILE_ERROR: "CompilationF
 @dataclass(frozen=True)
 class Filled:
     """The space filled in: ``data`` holds every configuration, ``measured`` of them as measured.
+
     ``error``: the largest relative error of the summed cost of held-out configurations in the
-    cross-validation; None where too few passed to tell."""
+    cross-validation. None where too few passed to tell."""
 
     data: MeasuredData
     measured: int
@@ -49,9 +51,11 @@ class Filled:
 
 
 def fill_in(space: SearchSpace, data: MeasuredData, iterations: int, path: str) -> Filled:
-    """``data``'s measurements put on ``space``'s configurations (matched on its parameters, which
-    ``data`` must all have; one it has besides is ignored) and the rest predicted, written to
-    ``path`` as a Kernel Tuner cache, the measured data a replay reads."""
+    """``data``'s measurements put on ``space``'s configurations, and the rest predicted.
+
+    They are matched on ``space``'s parameters, which ``data`` must all have. One it has besides is
+    ignored. The whole is written to ``path`` as a Kernel Tuner cache: the measured data a replay
+    reads."""
     pairs = _matched(space, data)
     passed = [(i, m) for i, m in pairs if m.status == Status.OK and math.isfinite(m.time_ms)]
     if not passed:
@@ -105,8 +109,8 @@ def _matched(space: SearchSpace, data: MeasuredData) -> list[tuple[int, Measurem
 
 
 def _predicted(space: SearchSpace, pairs: Sequence[tuple[int, Measurement]], name: str, ids: list[int]) -> np.ndarray:
-    """Measurement field ``name`` (a phase's seconds, or the kernel time) of each of ``ids``, as a
-    cost model fitted on ``pairs`` (at least one) predicts it."""
+    """Measurement field ``name`` of each of ``ids``, as a cost model fitted on ``pairs`` predicts it.
+    ``name`` is a phase's seconds, or the kernel time. ``pairs`` holds at least one."""
     model = CostModel(space)
     if name == "time_ms":
         model.learn_values([i for i, _ in pairs], [m.time_ms for _, m in pairs], TIME_FLOOR_MS)
@@ -120,8 +124,8 @@ def _predicted(space: SearchSpace, pairs: Sequence[tuple[int, Measurement]], nam
 def _cross_validated(
     space: SearchSpace, pairs: Sequence[tuple[int, Measurement]], passed: Sequence[tuple[int, Measurement]]
 ) -> float | None:
-    """The largest relative error, over the folds, of a held-out quarter's summed cost (of the
-    passing configurations), predicted by the phase models fitted on the rest."""
+    """The largest relative error, over the folds, of a held-out quarter's summed cost.
+    The quarter is of the passing configurations; the phase models fitted on the rest predict it."""
     if len(passed) < MIN_CHECKED:
         return None
     order = np.random.default_rng(0).permutation(len(passed))[:MAX_CHECKED]

@@ -25,7 +25,7 @@ TUNING_VERBS = {"tune": TUNE_HELP, "replay": REPLAY_HELP, "plan": PLAN_HELP, "jo
 
 
 def verb_module(verb: str) -> ModuleType | None:
-    """The module that runs ``verb`` through ``add_arguments`` and ``run``; None for the verbs
+    """The module that runs ``verb`` through ``add_arguments`` and ``run``. None for the verbs
     with parsers of their own, and for a word that is no verb (a spec's path)."""
     if verb == "job":
         return job

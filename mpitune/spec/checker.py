@@ -1,4 +1,4 @@
-"""The one way a spec check fails: a ``SpecError`` naming the file and the field, in one line."""
+"""The one way a spec check fails: a ``SpecError`` in one line. It names the file and the field."""
 
 from __future__ import annotations
 

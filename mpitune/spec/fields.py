@@ -1,6 +1,6 @@
-"""The checks of one spec field each, whatever the backend: what a kernel, its parameters,
-its arguments and its launch need to be before anything is compiled. Checks that depend on
-the backend are in fit.py."""
+"""The checks of one spec field each, whatever the backend. They say what a kernel, its
+parameters, its arguments and its launch must be before anything is compiled. Checks that depend
+on the backend are in fit.py."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def kernel_name(check: Checker, name: Any) -> str:
 
 
 def kernel_source(check: Checker, source: Any, spec_dir: str) -> str:
-    """The source text itself, or (as in Kernel Tuner) the name of a file beside the spec."""
+    """The source text itself, or the name of a file beside the spec (as in Kernel Tuner)."""
     if isinstance(source, Path):
         source = str(source)
     if not isinstance(source, str) or not source.strip():

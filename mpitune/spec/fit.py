@@ -1,6 +1,7 @@
-"""Whether a problem fits the backend its ``lang`` names, judged from the backend's declared
-capabilities (mpitune/backends/capabilities.py), so that each refusal names the spec's field at
-fault and no backend has to check user input."""
+"""Whether a problem fits the backend its ``lang`` names.
+
+It is judged from the backend's declared capabilities (mpitune/backends/capabilities.py). So each
+refusal names the spec's field at fault, and no backend has to check user input."""
 
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ def memory(spec: Mapping[str, Any], caps: Capabilities, fail: Fail) -> None:
 
 
 def observers(observers: Any, tune_params: Mapping[str, list], caps: Capabilities, fail: Fail) -> list[Any]:
-    """The spec's observers, and the tunable parameters that set the device rather than the
-    kernel, allowed only where the backend runs them."""
+    """The spec's observers, and the tunable parameters that set the device, not the kernel.
+    Both are allowed only where the backend runs them."""
     settable = {name for c in backends.all_capabilities() for name in c.device_tunables}
     tunes_device = [name for name in tune_params if name in settable and name not in caps.device_tunables]
     if tunes_device:
@@ -65,8 +66,8 @@ def observers(observers: Any, tune_params: Mapping[str, list], caps: Capabilitie
 
 
 def problem(problem: Problem, caps: Capabilities, fail: Fail) -> None:
-    """What depends on the backend once the problem is assembled: argument types, answers and
-    the launch geometry."""
+    """What depends on the backend once the problem is assembled. That is the argument types,
+    the answers and the launch geometry."""
     for i, arg in enumerate(problem.arguments):
         dtype = np.asarray(arg).dtype
         if not isinstance(arg, np.ndarray) and caps.scalar_dtypes is not None and dtype.str not in caps.scalar_dtypes:

@@ -1,6 +1,6 @@
-"""Kernel Tuner's names: a spec's module-level names are ``tune_kernel``'s arguments, so a
-Kernel Tuner script ports by copying. What each name defaults to, and which are refused or
-ignored, is decided here once."""
+"""Kernel Tuner's names. A spec's module-level names are ``tune_kernel``'s arguments. So a Kernel
+Tuner script ports by copying. What each name defaults to is decided here once. So is which names
+are refused or ignored."""
 
 from __future__ import annotations
 

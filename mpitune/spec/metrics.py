@@ -1,9 +1,9 @@
 """``metrics``, ``objective`` and ``objective_higher_is_better``: what is optimised.
 
-As in Kernel Tuner, ``objective`` is one name or a list of names (multi-objective: the Pareto front
-is searched for), and ``objective_higher_is_better`` one bool or a list of one bool per name.
-Each metric is tried on a sample ``p`` (the first value of every parameter, time 1 ms, every
-observed value 1) so that a misspelled name fails here rather than on every result."""
+As in Kernel Tuner, ``objective`` is one name or a list of names. With a list, the search looks
+for the Pareto front. ``objective_higher_is_better`` is one bool, or a list of one bool per name.
+Each metric is tried on a sample ``p``: the first value of every parameter, time 1 ms, every
+observed value 1. So a misspelled name fails here, not on every result."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from mpitune.spec.checker import Checker
 
 
 def attach(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, Any], problem: Problem) -> Problem:
-    """``problem``, which already knows its parameters and observed values (names a metric may
-    not take), with the spec's metrics and objectives. ``namespace`` is the spec module's:
-    expression metrics see its names."""
+    """``problem`` with the spec's metrics and objectives.
+
+    ``problem`` already knows its parameters and observed values, names a metric may not take.
+    ``namespace`` is the spec module's: expression metrics see its names."""
     problem = replace(problem, metrics=_metrics(check, spec["metrics"], namespace, problem))
     names = _objective_names(check, spec["objective"], problem)
     directions = _directions(check, spec["objective_higher_is_better"], len(names))
@@ -58,8 +59,8 @@ def _objective_names(check: Checker, given: Any, problem: Problem) -> list[str]:
 
 
 def _directions(check: Checker, given: Any, count: int) -> list[bool]:
-    """One direction per objective: a list as long as the objectives, or one bool for a single
-    objective; not given (None), every objective is lower-is-better, Kernel Tuner's default for time."""
+    """One direction per objective: a list as long as the objectives, or one bool for one.
+    Not given (None), every objective is lower-is-better, Kernel Tuner's default for time."""
     if given is None:
         return [False] * count
     if count == 1 and isinstance(given, (list, tuple)) and len(given) == 1:

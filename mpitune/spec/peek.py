@@ -1,9 +1,9 @@
 """What a spec file names, read from its syntax without running it.
 
-Running a spec may take seconds (it may compute a reference answer) and happens on rank 0
-only; what a rank needs to know before (which backend to start its worker process for, see
-scheduling/before_mpi.py) is read here from the file's top-level assignments instead. A guess:
-the spec's checks, once it has run, decide.
+Running a spec may take seconds: it may compute a reference answer. It runs on rank 0 only. Each
+rank must know before which backend to start its worker process for (scheduling/before_mpi.py).
+That is read here from the file's top-level assignments. It is a guess: once the spec has run,
+its checks decide.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from mpitune.spec.kernel_tuner import DEFAULTS
 
 
 def named_lang(path: str) -> str | None:
-    """The ``lang`` a spec file names, read from its syntax without running it (Kernel Tuner's
-    default when it assigns none), so that each rank can start its worker for that backend
-    while rank 0 runs the spec; None when only running it would tell (it computes or imports
-    ``lang``, or replays measured data) or the file cannot be read: no worker is started early."""
+    """The ``lang`` a spec file names, read from its syntax; Kernel Tuner's default if it names none.
+
+    Each rank can then start its worker for that backend while rank 0 runs the spec. None where
+    only running it would tell: it computes or imports ``lang``, or replays measured data. None
+    too where the file cannot be read. Then no worker is started early."""
     try:
         with open(path, "rb") as fh:
             tree = ast.parse(fh.read(), path)

@@ -1,7 +1,8 @@
-"""How each run setting's value is checked: one function of the checker, the field an error line
-names and the value, which returns the value as ``RunSettings`` holds it (settings_table.py
-names each setting's). Light to import: a check that needs numpy's modules imports them when it
-runs, since the command line reads the table before any verb.
+"""How each run setting's value is checked (settings_table.py names each setting's check).
+
+A check is a function of the checker, the field an error line names and the value. It returns
+the value as ``RunSettings`` holds it. Light to import: the command line reads the table before
+any verb. So a check that needs numpy's modules imports them when it runs.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def fraction_margin(c: Checker, field: str, value: Any) -> float:
 
 
 def racing(c: Checker, field: str, value: Any) -> tuple[bool, Any]:
-    """Racing on or off, and its rule: True races by the default rule, on the first launch
+    """Racing on or off, and its rule. True races by the default rule, on the first launch
     (model/judging/racing.py)."""
     from mpitune.model.judging.racing import RaceRule
 
@@ -60,8 +61,8 @@ def racing(c: Checker, field: str, value: Any) -> tuple[bool, Any]:
 
 
 def confirm(c: Checker, field: str, value: Any) -> int:
-    """How many candidates to confirm once the search ends: ``True`` the default number, ``False``
-    or 0 none, else a number up to the most a confirmation takes."""
+    """How many candidates to confirm once the search ends. ``True``: the default number.
+    ``False`` or 0: none. Else a number, up to the most a confirmation takes."""
     from mpitune.model.work import DEFAULT_CANDIDATES, MOST_CANDIDATES
 
     if value is True:
@@ -81,7 +82,7 @@ def schedules() -> list[str]:
 
 
 def schedule(c: Checker, field: str, value: Any) -> Any:
-    """How rank 0 hands out work, by a Schedule's value; the line for a bad one names them all."""
+    """How rank 0 hands out work, by a Schedule's value. The line for a bad one names them all."""
     from mpitune.model.problem import Schedule
 
     values = {s.value: s for s in Schedule}
@@ -92,8 +93,9 @@ def schedule(c: Checker, field: str, value: Any) -> Any:
 
 def cache(c: Checker, field: str, value: Any) -> str:
     """The results file must be one mpitune can create or open: found here, not after start-up.
-    Whether an existing file is one mpitune wrote, and whether the system lets this run write it
-    (a read-only file system is not "permission denied"), is the store's to say."""
+
+    The store says whether an existing file is one mpitune wrote. It also says whether the system
+    lets this run write it: a read-only file system is not "permission denied"."""
     if value is not None and not isinstance(value, (str, Path)):
         c.fail(field, f"must be a file path, got {value!r}")
     path = os.path.abspath(value or Path(c.path).stem + ".h5")
