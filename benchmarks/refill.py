@@ -3,6 +3,7 @@ for a learning search, measured with the scheduler itself.
 
     PYTHONPATH=. python benchmarks/refill.py CACHE_DIR [CACHE_DIR ...] [--ranks 8] [--budget 400]
         [--seeds 3] [--strategy portfolio] [--brute-force-ranks N [N ...]]
+        [--kernel-cache shared|node|off]
 
 Each measured cache (``*.json``, ``*.json.gz``, ``*.h5``) of each directory is replayed by the
 real rounds of the scheduler, every rank in this process on its own simulated clock
@@ -12,6 +13,10 @@ default, is on several ranks: scheduling/handouts.py's ``Policy``), ``--budget``
 each, once per seed. Printed per cache and over each directory: the simulated wall on the ranks
 as a share of the same search's wall on one rank (mean over seeds), and the score of the
 search: the best time found over the cache's best (1.0: found it).
+
+``--kernel-cache`` is the replay's (docs/performance.md): whether a candidate timed again by a
+rank that did not compile it is loaded from a kernel cache every node sees (``shared``, a home
+folder on NFS as on DAS-6) or compiled again (``node``); by default, as this machine's folder is.
 
 With ``--brute-force-ranks N [N ...]``, then brute force over the largest cache of the first
 directory on each N ranks, with batches and refilled (benchmarks/replay_rounds.py's
@@ -50,11 +55,13 @@ def score(path: str, data_best_ms: float) -> float:
     return data_best_ms / float(np.min(ok["time_ms"])) if len(ok) else 0.0
 
 
-def one(path: str, ranks: int, budget: int, seed: int, schedule: Schedule, strategy: str, workdir: str) -> tuple:
+def one(
+    path: str, ranks: int, budget: int, seed: int, schedule: Schedule, strategy: str, workdir: str, reach: str | None
+) -> tuple:
     """The simulated wall and score of one replay."""
     data = load(path)
     given = Overrides(max_fevals=budget, seed=seed, schedule=schedule.value)
-    problem, settings = replay_problem(data, given, strategy)
+    problem, settings = replay_problem(data, given, strategy, kernel_cache=reach)
     times = [m.time_ms for m in data.measurements if np.isfinite(m.time_ms)]
     with tempfile.TemporaryDirectory(prefix="mpitune-refill-", dir=workdir) as own:
         simulated = simulate(problem, settings, ranks, own)
@@ -69,7 +76,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--strategy", default="portfolio")
     parser.add_argument("--brute-force-ranks", type=int, nargs="*", default=[])
+    parser.add_argument("--kernel-cache", choices=("shared", "node", "off"), help="default: as the folder is")
     args = parser.parse_args()
+    reach = args.kernel_cache
     print("command: PYTHONPATH=. python " + " ".join(shlex.quote(a) for a in sys.argv))
     started = time.perf_counter()
     for cache_dir in args.dirs if args.seeds else []:  # --seeds 0: brute force only
@@ -84,9 +93,11 @@ def main() -> None:
             row: dict[Schedule, tuple[list[float], list[float]]] = {s: ([], []) for s in SCHEDULES}
             for seed in range(args.seeds):
                 with tempfile.TemporaryDirectory(prefix="mpitune-refill-") as workdir:
-                    one_s, _ = one(path, 1, args.budget, seed, Schedule.BATCHES, args.strategy, workdir)
+                    one_s, _ = one(path, 1, args.budget, seed, Schedule.BATCHES, args.strategy, workdir, reach)
                     for schedule in SCHEDULES:
-                        wall_s, found = one(path, args.ranks, args.budget, seed, schedule, args.strategy, workdir)
+                        wall_s, found = one(
+                            path, args.ranks, args.budget, seed, schedule, args.strategy, workdir, reach
+                        )
                         row[schedule][0].append(wall_s / one_s)
                         row[schedule][1].append(found)
             for schedule in SCHEDULES:
