@@ -127,7 +127,7 @@ def rank_backends(template: ReplayBackend, problem: Problem, ranks: int) -> list
     out = []
     for rank in range(ranks):
         backend = copy.copy(template)
-        backend.rank, backend.seed, backend.factor = rank, problem.replay_seed, bias_factor(problem, rank)
+        backend.rank, backend.seed, backend.factor = rank, problem.replay.seed, bias_factor(problem.replay, rank)
         out.append(backend)
     return out
 

@@ -26,6 +26,7 @@ import numpy as np
 from mpitune.backends.base import Backend, Compiled, Compiler, Draft, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.model.judging.racing import Race
+from mpitune.model.problem import ReplaySource
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work
@@ -36,7 +37,7 @@ from mpitune.store.measured import MeasuredData, Measurement
 _BIAS_STREAM, _RETIME_STREAM = 0, 1
 
 
-def bias_factor(problem, rank: int) -> float:
+def bias_factor(replay: ReplaySource, rank: int) -> float:
     """What rank ``rank``'s recorded times are multiplied by.
 
     That is its given factor, or one drawn for it from N(1, sd) with the run's seed. A draw is
@@ -44,12 +45,12 @@ def bias_factor(problem, rank: int) -> float:
     takes the seed and the rank alone. So every rank finds its own without knowing how many
     there are, and a run is reproducible.
     """
-    if problem.device_bias:
-        return float(problem.device_bias[rank % len(problem.device_bias)])
-    if not problem.device_bias_sd:
+    if replay.device_bias:
+        return float(replay.device_bias[rank % len(replay.device_bias)])
+    if not replay.device_bias_sd:
         return 1.0
-    rng = np.random.default_rng([problem.replay_seed, rank, _BIAS_STREAM])
-    while (factor := float(rng.normal(1.0, problem.device_bias_sd))) <= 0:
+    rng = np.random.default_rng([replay.seed, rank, _BIAS_STREAM])
+    while (factor := float(rng.normal(1.0, replay.device_bias_sd))) <= 0:
         pass
     return factor
 
@@ -83,22 +84,23 @@ def _loaded(path: str) -> _Loaded:
 
 class ReplayBackend(Backend):
     def __init__(self, problem, rank: int = 0):
-        loaded = _loaded(problem.replay_source)
+        replay: ReplaySource = problem.replay
+        loaded = _loaded(replay.path)
         data = loaded.data
         self.names = list(problem.tune_params)
         self.lookup = loaded.lookup
         # The same name on every rank, bias or not: the ranks replay one device model.
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
-        self.rank, self.seed = rank, problem.replay_seed
-        self.factor = bias_factor(problem, rank)
+        self.rank, self.seed = rank, replay.seed
+        self.factor = bias_factor(replay, rank)
         self.retimes = 0  # the orders of launches retimed so far: each draws anew
         # A run that raced recorded only the launches each configuration got: replayed as it raced.
-        self.as_recorded = problem.replay_run is not None and problem.replay_run.raced
+        self.as_recorded = replay.run.raced
         # What the replayed rank spent between phases per configuration, charged in three parts
         # (before verifying, before and after timing), each as short as the gaps it stands for.
-        self.gap_s = problem.replay_run.rank_gap_s(rank) / 3 if problem.replay_run is not None else 0.0
-        self.retime_compile_s = problem.replay_run.retime_compile_s if problem.replay_run is not None else None
-        self.host_verified = problem.replay_run is None or problem.replay_run.host_verified
+        self.gap_s = replay.run.rank_gap_s(rank) / 3
+        self.retime_compile_s = replay.run.retime_compile_s
+        self.host_verified = replay.run.host_verified
         # A first launch that lost cost its benchmark phase this long (racing's own overhead): a
         # deferred configuration's first pass, not recorded, is charged as much.
         self.first_pass_s = loaded.first_pass_s

@@ -107,7 +107,8 @@ class Manager:
         if self.costs is not None:
             self.costs.learn(known)
         self.race = self._start_race(known)
-        confirmed = setup.problem.replay_run.confirmed if setup.problem.replay_run else frozenset()  # as replayed
+        replay = setup.problem.replay
+        confirmed = replay.run.confirmed if replay else frozenset()  # as replayed
         self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache, confirmed)
         self.leaders = Leaders()  # as measured; calibration may reorder them, confirmation picks from them
         self.leaders.add(known)

@@ -27,7 +27,7 @@ def prepare(problem: Problem, settings: RunSettings) -> Setup:
     """Everything that can be wrong with the user's input is found here, on rank 0."""
     try:
         # Before building the space, which may take long: a file that can never be the cache.
-        refuse_unusable(settings.cache_path, problem.spec_path, problem.replay_source)
+        refuse_unusable(settings.cache_path, problem.spec_path, problem.replay.path if problem.replay else "")
     except UserError as exc:
         raise SpecError(problem.spec_path, "cache", str(exc)) from None
     try:

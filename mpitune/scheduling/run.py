@@ -106,7 +106,7 @@ def _tune(
     caps = backends.capabilities(problem.lang)
     if caps.simulated_clock:
         # A replay's time is the recorded run's: its own start-up is no part of that (model/replay_clock.py).
-        recorded = problem.replay_run or RecordedRun()
+        recorded = problem.replay.run if problem.replay else RecordedRun()
         timeline = _replay_timeline(recorded, rank)
         workers = recorded.compile_workers if workers is None else workers
     # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
@@ -209,7 +209,9 @@ def _equip(
     clock = timeline.clock
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
-        _compile_ahead(caps, transport.node_size, workers, clock, problem.replay_run, transport.rank),
+        _compile_ahead(
+            caps, transport.node_size, workers, clock, problem.replay.run if problem.replay else None, transport.rank
+        ),
     )
     isolate = problem.isolate and caps.isolate
     spawned = before_mpi.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
@@ -347,7 +349,7 @@ def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) 
     ``workdir``, for ``python -m mpitune plan``. The real rounds run over ``InProcessRanks``. Each
     rank has its own replay backend, clock, recorded start-up and simulated compile workers, as
     under mpiexec. Its progress lines are not printed."""
-    recorded = problem.replay_run or RecordedRun()
+    recorded = problem.replay.run if problem.replay else RecordedRun()
     workers = recorded.compile_workers if settings.compile_workers is None else settings.compile_workers
     settings = replace(settings, cache_path=os.path.join(workdir, f"plan-{ranks}.h5"))
     setup = prepare(problem, settings)

@@ -84,8 +84,8 @@ def open_run(
             f"times for {source.matched} of the {len(setup.space)} configurations, "
             f"matched on {', '.join(source.shared)}"
         )
-    if problem.replay_run is not None:
-        say(problem.replay_run.describe())
+    if problem.replay is not None:
+        say(problem.replay.run.describe())
     if cache.interrupted:
         how = "ended when a rank stopped answering" if cache.last_status == "silent_rank" else "was killed"
         say(f"the previous run {how} while {cache.interrupted}; they are not recorded and may be measured again")

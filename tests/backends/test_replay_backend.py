@@ -52,11 +52,11 @@ def test_bias_scales_every_recorded_time_of_its_rank_exactly(tmp_path):
 
 def test_a_spread_draws_one_factor_per_rank_from_the_seed(tmp_path):
     problem = _problem(tmp_path, device_bias_sd=0.1)
-    factors = [replay.bias_factor(problem, rank) for rank in range(4)]
-    assert factors == [replay.bias_factor(problem, rank) for rank in range(4)]
+    factors = [replay.bias_factor(problem.replay, rank) for rank in range(4)]
+    assert factors == [replay.bias_factor(problem.replay, rank) for rank in range(4)]
     assert len(set(factors)) == 4 and all(f > 0 for f in factors)
-    assert replay.bias_factor(replace(problem, replay_seed=5), 0) != factors[0]
-    assert replay.bias_factor(replace(problem, device_bias_sd=0.0), 2) == 1.0
+    assert replay.bias_factor(replace(problem.replay, seed=5), 0) != factors[0]
+    assert replay.bias_factor(replace(problem.replay, device_bias_sd=0.0), 2) == 1.0
     assert problem.identity().record()["device_bias_sd"] == 0.1
     assert "device_bias_sd" not in _problem(tmp_path).identity().record()
 
@@ -111,14 +111,14 @@ def test_a_candidate_timed_again_is_warmed_up_as_its_source_verified_it(tmp_path
     which timing a candidate again does not repeat: one launch stands for it, never more than the
     verification."""
     problem = _problem(tmp_path)
-    assert problem.replay_run is not None and problem.replay_run.host_verified
-    assert "warm-up is charged as one launch" in problem.replay_run.describe()
+    assert problem.replay is not None and problem.replay.run.host_verified
+    assert "warm-up is charged as one launch" in problem.replay.run.describe()
     order = Retime((Work(0, {"x": 1, "y": 1}),), rounds=1)
     charged = {}
     for host_verified in (True, False):
-        run = replace(problem.replay_run, host_verified=host_verified)
+        run = replace(problem.replay.run, host_verified=host_verified)
         timeline = Timeline(Clock(simulated=True))
-        launches = replay.create(replace(problem, replay_run=run), str(tmp_path)).retime(
+        launches = replay.create(replace(problem, replay=replace(problem.replay, run=run)), str(tmp_path)).retime(
             order, timeline, {0: Compiled(0)}
         )
         charged[host_verified] = timeline.clock.now() - launches[0].time_ms / 1000

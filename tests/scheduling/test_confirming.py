@@ -24,7 +24,7 @@ def tables(path: str) -> dict[str, np.ndarray]:
 
 
 def biased(ranks: Ranks, factors: tuple[float, ...]) -> Ranks:
-    problem = replace(ranks.setup.problem, device_bias=factors)
+    problem = replace(ranks.setup.problem, replay=replace(ranks.setup.problem.replay, device_bias=factors))
     ranks.setup.problem = problem
     ranks.backends = [ReplayBackend(problem, rank) for rank in range(len(ranks.backends))]
     return ranks
