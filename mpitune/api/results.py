@@ -102,8 +102,8 @@ def kt_env(data: CacheData, problem: Problem, results: list[dict[str, Any]], cac
         "iterations": problem.iterations,
         "compiler_options": list(problem.compiler_options),
         "block_size_names": list(problem.block_size_names),
-        "objective": problem.objective,
-        "objective_higher_is_better": problem.objective_higher_is_better,
+        "objective": problem.aim.goal.name,
+        "objective_higher_is_better": problem.aim.goal.higher_is_better,
         **totals,
         "total_framework_time": 1e3 * float(seconds[working].sum()),
         "total_wait_time": 1e3 * float(seconds[np.isin(rows["phase"], IDLE_PHASES)].sum()),
@@ -127,14 +127,13 @@ def kt_env(data: CacheData, problem: Problem, results: list[dict[str, Any]], cac
 
 def _best(results: list[dict[str, Any]], problem: Problem) -> dict[str, Any] | None:
     """The passing configuration with the best objective, as Kernel Tuner's ``best_config``."""
+    goal = problem.aim.goal
     scored = [
         r
         for r in results
-        if r["status"] == Status.OK
-        and isinstance(r.get(problem.objective), float)
-        and math.isfinite(r[problem.objective])
+        if r["status"] == Status.OK and isinstance(r.get(goal.name), float) and math.isfinite(r[goal.name])
     ]
     if not scored:
         return None
-    pick = max if problem.objective_higher_is_better else min
-    return pick(scored, key=lambda r: r[problem.objective])
+    pick = max if goal.higher_is_better else min
+    return pick(scored, key=lambda r: r[goal.name])

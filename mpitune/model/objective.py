@@ -28,7 +28,7 @@ import numbers
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from mpitune.model.result import Result, Scored
 
@@ -83,26 +83,6 @@ def first_mistake(metrics: Iterable[Metric], p: dict[str, Any]) -> tuple[str, st
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real)
-
-
-class Aimed(Protocol):
-    """What ``Objective.of`` reads of a problem. Named here, not imported: the problem holds
-    an objective's parts (its metrics), so problem.py imports this module."""
-
-    @property
-    def objective(self) -> str: ...
-    @property
-    def objective_higher_is_better(self) -> bool: ...
-    @property
-    def objectives(self) -> tuple[str, ...]: ...
-    @property
-    def objectives_higher_is_better(self) -> tuple[bool, ...]: ...
-    @property
-    def metrics(self) -> Sequence[Metric]: ...
-    @property
-    def observed_names(self) -> Sequence[str]: ...
-    @property
-    def observed_aliases(self) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -190,6 +170,24 @@ class Goal:
         return record
 
 
+@dataclass(frozen=True)
+class Aim:
+    """What the spec asks to optimise: each objective with its direction, and the metrics.
+
+    Rank 0's alone: the metrics are the spec's callables, which cannot travel to other ranks.
+    The spec loader makes it once (spec/metrics.py); ``Objective.of`` scores for it.
+    """
+
+    names: tuple[str, ...] = (TIME,)
+    directions: tuple[bool, ...] = (False,)  # per objective: whether higher is better
+    metrics: tuple[Metric, ...] = ()
+
+    @property
+    def goal(self) -> Goal:
+        """The record of this aim that a file keeps: the metrics by their definitions."""
+        return Goal(self.names, self.directions, {m.name: m.text for m in self.metrics})
+
+
 class Objective:
     """Scores every configuration for the run's ``goal``, computing the metrics on the way."""
 
@@ -208,15 +206,18 @@ class Objective:
         self._warned: Counter[str] = Counter()
 
     @classmethod
-    def of(cls, problem: Aimed) -> Objective:
-        """The objective a problem (model/problem.py) names."""
-        return cls(
-            problem.objectives or problem.objective,
-            problem.objectives_higher_is_better or problem.objective_higher_is_better,
-            problem.metrics,
-            problem.observed_names,
-            problem.observed_aliases,
-        )
+    def of(cls, aim: Aim, observed_names: Iterable[str] = (), aliases: Mapping[str, str] | None = None) -> Objective:
+        """The objective that scores for ``aim``.
+
+        Args:
+            aim: what the spec asks to optimise (a problem's ``aim``).
+            observed_names: the values the backend observes beside time.
+            aliases: Kernel Tuner's name of an observed value, to ours.
+
+        Returns:
+            A new objective, with no warnings given yet.
+        """
+        return cls(aim.names, aim.directions, aim.metrics, observed_names, aliases)
 
     # The goal's parts, which the run's manager and the file writer read.
     @property

@@ -13,7 +13,7 @@ import numpy as np
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.judging.racing import RaceRule
 from mpitune.model.kernel_extras import KernelExtras
-from mpitune.model.objective import TIME, Metric
+from mpitune.model.objective import Aim
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.restrictions import Restriction
 from mpitune.model.work import DEFAULT_CANDIDATES
@@ -58,14 +58,8 @@ class Problem:
     grid_div: dict[str, Any] = field(default_factory=dict)
     block_size_names: list[str] = field(default_factory=lambda: ["block_size_x", "block_size_y", "block_size_z"])
     iterations: int = 7
-    # What is optimised (see objective.py); metrics are rank 0's alone (spec callables).
-    objective: str = TIME
-    objective_higher_is_better: bool = False
-    # With several objectives (Kernel Tuner's list form), all of them, the first being ``objective``;
-    # empty with one.
-    objectives: tuple[str, ...] = ()
-    objectives_higher_is_better: tuple[bool, ...] = ()
-    metrics: list[Metric] = field(default_factory=list)
+    # What is optimised (objective.py): rank 0's alone, as its metrics are the spec's callables.
+    aim: Aim = field(default_factory=Aim)
     # Names of the values besides time that the backend observes for every configuration,
     # and Kernel Tuner's name for each where it has another (``nvml_energy`` -> ``energy_j``).
     observed_names: list[str] = field(default_factory=list)
@@ -85,11 +79,11 @@ class Problem:
     replay: ReplaySource | None = None  # what answers for the kernel in a replay; None otherwise
 
     def for_workers(self) -> Problem:
-        """A copy without what workers never need: restrictions and metrics (callables need
+        """A copy without what workers never need: restrictions and the aim (callables need
         not travel), the configuration list (they receive the space's index table) and the
         per-configuration callables of ``extras`` (rank 0 resolves those)."""
         return replace(
-            self, restrictions=[], metrics=[], configs=None, extras=self.extras.for_workers() if self.extras else None
+            self, restrictions=[], aim=Aim(), configs=None, extras=self.extras.for_workers() if self.extras else None
         )
 
     def identity(self, devices: Sequence[str] | None = None) -> ProblemIdentity:

@@ -45,7 +45,7 @@ def open_run(
             problem.identity(models),
             problem.tune_params,
             problem.iterations,
-            Objective.of(problem),
+            Objective.of(problem.aim, problem.observed_names, problem.observed_aliases),
             write_within_s=WRITE_WITHIN_S,
         )
     except UserError as exc:

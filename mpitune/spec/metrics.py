@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.model.objective import TIME, TIME_NAMES, Metric, expression, first_mistake, sample
+from mpitune.model.objective import TIME, TIME_NAMES, Aim, Metric, expression, first_mistake, sample
 from mpitune.model.problem import Problem, callable_text
 from mpitune.model.schema import RESERVED
 from mpitune.spec.checker import Checker
@@ -24,26 +24,19 @@ def attach(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, Any]
 
     ``problem`` already knows its parameters and observed values, names a metric may not take.
     ``namespace`` is the spec module's: expression metrics see its names."""
-    problem = replace(problem, metrics=_metrics(check, spec["metrics"], namespace, problem))
-    names = _objective_names(check, spec["objective"], problem)
+    made = _metrics(check, spec["metrics"], namespace, problem)
+    names = _objective_names(check, spec["objective"], problem, made)
     directions = _directions(check, spec["objective_higher_is_better"], len(names))
-    several = len(names) > 1
-    return replace(
-        problem,
-        objective=names[0],
-        objective_higher_is_better=directions[0],
-        objectives=tuple(names) if several else (),
-        objectives_higher_is_better=tuple(directions) if several else (),
-    )
+    return replace(problem, aim=Aim(tuple(names), tuple(directions), tuple(made)))
 
 
-def _objective_names(check: Checker, given: Any, problem: Problem) -> list[str]:
+def _objective_names(check: Checker, given: Any, problem: Problem, made: list[Metric]) -> list[str]:
     """The objective names, Kernel Tuner's names of observed values taken as ours."""
     several = isinstance(given, (list, tuple))
     if several and not given:
         check.fail("objective", "is an empty list; name one objective or several")
     names = []
-    known = [TIME] + [m.name for m in problem.metrics] + problem.observed_names
+    known = [TIME] + [m.name for m in made] + list(problem.observed_names)
     for name in given if several else [given]:
         ours = problem.observed_aliases.get(name, name) if isinstance(name, str) else name
         if ours not in known:

@@ -10,7 +10,7 @@ from pathlib import Path
 from test_manager import Ranks
 from test_resume import stopped_after
 
-from mpitune.model.objective import expression
+from mpitune.model.objective import Aim, expression
 from mpitune.scheduling.messages import StopReason
 from mpitune.store.reader import read
 
@@ -18,10 +18,8 @@ from mpitune.store.reader import read
 def two_objectives(tmp_path: Path) -> Ranks:
     """The replayed 40 configurations, time = 100 / (x * y), against x + y, both lower is better."""
     ranks = Ranks(tmp_path, 2, strategy="nsga2", seed=5, batch_size=2)
-    size = [expression("size", "x + y", {})]
-    ranks.setup.problem = replace(
-        ranks.setup.problem, metrics=size, objectives=("time", "size"), objectives_higher_is_better=(False, False)
-    )
+    size = (expression("size", "x + y", {}),)
+    ranks.setup.problem = replace(ranks.setup.problem, aim=Aim(("time", "size"), (False, False), size))
     return ranks
 
 
@@ -48,7 +46,8 @@ def test_a_search_of_other_objectives_is_not_continued(tmp_path, caplog):
     first = two_objectives(tmp_path)
     assert stopped_after(first, 2) is StopReason.SIGNAL
     second = two_objectives(tmp_path)
-    second.setup.problem = replace(second.setup.problem, objectives_higher_is_better=(False, True))  # size maximised
+    aim = replace(second.setup.problem.aim, directions=(False, True))  # size maximised
+    second.setup.problem = replace(second.setup.problem, aim=aim)
     assert second.run(second.open()) is StopReason.FINISHED
     assert "resuming the saved state" not in caplog.text
     assert sorted(i for b in first.batches + second.batches for i in b) == list(range(40))

@@ -38,7 +38,7 @@ def test_good_spec_loads_with_defaults(tmp_path):
     problem, settings = load_spec(str(write(tmp_path, GOOD)))
     assert problem.kernel_name == "scale" and problem.lang == "C"
     assert "void scale" in problem.kernel_source
-    assert problem.iterations == 7 and problem.objective == "time"
+    assert problem.iterations == 7 and problem.aim.names == ("time",)
     assert settings.strategy == "brute_force" and settings.max_fevals is None
     assert settings.cache_path.endswith("bad.h5")
 
@@ -253,12 +253,13 @@ def test_metrics_objective_and_direction_load_in_order(tmp_path):
         "objective = 'GFLOP/s'\nobjective_higher_is_better = True\n",
     )
     problem, _ = load_spec(str(spec))
-    assert [m.name for m in problem.metrics] == ["GFLOP/s", "per_step", "twice"]
-    assert problem.objective == "GFLOP/s" and problem.objective_higher_is_better is True
+    metrics = problem.aim.metrics
+    assert [m.name for m in metrics] == ["GFLOP/s", "per_step", "twice"]
+    assert problem.aim.names == ("GFLOP/s",) and problem.aim.directions == (True,)
     p = {"STEP": 2, "MODE": 0, "time": 4.0}
-    assert problem.metrics[1].fn(p) == 4.0 / 2 * 64  # the expression sees p's names and the spec's n
-    assert problem.metrics[1].text == "time / STEP * n"
-    assert problem.for_workers().metrics == [] and len(problem.metrics) == 3
+    assert metrics[1].fn(p) == 4.0 / 2 * 64  # the expression sees p's names and the spec's n
+    assert metrics[1].text == "time / STEP * n"
+    assert problem.for_workers().aim.metrics == () and len(metrics) == 3
     assert "metrics" not in problem.identity().record() and "observed_names" not in problem.identity().record()
 
 

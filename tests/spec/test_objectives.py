@@ -21,9 +21,9 @@ THREADS = "metrics = {'threads': 'STEP * 32', 'GFLOP/s': lambda p: n / 1e9 / (p[
 def test_a_list_of_objectives_loads_with_one_direction_each(tmp_path):
     spec = write(tmp_path, GOOD + THREADS + TWO + HIB + "[False, True]\n")
     problem, _ = load_spec(str(spec))
-    assert problem.objectives == ("time", "threads") and problem.objectives_higher_is_better == (False, True)
-    assert problem.objective == "time" and problem.objective_higher_is_better is False  # the first
-    objective = Objective.of(problem)
+    assert problem.aim.names == ("time", "threads") and problem.aim.directions == (False, True)
+    assert problem.aim.goal.name == "time" and problem.aim.goal.higher_is_better is False  # the first
+    objective = Objective.of(problem.aim, problem.observed_names, problem.observed_aliases)
     r = objective.evaluate(Result(0, "ok", time_ms=2.0, times_ms=[2.0]), {"STEP": 4, "MODE": 0})
     assert r.scores == (2.0, 1 / 128) and r.score == 2.0 and r.objective == 2.0
     assert not objective.is_kernel_time  # racing off: a slow configuration may be on the front
@@ -33,16 +33,16 @@ def test_a_list_of_objectives_loads_with_one_direction_each(tmp_path):
 
 def test_without_directions_every_objective_is_lower_is_better(tmp_path):
     problem, _ = load_spec(str(write(tmp_path, GOOD + THREADS + "objective = ['threads', 'time']\n")))
-    assert problem.objectives == ("threads", "time") and problem.objectives_higher_is_better == (False, False)
+    assert problem.aim.names == ("threads", "time") and problem.aim.directions == (False, False)
 
 
 def test_a_single_objective_is_unchanged_also_as_a_list_of_one(tmp_path):
     problem, _ = load_spec(str(write(tmp_path, GOOD + THREADS + "objective = 'GFLOP/s'\n" + HIB + "True\n")))
-    assert (problem.objective, problem.objective_higher_is_better, problem.objectives) == ("GFLOP/s", True, ())
-    record = Objective.of(problem).record()
+    assert (problem.aim.names, problem.aim.directions) == (("GFLOP/s",), (True,))
+    record = Objective.of(problem.aim).record()
     assert "objectives" not in record  # files of one objective stay as they were
     problem, _ = load_spec(str(write(tmp_path, GOOD + THREADS + "objective = ['GFLOP/s']\n" + HIB + "[True]\n")))
-    assert (problem.objective, problem.objective_higher_is_better, problem.objectives) == ("GFLOP/s", True, ())
+    assert (problem.aim.names, problem.aim.directions) == (("GFLOP/s",), (True,))
 
 
 BROKEN = [
