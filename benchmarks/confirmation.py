@@ -127,7 +127,11 @@ def rank_backends(template: ReplayBackend, problem: Problem, ranks: int) -> list
     out = []
     for rank in range(ranks):
         backend = copy.copy(template)
-        backend.rank, backend.seed, backend.factor = rank, problem.replay.seed, bias_factor(problem.replay, rank)
+        backend.rank, backend.seed, backend.factor = (
+            rank,
+            problem.kernel.replay.seed,
+            bias_factor(problem.kernel.replay, rank),
+        )
         out.append(backend)
     return out
 
@@ -141,7 +145,9 @@ def confirmed_run(
         data, Overrides(cache_path=out, strategy="brute_force", seed=seed), device_bias=factors
     )
     setup = prepare(problem, settings)
-    cache = Cache(settings.cache_path, problem.identity(["replayed"]), problem.tune_params, problem.iterations)
+    cache = Cache(
+        settings.cache_path, problem.identity(["replayed"]), problem.kernel.tune_params, problem.kernel.iterations
+    )
     hosts, devices = ("host",) * ranks, ("replayed",) * ranks
     manager = Manager(setup, cache, hosts, devices, Clock(simulated=True))
     cache.start_run(
@@ -229,7 +235,7 @@ def cache_runs(source: str, bias_pct: float, seeds: int, ranks: int, truth_by: s
     truth = Truth.of(data, truth_by)
     found = []
     with tempfile.TemporaryDirectory(prefix="mpitune-confirmation-") as tmp:
-        template = ReplayBackend(replay_problem(data, Overrides(cache_path=os.path.join(tmp, "x.h5")))[0])
+        template = ReplayBackend(replay_problem(data, Overrides(cache_path=os.path.join(tmp, "x.h5")))[0].kernel)
         for seed in range(seeds):
             out = os.path.join(tmp, f"{seed}.h5")
             confirmed_run(data, template, out, ranks, factors_for(ranks, bias_pct / 100, seed), seed)

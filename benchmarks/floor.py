@@ -138,7 +138,7 @@ def interference(spec: str, workers: int, repeats: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         setup = prepare(*load_spec(spec, Overrides(cache_path=os.path.join(tmp, "x.h5"))))
-        backend = backends.create(setup.problem, tmp, 0)
+        backend = backends.create(setup.problem.kernel, tmp, 0)
         backend.prepare()
         space = setup.space
         config = space.config(len(space) // 2)

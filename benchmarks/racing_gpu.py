@@ -114,7 +114,7 @@ def _iterations(spec: str) -> int:
     """The spec's timed launches per configuration, as mpitune's own loader reads them."""
     from mpitune.spec.load import load_spec
 
-    return load_spec(spec)[0].iterations
+    return load_spec(spec)[0].kernel.iterations
 
 
 if __name__ == "__main__":

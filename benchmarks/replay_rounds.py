@@ -61,7 +61,9 @@ def replay_manager(
     )
     problem, settings = replay_problem(measured.load(source), given)
     setup = prepare(problem, settings)
-    cache = Cache(settings.cache_path, problem.identity(["replayed"]), problem.tune_params, problem.iterations)
+    cache = Cache(
+        settings.cache_path, problem.identity(["replayed"]), problem.kernel.tune_params, problem.kernel.iterations
+    )
     hosts, devices = ("host",) * ranks, ("replayed",) * ranks
     manager = Manager(setup, cache, hosts, devices, Clock(simulated=True), cost_model=cost_model, compiles_in_turn=True)
     cache.start_run(
@@ -99,8 +101,8 @@ def simulated_efficiency(
     out = os.path.join(workdir, f"sim-{os.path.basename(source)}-{ranks}-{batch_size}-{by_cost}-{schedule.value}.h5")
     cost_model = CostModel if by_cost else Interleaved
     manager, cache, _ = replay_manager(source, out, ranks, batch_size, "brute_force", None, schedule, cost_model)
-    backend = backends.create(manager.setup.problem, workdir, 0)
-    own = backends.create(manager.setup.problem, workdir, 0)  # rank 0's: its lane measures in a thread
+    backend = backends.create(manager.setup.problem.kernel, workdir, 0)
+    own = backends.create(manager.setup.problem.kernel, workdir, 0)  # rank 0's: its lane measures in a thread
     timelines = [Timeline(manager.clock)] + [Timeline(Clock(simulated=True)) for _ in range(ranks - 1)]
     world = InProcessRanks([own] + [backend] * (ranks - 1), timelines)
     measuring = measuring_timeline(timelines[0]) if ranks > 1 else None

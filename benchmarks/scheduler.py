@@ -182,7 +182,7 @@ def rank0_loop_us(
     out = os.path.join(workdir, name)
     manager, cache, _ = replay_manager(source, out, ranks, batch_size, strategy, budget, schedule, cost_model)
     handouts = Handouts(manager)
-    backend = backends.create(manager.setup.problem, workdir, 0)
+    backend = backends.create(manager.setup.problem.kernel, workdir, 0)
     timeline = Timeline(manager.clock)
     totals: dict[str, float] = {}
     sent: deque[tuple[int, Order]] = deque()  # orders out, not yet reported, in the order they went

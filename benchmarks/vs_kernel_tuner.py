@@ -60,8 +60,8 @@ def load_problem(spec_path: str, out_dir: str) -> Problem:
     """The problem exactly as mpitune tunes it. ``load_spec`` also checks that a results file
     could be written; that check points into OUT, and nothing is written there."""
     problem, _ = load_spec(spec_path, Overrides(cache_path=os.path.join(out_dir, "spec-check.h5")))
-    if problem.lang != "cupy":
-        raise UserError(f"{spec_path}: lang is {problem.lang!r}; this comparison is for lang = 'cupy'")
+    if problem.kernel.lang != "cupy":
+        raise UserError(f"{spec_path}: lang is {problem.kernel.lang!r}; this comparison is for lang = 'cupy'")
     return problem
 
 
@@ -84,23 +84,23 @@ def kt_arguments(problem: Problem) -> dict[str, Any]:
     """``tune_kernel``'s keyword arguments for the same problem: brute force, no cache to
     reuse, nothing printed per configuration."""
     return {
-        "kernel_name": problem.kernel_name,
-        "kernel_source": problem.kernel_source,
-        "problem_size": tuple(problem.problem_size),
-        "arguments": list(problem.arguments),
-        "tune_params": {name: list(values) for name, values in problem.tune_params.items()},
-        "restrictions": [kt_restriction(r, list(problem.tune_params)) for r in problem.restrictions] or None,
-        "grid_div_x": problem.grid_div.get("x"),
-        "grid_div_y": problem.grid_div.get("y"),
-        "grid_div_z": problem.grid_div.get("z"),
+        "kernel_name": problem.kernel.kernel_name,
+        "kernel_source": problem.kernel.kernel_source,
+        "problem_size": tuple(problem.kernel.problem_size),
+        "arguments": list(problem.kernel.arguments),
+        "tune_params": {name: list(values) for name, values in problem.kernel.tune_params.items()},
+        "restrictions": [kt_restriction(r, list(problem.kernel.tune_params)) for r in problem.restrictions] or None,
+        "grid_div_x": problem.kernel.grid_div.get("x"),
+        "grid_div_y": problem.kernel.grid_div.get("y"),
+        "grid_div_z": problem.kernel.grid_div.get("z"),
         # Kernel Tuner warns about default names that are not tuned, and appends to the list.
         "block_size_names": None
-        if problem.block_size_names == DEFAULT_BLOCK_SIZE_NAMES
-        else list(problem.block_size_names),
-        "answer": problem.answer,
-        "atol": problem.atol,
-        "compiler_options": list(problem.compiler_options),
-        "iterations": problem.iterations,
+        if list(problem.kernel.block_size_names) == DEFAULT_BLOCK_SIZE_NAMES
+        else list(problem.kernel.block_size_names),
+        "answer": problem.kernel.answer,
+        "atol": problem.kernel.atol,
+        "compiler_options": list(problem.kernel.compiler_options),
+        "iterations": problem.kernel.iterations,
         "lang": "cupy",
         "strategy": "brute_force",
         "cache": None,
@@ -152,7 +152,7 @@ def kt_child(spec_path: str, result_path: str) -> None:
     problem = load_problem(spec_path, os.path.dirname(result_path))
     _uuid_of_16_bytes()
     results, env = kernel_tuner.tune_kernel(**kt_arguments(problem))
-    names = list(problem.tune_params)
+    names = list(problem.kernel.tune_params)
     timings_ms = {
         k: float(env[k])
         for k in (
@@ -465,13 +465,14 @@ def benchmark(args: argparse.Namespace, out_dir: Path) -> dict:
         problem = load_problem(args.spec, str(out_dir))
     except UserError as exc:
         fail(str(exc))
-    space_size = len(SearchSpace.build(problem.tune_params, problem.restrictions))
-    names = list(problem.tune_params)
+    space_size = len(SearchSpace.build(problem.kernel.tune_params, problem.restrictions))
+    names = list(problem.kernel.tune_params)
     command = shlex.join(["python", *sys.argv])
     print(f"command: {command}")
     print(
-        f"problem: {problem.kernel_name} from {args.spec}, problem size {'x'.join(map(str, problem.problem_size))}, "
-        f"{space_size} configurations after restrictions, {problem.iterations} iterations, brute force"
+        f"problem: {problem.kernel.kernel_name} from {args.spec}, "
+        f"problem size {'x'.join(map(str, problem.kernel.problem_size))}, "
+        f"{space_size} configurations after restrictions, {problem.kernel.iterations} iterations, brute force"
     )
     print(f"GPUs: {len(names_of_gpus)} ({', '.join(sorted(set(names_of_gpus)))}); Kernel Tuner {kt_version}")
     print(
@@ -498,7 +499,7 @@ def benchmark(args: argparse.Namespace, out_dir: Path) -> dict:
         "command": command,
         "spec": args.spec,
         "space_size": space_size,
-        "iterations": problem.iterations,
+        "iterations": problem.kernel.iterations,
         "param_names": names,
         "gpus": names_of_gpus,
         "kernel_tuner_version": kt_version,

@@ -184,7 +184,7 @@ def test_device_bias_scales_each_ranks_times(tmp_path, pnpoly):
 
 def test_device_bias_sd_draws_the_same_factors_for_a_seed(tmp_path, pnpoly):
     problem, _ = replay_problem(measured.load(str(pnpoly)), Overrides(seed=7), device_bias_sd=0.2)
-    expected = [replay.bias_factor(problem.replay, rank) for rank in range(2)]
+    expected = [replay.bias_factor(problem.kernel.replay, rank) for rank in range(2)]
     assert expected[0] != expected[1]
     seen = []
     for name in ("a", "b"):

@@ -38,7 +38,7 @@ def write_spec(directory: str, names: Mapping[str, Any], problem: Problem, origi
 
     Its kernel source travels as text, so a relative path need not resolve the same way in the job.
     """
-    names = {**names, "kernel_source": problem.kernel_source}
+    names = {**names, "kernel_source": problem.kernel.kernel_source}
     path = os.path.join(directory, SPEC_NAME)
     channel.save_call(path[:-3], names, origin)
     with open(path, "w", encoding="utf-8") as fh:

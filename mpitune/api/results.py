@@ -44,7 +44,7 @@ def kt_results(data: CacheData, problem: Problem) -> list[dict[str, Any]]:
     A resumed run never measures one again. ``problem`` gives Kernel Tuner's names of the
     observed values.
     """
-    aliases = {name: alias for alias, name in problem.observed_aliases.items()}
+    aliases = {name: alias for alias, name in problem.kernel.observed_aliases.items()}
     started = dict(zip(data.runs["run"].tolist(), data.runs["started_unix"].tolist()))
     values = np.hstack([data.metrics, data.observed])
     names = data.metric_names + data.observed_names
@@ -96,12 +96,12 @@ def kt_env(data: CacheData, problem: Problem, results: list[dict[str, Any]], cac
     working = ~np.isin(rows["phase"], [*_TOTALS, *IDLE_PHASES])
     env: dict[str, Any] = {
         "device_name": ", ".join(sorted({str(d) for d in data.ranks["device"][data.ranks["run"] == run["run"]]})),
-        "kernel_name": problem.kernel_name,
-        "lang": problem.lang,
-        "problem_size": list(problem.problem_size),
-        "iterations": problem.iterations,
-        "compiler_options": list(problem.compiler_options),
-        "block_size_names": list(problem.block_size_names),
+        "kernel_name": problem.kernel.kernel_name,
+        "lang": problem.kernel.lang,
+        "problem_size": list(problem.kernel.problem_size),
+        "iterations": problem.kernel.iterations,
+        "compiler_options": list(problem.kernel.compiler_options),
+        "block_size_names": list(problem.kernel.block_size_names),
         "objective": problem.aim.goal.name,
         "objective_higher_is_better": problem.aim.goal.higher_is_better,
         **totals,

@@ -57,14 +57,14 @@ def run_kernel(
     tune_params = one_configuration(ORIGIN, params, kwargs)
     names = spec_names(kernel_name, kernel_source, problem_size, arguments, tune_params, kwargs)
     # The run that counts is the untimed first one: timed once, no more.
-    problem = replace(load_problem(names, ORIGIN, os.getcwd(), strict=True), iterations=1)
-    config = {name: values[0] for name, values in problem.tune_params.items()}
+    kernel = replace(load_problem(names, ORIGIN, os.getcwd(), strict=True).kernel, iterations=1)
+    config = {name: values[0] for name, values in kernel.tune_params.items()}
     try:
-        derived = problem.extras.derive(config) if problem.extras is not None and problem.extras.varies else None
+        derived = kernel.extras.derive(config) if kernel.extras is not None and kernel.extras.varies else None
     except ValueError as exc:
         raise SpecError(ORIGIN, "defines" if str(exc).startswith("defines") else "smem_args", str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="mpitune-run-") as workdir:
-        backend = backends.create(problem, workdir, 0)
+        backend = backends.create(kernel, workdir, 0)
         try:
             backend.prepare()
             backend.keep_outputs = True

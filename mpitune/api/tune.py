@@ -128,7 +128,7 @@ def _tune_here(problem: Problem, settings: RunSettings) -> None:
     from mpitune.scheduling import run  # imports mpi4py, which initialises MPI: only when tuning
 
     with _main_hidden_from_workers(), _errors_raised() as errors:
-        command = f"mpitune.tune_kernel({problem.kernel_name!r})"
+        command = f"mpitune.tune_kernel({problem.kernel.kernel_name!r})"
         exit_code = run.tune(lambda: (problem, settings), command, liveness_timeout_s=LIVENESS_TIMEOUT.merged(None))
     if errors:
         raise UserError("; ".join(errors))

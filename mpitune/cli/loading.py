@@ -118,8 +118,8 @@ def unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem,
     run's file is its resume cache: never refused. The measured data itself as the results file is
     refused first, whatever ``append`` says."""
     problem, settings = loaded
-    refuse_inputs(settings.cache_path, problem.replay.path if problem.replay else "")
-    if problem.replay and not append and os.path.exists(settings.cache_path):
+    refuse_inputs(settings.cache_path, problem.kernel.replay.path if problem.kernel.replay else "")
+    if problem.kernel.replay and not append and os.path.exists(settings.cache_path):
         from mpitune.store.reader import read  # reads HDF5: only when there is a file to read
 
         try:

@@ -131,8 +131,8 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         raise UserError("--prior gives the costs instead of a pilot: --pilot and --pilot-out go without it")
     asked = Overrides(strategy=args.strategy, max_fevals=args.max_fevals)
     problem, settings = load_spec(args.file, asked, read_measured)
-    if problem.replay:
-        raise UserError(f"{args.file} replays {problem.replay.path} (simulation_mode): plan from that file")
+    if problem.kernel.replay:
+        raise UserError(f"{args.file} replays {problem.kernel.replay.path} (simulation_mode): plan from that file")
     space = prepare(problem, settings).space
     configurations = min(len(space), settings.max_fevals or len(space))
     what = "of the spec's space" if configurations == len(space) else f"of its budget (max_fevals {configurations})"
@@ -147,7 +147,7 @@ def _from_spec(args: argparse.Namespace, workdir: str) -> Basis:
         where = _pilot(args.file, configs, settings.strategy, source, bool(args.pilot_out))
         data = _piloted(source, args.pilot_out)
         where += f" on this machine ({data.device_name or 'an unnamed device'})"
-    filled = fill_in(space, data, problem.iterations, os.path.join(workdir, "filled.json"))
+    filled = fill_in(space, data, problem.kernel.iterations, os.path.join(workdir, "filled.json"))
     given = Overrides(
         max_fevals=settings.max_fevals,
         time_limit_s=settings.time_limit_s,

@@ -40,72 +40,87 @@ class ReplaySource:
 
 
 @dataclass(frozen=True)
-class Problem:
-    """What is tuned. Everything a worker rank needs, and (on rank 0) the restrictions.
-    Frozen: the spec loader makes it once (spec/load.py, spec/replay.py), and every rank reads
-    the same."""
+class Kernel:
+    """What every rank needs to measure: the kernel, its data and how to launch and time it.
+
+    The only part of a problem the worker ranks receive (``Problem.for_workers``). In a replay,
+    measured data answers for the kernel (``replay``).
+    """
 
     spec_path: str
     kernel_name: str
     kernel_source: str
     lang: str
     problem_size: tuple[int, ...]
-    arguments: list[Any]
+    arguments: list[Any]  # numpy arrays and scalars, broadcast as buffers (scheduling/comm.py)
     answer: list[Any] | None
     atol: float
     tune_params: dict[str, list[Any]]
-    restrictions: list[Restriction | Callable[..., Any]] = field(default_factory=list)
     grid_div: dict[str, Any] = field(default_factory=dict)
-    block_size_names: list[str] = field(default_factory=lambda: ["block_size_x", "block_size_y", "block_size_z"])
+    block_size_names: tuple[str, ...] = ("block_size_x", "block_size_y", "block_size_z")
     iterations: int = 7
-    # What is optimised (objective.py): rank 0's alone, as its metrics are the spec's callables.
-    aim: Aim = field(default_factory=Aim)
     # Names of the values besides time that the backend observes for every configuration,
     # and Kernel Tuner's name for each where it has another (``nvml_energy`` -> ``energy_j``).
-    observed_names: list[str] = field(default_factory=list)
+    observed_names: tuple[str, ...] = ()
     observed_aliases: dict[str, str] = field(default_factory=dict)
-    observers: list[Any] = field(default_factory=list)  # e.g. observers.NVMLObserver; they travel
+    observers: tuple[Any, ...] = ()  # e.g. observers.NVMLObserver; they travel
     cache_path: str = ""  # where GPU settings to restore after a crash are kept beside (nvml_control.py)
-    compiler_options: list[str] = field(default_factory=list)
+    compiler_options: tuple[str, ...] = ()
     # Seconds one configuration may take (compile, verify, benchmark) before it is killed and
     # recorded as a timeout; None: derived from the configurations measured so far.
     timeout_s: float | None = None
     isolate: bool = True  # measure in a supervised worker process (see isolation.py)
     # defines, smem_args and cmem_args (kernel_extras.py); None when the spec uses none of them.
     extras: KernelExtras | None = None
-    # Replays only: the measured configurations, which are the whole space. Rank 0's alone: the
-    # workers receive the space's index table.
-    configs: tuple[tuple[Any, ...], ...] | None = None
     replay: ReplaySource | None = None  # what answers for the kernel in a replay; None otherwise
 
-    def for_workers(self) -> Problem:
-        """A copy without what workers never need: restrictions and the aim (callables need
-        not travel), the configuration list (they receive the space's index table) and the
-        per-configuration callables of ``extras`` (rank 0 resolves those)."""
-        return replace(
-            self, restrictions=[], aim=Aim(), configs=None, extras=self.extras.for_workers() if self.extras else None
-        )
+    def for_workers(self) -> Kernel:
+        """Without the per-configuration callables of ``extras``: rank 0 resolves those."""
+        return replace(self, extras=self.extras.for_workers()) if self.extras else self
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is tuned, split by who needs it.
+
+    Frozen: the spec loader makes it once (spec/load.py, spec/replay.py). Every rank measures
+    the ``kernel``; the rest is rank 0's, which builds the search space and scores the results.
+    """
+
+    kernel: Kernel
+    # Which configurations of the kernel's ``tune_params`` are valid; callables stay on rank 0.
+    restrictions: tuple[Restriction | Callable[..., Any], ...] = ()
+    # Replays only: the measured configurations, which are the whole space. The workers
+    # receive the space's index table instead.
+    configs: tuple[tuple[Any, ...], ...] | None = None
+    # What is optimised (objective.py): its metrics are the spec's callables.
+    aim: Aim = field(default_factory=Aim)
+
+    def for_workers(self) -> Kernel:
+        """What a worker rank receives: the kernel alone."""
+        return self.kernel.for_workers()
 
     def identity(self, devices: Sequence[str] | None = None) -> ProblemIdentity:
         """What defines the problem, measured on ``devices`` (the device models of a run)."""
+        kernel, replay = self.kernel, self.kernel.replay
         return ProblemIdentity(
-            kernel_name=self.kernel_name,
-            kernel_source=self.kernel_source,
-            lang=self.lang,
-            problem_size=tuple(self.problem_size),
-            arguments=tuple(_describe(a) for a in self.arguments),
-            tune_params={k: tuple(plain(v) for v in vs) for k, vs in self.tune_params.items()},
+            kernel_name=kernel.kernel_name,
+            kernel_source=kernel.kernel_source,
+            lang=kernel.lang,
+            problem_size=tuple(kernel.problem_size),
+            arguments=tuple(_describe(a) for a in kernel.arguments),
+            tune_params={k: tuple(plain(v) for v in vs) for k, vs in kernel.tune_params.items()},
             restrictions=tuple(r.text if isinstance(r, Restriction) else callable_text(r) for r in self.restrictions),
-            iterations=self.iterations,
-            grid_div={k: v if isinstance(v, (str, type(None))) else tuple(v) for k, v in self.grid_div.items()},
-            block_size_names=tuple(self.block_size_names),
-            compiler_options=tuple(self.compiler_options),
-            replay_source=self.replay.path if self.replay else "",
-            observed_names=tuple(self.observed_names),
-            device_bias=(self.replay.device_bias or None) if self.replay else None,
-            device_bias_sd=(self.replay.device_bias_sd or None) if self.replay else None,
+            iterations=kernel.iterations,
+            grid_div={k: v if isinstance(v, (str, type(None))) else tuple(v) for k, v in kernel.grid_div.items()},
+            block_size_names=tuple(kernel.block_size_names),
+            compiler_options=tuple(kernel.compiler_options),
+            replay_source=replay.path if replay else "",
+            observed_names=tuple(kernel.observed_names),
+            device_bias=(replay.device_bias or None) if replay else None,
+            device_bias_sd=(replay.device_bias_sd or None) if replay else None,
             devices=None if devices is None else tuple(devices),
-            **(self.extras.identity() if self.extras else {}),
+            **(kernel.extras.identity() if kernel.extras else {}),
         )
 
 

@@ -27,7 +27,7 @@ from multiprocessing.reduction import ForkingPickler, send_handle
 from mpitune.backends.base import Backend, Compiled, Compiler, unlaunched
 from mpitune.errors import UserError
 from mpitune.model.judging.racing import Race
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work
@@ -69,7 +69,7 @@ class IsolatedBackend(Backend):
 
     def __init__(
         self,
-        problem: Problem,
+        problem: Kernel,
         workdir: str,
         clock: Clock,
         timeout_s: float | None = None,

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _place(arrays: list[Any], offset: int, placed: list[tuple[np.ndarray, Shared
     return out, offset
 
 
-def share(problem: Problem) -> tuple[Problem, Shared | None]:
+def share(problem: Kernel) -> tuple[Kernel, Shared | None]:
     """The problem with its large arrays moved into a new memory file, and the file.
 
     Their places stand in for them in the problem. ``(problem, None)`` when nothing is large
@@ -126,7 +126,7 @@ def _copy_chunk(dst: np.ndarray, src: np.ndarray, start: int, end: int) -> None:
     dst[start:end] = src[start:end]
 
 
-def attach_arrays(problem: Problem, fd: int, size: int) -> Problem:
+def attach_arrays(problem: Kernel, fd: int, size: int) -> Kernel:
     """In the worker: the problem with each place in the file replaced by its array.
 
     Arrays are mapped copy-on-write, pages read ahead. The descriptor is closed here."""

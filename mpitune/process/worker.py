@@ -23,7 +23,7 @@ from mpitune import backends
 from mpitune.backends.base import Compiled, Compiler
 from mpitune.errors import UserError
 from mpitune.model.judging.racing import Race
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 from mpitune.model.result import Result
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.model.work import Launch, Retime, Work
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 class Start:
     """The worker's problem, with what it needs to build its backend and share the rank's clock."""
 
-    problem: Problem
+    problem: Kernel
     workdir: str
     origin: float
     local_rank: int

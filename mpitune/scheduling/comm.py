@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import numpy as np
 from mpi4py import MPI
 
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel, Problem
 from mpitune.model.timeline import Clock
 from mpitune.scheduling.faults.liveness import Watch
 from mpitune.scheduling.faults.world import WorldError, check_world
@@ -86,9 +86,9 @@ def bcast_arrays(comm: MPI.Comm, arrays: list[np.ndarray] | None) -> list[np.nda
     return out
 
 
-def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Problem:
-    """Send the problem (without restrictions) once: arrays as buffers, the small rest pickled. The
-    search space stays on rank 0, which sends each configuration with its order."""
+def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Kernel:
+    """Send the problem's kernel once: arrays as buffers, the small rest pickled. The restrictions,
+    aim and search space stay on rank 0, which sends each configuration with its order."""
     arrays: list[np.ndarray] = []
     skeleton = None
     if comm.rank == 0:
@@ -106,7 +106,7 @@ def bcast_problem(comm: MPI.Comm, problem: Problem | None) -> Problem:
     return _mapped(skeleton, lambda a: arrays[a.index] if isinstance(a, _ArrayRef) else a)
 
 
-def _mapped(problem: Problem, f: Callable[[Any], Any]) -> Problem:
+def _mapped(problem: Kernel, f: Callable[[Any], Any]) -> Kernel:
     """``problem`` with ``f`` applied to each of its arguments and answers."""
     answer = None if problem.answer is None else [f(a) for a in problem.answer]
     return replace(problem, arguments=[f(a) for a in problem.arguments], answer=answer)
@@ -306,7 +306,7 @@ class MpiTransport:
     def start_clock(self, simulated: bool = False, since: float | None = None) -> tuple[Clock, float]:
         return start_clock(self.comm, simulated, since)
 
-    def bcast_problem(self, problem: Problem | None) -> Problem:
+    def bcast_problem(self, problem: Problem | None) -> Kernel:
         return bcast_problem(self.comm, problem)
 
     def world_error(self) -> WorldError | None:

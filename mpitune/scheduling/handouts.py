@@ -222,7 +222,7 @@ class Handouts:
         where the ranks that measured these then want work now (``deal_as_recorded``); else by
         predicted cost (``deal_by_cost``); else interleaved (``deal``)."""
         manager = self.manager
-        replay = manager.setup.problem.replay
+        replay = manager.setup.problem.kernel.replay
         recorded = deal_as_recorded(ids, self.ranks, manager.space, replay.run if replay else None)
         if recorded is not None and all(not chunk or rank in wanting for rank, chunk in enumerate(recorded)):
             return recorded

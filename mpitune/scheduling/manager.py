@@ -84,7 +84,7 @@ class Manager:
         self.batching = Batching.of(
             self.ranks, self.strategy, setup.settings.batch_size, refilled_in_turn=refilled and compiles_in_turn
         )
-        extras = setup.problem.extras
+        extras = setup.problem.kernel.extras
         self._derive = extras.derive if extras is not None and extras.varies else None
         self.handed_out = 0
         self.measured = 0
@@ -107,7 +107,7 @@ class Manager:
         if self.costs is not None:
             self.costs.learn(known)
         self.race = self._start_race(known)
-        replay = setup.problem.replay
+        replay = setup.problem.kernel.replay
         confirmed = replay.run.confirmed if replay else frozenset()  # as replayed
         self.confirming = Confirming(self.settings.confirm, self.ranks, self.objective.is_kernel_time, cache, confirmed)
         self.leaders = Leaders()  # as measured; calibration may reorder them, confirmation picks from them
@@ -210,7 +210,7 @@ class Manager:
         try:
             work = self.work(ids, {})
         except ValueError as exc:
-            self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.spec_path}: {exc}"
+            self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.kernel.spec_path}: {exc}"
             self.unmeasured |= set(ids)  # never sent
             return None
         self.in_flight[self.batch] = Flight(work, chunks)

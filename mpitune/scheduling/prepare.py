@@ -27,25 +27,29 @@ def prepare(problem: Problem, settings: RunSettings) -> Setup:
     """Everything that can be wrong with the user's input is found here, on rank 0."""
     try:
         # Before building the space, which may take long: a file that can never be the cache.
-        refuse_unusable(settings.cache_path, problem.spec_path, problem.replay.path if problem.replay else "")
+        refuse_unusable(
+            settings.cache_path, problem.kernel.spec_path, problem.kernel.replay.path if problem.kernel.replay else ""
+        )
     except UserError as exc:
-        raise SpecError(problem.spec_path, "cache", str(exc)) from None
+        raise SpecError(problem.kernel.spec_path, "cache", str(exc)) from None
     try:
         if problem.configs is None:
-            space = SearchSpace.build(problem.tune_params, problem.restrictions)
+            space = SearchSpace.build(problem.kernel.tune_params, problem.restrictions)
         else:
-            space = SearchSpace.from_configs(problem.tune_params, problem.configs).restricted(problem.restrictions)
+            space = SearchSpace.from_configs(problem.kernel.tune_params, problem.configs).restricted(
+                problem.restrictions
+            )
     except RestrictionError as exc:  # a restriction that fails on some values
-        raise SpecError(problem.spec_path, "restrictions", str(exc)) from None
+        raise SpecError(problem.kernel.spec_path, "restrictions", str(exc)) from None
     except SpaceTooLarge as exc:
-        raise SpecError(problem.spec_path, "tune_params", str(exc)) from None
+        raise SpecError(problem.kernel.spec_path, "tune_params", str(exc)) from None
     if len(space) == 0:
-        raise SpecError(problem.spec_path, "restrictions", "no configuration satisfies the restrictions")
+        raise SpecError(problem.kernel.spec_path, "restrictions", "no configuration satisfies the restrictions")
     prior = read_prior(problem, settings, space)
     try:
         strategy = strategies.create(settings.strategy, space, settings.seed, settings.strategy_options, prior)
     except ValueError as exc:
-        raise SpecError(problem.spec_path, "strategy_options", str(exc)) from None
+        raise SpecError(problem.kernel.spec_path, "strategy_options", str(exc)) from None
     return Setup(problem, settings, space, strategy, prior)
 
 
@@ -61,22 +65,22 @@ def read_prior(problem: Problem, settings: RunSettings, space: SearchSpace) -> P
     sources, times = [], []
     for path in settings.prior:
         if path == settings.cache_path:
-            raise SpecError(problem.spec_path, "prior", f"{path} is this run's own results file, not a prior")
+            raise SpecError(problem.kernel.spec_path, "prior", f"{path} is this run's own results file, not a prior")
         try:
             data, digest = load(path), file_sha256(path)
         except UserError as exc:
-            raise SpecError(problem.spec_path, "prior", str(exc)) from None
-        if data.kernel_name != problem.kernel_name and not settings.prior_any_kernel:
+            raise SpecError(problem.kernel.spec_path, "prior", str(exc)) from None
+        if data.kernel_name != problem.kernel.kernel_name and not settings.prior_any_kernel:
             raise SpecError(
-                problem.spec_path,
+                problem.kernel.spec_path,
                 "prior",
-                f"{path} measured kernel {data.kernel_name!r}, not {problem.kernel_name!r} "
+                f"{path} measured kernel {data.kernel_name!r}, not {problem.kernel.kernel_name!r} "
                 "(prior_any_kernel = True, or --prior-any-kernel, takes it all the same)",
             )
         try:
             shared, time_ms = align(space, data.tune_params, data.configs, data.prior_time_ms())
         except NothingShared as exc:
-            raise SpecError(problem.spec_path, "prior", f"{path}: {exc}") from None
+            raise SpecError(problem.kernel.spec_path, "prior", f"{path}: {exc}") from None
         matched = int(np.isfinite(time_ms).sum())
         size = json.dumps(data.problem_size, default=str)
         sources.append(PriorSource(path, data.kernel_name, data.device_name, size, shared, matched, digest))

@@ -64,8 +64,8 @@ def rounds(
     with the order to stop: from there on the ranks leave one by one."""
     if manager is not None:
         floor = floor_s(manager.settings.rank_deadline_floor_s)
-        problem = manager.setup.problem
-        deadlines = Deadlines(floor, problem.timeout_s, transport.size, problem.iterations)
+        kernel = manager.setup.problem.kernel
+        deadlines = Deadlines(floor, kernel.timeout_s, transport.size, kernel.iterations)
         rank0 = Rank0(manager, deadlines, watch)
         stopping = lambda: manager.stop_requested is not None
         own = Rank0Rounds(transport, rank0, backend, (timeline, measuring or timeline), ahead, stopping)

@@ -21,7 +21,7 @@ from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.errors import UserError
 from mpitune.exits import ExitCode
-from mpitune.model.problem import Problem, RunSettings
+from mpitune.model.problem import Kernel, Problem, RunSettings
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompileAhead, CompilePool, default_workers
@@ -102,18 +102,18 @@ def _tune(
     if error:
         return _refuse(rank, error)
     with timeline.phase("startup"):
-        problem = transport.bcast_problem(setup.problem if setup else None)
-    caps = backends.capabilities(problem.lang)
+        kernel = transport.bcast_problem(setup.problem if setup else None)
+    caps = backends.capabilities(kernel.lang)
     if caps.simulated_clock:
         # A replay's time is the recorded run's: its own start-up is no part of that (model/replay_clock.py).
-        recorded = problem.replay.run if problem.replay else RecordedRun()
+        recorded = kernel.replay.run if kernel.replay else RecordedRun()
         timeline = _replay_timeline(recorded, rank)
         workers = recorded.compile_workers if workers is None else workers
     # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
     lane = rank == 0 and transport.size > 1
     measuring = measuring_timeline(timeline) if lane else timeline
     with timeline.phase("startup"):
-        bench = _equip(problem, caps, transport, workers, measuring)
+        bench = _equip(kernel, caps, transport, workers, measuring)
     manager: Manager | None = None
     silent: SilentRanks | None = None
     try:
@@ -201,27 +201,25 @@ class _Bench:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _equip(
-    problem: Problem, caps: Capabilities, transport: Transport, workers: int | None, timeline: Timeline
-) -> _Bench:
+def _equip(kernel: Kernel, caps: Capabilities, transport: Transport, workers: int | None, timeline: Timeline) -> _Bench:
     """This rank's bench: the worker the command line started (before_mpi.py) or a new one, isolated
     where the problem and backend allow, and the compile workers with its compiler."""
     clock = timeline.clock
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
         _compile_ahead(
-            caps, transport.node_size, workers, clock, problem.replay.run if problem.replay else None, transport.rank
+            caps, transport.node_size, workers, clock, kernel.replay.run if kernel.replay else None, transport.rank
         ),
     )
-    isolate = problem.isolate and caps.isolate
-    spawned = before_mpi.claim(problem.lang, isolate, transport.node_rank)  # the worker the command line started
+    isolate = kernel.isolate and caps.isolate
+    spawned = before_mpi.claim(kernel.lang, isolate, transport.node_rank)  # the worker the command line started
     try:
         if isolate:
             bench.backend = IsolatedBackend(
-                problem, bench.workdir, clock, problem.timeout_s, transport.node_rank, spawned, timeline
+                kernel, bench.workdir, clock, kernel.timeout_s, transport.node_rank, spawned, timeline
             )
         else:
-            bench.backend = backends.create(problem, bench.workdir, transport.node_rank, transport.rank)
+            bench.backend = backends.create(kernel, bench.workdir, transport.node_rank, transport.rank)
             bench.backend.prepare()
         if bench.ahead is not None:
             bench.ahead.compiler = bench.backend.compiler()
@@ -349,7 +347,7 @@ def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) 
     ``workdir``, for ``python -m mpitune plan``. The real rounds run over ``InProcessRanks``. Each
     rank has its own replay backend, clock, recorded start-up and simulated compile workers, as
     under mpiexec. Its progress lines are not printed."""
-    recorded = problem.replay.run if problem.replay else RecordedRun()
+    recorded = problem.kernel.replay.run if problem.kernel.replay else RecordedRun()
     workers = recorded.compile_workers if settings.compile_workers is None else settings.compile_workers
     settings = replace(settings, cache_path=os.path.join(workdir, f"plan-{ranks}.h5"))
     setup = prepare(problem, settings)

@@ -43,13 +43,13 @@ def open_run(
         cache = Cache(
             settings.cache_path,
             problem.identity(models),
-            problem.tune_params,
-            problem.iterations,
-            Objective.of(problem.aim, problem.observed_names, problem.observed_aliases),
+            problem.kernel.tune_params,
+            problem.kernel.iterations,
+            Objective.of(problem.aim, problem.kernel.observed_names, problem.kernel.observed_aliases),
             write_within_s=WRITE_WITHIN_S,
         )
     except UserError as exc:
-        return None, f"{problem.spec_path}: cache: {exc}"
+        return None, f"{problem.kernel.spec_path}: cache: {exc}"
     in_turn = not any(p.compile_workers for p in placements)
     manager = Manager(setup, cache, hosts, devices, clock, compiles_in_turn=in_turn)
     policy = Policy.of(settings, len(hosts), manager.batch_size, in_turn)
@@ -74,7 +74,7 @@ def open_run(
         [p.device_detail for p in placements],
     )
     say(
-        f"tuning {problem.kernel_name} ({problem.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
+        f"tuning {problem.kernel.kernel_name} ({problem.kernel.lang}) on {len(hosts)} rank(s): {len(setup.space)} "
         f"configurations, {manager.known} already in {settings.cache_path}, strategy {settings.strategy}, "
         f"{policy.dealing.describe()}, {_workers_text(tuple(p.compile_workers for p in placements))}"
     )
@@ -84,8 +84,8 @@ def open_run(
             f"times for {source.matched} of the {len(setup.space)} configurations, "
             f"matched on {', '.join(source.shared)}"
         )
-    if problem.replay is not None:
-        say(problem.replay.run.describe())
+    if problem.kernel.replay is not None:
+        say(problem.kernel.replay.run.describe())
     if cache.interrupted:
         how = "ended when a rank stopped answering" if cache.last_status == "silent_rank" else "was killed"
         say(f"the previous run {how} while {cache.interrupted}; they are not recorded and may be measured again")

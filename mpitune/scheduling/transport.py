@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from mpitune.backends.base import Backend
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel, Problem
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.process.compile_ahead import CompilePool
 from mpitune.scheduling.faults.liveness import Silence
@@ -161,8 +161,8 @@ class Transport(Protocol):
         0's ``time.perf_counter()`` when the run began before this call."""
         ...
 
-    def bcast_problem(self, problem: Problem | None) -> Problem:
-        """Rank 0's problem, as workers need it."""
+    def bcast_problem(self, problem: Problem | None) -> Kernel:
+        """Rank 0's problem, as workers need it: its kernel (``Problem.for_workers``)."""
         ...
 
     def world_error(self) -> WorldError | None:
@@ -234,7 +234,7 @@ class LocalTransport:
         clock = Clock(simulated, origin=since)
         return clock, time.time() - (0.0 if simulated else clock.now())
 
-    def bcast_problem(self, problem: Problem | None) -> Problem:
+    def bcast_problem(self, problem: Problem | None) -> Kernel:
         assert problem is not None, "rank 0 holds the problem"
         return problem.for_workers()
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from mpitune import backends
 from mpitune.backends.capabilities import Capabilities
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 from mpitune.model.restrictions import RestrictionError, parse_checked
 
 Fail = Callable[[str, str], NoReturn]
@@ -65,7 +65,7 @@ def observers(observers: Any, tune_params: Mapping[str, list], caps: Capabilitie
     return list(observers)
 
 
-def problem(problem: Problem, caps: Capabilities, fail: Fail) -> None:
+def problem(problem: Kernel, caps: Capabilities, fail: Fail) -> None:
     """What depends on the backend once the problem is assembled. That is the argument types,
     the answers and the launch geometry."""
     for i, arg in enumerate(problem.arguments):
@@ -88,7 +88,7 @@ def problem(problem: Problem, caps: Capabilities, fail: Fail) -> None:
         _geometry(problem, fail)
 
 
-def _geometry(problem: Problem, fail: Fail) -> None:
+def _geometry(problem: Kernel, fail: Fail) -> None:
     for name in problem.block_size_names:
         for value in problem.tune_params.get(name, []):
             if isinstance(value, (str, float)) or int(value) < 1:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from mpitune.errors import SpecError, not_a_file
-from mpitune.model.problem import Problem, RunSettings
+from mpitune.model.problem import Kernel, Problem, RunSettings
 from mpitune.spec import fields, fit, metrics
 from mpitune.spec.checker import Checker
 from mpitune.spec.kernel_tuner import DEFAULTS, KNOWN, UNSUPPORTED
@@ -133,7 +133,7 @@ def load_names(
     else:
         problem = _problem(check, spec, names, base_dir, overrides[ISOLATE])
         settings = run_settings(check, spec, overrides)
-        problem = replace(problem, cache_path=settings.cache_path)
+        problem = replace(problem, kernel=replace(problem.kernel, cache_path=settings.cache_path))
     return problem, add_prior(check, spec["prior"], spec["prior_any_kernel"], base_dir, settings)
 
 
@@ -172,7 +172,7 @@ def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_d
     fit.memory(spec, caps, check.fail)
     extras = fields.extras(check, spec, tune_params)
 
-    problem = Problem(
+    kernel = Kernel(
         spec_path=check.path,
         kernel_name=kernel_name,
         kernel_source=kernel_source,
@@ -182,18 +182,17 @@ def _problem(check: Checker, spec: dict[str, Any], names: dict[str, Any], base_d
         answer=answer,
         atol=check.number("atol", spec["atol"], zero_ok=True),
         tune_params=tune_params,
-        restrictions=restrictions,
         grid_div=grid_div,
-        block_size_names=block_size_names,
+        block_size_names=tuple(block_size_names),
         iterations=_iterations(check, spec["iterations"]),
-        compiler_options=compiler_options,
+        compiler_options=tuple(compiler_options),
         timeout_s=None if spec["timeout_s"] is None else check.number("timeout_s", spec["timeout_s"]),
         isolate=isolate,
         extras=extras,
     )
-    fit.problem(problem, caps, check.fail)
-    problem = _observed(fit.observers(spec["observers"], tune_params, caps, check.fail), problem)
-    return metrics.attach(check, spec, names, problem)
+    fit.problem(kernel, caps, check.fail)
+    kernel = _observed(fit.observers(spec["observers"], tune_params, caps, check.fail), kernel)
+    return metrics.attach(check, spec, names, Problem(kernel, tuple(restrictions)))
 
 
 def _iterations(check: Checker, value: Any) -> int:
@@ -214,11 +213,11 @@ def _iterations(check: Checker, value: Any) -> int:
     return iterations
 
 
-def _observed(observers: list[Any], problem: Problem) -> Problem:
-    """``problem`` with the observers. What they record become its observed names, with their
+def _observed(observers: list[Any], kernel: Kernel) -> Kernel:
+    """``kernel`` with the observers. What they record become its observed names, with their
     Kernel Tuner aliases."""
     if not observers:
-        return problem
+        return kernel
     names = observers[0].value_names()
     aliases = {alias: name for name, alias in names.items()}
-    return replace(problem, observers=observers, observed_names=list(names), observed_aliases=aliases)
+    return replace(kernel, observers=tuple(observers), observed_names=tuple(names), observed_aliases=aliases)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from mpitune.model.objective import TIME, TIME_NAMES, Aim, Metric, expression, first_mistake, sample
-from mpitune.model.problem import Problem, callable_text
+from mpitune.model.problem import Kernel, Problem, callable_text
 from mpitune.model.schema import RESERVED
 from mpitune.spec.checker import Checker
 
@@ -24,21 +24,21 @@ def attach(check: Checker, spec: Mapping[str, Any], namespace: Mapping[str, Any]
 
     ``problem`` already knows its parameters and observed values, names a metric may not take.
     ``namespace`` is the spec module's: expression metrics see its names."""
-    made = _metrics(check, spec["metrics"], namespace, problem)
-    names = _objective_names(check, spec["objective"], problem, made)
+    made = _metrics(check, spec["metrics"], namespace, problem.kernel)
+    names = _objective_names(check, spec["objective"], problem.kernel, made)
     directions = _directions(check, spec["objective_higher_is_better"], len(names))
     return replace(problem, aim=Aim(tuple(names), tuple(directions), tuple(made)))
 
 
-def _objective_names(check: Checker, given: Any, problem: Problem, made: list[Metric]) -> list[str]:
+def _objective_names(check: Checker, given: Any, kernel: Kernel, made: list[Metric]) -> list[str]:
     """The objective names, Kernel Tuner's names of observed values taken as ours."""
     several = isinstance(given, (list, tuple))
     if several and not given:
         check.fail("objective", "is an empty list; name one objective or several")
     names = []
-    known = [TIME] + [m.name for m in made] + list(problem.observed_names)
+    known = [TIME] + [m.name for m in made] + list(kernel.observed_names)
     for name in given if several else [given]:
-        ours = problem.observed_aliases.get(name, name) if isinstance(name, str) else name
+        ours = kernel.observed_aliases.get(name, name) if isinstance(name, str) else name
         if ours not in known:
             check.fail(
                 "objective",
@@ -73,17 +73,17 @@ def _directions(check: Checker, given: Any, count: int) -> list[bool]:
     return [bool(v) for v in given]
 
 
-def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], problem: Problem) -> list[Metric]:
+def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], kernel: Kernel) -> list[Metric]:
     """Each metric checked, and tried on a sample configuration."""
     made: list[Metric] = []
     metrics = metrics or {}
     if not isinstance(metrics, dict):
         check.fail("metrics", f"must be a dict of name -> function of p (or expression string), got {metrics!r}")
     taken = (
-        set(problem.tune_params)
+        set(kernel.tune_params)
         | set(TIME_NAMES)
-        | set(problem.observed_names)
-        | set(problem.observed_aliases)
+        | set(kernel.observed_names)
+        | set(kernel.observed_aliases)
         | set(RESERVED)
     )
     for name, definition in metrics.items():
@@ -103,8 +103,8 @@ def _metrics(check: Checker, metrics: Any, namespace: Mapping[str, Any], problem
             made.append(Metric(name, definition, callable_text(definition)))
         else:
             check.fail("metrics", f"{name!r} must be a function of p or an expression string, got {definition!r}")
-    first = {k: values[0] for k, values in problem.tune_params.items()}
-    mistake = first_mistake(made, sample(first, [*problem.observed_names, *problem.observed_aliases]))
+    first = {k: values[0] for k, values in kernel.tune_params.items()}
+    mistake = first_mistake(made, sample(first, [*kernel.observed_names, *kernel.observed_aliases]))
     if mistake:
         check.fail("metrics", f"{mistake[0]!r} fails on a sample configuration {first}: {mistake[1]}")
     return made

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from mpitune.backends.kernel_cache_reach import LOAD_S, CacheReach, Reach, cache_reach
 from mpitune.errors import not_a_file
-from mpitune.model.problem import Problem, ReplaySource, RunSettings, Schedule
+from mpitune.model.problem import Kernel, Problem, ReplaySource, RunSettings, Schedule
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.spec import fields, metrics
 from mpitune.spec.checker import Checker
@@ -107,7 +107,7 @@ def replay_problem(
         schedule=schedule if schedule is not None else (data.recorded.schedule or Schedule.AUTO.value),
     )
     settings = run_settings(check, search, overrides)
-    problem = Problem(
+    kernel = Kernel(
         spec_path=os.path.abspath(data.source),
         kernel_name=data.kernel_name or "replay",
         kernel_source="",
@@ -118,8 +118,7 @@ def replay_problem(
         atol=1e-6,
         tune_params=data.tune_params,
         iterations=iterations,
-        observed_names=data.observed_names,
-        configs=tuple(data.configs),
+        observed_names=tuple(data.observed_names),
         replay=ReplaySource(
             path=os.path.abspath(data.source),
             device_bias=factors,
@@ -128,7 +127,7 @@ def replay_problem(
             run=kernel_cache_assumed(data.recorded, kernel_cache),
         ),
     )
-    return problem, settings
+    return Problem(kernel, configs=tuple(data.configs)), settings
 
 
 def _as_recorded(recorded: RecordedRun) -> bool:
@@ -179,6 +178,6 @@ def simulation(
         spec["racing"],
         schedule=SCHEDULE.checked(check, spec["schedule"]).value,  # a bad one named in the spec, not the data
     )
-    restrictions = fields.restrictions(check, spec["restrictions"], list(problem.tune_params))
-    problem = replace(problem, spec_path=check.path, restrictions=restrictions)
+    restrictions = fields.restrictions(check, spec["restrictions"], list(problem.kernel.tune_params))
+    problem = replace(problem, kernel=replace(problem.kernel, spec_path=check.path), restrictions=tuple(restrictions))
     return metrics.attach(check, spec, namespace, problem), settings

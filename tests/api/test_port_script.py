@@ -52,5 +52,5 @@ def test_the_cuda_scripts_arguments_pass_the_checks(tmp_path, monkeypatch):
     problem, settings = load_names(
         called["names"], "tune_kernel", os.getcwd(), Overrides(cache_path=str(tmp_path / "out.h5")), strict=True
     )
-    assert problem.lang == "cupy" and problem.aim.names == ("GFLOP/s",) and settings.strategy == "brute_force"
-    assert problem.observed_names and [m.name for m in problem.aim.metrics] == ["GFLOP/s", "GFLOP/J"]
+    assert problem.kernel.lang == "cupy" and problem.aim.names == ("GFLOP/s",) and settings.strategy == "brute_force"
+    assert problem.kernel.observed_names and [m.name for m in problem.aim.metrics] == ["GFLOP/s", "GFLOP/J"]

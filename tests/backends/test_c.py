@@ -18,7 +18,7 @@ def backend(tmp_path):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
     work = tmp_path / "work"
     work.mkdir()
-    b = cbackend.create(problem, str(work), 0)
+    b = cbackend.create(problem.kernel, str(work), 0)
     b.prepare()
     return b
 

@@ -37,7 +37,7 @@ def backend(tmp_path, counter: np.ndarray, iterations: int, work=(1000,)):
         "iterations": iterations,
     }
     problem, _ = load_names(names, "test", str(tmp_path))
-    b = cbackend.create(problem, str(tmp_path), 0)
+    b = cbackend.create(problem.kernel, str(tmp_path), 0)
     b.prepare()
     return b
 

@@ -22,7 +22,7 @@ from mpitune.backends.cupy.verification import ROW, GpuCheck
 from mpitune.backends.gpu.failures import Failure
 from mpitune.backends.gpu.geometry import block_dims, grid_dims
 from mpitune.errors import UserError
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Work
 
@@ -33,10 +33,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def problem(
     source: str, kernel_name: str, arguments: list, answer: list | None, tune_params: dict, problem_size=(1,), **kw
-) -> Problem:
+) -> Kernel:
     kw.setdefault("grid_div", dict(NO_DIV))
     kw.setdefault("iterations", 5)
-    return Problem(
+    return Kernel(
         spec_path="test_cupy",
         kernel_name=kernel_name,
         kernel_source=source,
@@ -83,7 +83,7 @@ def test_cuda_failures_are_classified_by_their_code_and_a_round_trip():
     assert [f.status for f in Failure] == ["runtime_error", "launch_error", "runtime_error"]
 
 
-def _vadd_problem(**kw) -> Problem:
+def _vadd_problem(**kw) -> Kernel:
     a = np.ones(16, np.float32)
     return problem(
         VADD,
@@ -158,7 +158,7 @@ extern "C" __global__ void spin(int *out) {
 """
 
 
-def measure(p: Problem, configs: list[dict], tmp_path) -> tuple[list, Timeline, object]:
+def measure(p: Kernel, configs: list[dict], tmp_path) -> tuple[list, Timeline, object]:
     backend = create(p, str(tmp_path), 0)
     backend.prepare()
     timeline = Timeline()
@@ -168,7 +168,7 @@ def measure(p: Problem, configs: list[dict], tmp_path) -> tuple[list, Timeline, 
         backend.close()
 
 
-def vadd(n: int = 1_000_003, **kw) -> Problem:
+def vadd(n: int = 1_000_003, **kw) -> Kernel:
     rng = np.random.default_rng(0)
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     return problem(
@@ -337,12 +337,12 @@ ILLEGAL_ADDRESS = textwrap.dedent(r"""
     import numpy as np
     from mpitune.backends.cupy import create
     from mpitune.backends.gpu.failures import DeviceLostError
-    from mpitune.model.problem import Problem
+    from mpitune.model.problem import Kernel
     from mpitune.model.timeline import Timeline
     from mpitune.model.work import Work
 
     src = 'extern "C" __global__ void bad(float *x) { x[threadIdx.x + ((size_t)1 << 40)] = 1.0f; }'
-    p = Problem(spec_path="t", kernel_name="bad", kernel_source=src, lang="cupy", problem_size=(32,),
+    p = Kernel(spec_path="t", kernel_name="bad", kernel_source=src, lang="cupy", problem_size=(32,),
                 arguments=[np.zeros(32, np.float32)], answer=None, atol=1e-6,
                 tune_params={"block_size_x": [32]}, grid_div={"x": None, "y": None, "z": None})
     backend = create(p, ".", 0)
@@ -398,7 +398,7 @@ __global__ void axpb(T *y, const T *x, int n) {
 """
 
 
-def forms(n: int = 100_003, **kw) -> Problem:
+def forms(n: int = 100_003, **kw) -> Kernel:
     from mpitune.model.kernel_extras import KernelExtras
 
     x = np.arange(n, dtype=np.float32)

@@ -128,7 +128,7 @@ LOST_CONTEXT = textwrap.dedent(r"""
     import numpy as np
     from mpitune.backends.cupy import create
     from mpitune.model.work import Retime
-    from mpitune.model.problem import Problem
+    from mpitune.model.problem import Kernel
     from mpitune.model.timeline import Timeline
     from mpitune.model.work import Work
 
@@ -139,7 +139,7 @@ LOST_CONTEXT = textwrap.dedent(r"""
         x[threadIdx.x] = 1.0f;
     #endif
     }'''
-    p = Problem(spec_path="t", kernel_name="maybe_bad", kernel_source=src, lang="cupy", problem_size=(32,),
+    p = Kernel(spec_path="t", kernel_name="maybe_bad", kernel_source=src, lang="cupy", problem_size=(32,),
                 arguments=[np.zeros(32, np.float32)], answer=None, atol=1e-6,
                 tune_params={"block_size_x": [32], "BAD": [0, 1]}, grid_div={"x": None, "y": None, "z": None})
     backend = create(p, ".", 0)

@@ -77,7 +77,7 @@ def backend_for(problem, tmp_path: Path, name: str):
 @pytest.fixture
 def problem(tmp_path):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
-    return problem
+    return problem.kernel
 
 
 def test_a_new_backend_loads_what_an_earlier_one_compiled(problem, tmp_path, kernels, gcc_log):
@@ -102,7 +102,7 @@ def test_every_part_of_the_key_makes_a_new_compile(problem, tmp_path, kernels, g
     source = problem.kernel_source.replace("2.0f", "2.0f + 0.0f")
     cases = {
         "as it was": (problem, OK, os.environ["CC"]),
-        "an option": (dataclasses.replace(problem, compiler_options=["-O2"]), OK, os.environ["CC"]),
+        "an option": (dataclasses.replace(problem, compiler_options=("-O2",)), OK, os.environ["CC"]),
         "a define": (problem, {"STEP": 8, "MODE": 0}, os.environ["CC"]),
         "the source": (dataclasses.replace(problem, kernel_source=source), OK, os.environ["CC"]),
         "the compiler": (problem, OK, str(other_cc)),
@@ -225,7 +225,7 @@ from mpitune.model.work import Work
 from mpitune.spec.load import load_spec
 
 problem, _ = load_spec(sys.argv[1])
-backend = c.create(problem, sys.argv[2], 0)
+backend = c.create(problem.kernel, sys.argv[2], 0)
 backend.prepare()
 from mpitune.model.timeline import Timeline
 print(backend.run(Work(0, {"STEP": 4, "MODE": 0}), Timeline()).status)

@@ -16,7 +16,7 @@ from mpitune.store import measured
 
 def test_replay_answers_from_data_and_advances_simulated_time(tmp_path):
     problem, _ = replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides())
-    backend = replay.create(problem, str(tmp_path))
+    backend = replay.create(problem.kernel, str(tmp_path))
     timeline = Timeline(Clock(simulated=True))
     r = backend.run(Work(0, {"x": 1, "y": 1}), timeline)
     assert r.status == "ok" and r.time_ms == 2.0 and r.times_ms == (2.1, 2.0, 1.9)
@@ -41,9 +41,9 @@ def _problem(tmp_path, **bias):
 
 def test_bias_scales_every_recorded_time_of_its_rank_exactly(tmp_path):
     problem = _problem(tmp_path, device_bias=(1.0, 1.5))
-    plain = replay.create(problem, str(tmp_path), rank=0).run(Work(0, {"x": 1, "y": 1}), Timeline(Clock(True)))
+    plain = replay.create(problem.kernel, str(tmp_path), rank=0).run(Work(0, {"x": 1, "y": 1}), Timeline(Clock(True)))
     timeline = Timeline(Clock(simulated=True))
-    biased = replay.create(problem, str(tmp_path), rank=3).run(Work(0, {"x": 1, "y": 1}), timeline)
+    biased = replay.create(problem.kernel, str(tmp_path), rank=3).run(Work(0, {"x": 1, "y": 1}), timeline)
     assert plain.times_ms == (2.1, 2.0, 1.9) and plain.time_ms == 2.0
     assert biased.times_ms == (2.1 * 1.5, 2.0 * 1.5, 1.9 * 1.5) and biased.time_ms == 2.0 * 1.5
     assert biased.benchmark_s == pytest.approx(0.02 * 1.5) and biased.compile_s == plain.compile_s
@@ -52,11 +52,11 @@ def test_bias_scales_every_recorded_time_of_its_rank_exactly(tmp_path):
 
 def test_a_spread_draws_one_factor_per_rank_from_the_seed(tmp_path):
     problem = _problem(tmp_path, device_bias_sd=0.1)
-    factors = [replay.bias_factor(problem.replay, rank) for rank in range(4)]
-    assert factors == [replay.bias_factor(problem.replay, rank) for rank in range(4)]
+    factors = [replay.bias_factor(problem.kernel.replay, rank) for rank in range(4)]
+    assert factors == [replay.bias_factor(problem.kernel.replay, rank) for rank in range(4)]
     assert len(set(factors)) == 4 and all(f > 0 for f in factors)
-    assert replay.bias_factor(replace(problem.replay, seed=5), 0) != factors[0]
-    assert replay.bias_factor(replace(problem.replay, device_bias_sd=0.0), 2) == 1.0
+    assert replay.bias_factor(replace(problem.kernel.replay, seed=5), 0) != factors[0]
+    assert replay.bias_factor(replace(problem.kernel.replay, device_bias_sd=0.0), 2) == 1.0
     assert problem.identity().record()["device_bias_sd"] == 0.1
     assert "device_bias_sd" not in _problem(tmp_path).identity().record()
 
@@ -66,14 +66,14 @@ def test_retime_draws_each_launch_from_the_recorded_ones(tmp_path):
     work = (Work(0, {"x": 1, "y": 1}), Work(1, {"x": 1, "y": 2}), Work(2, {"x": 9, "y": 9}), Work(3, {"x": 2, "y": 1}))
     order = Retime(work, rounds=5)
     timeline = Timeline(Clock(simulated=True))
-    launches = replay.create(problem, str(tmp_path), rank=1).retime(order, timeline)
+    launches = replay.create(problem.kernel, str(tmp_path), rank=1).retime(order, timeline)
     assert len(launches) == 5 * 4
     assert [x.config_id for x in launches[:8]] == [0, 1, 2, 3, 1, 2, 3, 0]  # round 1 rotated by one
     assert sorted({x.round for x in launches}) == [0, 1, 2, 3, 4]
     by_id = {i: [x.time_ms for x in launches if x.config_id == i] for i in range(4)}
     assert all(t in (2.1 * 1.1, 2.0 * 1.1, 1.9 * 1.1) for t in by_id[0]) and by_id[1] == [1.0 * 1.1] * 5
     assert all(math.isnan(t) for t in by_id[2] + by_id[3])  # not in the data; a compile error
-    again = replay.create(problem, str(tmp_path), rank=1).retime(order, Timeline(Clock(simulated=True)))
+    again = replay.create(problem.kernel, str(tmp_path), rank=1).retime(order, Timeline(Clock(simulated=True)))
     assert [x.time_ms for x in again] == [x.time_ms for x in launches]
     # The compiles of the candidates in the data (the one that failed too), each one's loading and
     # warm-up (one launch, its first recorded on this rank's device: a Kernel Tuner cache's
@@ -89,10 +89,10 @@ def test_an_order_retimed_again_is_timed_anew_and_a_replay_repeats_itself(tmp_pa
     on a device, not a copy of the first (which the statistics would count as more evidence)."""
     problem = _problem(tmp_path)
     order = Retime((Work(0, {"x": 1, "y": 1}),), rounds=20)
-    backend = replay.create(problem, str(tmp_path))
+    backend = replay.create(problem.kernel, str(tmp_path))
     first, second = ([x.time_ms for x in backend.retime(order, Timeline(Clock(True)))] for _ in range(2))
     assert first != second and set(first + second) <= {2.1, 2.0, 1.9}
-    again = replay.create(problem, str(tmp_path))
+    again = replay.create(problem.kernel, str(tmp_path))
     assert [[x.time_ms for x in again.retime(order, Timeline(Clock(True)))] for _ in range(2)] == [first, second]
 
 
@@ -100,7 +100,7 @@ def test_retime_compiles_only_what_was_not_compiled_ahead(tmp_path):
     problem = _problem(tmp_path)
     order = Retime((Work(0, {"x": 1, "y": 2}),), rounds=2)
     timeline = Timeline(Clock(simulated=True))
-    launches = replay.create(problem, str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
+    launches = replay.create(problem.kernel, str(tmp_path)).retime(order, timeline, {0: Compiled(0)})
     assert [x.time_ms for x in launches] == [1.0, 1.0]
     assert timeline.clock.now() == pytest.approx(0.001 + 0.002)  # its loading and warm-up, its launches
 
@@ -111,16 +111,16 @@ def test_a_candidate_timed_again_is_warmed_up_as_its_source_verified_it(tmp_path
     which timing a candidate again does not repeat: one launch stands for it, never more than the
     verification."""
     problem = _problem(tmp_path)
-    assert problem.replay is not None and problem.replay.run.host_verified
-    assert "warm-up is charged as one launch" in problem.replay.run.describe()
+    assert problem.kernel.replay is not None and problem.kernel.replay.run.host_verified
+    assert "warm-up is charged as one launch" in problem.kernel.replay.run.describe()
     order = Retime((Work(0, {"x": 1, "y": 1}),), rounds=1)
     charged = {}
     for host_verified in (True, False):
-        run = replace(problem.replay.run, host_verified=host_verified)
+        run = replace(problem.kernel.replay.run, host_verified=host_verified)
         timeline = Timeline(Clock(simulated=True))
-        launches = replay.create(replace(problem, replay=replace(problem.replay, run=run)), str(tmp_path)).retime(
-            order, timeline, {0: Compiled(0)}
-        )
+        launches = replay.create(
+            replace(problem.kernel, replay=replace(problem.kernel.replay, run=run)), str(tmp_path)
+        ).retime(order, timeline, {0: Compiled(0)})
         charged[host_verified] = timeline.clock.now() - launches[0].time_ms / 1000
     assert charged == {True: pytest.approx(0.0021), False: pytest.approx(0.005)}
 
@@ -136,7 +136,7 @@ def test_a_rounds_launches_come_from_one_place_in_every_candidates_recorded_run(
     path = tmp_path / "steps.json"
     path.write_text(json.dumps({**doc, "tune_params": {"x": [1, 2]}, "objective": "time", "cache": entries}))
     problem, _ = replay_problem(measured.load(str(path)), Overrides(seed=2))
-    launches = replay.create(problem, str(tmp_path)).retime(
+    launches = replay.create(problem.kernel, str(tmp_path)).retime(
         Retime((Work(0, {"x": 1}), Work(1, {"x": 2})), 12), Timeline(Clock(True))
     )
     for r in range(12):

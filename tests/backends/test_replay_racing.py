@@ -29,7 +29,7 @@ def benchmark():
 
 def test_replay_races_the_recorded_launches_in_order_and_spends_only_their_time(tmp_path):
     problem, _ = replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides())
-    backend = replay.create(problem, str(tmp_path))
+    backend = replay.create(problem.kernel, str(tmp_path))
     timeline = Timeline(Clock(simulated=True))
     majority = Race(best_ms=1.0, ratio=1.3, rule=RaceRule.MAJORITY)
     r = backend.run(Work(0, {"x": 1, "y": 1}), timeline, race=majority)  # times 2.1, 2.0, 1.9
@@ -43,7 +43,7 @@ def test_replay_races_the_recorded_launches_in_order_and_spends_only_their_time(
 
 def test_the_default_race_stops_on_the_first_recorded_launch_and_spends_no_benchmark_time(tmp_path):
     problem, _ = replay_problem(measured.load(kt_cache(str(tmp_path / "c.json"))), Overrides())
-    backend = replay.create(problem, str(tmp_path))
+    backend = replay.create(problem.kernel, str(tmp_path))
     timeline = Timeline(Clock(simulated=True))
     r = backend.run(Work(0, {"x": 1, "y": 1}), timeline, race=Race(best_ms=1.0))  # first launch 2.1 > 1.1 x 1.0
     assert r.status == "ok" and r.raced and r.times_ms == (2.1,) and r.time_ms == 2.1 and r.first_ms == 2.1

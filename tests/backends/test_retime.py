@@ -44,7 +44,7 @@ def backend(tmp_path, monkeypatch):
 
 def make_backend(tmp_path, monkeypatch):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
-    problem = replace(problem, kernel_source=ORDER_C)
+    problem = replace(problem.kernel, kernel_source=ORDER_C)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.setenv("MPITUNE_RETIME_LOG", str(tmp_path / "order.log"))

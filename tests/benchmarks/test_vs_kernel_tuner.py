@@ -53,10 +53,10 @@ def test_every_argument_is_one_tune_kernel_takes(vs, matmul):
     signature.bind(**kwargs)  # and every required one is there
     assert (kwargs["lang"], kwargs["strategy"], kwargs["cache"]) == ("cupy", "brute_force", None)
     assert kwargs["kernel_source"] == (REPO / "examples" / "matmul_cupy" / "matmul.cu").read_text()
-    assert kwargs["iterations"] == matmul.iterations == 7
+    assert kwargs["iterations"] == matmul.kernel.iterations == 7
     assert kwargs["compiler_options"] == ["-DN=256"]
-    assert kwargs["atol"] == matmul.atol and kwargs["answer"] is matmul.answer
-    assert kwargs["arguments"][1] is matmul.arguments[1]
+    assert kwargs["atol"] == matmul.kernel.atol and kwargs["answer"] is matmul.kernel.answer
+    assert kwargs["arguments"][1] is matmul.kernel.arguments[1]
     assert kwargs["grid_div_x"] == ["block_size_x", "tile_size_x"]
     assert kwargs["grid_div_y"] == ["block_size_y", "tile_size_y"]
     assert kwargs["block_size_names"] is None  # the default of both tuners
@@ -66,7 +66,7 @@ def test_every_argument_is_one_tune_kernel_takes(vs, matmul):
 def test_kernel_tuner_builds_the_same_search_space(vs, matmul):
     kwargs = vs.kt_arguments(matmul)
     theirs = Searchspace(kwargs["tune_params"], kwargs["restrictions"], MAX_THREADS)
-    ours = SearchSpace.build(matmul.tune_params, matmul.restrictions)
+    ours = SearchSpace.build(matmul.kernel.tune_params, matmul.restrictions)
     assert theirs.size == len(ours) == 265
     assert set(theirs.list) == {tuple(ours.config(i).values()) for i in range(len(ours))}
 
@@ -85,15 +85,15 @@ def test_callable_restrictions_keep_their_meaning_in_kernel_tuner(vs, tmp_path):
     problem = vs.load_problem(str(tmp_path / "spec.py"), str(tmp_path))
     restrictions = vs.kt_arguments(problem)["restrictions"]
     assert restrictions[0] == "block_size_x * tile_x <= 128"
-    ours = SearchSpace.build(problem.tune_params, problem.restrictions)
+    ours = SearchSpace.build(problem.kernel.tune_params, problem.restrictions)
     expected = {tuple(ours.config(i).values()) for i in range(len(ours))}
     assert expected == {(1, 32, 2), (1, 32, 4), (2, 32, 4), (1, 64, 2)}
-    assert set(Searchspace(problem.tune_params, restrictions, MAX_THREADS).list) == expected
+    assert set(Searchspace(problem.kernel.tune_params, restrictions, MAX_THREADS).list) == expected
     # Kernel Tuner's check of a single configuration calls it by name.
     assert restrictions[1](tile_y=1, block_size_x=32, tile_x=2)
     assert not restrictions[1](tile_y=2, block_size_x=32, tile_x=1)
     # As the only restriction, too.
-    alone = Searchspace(problem.tune_params, [restrictions[1]], MAX_THREADS)
+    alone = Searchspace(problem.kernel.tune_params, [restrictions[1]], MAX_THREADS)
     assert set(alone.list) == {(y, b, x) for y in (1, 2, 4) for b in (32, 64) for x in (1, 2, 4) if x > y}
 
 

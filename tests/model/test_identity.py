@@ -12,7 +12,7 @@ import numpy as np
 
 from mpitune.model.identity import ProblemIdentity
 from mpitune.model.kernel_extras import KernelExtras
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel, Problem
 from mpitune.model.restrictions import Restriction
 
 
@@ -24,7 +24,7 @@ def spec_problem(**changes) -> Problem:
     """A problem with every part of the identity: numpy values, a string and a function as
     restrictions, grid_div of each kind, defines, smem_args, cmem_args and observed values."""
     tune_params = {"BS": [np.int32(32), 64, 128], "U": [1, 2, 4], "KIND": ["a", "ü"], "F": [0.5, 1.0]}
-    problem = Problem(
+    kernel = Kernel(
         spec_path="spec.py",
         kernel_name="vec_add",
         kernel_source='__global__ void vec_add(float *c) { /* "ü" */ }\n',
@@ -34,17 +34,16 @@ def spec_problem(**changes) -> Problem:
         answer=None,
         atol=1e-6,
         tune_params=tune_params,
-        restrictions=[Restriction("BS * U >= 64", list(tune_params)), small],
         grid_div={"x": ["BS", "U"], "y": None, "z": "1"},
-        block_size_names=["BS"],
+        block_size_names=("BS",),
         iterations=5,
-        compiler_options=["-O3", "--use_fast_math"],
-        observed_names=["nvml_energy", "nvml_power"],
+        compiler_options=("-O3", "--use_fast_math"),
+        observed_names=("nvml_energy", "nvml_power"),
         extras=KernelExtras(
             defines={"N": "BS * 2", "M": small}, smem_size="BS * 4", cmem={"lut": np.zeros(8, np.int16)}
         ),
     )
-    return replace(problem, **changes)
+    return Problem(replace(kernel, **changes), (Restriction("BS * U >= 64", list(tune_params)), small))
 
 
 # What the earlier code (Problem.identity() as a dict, plus the run's "devices") wrote and hashed.
@@ -71,7 +70,7 @@ def test_a_tuned_problem_writes_and_hashes_what_earlier_versions_wrote():
 def test_what_a_problem_lacks_stays_out_of_the_json():
     """No extras, no observed values, no devices (a problem before a run): none of their keys,
     as files from before those existed were written."""
-    identity = spec_problem(extras=None, observed_names=[]).identity()
+    identity = spec_problem(extras=None, observed_names=()).identity()
     record = json.loads(identity.to_json())
     assert not {"defines", "smem_args", "cmem_args", "observed_names", "devices", "imported_from"} & set(record)
     assert record["grid_div"] == {"x": ["BS", "U"], "y": None, "z": "1"} and record["replay_source"] == ""

@@ -149,10 +149,10 @@ def test_the_ranks_on_a_node_come_from_the_launcher():
 
 def test_a_worker_spawned_before_its_problem_measures_it(tmp_path):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
-    spawned = spawn_worker(problem.lang, 0)
+    spawned = spawn_worker(problem.kernel.lang, 0)
     clock = Clock()  # started after the spawn, as the run's clock starts after an early one
     timeline = Timeline(clock)
-    backend = IsolatedBackend(problem, str(tmp_path), clock, local_rank=0, spawned=spawned, timeline=timeline)
+    backend = IsolatedBackend(problem.kernel, str(tmp_path), clock, local_rank=0, spawned=spawned, timeline=timeline)
     try:
         assert backend.worker.pids == [spawned.pid]
         (row,) = [r for r in timeline.rows if r.phase == WORKER_START_PHASE]
@@ -192,7 +192,7 @@ def test_a_gpu_worker_made_its_context_before_its_problem_and_measures_on_that_g
     spawned = spawn_worker("cuda", 0)  # a spec's alias: the worker resolves it
     clock = Clock()
     timeline = Timeline(clock)
-    backend = IsolatedBackend(problem, str(tmp_path), clock, local_rank=0, spawned=spawned, timeline=timeline)
+    backend = IsolatedBackend(problem.kernel, str(tmp_path), clock, local_rank=0, spawned=spawned, timeline=timeline)
     try:
         assert backend.worker.pids == [spawned.pid]
         assert backend.device_detail.startswith("GPU 0, ")

@@ -36,7 +36,7 @@ def isolated(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     clock = Clock()
-    backend = IsolatedBackend(problem, str(work), clock, timeout_s=problem.timeout_s, local_rank=0)
+    backend = IsolatedBackend(problem.kernel, str(work), clock, timeout_s=problem.kernel.timeout_s, local_rank=0)
     try:
         yield backend
     finally:

@@ -8,7 +8,7 @@ import os
 import numpy as np
 from conftest import write_scale_spec
 
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 from mpitune.model.timeline import Clock, Timeline
 from mpitune.model.work import Work
 from mpitune.process import shared_arrays
@@ -17,8 +17,8 @@ from mpitune.process.shared_arrays import SharedArray, attach_arrays, share
 from mpitune.spec.load import load_spec
 
 
-def problem_of(arguments: list, answer: list | None) -> Problem:
-    return Problem("spec.py", "k", "k.c", "C", (1,), arguments, answer, 0.0, {"X": [1]})
+def problem_of(arguments: list, answer: list | None) -> Kernel:
+    return Kernel("spec.py", "k", "k.c", "C", (1,), arguments, answer, 0.0, {"X": [1]})
 
 
 def test_large_arrays_keep_values_and_layout_and_writes_stay_private():
@@ -63,7 +63,7 @@ def test_nothing_is_shared_when_every_array_is_small():
 def test_a_worker_measures_arguments_it_got_through_shared_memory(tmp_path):
     spec = write_scale_spec(tmp_path, tune_params='{"STEP": [1, 4], "MODE": [0, 2]}')
     spec.write_text(spec.read_text().replace("n = 4096", "n = 1 << 20"))  # 4 MB per array
-    problem, _ = load_spec(str(spec))
+    problem = load_spec(str(spec))[0].kernel
     assert share(problem)[1] is not None  # this problem does take the memory file
     clock = Clock()
     backend = IsolatedBackend(problem, str(tmp_path), clock, local_rank=0)

@@ -24,9 +24,10 @@ def tables(path: str) -> dict[str, np.ndarray]:
 
 
 def biased(ranks: Ranks, factors: tuple[float, ...]) -> Ranks:
-    problem = replace(ranks.setup.problem, replay=replace(ranks.setup.problem.replay, device_bias=factors))
+    kernel = ranks.setup.problem.kernel
+    problem = replace(ranks.setup.problem, kernel=replace(kernel, replay=replace(kernel.replay, device_bias=factors)))
     ranks.setup.problem = problem
-    ranks.backends = [ReplayBackend(problem, rank) for rank in range(len(ranks.backends))]
+    ranks.backends = [ReplayBackend(problem.kernel, rank) for rank in range(len(ranks.backends))]
     return ranks
 
 

@@ -87,7 +87,7 @@ class Ranks:
         given = Overrides(cache_path=self.cache_path, **overrides)
         problem, settings = replay_problem(measured.load(str(source)), given, overrides.get("strategy"))
         self.setup = prepare(problem, settings)
-        self.backends = [backends.create(problem, str(tmp_path), rank) for rank in range(ranks)]
+        self.backends = [backends.create(problem.kernel, str(tmp_path), rank) for rank in range(ranks)]
         self.timelines = [Timeline(Clock(simulated=True)) for _ in range(ranks)]
         self.orders: list[list[Order]] = []  # every hand-out of the search, rank by rank
         self.before_record: dict[int, Callable[[Manager], None]] = {}

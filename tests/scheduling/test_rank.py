@@ -46,7 +46,7 @@ def measure(tmp_path, counts: np.ndarray, slots, rule: RaceRule):
         "iterations": ITERATIONS,
     }
     problem, _ = load_names(names, "test", str(tmp_path))
-    backend = cbackend.create(problem, str(tmp_path), 0)
+    backend = cbackend.create(problem.kernel, str(tmp_path), 0)
     backend.prepare()
     ahead = CompileAhead(1, Clock(), backend.compiler())
     work = tuple(Work(slot, {"SLOT": slot}) for slot in slots)

@@ -17,7 +17,7 @@ from mpitune.spec.load import load_spec
 
 def space_size(spec) -> int:
     problem, _ = load_spec(str(spec))
-    return len(SearchSpace.build(problem.tune_params, problem.restrictions))
+    return len(SearchSpace.build(problem.kernel.tune_params, problem.restrictions))
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])

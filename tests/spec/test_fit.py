@@ -11,7 +11,7 @@ from conftest import write_scale_spec
 
 from mpitune import backends
 from mpitune.errors import SpecError
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 from mpitune.spec import fit
 from mpitune.spec.load import load_spec
 
@@ -28,9 +28,9 @@ def cuda_problem(
     answer: list | None = None,
     tune_params: dict | None = None,
     **kw,
-) -> Problem:
+) -> Kernel:
     a = np.ones(16, np.float32)
-    return Problem(
+    return Kernel(
         spec_path="spec.py",
         kernel_name=kernel_name,
         kernel_source="__global__ void vadd() {}",
@@ -45,7 +45,7 @@ def cuda_problem(
     )
 
 
-def refusal(p: Problem) -> SpecError | None:
+def refusal(p: Kernel) -> SpecError | None:
     caps = backends.capabilities(p.lang)
     try:
         fit.kernel_name_fits(p.kernel_name, caps, fail)
@@ -98,8 +98,8 @@ def test_long_double_has_no_cuda_type():
 
 def test_the_c_backend_refuses_scalars_it_cannot_pass_by_value(tmp_path):
     problem, _ = load_spec(str(write_scale_spec(tmp_path)))
-    problem.arguments[2] = np.complex64(1)
-    exc = refusal(problem)
+    problem.kernel.arguments[2] = np.complex64(1)
+    exc = refusal(problem.kernel)
     assert exc is not None and exc.field == "arguments" and "argument 2" in str(exc)
 
 

@@ -106,7 +106,7 @@ def test_what_can_be_kept_loads_as_written(tmp_path):
         "'B': [True, False], 'F': [0.5, 2, 2**53], 'I': [2**53 + 1, -(2**63)]"
     )
     problem, _ = load_spec(str(spec(tmp_path, params)))
-    assert problem.tune_params == {
+    assert problem.kernel.tune_params == {
         "STEP": [1, 2],
         "OP": ["max(a,b)", "a,b,c", ""],
         "Q": ['"q"', "it's", "é ü", longest],

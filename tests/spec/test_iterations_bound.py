@@ -32,7 +32,7 @@ def test_the_bound_is_what_one_row_of_launch_times_may_hold():
 @pytest.mark.parametrize("iterations", [1, 10_000, 100_000, MAX_ITERATIONS])
 def test_up_to_the_bound_iterations_load(tmp_path, iterations):
     problem, _ = load_names(names(iterations), "spec.py", str(tmp_path))
-    assert problem.iterations == iterations
+    assert problem.kernel.iterations == iterations
 
 
 @pytest.mark.parametrize("iterations", [MAX_ITERATIONS + 1, 10**8, np.int64(10**9), 10**30])

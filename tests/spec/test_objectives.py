@@ -23,7 +23,7 @@ def test_a_list_of_objectives_loads_with_one_direction_each(tmp_path):
     problem, _ = load_spec(str(spec))
     assert problem.aim.names == ("time", "threads") and problem.aim.directions == (False, True)
     assert problem.aim.goal.name == "time" and problem.aim.goal.higher_is_better is False  # the first
-    objective = Objective.of(problem.aim, problem.observed_names, problem.observed_aliases)
+    objective = Objective.of(problem.aim, problem.kernel.observed_names, problem.kernel.observed_aliases)
     r = objective.evaluate(Result(0, "ok", time_ms=2.0, times_ms=[2.0]), {"STEP": 4, "MODE": 0})
     assert r.scores == (2.0, 1 / 128) and r.score == 2.0 and r.objective == 2.0
     assert not objective.is_kernel_time  # racing off: a slow configuration may be on the front

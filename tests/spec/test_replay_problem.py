@@ -22,9 +22,11 @@ def test_the_measured_configurations_are_the_space(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     source = kt_cache(str(tmp_path / "c.json"))
     problem, settings = replay_problem(measured.load(source), Overrides(max_fevals=3))
-    assert problem.lang == "replay" and problem.replay.path == source and problem.kernel_name == "k"
-    assert problem.tune_params == {"x": [1, 2, 3], "y": [1, 2]} and len(problem.configs) == 6
-    assert problem.problem_size == (64, 64) and problem.iterations == 3
+    assert (
+        problem.kernel.lang == "replay" and problem.kernel.replay.path == source and problem.kernel.kernel_name == "k"
+    )
+    assert problem.kernel.tune_params == {"x": [1, 2, 3], "y": [1, 2]} and len(problem.configs) == 6
+    assert problem.kernel.problem_size == (64, 64) and problem.kernel.iterations == 3
     assert settings.cache_path == str(tmp_path / "c.replay.h5")
     assert (settings.strategy, settings.max_fevals) == ("portfolio", 3)
 
@@ -44,7 +46,7 @@ def test_a_simulation_mode_spec_replays_its_cache(tmp_path, monkeypatch):
     spec = tmp_path / "sim.py"
     spec.write_text(SIMULATION)
     problem, settings = load_spec(str(spec), Overrides(), measured.load)
-    assert problem.spec_path == str(spec) and problem.replay.path == str(tmp_path / "measured.json")
+    assert problem.kernel.spec_path == str(spec) and problem.kernel.replay.path == str(tmp_path / "measured.json")
     assert [r.text for r in problem.restrictions] == ["x < 3"]
     assert (settings.strategy, settings.seed) == ("random_sample", 4)
     assert settings.cache_path == str(tmp_path / "sim.replay.h5")
@@ -88,12 +90,12 @@ def test_what_compiling_a_candidate_again_costs_follows_the_kernel_cache(tmp_pat
     mpitune run's file says it, and is replayed as it recorded."""
     monkeypatch.chdir(tmp_path)
     data = measured.load(kt_cache(str(tmp_path / "c.json")))
-    shared = replay_problem(data, Overrides(), kernel_cache="shared")[0].replay.run
+    shared = replay_problem(data, Overrides(), kernel_cache="shared")[0].kernel.replay.run
     assert shared.retime_compile_s == LOAD_S and "loaded from the kernel cache" in shared.describe()
     for reach in ("node", "off"):
-        run = replay_problem(data, Overrides(), kernel_cache=reach)[0].replay.run
+        run = replay_problem(data, Overrides(), kernel_cache=reach)[0].kernel.replay.run
         assert run.retime_compile_s is None and f"compiled again on each rank: --kernel-cache {reach}" in run.describe()
     monkeypatch.setenv("MPITUNE_KERNEL_CACHE", "off")
-    assert "the kernel cache is off" in replay_problem(data, Overrides())[0].replay.run.describe()
+    assert "the kernel cache is off" in replay_problem(data, Overrides())[0].kernel.replay.run.describe()
     recorded = RecordedRun(assumptions=())
     assert kernel_cache_assumed(recorded, "shared") is recorded

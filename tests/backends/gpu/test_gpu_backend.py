@@ -14,7 +14,7 @@ from host_gpu import MAX_THREADS, HostGpu
 from mpitune.backends.gpu.failures import DeviceLostError
 from mpitune.errors import UserError
 from mpitune.model.judging.racing import Race, RaceRule
-from mpitune.model.problem import Problem
+from mpitune.model.problem import Kernel
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Retime, Work
 
@@ -45,9 +45,9 @@ int order(int *log) {
 LOG_SIZE = 64
 
 
-def vadd(n: int = 1000, **kw) -> Problem:
+def vadd(n: int = 1000, **kw) -> Kernel:
     a, b = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
-    return Problem(
+    return Kernel(
         spec_path="host",
         kernel_name="vadd",
         kernel_source=VADD,
@@ -63,8 +63,8 @@ def vadd(n: int = 1000, **kw) -> Problem:
     )
 
 
-def order_problem() -> Problem:
-    return Problem(
+def order_problem() -> Kernel:
+    return Kernel(
         spec_path="host",
         kernel_name="order",
         kernel_source=ORDER,
@@ -88,7 +88,7 @@ def opened(tmp_path):
     """A prepared backend of a problem, closed after the test."""
     made: list[HostGpu] = []
 
-    def open_(problem: Problem, **kw) -> HostGpu:
+    def open_(problem: Kernel, **kw) -> HostGpu:
         backend = HostGpu(problem, str(tmp_path), **kw)
         backend.prepare()
         made.append(backend)
