@@ -11,10 +11,10 @@ import importlib
 from collections.abc import Callable
 from functools import cache
 from types import ModuleType
-from typing import Any
 
 from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
+from mpitune.model.problem import Kernel
 
 _MODULES = ("cupy", "c", "replay")
 
@@ -82,7 +82,7 @@ def prewarm(lang: str, local_rank: int | None) -> None:
         warm(local_rank)
 
 
-def create(problem: Any, workdir: str, local_rank: int, rank: int | None = None) -> Backend:
+def create(kernel: Kernel, workdir: str, local_rank: int, rank: int | None = None) -> Backend:
     """This rank's backend.
 
     ``local_rank`` is its place among the ranks of its node: which GPU. ``rank`` is its place in
@@ -90,7 +90,7 @@ def create(problem: Any, workdir: str, local_rank: int, rank: int | None = None)
     it apart but its rank, so it alone is given ``rank``. A biased replay gives each rank its
     own device's factor.
     """
-    caps = capabilities(problem.lang)
+    caps = capabilities(kernel.lang)
     if caps.simulated_clock:
-        return _module(caps.module).create(problem, workdir, local_rank, local_rank if rank is None else rank)
-    return _module(caps.module).create(problem, workdir, local_rank)
+        return _module(caps.module).create(kernel, workdir, local_rank, local_rank if rank is None else rank)
+    return _module(caps.module).create(kernel, workdir, local_rank)

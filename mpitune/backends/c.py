@@ -30,6 +30,7 @@ from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.compare import mismatch
 from mpitune.backends.kernel_cache import cached
 from mpitune.model.judging.racing import Race
+from mpitune.model.problem import Kernel
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work
@@ -353,14 +354,14 @@ def _remove(compiled: Compiled) -> None:
             os.unlink(compiled.artifact)
 
 
-def create(problem, workdir: str, local_rank: int = 0) -> Backend:
+def create(kernel: Kernel, workdir: str, local_rank: int = 0) -> Backend:
     """The CPU backend of this rank, with the GPU a GPU backend would take for the record.
 
     The CPU needs no choosing. But the file records the rank's GPU: its node-local rank within
     CUDA_VISIBLE_DEVICES, as Slurm sets it. So the placement of ranks on nodes and GPUs can be
     checked without a GPU.
     """
-    backend = CBackend(problem, workdir, local_rank)
+    backend = CBackend(kernel, workdir, local_rank)
     backend.device_detail = gpu_placement(local_rank, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return backend
 

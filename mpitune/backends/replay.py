@@ -26,7 +26,7 @@ import numpy as np
 from mpitune.backends.base import Backend, Compiled, Compiler, Draft, timed_launches
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.model.judging.racing import Race
-from mpitune.model.problem import ReplaySource
+from mpitune.model.problem import Kernel, ReplaySource
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work
@@ -312,9 +312,9 @@ CAPABILITIES = Capabilities(
 )
 
 
-def create(problem, workdir: str, local_rank: int = 0, rank: int | None = None) -> Backend:
+def create(kernel: Kernel, workdir: str, local_rank: int = 0, rank: int | None = None) -> Backend:
     """Measured data answers: ``workdir`` is not used, and no device is chosen.
 
     ``rank``, the simulated device's place in the job, picks its bias (None: ``local_rank``).
     """
-    return ReplayBackend(problem, local_rank if rank is None else rank)
+    return ReplayBackend(kernel, local_rank if rank is None else rank)

@@ -90,8 +90,8 @@ class Problem:
     kernel: Kernel
     # Which configurations of the kernel's ``tune_params`` are valid; callables stay on rank 0.
     restrictions: tuple[Restriction | Callable[..., Any], ...] = ()
-    # Replays only: the measured configurations, which are the whole space. The workers
-    # receive the space's index table instead.
+    # Replays only: the measured configurations, which are the whole space. Rank 0 alone
+    # builds the space, so they stay here.
     configs: tuple[tuple[Any, ...], ...] | None = None
     # What is optimised (objective.py): its metrics are the spec's callables.
     aim: Aim = field(default_factory=Aim)

@@ -15,11 +15,11 @@ Nothing here imports CuPy until a backend is created or a compile worker warms u
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from mpitune.backends.base import Backend
 from mpitune.backends.capabilities import Capabilities, DeviceKind
 from mpitune.backends.cupy.compiling import warm_up
+from mpitune.model.problem import Kernel
 from mpitune.observers.nvml import TUNABLES
 
 CAPABILITIES = Capabilities(
@@ -49,8 +49,8 @@ def prewarm(local_rank: int | None) -> None:
     open_context(local_rank)
 
 
-def create(problem: Any, workdir: str, local_rank: int) -> Backend:
+def create(kernel: Kernel, workdir: str, local_rank: int) -> Backend:
     """The backend of this rank; raises UserError when CuPy or a GPU is missing."""
     from mpitune.backends.cupy.backend import CupyBackend
 
-    return CupyBackend(problem, workdir, local_rank)
+    return CupyBackend(kernel, workdir, local_rank)
