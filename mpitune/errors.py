@@ -12,7 +12,7 @@ import math
 import os
 import stat
 from collections.abc import Callable, Mapping
-from typing import SupportsFloat
+from typing import SupportsFloat, TypeVar
 
 
 class UserError(Exception):
@@ -65,9 +65,12 @@ def number_flag(zero_ok: bool = False) -> Callable[[str], float]:
     return number
 
 
+_Default = TypeVar("_Default", float, float | None)
+
+
 def environment_number(
-    variable: str, default: float, zero_ok: bool = False, environ: Mapping[str, str] | None = None
-) -> float:
+    variable: str, default: _Default, zero_ok: bool = False, environ: Mapping[str, str] | None = None
+) -> float | _Default:
     """``variable``'s number, else ``default`` where it is unset or empty.
 
     A value that is no such number is refused in one line naming the variable. It is never

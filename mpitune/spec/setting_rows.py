@@ -8,7 +8,6 @@ order, and a test holds the two together. Light to import, as the table is.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
@@ -100,9 +99,7 @@ class Variable:
 
         A value that is no such number raises ``UserError`` naming the variable.
         """
-        if not (os.environ if environ is None else environ).get(self.name, "").strip():
-            return None
-        return environment_number(self.name, 0.0, self.zero_ok, environ)
+        return environment_number(self.name, None, self.zero_ok, environ)
 
 
 @dataclass(frozen=True)
@@ -133,6 +130,11 @@ class Setting(Generic[T]):
     def __post_init__(self) -> None:
         if not self.field:
             object.__setattr__(self, "field", self.name)
+
+    @property
+    def variable_name(self) -> str:
+        """Its environment variable's name; empty where it has none."""
+        return self.variable.name if self.variable else ""
 
     def merged(self, given: T | None, written: Any = UNWRITTEN, environ: Mapping[str, str] | None = None) -> T:
         """The setting's value from its first source that has one, in ``SOURCES``' order.
@@ -167,7 +169,7 @@ class Setting(Generic[T]):
     def add_flag(self, parser: argparse.ArgumentParser, seconds: str) -> None:
         """The row's flag in ``parser``; ``seconds`` says whose seconds they are."""
         assert self.flag is not None, f"{self.name} has no flag"
-        self.flag.add_to(parser, seconds, self.variable.name if self.variable else "")
+        self.flag.add_to(parser, seconds, self.variable_name)
 
     def row(self) -> str:
         """docs/spec.md's row of a spec's setting."""
@@ -177,6 +179,6 @@ class Setting(Generic[T]):
     def command_line_row(self) -> str:
         """docs/spec.md's row of a setting the spec cannot name."""
         assert self.flag is not None, f"{self.name} has no flag"
-        variable = f"`{self.variable.name}`" if self.variable else ""
-        help = self.flag.text("seconds", self.variable.name if self.variable else "")
+        variable = f"`{self.variable_name}`" if self.variable else ""
+        help = self.flag.text("seconds", self.variable_name)
         return f"| {self.flag.shown} | {variable} | {help} |"
