@@ -178,7 +178,7 @@ def run_compiler(cmd: list[str]) -> subprocess.CompletedProcess:
 
 
 class CBackend(Backend):
-    def __init__(self, problem, workdir: str, local_rank: int = 0):
+    def __init__(self, problem: Kernel, workdir: str, local_rank: int = 0):
         self.problem = problem
         self.workdir = workdir
         self.device_name = cpu_name()

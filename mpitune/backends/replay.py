@@ -83,8 +83,9 @@ def _loaded(path: str) -> _Loaded:
 
 
 class ReplayBackend(Backend):
-    def __init__(self, problem, rank: int = 0):
-        replay: ReplaySource = problem.replay
+    def __init__(self, problem: Kernel, rank: int = 0):
+        replay = problem.replay
+        assert replay is not None, "a replay backend answers from measured data"
         loaded = _loaded(replay.path)
         data = loaded.data
         self.names = list(problem.tune_params)

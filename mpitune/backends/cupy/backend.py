@@ -21,6 +21,7 @@ from mpitune.backends.gpu.failures import Failure, KernelLimits, library_text
 from mpitune.backends.gpu.loading import Loaded
 from mpitune.backends.gpu.platform import DeviceFacts
 from mpitune.backends.kernel_cache import cached
+from mpitune.model.problem import Kernel
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ DEFAULT_SMEM_LIMIT = 48 * 1024  # bytes of dynamic shared memory a launch gets w
 class CupyBackend(GpuBackend):
     """One CUDA GPU: NVRTC compiles, CuPy loads, launches and times with events."""
 
-    def __init__(self, problem: Any, workdir: str, local_rank: int):
+    def __init__(self, problem: Kernel, workdir: str, local_rank: int):
         self.cp = import_cupy()
         self._probe: Any = None  # one value on the GPU that a round trip reads back
         super().__init__(problem, workdir, local_rank)

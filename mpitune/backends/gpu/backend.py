@@ -30,6 +30,7 @@ from mpitune.backends.gpu.loading import Loaded, Loader
 from mpitune.backends.gpu.platform import Check, Event, Platform
 from mpitune.errors import UserError
 from mpitune.model.judging.racing import Race
+from mpitune.model.problem import Kernel
 from mpitune.model.result import Result, Status
 from mpitune.model.timeline import Timeline
 from mpitune.model.work import Launch, Retime, Work
@@ -52,7 +53,7 @@ class GpuBackend(Backend, Platform):
     PLATFORM = "CUDA"  # what messages call the GPU's programming interface
     VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"  # the variable that hides GPUs from a process
 
-    def __init__(self, problem: Any, workdir: str, local_rank: int):
+    def __init__(self, problem: Kernel, workdir: str, local_rank: int):
         self.problem = problem
         self.workdir = workdir
         self.fatal_error = ""  # set once the context is lost; run() then refuses
