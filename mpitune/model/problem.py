@@ -37,6 +37,25 @@ class ReplaySource:
     seed: int = 0
     # What the simulated clock charges besides each configuration's durations.
     run: RecordedRun = field(default_factory=RecordedRun)
+    # A replay of several files of one kernel and space, each measured on another device model
+    # (``replay CACHE1 CACHE2 ...``): all of them, in the order given. World rank r replays
+    # ``files[r % k]``, so the job's ranks are that many device models. Empty: ``path`` alone.
+    files: tuple[MeasuredFile, ...] = ()
+
+    def replayed_by(self, rank: int) -> ReplaySource:
+        """What world rank ``rank`` replays: its file's path and run, with the same bias and seed."""
+        if not self.files:
+            return self
+        chosen = self.files[rank % len(self.files)]
+        return replace(self, path=chosen.path, run=chosen.run)
+
+
+@dataclass(frozen=True)
+class MeasuredFile:
+    """One measured file of a replay of several, and what its recorded run spent besides its configurations."""
+
+    path: str
+    run: RecordedRun = field(default_factory=RecordedRun)
 
 
 @dataclass(frozen=True)
@@ -95,6 +114,9 @@ class Problem:
     configs: tuple[tuple[Any, ...], ...] | None = None
     # What is optimised (objective.py): its metrics are the spec's callables.
     aim: Aim = field(default_factory=Aim)
+    # A replay of several files (``ReplaySource.files``): each file's problem as replayed alone, in
+    # the same order. Rank 0's, as ``configs`` are: ``for_replay_source`` takes one of them.
+    replayed: tuple[Problem, ...] = ()
 
     def for_workers(self) -> Kernel:
         """What a worker rank receives: the kernel alone."""
@@ -122,6 +144,34 @@ class Problem:
             devices=None if devices is None else tuple(devices),
             **(kernel.extras.identity() if kernel.extras else {}),
         )
+
+
+def for_replay_source(problem: Problem, index: int) -> Problem:
+    """The problem whose primary measured data is file ``index`` of a replay of several.
+
+    Its kernel (name, sizes, launches, observed values) and configurations are that file's. Its
+    replay source's ``path`` and ``run`` are too, so the identity and file a leader of that file's
+    ranks records are that file's. The restrictions, the aim and the files each world rank replays
+    (``ReplaySource.files``) stay the same: a backend made from either problem replays alike.
+
+    Args:
+        problem: a replay as the loader made it (spec/replay.py), of one file or several.
+        index: the file, in ``ReplaySource.files``' order: world rank r replays file r % k.
+
+    Returns:
+        That file's problem; ``problem`` itself where it replays one file (or none) and ``index`` is 0.
+
+    Raises:
+        IndexError: ``index`` names no file of the replay.
+    """
+    count = len(problem.replayed) or 1
+    if not 0 <= index < count:
+        raise IndexError(f"file {index} of a replay of {count}")
+    replay = problem.kernel.replay
+    if not problem.replayed or replay is None:
+        return problem
+    own = problem.replayed[index]
+    return replace(problem, kernel=replace(own.kernel, replay=replay.replayed_by(index)), configs=own.configs)
 
 
 class Schedule(enum.Enum):
