@@ -188,6 +188,14 @@ class Schedule(enum.Enum):
         return Schedule.REFILL if ranks > 1 and self is not Schedule.BATCHES else Schedule.BATCHES
 
 
+class Devices(enum.Enum):
+    """What a job of several device models does (docs/running.md, "Several device models in one
+    job"): refuse them (one model a job), or tune each model apart while they share results."""
+
+    ONE = "one"  # one device model a job; --allow-mixed-devices runs several as if they were one
+    EACH = "each"  # the ranks grouped by model: a search, a file and a confirmation each
+
+
 DEPTH = 2  # orders a rank holds on several ranks: the one it measures and the next, so it never waits for rank 0
 
 
@@ -265,6 +273,7 @@ class RunSettings:
     schedule: Schedule = Schedule.AUTO  # refill or batches on several ranks
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
+    devices: Devices = Devices.ONE  # each model its own search and file (scheduling/models.py)
     # Stop timing configurations clearly slower than the best (model/judging/racing.py); only with time as
     # the objective.
     racing: bool = True

@@ -91,6 +91,23 @@ def schedule(c: Checker, field: str, value: Any) -> Any:
     return values[value]
 
 
+def device_choices() -> list[str]:
+    """Every ``Devices``' value, in its order."""
+    from mpitune.model.problem import Devices
+
+    return [d.value for d in Devices]
+
+
+def devices(c: Checker, field: str, value: Any) -> Any:
+    """What a job of several device models does, by a Devices value."""
+    from mpitune.model.problem import Devices
+
+    values = {d.value: d for d in Devices}
+    if not isinstance(value, str) or value not in values:
+        c.fail(field, f"must be one of {', '.join(map(repr, values))}, got {value!r}")
+    return values[value]
+
+
 def cache(c: Checker, field: str, value: Any) -> str:
     """The results file must be one mpitune can create or open: found here, not after start-up.
 

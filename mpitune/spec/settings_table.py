@@ -281,6 +281,24 @@ ALLOW_MIXED_DEVICES = Setting[bool](
     check=checks.switch,
 )
 
+DEVICES = Setting[str](
+    "devices",
+    "one",
+    flag=Flag(
+        "--devices",
+        "one: one device model a job (default: the spec's devices, else one); each: the ranks grouped "
+        "by device model, each model its own search and file, the models sharing results "
+        "(docs/running.md, 'Several device models in one job')",
+        choices=checks.device_choices,
+    ),
+    check=checks.devices,
+    meaning='`"one"`: one device model a job, ranks of another refused (unless `--allow-mixed-devices`); '
+    '`"each"`: the ranks grouped by device model (name and memory), each model tuned apart into its own file '
+    "(`STEM.<model>.h5`), with its own search, calibration and confirmation, the models told each other's "
+    'results as a prior while they run (docs/running.md, "Several device models in one job")',
+    shown_default='`"one"`',
+)
+
 SETTINGS: tuple[Setting[Any], ...] = (
     STRATEGY,
     STRATEGY_OPTIONS,
@@ -302,6 +320,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     RANK_DEADLINE_FLOOR,
     LIVENESS_TIMEOUT,
     ALLOW_MIXED_DEVICES,
+    DEVICES,
 )
 BY_NAME = {setting.name: setting for setting in SETTINGS}
 # The spec's names of the settings, with their defaults: Kernel Tuner's tune_kernel keywords.
