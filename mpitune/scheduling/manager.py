@@ -15,6 +15,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mpitune import strategies
 from mpitune.model.judging.racing import Race
@@ -33,6 +34,9 @@ from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import priors_changed, rebuild, strategy_key
 from mpitune.store.cache import Cache
 from mpitune.strategies.base import Strategy
+
+if TYPE_CHECKING:  # the leaders' sharing goes through MPI, which the Manager never calls itself
+    from mpitune.scheduling.models import Peers
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +75,11 @@ class Manager:
         clock: Clock,
         cost_model: Callable[[SearchSpace], CostModel | None] = CostModel,
         compiles_in_turn: bool = False,
+        peers: Peers | None = None,
     ):
         """``cost_model`` makes what predicts a configuration's seconds; benchmarks compare dealing
-        by cost with dealing blind. ``compiles_in_turn``: no rank has compile workers (batching.py)."""
+        by cost with dealing blind. ``compiles_in_turn``: no rank has compile workers (batching.py).
+        ``peers``: the other device models of the job, which share results (models.py)."""
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices
@@ -119,6 +125,9 @@ class Manager:
             self.settings.seed,
         )
         self.confirmed_last = False  # the last hand-out recorded was the confirmation
+        self.peers = peers
+        if peers is not None:
+            peers.share(known)  # what a resumed file holds is news to the other models too
         self._held: deque[list[list[Scored]]] = deque()  # recorded, told as hand-outs go out (resume.rebuild)
         self._resume_strategy(known)
 
@@ -149,7 +158,9 @@ class Manager:
         handed-out configurations came back unmeasured (a lost device, a silent rank): the strategy
         counts them as seen and would never propose them again. A resumed run then starts it afresh
         from the cache. Main thread."""
-        self.cache.end_search(self._strategy_key(), continuable=not self.unmeasured and not self.in_flight)
+        # A search that learned other models' results as it ran does not replay from this file alone.
+        alone = self.peers is None
+        self.cache.end_search(self._strategy_key(), continuable=alone and not self.unmeasured and not self.in_flight)
 
     def tell_held(self, depth: int | None) -> None:
         """Tell the strategy what the last run told after its last ask, as an uninterrupted run
@@ -192,7 +203,13 @@ class Manager:
         self.stop_reason = reason
 
     def ask(self, n: int) -> list[int]:
-        """The strategy's next ``n`` ids at most; none once it is done (``finished``). Main thread."""
+        """The strategy's next ``n`` ids at most; none once it is done (``finished``). It first
+        learns what the job's other device models measured since the last ask. Main thread."""
+        learned = self.peers.trade() if self.peers is not None else None
+        if learned is not None:
+            told = ", ".join(f"{s.device_name}: {s.matched}" for s in learned.sources)
+            log.info("learned the other device models' results (configurations with a time: %s)", told)
+            self.strategy.learn_prior(learned)
         ids = self.strategy.ask(n) if n > 0 else []
         if not ids:
             self.end_search(StopReason.FINISHED)
@@ -315,6 +332,8 @@ class Manager:
         self.leaders.add(results)
         self.calibrating.observe(results)
         self.strategy.tell(results)
+        if self.peers is not None:
+            self.peers.share(results)
         if self.costs is not None:
             self.costs.learn(results)
         self.update_best(results)

@@ -5,8 +5,6 @@ keeping what the file holds (faults/__init__.py says how)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import os
 import shutil
@@ -26,8 +24,7 @@ from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
 from mpitune.process.compile_ahead import CompileAhead, CompilePool, default_workers
 from mpitune.process.isolation import IsolatedBackend
-from mpitune.process.simulated_compile import SimulatedCompileAhead
-from mpitune.scheduling import before_mpi
+from mpitune.scheduling import before_mpi, models
 from mpitune.scheduling.before_mpi import Preloaded
 from mpitune.scheduling.comm import MPI, MpiTransport
 from mpitune.scheduling.faults.ending import abandon
@@ -39,10 +36,11 @@ from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.scheduling.prepare import Deadline, prepare
 from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
-from mpitune.scheduling.run_record import finish, open_run
-from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together
+from mpitune.scheduling.run_record import finish, open_run, say
+from mpitune.scheduling.simulate import replay_timeline, simulated_ahead
+from mpitune.scheduling.transport import SilentRanks, Transport, first_error, leave_together
 
-__all__ = ["MPI", "simulate", "tune"]  # the command line reads the rank from MPI and aborts through it
+__all__ = ["MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +105,7 @@ def _tune(
     if caps.simulated_clock:
         # A replay's time is the recorded run's: its own start-up is no part of that (model/replay_clock.py).
         recorded = kernel.replay.run if kernel.replay else RecordedRun()
-        timeline = _replay_timeline(recorded, rank)
+        timeline = replay_timeline(recorded, rank)
         workers = recorded.compile_workers if workers is None else workers
     # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
     lane = rank == 0 and transport.size > 1
@@ -117,18 +115,83 @@ def _tune(
     manager: Manager | None = None
     silent: SilentRanks | None = None
     try:
-        manager, error = _open(transport, setup, bench, timeline, watch, started_unix, command)
+        manager, error, groups = _open(transport, setup, bench, timeline, watch, started_unix, command)
         if error:
             return _refuse(rank, error)
         caveat = cpu_oversubscribed(caps, transport.node_size, os.cpu_count() or 1)
-        if manager and caveat:
+        if rank == 0 and caveat:
             log.warning("%s", caveat)
+        if groups is not None:
+            assert isinstance(transport, MpiTransport), "only an MPI job spans device models"
+            asked = models.Asked(load, debug, deadline, started_unix, command)
+            return _grouped(transport, groups, setup, asked, bench, (timeline, measuring), watch)
         stop, silent = _search(transport, manager, bench, (timeline, measuring), watch, stop_beating)
         return stop.exit_code
     finally:
         bench.close()
         if silent is not None:  # only once the file is closed: a failed last write ends the job its own way
             abandon(silent, rank, manager.cache.path if manager else "")
+
+
+def _grouped(
+    world: MpiTransport,
+    groups: models.Groups,
+    setup: Setup | None,
+    asked: models.Asked,
+    bench: _Bench,
+    timelines: tuple[Timeline, Timeline],
+    watch: Watch,
+) -> int:
+    """This rank's part of a job over several device models (models.py): its model's run on the
+    group's ranks, then a wait for every group, under the heartbeats, which stop only then."""
+    mine = models.split(world, groups)
+    manager, error, silent = None, None, None
+    try:
+        if mine.link is not None:
+            manager, error = _lead(world.rank, groups, mine, setup, asked, timelines[0], watch)
+        error = mine.transport.bcast(error)
+        if not error:
+            stop, silent = _search(mine.transport, manager, bench, timelines, watch, lambda: None)
+    finally:
+        if silent is not None:
+            abandon(silent, world.rank, manager.cache.path if manager else "")
+        if mine.link is not None:
+            mine.link.leave()
+        models.wait_for_all(world)
+    if error:
+        return _refuse(mine.transport.rank, error)
+    if world.rank == 0 and setup is not None:
+        paths = " ".join(groups.paths(setup.settings.cache_path))
+        say(f"each device model's results: {paths}; `python -m mpitune report` on them compares the models")
+    return stop.exit_code
+
+
+def _lead(
+    world_rank: int,
+    groups: models.Groups,
+    mine: models.Split,
+    setup: Setup | None,
+    asked: models.Asked,
+    timeline: Timeline,
+    watch: Watch,
+) -> tuple[Manager | None, str | None]:
+    """A group's leader opens its model's file and run. The world's rank 0 has its search made; any
+    other leader loads the spec or data as rank 0 did, its problem that of the file its ranks replay."""
+    if setup is None:  # else the world's rank 0's, whose ranks replay the first file
+        own = lambda problem: models.own_problem(problem, world_rank)
+        setup, error = _load(asked.load, timeline, asked.debug, asked.deadline, own)
+        if setup is None:
+            return None, error
+    paths = groups.paths(setup.settings.cache_path)
+    setup = replace(setup, settings=replace(setup.settings, cache_path=paths[mine.group]))
+    assert mine.link is not None, "a group's rank 0 leads it"
+    peers = models.Peers(mine.link, mine.group, groups, paths, setup.space, setup.problem.kernel.kernel_name)
+    with timeline.phase("startup"), watch.writing:
+        placements = groups.placements_of(mine.group)
+        opened = open_run(setup, placements, timeline.clock, asked.started_unix, asked.command, peers)
+        if opened[0] is not None and world_rank == 0:  # the world's rank 0 runs the heartbeat that may close it
+            arm(watch, opened[0], timeline)
+    return opened
 
 
 def _refuse(rank: int, error: str) -> int:
@@ -167,17 +230,23 @@ def _begin(transport: Transport, load: Callable[[], tuple[Problem, RunSettings]]
 
 
 def _load(
-    load: Callable[[], tuple[Problem, RunSettings]], timeline: Timeline, debug: bool, deadline: Deadline | None
+    load: Callable[[], tuple[Problem, RunSettings]],
+    timeline: Timeline,
+    debug: bool,
+    deadline: Deadline | None,
+    own: Callable[[Problem], Problem] = lambda problem: problem,
 ) -> tuple[Setup | None, str | None]:
-    """Rank 0's input, loaded and checked; or why it is refused."""
+    """Rank 0's input, loaded and checked; or why it is refused. ``own``: the part of the problem
+    this rank's search is for (a group leader's, models.py)."""
     try:
         if isinstance(load, Preloaded):
-            loaded = load()  # its time is already on the timeline
+            problem, settings = load()  # its time is already on the timeline
         else:
             with timeline.phase("spec"):
-                loaded = load()
+                problem, settings = load()
+        problem = own(problem)
         with timeline.phase("startup"):  # without a deadline, the build takes what it takes
-            return (deadline(lambda: prepare(*loaded)) if deadline else prepare(*loaded)), None
+            return (deadline(lambda: prepare(problem, settings)) if deadline else prepare(problem, settings)), None
     except UserError as exc:
         log.debug("the input was refused", exc_info=debug)
         return None, str(exc)
@@ -236,9 +305,10 @@ def _open(
     watch: Watch,
     started_unix: float,
     command: str,
-) -> tuple[Manager | None, str | None]:
+) -> tuple[Manager | None, str | None, models.Groups | None]:
     """Every rank's placement to rank 0, which opens the file, records the run and arms the watch
-    (faults/guard.py). Returns rank 0's Manager, and on every rank the first error of any rank."""
+    (faults/guard.py). Returns rank 0's Manager, on every rank the first error of any rank, and the
+    groups of a job that tunes each device model apart (models.py; None: one run, as rank 0's)."""
     backend, ahead = bench.backend, bench.ahead
     with timeline.phase("wait"):
         error = first_error(transport, bench.error)
@@ -252,16 +322,21 @@ def _open(
             )
         )
     if error:
-        return None, error
-    manager = None
+        return None, error, None
+    manager, groups = None, None
     if transport.rank == 0:
         assert setup is not None and placements is not None
-        with timeline.phase("startup"), watch.writing:
-            manager, error = open_run(setup, placements, timeline.clock, started_unix, command)
-            if manager is not None:
-                arm(watch, manager, timeline)
+        groups = models.Groups.of(setup.settings, placements)
+        if groups is None:
+            with timeline.phase("startup"), watch.writing:
+                manager, error = open_run(setup, placements, timeline.clock, started_unix, command)
+                if manager is not None:
+                    arm(watch, manager, timeline)
+        else:
+            say(f"each device model tuned apart: {groups.describe()}")
     with timeline.phase("wait"):
-        return manager, transport.bcast(error)
+        error, groups = transport.bcast((error, groups))
+        return manager, error, groups
 
 
 def _search(
@@ -306,7 +381,7 @@ def _compile_ahead(
     disturb their timings. A replay's compile nothing; they are numbers on its simulated clock, as
     many as asked, else as the replayed run had."""
     if caps.simulated_clock:
-        return _simulated_ahead(recorded or RecordedRun(), workers, clock, rank)
+        return simulated_ahead(recorded or RecordedRun(), workers, clock, rank)
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
     if caps.device is DeviceKind.NONE:
@@ -315,60 +390,3 @@ def _compile_ahead(
     if started is not None or workers <= 0:
         return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
-
-
-def _replay_timeline(recorded: RecordedRun, rank: int) -> Timeline:
-    """A replayed rank's timeline: charged as the recorded run was, from its recorded start-up."""
-    timeline = Timeline(Clock(simulated=True, charges_s=recorded.charges_s))
-    recorded.charge_start(timeline, rank)
-    return timeline
-
-
-def _simulated_ahead(recorded: RecordedRun, workers: int | None, clock: Clock, rank: int) -> CompilePool | None:
-    """A replayed rank's compile workers: numbers on its simulated clock (none for no workers)."""
-    if not workers:
-        return None
-    return SimulatedCompileAhead(
-        workers, clock, recompile_s=recorded.recompile_s, ready_s=recorded.rank_compile_ready_s(rank)
-    )
-
-
-@dataclass(frozen=True)
-class Simulated:
-    """One simulated run: its ranks, simulated wall time and configurations measured."""
-
-    ranks: int
-    wall_s: float
-    measured: int
-
-
-def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) -> Simulated:
-    """The replay of ``problem`` on ``ranks`` ranks, all in this process, into a file in
-    ``workdir``, for ``python -m mpitune plan``. The real rounds run over ``InProcessRanks``. Each
-    rank has its own replay backend, clock, recorded start-up and simulated compile workers, as
-    under mpiexec. Its progress lines are not printed."""
-    recorded = problem.kernel.replay.run if problem.kernel.replay else RecordedRun()
-    workers = recorded.compile_workers if settings.compile_workers is None else settings.compile_workers
-    settings = replace(settings, cache_path=os.path.join(workdir, f"plan-{ranks}.h5"))
-    setup = prepare(problem, settings)
-    timelines: list[Timeline] = []
-    aheads: list[CompilePool | None] = []
-    benches = []
-    measuring: Timeline | None = None  # rank 0's own, on several ranks (rank.py)
-    for rank in range(ranks):
-        timelines.append(_replay_timeline(recorded, rank))
-        benches.append(backends.create(problem.for_workers(), workdir, 0, rank))
-        if rank == 0 and ranks > 1:
-            measuring = measuring_timeline(timelines[0])
-        clock = measuring.clock if rank == 0 and measuring is not None else timelines[-1].clock
-        aheads.append(_simulated_ahead(recorded, workers, clock, rank))
-        if aheads[-1] is not None:
-            aheads[-1].compiler = benches[-1].compiler()
-    world = InProcessRanks(benches, timelines, aheads)
-    placements = [Placement("simulated", b.device_name, "", 0, workers) for b in benches]
-    with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
-        manager, error = open_run(setup, placements, timelines[0].clock, 0.0, "plan")
-        assert manager is not None, error
-        rounds(world, manager, benches[0], timelines[0], aheads[0], Watch(), lambda: None, measuring)
-        finish(manager, timelines[0])
-    return Simulated(ranks, timelines[0].clock.now(), manager.measured)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpitune import __version__
 from mpitune.errors import UserError
@@ -18,6 +18,9 @@ from mpitune.scheduling.manager import Manager, Setup
 from mpitune.scheduling.messages import Placement, StopReason
 from mpitune.store.cache import WRITE_WITHIN_S, Cache, RunInfo
 
+if TYPE_CHECKING:
+    from mpitune.scheduling.models import Peers
+
 
 def say(*lines: str) -> None:
     """Progress for a person: rank 0 only, on stdout, apart from the diagnostic log; several lines
@@ -26,9 +29,15 @@ def say(*lines: str) -> None:
 
 
 def open_run(
-    setup: Setup, placements: Sequence[Placement], clock: Clock, started_unix: float, command: str
+    setup: Setup,
+    placements: Sequence[Placement],
+    clock: Clock,
+    started_unix: float,
+    command: str,
+    peers: Peers | None = None,
 ) -> tuple[Manager | None, str | None]:
-    """Open (or resume) the cache and record the run; an error string if the cache refuses."""
+    """Open (or resume) the cache and record the run; an error string if the cache refuses.
+    ``peers``: the job's other device models, where it spans several (models.py)."""
     problem, settings = setup.problem, setup.settings
     hosts = tuple(p.host for p in placements)
     devices = tuple(p.device for p in placements)
@@ -51,7 +60,7 @@ def open_run(
     except UserError as exc:
         return None, f"{problem.kernel.spec_path}: cache: {exc}"
     in_turn = not any(p.compile_workers for p in placements)
-    manager = Manager(setup, cache, hosts, devices, clock, compiles_in_turn=in_turn)
+    manager = Manager(setup, cache, hosts, devices, clock, compiles_in_turn=in_turn, peers=peers)
     policy = Policy.of(settings, len(hosts), manager.batch_size, in_turn)
     cache.start_run(
         RunInfo(

@@ -1,0 +1,59 @@
+"""Real jobs over several device models (``--devices each``, scheduling/models.py) under mpiexec.
+
+The models are simulated: a replay of two measured files of one kernel, world rank r replaying
+file r % 2, so that the ranks report two device models. The same scheduling runs a real job."""
+
+from __future__ import annotations
+
+import h5py
+import pytest
+
+from tests.conftest import mpitune, report_json
+
+A100, A4000 = "NVIDIA A100-PCIE-40GB (replayed)", "NVIDIA RTX A4000 (replayed)"
+
+
+@pytest.fixture
+def conv(shared_caches):
+    return [str(shared_caches / "convolution_A100.json.gz"), str(shared_caches / "convolution_A4000.json.gz")]
+
+
+def devices_of(path) -> set[str]:
+    with h5py.File(path, "r") as f:
+        return {d.decode() for d in f["ranks"]["device"][...]}
+
+
+def test_each_model_is_tuned_apart_into_its_own_file_and_learns_from_the_other(conv, tmp_path):
+    proc = mpitune(
+        4, ["replay", *conv, "--devices", "each", "--max-fevals", "40", "--output", "conv.h5", "-v"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    files = {A100: tmp_path / "conv.NVIDIA_A100-PCIE-40GB.h5", A4000: tmp_path / "conv.NVIDIA_RTX_A4000.h5"}
+    assert f"each device model tuned apart: {A100}: rank(s) 0, 2; {A4000}: rank(s) 1, 3" in proc.stdout
+    assert not (tmp_path / "conv.h5").exists()
+    for model, path in files.items():
+        assert devices_of(path) == {model}  # each file holds its model's ranks alone
+        summary = report_json(path)
+        assert summary["configs"] == 40 and summary["ranks"] == 2
+        assert summary["confirmation"]  # each model confirmed its own winner
+    assert "learned the other device models' results" in proc.stderr
+    (last,) = [line for line in proc.stdout.splitlines() if "each device model's results:" in line]
+    assert f"{files[A100].name} " in last and f"{files[A4000].name};" in last
+
+    again = mpitune(4, ["replay", *conv, "--devices", "each", "--max-fevals", "20", "--output", "conv.h5"], tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("40 already in") == 2  # both files resumed
+    assert all(report_json(path)["configs"] == 60 for path in files.values())
+
+
+def test_without_devices_each_the_models_are_refused_as_before(conv, tmp_path):
+    proc = mpitune(2, ["replay", *conv, "--max-fevals", "4", "--output", "conv.h5"], tmp_path)
+    assert proc.returncode == 2
+    assert "the ranks have different devices" in proc.stderr and "--allow-mixed-devices" in proc.stderr
+
+
+def test_devices_each_on_one_model_is_todays_run(scale_spec, tmp_path):
+    proc = mpitune(2, [str(scale_spec), "--devices", "each", "--cache", "out.h5"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "each device model" not in proc.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.h5")) == ["out.h5"]
