@@ -86,6 +86,7 @@ class JobSettings:
     margin_s: float | None
     job_id: str
     ntasks: str
+    het_size: int = 1  # the components of a heterogeneous job (sbatch ... : ...), one world over all
 
 
 def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> JobSettings:
@@ -121,7 +122,17 @@ def settings(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
         if env.get(variable, "").strip():  # the ranks read SLURM_CPUS_PER_TASK for their compile workers
             _slurm_count(env, variable)
     ntasks = env.get("SLURM_NTASKS", "").strip() or "1"
-    return JobSettings(launcher, wait_s, requeue, margin_s, _slurm_count(env, "SLURM_JOB_ID"), str(int(ntasks)))
+    het_size = int(_slurm_count(env, "SLURM_HET_SIZE")) if env.get("SLURM_HET_SIZE", "").strip() else 1
+    if het_size > 1 and launcher != "srun":
+        raise UserError(
+            f"this is a heterogeneous job of {het_size} components, which only srun starts as one MPI job; "
+            "unset MPITUNE_LAUNCHER or set it to srun"
+        )
+    job_id = _slurm_count(env, "SLURM_JOB_ID")
+    if het_size > 1:  # the tasks of every component; SLURM_NTASKS is the first one's
+        groups = [env.get(f"SLURM_NTASKS_HET_GROUP_{k}", "").strip() or "1" for k in range(het_size)]
+        ntasks = str(sum(int(t) for t in groups if t.isdigit()))
+    return JobSettings(launcher, wait_s, requeue, margin_s, job_id, str(int(ntasks)), het_size)
 
 
 def _slurm_count(env: Mapping[str, str], variable: str) -> str:
@@ -132,6 +143,13 @@ def _slurm_count(env: Mapping[str, str], variable: str) -> str:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise UserError(f"environment variable {variable}: must be a whole number above 0, got {text!r}")
     return str(int(text))
+
+
+def _nodes(het_size: int) -> str:
+    """The job's nodes, as Slurm lists them: each component's, joined by " + "."""
+    if het_size == 1:
+        return os.environ.get("SLURM_JOB_NODELIST", os.uname().nodename)
+    return " + ".join(os.environ.get(f"SLURM_JOB_NODELIST_HET_GROUP_{k}", "?") for k in range(het_size))
 
 
 def srun_mpi_plugin(python: str) -> str:
@@ -226,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
             "--kill-on-bad-exit=0",
             f"--wait={math.ceil(job.srun_wait_s)}",  # srun takes whole seconds
         ]
+        if job.het_size > 1:  # srun starts the first component alone unless told every one
+            start.append(f"--het-group=0-{job.het_size - 1}")
     else:
         start = ["mpirun", "-n", job.ntasks]
     stop_file = Path.cwd() / f".mpitune-stop-{job_id}"
@@ -254,11 +274,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(sig, ask_to_stop)
     cmd = [*start, python, "-m", "mpitune", *args.mpitune_args, *extra]
-    print(
-        f"mpitune job {job_id}: {job.ntasks} rank(s) on "
-        f"{os.environ.get('SLURM_JOB_NODELIST', os.uname().nodename)}: {' '.join(cmd)}",
-        flush=True,
-    )
+    print(f"mpitune job {job_id}: {job.ntasks} rank(s) on {_nodes(job.het_size)}: {' '.join(cmd)}", flush=True)
     try:
         rc = subprocess.run(cmd).returncode
     finally:

@@ -281,9 +281,13 @@ def _one_model(device: str) -> str:
     """What the plan assumes of the ranks' devices: the file's model on every rank.
 
     A job over other models runs at their speed, and a job over several at each one's. No file of
-    one model tells that."""
+    one model tells that. Under ``devices = "each"`` each model is a run of its own ranks, which
+    its own file plans."""
     model = device or "the device the file was measured on"
-    return f"; every rank is taken to be a {model}: on other or mixed device models the times differ"
+    return (
+        f"; every rank is taken to be a {model}: on other or mixed device models the times differ "
+        "(a job with --devices each runs each model apart: plan each from a file of that model)"
+    )
 
 
 def _uncertainty(error: float | None, predicted: bool, times: float) -> str:

@@ -165,3 +165,22 @@ def test_a_margin_that_cannot_be_applied_is_a_warning_and_the_run_goes_on(tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert f"WARNING mpitune.cli.job: --margin 60 s cannot be applied: {why}" in proc.stderr
     assert proc.stderr.count("\n") == 1 and "--time-limit" not in (tmp_path / "srun.log").read_text()
+
+
+@pytest.mark.parametrize("het_size,het_group", [("3", " --het-group=0-2 "), ("", None)])
+def test_a_heterogeneous_job_starts_every_component_as_one_world(tmp_path, het_size, het_group):
+    """sbatch ... : ... runs the script in the first component; srun must be told every one."""
+    proc = job(tmp_path, stand_ins(tmp_path, "echo 10:00") | {"SLURM_HET_SIZE": het_size})
+    assert proc.returncode == 0, proc.stderr
+    srun = (tmp_path / "srun.log").read_text()
+    assert (het_group in srun) if het_group else "--het-group" not in srun
+
+
+def test_a_heterogeneous_job_under_mpirun_is_refused_in_one_line(tmp_path):
+    proc = job(tmp_path, stand_ins(tmp_path, "echo 10:00") | {"SLURM_HET_SIZE": "2"}, "--launcher", "mpirun")
+    assert proc.returncode == ExitCode.USER_ERROR
+    assert proc.stderr == (
+        "mpitune: error: this is a heterogeneous job of 2 components, which only srun starts as one MPI job; "
+        "unset MPITUNE_LAUNCHER or set it to srun\n"
+    )
+    assert not (tmp_path / "srun.log").exists()

@@ -47,7 +47,10 @@ def test_the_table_says_what_it_rests_on_and_a_bad_duration_is_one_line(tmp_path
     assert "simulated clock from a Kernel Tuner cache; assumed:" in printed[0]
     assert re.match(r" +3 +\d+\.\ds +\d+\.\d% +\d\.\d{3} +1  sbatch -N 2 --ntasks-per-node=2 --gres=gpu:2 ", printed[2])
     assert printed[-1].startswith("uncertainty: ")
-    assert printed[-1].endswith("taken to be a Test GPU: on other or mixed device models the times differ")
+    assert printed[-1].endswith(
+        "taken to be a Test GPU: on other or mixed device models the times differ "
+        "(a job with --devices each runs each model apart: plan each from a file of that model)"
+    )
     with pytest.raises(SystemExit) as refused:
         main(["plan", source, "--time-per-job", "1m"])
     assert refused.value.code == 2

@@ -330,6 +330,21 @@ def test_three_nodes_one_rank_each(cluster, work):
     measured("start-up on 3 nodes", **{f"rank{k}_s": ranks[k]["startup_s"] for k in sorted(ranks)})
 
 
+def test_a_heterogeneous_job_is_one_run_over_its_components(cluster, work):
+    """sbatch A : B (docs/slurm.md, "Several GPU types in one job"): both components' ranks are one
+    MPI job; with one device model (the nodes' CPUs), --devices each is today's run, in one file."""
+    write_spec(work, 12)
+    one = ["-N", "1", "--ntasks-per-node=1", "--gres=gpu:1"]
+    job = submit(cluster, work, [*one, "-w", "node1", ":", *one, "-w", "node3"], ["--devices", "each"])
+    state, code, _ = wait_end(cluster, job, 90)
+    log = read(job.log)
+    assert (state, code) == ("COMPLETED", 0), log
+    assert "2 rank(s) on node1 + node3: srun " in log and "--het-group=0-1" in log
+    assert "tuning spin (C) on 2 rank(s)" in log and "each device model" not in log
+    assert recorded_ids(work / "spin.h5") == list(range(12))
+    assert {r["host"] for r in report_json(work / "spin.h5")["per_rank"]} == {"node1", "node3"}
+
+
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_start_up_per_rank_on_fewer_nodes(cluster, work, nodes):
     """Start-up per rank on 1 and 2 nodes, beside the 3 above: the report shows it per rank."""
