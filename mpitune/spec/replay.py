@@ -1,5 +1,6 @@
 """Problems answered from measured data, not a kernel: the ``replay`` verb, and a spec with
-``simulation_mode = True``. The data is a Kernel Tuner cache or an mpitune file.
+``simulation_mode = True``. The data is a Kernel Tuner cache or an mpitune file. The verb takes
+several of one kernel and space, each measured on another device model, to simulate a job of them.
 
 Reading the data is the store's job. The caller hands over its reader, so this layer knows no
 file format."""
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mpitune.backends.kernel_cache_reach import LOAD_S, CacheReach, Reach, cache_reach
-from mpitune.errors import not_a_file
-from mpitune.model.problem import Kernel, Problem, ReplaySource, RunSettings, Schedule
+from mpitune.errors import UserError, not_a_file
+from mpitune.model.problem import Kernel, MeasuredFile, Problem, ReplaySource, RunSettings, Schedule, plain
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.spec import fields, metrics
 from mpitune.spec.checker import Checker
@@ -84,6 +85,7 @@ def replay_problem(
     device_bias_sd: float | None = None,
     schedule: Any = None,
     kernel_cache: str | None = None,
+    more: Sequence[MeasuredSpace] = (),
 ) -> tuple[Problem, RunSettings]:
     """The problem and settings of a replay of ``data``.
 
@@ -93,11 +95,16 @@ def replay_problem(
     that did not is not raced. A Kernel Tuner cache is raced by the default rule. ``schedule``: a
     spec's, which ``--schedule`` in ``overrides`` overrides. None: as the data's run handed out
     its work, else the default. ``kernel_cache``: how far the kernel cache reaches
-    (``kernel_cache_assumed``)."""
+    (``kernel_cache_assumed``).
+
+    ``more``: the same kernel and space measured on other device models. World rank r then
+    replays file r % k of ``data`` and ``more`` (``ReplaySource.files``). The problem is
+    ``data``'s, with each file's own in ``Problem.replayed``. Files of another kernel name or
+    other parameters are refused in one line."""
     check = Checker(data.source)
     factors, spread = _bias(check, device_bias, device_bias_sd)
-    sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
-    iterations = max((len(m.times_ms) for m in data.measurements), default=1) or 1
+    for other in more:
+        _refuse_another_space(data, other)
     name = Path(data.source).name.split(".")[0]
     search = search_fields(
         strategy=strategy,
@@ -107,6 +114,23 @@ def replay_problem(
         schedule=schedule if schedule is not None else (data.recorded.schedule or Schedule.AUTO.value),
     )
     settings = run_settings(check, search, overrides)
+    every = (data, *more)
+    files = tuple(
+        MeasuredFile(os.path.abspath(d.source), kernel_cache_assumed(d.recorded, kernel_cache)) for d in every
+    )
+    alone = tuple(
+        _replayed(d, ReplaySource(f.path, factors, spread, settings.seed, f.run)) for d, f in zip(every, files)
+    )
+    if not more:
+        return alone[0], settings
+    replay = ReplaySource(files[0].path, factors, spread, settings.seed, files[0].run, files)
+    return replace(alone[0], kernel=replace(alone[0].kernel, replay=replay), replayed=alone), settings
+
+
+def _replayed(data: MeasuredSpace, replay: ReplaySource) -> Problem:
+    """The problem of ``data`` replayed alone, from ``replay``."""
+    sizes = [int(v) for v in data.problem_size if isinstance(v, numbers.Integral)][:3] or [1]
+    iterations = max((len(m.times_ms) for m in data.measurements), default=1) or 1
     kernel = Kernel(
         spec_path=os.path.abspath(data.source),
         kernel_name=data.kernel_name or "replay",
@@ -119,15 +143,36 @@ def replay_problem(
         tune_params=data.tune_params,
         iterations=iterations,
         observed_names=tuple(data.observed_names),
-        replay=ReplaySource(
-            path=os.path.abspath(data.source),
-            device_bias=factors,
-            device_bias_sd=spread,
-            seed=settings.seed,
-            run=kernel_cache_assumed(data.recorded, kernel_cache),
-        ),
+        replay=replay,
     )
-    return Problem(kernel, configs=tuple(data.configs)), settings
+    return Problem(kernel, configs=tuple(data.configs))
+
+
+def _refuse_another_space(data: MeasuredSpace, other: MeasuredSpace) -> None:
+    """A ``UserError`` naming both files and what differs, unless they measured one kernel and space.
+
+    Their ranks would otherwise search spaces that share no configuration ids."""
+    differs = _space_difference(data, other)
+    if differs:
+        raise UserError(f"{data.source} and {other.source} cannot be replayed together: {differs}")
+
+
+def _space_difference(data: MeasuredSpace, other: MeasuredSpace) -> str:
+    """What differs between the kernel names and parameters of two files; '' where nothing does."""
+    if data.kernel_name != other.kernel_name:
+        return f"they measured the kernels {data.kernel_name!r} and {other.kernel_name!r}"
+    names, other_names = list(data.tune_params), list(other.tune_params)
+    if set(names) != set(other_names):
+        only = ", ".join(n for n in names if n not in other_names) or "none"
+        other_only = ", ".join(n for n in other_names if n not in names) or "none"
+        return f"their parameters differ (only the first has {only}; only the second has {other_only})"
+    if names != other_names:
+        return "they list the same parameters in another order"
+    for n in names:
+        values, other_values = [plain(v) for v in data.tune_params[n]], [plain(v) for v in other.tune_params[n]]
+        if values != other_values:
+            return f"parameter {n} takes {values} in the first and {other_values} in the second"
+    return ""
 
 
 def _as_recorded(recorded: RecordedRun) -> bool:
