@@ -7,12 +7,13 @@ to the simulated compile workers (process/simulated_compile.py). So a replay on 
 the wall time the real run would have taken. A time limit applies in that simulated time.
 Strategies are thus compared on real search spaces in seconds, with their real parallelism.
 
-Every rank replays the same recorded device, which real ranks never are. Each GPU of a model is
-a little faster or slower than the next, and each timing is one draw of its noise. So a replay
-can be biased: each rank's times scaled by its own factor (``bias_factor``). And candidates
-timed again (``retime``) can be noisy: each launch is drawn anew from the recorded ones. What
-must cope with both (confirmation) is then tried on real data with a known truth; see
-docs/analysis.md.
+Every rank replays the same recorded device, which real ranks never are. (Files measured on
+several device models are replayed a file a rank, in turn: ``ReplaySource.replayed_by``.) Each
+GPU of a model is a little faster or slower than the next, and each timing is one draw of its
+noise. So a replay can be biased: each rank's times scaled by its own factor (``bias_factor``).
+And candidates timed again (``retime``) can be noisy: each launch is drawn anew from the
+recorded ones. What must cope with both (confirmation) is then tried on real data with a known
+truth; see docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -84,13 +85,13 @@ def _loaded(path: str) -> _Loaded:
 
 class ReplayBackend(Backend):
     def __init__(self, problem: Kernel, rank: int = 0):
-        replay = problem.replay
-        assert replay is not None, "a replay backend answers from measured data"
+        assert problem.replay is not None, "a replay backend answers from measured data"
+        replay = problem.replay.replayed_by(rank)  # of several files, this rank's
         loaded = _loaded(replay.path)
         data = loaded.data
         self.names = list(problem.tune_params)
         self.lookup = loaded.lookup
-        # The same name on every rank, bias or not: the ranks replay one device model.
+        # The same name on every rank of a file, bias or not: the ranks replay its device model.
         self.device_name = f"{data.device_name or 'unknown device'} (replayed)"
         self.rank, self.seed = rank, replay.seed
         self.factor = bias_factor(replay, rank)

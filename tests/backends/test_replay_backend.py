@@ -1,9 +1,10 @@
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
-from conftest import kt_cache
+from conftest import SHARED_DATA, kt_cache
 
 from mpitune.backends import replay
 from mpitune.backends.base import Compiled
@@ -143,3 +144,29 @@ def test_a_rounds_launches_come_from_one_place_in_every_candidates_recorded_run(
         one, two = sorted((x.config_id, x.time_ms) for x in launches if x.round == r)
         assert two[1] == 2 * one[1]  # the same place: candidate 1's launch is twice candidate 0's
     assert len({x.time_ms for x in launches if x.config_id == 0}) > 1  # and the places vary
+
+
+def test_ranks_of_several_files_replay_each_its_own_device_model(tmp_path):
+    """``replay A100 A4000``: world rank r replays file r % 2, its device name and its times alike,
+    so the job's ranks look like two device models."""
+    caches = SHARED_DATA / "caches"
+    paths = [str(caches / f"convolution_{model}.json.gz") for model in ("A100", "A4000")]
+    if not all(Path(p).is_file() for p in paths):
+        pytest.skip(f"needs the shared caches in {caches}")
+    data = [measured.load(p) for p in paths]
+    problem, _ = replay_problem(data[0], Overrides(seed=1), more=data[1:])
+    names = list(problem.kernel.tune_params)
+    lookups = [d.lookup() for d in data]
+    config = next(c for c in data[0].configs if all(lk[c].status == "ok" and len(lk[c].times_ms) > 1 for lk in lookups))
+    work = Work(0, dict(zip(names, config)))
+    backends = [replay.create(problem.kernel, str(tmp_path), rank=r) for r in range(3)]
+    assert [b.device_name for b in backends] == [f"{d.device_name} (replayed)" for d in (*data, data[0])]
+    assert data[0].device_name != data[1].device_name
+    results = [b.run(work, Timeline(Clock(simulated=True))) for b in backends]
+    recorded = [lk[config] for lk in (*lookups, lookups[0])]
+    assert [r.time_ms for r in results] == [m.time_ms for m in recorded]
+    assert [r.compile_s for r in results] == [m.compile_s for m in recorded]
+    assert results[0].time_ms != results[1].time_ms
+    # Timed again, a rank draws its launches from its own file's recorded ones.
+    launches = backends[1].retime(Retime((work,), rounds=4), Timeline(Clock(simulated=True)))
+    assert {x.time_ms for x in launches} <= set(recorded[1].times_ms)
