@@ -15,7 +15,7 @@ import os
 import sys
 from types import ModuleType
 
-from mpitune.cli.loading import not_python, overrides, problem_of_args, read_measured, unmixed, within
+from mpitune.cli.loading import not_python, problem_of_args, replay_of_args, warm_replay, within
 from mpitune.cli.parsers import Parser, common, refuse, replay_parser, tune_parser
 from mpitune.cli.running import setup_logging, tune_command
 from mpitune.cli.verbs import verb_module
@@ -28,26 +28,9 @@ from mpitune.store.files import cannot_write
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
-        from mpitune.spec.replay import replay_problem
-
         args = replay_parser().parse_args(argv[1:])
-        settings = overrides(args)
-        return tune_command(
-            args,
-            argv,
-            lambda: unmixed(
-                replay_problem(
-                    read_measured(args.cache),
-                    settings,
-                    args.strategy,
-                    device_bias=args.device_bias,
-                    device_bias_sd=args.device_bias_sd,
-                    kernel_cache=args.kernel_cache,
-                ),
-                args.append,
-            ),
-            warm=lambda: read_measured(args.cache),  # the other ranks' replay backends read it too
-        )
+        # The other ranks read their measured data while MPI starts: their replay backends need it.
+        return tune_command(args, argv, lambda: replay_of_args(args), warm=lambda: warm_replay(args))
     if argv and argv[0] == "plan":
         from mpitune.cli.planning import plan
 

@@ -32,6 +32,35 @@ def problem_of_args(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
     return load.load_spec(args.spec, overrides(args), read_measured)
 
 
+def replay_of_args(args: argparse.Namespace) -> tuple[Problem, RunSettings]:
+    """The replay the command line asks for, of one measured file or several (``args.caches``).
+
+    The first file is read last: the store keeps the file it read last, and rank 0 replays the first."""
+    from mpitune.spec.replay import replay_problem
+
+    first, *others = args.caches
+    more = [read_measured(path) for path in others]
+    loaded = replay_problem(
+        read_measured(first),
+        overrides(args),
+        args.strategy,
+        device_bias=args.device_bias,
+        device_bias_sd=args.device_bias_sd,
+        kernel_cache=args.kernel_cache,
+        more=more,
+    )
+    return unmixed(loaded, args.append)
+
+
+def warm_replay(args: argparse.Namespace) -> object:
+    """This rank's measured data, read while MPI starts. Its replay backend then finds it parsed.
+
+    World rank r replays file r % k of the k files given (``ReplaySource.replayed_by``)."""
+    from mpitune.scheduling.before_mpi import launcher_world_rank
+
+    return read_measured(args.caches[(launcher_world_rank() or 0) % len(args.caches)])
+
+
 class _LoadDeadline(BaseException):
     """Raised by SIGALRM in whatever the spec was running. It is no Exception, so that the spec's
     own ``except Exception`` cannot swallow it."""
@@ -115,10 +144,12 @@ def unmixed(loaded: tuple[Problem, RunSettings], append: bool) -> tuple[Problem,
     """``loaded``, unless its replay would go into a file of another strategy's results.
 
     Such a replay would start knowing them. It is refused unless ``append`` asks for it. A real
-    run's file is its resume cache: never refused. The measured data itself as the results file is
-    refused first, whatever ``append`` says."""
+    run's file is its resume cache: never refused. The measured data itself (any of its files) as
+    the results file is refused first, whatever ``append`` says."""
     problem, settings = loaded
-    refuse_inputs(settings.cache_path, problem.kernel.replay.path if problem.kernel.replay else "")
+    replay = problem.kernel.replay
+    inputs = [] if replay is None else [f.path for f in replay.files] or [replay.path]
+    refuse_inputs(settings.cache_path, *inputs)
     if problem.kernel.replay and not append and os.path.exists(settings.cache_path):
         from mpitune.store.reader import read  # reads HDF5: only when there is a file to read
 

@@ -91,11 +91,13 @@ def replay_parser() -> argparse.ArgumentParser:
         epilog=_strategies(),
         description=(
             "Replay a search on measured data (a Kernel Tuner JSON cache, plain or .gz, or an mpitune\n"
-            ".h5 file) instead of running kernels; time is simulated from the recorded durations."
+            ".h5 file) instead of running kernels; time is simulated from the recorded durations.\n"
+            "Several files of one kernel and space, each measured on another device model, simulate a\n"
+            "job of those models: rank r replays CACHE number r mod k of the k given (with --devices each)."
         ),
     )
-    p.add_argument("cache", help="the measured data")
-    _out_flag(p, "--output", "OUT.h5", "results file", "CACHE's name with .replay.h5")
+    p.add_argument("caches", nargs="+", metavar="CACHE", help="the measured data, one file or several")
+    _out_flag(p, "--output", "OUT.h5", "results file", "the first CACHE's name with .replay.h5")
     p.add_argument(
         "--append",
         action="store_true",
