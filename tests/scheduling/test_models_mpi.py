@@ -57,3 +57,72 @@ def test_devices_each_on_one_model_is_todays_run(scale_spec, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "each device model" not in proc.stdout
     assert sorted(p.name for p in tmp_path.glob("*.h5")) == ["out.h5"]
+
+
+def test_a_signal_stops_every_model_resumable_and_each_file_resumes_to_its_end(conv, tmp_path):
+    """What Slurm does at the time limit: every task signalled. Each model drains, records
+    ``signal`` and exits 75; the same job again finishes both spaces, each configuration once."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.conftest import start_mpitune, wait_for_batch
+
+    args = ["replay", *conv, "--devices", "each", "--strategy", "brute_force", "--output", "conv.h5"]
+    job = start_mpitune(4, args, tmp_path)
+    wait_for_batch(job, 3)
+    ranks = subprocess.run(["pgrep", "-f", "mpitune replay"], capture_output=True, text=True).stdout.split()
+    for pid in ranks:
+        if int(pid) != job.pid:
+            os.kill(int(pid), signal.SIGTERM)
+    out, err = job.communicate(timeout=120)
+    assert out.count("stopped early (signal)") == 2, out[-3000:]  # each model says why it stopped
+    assert job.returncode == 75, err[-3000:]
+    files = [tmp_path / "conv.NVIDIA_A100-PCIE-40GB.h5", tmp_path / "conv.NVIDIA_RTX_A4000.h5"]
+    for path in files:
+        with h5py.File(path, "r") as f:
+            assert f["runs"][0]["status"] == b"signal"
+            ids = list(f["results"]["config_id"])
+        assert 0 < len(ids) < 4362 and len(set(ids)) == len(ids)
+    resumed = mpitune(4, args, tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for path in files:
+        with h5py.File(path, "r") as f:
+            assert sorted(f["results"]["config_id"]) == list(range(4362))
+
+
+def test_a_dead_rank_of_one_model_ends_the_job_and_both_files_resume(conv, tmp_path):
+    """A rank of the second model killed mid-run: the whole job ends within seconds, each file
+    reads back sound, and the same job again finishes both spaces."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import mpi_env, start_mpitune, wait_for_batch
+
+    args = ["replay", *conv, "--devices", "each", "--strategy", "brute_force", "--output", "conv.h5"]
+    files = [tmp_path / "conv.NVIDIA_A100-PCIE-40GB.h5", tmp_path / "conv.NVIDIA_RTX_A4000.h5"]
+    job = start_mpitune(4, args, tmp_path)
+    wait_for_batch(job, 3)
+    with h5py.File(files[1], "r", libver="latest", swmr=True) as f:
+        pid = int(f["ranks"]["pid"][1])  # the model's rank 1: world rank 3
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    job.communicate(timeout=90)
+    assert time.monotonic() - killed < 30 and job.returncode != 0
+    for path in files:
+        check = subprocess.run(
+            [sys.executable, "-m", "mpitune", "check", str(path)],
+            env=mpi_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    resumed = mpitune(4, args, tmp_path, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for path in files:
+        with h5py.File(path, "r") as f:
+            assert sorted(f["results"]["config_id"]) == list(range(4362))
