@@ -73,6 +73,13 @@ def tune_kernel(
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise SpecError(ORIGIN, "ranks", f"must be a whole number of ranks, at least 1, got {ranks!r}")
     keywords = dict(kwargs)
+    if keywords.get("devices") == "each":  # its results would be one file per device model
+        raise SpecError(
+            ORIGIN,
+            "devices",
+            "tune_kernel returns one device model's results; tune several in one job with "
+            "python -m mpitune SPEC --devices each, and compare them with report",
+        )
     simulation = bool(keywords.get("simulation_mode"))
     if cache is not None:
         if not simulation and str(cache).endswith(_KT_CACHE_SUFFIXES):

@@ -169,6 +169,8 @@ def args(**keywords):
         ({"ranks": 0}, "tune_kernel: ranks: must be a whole number of ranks, at least 1, got 0"),
         ({"cache": "kt.json"}, "tune_kernel: cache: 'kt.json' is a Kernel Tuner JSON cache"),
         ({"schedule": "eager"}, "tune_kernel: schedule: must be one of 'auto', 'batches', 'refill', got 'eager'"),
+        ({"devices": "many"}, "tune_kernel: devices: must be one of 'one', 'each', got 'many'"),
+        ({"ranks": 2, "devices": "each"}, "tune_kernel: devices: tune_kernel returns one device model's results"),
         (
             {"ranks": 2, "metrics": {"GB/s": lambda p: 1.0}},
             "tune_kernel: metrics: metrics['GB/s'] is a function, which cannot be sent to the ranks of an MPI job",
