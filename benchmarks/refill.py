@@ -7,7 +7,7 @@ for a learning search, measured with the scheduler itself.
 
 Each measured cache (``*.json``, ``*.json.gz``, ``*.h5``) of each directory is replayed by the
 real rounds of the scheduler, every rank in this process on its own simulated clock
-(``scheduling.simulate.simulate``, what ``python -m mpitune plan`` runs): on one rank, then on
+(``scheduling.run.simulate``, what ``python -m mpitune plan`` runs): on one rank, then on
 ``--ranks`` ranks with ``--schedule batches`` and with ``--schedule refill`` (what ``auto``, the
 default, is on several ranks: scheduling/handouts.py's ``Policy``), ``--budget`` evaluations
 each, once per seed. Printed per cache and over each directory: the simulated wall on the ranks
@@ -39,7 +39,7 @@ from replay_rounds import simulated_efficiency
 from strategies import cache_paths
 
 from mpitune.model.problem import Schedule
-from mpitune.scheduling.simulate import simulate
+from mpitune.scheduling.run import simulate
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
 from mpitune.store.measured import load

@@ -28,7 +28,7 @@ van Nieuwpoort, van Werkhoven, FGCS 2024), written from its description:
   close to the optimum scores far below 0). The cache's score is its mean over 1,000 points of the range; a directory's,
   the mean over its caches.
 
-Each search is the real scheduler on the simulated clock (``scheduling.simulate.simulate``, what
+Each search is the real scheduler on the simulated clock (``scheduling.run.simulate``, what
 ``plan`` runs) with default settings but the strategy, on ``--ranks`` ranks, with a time limit
 at the range's end: a configuration's time is when its result reached rank 0 (``finished_s``).
 Its best is judged by the cache's own time for each configuration handed out, as
@@ -53,7 +53,7 @@ import numpy as np
 from kt_strategies import kt_copy, kt_run
 from strategies import cache_paths
 
-from mpitune.scheduling.simulate import simulate
+from mpitune.scheduling.run import simulate
 from mpitune.spec.replay import replay_problem
 from mpitune.spec.settings import Overrides
 from mpitune.store.measured import MeasuredData, load

@@ -1,7 +1,7 @@
 """``python -m mpitune plan FILE|SPEC.py --ranks 1,8,64``: how many GPUs, and how long, to ask
 Slurm for.
 
-Each rank count is a replay on the replay's simulated clock (scheduling/simulate.py).
+Each rank count is a replay on the replay's simulated clock (scheduling/run.py, ``simulate``).
 docs/performance.md measures its fidelity. The replay is of a measured run's file, or of a spec's
 whole space and budget. A spec's configurations cost what a short pilot on this machine measured,
 or a measured run of the same kernel elsewhere (``--prior``; cli/plan_basis.py). The table says
@@ -235,7 +235,7 @@ def _kept(args: argparse.Namespace) -> str:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from mpitune.scheduling.simulate import simulate
+    from mpitune.scheduling.run import simulate
     from mpitune.spec.replay import replay_problem
 
     walls, measured = {}, {}

@@ -273,7 +273,7 @@ class RunSettings:
     schedule: Schedule = Schedule.AUTO  # refill or batches on several ranks
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
-    devices: Devices = Devices.ONE  # each model its own search and file (scheduling/models.py)
+    devices: Devices = Devices.ONE  # each model its own search and file (scheduling/devices/models.py)
     # Stop timing configurations clearly slower than the best (model/judging/racing.py); only with time as
     # the objective.
     racing: bool = True

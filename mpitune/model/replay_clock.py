@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from mpitune.model.timeline import BACKGROUND_PHASES, BESIDE, PhaseRow, Timeline
+from mpitune.model.timeline import BACKGROUND_PHASES, BESIDE, Clock, PhaseRow, Timeline
 
 # Rank 0's own work between batches, charged per entry into the phase at its recorded mean.
 RANK0_PHASES = ("strategy", "write")
@@ -106,6 +106,12 @@ class RecordedRun:
         if not self.compile_ready_s:
             return 0.0
         return self.compile_ready_s[rank] if rank < len(self.compile_ready_s) else self.compile_ready_s[-1]
+
+    def timeline(self, rank: int) -> Timeline:
+        """A replayed rank's timeline: charged as this run was, from its recorded start-up."""
+        timeline = Timeline(Clock(simulated=True, charges_s=self.charges_s))
+        self.charge_start(timeline, rank)
+        return timeline
 
     def charge_start(self, timeline: Timeline, rank: int) -> None:
         """The recorded spec loading (rank 0) and start-up, as this rank's first phases.

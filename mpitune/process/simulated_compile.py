@@ -18,8 +18,18 @@ import heapq
 from collections.abc import Iterable
 
 from mpitune.backends.base import Compiled, Compiler
+from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.timeline import Clock, PhaseRow
 from mpitune.model.work import Work
+
+
+def replayed(recorded: RecordedRun, workers: int | None, clock: Clock, rank: int) -> SimulatedCompileAhead | None:
+    """A replayed rank's compile workers, as the recorded run started them (None for no workers)."""
+    if not workers:
+        return None
+    return SimulatedCompileAhead(
+        workers, clock, recompile_s=recorded.recompile_s, ready_s=recorded.rank_compile_ready_s(rank)
+    )
 
 
 class SimulatedCompileAhead:

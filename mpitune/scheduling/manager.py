@@ -36,7 +36,7 @@ from mpitune.store.cache import Cache
 from mpitune.strategies.base import Strategy
 
 if TYPE_CHECKING:  # the leaders' sharing goes through MPI, which the Manager never calls itself
-    from mpitune.scheduling.models import Peers
+    from mpitune.scheduling.devices.models import Peers
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class Manager:
     ):
         """``cost_model`` makes what predicts a configuration's seconds; benchmarks compare dealing
         by cost with dealing blind. ``compiles_in_turn``: no rank has compile workers (batching.py).
-        ``peers``: the other device models of the job, which share results (models.py)."""
+        ``peers``: the other device models of the job, which share results (devices/devices/models.py)."""
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices

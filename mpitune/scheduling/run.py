@@ -1,10 +1,15 @@
-"""The scheduler's run on one rank, from start-up to the file's last write; rank 0 manages the
+"""Longer than 400 lines: the run on a rank whole, under MPI, in a job of several device models and
+simulated in one process for ``plan``, which share its steps (load, equip, open, search).
+
+The scheduler's run on one rank, from start-up to the file's last write; rank 0 manages the
 search, every rank measures. The rounds themselves are rounds.py. An order to stop ends every rank
 with its reason's exit code. A rank that stops answering ends the job with ``ExitCode.RESUMABLE``,
 keeping what the file holds (faults/__init__.py says how)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import shutil
@@ -22,11 +27,13 @@ from mpitune.exits import ExitCode
 from mpitune.model.problem import Kernel, Problem, RunSettings
 from mpitune.model.replay_clock import RecordedRun
 from mpitune.model.timeline import Clock, PhaseRow, Timeline
+from mpitune.process import simulated_compile
 from mpitune.process.compile_ahead import CompileAhead, CompilePool, default_workers
 from mpitune.process.isolation import IsolatedBackend
-from mpitune.scheduling import before_mpi, models
+from mpitune.scheduling import before_mpi
 from mpitune.scheduling.before_mpi import Preloaded
 from mpitune.scheduling.comm import MPI, MpiTransport
+from mpitune.scheduling.devices import models
 from mpitune.scheduling.faults.ending import abandon
 from mpitune.scheduling.faults.guard import Guard, arm, guard
 from mpitune.scheduling.faults.liveness import Watch
@@ -37,10 +44,9 @@ from mpitune.scheduling.prepare import Deadline, prepare
 from mpitune.scheduling.rank import measuring_timeline
 from mpitune.scheduling.rounds import rounds
 from mpitune.scheduling.run_record import finish, open_run, say
-from mpitune.scheduling.simulate import replay_timeline, simulated_ahead
-from mpitune.scheduling.transport import SilentRanks, Transport, first_error, leave_together
+from mpitune.scheduling.transport import InProcessRanks, SilentRanks, Transport, first_error, leave_together
 
-__all__ = ["MPI", "tune"]  # the command line reads the rank from MPI and aborts through it
+__all__ = ["MPI", "simulate", "tune"]  # the command line reads the rank from MPI and aborts through it
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +111,7 @@ def _tune(
     if caps.simulated_clock:
         # A replay's time is the recorded run's: its own start-up is no part of that (model/replay_clock.py).
         recorded = kernel.replay.run if kernel.replay else RecordedRun()
-        timeline = replay_timeline(recorded, rank)
+        timeline = recorded.timeline(rank)
         workers = recorded.compile_workers if workers is None else workers
     # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
     lane = rank == 0 and transport.size > 1
@@ -142,7 +148,7 @@ def _grouped(
     timelines: tuple[Timeline, Timeline],
     watch: Watch,
 ) -> int:
-    """This rank's part of a job over several device models (models.py): its model's run on the
+    """This rank's part of a job over several device models (devices/devices/models.py): its model's run on the
     group's ranks, then a wait for every group, under the heartbeats, which stop only then."""
     mine = models.split(world, groups)
     manager, error, silent = None, None, None
@@ -237,7 +243,7 @@ def _load(
     own: Callable[[Problem], Problem] = lambda problem: problem,
 ) -> tuple[Setup | None, str | None]:
     """Rank 0's input, loaded and checked; or why it is refused. ``own``: the part of the problem
-    this rank's search is for (a group leader's, models.py)."""
+    this rank's search is for (a group leader's, devices/models.py)."""
     try:
         if isinstance(load, Preloaded):
             problem, settings = load()  # its time is already on the timeline
@@ -308,7 +314,7 @@ def _open(
 ) -> tuple[Manager | None, str | None, models.Groups | None]:
     """Every rank's placement to rank 0, which opens the file, records the run and arms the watch
     (faults/guard.py). Returns rank 0's Manager, on every rank the first error of any rank, and the
-    groups of a job that tunes each device model apart (models.py; None: one run, as rank 0's)."""
+    groups of a job that tunes each device model apart (devices/models.py; None: one run, as rank 0's)."""
     backend, ahead = bench.backend, bench.ahead
     with timeline.phase("wait"):
         error = first_error(transport, bench.error)
@@ -381,7 +387,7 @@ def _compile_ahead(
     disturb their timings. A replay's compile nothing; they are numbers on its simulated clock, as
     many as asked, else as the replayed run had."""
     if caps.simulated_clock:
-        return simulated_ahead(recorded or RecordedRun(), workers, clock, rank)
+        return simulated_compile.replayed(recorded or RecordedRun(), workers, clock, rank)
     if workers is None:
         workers = default_workers(ranks_on_node) if caps.device is DeviceKind.GPU else 0
     if caps.device is DeviceKind.NONE:
@@ -390,3 +396,44 @@ def _compile_ahead(
     if started is not None or workers <= 0:
         return started
     return CompileAhead(workers, clock, warm_up=backends.warm_up(caps.lang))
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """One simulated run: its ranks, simulated wall time and configurations measured."""
+
+    ranks: int
+    wall_s: float
+    measured: int
+
+
+def simulate(problem: Problem, settings: RunSettings, ranks: int, workdir: str) -> Simulated:
+    """The replay of ``problem`` on ``ranks`` ranks, all in this process, into a file in
+    ``workdir``, for ``python -m mpitune plan``. The real rounds run over ``InProcessRanks``. Each
+    rank has its own replay backend, clock, recorded start-up and simulated compile workers, as
+    under mpiexec. Its progress lines are not printed."""
+    recorded = problem.kernel.replay.run if problem.kernel.replay else RecordedRun()
+    workers = recorded.compile_workers if settings.compile_workers is None else settings.compile_workers
+    settings = replace(settings, cache_path=os.path.join(workdir, f"plan-{ranks}.h5"))
+    setup = prepare(problem, settings)
+    timelines: list[Timeline] = []
+    aheads: list[CompilePool | None] = []
+    benches = []
+    measuring: Timeline | None = None  # rank 0's own, on several ranks (rank.py)
+    for rank in range(ranks):
+        timelines.append(recorded.timeline(rank))
+        benches.append(backends.create(problem.for_workers(), workdir, 0, rank))
+        if rank == 0 and ranks > 1:
+            measuring = measuring_timeline(timelines[0])
+        clock = measuring.clock if rank == 0 and measuring is not None else timelines[-1].clock
+        aheads.append(simulated_compile.replayed(recorded, workers, clock, rank))
+        if aheads[-1] is not None:
+            aheads[-1].compiler = benches[-1].compiler()
+    world = InProcessRanks(benches, timelines, aheads)
+    placements = [Placement("simulated", b.device_name, "", 0, workers) for b in benches]
+    with contextlib.redirect_stdout(io.StringIO()):  # the progress lines
+        manager, error = open_run(setup, placements, timelines[0].clock, 0.0, "plan")
+        assert manager is not None, error
+        rounds(world, manager, benches[0], timelines[0], aheads[0], Watch(), lambda: None, measuring)
+        finish(manager, timelines[0])
+    return Simulated(ranks, timelines[0].clock.now(), manager.measured)

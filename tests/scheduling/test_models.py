@@ -1,4 +1,4 @@
-"""A job of several device models (scheduling/models.py): the groups, the file names, and what the
+"""A job of several device models (scheduling/devices/models.py): the groups, the file names, and what the
 leaders share. The sharing runs over an in-process link here; test_models_mpi.py runs real jobs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from mpitune.model.problem import Devices, RunSettings
 from mpitune.model.result import Scored, Status
 from mpitune.model.searchspace import SearchSpace
-from mpitune.scheduling import models
+from mpitune.scheduling.devices import models
 from mpitune.scheduling.messages import Placement
 
 A100, A4000 = "NVIDIA A100-PCIE-40GB", "NVIDIA RTX A4000"

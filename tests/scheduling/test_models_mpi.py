@@ -1,4 +1,4 @@
-"""Real jobs over several device models (``--devices each``, scheduling/models.py) under mpiexec.
+"""Real jobs over several device models (``--devices each``, scheduling/devices/models.py) under mpiexec.
 
 The models are simulated: a replay of two measured files of one kernel, world rank r replaying
 file r % 2, so that the ranks report two device models. The same scheduling runs a real job."""
