@@ -110,7 +110,7 @@ def _tune(
     caps = backends.capabilities(kernel.lang)
     if caps.simulated_clock:
         # A replay's time is the recorded run's: its own start-up is no part of that (model/replay_clock.py).
-        recorded = kernel.replay.run if kernel.replay else RecordedRun()
+        recorded = kernel.replay.replayed_by(rank).run if kernel.replay else RecordedRun()  # its file's run
         timeline = recorded.timeline(rank)
         workers = recorded.compile_workers if workers is None else workers
     # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
@@ -283,7 +283,12 @@ def _equip(kernel: Kernel, caps: Capabilities, transport: Transport, workers: in
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
         _compile_ahead(
-            caps, transport.node_size, workers, clock, kernel.replay.run if kernel.replay else None, transport.rank
+            caps,
+            transport.node_size,
+            workers,
+            clock,
+            kernel.replay.replayed_by(transport.rank).run if kernel.replay else None,
+            transport.rank,
         ),
     )
     isolate = kernel.isolate and caps.isolate
