@@ -293,7 +293,7 @@ DEVICES = Setting[str](
     ),
     check=checks.devices,
     meaning='`"one"`: one device model a job, ranks of another refused (unless `--allow-mixed-devices`); '
-    '`"each"`: the ranks grouped by device model (name and memory), each model tuned apart into its own file '
+    '`"each"`: the ranks grouped by device model (the name the file records), each model tuned apart into its own file '
     "(`STEM.<model>.h5`), with its own search, calibration and confirmation, the models told each other's "
     'results as a prior while they run (docs/running.md, "Several device models in one job")',
     shown_default='`"one"`',
