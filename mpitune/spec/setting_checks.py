@@ -7,6 +7,7 @@ any verb. So a check that needs numpy's modules imports them when it runs.
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -74,6 +75,14 @@ def confirm(c: Checker, field: str, value: Any) -> int:
     c.fail(field, f"must be True, False or a number of candidates from 0 to {MOST_CANDIDATES}, got {value!r}")
 
 
+def _member(c: Checker, field: str, value: Any, kind: type[enum.Enum]) -> Any:
+    """The member of ``kind`` whose value ``value`` is. The line for a bad one names them all."""
+    values = {m.value: m for m in kind}
+    if not isinstance(value, str) or value not in values:
+        c.fail(field, f"must be one of {', '.join(map(repr, values))}, got {value!r}")
+    return values[value]
+
+
 def schedules() -> list[str]:
     """Every ``Schedule``'s value, in its order."""
     from mpitune.model.problem import Schedule
@@ -82,13 +91,10 @@ def schedules() -> list[str]:
 
 
 def schedule(c: Checker, field: str, value: Any) -> Any:
-    """How rank 0 hands out work, by a Schedule's value. The line for a bad one names them all."""
+    """How rank 0 hands out work, by a Schedule's value."""
     from mpitune.model.problem import Schedule
 
-    values = {s.value: s for s in Schedule}
-    if not isinstance(value, str) or value not in values:
-        c.fail(field, f"must be one of {', '.join(map(repr, values))}, got {value!r}")
-    return values[value]
+    return _member(c, field, value, Schedule)
 
 
 def device_choices() -> list[str]:
@@ -102,10 +108,7 @@ def devices(c: Checker, field: str, value: Any) -> Any:
     """What a job of several device models does, by a Devices value."""
     from mpitune.model.problem import Devices
 
-    values = {d.value: d for d in Devices}
-    if not isinstance(value, str) or value not in values:
-        c.fail(field, f"must be one of {', '.join(map(repr, values))}, got {value!r}")
-    return values[value]
+    return _member(c, field, value, Devices)
 
 
 def cache(c: Checker, field: str, value: Any) -> str:
