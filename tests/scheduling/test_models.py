@@ -29,7 +29,6 @@ def test_groups_follow_the_device_models_in_the_order_their_first_rank_comes():
     assert groups is not None
     assert groups.models == (A4000, A100)
     assert groups.of_rank == (0, 1, 0, 1, 1)
-    assert [groups.leader(g) for g in (0, 1)] == [0, 1]
     assert [p.host for p in groups.placements_of(1)] == ["node1", "node3", "node4"]
     assert groups.describe() == f"{A4000}: rank(s) 0, 2; {A100}: rank(s) 1, 3, 4"
 
@@ -128,3 +127,21 @@ def test_a_leader_searches_the_file_its_ranks_replay(rank, index, shared_caches,
     problem, _ = replay_of_args(replay_parser().parse_args([*files, "--output", str(tmp_path / "x.h5")]))
     own = models.own_problem(problem, rank)
     assert own.kernel.replay is not None and own.kernel.replay.path == files[index]
+
+
+def test_a_peer_keeps_each_configuration_s_best_time_and_ignores_values_outside_the_space():
+    s = space()
+    groups = models.Groups(("a", "b"), (0, 1), tuple(placements("a", "b")))
+    wires = Wires()
+    paths = groups.paths("k.h5")
+    first, second = (models.Peers(wires.end(g), g, groups, paths, s, "k") for g in (0, 1))
+    first.share([scored(s, 3, 5.0), scored(s, 4, 2.0)])
+    first.trade()
+    first.share([scored(s, 3, 4.0), scored(s, 4, 9.0)])  # measured again (a resumed run shares its file)
+    first.trade()
+    wires.end(0).send(1, models._Measured(((64, 1),), (1.0,)))  # x = 64 is no value of this space
+    second.share([scored(s, i, 1.0) for i in range(10, 10 + models.OWN_RESULTS_FIRST)])
+    prior = second.trade()
+    assert prior is not None
+    assert (prior.time_ms[0][3], prior.time_ms[0][4]) == (4.0, 2.0)
+    assert prior.sources[0].matched == 2

@@ -15,12 +15,12 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
-from mpitune.model.prior import NothingShared, Prior, PriorSource, align, usable
+from mpitune.model.prior import Prior, PriorSource, usable
 from mpitune.model.problem import Devices, Problem, RunSettings, for_replay_source
 from mpitune.model.result import Scored, Status
 from mpitune.model.searchspace import SearchSpace
@@ -52,10 +52,6 @@ class Groups:
         if len(models) < 2:
             return None
         return cls(models, tuple(models.index(p.device) for p in placements), tuple(placements))
-
-    def leader(self, group: int) -> int:
-        """The world rank that leads ``group``: its first."""
-        return self.of_rank.index(group)
 
     def placements_of(self, group: int) -> list[Placement]:
         """``group``'s ranks' placements, in the group's rank order."""
@@ -121,11 +117,11 @@ class _Measured:
 
 @dataclass
 class _Peer:
-    """What one other group has shared so far."""
+    """What one other group has shared so far: its best time (ms) for each id of this space, NaN
+    where it has none."""
 
     source: PriorSource
-    configs: list[tuple[Any, ...]] = field(default_factory=list)
-    time_ms: list[float] = field(default_factory=list)
+    time_ms: np.ndarray
 
 
 class Peers:
@@ -138,10 +134,12 @@ class Peers:
     def __init__(self, link: Link, me: int, groups: Groups, paths: Sequence[str], space: SearchSpace, kernel: str):
         self.link, self.me, self.space = link, me, space
         self.peers = {
-            g: _Peer(PriorSource(paths[g], kernel, model, "", tuple(space.names), 0))
+            g: _Peer(PriorSource(paths[g], kernel, model, "", tuple(space.names), 0), np.full(len(space), math.nan))
             for g, model in enumerate(groups.models)
             if g != me
         }
+        # Each parameter's value -> its index: every model tunes the same parameters and values.
+        self._index = [{v: i for i, v in enumerate(space.tune_params[name])} for name in space.names]
         self._outgoing: list[tuple[tuple[Any, ...], float]] = []
         self._own = 0
         self._new = False
@@ -168,26 +166,23 @@ class Peers:
         return self._prior()
 
     def _take(self, arrived: list[tuple[int, Any]]) -> None:
+        """Each peer's results onto this space's ids, keeping the best time of each."""
         for g, message in arrived:
-            peer = self.peers[g]
-            if message.configs:
-                peer.configs.extend(message.configs)
-                peer.time_ms.extend(message.time_ms)
-                self._new = True
+            if not message.configs:
+                continue
+            rows = [[index.get(v, -1) for index, v in zip(self._index, config)] for config in message.configs]
+            ids = self.space.id_of(np.array(rows, dtype=np.int64))
+            time_ms = np.array(message.time_ms, dtype=np.float64)
+            kept = (ids >= 0) & np.isfinite(time_ms)
+            np.fmin.at(self.peers[g].time_ms, ids[kept], time_ms[kept])
+            self._new = True
 
     def _prior(self) -> Prior:
         """One source per other group, NaN where it has no usable time yet, so that the sources are
         the same at every call (``Strategy.learn_prior``)."""
-        sources, arrays = [], []
-        for peer in self.peers.values():
-            try:
-                _, time_ms = align(self.space, self.space.tune_params, peer.configs, peer.time_ms)
-            except NothingShared:
-                time_ms = np.full(len(self.space), math.nan)
-            matched = int(np.isfinite(time_ms).sum())
-            sources.append(replace(peer.source, matched=matched))
-            arrays.append(time_ms)
-        return Prior(tuple(sources), tuple(arrays))
+        peers = self.peers.values()
+        sources = tuple(replace(p.source, matched=int(np.isfinite(p.time_ms).sum())) for p in peers)
+        return Prior(sources, tuple(p.time_ms.copy() for p in peers))
 
 
 @dataclass(frozen=True)
