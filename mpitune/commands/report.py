@@ -1,14 +1,13 @@
 """``report CACHE``: a readable summary of a cache file, one JSON object or an HTML page.
 
 ``report CACHE CACHE ...`` shows one kernel's files of several device models side by side
-(offline/across_models.py).
+(offline/across_models.py); ``--html`` writes that as a page (offline/html/across.py).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from mpitune.errors import UserError
 from mpitune.exits import ExitCode
 
 HELP = (
@@ -24,14 +23,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
     p.add_argument("--top", type=int, default=5, metavar="K", help="show the K best configurations")
     p.add_argument(
-        "--html", metavar="OUT.html", help="write an interactive, self-contained HTML report instead (needs plotly)"
+        "--html",
+        metavar="OUT.html",
+        help="write a self-contained HTML page instead: of one file, an interactive report (needs plotly); "
+        "of several, their comparison as tables",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if len(args.cache) > 1:
         if args.html:
-            raise UserError("--html takes one file; several files are compared as text or --json")
+            from mpitune.offline.html.across import write_across
+
+            print(write_across(args.cache, args.html))
+            return ExitCode.OK
         from mpitune.offline.across_models import render_across
 
         print(render_across(args.cache, as_json=args.json))

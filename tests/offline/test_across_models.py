@@ -82,7 +82,6 @@ def test_files_that_do_not_compare_are_refused_in_one_line(files):
     for args, says in (
         ((files["a"], files["c"]), "GPU A again"),
         ((files["a"], files["other"]), "kernel 'other_kernel', not 'k'"),
-        ((files["a"], files["b"], "--html", files["a"].with_suffix(".html")), "--html takes one file"),
     ):
         proc = report(*args)
         assert proc.returncode == 2 and says in proc.stderr, proc.stderr
