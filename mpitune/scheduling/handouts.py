@@ -140,6 +140,8 @@ class Handouts:
             manager.end_search(StopReason.MAX_FEVALS)
             return None
         n, size = self._size(left, len(wanting))
+        if (last := self._last(left, now_s)) is not None:
+            wanting, n = list(range(self.ranks)), left
         if manager.settings.time_limit_s is not None:
             wanting, n = self._within(manager.settings.time_limit_s - now_s, wanting, n, size, now_s)
             if not wanting:
@@ -149,7 +151,8 @@ class Handouts:
         ids = manager.ask(n)
         if not ids:
             return None
-        chunks = self._deal(ids, wanting, manager.batch + 1, now_s)
+        dealt = last if last is not None and sorted(last) == sorted(ids) else ids
+        chunks = self._deal(dealt, wanting, manager.batch + 1, now_s)
         work = manager.hand_out(ids, n, chunks, self.told_rows)
         if work is None:
             return None
@@ -181,7 +184,7 @@ class Handouts:
         """Configurations in the next hand-out to ``wanting`` ranks, and per rank. One per rank
         while no cost is known; then a batch's size, or a refilled ``per_rank`` that shrinks towards
         the end so that the last chunks end together (guided self-scheduling over ``DEPTH`` orders a
-        rank)."""
+        rank), in predicted seconds too: consecutive costly configurations go to several ranks."""
         costs = self.manager.costs
         costs_known = costs is None or costs.learned > 0
         if self.policy.whole:
@@ -190,7 +193,33 @@ class Handouts:
         if not costs_known:
             return min(left, wanting), 1
         size = max(1, min(self.policy.dealing.per_rank, math.ceil(left / (DEPTH * self.ranks))))
-        return min(left, wanting * size), size
+        n = min(left, wanting * size)
+        ahead = self._ahead(n)
+        if ahead is not None and self.config_s:
+            within_s = wanting * left * float(np.median(self.config_s)) / (DEPTH * self.ranks)
+            n = max(min(n, wanting), int(np.sum(np.cumsum(ahead[1]) <= within_s)))
+        return n, size
+
+    def _last(self, left: int, now_s: float) -> list[int] | None:
+        """The rest of the search, costliest first, dealt to every rank at once: longest first.
+        Pulled in order, a costly configuration near the end starts last, and every rank waits for
+        it. So the rest goes out once its costliest takes twice what is left a rank, and twice its
+        median. None before that, and where its order or costs are not known."""
+        ahead = self._ahead(left) if not self.policy.whole and 2 <= left < DEPTH * self.ranks else None
+        if ahead is None:
+            return None
+        ids, cost_s = ahead
+        left_s = float(np.sum(cost_s)) + sum(self._busy_s(rank, now_s) for rank in range(self.ranks))
+        if float(np.max(cost_s)) < 2 * max(left_s / self.ranks, float(np.median(cost_s))):
+            return None
+        return [ids[i] for i in np.argsort(-cost_s, kind="stable").tolist()]
+
+    def _ahead(self, n: int) -> tuple[list[int], np.ndarray] | None:
+        """The next ``n`` ids at most and their predicted seconds, where both are known; else None."""
+        costs = self.manager.costs
+        upcoming = self.manager.strategy.upcoming(n) if costs is not None and costs.learned else []
+        cost_s = costs.predict_s(upcoming) if costs is not None and upcoming else None
+        return None if cost_s is None else (upcoming, cost_s)
 
     def _within(self, left_s: float, wanting: list[int], n: int, size: int, now_s: float) -> tuple[list[int], int]:
         """The time limit's rule: the ranks of ``wanting`` that can end a configuration within
@@ -227,9 +256,6 @@ class Handouts:
         if recorded is not None and all(not chunk or rank in wanting for rank, chunk in enumerate(recorded)):
             return recorded
         chunks: list[list[int]] = [[] for _ in range(self.ranks)]
-        if len(wanting) == 1:  # nothing to even out
-            chunks[wanting[0]] = list(ids)
-            return chunks
         cost_s = manager.costs.predict_s(ids) if manager.costs is not None and manager.costs.learned else None
         if cost_s is None:
             dealt = deal(ids, len(wanting), batch)
@@ -257,10 +283,8 @@ class Handouts:
         and a strategy that names them in advance). Else 0: nothing is known."""
         if self.config_s:
             return float(np.median(self.config_s))
-        costs = self.manager.costs
-        upcoming = self.manager.strategy.upcoming(n) if costs is not None and costs.learned else []
-        predicted = costs.predict_s(upcoming) if costs is not None and upcoming else None
-        return float(np.median(predicted)) if predicted is not None else 0.0
+        ahead = self._ahead(n)
+        return float(np.median(ahead[1])) if ahead is not None else 0.0
 
     def _calibrate(self, batch: int, now_s: float, work: dict[int, Work]) -> None:
         """Start a calibration when one is due and none is under way. The reference goes to each

@@ -11,6 +11,7 @@ import numpy as np
 from test_manager import Ranks, recorded
 
 from mpitune.model.timeline import BACKGROUND_PHASES
+from mpitune.scheduling.handouts import Handouts
 from mpitune.scheduling.messages import StopReason
 
 
@@ -145,3 +146,39 @@ def test_ranks_that_compile_in_turn_get_their_next_chunk_only_once_they_ran_out(
                 dealt += 1
     assert dealt >= 3  # refills happened, several chunks a rank
     assert len(ids := recorded(ranks.cache_path)[0]) == len(set(ids)) == 40
+
+
+def test_the_rest_of_a_search_goes_out_at_once_costliest_first_once_one_would_end_last(tmp_path):
+    """Pulled in order, a costly configuration near the end starts last and every rank waits for
+    it. Once it takes twice what is left a rank, and twice the median left, the rest goes to every
+    rank at once, costliest first; not before, nor where what is left costs alike."""
+    handouts = Handouts(Ranks(tmp_path, 8, strategy="brute_force", schedule="refill").open())
+    manager = handouts.manager
+    assert manager.costs is not None and manager.compiles_in_turn
+    ids = list(range(40))
+    manager.costs.learn_values(ids, [4.0 if i % 5 == 4 else 0.5 for i in ids])  # y == 5: 8 times as costly
+    manager.strategy.ask(25)
+    assert handouts._last(15, 0.0) is None  # 18 s left over 8 ranks: the costliest, 4 s, is not yet last
+    manager.strategy.ask(10)
+    rest = handouts._last(5, 0.0)  # x = 8, y = 1 to 5: y = 5 first, dealt to the least busy rank
+    assert rest is not None and rest[0] == 39 and sorted(rest) == [35, 36, 37, 38, 39]
+    (tmp_path / "uniform").mkdir()
+    uniform = Handouts(Ranks(tmp_path / "uniform", 8, strategy="brute_force", schedule="refill").open())
+    assert uniform.manager.costs is not None
+    uniform.manager.costs.learn_values(ids, [0.5] * 40)
+    uniform.manager.strategy.ask(37)
+    assert uniform._last(3, 0.0) is None  # few left, all alike: each still goes to a rank as it runs out
+
+
+def test_a_refilled_chunk_holds_as_many_seconds_not_configurations(tmp_path):
+    """Consecutive configurations cost alike: a chunk of costly ones would keep one rank long after
+    the others. So a refilled chunk holds what its share of seconds allows, one at least."""
+    handouts = Handouts(Ranks(tmp_path, 8, strategy="brute_force", schedule="refill").open())
+    manager = handouts.manager
+    assert manager.costs is not None
+    ids = list(range(40))
+    manager.costs.learn_values(ids, [4.0 if i % 5 == 4 else 0.5 for i in ids])
+    handouts.config_s.extend([0.5] * 8)
+    assert handouts._size(40, 1) == (2, 3)  # 3 by count; 1.25 s a rank by seconds: 2 of 0.5 s
+    manager.strategy.ask(4)  # the next is id 4, of 4 s
+    assert handouts._size(36, 1) == (1, 3)
