@@ -148,22 +148,21 @@ def _grouped(
     timelines: tuple[Timeline, Timeline],
     watch: Watch,
 ) -> int:
-    """This rank's part of a job over several device models (devices/devices/models.py): its model's run on the
-    group's ranks, then a wait for every group, under the heartbeats, which stop only then."""
+    """This rank's part of a job over several device models (devices/models.py): its model's run
+    on the group's ranks, then a wait for every group, under the heartbeats, which stop only then.
+    A silent rank or a crash ends the whole job at once, as in a run of one model."""
     mine = models.split(world, groups)
     manager, error, silent = None, None, None
-    try:
-        if mine.link is not None:
-            manager, error = _lead(world.rank, groups, mine, setup, asked, timelines[0], watch)
-        error = mine.transport.bcast(error)
-        if not error:
-            stop, silent = _search(mine.transport, manager, bench, timelines, watch, lambda: None)
-    finally:
-        if silent is not None:
-            abandon(silent, world.rank, manager.cache.path if manager else "")
-        if mine.link is not None:
-            mine.link.leave()
-        models.wait_for_all(world)
+    if mine.link is not None:
+        manager, error = _lead(world.rank, groups, mine, setup, asked, timelines[0], watch)
+    error = mine.transport.bcast(error)
+    if not error:
+        stop, silent = _search(mine.transport, manager, bench, timelines, watch, lambda: None)
+    if silent is not None:
+        abandon(silent, world.rank, manager.cache.path if manager else "")
+    if mine.link is not None:
+        mine.link.leave()
+    models.wait_for_all(world)
     if error:
         return _refuse(mine.transport.rank, error)
     if world.rank == 0 and setup is not None:
