@@ -24,6 +24,9 @@ MAX_FEATURES = 512  # indicators in all: FᵀF is MAX_FEATURES² doubles (2 MiB)
 RIDGE = 1.0  # shrinks the weight of a value seen in few configurations towards none
 _MOST_CODES = 1 << 20  # pairs listed before they are counted (8 MB)
 FLOOR_S = 1e-3  # a configuration answered without running (invalid) costs about nothing
+# The weights are solved again once the results learned grew by a sixteenth, or by 32: a refill
+# predicts at every hand-out, and a solve at each cost a 256-rank plan minutes (docs/performance.md).
+REFIT_GROWTH, REFIT_EVERY = 1 / 16, 32
 
 
 def result_cost_s(result: Result) -> float:
@@ -59,6 +62,7 @@ class CostModel:
         self._codes: list[np.ndarray] = []  # the pairs set in results learned since (``_pair_codes``)
         self._moment = np.zeros(width)
         self._weights: np.ndarray | None = None
+        self._solved_at = 0  # results learned when the weights were last solved
         self._columns: np.ndarray | None = None  # (parameter a, b, offset, b's size) per column, for _active
         self.learned = 0  # results learned from
 
@@ -122,14 +126,14 @@ class CostModel:
             self._count_codes()
         moment = np.bincount(active.ravel(), weights=np.repeat(y, active.shape[1]), minlength=width)
         self._moment += moment[:-1]
-        self._weights = None
         self.learned += len(ids)
 
     def predict_s(self, ids: Sequence[int]) -> np.ndarray | None:
         """Predicted seconds of each id; None before any result was learned (nothing to go by)."""
         if not self.learned:
             return None
-        if self._weights is None:
+        if self._weights is None or self.learned > self._solved_at + min(REFIT_EVERY, self._solved_at * REFIT_GROWTH):
+            self._solved_at = self.learned
             upper = self._upper
             gram = upper + upper.T - np.diag(np.diagonal(upper))
             ridge = np.full(self.features, RIDGE)

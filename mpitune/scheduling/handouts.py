@@ -209,8 +209,10 @@ class Handouts:
         if ahead is None:
             return None
         ids, cost_s = ahead
-        left_s = float(np.sum(cost_s)) + sum(self._busy_s(rank, now_s) for rank in range(self.ranks))
-        if float(np.max(cost_s)) < 2 * max(left_s / self.ranks, float(np.median(cost_s))):
+        most_s = float(np.max(cost_s)) / 2
+        if most_s < max(float(np.median(cost_s)), float(np.sum(cost_s)) / self.ranks):
+            return None  # what each rank holds only adds: known without predicting it
+        if most_s * self.ranks < float(np.sum(cost_s)) + sum(self._busy_s(rank, now_s) for rank in range(self.ranks)):
             return None
         return [ids[i] for i in np.argsort(-cost_s, kind="stable").tolist()]
 
