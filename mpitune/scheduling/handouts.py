@@ -204,9 +204,10 @@ class Handouts:
         """The rest of the search, costliest first, dealt to every rank at once: longest first.
         Pulled in order, a costly configuration near the end starts last, and every rank waits for
         it. So the rest goes out once its costliest takes twice what is left a rank, and twice its
-        median. None before that, and where its order or costs are not known."""
-        ahead = self._ahead(left) if not self.policy.whole and 2 <= left < DEPTH * self.ranks else None
-        if ahead is None:
+        median. None before that, under a time limit, and where its order or costs are not known."""
+        if self.policy.whole or self.manager.settings.time_limit_s is not None or not 2 <= left < DEPTH * self.ranks:
+            return None  # batches; a rest that a time limit may cut; not yet the end
+        if (ahead := self._ahead(left)) is None:
             return None
         ids, cost_s = ahead
         most_s = float(np.max(cost_s)) / 2
