@@ -24,9 +24,7 @@ MAX_FEATURES = 512  # indicators in all: FᵀF is MAX_FEATURES² doubles (2 MiB)
 RIDGE = 1.0  # shrinks the weight of a value seen in few configurations towards none
 _MOST_CODES = 1 << 20  # pairs listed before they are counted (8 MB)
 FLOOR_S = 1e-3  # a configuration answered without running (invalid) costs about nothing
-# The weights are solved again once the results learned grew by a sixteenth, or by 32: a refill
-# predicts at every hand-out, and a solve at each cost a 256-rank plan minutes (docs/performance.md).
-REFIT_GROWTH, REFIT_EVERY = 1 / 16, 32
+REFIT_GROWTH, REFIT_EVERY = 1 / 16, 32  # weights solved again after this growth: refill predicts per hand-out
 
 
 def result_cost_s(result: Result) -> float:

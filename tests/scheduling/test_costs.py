@@ -109,3 +109,19 @@ def test_the_sums_learned_are_those_of_the_indicator_matrix():
     np.testing.assert_array_equal(gram, dense.T @ dense)
     np.testing.assert_allclose(model._moment, dense.T @ np.log([0.1 * (i + 1) for i in ids]))
     assert dense[:, 0].all() and dense.sum() > len(ids)  # the intercept, and more than it
+
+
+def test_the_weights_are_solved_again_once_the_results_grew_by_a_sixteenth_or_by_32():
+    """A refill predicts at every hand-out; a solve at each cost a 256-rank plan minutes."""
+    model = CostModel(SPACE)
+    model.learn_values(list(range(24)) * 40, [1.0] * 960)  # 960 results: the next solve after 32 more
+    first = model.predict_s([0])
+    model.learn_values([0] * 32, [100.0] * 32)
+    assert model.predict_s([0]) == pytest.approx(first)  # 32 more: not yet
+    model.learn_values([0], [100.0])
+    assert model.predict_s([0])[0] > 1.05 * first[0]  # 33 more: solved again
+    early = CostModel(SPACE)
+    early.learn_values([0] * 16, [1.0] * 16)
+    early.predict_s([0])
+    early.learn_values([0, 0], [100.0, 100.0])  # 2 more than 16: more than a sixteenth
+    assert early.predict_s([0])[0] > 1.05
