@@ -163,6 +163,7 @@ def _grouped(
     if mine.link is not None:
         mine.link.leave()
     models.wait_for_all(world)
+    mine.free()
     if error:
         return _refuse(mine.transport.rank, error)
     if world.rank == 0 and setup is not None:

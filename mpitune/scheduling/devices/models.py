@@ -236,6 +236,13 @@ class Split:
     transport: MpiTransport
     link: MpiLink | None
 
+    def free(self) -> None:
+        """Free the group's and the leaders' communicators, once every group has ended: none is
+        then left for MPI to finish."""
+        self.transport.comm.Free()
+        if self.link is not None:
+            self.link.comm.Free()
+
 
 def split(world: MpiTransport, groups: Groups) -> Split:
     """Each rank's group's communicator, and the leaders' one. Collective over the world."""
