@@ -48,6 +48,15 @@ def browser_or_skip():
         raise
 
 
+def started_browser():
+    """A Chromium for a module's tests, closed after them. A module takes it as its fixture:
+    ``browser = pytest.fixture(scope="module", name="browser")(started_browser)``."""
+    pw, chromium = browser_or_skip()
+    yield chromium
+    chromium.close()
+    pw.stop()
+
+
 def open_page(browser, url: str) -> tuple:
     """A page at ``url`` with what it logs and requests recorded, once every chart is drawn."""
     page = browser.new_page(viewport={"width": 1400, "height": 900})

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from headless import browser_or_skip, screenshot
+from headless import screenshot, started_browser
 from test_across_models import A, B, kt_file, report
 
 from mpitune.offline.kt_import import import_kt
@@ -83,12 +83,7 @@ def test_html_onto_an_input_file_is_refused_in_one_line(files):
     assert files["a"].read_bytes() == before and report(files["b"]).returncode == 0  # both inputs untouched
 
 
-@pytest.fixture(scope="module")
-def browser():
-    pw, chromium = browser_or_skip()
-    yield chromium
-    chromium.close()
-    pw.stop()
+browser = pytest.fixture(scope="module", name="browser")(started_browser)
 
 
 def test_the_page_in_a_real_browser_shows_the_tables(browser, files, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import mpi_env, mpitune, report_json, scale_prior, write_scale_spec
-from headless import browser_or_skip, open_page, points, screenshot
+from headless import open_page, points, screenshot, started_browser
 
 pytest.importorskip("pandas")
 pytest.importorskip("plotly")
@@ -26,12 +26,7 @@ prior = ["prior.json"]
 MATCHED = 12
 
 
-@pytest.fixture(scope="module")
-def browser():
-    pw, chromium = browser_or_skip()
-    yield chromium
-    chromium.close()
-    pw.stop()
+browser = pytest.fixture(scope="module", name="browser")(started_browser)
 
 
 def verb(*args: str) -> subprocess.CompletedProcess:
