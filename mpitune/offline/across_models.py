@@ -40,6 +40,12 @@ class ModelBest:
     confirmed: bool
     on_models: dict[str, float | None]
 
+    @property
+    def worst_ratio(self) -> float | None:
+        """Its worst ratio over the models, where every model measured it; else None."""
+        ratios = self.on_models.values()
+        return None if any(r is None for r in ratios) else max(r for r in ratios if r is not None)
+
 
 @dataclass(frozen=True)
 class AcrossModels:
@@ -53,6 +59,12 @@ class AcrossModels:
     portable_ratios: dict[str, float]
     portable_worst: float | None
     common: int  # configurations that passed on every model
+
+    def usual_practice(self) -> ModelBest | None:
+        """The model whose own winner, used on every model, has the least worst ratio: the usual
+        practice the portable choice is set against. None where no winner was measured everywhere."""
+        everywhere = [m for m in self.models if m.worst_ratio is not None]
+        return min(everywhere, key=lambda m: m.worst_ratio or 0.0, default=None)
 
 
 def compare(paths: Sequence[str]) -> AcrossModels:
@@ -135,7 +147,7 @@ def _ratios(
     return {d: (ratio(v[key], best[d], higher) if key in v else None) for d, v in values.items()}
 
 
-def _config_text(config: dict[str, Any]) -> str:
+def config_text(config: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
@@ -155,7 +167,7 @@ def render_across(paths: Sequence[str], as_json: bool = False) -> str:
     ]
     for m in across.models:
         how = "confirmed" if m.confirmed else "best measured"
-        lines.append(f"  {m.device} ({m.path}): {m.value:.4g}{unit}, {how}: {_config_text(m.config)}")
+        lines.append(f"  {m.device} ({m.path}): {m.value:.4g}{unit}, {how}: {config_text(m.config)}")
         lines.append("    " + "; ".join(f"on {d}: {_ratio_text(m.on_models[d])}" for d in devices))
     lines.append("")
     if across.portable_config is None:
@@ -164,17 +176,13 @@ def render_across(paths: Sequence[str], as_json: bool = False) -> str:
         each = "; ".join(f"on {d}: {across.portable_ratios[d]:.3f}" for d in devices)
         lines.append(
             f"portable choice (of {across.common} configurations that passed on every model): "
-            f"{_config_text(across.portable_config)}"
+            f"{config_text(across.portable_config)}"
         )
         lines.append(f"  worst ratio {across.portable_worst:.3f}; {each}")
-        usual = [max(r for r in m.on_models.values() if r is not None) for m in across.models if _everywhere(m)]
-        if usual:
-            lines.append(f"  the best model's own winner used everywhere: worst ratio {min(usual):.3f}")
+        usual = across.usual_practice()
+        if usual is not None:
+            lines.append(f"  the best model's own winner used everywhere: worst ratio {usual.worst_ratio:.3f}")
     return "\n".join(lines)
-
-
-def _everywhere(m: ModelBest) -> bool:
-    return all(r is not None for r in m.on_models.values())
 
 
 def _ratio_text(value: float | None) -> str:

@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
-from mpitune.offline.across_models import AcrossModels, ModelBest, compare
+from mpitune.offline.across_models import AcrossModels, compare, config_text
 from mpitune.offline.html.assets import CSS
 from mpitune.offline.outputs import atomic_text
 from mpitune.store.files import refuse_inputs
@@ -73,7 +72,7 @@ def _models_section(across: AcrossModels) -> str:
         f'<tr data-device="{escape(m.device)}"><td class="text">{escape(m.device)}</td>'
         f'<td class="text">{escape(m.path)}</td><td>{m.value:.4g}{unit}</td>'
         f'<td class="text">{"confirmed" if m.confirmed else "best measured"}</td>'
-        f'<td class="text">{_config_html(m.config)}</td>'
+        f'<td class="text">{escape(config_text(m.config))}</td>'
         + "".join(_ratio_cell(m.on_models[d]) for d in devices)
         + "</tr>\n"
         for m in across.models
@@ -97,15 +96,15 @@ def _portable_section(across: AcrossModels) -> str:
         head += "".join(f"<th>on {escape(d)}</th>" for d in devices)
         rows = (
             f'<tr class="portable" id="portable-row"><td class="text">portable choice</td>'
-            f'<td class="text">{_config_html(across.portable_config)}</td>{_ratio_cell(across.portable_worst)}'
+            f'<td class="text">{escape(config_text(across.portable_config))}</td>{_ratio_cell(across.portable_worst)}'
             + "".join(_ratio_cell(across.portable_ratios.get(d)) for d in devices)
             + "</tr>\n"
         )
-        usual = _usual_practice(across)
+        usual = across.usual_practice()
         if usual is not None:
             rows += (
                 f'<tr id="usual-row"><td class="text">{escape(usual.device)}\'s own winner used everywhere</td>'
-                f'<td class="text">{_config_html(usual.config)}</td>{_ratio_cell(_worst(usual))}'
+                f'<td class="text">{escape(config_text(usual.config))}</td>{_ratio_cell(usual.worst_ratio)}'
                 + "".join(_ratio_cell(usual.on_models[d]) for d in devices)
                 + "</tr>\n"
             )
@@ -117,21 +116,6 @@ def _portable_section(across: AcrossModels) -> str:
             f"<tbody>\n{rows}</tbody>\n</table></div>\n"
         )
     return f'<section id="section-portable">\n<h2>Portable choice</h2>\n{body}</section>\n'
-
-
-def _usual_practice(across: AcrossModels) -> ModelBest | None:
-    """The model whose own winner, used on every model, has the least worst ratio (as
-    ``render_across`` reckons it). None where no model's winner was measured on every model."""
-    everywhere = [m for m in across.models if all(r is not None for r in m.on_models.values())]
-    return min(everywhere, key=_worst, default=None)
-
-
-def _worst(m: ModelBest) -> float:
-    return max(r for r in m.on_models.values() if r is not None)
-
-
-def _config_html(config: dict[str, Any]) -> str:
-    return escape(", ".join(f"{k}={v}" for k, v in config.items()))
 
 
 def _ratio_cell(value: float | None) -> str:
