@@ -42,11 +42,15 @@ class ReplaySource:
     # ``files[r % k]``, so the job's ranks are that many device models. Empty: ``path`` alone.
     files: tuple[MeasuredFile, ...] = ()
 
+    def file_of(self, rank: int) -> int:
+        """The file world rank ``rank`` replays, in ``files``' order (0 for a replay of one)."""
+        return rank % len(self.files) if self.files else 0
+
     def replayed_by(self, rank: int) -> ReplaySource:
         """What world rank ``rank`` replays: its file's path and run, with the same bias and seed."""
         if not self.files:
             return self
-        chosen = self.files[rank % len(self.files)]
+        chosen = self.files[self.file_of(rank)]
         return replace(self, path=chosen.path, run=chosen.run)
 
 

@@ -79,7 +79,7 @@ class Manager:
     ):
         """``cost_model`` makes what predicts a configuration's seconds; benchmarks compare dealing
         by cost with dealing blind. ``compiles_in_turn``: no rank has compile workers (batching.py).
-        ``peers``: the other device models of the job, which share results (devices/devices/models.py)."""
+        ``peers``: the other device models of the job, which share results (devices/models.py)."""
         self.setup, self.cache, self.clock = setup, cache, clock
         self.space, self.strategy, self.settings = setup.space, setup.strategy, setup.settings
         self.hosts, self.devices = hosts, devices

@@ -108,16 +108,17 @@ def _tune(
     with timeline.phase("startup"):
         kernel = transport.bcast_problem(setup.problem if setup else None)
     caps = backends.capabilities(kernel.lang)
+    recorded = kernel.replay.replayed_by(rank).run if kernel.replay else None  # a replay's: its file's run
     if caps.simulated_clock:
         # A replay's time is the recorded run's: its own start-up is no part of that (model/replay_clock.py).
-        recorded = kernel.replay.replayed_by(rank).run if kernel.replay else RecordedRun()  # its file's run
+        recorded = recorded or RecordedRun()
         timeline = recorded.timeline(rank)
         workers = recorded.compile_workers if workers is None else workers
     # On several ranks rank 0 measures on a timeline of its own, beside its hand-outs (rank.py).
     lane = rank == 0 and transport.size > 1
     measuring = measuring_timeline(timeline) if lane else timeline
     with timeline.phase("startup"):
-        bench = _equip(kernel, caps, transport, workers, measuring)
+        bench = _equip(kernel, caps, transport, workers, measuring, recorded)
     manager: Manager | None = None
     silent: SilentRanks | None = None
     try:
@@ -276,20 +277,21 @@ class _Bench:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _equip(kernel: Kernel, caps: Capabilities, transport: Transport, workers: int | None, timeline: Timeline) -> _Bench:
+def _equip(
+    kernel: Kernel,
+    caps: Capabilities,
+    transport: Transport,
+    workers: int | None,
+    timeline: Timeline,
+    recorded: RecordedRun | None,
+) -> _Bench:
     """This rank's bench: the worker the command line started (before_mpi.py) or a new one, isolated
-    where the problem and backend allow, and the compile workers with its compiler."""
+    where the problem and backend allow, and the compile workers with its compiler. ``recorded``:
+    the run a replayed rank replays."""
     clock = timeline.clock
     bench = _Bench(
         tempfile.mkdtemp(prefix=f"mpitune-rank{transport.rank}-"),
-        _compile_ahead(
-            caps,
-            transport.node_size,
-            workers,
-            clock,
-            kernel.replay.replayed_by(transport.rank).run if kernel.replay else None,
-            transport.rank,
-        ),
+        _compile_ahead(caps, transport.node_size, workers, clock, recorded, transport.rank),
     )
     isolate = kernel.isolate and caps.isolate
     spawned = before_mpi.claim(kernel.lang, isolate, transport.node_rank)  # the worker the command line started

@@ -37,7 +37,7 @@ def open_run(
     peers: Peers | None = None,
 ) -> tuple[Manager | None, str | None]:
     """Open (or resume) the cache and record the run; an error string if the cache refuses.
-    ``peers``: the job's other device models, where it spans several (devices/devices/models.py)."""
+    ``peers``: the job's other device models, where it spans several (devices/models.py)."""
     problem, settings = setup.problem, setup.settings
     hosts = tuple(p.host for p in placements)
     devices = tuple(p.device for p in placements)

@@ -83,10 +83,9 @@ class Asked:
 
 def own_problem(problem: Problem, world_rank: int) -> Problem:
     """The problem a group's leader searches: in a replay of several files, the file its ranks
-    replay (world rank r replays file r % k); else the problem itself."""
+    replay (``ReplaySource.file_of``); else the problem itself."""
     replay = problem.kernel.replay
-    files = len(replay.files) if replay is not None else 0
-    return for_replay_source(problem, world_rank % files) if files else problem
+    return problem if replay is None else for_replay_source(problem, replay.file_of(world_rank))
 
 
 def model_path(cache_path: str, model: str) -> str:
