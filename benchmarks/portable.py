@@ -8,7 +8,7 @@ Clusters mix GPU models, and a kernel compiled once runs on all of them. Each Ke
 (``.json`` or ``.json.gz``, read by ``mpitune.store.measured.load``, as a replay reads it) is one
 model. A configuration's ratio on a model is its time over that model's best time (1 for the best);
 the **portable choice** is, among the configurations measured (status ok) on every model, the one
-whose worst ratio is smallest: ``choice.portable``, the rule the header of device targets takes for
+whose worst ratio is smallest: ``model.portable.portable``, the rule the header of device targets takes for
 its default (docs/analysis.md), applied here to whole caches instead of a results file's blocks.
 The **usual practice** is one model's own winner used everywhere: each model's winner is tried in
 turn, with its ratio on every other model ("not measured" where that model lacks it), and the best
@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from mpitune.errors import UserError
+from mpitune.model.portable import portable, ratio
 from mpitune.model.prior import usable
 from mpitune.model.result import Status
-from mpitune.offline.integration.choice import config_key, portable, ratio
+from mpitune.offline.integration.choice import config_key
 from mpitune.store import measured
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

@@ -278,6 +278,8 @@ class RunSettings:
     stop_file: str = ""  # stop as on a signal once this file exists (set by job scripts)
     allow_mixed_devices: bool = False  # ranks on different device models, timings not comparable
     devices: Devices = Devices.ONE  # each model its own search and file (scheduling/devices/models.py)
+    # With ``devices`` each: the best portable candidates timed on every model at the end; 0: none.
+    portable: int = 0
     # Stop timing configurations clearly slower than the best (model/judging/racing.py); only with time as
     # the objective.
     racing: bool = True

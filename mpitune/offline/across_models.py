@@ -20,9 +20,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mpitune.errors import UserError
+from mpitune.model.portable import portable, ratio
 from mpitune.offline import confirmation
 from mpitune.offline.exchange import as_written, config_of
-from mpitune.offline.integration.choice import config_key, portable, ratio
+from mpitune.offline.integration.choice import config_key
 from mpitune.offline.integration.from_files import device_of
 from mpitune.store.reader import CacheData, read
 

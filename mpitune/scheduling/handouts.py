@@ -12,7 +12,9 @@ A ``Policy`` says how many, how big, and when results are told:
   order, and told in one call, in the order asked: a seed makes the same search, resumed too.
 
 A resumed run replays what each ask knew (resume.py). The confirmation goes to every rank at once.
-No MPI here: rounds.py moves the orders and the reports.
+In a job of several device models with ``--portable N``, a model whose search ended first holds
+its ranks until every model's has, then measures the portable candidates it lacks. No MPI here:
+rounds.py moves the orders and the reports.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class Handouts:
         self.config_s: deque[float] = deque(maxlen=4 * self.ranks)  # recent seconds per configuration
         self._reports: dict[int, dict[int, Report]] = {}  # by hand-out, a whole one's reports so far
         self._calibration: _Calibration | None = None
+        self.holding = False  # the ranks hold while the job's other device models search
 
     @property
     def busy(self) -> bool:
@@ -121,6 +124,18 @@ class Handouts:
                 if manager.stop_reason is None:
                     break
             now_s = manager.clock.now()
+            lacking = manager.portable_lacking()
+            if lacking is None:  # the other device models still search
+                if not self.holding and self.ranks > 1:
+                    out.append({rank: Order(now_s, hold=True) for rank in range(1, self.ranks)})
+                self.holding = True
+                break
+            self.holding = False
+            if lacking:
+                orders = self._portable(lacking, now_s)
+                if orders:  # else a spec's callable failed on one: the run stops (``spec_error``)
+                    out.append(orders)
+                continue
             last = manager.end_orders(now_s)
             if last is None:
                 break  # the confirmation waits for the search's last reports
@@ -171,6 +186,18 @@ class Handouts:
         }
         self._hold(batch, handed, now_s)
         return orders
+
+    def _portable(self, ids: list[int], now_s: float) -> dict[int, Order]:
+        """The portable candidates this model lacks, dealt over its ranks: verified and timed in
+        full, not raced, since their times here are what the models are compared by."""
+        manager = self.manager
+        chunks = deal(ids, self.ranks, manager.batch + 1)
+        work = manager.hand_out(ids, len(ids), chunks, self.told_rows, untold=True)
+        if work is None:
+            return {}
+        handed = [r for r, chunk in enumerate(chunks) if chunk]
+        self._hold(manager.batch, handed, now_s)
+        return {rank: Order(now_s, manager.batch, tuple(work[i] for i in chunks[rank])) for rank in handed}
 
     def _left(self) -> int:
         """Configurations the search may still hand out: the space's unmeasured, within the budget."""

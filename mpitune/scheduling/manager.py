@@ -28,7 +28,7 @@ from mpitune.model.work import Retime, Work
 from mpitune.scheduling.batching import Batching
 from mpitune.scheduling.costs import CostModel
 from mpitune.scheduling.devices.calibrating import Calibrating
-from mpitune.scheduling.devices.confirming import Confirming
+from mpitune.scheduling.devices.confirming import CONFIRMABLE, Confirming
 from mpitune.scheduling.devices.leaders import Leaders
 from mpitune.scheduling.messages import Order, Report, StopReason
 from mpitune.scheduling.resume import priors_changed, rebuild, strategy_key
@@ -60,6 +60,7 @@ class Flight:
     work: dict[int, Work]
     chunks: list[list[int]] = field(default_factory=list)
     retime: Retime | None = None  # the confirmation instead of a hand-out of the search
+    untold: bool = False  # the portable candidates this model lacked: measured, not for the search
 
 
 class Manager:
@@ -126,6 +127,7 @@ class Manager:
         )
         self.confirmed_last = False  # the last hand-out recorded was the confirmation
         self.peers = peers
+        self.portable: list[int] | None = None  # ``--portable``'s candidates, once every model's search ended
         if peers is not None:
             peers.share(known)  # what a resumed file holds is news to the other models too
         self._held: deque[list[list[Scored]]] = deque()  # recorded, told as hand-outs go out (resume.rebuild)
@@ -215,11 +217,40 @@ class Manager:
             self.end_search(StopReason.FINISHED)
         return ids
 
-    def hand_out(self, ids: list[int], requested: int, chunks: list[list[int]], told: int) -> dict[int, Work] | None:
+    def portable_lacking(self) -> list[int] | None:
+        """In a job of several device models with ``--portable N``, once this model's search ended by
+        itself and its hand-outs are recorded: the portable candidates it has not measured, once
+        (devices/models.py, ``Peers.portable``). None while another model still searches: the
+        ranks then hold. Else, and after, none. Main thread."""
+        peers, n = self.peers, self.settings.portable
+        if peers is None or not n or self.portable is not None or self.in_flight or self.stop_requested is not None:
+            return []
+        if self.stop_reason not in CONFIRMABLE:
+            return []
+        if not peers.ended:
+            peers.searched()
+        ranked = peers.portable(n)
+        if ranked is None:
+            return None
+        self.portable = ranked
+        lacking = [i for i in ranked if not peers.own_seen[i]]
+        log.info("%d portable candidates, %d not measured on this model yet", len(ranked), len(lacking))
+        return lacking
+
+    def others_searching(self) -> bool:
+        """Whether this model holds for another model's search (``portable_lacking``) and no stop
+        was asked for. Main thread."""
+        assert self.peers is not None, "only a job of several device models holds"
+        return self.peers.portable(self.settings.portable) is None and not self.stop_unsent()
+
+    def hand_out(
+        self, ids: list[int], requested: int, chunks: list[list[int]], told: int, untold: bool = False
+    ) -> dict[int, Work] | None:
         """Record hand-out ``batch + 1`` in the file: ``ids`` (the answer to an ask for
         ``requested``) dealt in ``chunks``, ``told`` rows told before the ask. Returns its
         configurations by id. None, with a ``spec_error`` stop, if a spec's callable fails on one of
-        them. Main thread."""
+        them. ``untold``: the portable candidates (``portable_lacking``), whose results are kept but not
+        told to the search. Main thread."""
         self.handed_out += len(ids)
         self.batch += 1
         self.cache.hand_out(self.batch, chunks, requested, ids, told=told)
@@ -230,7 +261,7 @@ class Manager:
             self.stop_reason, self.error = StopReason.SPEC_ERROR, f"{self.setup.problem.kernel.spec_path}: {exc}"
             self.unmeasured |= set(ids)  # never sent
             return None
-        self.in_flight[self.batch] = Flight(work, chunks)
+        self.in_flight[self.batch] = Flight(work, chunks, untold=untold)
         return work
 
     def work(self, ids: list[int], made: dict[int, Work]) -> dict[int, Work]:
@@ -255,7 +286,8 @@ class Manager:
             self.write_pending(now=True)  # the search's rows are on disk while its candidates are worked out
             leaders = [self.calibrating.raced(r) for r in self.leaders.results]
             work, sds = (lambda i: self.work(i, {})), self.calibrating.factor_sd()
-            orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, leaders, work, sds)
+            extra = self.peers.passed(self.portable) if self.peers is not None and self.portable else None
+            orders = self.confirming.orders(self.stop_reason, now_s, self.batch + 1, leaders, work, sds, extra)
             if orders is not None:
                 self.batch += 1
                 self.in_flight[self.batch] = Flight({}, retime=self.confirming.retime)
@@ -265,11 +297,20 @@ class Manager:
 
     def write(self, batch: int, rank: int, report: Report) -> list[Scored]:
         """``rank``'s report of hand-out ``batch`` into the file. Returns its results in calibrated
-        time, for ``tell``. Main thread."""
+        time, for ``tell``; none for the portable candidates, which the search never asked for. Main
+        thread."""
         flight = self.in_flight[batch]
         scored = [self.objective.evaluate(r, flight.work[r.config_id].config) for r in report.results]
         self.cache.append(scored, [(rank, p) for p in report.phases], done_batch=batch, done_rank=rank)
-        return self._count(scored, set(flight.chunks[rank]))
+        counted = self._count(scored, set(flight.chunks[rank]))
+        if not flight.untold:
+            return counted
+        assert self.peers is not None, "only a job of several device models has portable candidates"
+        for r in counted:
+            self.peers.keep(r)
+        self.leaders.add(counted)
+        self.update_best(counted)
+        return []
 
     def complete(self, batch: int) -> None:
         """Every rank has reported hand-out ``batch``. Main thread."""

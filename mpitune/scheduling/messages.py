@@ -72,6 +72,9 @@ class Order:
     expected_s: float | None = None
     deadline_s: float | None = None
     next_order_within_s: float | None = None
+    # Nothing to do until the next order, which may be long in coming: the job's other device models
+    # still search (devices/models.py). It is not reported, and the next order has no deadline.
+    hold: bool = False
 
     @property
     def ids(self) -> tuple[int, ...]:

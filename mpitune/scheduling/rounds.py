@@ -86,6 +86,8 @@ def rounds(
         if order.stop is not None:
             stop_beating()
             break
+        if order.hold:
+            continue
         report = carry_out(order, backend, transport.rank, timeline, ahead, stopping, held)
         with timeline.phase("wait"):
             transport.gather(report, patience_s)
@@ -114,6 +116,7 @@ class _Due(enum.Enum):
 
     STOP = enum.auto()
     WRITE = enum.auto()
+    HOLD = enum.auto()  # nothing to wait for but the job's other device models
 
 
 @dataclass
@@ -158,7 +161,7 @@ class Rank0Rounds:
                     last = self.own.popleft()
                     return last.order, last.sent_s
                 got = self._next_report()
-                if isinstance(got, _Due):  # _Due.STOP: the order to stop goes out now, to cut the ranks' work short
+                if isinstance(got, _Due):  # STOP: the order to stop goes out now; HOLD: look again
                     continue
                 if got is None:  # no lane, and no report waiting: rank 0 measures an order of its own
                     mine = self.own.popleft()
@@ -228,7 +231,9 @@ class Rank0Rounds:
         with timeline.phase("wait"):
             for orders in hand_outs:
                 for rank, order in orders.items():
-                    if rank == 0:
+                    if order.hold:  # no report comes back
+                        self.transport.send(rank, order)
+                    elif rank == 0:
                         lane = self.lane if order.stop is None else None
                         self.own.append(_Own(order, time.monotonic(), lane.submit(order) if lane else None))
                     else:
@@ -252,6 +257,13 @@ class Rank0Rounds:
         due = self._due()
         in_main = bool(self.own) and self.own[0].order.stop is None and self.own[0].report is None
         if not due and self._lane_head() is None:
+            if not in_main and self.handouts.holding:
+                with self.timeline.phase("wait"):
+                    for pause_s in pauses():
+                        if not self.rank0.manager.others_searching():
+                            break
+                        time.sleep(pause_s)
+                return _Due.HOLD
             assert in_main, "rank 0 has nothing to wait for"
             return None
         got: tuple[int, Report] | _Due | None

@@ -276,6 +276,8 @@ class InProcessRanks(LocalTransport):
         return [value, *answers]
 
     def send(self, rank: int, value: Any) -> None:
+        if isinstance(value, Order) and value.hold:
+            return  # a rank in this process has no deadline to lift
         self.inboxes[rank].append(value)
         self.outboxes[rank].append(self._answer(rank))
 

@@ -111,6 +111,17 @@ def devices(c: Checker, field: str, value: Any) -> Any:
     return _member(c, field, value, Devices)
 
 
+def portable(c: Checker, field: str, value: Any) -> int:
+    """How many portable candidates a job of several device models times on every model: as many
+    as a confirmation takes at most."""
+    from mpitune.model.work import MOST_CANDIDATES
+
+    count = c.int_(field, value, 0)
+    if count > MOST_CANDIDATES:
+        c.fail(field, f"must be a number of candidates from 0 to {MOST_CANDIDATES}, got {count}")
+    return count
+
+
 def cache(c: Checker, field: str, value: Any) -> str:
     """The results file must be one mpitune can create or open: found here, not after start-up.
 

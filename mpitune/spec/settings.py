@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 from mpitune import strategies
 from mpitune.errors import not_a_file
-from mpitune.model.problem import RunSettings
+from mpitune.model.problem import Devices, RunSettings
 from mpitune.spec.checker import Checker
 from mpitune.spec.setting_rows import UNWRITTEN, Setting
 from mpitune.spec.settings_table import (
@@ -126,6 +126,8 @@ def run_settings(check: Checker, spec: Mapping[str, Any], overrides: Overrides) 
             values.update(setting.settled(check, given[setting]))
     values["prior"] = tuple(os.path.abspath(p) for p in overrides[PRIOR] or ())
     values["prior_any_kernel"] = bool(overrides[PRIOR_ANY_KERNEL])
+    if values["portable"] and values["devices"] is not Devices.EACH:
+        check.fail("portable", 'needs devices = "each" (--devices each): it compares the device models of one job')
     return RunSettings(**values)
 
 

@@ -299,6 +299,25 @@ DEVICES = Setting[str](
     shown_default='`"one"`',
 )
 
+PORTABLE = Setting[int](
+    "portable",
+    0,
+    flag=Flag(
+        "--portable",
+        "with --devices each: once every model's search has ended, measure the N best portable candidates "
+        "on every model that lacks them and time them again with its confirmation (default: the spec's "
+        "portable, else 0: none; docs/running.md, 'Several device models in one job')",
+        type=int,
+        metavar="N",
+    ),
+    check=checks.portable,
+    meaning='with `devices = "each"`: once every model\'s search has ended, the N configurations with the '
+    "smallest worst ratio to a model's best (measured on every model first), and each model's own best, are "
+    "measured on each model that lacks them and timed again with its confirmation, so that `report` compares "
+    'them on every model (docs/running.md, "Several device models in one job"); `0`: none (at most 16)',
+    shown_default="`0`",
+)
+
 SETTINGS: tuple[Setting[Any], ...] = (
     STRATEGY,
     STRATEGY_OPTIONS,
@@ -321,6 +340,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     LIVENESS_TIMEOUT,
     ALLOW_MIXED_DEVICES,
     DEVICES,
+    PORTABLE,
 )
 BY_NAME = {setting.name: setting for setting in SETTINGS}
 # The spec's names of the settings, with their defaults: Kernel Tuner's tune_kernel keywords.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mpitune.offline.integration.choice import default_choice, portable
+from mpitune.model.portable import portable
+from mpitune.offline.integration.choice import default_choice
 from mpitune.offline.integration.results_file import Entry, ResultsFile
 
 # Two blocks; w is only in B. Best: A 1.0, B 1.9.

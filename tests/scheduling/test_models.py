@@ -145,3 +145,127 @@ def test_a_peer_keeps_each_configuration_s_best_time_and_ignores_values_outside_
     assert prior is not None
     assert (prior.time_ms[0][3], prior.time_ms[0][4]) == (4.0, 2.0)
     assert prior.sources[0].matched == 2
+
+
+def test_the_portable_candidates_wait_for_every_search_and_every_leader_ranks_the_same():
+    s = space()
+    groups = models.Groups(("a", "b", "c"), (0, 1, 2), tuple(placements("a", "b", "c")))
+    wires = Wires()
+    paths = groups.paths("k.h5")
+    a, b, c = (models.Peers(wires.end(g), g, groups, paths, s, "k") for g in (0, 1, 2))
+    a.share([scored(s, 0, 1.0), scored(s, 1, 1.2), scored(s, 2, 5.0), scored(s, 3, 0.9)])
+    b.share([scored(s, 0, 2.0), scored(s, 1, 2.0), scored(s, 2, 2.0), scored(s, 7, 1.5)])
+    c.share([scored(s, 0, 3.0), scored(s, 1, 3.3), scored(s, 2, math.nan, Status.RUNTIME_ERROR)])
+    a.searched()
+    assert a.portable(2) is None  # b and c still search
+    b.searched()
+    assert a.portable(2) is None and b.portable(2) is None
+    c.searched()
+    # Measured on every model: ids 0 and 1, both at a worst ratio of 4/3 (id 2 failed on c). Then
+    # each model's own best not among them: a's id 3, b's id 7 (c's is id 0).
+    ranked = a.portable(2)
+    assert ranked is not None and ranked[2:] == [3, 7]
+    assert set(ranked[:2]) == {0, 1}
+    assert b.portable(2) == ranked and c.portable(2) == ranked
+    assert c.own_seen[2] and not c.own_seen[3] and math.isnan(c.own_ms[2])
+
+
+def test_a_model_that_ended_without_a_search_counts_as_searched():
+    s = space()
+    groups = models.Groups(("a", "b"), (0, 1), tuple(placements("a", "b")))
+    wires = Wires()
+    paths = groups.paths("k.h5")
+    a = models.Peers(wires.end(0), 0, groups, paths, s, "k")
+    a.share([scored(s, 4, 1.0), scored(s, 5, 2.0)])
+    a.searched()
+    assert a.portable(3) is None
+    wires.end(1).send(0, models._Done())  # its file was refused: its leader left at once
+    assert a.portable(3) == [4, 5]
+
+
+def test_a_model_whose_search_ends_first_holds_its_ranks_then_measures_the_candidates_it_lacks(tmp_path):
+    """Two ranks of one model, in this process, beside another model's leader played by the test:
+    the search ends first, so rank 1 is told to hold; once the other model's search ends, the
+    portable candidates this model never measured are measured (not told to its search) and
+    timed again with the confirmation."""
+    from unittest import mock
+
+    import h5py
+
+    from mpitune.scheduling.handouts import Handouts
+    from mpitune.scheduling.messages import Order
+    from mpitune.scheduling.run_record import open_run
+    from tests.scheduling.test_manager import Ranks
+
+    ranks = Ranks(tmp_path, 2, strategy="random_sample", max_fevals=10, devices="each", portable=2, schedule="refill")
+    s = ranks.setup.space
+    groups = models.Groups(("Test GPU", "other"), (0, 1), tuple(placements("Test GPU", "other")))
+    wires = Wires()
+    paths = groups.paths(ranks.cache_path)
+    other = models.Peers(wires.end(1), 1, groups, paths, s, "k")
+    # The other model: fastest where this one is slowest (x small), so the portable candidates
+    # are configurations this model's search is unlikely to have measured.
+    other.share([scored(s, i, float(s.config(i)["x"] * s.config(i)["y"])) for i in range(len(s))])
+    peers = models.Peers(wires.end(0), 0, groups, paths, s, "k")
+    placed = [Placement("host", b.device_name, "", 1, 0) for b in ranks.backends]
+    manager, error = open_run(ranks.setup, placed, ranks.clock, 0.0, "test", peers)
+    assert error is None and manager is not None
+    sent: list[dict[int, Order]] = []
+    hand_outs = Handouts.hand_outs
+
+    def watched(handouts: Handouts) -> list[dict[int, Order]]:
+        made = hand_outs(handouts)
+        sent.extend(made)
+        if any(o.hold for orders in made for o in orders.values()):
+            other.searched()  # the other model's search ends while this one holds
+        return made
+
+    with mock.patch.object(Handouts, "hand_outs", watched):
+        assert ranks.run(manager).name == "MAX_FEVALS"
+    holds = [i for i, orders in enumerate(sent) if any(o.hold for o in orders.values())]
+    assert len(holds) == 1 and list(sent[holds[0]]) == [1]  # rank 1 alone: rank 0 leads
+    assert manager.portable is not None and len(manager.portable) >= 2
+    searched = {i for orders in sent[: holds[0]] for o in orders.values() for i in o.ids}
+    lacking = [i for i in manager.portable if i not in searched]
+    assert lacking, "the other model's candidates were all measured here already"
+    measured_after = [i for orders in sent[holds[0] + 1 :] for o in orders.values() for i in o.ids]
+    assert sorted(measured_after) == sorted(lacking)
+    assert not set(lacking) & set(manager.strategy.values)  # measured, never told to the search
+    with h5py.File(ranks.cache_path, "r") as f:
+        in_file = {int(i) for i in f["results"]["config_id"]}
+        confirmed = {int(i) for i in f["confirmed"]["config_id"]}
+    assert set(lacking) <= in_file
+    passed = {i for i in manager.portable if math.isfinite(peers.own_ms[i])}
+    assert passed and passed <= confirmed
+
+
+def test_a_signal_ends_the_hold(tmp_path):
+    """A stop asked for while the ranks hold (Slurm's warning, say) goes out at once: the run ends
+    as ``signal``, resumable, without waiting for the other model's search."""
+    from unittest import mock
+
+    from mpitune.scheduling.handouts import Handouts
+    from mpitune.scheduling.messages import Order, StopReason
+    from mpitune.scheduling.run_record import open_run
+    from tests.scheduling.test_manager import Ranks
+
+    ranks = Ranks(tmp_path, 2, strategy="random_sample", max_fevals=6, devices="each", portable=2, schedule="refill")
+    s = ranks.setup.space
+    groups = models.Groups(("Test GPU", "other"), (0, 1), tuple(placements("Test GPU", "other")))
+    peers = models.Peers(Wires().end(0), 0, groups, groups.paths(ranks.cache_path), s, "k")
+    placed = [Placement("host", b.device_name, "", 1, 0) for b in ranks.backends]
+    manager, error = open_run(ranks.setup, placed, ranks.clock, 0.0, "test", peers)
+    assert error is None and manager is not None
+    hand_outs = Handouts.hand_outs
+    held = []
+
+    def watched(handouts: Handouts) -> list[dict[int, Order]]:
+        made = hand_outs(handouts)
+        if any(o.hold for orders in made for o in orders.values()):
+            held.append(True)
+            manager.request_stop(StopReason.SIGNAL)  # the other model never ends its search
+        return made
+
+    with mock.patch.object(Handouts, "hand_outs", watched):
+        assert ranks.run(manager) is StopReason.SIGNAL
+    assert held == [True] and manager.portable is None

@@ -52,6 +52,40 @@ def test_without_devices_each_the_models_are_refused_as_before(conv, tmp_path):
     assert "the ranks have different devices" in proc.stderr and "--allow-mixed-devices" in proc.stderr
 
 
+def measured_ids(path) -> tuple[list[tuple[int, float]], set[int]]:
+    """A file's (config id, time) of every result that passed, and the ids its last confirmation timed."""
+    with h5py.File(path, "r") as f:
+        results, confirmed = f["results"][...], f["confirmed"][...]
+    passed = [(int(r["config_id"]), float(r["time_ms"])) for r in results if r["status"] == b"ok"]
+    last = confirmed["run"].max()
+    return passed, {int(c["config_id"]) for c in confirmed if c["run"] == last}
+
+
+def test_portable_candidates_are_measured_and_confirmed_on_every_model(conv, tmp_path):
+    """``--portable 3``: once both searches ended, each model measures what it lacks of the three
+    best portable candidates and of the other model's best, and times them with its confirmation.
+    The A100 has two ranks and the A4000 one, so one search ends first and its ranks hold."""
+    args = ["replay", *conv, "--devices", "each", "--portable", "3", "--max-fevals", "30", "--output", "conv.h5"]
+    proc = mpitune(3, [*args, "-v"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("portable candidates,") == 2
+    a100, a4000 = (
+        measured_ids(tmp_path / name) for name in ("conv.NVIDIA_A100-PCIE-40GB.h5", "conv.NVIDIA_RTX_A4000.h5")
+    )
+    for (mine, _), (theirs, _) in ((a100, a4000), (a4000, a100)):
+        best_id = min(mine, key=lambda r: r[1])[0]
+        assert best_id in {i for i, _ in theirs}  # each model's best was measured on the other
+    common = a100[1] & a4000[1]
+    assert len(common) >= 3, (a100[1], a4000[1])  # the portable candidates, confirmed on both
+
+
+def test_portable_needs_devices_each(conv, tmp_path):
+    proc = mpitune(2, ["replay", *conv, "--portable", "2", "--max-fevals", "4", "--output", "conv.h5"], tmp_path)
+    assert proc.returncode == 2
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("mpitune: error")]
+    assert "portable" in line and 'devices = "each"' in line
+
+
 def test_devices_each_on_one_model_is_todays_run(scale_spec, tmp_path):
     proc = mpitune(2, [str(scale_spec), "--devices", "each", "--cache", "out.h5"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

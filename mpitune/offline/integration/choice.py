@@ -17,7 +17,7 @@ configuration that does least badly everywhere. The candidates are those kept fo
 smallest. The ratio is time over the best time; for a higher-is-better objective, the best over
 the value.
 Where no configuration is kept for every block, it is the first device's choice. The rule itself,
-over plain maps of a configuration's value per block, is ``portable``. benchmarks/portable.py
+over plain maps of a configuration's value per block, is model/portable.py's ``portable``. benchmarks/portable.py
 applies it to whole caches of several GPU models.
 """
 
@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from mpitune.model.judging.candidates import search_interval_ms
+from mpitune.model.portable import portable
 from mpitune.model.problem import plain
 from mpitune.model.result import Status
 from mpitune.offline.integration.results_file import (
@@ -128,55 +129,8 @@ def default_choice(results: ResultsFile) -> DefaultChoice:
     return DefaultChoice(dict(params[found.key]), found.worst_ratio, found.common, len(blocks))
 
 
-Block = TypeVar("Block", bound=Hashable)
-
-
-@dataclass(frozen=True)
-class Portable(Generic[Block]):
-    """``portable``'s answer: the configuration's key, its ratio to each block's best and the worst of them.
-
-    It also counts the configurations that have a value in every block: its candidates."""
-
-    key: str
-    ratios: dict[Block, float]
-    worst_ratio: float
-    common: int
-
-
-def portable(values: Mapping[Block, Mapping[str, float]], higher_is_better: bool) -> Portable[Block] | None:
-    """The configuration whose worst ratio to a block's best value is smallest.
-
-    Only configurations with a value in every block count. ``values`` maps block -> configuration
-    key -> its value there. Among equals, the first in the first block's order wins. None where no
-    configuration is in every block.
-
-    This is the one rule for a configuration that does least badly everywhere. It gives the header's
-    default over a results file's (device, problem size) blocks. It gives the portable choice over
-    GPU models too."""
-    if not values or not all(values.values()):
-        return None
-    pick = max if higher_is_better else min
-    best = {block: pick(mine.values()) for block, mine in values.items()}
-    first, *others = values.values()
-    common = [k for k in first if all(k in mine for mine in others)]
-    if not common:
-        return None
-    worst = {k: max(ratio(mine[k], best[b], higher_is_better) for b, mine in values.items()) for k in common}
-    key = min(common, key=lambda k: worst[k])
-    ratios = {b: ratio(mine[key], best[b], higher_is_better) for b, mine in values.items()}
-    return Portable(key, ratios, worst[key], len(common))
-
-
 def _better(a: float, b: float, higher_is_better: bool) -> float:
     return max(a, b) if higher_is_better else min(a, b)
-
-
-def ratio(value: float, best: float, higher_is_better: bool) -> float:
-    """How far ``value`` is from its block's ``best``: 1 for the best, more the worse."""
-    worse, better = (best, value) if higher_is_better else (value, best)
-    if better <= 0:
-        return 1.0 if worse == better else float("inf")
-    return worse / better
 
 
 def _params(result: Mapping[str, Any], names: tuple[str, ...], where: str) -> dict[str, Any]:

@@ -101,14 +101,19 @@ class Confirming:
         leaders: Sequence[Scored],
         work: Callable[[list[int]], dict[int, Work]],
         factor_sd: Mapping[int, float] | None = None,
+        extra: Mapping[int, float] | None = None,
     ) -> list[Order] | None:
         """The confirmation's orders, once, when the search stopped for ``stop``. The candidates
         come from ``leaders`` (devices/leaders.py, in calibrated time). ``factor_sd`` is each rank's
-        factor's relative error (``Calibrating.factor_sd``). None when there is nothing to confirm."""
+        factor's relative error (``Calibrating.factor_sd``). ``extra``: more candidates, by id, with
+        their time (ms), timed beside them: a job's portable ones (``--portable``). None when there
+        is nothing to confirm."""
         if not self.wanted or self._asked or stop not in CONFIRMABLE:
             return None
         self._asked = True
+        extra = extra or {}
         ids = self._recorded(leaders) or candidates(leaders, self.k, MOST_CANDIDATES, factor_sd)
+        ids += [i for i in extra if i not in ids]
         if len(ids) < 2:
             return None  # nothing to choose between
         known = self.cache.confirmations()
@@ -119,7 +124,7 @@ class Confirming:
             log.info("the file's latest confirmation judged these %d candidates: not timed again", len(ids))
             self.verdict = known.verdict  # the run names its winner, as the file does
             return None
-        time_ms = {r.config_id: r.time_ms for r in leaders}
+        time_ms = {**extra, **{r.config_id: r.time_ms for r in leaders}}
         rounds = rounds_for(self.ranks, sum(time_ms[i] for i in ids) / 1e3, now_s)
         shares = spread(ids, self.ranks, rounds)
         self.owed = dict(Counter(i for share in shares for i in share for _ in range(rounds)))

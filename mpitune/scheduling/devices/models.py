@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mpitune.model.portable import candidates
 from mpitune.model.prior import Prior, PriorSource, usable
 from mpitune.model.problem import Devices, Problem, RunSettings, for_replay_source
 from mpitune.model.result import Scored, Status
@@ -128,7 +129,9 @@ class Peers:
 
     Main thread of the group's rank 0. ``share`` takes what the search is told; ``trade`` sends it
     and returns the others' results as a prior on this space's ids, once there is something new
-    and the search has had ``OWN_RESULTS_FIRST`` results of its own."""
+    and the search has had ``OWN_RESULTS_FIRST`` results of its own. Once its search has ended,
+    ``searched`` says so to the others, and ``portable`` ranks the candidates every model times at
+    the end (``--portable N``), once every other model's search has ended too."""
 
     def __init__(self, link: Link, me: int, groups: Groups, paths: Sequence[str], space: SearchSpace, kernel: str):
         self.link, self.me, self.space = link, me, space
@@ -142,13 +145,45 @@ class Peers:
         self._outgoing: list[tuple[tuple[Any, ...], float]] = []
         self._own = 0
         self._new = False
+        # This model's own best time of each id (NaN: none yet), and the ids it measured at all.
+        self.own_ms = np.full(len(space), math.nan)
+        self.own_seen = np.zeros(len(space), dtype=bool)
+        self._searched: set[int] = set()  # the groups whose search has ended: no more results come
+        self.ended = False  # this group's search has ended, and the others were told
+        self._ranked: list[int] | None = None
 
     def share(self, results: Iterable[Scored]) -> None:
         """Results this group's search was told, for the others."""
         for r in results:
             self._own += 1
-            time_ms = r.time_ms if r.status == Status.OK and usable(r.time_ms) else math.nan
-            self._outgoing.append((tuple(r.config[name] for name in self.space.names), time_ms))
+            self._outgoing.append((tuple(r.config[name] for name in self.space.names), self.keep(r)))
+
+    def keep(self, result: Scored) -> float:
+        """One of this model's results, kept as its own; returns its usable time (ms; NaN: none)."""
+        time_ms = result.time_ms if result.status == Status.OK and usable(result.time_ms) else math.nan
+        self.own_seen[result.config_id] = True
+        self.own_ms[result.config_id] = np.fmin(self.own_ms[result.config_id], time_ms)
+        return time_ms
+
+    def searched(self) -> None:
+        """This model's search has ended: what it was told goes out, then that no more will come."""
+        self.trade()
+        self.ended = True
+        for g in self.peers:
+            self.link.send(g, _Searched())
+
+    def portable(self, n: int) -> list[int] | None:
+        """What every model times at its end: the ``n`` best portable candidates (model/portable.py,
+        ``candidates``), then each model's own best. Known once every other model's search has
+        ended; None until then. Every leader then holds the same times, so each ranks alike."""
+        if self._ranked is None:
+            self._take(self.link.arrived())
+            if self._searched.issuperset(self.peers):  # the ranking is the same in any order of the models
+                times = [self.own_ms, *(p.time_ms for p in self.peers.values())]
+                ranked = candidates(times, n)
+                bests = [int(np.nanargmin(t)) for t in times if np.isfinite(t).any()]
+                self._ranked = list(dict.fromkeys(ranked + sorted(bests)))
+        return self._ranked
 
     def trade(self) -> Prior | None:
         """Send what was shared since the last trade, take in what arrived, and return the others'
@@ -164,9 +199,16 @@ class Peers:
         self._new = False
         return self._prior()
 
+    def passed(self, ids: Iterable[int]) -> dict[int, float]:
+        """Of ``ids``, those that passed on this model, with their best time here (ms)."""
+        return {i: float(self.own_ms[i]) for i in ids if math.isfinite(self.own_ms[i])}
+
     def _take(self, arrived: list[tuple[int, Any]]) -> None:
         """Each peer's results onto this space's ids, keeping the best time of each."""
         for g, message in arrived:
+            if isinstance(message, (_Searched, _Done)):
+                self._searched.add(g)
+                continue
             if not message.configs:
                 continue
             rows = [[index.get(v, -1) for index, v in zip(self._index, config)] for config in message.configs]
@@ -185,8 +227,13 @@ class Peers:
 
 
 @dataclass(frozen=True)
+class _Searched:
+    """A leader's search has ended: no more results will come, though its group still works."""
+
+
+@dataclass(frozen=True)
 class _Done:
-    """A leader's last message: its group's search is over, and no more results will come."""
+    """A leader's last message: its group's run is over, and no more results will come."""
 
 
 class MpiLink:
@@ -208,8 +255,7 @@ class MpiLink:
             source, got = status.Get_source(), message.recv()
             if isinstance(got, _Done):
                 self._done.add(source)
-            else:
-                taken.append((source, got))
+            taken.append((source, got))
         return taken
 
     def leave(self) -> None:
