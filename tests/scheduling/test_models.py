@@ -183,7 +183,8 @@ def test_a_model_that_ended_without_a_search_counts_as_searched():
     assert a.portable(3) == [4, 5]
 
 
-def test_a_model_whose_search_ends_first_holds_its_ranks_then_measures_the_candidates_it_lacks(tmp_path):
+@pytest.mark.parametrize("schedule", ["refill", "batches"])
+def test_a_model_whose_search_ends_first_holds_its_ranks_then_measures_the_candidates_it_lacks(schedule, tmp_path):
     """Two ranks of one model, in this process, beside another model's leader played by the test:
     the search ends first, so rank 1 is told to hold; once the other model's search ends, the
     portable candidates this model never measured are measured (not told to its search) and
@@ -197,7 +198,7 @@ def test_a_model_whose_search_ends_first_holds_its_ranks_then_measures_the_candi
     from mpitune.scheduling.run_record import open_run
     from tests.scheduling.test_manager import Ranks
 
-    ranks = Ranks(tmp_path, 2, strategy="random_sample", max_fevals=10, devices="each", portable=2, schedule="refill")
+    ranks = Ranks(tmp_path, 2, strategy="random_sample", max_fevals=10, devices="each", portable=2, schedule=schedule)
     s = ranks.setup.space
     groups = models.Groups(("Test GPU", "other"), (0, 1), tuple(placements("Test GPU", "other")))
     wires = Wires()
