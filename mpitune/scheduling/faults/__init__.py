@@ -5,7 +5,8 @@ crashes. The normal path (run.py, rounds.py) knows of faults only ``SilentRanks`
 the exit codes (mpitune/exits.py).
 
 A silent rank's heartbeats stop (``heartbeat``, ``liveness``), or its order's deadline passes
-(``deadlines``). Rank 0 records every report that did arrive; the lost chunks stay in flight in the
+(``deadlines``; a rank told to hold while other device models search has none: the heartbeats alone
+watch it). Rank 0 records every report that did arrive; the lost chunks stay in flight in the
 file (``silent_round``). Whichever of its threads noticed first closes the file and ends every rank
 with ``ExitCode.RESUMABLE`` (``ending``). ``guard`` starts the heartbeats with MPI. Neither thread
 assigns the Manager's state: they call its methods.
