@@ -3,8 +3,8 @@
 A configuration's ratio on a model is its value over that model's best (1 for the best, more the
 worse). Its worst ratio is the largest over the models. ``portable`` picks the smallest worst ratio
 among the configurations measured everywhere; it names the header's default and the portable choice
-of ``report``. ``candidates`` ranks by the same rule, for a job of several device models that times
-its best portable candidates on every model at its end (``--portable N``).
+of ``report``. ``ranked_candidates`` ranks by the same rule, for a job of several device models
+that times its best portable candidates on every model at its end (``--portable N``).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def ratio(value: float, best: float, higher_is_better: bool) -> float:
     return worse / better
 
 
-def candidates(times_ms: Sequence[np.ndarray], n: int) -> list[int]:
+def ranked_candidates(times_ms: Sequence[np.ndarray], n: int) -> list[int]:
     """The ``n`` configuration ids most worth timing on every model, best first.
 
     First come the ids measured on every model, by their worst ratio to a model's best (the rule of

@@ -111,7 +111,7 @@ def devices(c: Checker, field: str, value: Any) -> Any:
     return _member(c, field, value, Devices)
 
 
-def portable(c: Checker, field: str, value: Any) -> int:
+def portable_count(c: Checker, field: str, value: Any) -> int:
     """How many portable candidates a job of several device models times on every model: as many
     as a confirmation takes at most."""
     from mpitune.model.work import MOST_CANDIDATES

@@ -310,7 +310,7 @@ PORTABLE = Setting[int](
         type=int,
         metavar="N",
     ),
-    check=checks.portable,
+    check=checks.portable_count,
     meaning='with `devices = "each"`: once every model\'s search has ended, the N configurations with the '
     "smallest worst ratio to a model's best (measured on every model first), and each model's own best, are "
     "measured on each model that lacks them and timed again with its confirmation, so that `report` compares "

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mpitune.model.portable import candidates
+from mpitune.model.portable import ranked_candidates
 from mpitune.model.prior import Prior, PriorSource, usable
 from mpitune.model.problem import Devices, Problem, RunSettings, for_replay_source
 from mpitune.model.result import Scored, Status
@@ -174,13 +174,13 @@ class Peers:
 
     def portable(self, n: int) -> list[int] | None:
         """What every model times at its end: the ``n`` best portable candidates (model/portable.py,
-        ``candidates``), then each model's own best. Known once every other model's search has
+        ``ranked_candidates``), then each model's own best. Known once every other model's search has
         ended; None until then. Every leader then holds the same times, so each ranks alike."""
         if self._ranked is None:
             self._take(self.link.arrived())
             if self._searched.issuperset(self.peers):  # the ranking is the same in any order of the models
                 times = [self.own_ms, *(p.time_ms for p in self.peers.values())]
-                ranked = candidates(times, n)
+                ranked = ranked_candidates(times, n)
                 bests = [int(np.nanargmin(t)) for t in times if np.isfinite(t).any()]
                 self._ranked = list(dict.fromkeys(ranked + sorted(bests)))
         return self._ranked
