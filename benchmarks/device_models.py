@@ -39,6 +39,10 @@ source, more of the others' best picked, the others' best left out of the candid
 per model. None of them met the goal of issue 40 on these caches; this one lost least and gained
 most on average.
 
+Ten seeds cannot tell such variations apart: the same separate search reaches the target at a
+median of 60, 34 or 88 evaluations on three sets of ten seeds (the A4000). Compare variations
+with ``--seeds 30`` (docs/strategies.md has the figures).
+
 Run it from the repository root with ``PYTHONPATH=.``, as ``benchmarks/strategies.py``.
 """
 
