@@ -231,6 +231,7 @@ class Manager:
             peers.searched()
         ranked = peers.portable(n)
         if ranked is None:
+            log.info("the search has ended; the ranks hold until every other device model's has")
             return None
         self.portable = ranked
         lacking = [i for i in ranked if not peers.own_seen[i]]
