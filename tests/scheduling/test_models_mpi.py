@@ -153,19 +153,18 @@ def test_a_dead_rank_of_one_model_ends_the_job_and_both_files_resume(conv, tmp_p
             assert sorted(f["results"]["config_id"]) == list(range(4362))
 
 
-def test_a_model_whose_file_is_refused_ends_its_ranks_in_one_line_and_the_others_finish(conv, shared_caches, tmp_path):
+def test_a_model_whose_file_is_refused_ends_its_ranks_in_one_line_and_the_others_finish(conv, tmp_path):
     """The second model's file holds another problem's results: its ranks end with the refusal
     (exit 2), named in one line, while the first model tunes to its end; nothing hangs."""
+    from tests.scheduling.test_manager import write_measured
+
     taken = tmp_path / "conv.NVIDIA_RTX_A4000.h5"
-    other = mpitune(
-        1,
-        ["replay", str(shared_caches / "pnpoly_RTX_3090.json.gz"), "--max-fevals", "3", "--output", str(taken)],
-        tmp_path,
-    )
+    another = write_measured(tmp_path / "another.json")  # kernel "k": another problem
+    other = mpitune(1, ["replay", str(another), "--max-fevals", "3", "--output", str(taken)], tmp_path)
     assert other.returncode == 0, other.stderr[-2000:]
     proc = mpitune(4, ["replay", *conv, "--devices", "each", "--max-fevals", "12", "--output", "conv.h5"], tmp_path)
     assert proc.returncode == 2, proc.stderr[-3000:]
     refusals = [line for line in proc.stderr.splitlines() if line.startswith("mpitune: error:")]
     assert len(refusals) == 1 and str(taken) in refusals[0], proc.stderr[-3000:]
     assert report_json(tmp_path / "conv.NVIDIA_A100-PCIE-40GB.h5")["configs"] == 12
-    assert report_json(taken)["kernel"] == "cn_pnpoly"  # untouched
+    assert report_json(taken)["kernel"] == "k"  # untouched
