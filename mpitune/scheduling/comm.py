@@ -204,6 +204,16 @@ class MpiTransport:
         except MPI.Exception as exc:  # a peer MPI knows is gone: the next receive or gather names it
             self._unreachable[rank] = _error_text(exc)
 
+    def settle(self, within_s: float) -> None:
+        """Rank 0's orders taken, within ``within_s``: a communicator is then freed with no send of
+        its own pending. Every worker has taken its last order once the ranks left together."""
+        deadline_s = time.monotonic() + within_s
+        for pause_s in pauses():
+            self._sending = [r for r in self._sending if not r.Test()]
+            if not self._sending or time.monotonic() > deadline_s:
+                return
+            time.sleep(pause_s)
+
     def _unheard(self, received: dict[int, Any]) -> None:
         """End rank 0's wait once the heartbeats found a worker silent, whatever its deadline."""
         silence = self.watch.silence

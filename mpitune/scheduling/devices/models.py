@@ -34,6 +34,7 @@ from mpitune.scheduling.transport import pauses
 # round (benchmarks/device_models.py measured 0, 16 and 32; 16 lost least and gained most).
 OWN_RESULTS_FIRST = 16
 _SHARE_TAG = 21  # leader -> leader: results, or that it is done
+SETTLE_S = 5.0  # the most a group's rank 0 waits for its last orders to be taken before freeing
 
 
 @dataclass(frozen=True)
@@ -283,7 +284,8 @@ class Split:
 
     def free(self) -> None:
         """Free the group's and the leaders' communicators, once every group has ended: none is
-        then left for MPI to finish."""
+        then left for MPI to finish, nor a send on them."""
+        self.transport.settle(SETTLE_S)
         self.transport.comm.Free()
         if self.link is not None:
             self.link.comm.Free()
