@@ -98,8 +98,9 @@ class Heartbeat:
             first, self._stopping = not self._stopping, True
             alarmed = self._alarmed
         self._stopped.set()
-        if not alarmed and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self.interval_s + 5.0)
+        if not alarmed:  # both threads end before the process does (``_join``)
+            self._join(self._thread, self.interval_s + 5.0)
+            self._join(self._watchdog, 5.0)
         if first and not alarmed:
             peer, unheard_s = max(self.liveness.longest_s.items(), key=lambda item: item[1])
             log.info(
@@ -108,6 +109,15 @@ class Heartbeat:
                 peer,
                 self.timeout_s,
             )
+
+    @staticmethod
+    def _join(thread: threading.Thread, timeout_s: float) -> None:
+        """Wait for ``thread`` to end, unless it is this one. A daemon thread still running when the
+        interpreter finalises is frozen where it stands: one freeing h5py objects (garbage collection
+        runs in any thread) would keep h5py's lock, and the main thread, freeing h5py's own objects
+        at exit, would wait for it for ever."""
+        if thread is not threading.current_thread() and thread.ident is not None:
+            thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
