@@ -52,7 +52,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,6 +193,7 @@ def replay(
     prior: Prior | None = None,
     per_batch: int | None = None,
     rank0_after: bool = True,
+    options: Mapping[str, object] | None = None,
 ) -> Search:
     """One search per seed serves every budget: a run with a smaller budget asks the same batches
     until its last one, which asks for fewer ids (the budget left); that last ask is made on a
@@ -203,9 +204,10 @@ def replay(
     ``prior``: times measured elsewhere, given to the strategy before its first ask as a run's
     ``--prior`` does.
     ``per_batch`` (default: ``ranks``, one per rank) and ``rank0_after`` are other rules for the
-    scheduler, for benchmarks/pipelining.py."""
+    scheduler, for benchmarks/pipelining.py. ``options``: the strategy's options, as a spec's
+    ``strategy_options`` gives them (benchmarks/tune_portfolio.py)."""
     per_batch = per_batch or ranks
-    strategy = strategies.create(strategy_name, cache.space, seed, {}, prior=prior)
+    strategy = strategies.create(strategy_name, cache.space, seed, options or {}, prior=prior)
     batches: list[list[int]] = []
     told, handed, best, asking = 0, 0, np.inf, 0.0
     scores: dict[int, float] = {}
