@@ -3,11 +3,11 @@ a constant liar to fill a batch.
 
 The first batch is the space-filling design. It lasts until one batch (at least eight results)
 or ``initial_samples`` results are in, whichever is fewer. Then, per batch, a GP is fitted to
-the standardised log kernel times. The GP (``surrogate``) has a Matern-5/2 kernel on unit
-coordinates, one length scale for every parameter. The length scale is picked from a small grid
-by marginal likelihood. It is refitted only when the results grew by a quarter since the last
-fit, as it barely moves in between. Failures enter the GP at the worst value seen. So the
-surrogate learns where not to go.
+the standardised log kernel times. The GP (``surrogate``) has a Matern kernel (5/2 unless
+``smoothness`` says otherwise) on unit coordinates, one length scale for every parameter. The
+length scale is picked from a small grid by marginal likelihood. It is refitted only when the
+results grew by a quarter since the last fit, as it barely moves in between. Failures enter the
+GP at the worst value seen. So the surrogate learns where not to go.
 
 The acquisition is scored on at most ``candidates`` unseen configurations. They are the unseen
 neighbours of the best few results plus a random sample of the rest. This keeps asking cheap
@@ -51,14 +51,17 @@ class BayesOpt(Strategy):
         candidates: int,
         max_observations: int,
         exploration: float,
+        noise: float,
+        smoothness: float,
     ):
         super().__init__(space, seed)
+        self.kernel = surrogate.Kernel(smoothness, noise)
         self.initial_samples = initial_samples
         self.candidates = candidates
         self.max_observations = max_observations
         self.exploration = exploration
         self.rng = np.random.default_rng(seed)
-        self.scales = surrogate.LengthScales(per_parameter=False)
+        self.scales = surrogate.LengthScales(per_parameter=False, kernel=self.kernel)
 
     def ask(self, n: int) -> list[int]:
         if not self.design_done(self.initial_samples, n):
@@ -75,7 +78,7 @@ class BayesOpt(Strategy):
         unit = self.space.unit_coordinates
         x, y = unit(observed), self._targets(observed)
         scales = self.scales.fitted(x, y, len(self.values))
-        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
+        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales, self.kernel)
         picks = surrogate.choose_batch(fit, unit(cand), n, self.exploration, np.ones(len(cand)))
         return self.mark_seen([int(cand[j]) for j in picks]) + self.random_unseen(n - len(picks))
 

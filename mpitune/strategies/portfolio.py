@@ -1,11 +1,12 @@
 """A portfolio: a surrogate model of the times, with a trust region around the best result, and
 a genetic algorithm on call.
 
-The first batch is the shared space-filling design. Then ``model_share`` of each batch comes
-from the surrogate; by default that is all of it. The surrogate (``surrogate``) is a Gaussian
-process with one length scale per parameter. It scores expected improvement times the chance to
-be valid. A constant liar covers the batch and the ids still in flight. The rest comes from a
-genetic algorithm that is never told the model's picks, so its elite stays its own.
+The first batches are the shared space-filling design, until ``design`` results are told. Then
+``model_share`` of each batch comes from the surrogate; by default that is all of it. The
+surrogate (``surrogate``) is a Gaussian process with one length scale per parameter. It scores
+expected improvement times the chance to be valid. A constant liar covers the batch and the ids
+still in flight. The rest comes from a genetic algorithm that is never told the model's picks,
+so its elite stays its own.
 
 From ``breed_after`` results on, the genetic algorithm is told everything, the model's results
 too. ``breed_share`` of each batch (rounded down: 2 of 8) is bred from that elite, the best
@@ -44,6 +45,9 @@ from mpitune.strategies.genetic_algorithm import GeneticAlgorithm
 from mpitune.strategies.options import Option
 
 OPTIONS = (
+    Option(
+        "design", int, MIN_DESIGN, "results of the shared space-filling design before the model takes over", 1, 10**6
+    ),
     Option("switch", int, 1000, "results from which on the whole batch is the genetic algorithm's", 0, 10**9),
     Option("model_share", float, 1.0, "the share of each batch (rounded) from the model, until breed_after", 0, 1),
     *surrogate.MODEL_OPTIONS,
@@ -84,8 +88,13 @@ class Portfolio(Strategy):
         local_share: float,
         breed_after: int,
         breed_share: float,
+        noise: float,
+        smoothness: float,
+        design: int,
     ):
         super().__init__(space, seed)
+        self.design = design
+        self.kernel = surrogate.Kernel(smoothness, noise)
         self.breed_after, self.breed_share = breed_after, breed_share
         self.joined = False  # the breeder was told the model's results: it breeds from the best found
         self._withheld: list[Scored] = []  # the model's results, not told to the breeder (yet)
@@ -98,13 +107,13 @@ class Portfolio(Strategy):
         self.exploration = exploration
         self.rng = np.random.default_rng(seed)
         self.breeder = GeneticAlgorithm(space, seed, population, **BREEDING)
-        self.scales = surrogate.LengthScales(per_parameter=True)
+        self.scales = surrogate.LengthScales(per_parameter=True, kernel=self.kernel)
         self.use: surrogate.PriorUse | None = None  # the prior, and the trust in it
         self.prior_picks = 0  # from the prior's diverse best, once it passed the test
 
     def start_from(self, prior: Prior) -> None:
         super().start_from(prior)
-        self.use = surrogate.PriorUse(self.space, prior)
+        self.use = surrogate.PriorUse(self.space, prior, self.kernel)
 
     def learn_prior(self, prior: Prior) -> None:
         """A prior that grew (``Strategy.learn_prior``).
@@ -117,12 +126,12 @@ class Portfolio(Strategy):
         they no longer do. The prior's first picks are still made once."""
         kept = self.use
         super().learn_prior(prior)
-        self.use = surrogate.PriorUse(self.space, prior)
+        self.use = surrogate.PriorUse(self.space, prior, self.kernel)
         if kept is not None and kept.beta.shape == self.use.beta.shape:
             self.use.beta, self.use.intercept = kept.beta, kept.intercept
 
     def ask(self, n: int) -> list[int]:
-        if len(self.values) < MIN_DESIGN:
+        if len(self.values) < self.design:
             batch = self.space_filling(n)  # the shared design, with a prior as without
         else:
             if len(self.values) >= self.breed_after and not self.joined:
@@ -186,12 +195,12 @@ class Portfolio(Strategy):
             scales = self.scales.fitted(x, y, len(self.values))
             # What is in flight (the previous batch, with the scheduler's two batches out) enters
             # as lies too, so that this batch looks elsewhere rather than next to it.
-            fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales)
+            fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales, self.kernel)
             offset = None
         else:
             fit, offset = self._prior_fit(observed[ok], x, y, cand)
         cand_x = unit(cand)
-        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, fit.scales)
+        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, fit.scales, fit.kernel)
         # The first picks among the unseen one-parameter neighbours of the best result (all
         # are candidates): a trust region, where the best configurations of a kernel often
         # differ from a good one in a single parameter that the smooth model undervalues.
@@ -217,9 +226,9 @@ class Portfolio(Strategy):
         pending = np.array(self.in_flight(), dtype=np.int64)
         xs, ys = surrogate.with_lies(x, y, self.space.unit_coordinates(pending))
         if not self.use.trusted:
-            return surrogate.condition(xs, ys, scales), None
+            return surrogate.condition(xs, ys, scales, self.kernel), None
         left = ys - np.concatenate([mean, self.use.mean(self.use.features(pending))])
-        fit = dataclasses.replace(surrogate.condition(xs, left, scales), y=ys)
+        fit = dataclasses.replace(surrogate.condition(xs, left, scales, self.kernel), y=ys)
         return fit, self.use.mean(self.use.features(cand))
 
 

@@ -2,18 +2,19 @@
 
 Longer than 400 lines: one model, its length scales, batch, failure rate and prior mean together.
 
-Plain numpy, for ``bayes_opt`` and ``portfolio``'s model phase: one Matern-5/2 kernel, one
-noise level, a batch built with a constant liar. ``portfolio`` gives every
-parameter its own length scale (automatic relevance determination). In a kernel space a few
-parameters decide most of the time and the rest barely matter. One shared scale is too short
-for the idle ones: the model sees noise. Or it is too long for the decisive ones: it sees a
-plateau. ``bayes_opt`` keeps one scale for all. The scales are fitted by marginal likelihood,
-one parameter at a time on a small grid. So a fit costs a few dozen Cholesky factorisations of
-at most a few hundred rows.
+Plain numpy, for ``bayes_opt`` and ``portfolio``'s model phase: one Matern kernel (5/2 unless
+the option ``smoothness`` says otherwise), one noise level (the option ``noise``), a batch built
+with a constant liar. ``portfolio`` gives every parameter its own length scale (automatic
+relevance determination). In a kernel space a few parameters decide most of the time and the
+rest barely matter. One shared scale is too short for the idle ones: the model sees noise. Or it
+is too long for the decisive ones: it sees a plateau. ``bayes_opt`` keeps one scale for all. The
+scales are fitted by marginal likelihood, one parameter at a time on a small grid. So a fit
+costs a few dozen Cholesky factorisations of at most a few hundred rows.
 
 In ``portfolio`` failures do not enter the GP: a made-up time would bend the surface near them.
 Instead, a kernel estimate of the failure rate around each candidate multiplies the acquisition.
-It uses the same scales. So the search stops spending evaluations where configurations fail.
+It uses the same kernel and scales. So the search stops spending evaluations where
+configurations fail.
 
 ``PriorUse`` is how ``portfolio`` uses times measured elsewhere (a prior, ``model/prior.py``).
 It is also how it stops trusting them (docs/strategies.md, "How the default uses a prior"). A
@@ -47,7 +48,6 @@ try:  # optional (it comes with scikit-learn): one BLAS thread while asking
 except ImportError:  # pragma: no cover - then BLAS uses its own default
     ThreadpoolController = None
 
-NOISE = 1e-2  # on standardised log times: timings are not exactly repeatable, snapping to a grid is rough
 BASE_SCALES = (0.1, 0.2, 0.4, 0.8)  # isotropic start, in unit coordinates times sqrt(n_params)
 SCALE_STEPS = (0.25, 0.5, 2.0, 4.0)  # tried per parameter around its current scale
 MAX_SCALE = 50.0  # a parameter with a longer scale is as good as ignored
@@ -57,6 +57,41 @@ SWEEPS = 1  # passes over the parameters when fitting the scales
 FAILURE_PRIOR = 1.0  # pseudo-observations at the overall failure rate in the failure estimate
 REFIT_GROWTH = 1.25  # the length scales are refitted when the results grew by a quarter since the last fit
 SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candidates
+
+
+@dataclass(frozen=True)
+class Choice(Option):
+    """A number that takes only the values ``allowed``.
+
+    Its ``check`` refuses the others too, so a spec is refused before anything runs."""
+
+    allowed: tuple[float, ...] = ()
+
+    def check(self, value: object) -> float:
+        checked = float(super().check(value))
+        if checked not in self.allowed:
+            raise ValueError(f"{self.name} must be one of {', '.join(map(str, self.allowed))}, got {value!r}")
+        return checked
+
+
+NOISE = Option(
+    "noise",
+    float,
+    1e-2,  # timings are not exactly repeatable, and snapping to a grid is rough
+    "the model's noise variance on standardised log times",
+    0,
+    1,
+    open_below=True,
+)
+SMOOTHNESS = Choice(
+    "smoothness",
+    float,
+    2.5,
+    "nu of the model's Matern kernel: 0.5, 1.5 or 2.5 (the smoothest)",
+    0.5,
+    2.5,
+    allowed=(0.5, 1.5, 2.5),
+)
 # The options of a model's search, for ``bayes_opt`` and ``portfolio`` alike.
 MODEL_OPTIONS = (
     Option(
@@ -83,7 +118,36 @@ MODEL_OPTIONS = (
         0,
         10,
     ),
+    NOISE,
+    SMOOTHNESS,
 )
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A search's process: its Matern ``smoothness`` (nu) and its ``noise``, the options of those names.
+
+    Each strategy holds its own, so two searches in one process may differ."""
+
+    smoothness: float
+    noise: float
+
+    def __post_init__(self) -> None:  # also for a strategy built without ``strategies.create``
+        SMOOTHNESS.check(self.smoothness)
+        NOISE.check(self.noise)
+
+    def correlation(self, distance: np.ndarray) -> np.ndarray:
+        """The Matern correlation at ``distance``, measured in length scales."""
+        if self.smoothness == 0.5:
+            r = distance
+            correlation: np.ndarray = np.exp(-r)
+        elif self.smoothness == 1.5:
+            r = math.sqrt(3) * distance
+            correlation = (1 + r) * np.exp(-r)
+        else:
+            r = math.sqrt(5) * distance
+            correlation = (1 + r + r * r / 3) * np.exp(-r)
+        return correlation
 
 
 def one_blas_thread() -> contextlib.AbstractContextManager[object]:
@@ -127,21 +191,20 @@ class Fit:
     scales: np.ndarray  # length scale per parameter
     chol: np.ndarray  # Cholesky factor of K + noise
     alpha: np.ndarray  # (K + noise)^-1 y
+    kernel: Kernel  # the batch's rank-one updates use its noise and correlation
 
 
-def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Matern-5/2 covariance between the rows of ``a`` and ``b``, unit variance."""
+def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray, kernel: Kernel) -> np.ndarray:
+    """Matern covariance between the rows of ``a`` and ``b``, unit variance."""
     a, b = a / scales, b / scales
     sq = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)[None, :]
-    r = math.sqrt(5) * np.sqrt(np.maximum(sq, 0.0))
-    covariance: np.ndarray = (1 + r + r * r / 3) * np.exp(-r)
-    return covariance
+    return kernel.correlation(np.sqrt(np.maximum(sq, 0.0)))
 
 
-def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> float:
+def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Kernel) -> float:
     """The log marginal likelihood of ``y`` at ``x`` under ``scales``, less its constant."""
     try:
-        chol = np.linalg.cholesky(matern(x, x, scales) + NOISE * np.eye(len(x)))
+        chol = np.linalg.cholesky(matern(x, x, scales, kernel) + kernel.noise * np.eye(len(x)))
     except np.linalg.LinAlgError:
         return -math.inf
     alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, y))
@@ -156,8 +219,9 @@ class LengthScales:
     scale of the grid.
     """
 
-    def __init__(self, per_parameter: bool):
+    def __init__(self, per_parameter: bool, kernel: Kernel):
         self.per_parameter = per_parameter
+        self.kernel = kernel
         self.value: np.ndarray | None = None
         self.fitted_on = 0  # results told at the last fit
 
@@ -165,14 +229,16 @@ class LengthScales:
         """The scales for observations ``x``, ``y``, refitted if ``told`` grew enough."""
         if self.value is None or told >= REFIT_GROWTH * self.fitted_on:
             if self.per_parameter:
-                self.value = fit_scales(x, y, self.value)
+                self.value = fit_scales(x, y, self.kernel, self.value)
             else:
-                self.value = fit_scales(x, y, sweeps=0)
+                self.value = fit_scales(x, y, self.kernel, sweeps=0)
             self.fitted_on = told
         return self.value
 
 
-def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None, sweeps: int = SWEEPS) -> np.ndarray:
+def fit_scales(
+    x: np.ndarray, y: np.ndarray, kernel: Kernel, start: np.ndarray | None = None, sweeps: int = SWEEPS
+) -> np.ndarray:
     """Per-parameter length scales of high marginal likelihood.
 
     The fit starts at the best isotropic scale of the grid, or at ``start`` (the last fit's). Then
@@ -181,12 +247,12 @@ def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None, sw
     d = x.shape[1]
     if start is None:
         grid = [np.full(d, s * math.sqrt(d)) for s in BASE_SCALES]
-        likelihoods = [_log_likelihood(x, y, s) for s in grid]
+        likelihoods = [_log_likelihood(x, y, s, kernel) for s in grid]
         scales = grid[int(np.argmax(likelihoods))]
         best = max(likelihoods)
     else:
         scales = np.clip(start, MIN_SCALE, MAX_SCALE)
-        best = _log_likelihood(x, y, scales)
+        best = _log_likelihood(x, y, scales, kernel)
     varying = [p for p in range(d) if np.ptp(x[:, p]) > 0]  # a constant parameter has no scale to learn
     for _ in range(sweeps):
         for p in varying:
@@ -194,17 +260,17 @@ def fit_scales(x: np.ndarray, y: np.ndarray, start: np.ndarray | None = None, sw
             for step in SCALE_STEPS:
                 trial = scales.copy()
                 trial[p] = min(max(current * step, MIN_SCALE), MAX_SCALE)
-                ll = _log_likelihood(x, y, trial)
+                ll = _log_likelihood(x, y, trial, kernel)
                 if ll > best:
                     best = ll
                     scales = trial
     return scales
 
 
-def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray) -> Fit:
+def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Kernel) -> Fit:
     """The GP conditioned on observations ``x``, ``y`` under ``scales``."""
-    chol = np.linalg.cholesky(matern(x, x, scales) + NOISE * np.eye(len(x)))
-    return Fit(x, y, scales, chol, np.linalg.solve(chol.T, np.linalg.solve(chol, y)))
+    chol = np.linalg.cholesky(matern(x, x, scales, kernel) + kernel.noise * np.eye(len(x)))
+    return Fit(x, y, scales, chol, np.linalg.solve(chol.T, np.linalg.solve(chol, y)), kernel)
 
 
 def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -220,14 +286,14 @@ def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.nda
     return np.vstack([x, pending]), np.concatenate([y, np.full(len(pending), float(y.mean()))])
 
 
-def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray) -> np.ndarray:
+def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray, kernel: Kernel) -> np.ndarray:
     """Kernel-weighted share of failures among the observed points near each candidate.
 
     Shrunk towards the overall rate: near zero far from any failure, near one in a failing region.
     """
     if not failed.any():
         return np.zeros(len(cand))
-    weights = matern(cand, x, scales)
+    weights = matern(cand, x, scales, kernel)
     prior = failed.mean()
     rate: np.ndarray = (weights @ failed + FAILURE_PRIOR * prior) / (weights.sum(1) + FAILURE_PRIOR)
     return rate
@@ -252,7 +318,7 @@ def choose_batch(
     ``offset`` is a mean function's value at the candidates. Then ``fit`` models what is left of
     ``fit.y`` around it: ``alpha`` from the residuals, ``fit.y``, its best and its mean as measured.
     """
-    k_xc = matern(fit.x, cand, fit.scales)
+    k_xc = matern(fit.x, cand, fit.scales, fit.kernel)
     whitened = np.linalg.solve(fit.chol, k_xc)
     mean = k_xc.T @ fit.alpha
     if offset is not None:
@@ -273,12 +339,12 @@ def choose_batch(
         picks.append(j)
         # Without BLAS (einsum, a plain loop): a threaded matrix-vector product per pick is
         # slow where MPI ranks that wait for the next batch share the cores.
-        r = math.sqrt(5) * np.sqrt(np.einsum("ij,ij->i", *(2 * [(cand - cand[j]) / fit.scales])))
-        cov = (1 + r + r * r / 3) * np.exp(-r) - np.einsum("ij,i->j", whitened, whitened[:, j])
+        distance = np.sqrt(np.einsum("ij,ij->i", *(2 * [(cand - cand[j]) / fit.scales])))
+        cov = fit.kernel.correlation(distance) - np.einsum("ij,i->j", whitened, whitened[:, j])
         for u in updates:
             cov -= u * u[j]
-        u = cov / math.sqrt(var[j] + NOISE)
-        mean = mean + u * (lie - mean[j]) / math.sqrt(var[j] + NOISE)
+        u = cov / math.sqrt(var[j] + fit.kernel.noise)
+        mean = mean + u * (lie - mean[j]) / math.sqrt(var[j] + fit.kernel.noise)
         var = np.maximum(var - u * u, 1e-12)
         updates.append(u)
     return picks
@@ -330,8 +396,9 @@ PRIOR_CANDIDATES = 200  # the prior's best unseen configurations added to the mo
 class PriorUse:
     """A prior on one space, standardised per source, and the trust the measurements give it."""
 
-    def __init__(self, space: SearchSpace, prior: Prior):
+    def __init__(self, space: SearchSpace, prior: Prior, kernel: Kernel):
         self.space = space
+        self.kernel = kernel  # the search's: the mean is fitted under the process that uses it
         columns = []
         for time_ms in prior.time_ms:
             logs = np.log(np.where(np.isfinite(time_ms) & (time_ms > 0), time_ms, np.nan))
@@ -414,7 +481,7 @@ class PriorUse:
         design = np.column_stack([np.ones(len(y)), p])
         precision = np.diag([PRIOR_INTERCEPT_SD**-2] + [PRIOR_BETA_SD**-2] * p.shape[1])
         centre = np.concatenate([[0.0], np.full(p.shape[1], PRIOR_BETA)])
-        chol = np.linalg.cholesky(matern(x, x, scales) + NOISE * np.eye(len(x)))
+        chol = np.linalg.cholesky(matern(x, x, scales, self.kernel) + self.kernel.noise * np.eye(len(x)))
         white_design = np.linalg.solve(chol, design)
         white_y = np.linalg.solve(chol, y)
         coef = np.linalg.solve(white_design.T @ white_design + precision, white_design.T @ white_y + precision @ centre)

@@ -11,6 +11,7 @@ from search_problems import LANDSCAPE, TINY
 
 from mpitune import strategies
 from mpitune.strategies.options import Option, UnknownOption, values
+from mpitune.strategies.surrogate import Choice
 
 TABLES = {name: strategies.options_of(name) for name in strategies.available()}
 EVERY_OPTION = [(name, option) for name, table in TABLES.items() for option in table]
@@ -51,6 +52,15 @@ def test_an_integer_option_refuses_a_float_and_a_bool_a_number_refuses_a_bool():
     with pytest.raises(ValueError, match=r"^share must be in \(0, 1\], got 0$"):
         share.check(0)
     assert share.check(1) == 1.0 and count.check(10) == 10
+
+
+def test_a_choice_refuses_a_value_in_its_range_but_not_among_its_values():
+    nu = Choice("nu", float, 2.5, "how smooth", 0.5, 2.5, allowed=(0.5, 1.5, 2.5))
+    assert nu.check(1.5) == 1.5 and type(nu.check(1.5)) is float
+    with pytest.raises(ValueError, match=r"^nu must be one of 0\.5, 1\.5, 2\.5, got 1$"):
+        nu.check(1)
+    with pytest.raises(ValueError, match=r"^nu must be in \[0\.5, 2\.5\], got 3\.5$"):
+        nu.check(3.5)  # the range first, as every option says it
 
 
 def test_an_unknown_option_is_one_line_listing_every_option_with_its_meaning():
