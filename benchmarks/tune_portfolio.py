@@ -217,7 +217,8 @@ def main() -> None:
         }
         gains: dict[str, list[float]] = {}
         for title, (paths, seeds) in tables.items():
-            default, mine = bench.trials([DEFAULTS, chosen.options], paths, seeds)
+            settings = [DEFAULTS, chosen.options] if changed(chosen.options) else [DEFAULTS]
+            default, mine = (bench.trials(settings, paths, seeds) * 2)[:2]
             names = [Replay.load(p).name for p in paths]
             gains[title] = comparison(title, default, mine, names, args.budgets)
     checks = list(gains.values())[1:]
