@@ -72,9 +72,11 @@ class Trial:
     def objective(self) -> float:
         return float(self.scores.mean())
 
-    def gain_over(self, other: Trial) -> tuple[float, float]:
-        """The mean gain over ``other`` and its standard error, paired by cache and seed."""
-        paired = (self.scores - other.scores).mean(axis=2).ravel()
+    def gain_over(self, other: Trial, budget: int | None = None) -> tuple[float, float]:
+        """The mean gain over ``other`` and its standard error, paired by cache and seed: over
+        every budget, or at the budget of index ``budget``."""
+        gaps = self.scores - other.scores
+        paired = (gaps.mean(axis=2) if budget is None else gaps[:, :, budget]).ravel()
         return float(paired.mean()), float(paired.std(ddof=1) / np.sqrt(len(paired))) if len(paired) > 1 else 0.0
 
 
@@ -147,8 +149,11 @@ def search(bench: Bench, paths: Sequence[str], args: argparse.Namespace) -> tupl
     return current, log
 
 
-def comparison(title: str, default: Trial, chosen: Trial, names: Sequence[str], budgets: Sequence[int]) -> list[float]:
-    """A table of the defaults against the chosen options, per cache and budget; the mean gains."""
+def comparison(
+    title: str, default: Trial, chosen: Trial, names: Sequence[str], budgets: Sequence[int]
+) -> list[tuple[float, float]]:
+    """A table of the defaults against the chosen options, per cache and budget; per budget the
+    mean gain and its standard error."""
     head = " | ".join(f"{b}: defaults | chosen" for b in budgets)
     print(f"\n### {title}\n\n| cache | {head} |\n|---" + "|---|---" * len(budgets) + "|")
     for c, name in enumerate(names):
@@ -161,7 +166,7 @@ def comparison(title: str, default: Trial, chosen: Trial, names: Sequence[str], 
         for k in range(len(budgets))
     )
     print(f"| **mean** | {means} |")
-    return [float(chosen.scores[:, :, k].mean() - default.scores[:, :, k].mean()) for k in range(len(budgets))]
+    return [chosen.gain_over(default, k) for k in range(len(budgets))]
 
 
 def start(item: str) -> tuple[str, Value]:
@@ -215,7 +220,7 @@ def main() -> None:
                 range(args.check_seeds),
             ),
         }
-        gains: dict[str, list[float]] = {}
+        gains: dict[str, list[tuple[float, float]]] = {}
         for title, (paths, seeds) in tables.items():
             settings = [DEFAULTS, chosen.options] if changed(chosen.options) else [DEFAULTS]
             default, mine = (bench.trials(settings, paths, seeds) * 2)[:2]
@@ -224,16 +229,24 @@ def main() -> None:
     checks = list(gains.values())[1:]
     print("\n### Verdict (chosen minus defaults, on the two tables the choice was not made on)\n")
     for k, budget in enumerate(args.budgets):
-        fresh_gain, check_gain = checks[0][k], checks[1][k]
+        signs = [0 if abs(gain) <= args.margin * se else int(np.sign(gain)) for gain, se in (c[k] for c in checks)]
         if not changed(chosen.options):
             verdict = "the search kept the defaults"
-        elif fresh_gain > 0 and check_gain > 0:
+        elif signs == [1, 1]:
             verdict = "a gain on both"
-        elif fresh_gain > 0 or check_gain > 0:
+        elif sorted(signs) == [-1, 1]:
             verdict = "overfitting: a gain on one, a loss on the other, so no gain"
+        elif -1 in signs:
+            verdict = "a loss"
+        elif 1 in signs:
+            verdict = "a gain on one, within the noise on the other"
         else:
-            verdict = "a loss on both"
-        print(f"- {budget}: fresh seeds {fresh_gain:+.3f}, check caches {check_gain:+.3f}: {verdict}")
+            verdict = f"within the noise on both (no gain or loss beyond {args.margin:g} standard errors)"
+        cells = ", ".join(
+            f"{where} {g:+.3f} ± {se:.3f}"
+            for where, (g, se) in zip(("fresh seeds", "check caches"), (c[k] for c in checks))
+        )
+        print(f"- {budget}: {cells}: {verdict}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"chosen": changed(chosen.options), "trials": log, "gains": gains}, fh, indent=1)
