@@ -1,7 +1,7 @@
 """Tune the default strategy's own options by replay, then check them on caches it never saw.
 
     PYTHONPATH=. python benchmarks/tune_portfolio.py TUNING_DIR CHECK_DIR [--seeds 20] [--check-seeds 20]
-        [--budgets 50 100 200] [--ranks 8] [--rounds 2] [--margin 2] [--jobs 2] [--options NAME ...]
+        [--budgets 50 100 200] [--ranks 8] [--rounds 2] [--random 0] [--margin 2] [--jobs 2] [--options NAME ...]
         [--json OUT.json]
 
 The default strategy, ``portfolio``, has options (docs/strategies.md, "Options"): its members'
@@ -16,6 +16,8 @@ caches of TUNING_DIR alone:
 - The objective is the mean score over caches, seeds and budgets (each budget weighs alike).
 - The best value of a row replaces the current one only where its gain, paired by cache and
   seed, is more than ``--margin`` standard errors. ``--rounds`` passes over the options.
+- A coordinate search misses options that help only together. ``--random N`` then tries N
+  combinations drawn from the rows, kept by the same rule.
 
 A choice among many trials looks better on the seeds it was chosen on than it is. So the
 script then replays the defaults and the chosen options on fresh seeds (S .. S+C-1) of the
@@ -116,7 +118,8 @@ def changed(options: Mapping[str, Value]) -> dict[str, Value]:
 
 
 def search(bench: Bench, paths: Sequence[str], args: argparse.Namespace) -> tuple[Trial, list[dict[str, object]]]:
-    """The coordinate search: the chosen options and a log of every trial."""
+    """The coordinate search, then ``--random`` combinations: the chosen options and a log of
+    every trial."""
     names = [n for n in (args.options or GRID) if n in DEFAULTS]
     missing = sorted(set(args.options or GRID) - set(DEFAULTS))
     if missing:
@@ -125,27 +128,35 @@ def search(bench: Bench, paths: Sequence[str], args: argparse.Namespace) -> tupl
     (current,) = bench.trials([{**DEFAULTS, **args.start}], paths, seeds)
     log: list[dict[str, object]] = [{"options": changed(current.options), "objective": current.objective, "kept": True}]
     print(f"start {changed(current.options) or 'the defaults'}: objective {current.objective:.4f}\n")
-    print("| round | option | value | objective | gain | standard error | kept |\n|---|---|---|---|---|---|---|")
+    print("| round | options changed | objective | gain | standard error | kept |\n|---|---|---|---|---|---|")
+
+    def step(label: str, trials: list[Trial]) -> Trial:
+        """The best of ``trials`` where it beats the current options clearly, else those."""
+        best = max(trials, key=lambda t: t.objective)
+        gain, se = best.gain_over(current)
+        chosen = best if gain > args.margin * se else current
+        for trial in trials:
+            gain, se = trial.gain_over(current)
+            log.append({"options": changed(trial.options), "objective": trial.objective, "kept": trial is chosen})
+            shown = ", ".join(f"{k}={v}" for k, v in changed(trial.options).items()) or "the defaults"
+            mark = "yes" if trial is chosen else ""
+            print(f"| {label} | {shown} | {trial.objective:.4f} | {gain:+.4f} | {se:.4f} | {mark} |", flush=True)
+        return chosen
+
     for number in range(1, args.rounds + 1):
         moved = False
         for name in names:
             values = [v for v in GRID[name] if v != current.options[name]]
-            trials = bench.trials([{**current.options, name: v} for v in values], paths, seeds)
-            best = max(trials, key=lambda t: t.objective)
-            for trial in trials:
-                gain, se = trial.gain_over(current)
-                kept = trial is best and gain > args.margin * se
-                log.append({"options": changed(trial.options), "objective": trial.objective, "kept": kept})
-                print(
-                    f"| {number} | {name} | {trial.options[name]} | {trial.objective:.4f} | {gain:+.4f} | {se:.4f} "
-                    f"| {'yes' if kept else ''} |",
-                    flush=True,
-                )
-            gain, se = best.gain_over(current)
-            if gain > args.margin * se:
-                current, moved = best, True
+            kept = step(str(number), bench.trials([{**current.options, name: v} for v in values], paths, seeds))
+            moved, current = moved or kept is not current, kept
         if not moved:
             break
+    if args.random:
+        rng = np.random.default_rng(0)
+        draws = [
+            {**current.options, **{n: GRID[n][rng.integers(len(GRID[n]))] for n in names}} for _ in range(args.random)
+        ]
+        current = step("random", bench.trials(draws, paths, seeds))
     return current, log
 
 
@@ -190,6 +201,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", default=[50, 100, 200])
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2, help="passes over the options")
+    parser.add_argument("--random", type=int, default=0, help="random combinations of the rows tried last")
     parser.add_argument("--margin", type=float, default=2.0, help="standard errors a gain must exceed to be kept")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--options", nargs="+", help="the options to tune (default: every row of GRID)")

@@ -45,16 +45,19 @@ def test_the_search_tries_a_row_and_checks_the_choice_where_it_was_not_made(
     dirs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "trials.json"
-    args = ["--seeds", 3, "--check-seeds", 2, "--options", "exploration", "--rounds", 1, "--budgets", 20, 40]
+    args = ["--seeds", 3, "--check-seeds", 2, "--options", "exploration", "--rounds", 1, "--random", 2]
+    args += ["--budgets", 20, 40]
     done = run_script(SCRIPT, *dirs, *args, "--jobs", 1, "--json", out)
     assert done.returncode == 0, done.stderr
     record = json.loads(out.read_text())
     default = tune_portfolio.DEFAULTS["exploration"]
-    tried = [t["options"].get("exploration", default) for t in record["trials"][1:]]
+    row = len(tune_portfolio.GRID["exploration"]) - 1
+    tried = [t["options"].get("exploration", default) for t in record["trials"][1 : 1 + row]]
     assert sorted(tried) == sorted(v for v in tune_portfolio.GRID["exploration"] if v != default)
-    assert sum(t["kept"] for t in record["trials"][1:]) <= 1  # at most the row's best is kept
+    assert len(record["trials"]) == 1 + row + 2  # the start, the row, two random combinations
+    assert sum(t["kept"] for t in record["trials"][1 : 1 + row]) <= 1  # at most the row's best is kept
     kept = [t for t in record["trials"][1:] if t["kept"]]
-    assert record["chosen"] == (kept[0]["options"] if kept else {})
+    assert record["chosen"] == (kept[-1]["options"] if kept else record["trials"][0]["options"])
     assert len(record["gains"]) == 3 and all(len(g) == 2 for g in record["gains"].values())
     assert "fresh seeds 3..4" in done.stdout and "valley_C" in done.stdout
     verdicts = [line for line in done.stdout.splitlines() if line.startswith(("- 20:", "- 40:"))]
