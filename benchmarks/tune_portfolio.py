@@ -17,7 +17,8 @@ caches of TUNING_DIR alone:
 - The best value of a row replaces the current one only where its gain, paired by cache and
   seed, is more than ``--margin`` standard errors. ``--rounds`` passes over the options.
 - A coordinate search misses options that help only together. ``--random N`` then tries N
-  combinations drawn from the rows, kept by the same rule.
+  combinations near the options chosen so far (each option keeps its value, or with even odds
+  takes a value drawn from its row), kept by the same rule.
 
 A choice among many trials looks better on the seeds it was chosen on than it is. So the
 script then replays the defaults and the chosen options on fresh seeds (S .. S+C-1) of the
@@ -153,9 +154,9 @@ def search(bench: Bench, paths: Sequence[str], args: argparse.Namespace) -> tupl
             break
     if args.random:
         rng = np.random.default_rng(0)
-        draws = [
-            {**current.options, **{n: GRID[n][rng.integers(len(GRID[n]))] for n in names}} for _ in range(args.random)
-        ]
+        draws = [dict(current.options) for _ in range(args.random)]
+        for draw in draws:  # each option keeps its value, or with even odds takes any of its row
+            draw.update({n: GRID[n][rng.integers(len(GRID[n]))] for n in names if rng.random() < 0.5})
         current = step("random", bench.trials(draws, paths, seeds))
     return current, log
 
@@ -201,7 +202,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", default=[50, 100, 200])
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2, help="passes over the options")
-    parser.add_argument("--random", type=int, default=0, help="random combinations of the rows tried last")
+    parser.add_argument("--random", type=int, default=0, help="random combinations near the options chosen")
     parser.add_argument("--margin", type=float, default=2.0, help="standard errors a gain must exceed to be kept")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--options", nargs="+", help="the options to tune (default: every row of GRID)")
