@@ -55,7 +55,7 @@ class BayesOpt(Strategy):
         smoothness: float,
     ):
         super().__init__(space, seed)
-        self.kernel = surrogate.Kernel(smoothness, noise)
+        self.kernel = surrogate.Covariance(smoothness, noise)
         self.initial_samples = initial_samples
         self.candidates = candidates
         self.max_observations = max_observations

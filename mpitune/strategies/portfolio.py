@@ -94,7 +94,7 @@ class Portfolio(Strategy):
     ):
         super().__init__(space, seed)
         self.design = design
-        self.kernel = surrogate.Kernel(smoothness, noise)
+        self.kernel = surrogate.Covariance(smoothness, noise)
         self.breed_after, self.breed_share = breed_after, breed_share
         self.joined = False  # the breeder was told the model's results: it breeds from the best found
         self._withheld: list[Scored] = []  # the model's results, not told to the breeder (yet)

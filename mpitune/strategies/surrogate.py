@@ -124,7 +124,7 @@ MODEL_OPTIONS = (
 
 
 @dataclass(frozen=True)
-class Kernel:
+class Covariance:
     """A search's process: its Matern ``smoothness`` (nu) and its ``noise``, the options of those names.
 
     Each strategy holds its own, so two searches in one process may differ."""
@@ -191,17 +191,17 @@ class Fit:
     scales: np.ndarray  # length scale per parameter
     chol: np.ndarray  # Cholesky factor of K + noise
     alpha: np.ndarray  # (K + noise)^-1 y
-    kernel: Kernel  # the batch's rank-one updates use its noise and correlation
+    kernel: Covariance  # the batch's rank-one updates use its noise and correlation
 
 
-def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray, kernel: Kernel) -> np.ndarray:
+def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray, kernel: Covariance) -> np.ndarray:
     """Matern covariance between the rows of ``a`` and ``b``, unit variance."""
     a, b = a / scales, b / scales
     sq = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)[None, :]
     return kernel.correlation(np.sqrt(np.maximum(sq, 0.0)))
 
 
-def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Kernel) -> float:
+def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Covariance) -> float:
     """The log marginal likelihood of ``y`` at ``x`` under ``scales``, less its constant."""
     try:
         chol = np.linalg.cholesky(matern(x, x, scales, kernel) + kernel.noise * np.eye(len(x)))
@@ -219,7 +219,7 @@ class LengthScales:
     scale of the grid.
     """
 
-    def __init__(self, per_parameter: bool, kernel: Kernel):
+    def __init__(self, per_parameter: bool, kernel: Covariance):
         self.per_parameter = per_parameter
         self.kernel = kernel
         self.value: np.ndarray | None = None
@@ -237,7 +237,7 @@ class LengthScales:
 
 
 def fit_scales(
-    x: np.ndarray, y: np.ndarray, kernel: Kernel, start: np.ndarray | None = None, sweeps: int = SWEEPS
+    x: np.ndarray, y: np.ndarray, kernel: Covariance, start: np.ndarray | None = None, sweeps: int = SWEEPS
 ) -> np.ndarray:
     """Per-parameter length scales of high marginal likelihood.
 
@@ -267,7 +267,7 @@ def fit_scales(
     return scales
 
 
-def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Kernel) -> Fit:
+def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Covariance) -> Fit:
     """The GP conditioned on observations ``x``, ``y`` under ``scales``."""
     chol = np.linalg.cholesky(matern(x, x, scales, kernel) + kernel.noise * np.eye(len(x)))
     return Fit(x, y, scales, chol, np.linalg.solve(chol.T, np.linalg.solve(chol, y)), kernel)
@@ -286,7 +286,9 @@ def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.nda
     return np.vstack([x, pending]), np.concatenate([y, np.full(len(pending), float(y.mean()))])
 
 
-def failure_rate(x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray, kernel: Kernel) -> np.ndarray:
+def failure_rate(
+    x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray, kernel: Covariance
+) -> np.ndarray:
     """Kernel-weighted share of failures among the observed points near each candidate.
 
     Shrunk towards the overall rate: near zero far from any failure, near one in a failing region.
@@ -396,7 +398,7 @@ PRIOR_CANDIDATES = 200  # the prior's best unseen configurations added to the mo
 class PriorUse:
     """A prior on one space, standardised per source, and the trust the measurements give it."""
 
-    def __init__(self, space: SearchSpace, prior: Prior, kernel: Kernel):
+    def __init__(self, space: SearchSpace, prior: Prior, kernel: Covariance):
         self.space = space
         self.kernel = kernel  # the search's: the mean is fitted under the process that uses it
         columns = []

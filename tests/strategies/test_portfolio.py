@@ -14,7 +14,7 @@ from search_problems import LANDSCAPE, TINY, landscape_ms, make, run, run_pipeli
 from mpitune import strategies
 from mpitune.strategies import surrogate
 
-DEFAULT = surrogate.Kernel(smoothness=2.5, noise=1e-2)  # the process before these were options
+DEFAULT = surrogate.Covariance(smoothness=2.5, noise=1e-2)  # the process before these were options
 
 
 def test_after_the_design_the_model_and_the_breeder_share_each_batch():
@@ -110,7 +110,7 @@ def test_the_defaults_are_the_process_and_the_design_of_before():
 
 def test_each_smoothness_is_its_matern_kernel():
     d = np.array([0.0, 0.5, 2.0])
-    rough, once, twice = (surrogate.Kernel(nu, 1e-2).correlation(d) for nu in (0.5, 1.5, 2.5))
+    rough, once, twice = (surrogate.Covariance(nu, 1e-2).correlation(d) for nu in (0.5, 1.5, 2.5))
     assert np.allclose(rough, np.exp(-d))
     assert np.allclose(once, (1 + math.sqrt(3) * d) * np.exp(-math.sqrt(3) * d))
     assert rough[0] == once[0] == twice[0] == 1.0
@@ -144,4 +144,4 @@ def test_a_smoothness_without_its_kernel_is_refused_in_one_line(name):
     with pytest.raises(ValueError, match=message):
         strategies.create(name, TINY, 0, {"smoothness": 2})
     with pytest.raises(ValueError, match=r"^smoothness must be one of 0\.5, 1\.5, 2\.5, got 1\.0$"):
-        surrogate.Kernel(smoothness=1.0, noise=1e-2)  # a strategy built without create
+        surrogate.Covariance(smoothness=1.0, noise=1e-2)  # a strategy built without create
