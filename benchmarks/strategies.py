@@ -91,9 +91,8 @@ class Replay:
         records = [by_config[tuple(space.config(i).values())] for i in range(len(space))]
         time_ms = np.array([m.time_ms if m.status == "ok" else np.nan for m in records])
         cost_s = np.array([m.compile_s + m.verify_s + m.benchmark_s for m in records])
-        name = os.path.basename(path).split(".")[0]
         return cls(
-            name,
+            cache_name(path),
             space,
             [m.status for m in records],
             time_ms,
@@ -237,6 +236,11 @@ def replay(
         scores.setdefault(budget, cache.score(best))
     wall = pipeline_wall_s(cache, batches, ranks, depth, rank0_after)
     return Search(scores, wall, float(sum(cache.cost_s[ids].sum() for ids in batches)), asking / max(handed, 1))
+
+
+def cache_name(path: str) -> str:
+    """A cache's name in the tables: its file name without its suffixes."""
+    return os.path.basename(path).split(".")[0]
 
 
 def cache_paths(cache_dir: str) -> list[str]:

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from strategies import Replay, cache_paths, replay  # benchmarks/strategies.py: the replay
+from strategies import Replay, cache_name, cache_paths, replay  # benchmarks/strategies.py: the replay
 
 from mpitune.strategies import portfolio
 
@@ -237,7 +237,7 @@ def main() -> None:
         for title, (paths, seeds) in tables.items():
             settings = [DEFAULTS, chosen.options] if changed(chosen.options) else [DEFAULTS]
             default, mine = (bench.trials(settings, paths, seeds) * 2)[:2]
-            names = [Replay.load(p).name for p in paths]
+            names = [cache_name(p) for p in paths]
             gains[title] = comparison(title, default, mine, names, args.budgets)
     checks = list(gains.values())[1:]
     print("\n### Verdict (chosen minus defaults, on the two tables the choice was not made on)\n")

@@ -55,13 +55,13 @@ class BayesOpt(Strategy):
         smoothness: float,
     ):
         super().__init__(space, seed)
-        self.kernel = surrogate.Covariance(smoothness, noise)
+        self.covariance = surrogate.Covariance(smoothness, noise)
         self.initial_samples = initial_samples
         self.candidates = candidates
         self.max_observations = max_observations
         self.exploration = exploration
         self.rng = np.random.default_rng(seed)
-        self.scales = surrogate.LengthScales(per_parameter=False, kernel=self.kernel)
+        self.scales = surrogate.LengthScales(per_parameter=False, covariance=self.covariance)
 
     def ask(self, n: int) -> list[int]:
         if not self.design_done(self.initial_samples, n):
@@ -78,7 +78,7 @@ class BayesOpt(Strategy):
         unit = self.space.unit_coordinates
         x, y = unit(observed), self._targets(observed)
         scales = self.scales.fitted(x, y, len(self.values))
-        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales, self.kernel)
+        fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales, self.covariance)
         picks = surrogate.choose_batch(fit, unit(cand), n, self.exploration, np.ones(len(cand)))
         return self.mark_seen([int(cand[j]) for j in picks]) + self.random_unseen(n - len(picks))
 

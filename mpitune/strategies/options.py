@@ -62,6 +62,21 @@ class Option:
         return f"{self.name} ({self.kind_name} in {self.range}, default {self.default}): {self.meaning}"
 
 
+@dataclass(frozen=True)
+class Choice(Option):
+    """A number that takes only the values ``allowed``.
+
+    Its ``check`` refuses the others too, so a spec is refused before anything runs."""
+
+    allowed: tuple[float, ...] = ()
+
+    def check(self, value: object) -> float:
+        checked = float(super().check(value))
+        if checked not in self.allowed:
+            raise ValueError(f"{self.name} must be one of {', '.join(map(str, self.allowed))}, got {value!r}")
+        return checked
+
+
 def values(
     strategy: str, table: tuple[Option, ...], given: Mapping[str, object], hints: Mapping[str, str]
 ) -> dict[str, Value]:

@@ -94,7 +94,7 @@ class Portfolio(Strategy):
     ):
         super().__init__(space, seed)
         self.design = design
-        self.kernel = surrogate.Covariance(smoothness, noise)
+        self.covariance = surrogate.Covariance(smoothness, noise)
         self.breed_after, self.breed_share = breed_after, breed_share
         self.joined = False  # the breeder was told the model's results: it breeds from the best found
         self._withheld: list[Scored] = []  # the model's results, not told to the breeder (yet)
@@ -107,13 +107,13 @@ class Portfolio(Strategy):
         self.exploration = exploration
         self.rng = np.random.default_rng(seed)
         self.breeder = GeneticAlgorithm(space, seed, population, **BREEDING)
-        self.scales = surrogate.LengthScales(per_parameter=True, kernel=self.kernel)
+        self.scales = surrogate.LengthScales(per_parameter=True, covariance=self.covariance)
         self.use: surrogate.PriorUse | None = None  # the prior, and the trust in it
         self.prior_picks = 0  # from the prior's diverse best, once it passed the test
 
     def start_from(self, prior: Prior) -> None:
         super().start_from(prior)
-        self.use = surrogate.PriorUse(self.space, prior, self.kernel)
+        self.use = surrogate.PriorUse(self.space, prior, self.covariance)
 
     def learn_prior(self, prior: Prior) -> None:
         """A prior that grew (``Strategy.learn_prior``).
@@ -126,7 +126,7 @@ class Portfolio(Strategy):
         they no longer do. The prior's first picks are still made once."""
         kept = self.use
         super().learn_prior(prior)
-        self.use = surrogate.PriorUse(self.space, prior, self.kernel)
+        self.use = surrogate.PriorUse(self.space, prior, self.covariance)
         if kept is not None and kept.beta.shape == self.use.beta.shape:
             self.use.beta, self.use.intercept = kept.beta, kept.intercept
 
@@ -195,12 +195,12 @@ class Portfolio(Strategy):
             scales = self.scales.fitted(x, y, len(self.values))
             # What is in flight (the previous batch, with the scheduler's two batches out) enters
             # as lies too, so that this batch looks elsewhere rather than next to it.
-            fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales, self.kernel)
+            fit = surrogate.condition(*surrogate.with_lies(x, y, unit(self.in_flight())), scales, self.covariance)
             offset = None
         else:
             fit, offset = self._prior_fit(observed[ok], x, y, cand)
         cand_x = unit(cand)
-        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, fit.scales, fit.kernel)
+        feasible = 1.0 - surrogate.failure_rate(x_all, ~ok, cand_x, fit.scales, fit.covariance)
         # The first picks among the unseen one-parameter neighbours of the best result (all
         # are candidates): a trust region, where the best configurations of a kernel often
         # differ from a good one in a single parameter that the smooth model undervalues.
@@ -226,9 +226,9 @@ class Portfolio(Strategy):
         pending = np.array(self.in_flight(), dtype=np.int64)
         xs, ys = surrogate.with_lies(x, y, self.space.unit_coordinates(pending))
         if not self.use.trusted:
-            return surrogate.condition(xs, ys, scales, self.kernel), None
+            return surrogate.condition(xs, ys, scales, self.covariance), None
         left = ys - np.concatenate([mean, self.use.mean(self.use.features(pending))])
-        fit = dataclasses.replace(surrogate.condition(xs, left, scales, self.kernel), y=ys)
+        fit = dataclasses.replace(surrogate.condition(xs, left, scales, self.covariance), y=ys)
         return fit, self.use.mean(self.use.features(cand))
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from mpitune.model.prior import Prior
 from mpitune.model.searchspace import SearchSpace
-from mpitune.strategies.options import Option
+from mpitune.strategies.options import Choice, Option
 
 try:  # optional (it comes with scikit-learn): one BLAS thread while asking
     from threadpoolctl import ThreadpoolController
@@ -57,21 +57,6 @@ SWEEPS = 1  # passes over the parameters when fitting the scales
 FAILURE_PRIOR = 1.0  # pseudo-observations at the overall failure rate in the failure estimate
 REFIT_GROWTH = 1.25  # the length scales are refitted when the results grew by a quarter since the last fit
 SEEDS_FOR_NEIGHBOURS = 5  # best results whose neighbourhoods are always candidates
-
-
-@dataclass(frozen=True)
-class Choice(Option):
-    """A number that takes only the values ``allowed``.
-
-    Its ``check`` refuses the others too, so a spec is refused before anything runs."""
-
-    allowed: tuple[float, ...] = ()
-
-    def check(self, value: object) -> float:
-        checked = float(super().check(value))
-        if checked not in self.allowed:
-            raise ValueError(f"{self.name} must be one of {', '.join(map(str, self.allowed))}, got {value!r}")
-        return checked
 
 
 NOISE = Option(
@@ -191,20 +176,20 @@ class Fit:
     scales: np.ndarray  # length scale per parameter
     chol: np.ndarray  # Cholesky factor of K + noise
     alpha: np.ndarray  # (K + noise)^-1 y
-    kernel: Covariance  # the batch's rank-one updates use its noise and correlation
+    covariance: Covariance  # the batch's rank-one updates use its noise and correlation
 
 
-def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray, kernel: Covariance) -> np.ndarray:
+def matern(a: np.ndarray, b: np.ndarray, scales: np.ndarray, covariance: Covariance) -> np.ndarray:
     """Matern covariance between the rows of ``a`` and ``b``, unit variance."""
     a, b = a / scales, b / scales
     sq = (a**2).sum(1)[:, None] - 2 * a @ b.T + (b**2).sum(1)[None, :]
-    return kernel.correlation(np.sqrt(np.maximum(sq, 0.0)))
+    return covariance.correlation(np.sqrt(np.maximum(sq, 0.0)))
 
 
-def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Covariance) -> float:
+def _log_likelihood(x: np.ndarray, y: np.ndarray, scales: np.ndarray, covariance: Covariance) -> float:
     """The log marginal likelihood of ``y`` at ``x`` under ``scales``, less its constant."""
     try:
-        chol = np.linalg.cholesky(matern(x, x, scales, kernel) + kernel.noise * np.eye(len(x)))
+        chol = np.linalg.cholesky(matern(x, x, scales, covariance) + covariance.noise * np.eye(len(x)))
     except np.linalg.LinAlgError:
         return -math.inf
     alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, y))
@@ -219,9 +204,9 @@ class LengthScales:
     scale of the grid.
     """
 
-    def __init__(self, per_parameter: bool, kernel: Covariance):
+    def __init__(self, per_parameter: bool, covariance: Covariance):
         self.per_parameter = per_parameter
-        self.kernel = kernel
+        self.covariance = covariance
         self.value: np.ndarray | None = None
         self.fitted_on = 0  # results told at the last fit
 
@@ -229,15 +214,15 @@ class LengthScales:
         """The scales for observations ``x``, ``y``, refitted if ``told`` grew enough."""
         if self.value is None or told >= REFIT_GROWTH * self.fitted_on:
             if self.per_parameter:
-                self.value = fit_scales(x, y, self.kernel, self.value)
+                self.value = fit_scales(x, y, self.covariance, self.value)
             else:
-                self.value = fit_scales(x, y, self.kernel, sweeps=0)
+                self.value = fit_scales(x, y, self.covariance, sweeps=0)
             self.fitted_on = told
         return self.value
 
 
 def fit_scales(
-    x: np.ndarray, y: np.ndarray, kernel: Covariance, start: np.ndarray | None = None, sweeps: int = SWEEPS
+    x: np.ndarray, y: np.ndarray, covariance: Covariance, start: np.ndarray | None = None, sweeps: int = SWEEPS
 ) -> np.ndarray:
     """Per-parameter length scales of high marginal likelihood.
 
@@ -247,12 +232,12 @@ def fit_scales(
     d = x.shape[1]
     if start is None:
         grid = [np.full(d, s * math.sqrt(d)) for s in BASE_SCALES]
-        likelihoods = [_log_likelihood(x, y, s, kernel) for s in grid]
+        likelihoods = [_log_likelihood(x, y, s, covariance) for s in grid]
         scales = grid[int(np.argmax(likelihoods))]
         best = max(likelihoods)
     else:
         scales = np.clip(start, MIN_SCALE, MAX_SCALE)
-        best = _log_likelihood(x, y, scales, kernel)
+        best = _log_likelihood(x, y, scales, covariance)
     varying = [p for p in range(d) if np.ptp(x[:, p]) > 0]  # a constant parameter has no scale to learn
     for _ in range(sweeps):
         for p in varying:
@@ -260,17 +245,17 @@ def fit_scales(
             for step in SCALE_STEPS:
                 trial = scales.copy()
                 trial[p] = min(max(current * step, MIN_SCALE), MAX_SCALE)
-                ll = _log_likelihood(x, y, trial, kernel)
+                ll = _log_likelihood(x, y, trial, covariance)
                 if ll > best:
                     best = ll
                     scales = trial
     return scales
 
 
-def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray, kernel: Covariance) -> Fit:
+def condition(x: np.ndarray, y: np.ndarray, scales: np.ndarray, covariance: Covariance) -> Fit:
     """The GP conditioned on observations ``x``, ``y`` under ``scales``."""
-    chol = np.linalg.cholesky(matern(x, x, scales, kernel) + kernel.noise * np.eye(len(x)))
-    return Fit(x, y, scales, chol, np.linalg.solve(chol.T, np.linalg.solve(chol, y)), kernel)
+    chol = np.linalg.cholesky(matern(x, x, scales, covariance) + covariance.noise * np.eye(len(x)))
+    return Fit(x, y, scales, chol, np.linalg.solve(chol.T, np.linalg.solve(chol, y)), covariance)
 
 
 def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -287,7 +272,7 @@ def with_lies(x: np.ndarray, y: np.ndarray, pending: np.ndarray) -> tuple[np.nda
 
 
 def failure_rate(
-    x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray, kernel: Covariance
+    x: np.ndarray, failed: np.ndarray, cand: np.ndarray, scales: np.ndarray, covariance: Covariance
 ) -> np.ndarray:
     """Kernel-weighted share of failures among the observed points near each candidate.
 
@@ -295,7 +280,7 @@ def failure_rate(
     """
     if not failed.any():
         return np.zeros(len(cand))
-    weights = matern(cand, x, scales, kernel)
+    weights = matern(cand, x, scales, covariance)
     prior = failed.mean()
     rate: np.ndarray = (weights @ failed + FAILURE_PRIOR * prior) / (weights.sum(1) + FAILURE_PRIOR)
     return rate
@@ -320,7 +305,7 @@ def choose_batch(
     ``offset`` is a mean function's value at the candidates. Then ``fit`` models what is left of
     ``fit.y`` around it: ``alpha`` from the residuals, ``fit.y``, its best and its mean as measured.
     """
-    k_xc = matern(fit.x, cand, fit.scales, fit.kernel)
+    k_xc = matern(fit.x, cand, fit.scales, fit.covariance)
     whitened = np.linalg.solve(fit.chol, k_xc)
     mean = k_xc.T @ fit.alpha
     if offset is not None:
@@ -342,11 +327,11 @@ def choose_batch(
         # Without BLAS (einsum, a plain loop): a threaded matrix-vector product per pick is
         # slow where MPI ranks that wait for the next batch share the cores.
         distance = np.sqrt(np.einsum("ij,ij->i", *(2 * [(cand - cand[j]) / fit.scales])))
-        cov = fit.kernel.correlation(distance) - np.einsum("ij,i->j", whitened, whitened[:, j])
+        cov = fit.covariance.correlation(distance) - np.einsum("ij,i->j", whitened, whitened[:, j])
         for u in updates:
             cov -= u * u[j]
-        u = cov / math.sqrt(var[j] + fit.kernel.noise)
-        mean = mean + u * (lie - mean[j]) / math.sqrt(var[j] + fit.kernel.noise)
+        u = cov / math.sqrt(var[j] + fit.covariance.noise)
+        mean = mean + u * (lie - mean[j]) / math.sqrt(var[j] + fit.covariance.noise)
         var = np.maximum(var - u * u, 1e-12)
         updates.append(u)
     return picks
@@ -398,9 +383,9 @@ PRIOR_CANDIDATES = 200  # the prior's best unseen configurations added to the mo
 class PriorUse:
     """A prior on one space, standardised per source, and the trust the measurements give it."""
 
-    def __init__(self, space: SearchSpace, prior: Prior, kernel: Covariance):
+    def __init__(self, space: SearchSpace, prior: Prior, covariance: Covariance):
         self.space = space
-        self.kernel = kernel  # the search's: the mean is fitted under the process that uses it
+        self.covariance = covariance  # the search's: the mean is fitted under the process that uses it
         columns = []
         for time_ms in prior.time_ms:
             logs = np.log(np.where(np.isfinite(time_ms) & (time_ms > 0), time_ms, np.nan))
@@ -483,7 +468,7 @@ class PriorUse:
         design = np.column_stack([np.ones(len(y)), p])
         precision = np.diag([PRIOR_INTERCEPT_SD**-2] + [PRIOR_BETA_SD**-2] * p.shape[1])
         centre = np.concatenate([[0.0], np.full(p.shape[1], PRIOR_BETA)])
-        chol = np.linalg.cholesky(matern(x, x, scales, self.kernel) + self.kernel.noise * np.eye(len(x)))
+        chol = np.linalg.cholesky(matern(x, x, scales, self.covariance) + self.covariance.noise * np.eye(len(x)))
         white_design = np.linalg.solve(chol, design)
         white_y = np.linalg.solve(chol, y)
         coef = np.linalg.solve(white_design.T @ white_design + precision, white_design.T @ white_y + precision @ centre)

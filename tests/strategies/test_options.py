@@ -10,8 +10,7 @@ from conftest import REPO
 from search_problems import LANDSCAPE, TINY
 
 from mpitune import strategies
-from mpitune.strategies.options import Option, UnknownOption, values
-from mpitune.strategies.surrogate import Choice
+from mpitune.strategies.options import Choice, Option, UnknownOption, values
 
 TABLES = {name: strategies.options_of(name) for name in strategies.available()}
 EVERY_OPTION = [(name, option) for name, table in TABLES.items() for option in table]

@@ -97,7 +97,7 @@ def test_the_length_scales_stay_long_enough_for_the_fit_to_be_positive_definite(
 def test_the_defaults_are_the_process_and_the_design_of_before():
     """The pinned batches on pnpoly (test_portfolio_prior.py) hold the ids; this holds the values."""
     for name in ("portfolio", "bayes_opt"):
-        assert strategies.create(name, LANDSCAPE, 0, {}).kernel == DEFAULT
+        assert strategies.create(name, LANDSCAPE, 0, {}).covariance == DEFAULT
     assert make("portfolio").design == 8
     d = np.array([0.0, 0.3, 1.0, 2.5])
     r = math.sqrt(5) * d
