@@ -121,10 +121,7 @@ def changed(options: Mapping[str, Value]) -> dict[str, Value]:
 def search(bench: Bench, paths: Sequence[str], args: argparse.Namespace) -> tuple[Trial, list[dict[str, object]]]:
     """The coordinate search, then ``--random`` combinations: the chosen options and a log of
     every trial."""
-    names = [n for n in (args.options or GRID) if n in DEFAULTS]
-    missing = sorted(set(args.options or GRID) - set(DEFAULTS))
-    if missing:
-        print(f"not options of portfolio, left out: {', '.join(missing)}\n")
+    names = list(args.options or GRID)
     seeds = range(args.seeds)
     (current,) = bench.trials([{**DEFAULTS, **args.start}], paths, seeds)
     log: list[dict[str, object]] = [{"options": changed(current.options), "objective": current.objective, "kept": True}]

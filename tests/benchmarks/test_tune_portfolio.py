@@ -87,3 +87,8 @@ def test_bad_arguments_end_in_one_line(dirs: tuple[Path, Path], args: list[str],
     done = run_script(SCRIPT, *dirs, *args)
     assert done.returncode != 0
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_every_row_is_an_option_of_the_default_and_holds_its_default() -> None:
+    for name, row in tune_portfolio.GRID.items():
+        assert tune_portfolio.DEFAULTS[name] in row, name
